@@ -1,0 +1,71 @@
+"""The exception tree. The CLI turns each into a message and an exit code.
+
+    TwinError                 anything twin reports without a traceback
+    +-- SpecError             the fabric spec is wrong (exit 2); carries every problem found
+    +-- UsageError            a command was asked for something that cannot be (exit 2)
+    +-- LabError              a lab operation failed (exit 1)
+    |   +-- RuntimeMissing    the chosen runtime cannot run here (root, binary, engine)
+    |   +-- CommandFailed     a kernel-facing command failed; carries argv and stderr
+    +-- VerifyFailed          verify ran and found differences (exit 1)
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+class TwinError(Exception):
+    exit_code = 1
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One thing wrong with a spec: where (a key path), what, and how to fix it."""
+
+    path: str
+    message: str
+    hint: str = ""
+
+    def render(self) -> str:
+        text = f"  {self.path}: {self.message}"
+        if self.hint:
+            text += f"\n    hint: {self.hint}"
+        return text
+
+
+class SpecError(TwinError):
+    exit_code = 2
+
+    def __init__(self, source: str, problems: list[Problem]):
+        self.source = source
+        self.problems = problems
+        super().__init__(self.render())
+
+    def render(self) -> str:
+        n = len(self.problems)
+        head = f"{self.source}: {n} problem{'s' if n != 1 else ''} in the fabric spec"
+        return "\n".join([head, *(p.render() for p in self.problems)])
+
+
+class UsageError(TwinError):
+    exit_code = 2
+
+
+class LabError(TwinError):
+    exit_code = 1
+
+
+class RuntimeMissing(LabError):
+    pass
+
+
+class CommandFailed(LabError):
+    def __init__(self, argv: list[str], returncode: int, stderr: str):
+        self.argv = argv
+        self.returncode = returncode
+        self.stderr = stderr.strip()
+        super().__init__(f"`{' '.join(argv)}` exited {returncode}: {self.stderr or '(no output)'}")
+
+
+class VerifyFailed(TwinError):
+    exit_code = 1

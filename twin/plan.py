@@ -1,0 +1,204 @@
+"""The route plan: what every node must hold, as data (pure, golden-tested).
+
+Static SRv6 source routing (DESIGN.md section 3). No node runs a routing
+protocol; these tables are written once at install and never change:
+
+    T0     own /48   seg6local End flavors next-csid (uN: shift 16 bits, forward)
+           T1 /48    via fe80::<T1 uSID> out of the matching uplink, per T1 of its plane
+           port /48  via fe80::<port uSID> out of the matching downlink, per host in its rack
+    T1     own /48   uN, as above
+           T0 /48    via fe80::<T0 uSID> out of the matching downlink, per T0 of its plane
+    host   NIC address /128 on lo (a ULA: <nic_prefix>:<rack>::<slot+1>)
+           port /48  seg6local End.DT6 table local, per port (decap into the local
+                     table: `table main` silently drops, local addresses live in 255)
+           T0 /48    via fe80::<T0 uSID> out of that plane's port
+
+Switches attach their uN SID to an always-up anchor interface `sr0` rather
+than to a fabric port: the kernel deletes routes whose device goes down, and
+a single failed link must not take the switch's own SID with it.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from dataclasses import asdict, dataclass, field
+
+from twin import usid
+from twin.model import Fabric, Node, Tier
+
+ANCHOR = "sr0"  # always-up device carrying a switch's uN SID (dummy, else ifb)
+PROTO = "static"  # every planned route is installed with this protocol
+
+
+@dataclass(frozen=True, order=True)
+class Route:
+    """One IPv6 route, in the terms `ip -j -6 route show` reads it back in."""
+
+    dst: str
+    dev: str
+    via: str | None = None
+    action: str | None = None  # seg6local action: End, End.DT6
+    flavors: tuple[str, ...] = ()
+    lblen: int | None = None
+    nflen: int | None = None
+    table: str | None = None  # End.DT6 lookup table
+    note: str = field(default="", compare=False)
+
+    def iproute2(self) -> str:
+        """The `ip -6` batch line that installs this route (idempotent: replace)."""
+        words = ["route", "replace", self.dst]
+        if self.action:
+            words += ["encap", "seg6local", "action", self.action]
+            if self.flavors:
+                words += ["flavors", ",".join(self.flavors)]
+            if self.lblen is not None:
+                words += ["lblen", str(self.lblen), "nflen", str(self.nflen)]
+            if self.table:
+                words += ["table", self.table]
+        if self.via:
+            words += ["via", self.via]
+        words += ["dev", self.dev, "proto", PROTO]
+        return " ".join(words)
+
+    def describe(self) -> str:
+        if self.action:
+            extra = f" {','.join(self.flavors)}" if self.flavors else ""
+            extra += f" table {self.table}" if self.table else ""
+            return f"{self.dst} {self.action}{extra} dev {self.dev}"
+        return f"{self.dst} via {self.via} dev {self.dev}"
+
+
+@dataclass(frozen=True)
+class Interface:
+    name: str
+    peer: str  # "node:ifname" at the other end; "" for the anchor
+    mtu: int
+    addresses: tuple[str, ...]  # with prefix length
+    rate_bps: int | None = None
+
+
+@dataclass(frozen=True)
+class NodePlan:
+    name: str
+    tier: str
+    sid: str  # the node's own uSID (switches) or "" (hosts)
+    loopback: tuple[str, ...]  # addresses on lo
+    interfaces: tuple[Interface, ...]
+    anchor: str | None  # name of the SID anchor device, switches only
+    node_sysctls: tuple[tuple[str, str], ...]  # set when the node is created
+    routes: tuple[Route, ...]
+
+    def interface_sysctls(self) -> list[tuple[str, str]]:
+        """Per-interface settings, applied once the links are wired."""
+        out = []
+        for ifc in self.interfaces:
+            out.append((f"net.ipv6.conf.{ifc.name}.seg6_enabled", "1"))
+            out.append((f"net.ipv6.conf.{ifc.name}.disable_ipv6", "0"))
+        return out
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Plan:
+    fabric: Fabric
+    nodes: dict[str, NodePlan]
+
+    def __getitem__(self, name: str) -> NodePlan:
+        return self.nodes[name]
+
+    def nic_address(self, host: str) -> str:
+        return self.nodes[host].loopback[0].split("/")[0]
+
+
+def nic_address(fabric: Fabric, host: Node) -> ipaddress.IPv6Address:
+    """The host's inner NIC address: <nic_prefix>:<rack>::<slot + 1>."""
+    slot = host.index - host.rack * fabric.spec.hosts_per_rack
+    base = int(fabric.spec.nic_prefix.network_address)
+    return ipaddress.IPv6Address(base | (host.rack << 64) | (slot + 1))
+
+
+def _sysctls(forwarding: bool) -> tuple[tuple[str, str], ...]:
+    fwd = "1" if forwarding else "0"
+    return (
+        ("net.ipv6.conf.all.disable_ipv6", "0"),
+        ("net.ipv6.conf.default.disable_ipv6", "0"),
+        ("net.ipv6.conf.all.forwarding", fwd),
+        ("net.ipv6.conf.all.seg6_enabled", "1"),
+        ("net.ipv6.conf.default.seg6_enabled", "1"),
+        # Only the planned fe80::<uSID> link-locals: no random EUI-64 ones, no DAD wait.
+        ("net.ipv6.conf.default.addr_gen_mode", "1"),
+        ("net.ipv6.conf.all.accept_dad", "0"),
+        ("net.ipv6.conf.default.accept_dad", "0"),
+        ("net.ipv6.conf.all.accept_ra", "0"),
+        ("net.ipv6.conf.default.accept_ra", "0"),
+    )
+
+
+def _ordered(routes: list[Route]) -> tuple[Route, ...]:
+    return tuple(sorted(routes, key=lambda r: (ipaddress.IPv6Network(r.dst), r.dev)))
+
+
+def build_plan(fabric: Fabric) -> Plan:
+    return Plan(fabric, {n.name: _plan_node(fabric, n) for n in fabric.nodes})
+
+
+def _interfaces(fabric: Fabric, node: Node, own_ll) -> list[Interface]:
+    out = []
+    for link in fabric.links_of(node.name):
+        mine, peer = link.end(node.name), link.peer(node.name)
+        ll = own_ll(link)
+        out.append(Interface(mine.ifname, str(peer), link.mtu, (f"{ll}/64",), link.rate_bps))
+    return sorted(out, key=lambda i: int(i.name.removeprefix("eth")))
+
+
+def _uN(fabric: Fabric, sid: usid.USid) -> Route:
+    return Route(dst=str(usid.locator(fabric.spec.block, sid)), dev=ANCHOR, action="End",
+                 flavors=("next-csid",), lblen=32, nflen=16, note="uN: shift and forward")
+
+
+def _towards(fabric: Fabric, sid: usid.USid, dev: str, name: str) -> Route:
+    return Route(dst=str(usid.locator(fabric.spec.block, sid)), dev=dev,
+                 via=usid.link_local(sid), note=f"to {name}")
+
+
+def _plan_node(fabric: Fabric, node: Node) -> NodePlan:
+    spec = fabric.spec
+    routes: list[Route] = []
+    if node.tier is Tier.T0:
+        p, r = node.plane, node.rack
+        own = fabric.sid(node)
+        routes.append(_uN(fabric, own))
+        for t in range(spec.t1_per_plane):
+            routes.append(_towards(fabric, usid.t1(p, t), fabric.t0_uplink(t),
+                                   fabric.t1_name(p, t)))
+        for s in range(spec.hosts_per_rack):
+            host = fabric.node(fabric.host_name(r, s))
+            if p in fabric.host_planes(host):
+                routes.append(_towards(fabric, usid.port(p, host.index), fabric.t0_downlink(s),
+                                       f"{host.name}:{fabric.host_port(p)}"))
+        ifaces = _interfaces(fabric, node, lambda _link: usid.link_local(own))
+        return NodePlan(node.name, node.tier.value, str(own), (), tuple(ifaces), ANCHOR,
+                        _sysctls(True), _ordered(routes))
+    if node.tier is Tier.T1:
+        own = fabric.sid(node)
+        routes.append(_uN(fabric, own))
+        for r in range(spec.racks):
+            routes.append(_towards(fabric, usid.t0(node.plane, r), fabric.t1_downlink(r),
+                                   fabric.t0_name(node.plane, r)))
+        ifaces = _interfaces(fabric, node, lambda _link: usid.link_local(own))
+        return NodePlan(node.name, node.tier.value, str(own), (), tuple(ifaces), ANCHOR,
+                        _sysctls(True), _ordered(routes))
+    # host
+    for p in fabric.host_planes(node):
+        dev = fabric.host_port(p)
+        port_sid = usid.port(p, node.index)
+        routes.append(Route(dst=str(usid.locator(spec.block, port_sid)), dev=dev,
+                            action="End.DT6", table="local", note="decap to the NIC address"))
+        routes.append(_towards(fabric, usid.t0(p, node.rack), dev, fabric.t0_name(p, node.rack)))
+    ifaces = _interfaces(fabric, node, lambda link: usid.link_local(usid.port(link.plane,
+                                                                               node.index)))
+    nic = nic_address(fabric, node)
+    return NodePlan(node.name, node.tier.value, "", (f"{nic}/128",), tuple(ifaces), None,
+                    _sysctls(False), _ordered(routes))

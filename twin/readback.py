@@ -1,0 +1,108 @@
+"""Read a node's state back with iproute2 and compare it with the plan.
+
+iproute2 (`ip -j -6 route show`) is the oracle, independent of pyroute2,
+which wrote most of the routes: a route pyroute2 installed wrongly (as it
+does with seg6local flavors) shows up here as "different".
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+from twin.plan import NodePlan, Route
+
+READ_CMDS = "route show\nlink show\naddress show\n"
+
+
+@dataclass
+class NodeCheck:
+    node: str
+    missing: list[str] = field(default_factory=list)  # planned, not there
+    extra: list[str] = field(default_factory=list)  # there, not planned
+    different: list[str] = field(default_factory=list)  # same dst, other attributes
+    links: list[str] = field(default_factory=list)  # interface problems
+
+    @property
+    def ok(self) -> bool:
+        return not (self.missing or self.extra or self.different or self.links)
+
+    def problems(self) -> list[str]:
+        return ([f"missing route {r}" for r in self.missing]
+                + [f"extra route {r}" for r in self.extra]
+                + [f"different route {r}" for r in self.different]
+                + self.links)
+
+
+def route_from_json(entry: dict) -> Route:
+    """A Route from one element of `ip -j -6 route show`."""
+    return Route(
+        dst=_norm_dst(entry["dst"]),
+        dev=entry.get("dev", ""),
+        via=entry.get("gateway"),
+        action=entry.get("action") if entry.get("encap") == "seg6local" else None,
+        flavors=tuple(entry.get("flavors", ())),
+        lblen=entry.get("lblen"),
+        nflen=entry.get("nflen"),
+        table=str(entry["table"]) if entry.get("encap") == "seg6local" and "table" in entry
+        else None,
+    )
+
+
+def _norm_dst(dst: str) -> str:
+    return dst if "/" in dst else f"{dst}/128"
+
+
+def compare(plan: NodePlan, routes_json: list[dict], links_json: list[dict],
+            addrs_json: list[dict]) -> NodeCheck:
+    check = NodeCheck(plan.name)
+    actual = [route_from_json(e) for e in routes_json if e.get("protocol") != "kernel"]
+    planned = {r.dst: r for r in plan.routes}
+    seen = {}
+    for r in actual:
+        seen[r.dst] = r
+        want = planned.get(r.dst)
+        if want is None:
+            check.extra.append(r.describe())
+        elif want != r:
+            check.different.append(f"{r.describe()} (planned: {want.describe()})")
+    for dst, want in planned.items():
+        if dst not in seen:
+            check.missing.append(want.describe())
+
+    by_name = {e["ifname"]: e for e in links_json}
+    addrs = {e["ifname"]: {f"{a['local']}/{a['prefixlen']}" for a in e.get("addr_info", ())}
+             for e in addrs_json}
+    for ifc in plan.interfaces:
+        link = by_name.get(ifc.name)
+        if link is None:
+            check.links.append(f"interface {ifc.name} (to {ifc.peer}) is missing")
+            continue
+        flags = link.get("flags", [])
+        if "UP" not in flags:
+            check.links.append(f"interface {ifc.name} (to {ifc.peer}) is admin down")
+        elif "LOWER_UP" not in flags:
+            check.links.append(f"interface {ifc.name} (to {ifc.peer}) has no carrier")
+        if link.get("mtu") != ifc.mtu:
+            check.links.append(f"interface {ifc.name} mtu {link.get('mtu')}, planned {ifc.mtu}")
+        for a in ifc.addresses:
+            if a not in addrs.get(ifc.name, set()):
+                check.links.append(f"interface {ifc.name} lacks address {a}")
+    for a in plan.loopback:
+        if a not in addrs.get("lo", set()):
+            check.links.append(f"lo lacks NIC address {a}")
+    return check
+
+
+def parse_batch_output(text: str) -> list[list[dict]]:
+    """`ip -j -batch` prints one JSON array per command, one per line."""
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def read_node(runtime, plan: NodePlan) -> NodeCheck:
+    out = runtime.exec(plan.name, ["ip", "-6", "-j", "-batch", "-"], input=READ_CMDS).stdout
+    parts = parse_batch_output(out)
+    if len(parts) != 3:
+        return NodeCheck(plan.name, links=[f"could not read state back ({len(parts)} of 3)"])
+    routes, links, addrs = parts
+    return compare(plan, routes, links, addrs)

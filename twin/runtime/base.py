@@ -1,0 +1,107 @@
+"""The runtime contract: the few things a lab needs from whatever runs its nodes.
+
+A runtime creates nodes (each one a network namespace, bare or inside a
+container), wires links between them as veth pairs, runs commands inside a
+node, flips a link's state and destroys what it created. Everything else
+(configuring routes, probing paths, faults) works on a node's network
+namespace path, which is the same kind of thing for every runtime:
+
+    netns          /run/netns/twin-<lab>-<node>
+    docker, clab   /proc/<container pid>/ns/net
+
+Runtimes register by name in RUNTIMES; `get_runtime` names the valid ones
+when a lookup misses.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from abc import ABC, abstractmethod
+from typing import ClassVar
+
+from twin import netns
+from twin.configure import configure_node
+from twin.errors import UsageError
+from twin.model import Link
+from twin.plan import NodePlan
+
+
+class Runtime(ABC):
+    name: ClassVar[str]
+
+    def __init__(self, lab: str):
+        self.lab = lab
+
+    @classmethod
+    def unavailable(cls) -> str | None:
+        """Why this runtime cannot run on this machine, or None if it can."""
+        return None
+
+    @abstractmethod
+    def create_nodes(self, nodes: list[NodePlan]) -> None: ...
+
+    @abstractmethod
+    def wire_links(self, links: list[Link]) -> None: ...
+
+    @abstractmethod
+    def netns_path(self, node: str) -> str: ...
+
+    @abstractmethod
+    def destroy(self, nodes: list[str]) -> list[str]:
+        """Remove the named nodes (and their links and processes); return what existed."""
+
+    @abstractmethod
+    def existing(self, nodes: list[str]) -> list[str]:
+        """Which of these nodes exist right now."""
+
+    def exec(self, node: str, argv: list[str], *, input: str | None = None,
+             check: bool = True, timeout: float = 60) -> subprocess.CompletedProcess:
+        return netns.run(self.netns_path(node), argv, input=input, check=check, timeout=timeout)
+
+    def configure(self, node: NodePlan) -> None:
+        """Apply (or re-apply: it is idempotent) a node's plan."""
+        configure_node(node, self.netns_path(node.name))
+
+    def set_link_state(self, node: str, ifname: str, up: bool) -> None:
+        self.exec(node, ["ip", "link", "set", "dev", ifname, "up" if up else "down"])
+
+
+RUNTIMES: dict[str, type[Runtime]] = {}
+
+
+def register(cls: type[Runtime]) -> type[Runtime]:
+    RUNTIMES[cls.name] = cls
+    return cls
+
+
+# `auto` tries these in order (container runtimes join the front as they land).
+AUTO_ORDER = ["netns"]
+
+
+def get_runtime(name: str, lab: str) -> Runtime:
+    try:
+        cls = RUNTIMES[name]
+    except KeyError:
+        valid = ", ".join(["auto", *sorted(RUNTIMES)])
+        raise UsageError(f"unknown runtime {name!r}; valid runtimes: {valid}") from None
+    return cls(lab)
+
+
+def pick_runtime(requested: str) -> tuple[str, str]:
+    """Resolve `auto` to a runtime name; return (name, why)."""
+    if requested != "auto":
+        cls = RUNTIMES.get(requested)
+        if cls is None:
+            get_runtime(requested, "")  # raises with the list of valid names
+        reason = cls.unavailable()
+        if reason:
+            raise UsageError(f"runtime {requested} cannot run here: {reason}")
+        return requested, "asked for"
+    skipped = []
+    for name in AUTO_ORDER:
+        reason = RUNTIMES[name].unavailable()
+        if reason is None:
+            why = "first available" + (f" ({'; '.join(skipped)})" if skipped else "")
+            return name, why
+        skipped.append(f"{name}: {reason}")
+    raise UsageError("no runtime can run here: " + "; ".join(skipped))

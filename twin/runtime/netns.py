@@ -1,0 +1,133 @@
+"""The embedded runtime: every node is a bare network namespace.
+
+Needs only root and iproute2. Namespaces are named `twin-<lab>-<node>`, so
+`ip netns list` shows which lab each belongs to. Nodes and links are created
+in bulk with one `ip -batch` each; a veth is created with both ends already
+in their namespaces, so no half-wired interface ever appears in the root
+namespace.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import time
+
+from twin.errors import CommandFailed
+from twin.model import Link
+from twin.plan import NodePlan
+from twin.runtime.base import Runtime, register
+
+PREFIX = "twin-"
+NETNS_DIR = "/run/netns"
+
+
+def _ip_batch(lines: list[str], force: bool = False) -> None:
+    if not lines:
+        return
+    argv = ["ip", *(["-force"] if force else []), "-batch", "-"]
+    proc = subprocess.run(argv, input="\n".join(lines) + "\n", capture_output=True, text=True)
+    if proc.returncode != 0 and not force:
+        raise CommandFailed(argv, proc.returncode, proc.stderr)
+
+
+def list_netns() -> list[str]:
+    try:
+        return sorted(os.listdir(NETNS_DIR))
+    except FileNotFoundError:
+        return []
+
+
+def pids_in(paths: list[str]) -> dict[str, list[int]]:
+    """Processes whose network namespace is one of these files (by inode)."""
+    wanted = {}
+    for p in paths:
+        try:
+            st = os.stat(p)
+            wanted[(st.st_dev, st.st_ino)] = p
+        except OSError:
+            pass
+    found: dict[str, list[int]] = {p: [] for p in paths}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            st = os.stat(f"/proc/{entry}/ns/net")
+        except OSError:
+            continue
+        key = (st.st_dev, st.st_ino)
+        if key in wanted:
+            found[wanted[key]].append(int(entry))
+    return found
+
+
+def kill_all(pids: list[int], grace: float = 2.0) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+    deadline = time.monotonic() + grace
+    while pids and time.monotonic() < deadline:
+        pids = [p for p in pids if os.path.exists(f"/proc/{p}")]
+        time.sleep(0.05)
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+@register
+class NetnsRuntime(Runtime):
+    name = "netns"
+
+    @classmethod
+    def unavailable(cls) -> str | None:
+        if os.geteuid() != 0:
+            return "needs root (network namespaces and veths)"
+        if shutil.which("ip") is None:
+            return "iproute2 (`ip`) is not installed"
+        if shutil.which("nsenter") is None:
+            return "util-linux `nsenter` is not installed"
+        return None
+
+    def ns_name(self, node: str) -> str:
+        return f"{PREFIX}{self.lab}-{node}"
+
+    def netns_path(self, node: str) -> str:
+        return f"{NETNS_DIR}/{self.ns_name(node)}"
+
+    def create_nodes(self, nodes: list[NodePlan]) -> None:
+        _ip_batch([f"netns add {self.ns_name(n.name)}" for n in nodes])
+
+    def wire_links(self, links: list[Link]) -> None:
+        _ip_batch([
+            f"link add {lk.a.ifname} netns {self.ns_name(lk.a.node)} type veth "
+            f"peer name {lk.b.ifname} netns {self.ns_name(lk.b.node)}"
+            for lk in links
+        ])
+
+    def existing(self, nodes: list[str]) -> list[str]:
+        present = set(list_netns())
+        return [n for n in nodes if self.ns_name(n) in present]
+
+    def destroy(self, nodes: list[str]) -> list[str]:
+        there = self.existing(nodes)
+        remove_namespaces([self.ns_name(n) for n in there])
+        return there
+
+
+def remove_namespaces(names: list[str]) -> None:
+    """Stop every process inside, then delete the namespaces (their veths go with them)."""
+    if not names:
+        return
+    paths = [f"{NETNS_DIR}/{n}" for n in names]
+    kill_all([pid for pids in pids_in(paths).values() for pid in pids])
+    _ip_batch([f"netns del {n}" for n in names], force=True)
+
+
+def leftover_namespaces() -> list[str]:
+    return [n for n in list_netns() if n.startswith(PREFIX)]

@@ -1,0 +1,288 @@
+"""The fabric spec: the short YAML file a user writes, validated in one place.
+
+A spec names the shape of a multi-plane two-tier fabric, never its parts:
+
+    name: mrc-4p            # lab name: netns / container names derive from it
+    planes: 4               # independent planes; every NIC has one port per plane
+    racks: 2                # T0 groups; each plane has one T0 per rack
+    hosts_per_rack: 2       # GPU NICs under each T0
+    t1_per_plane: 2         # spine switches in each plane
+    nic_ports: 4            # optional: ports per NIC (default: one per plane)
+    mtu: 9000               # optional: every link
+    rate: 1gbit             # optional: every link, or {host: ..., fabric: ...}
+    srv6:                   # optional
+      block: fcbb:bb00::/32 # the uSID block (F3216: 32-bit block, 16-bit uSIDs)
+    nic_prefix: fd00:4d52:43::/48   # optional: where inner NIC addresses live
+
+`load_spec` reads a file and returns a frozen `FabricSpec`, or raises
+`SpecError` with every problem found, each naming its key path and a hint.
+Nothing downstream re-validates: the rest of twin trusts a `FabricSpec`.
+"""
+
+from __future__ import annotations
+
+import difflib
+import ipaddress
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from twin.errors import Problem, SpecError
+
+# The uSID layout (see twin.usid) gives these hard limits.
+MAX_PLANES = 16  # the plane is the high nibble of every uSID
+MAX_INDEX = 256  # racks, T1s per plane and hosts are each a byte of a uSID
+MAX_NAME = 24  # lab names prefix namespace and container names
+
+NAME_RE = re.compile(r"^[a-z][a-z0-9-]*$")
+RATE_RE = re.compile(r"^(\d+(?:\.\d+)?)\s*(bit|kbit|mbit|gbit|tbit)$", re.IGNORECASE)
+RATE_UNITS = {"bit": 1, "kbit": 10**3, "mbit": 10**6, "gbit": 10**9, "tbit": 10**12}
+
+DEFAULT_BLOCK = "fcbb:bb00::/32"
+DEFAULT_NIC_PREFIX = "fd00:4d52:43::/48"
+DEFAULT_MTU = 9000
+
+
+@dataclass(frozen=True)
+class FabricSpec:
+    name: str
+    planes: int
+    racks: int
+    hosts_per_rack: int
+    t1_per_plane: int
+    nic_ports: int
+    mtu: int
+    host_rate_bps: int | None
+    fabric_rate_bps: int | None
+    block: ipaddress.IPv6Network
+    nic_prefix: ipaddress.IPv6Network
+    description: str = ""
+
+    @property
+    def hosts(self) -> int:
+        return self.racks * self.hosts_per_rack
+
+
+# key -> (type description, required)
+_KEYS: dict[str, tuple[str, bool]] = {
+    "name": ("string", True),
+    "description": ("string", False),
+    "planes": ("integer", True),
+    "racks": ("integer", True),
+    "hosts_per_rack": ("integer", True),
+    "t1_per_plane": ("integer", True),
+    "nic_ports": ("integer", False),
+    "mtu": ("integer", False),
+    "rate": ("rate", False),
+    "srv6": ("mapping", False),
+    "nic_prefix": ("IPv6 prefix", False),
+}
+_SRV6_KEYS = {"block": "IPv6 prefix", "format": "string"}
+_RATE_KEYS = {"host": "rate", "fabric": "rate"}
+
+
+class _Checker:
+    """Collects problems instead of stopping at the first one."""
+
+    def __init__(self) -> None:
+        self.problems: list[Problem] = []
+
+    def add(self, path: str, message: str, hint: str = "") -> None:
+        self.problems.append(Problem(path, message, hint))
+
+    def unknown_keys(self, data: dict, allowed: dict, prefix: str = "") -> None:
+        for key in data:
+            if key in allowed:
+                continue
+            path = f"{prefix}{key}"
+            close = difflib.get_close_matches(str(key), list(allowed), n=1)
+            hint = f"did you mean '{close[0]}'?" if close else (
+                "known keys: " + ", ".join(sorted(allowed)))
+            self.add(path, "unknown key", hint)
+
+    def integer(self, data: dict, key: str, lo: int, hi: int, hint: str) -> int | None:
+        if key not in data:
+            return None
+        value = data[key]
+        if isinstance(value, bool) or not isinstance(value, int):
+            self.add(key, f"must be an integer (got {_show(value)})", hint)
+            return None
+        if value < lo:
+            self.add(key, f"must be at least {lo} (got {value})", hint)
+            return None
+        if value > hi:
+            self.add(key, f"must be at most {hi} (got {value})", hint)
+            return None
+        return value
+
+    def rate(self, path: str, value: Any) -> int | None:
+        if isinstance(value, str):
+            m = RATE_RE.match(value.strip())
+            if m:
+                bps = int(float(m.group(1)) * RATE_UNITS[m.group(2).lower()])
+                if bps > 0:
+                    return bps
+        self.add(path, f"must be a rate such as 100mbit or 10gbit (got {_show(value)})",
+                 "units are tc's: bit, kbit, mbit, gbit, tbit")
+        return None
+
+    def prefix(self, path: str, value: Any, length: int, within: str, hint: str):
+        try:
+            net = ipaddress.IPv6Network(str(value), strict=True)
+        except ValueError as e:
+            self.add(path, f"must be an IPv6 prefix ({e})", hint)
+            return None
+        if net.prefixlen != length:
+            self.add(path, f"must be a /{length} (got /{net.prefixlen})", hint)
+            return None
+        if not net.subnet_of(ipaddress.IPv6Network(within)):
+            self.add(path, f"must lie within {within} (got {net})", hint)
+            return None
+        return net
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, str):
+        return repr(value)
+    if isinstance(value, bool):
+        return str(value).lower()
+    if value is None:
+        return "nothing"
+    return f"{value!r}" if isinstance(value, int | float) else type(value).__name__
+
+
+def load_spec(path: str | Path) -> FabricSpec:
+    """Read and validate a spec file. Raises SpecError (never a traceback)."""
+    path = Path(path)
+    source = str(path)
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise SpecError(source, [Problem("(file)", f"cannot read: {e.strerror}",
+                                         "pass a path such as lab/fabrics/mrc-4p.yml")]) from None
+    return parse_spec(text, source)
+
+
+def parse_spec(text: str, source: str = "<spec>") -> FabricSpec:
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "(file)"
+        what = getattr(e, "problem", None) or str(e)
+        raise SpecError(source, [Problem(where, f"YAML syntax error: {what}",
+                                         "check indentation and quoting there")]) from None
+    if not isinstance(data, dict):
+        raise SpecError(source, [Problem("(top level)", f"must be a mapping (got {_show(data)})",
+                                         "start from lab/fabrics/mrc-4p.yml")])
+    return _validate(data, source)
+
+
+def _validate(data: dict, source: str) -> FabricSpec:
+    c = _Checker()
+    c.unknown_keys(data, _KEYS)
+    for key, (_, required) in _KEYS.items():
+        if required and key not in data:
+            c.add(key, "is required", f"add '{key}:' (see lab/fabrics/mrc-4p.yml)")
+
+    name = data.get("name")
+    if "name" in data:
+        if not isinstance(name, str) or not NAME_RE.match(name):
+            c.add("name", f"must be lowercase letters, digits and '-' (got {_show(name)})",
+                  "the name prefixes namespace and container names, e.g. mrc-4p")
+            name = None
+        elif len(name) > MAX_NAME:
+            c.add("name", f"must be at most {MAX_NAME} characters (got {len(name)})",
+                  "the name prefixes namespace and container names; shorten it")
+            name = None
+    description = data.get("description", "")
+    if not isinstance(description, str):
+        c.add("description", f"must be a string (got {_show(description)})")
+        description = ""
+
+    planes = c.integer(data, "planes", 1, MAX_PLANES,
+                       "the plane is the high nibble of every uSID, so 1 to 16 planes")
+    racks = c.integer(data, "racks", 1, MAX_INDEX,
+                      "the rack is the low byte of a T0 uSID, so 1 to 256 racks")
+    hpr = c.integer(data, "hosts_per_rack", 1, MAX_INDEX,
+                    "each host port is one byte of uSID space, so at most 256 hosts in all")
+    t1 = c.integer(data, "t1_per_plane", 1, MAX_INDEX,
+                   "the T1 is the low byte of its uSID, so 1 to 256 per plane")
+    mtu = c.integer(data, "mtu", 1280, 65535,
+                    "IPv6 needs at least 1280; MRC's 4096-byte payload wants 4400 or more")
+    nic_ports = None
+    if planes is not None:
+        nic_ports = c.integer(data, "nic_ports", 1, planes,
+                              f"a NIC port attaches to one plane, so 1 to planes ({planes})")
+    if racks is not None and hpr is not None and racks * hpr > MAX_INDEX:
+        c.add("hosts_per_rack",
+              f"uSID space exhausted: racks x hosts_per_rack = {racks * hpr} hosts, "
+              f"but host-port uSIDs have room for {MAX_INDEX} per plane",
+              f"use at most {MAX_INDEX // racks} hosts per rack with {racks} racks")
+
+    host_rate = fabric_rate = None
+    if "rate" in data:
+        rate = data["rate"]
+        if isinstance(rate, dict):
+            c.unknown_keys(rate, _RATE_KEYS, "rate.")
+            if "host" in rate:
+                host_rate = c.rate("rate.host", rate["host"])
+            if "fabric" in rate:
+                fabric_rate = c.rate("rate.fabric", rate["fabric"])
+        else:
+            host_rate = fabric_rate = c.rate("rate", rate)
+
+    block = ipaddress.IPv6Network(DEFAULT_BLOCK)
+    srv6 = data.get("srv6", {})
+    if not isinstance(srv6, dict):
+        c.add("srv6", f"must be a mapping (got {_show(srv6)})", "e.g. srv6: {block: fcbb:bb00::/32}")
+        srv6 = {}
+    c.unknown_keys(srv6, _SRV6_KEYS, "srv6.")
+    if "format" in srv6 and srv6["format"] != "F3216":
+        c.add("srv6.format", f"only F3216 is supported (got {_show(srv6['format'])})",
+              "F3216 is a 32-bit block followed by 16-bit uSIDs, as MRC uses")
+    if "block" in srv6:
+        block = c.prefix("srv6.block", srv6["block"], 32, "fc00::/7",
+                         "a /32 from the ULA range, e.g. fcbb:bb00::/32") or block
+
+    nic_prefix = ipaddress.IPv6Network(DEFAULT_NIC_PREFIX)
+    if "nic_prefix" in data:
+        nic_prefix = c.prefix("nic_prefix", data["nic_prefix"], 48, "fd00::/8",
+                              "a /48 under fd00::/8, e.g. fd00:4d52:43::/48") or nic_prefix
+    if nic_prefix.overlaps(block):
+        c.add("nic_prefix", f"{nic_prefix} overlaps the uSID block {block}",
+              "inner NIC addresses and uSID paths must not share space")
+
+    if c.problems:
+        raise SpecError(source, c.problems)
+    assert name and planes and racks and hpr and t1  # guaranteed by the checks above
+    return FabricSpec(
+        name=name,
+        description=description,
+        planes=planes,
+        racks=racks,
+        hosts_per_rack=hpr,
+        t1_per_plane=t1,
+        nic_ports=nic_ports if nic_ports is not None else planes,
+        mtu=mtu if mtu is not None else DEFAULT_MTU,
+        host_rate_bps=host_rate,
+        fabric_rate_bps=fabric_rate,
+        block=block,
+        nic_prefix=nic_prefix,
+    )
+
+
+def find_spec(name_or_path: str, fabrics_dir: Path) -> Path:
+    """Accept `lab/fabrics/mrc-4p.yml`, `mrc-4p.yml` or plain `mrc-4p`."""
+    p = Path(name_or_path)
+    if p.exists():
+        return p
+    for candidate in (fabrics_dir / name_or_path, fabrics_dir / f"{name_or_path}.yml"):
+        if candidate.exists():
+            return candidate
+    known = sorted(f.stem for f in fabrics_dir.glob("*.yml"))
+    raise SpecError(name_or_path, [Problem("(file)", "no such spec file",
+                                           "shipped fabrics: " + ", ".join(known))])

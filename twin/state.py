@@ -1,0 +1,83 @@
+"""What is running, recorded on disk before it is created.
+
+    $TWIN_RUN_DIR (default /run/twin)/
+        <lab>/lab.json      lab name, runtime, spec path, build dir, node names,
+                            phase (creating | up | failed); written *before* the
+                            first namespace or container exists, so `twin down`
+                            can remove a lab whose `twin up` crashed or was killed
+        <lab>/faults.json   faults in force, written before each is applied, so
+                            every one can be reverted after a crash
+
+/run is a tmpfs: after a reboot the namespaces are gone and so is the state.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+
+def run_root() -> Path:
+    return Path(os.environ.get("TWIN_RUN_DIR", "/run/twin"))
+
+
+@dataclass
+class LabState:
+    lab: str
+    runtime: str
+    spec_path: str
+    build_dir: str
+    nodes: list[str]
+    phase: str = "creating"
+    created: float = field(default_factory=time.time)
+    pid: int = field(default_factory=os.getpid)
+
+    @property
+    def dir(self) -> Path:
+        return run_root() / self.lab
+
+    def save(self) -> None:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        _atomic_write(self.dir / "lab.json", asdict(self))
+
+    @classmethod
+    def load(cls, lab: str) -> LabState | None:
+        path = run_root() / lab / "lab.json"
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError):
+            return None
+        known = {k: data[k] for k in cls.__dataclass_fields__ if k in data}
+        return cls(**known)
+
+    def remove(self) -> None:
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def known_labs() -> list[str]:
+    root = run_root()
+    if not root.is_dir():
+        return []
+    return sorted(p.name for p in root.iterdir() if (p / "lab.json").exists())
+
+
+def _atomic_write(path: Path, data) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
+    os.replace(tmp, path)
+
+
+def read_json(path: Path, default):
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return default
+
+
+def write_json(path: Path, data) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    _atomic_write(path, data)

@@ -1,0 +1,79 @@
+"""Probe packets (pure): IPv6-in-IPv6 with a UDP probe inside.
+
+    outer IPv6   src = sender's NIC address, dst = uSID path, flow label = EV bits,
+                 next header 41 (IPv6)
+    inner IPv6   src = sender's NIC address, dst = destination NIC address, next header 17
+    UDP          ports of the verifier's sockets, real checksum
+    payload      "TWNP" | kind u8 | pad u8*3 | run u32 | probe u32 | sent ns u64
+
+The destination host's decap SID (End.DT6 table local) strips the outer
+header and the kernel delivers the inner packet to the UDP socket on the
+NIC address. A reply travels back the same way, on the reverse path.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+from dataclasses import dataclass
+
+MAGIC = b"TWNP"
+REQUEST, REPLY, LOOP = 1, 2, 3
+_PAYLOAD = struct.Struct("!4sB3xIIQ")
+_IP6 = struct.Struct("!IHBB16s16s")
+_UDP = struct.Struct("!HHHH")
+NH_IPV6, NH_UDP = 41, 17
+
+
+@dataclass(frozen=True)
+class Probe:
+    kind: int
+    run: int
+    probe: int
+    sent_ns: int
+
+
+def ipv6_header(src: str, dst: str, next_header: int, payload_len: int, flow: int = 0,
+                hop_limit: int = 64) -> bytes:
+    return _IP6.pack((6 << 28) | (flow & 0xFFFFF), payload_len, next_header, hop_limit,
+                     socket.inet_pton(socket.AF_INET6, src),
+                     socket.inet_pton(socket.AF_INET6, dst))
+
+
+def udp_checksum(src: str, dst: str, segment: bytes) -> int:
+    pseudo = (socket.inet_pton(socket.AF_INET6, src) + socket.inet_pton(socket.AF_INET6, dst)
+              + struct.pack("!I3xB", len(segment), NH_UDP))
+    data = pseudo + segment
+    if len(data) % 2:
+        data += b"\0"
+    total = sum(struct.unpack(f"!{len(data) // 2}H", data))
+    while total >> 16:
+        total = (total & 0xFFFF) + (total >> 16)
+    return (~total & 0xFFFF) or 0xFFFF
+
+
+def udp_datagram(src: str, dst: str, sport: int, dport: int, data: bytes) -> bytes:
+    length = _UDP.size + len(data)
+    bare = _UDP.pack(sport, dport, length, 0) + data
+    return _UDP.pack(sport, dport, length, udp_checksum(src, dst, bare)) + data
+
+
+def encapsulated(outer_src: str, path: str, flow: int, inner_src: str, inner_dst: str,
+                 sport: int, dport: int, data: bytes) -> bytes:
+    """A whole IPv6-in-IPv6 packet, ready for an IPPROTO_RAW socket."""
+    udp = udp_datagram(inner_src, inner_dst, sport, dport, data)
+    inner = ipv6_header(inner_src, inner_dst, NH_UDP, len(udp)) + udp
+    return ipv6_header(outer_src, path, NH_IPV6, len(inner), flow=flow) + inner
+
+
+def probe_payload(p: Probe) -> bytes:
+    return _PAYLOAD.pack(MAGIC, p.kind, p.run, p.probe, p.sent_ns)
+
+
+def parse_payload(data: bytes) -> Probe | None:
+    if len(data) < _PAYLOAD.size:
+        return None
+    magic, kind, run, probe, sent = _PAYLOAD.unpack_from(data)
+    if magic != MAGIC or kind not in (REQUEST, REPLY, LOOP):
+        return None
+    return Probe(kind, run, probe, sent)

@@ -1,0 +1,166 @@
+"""Send source-routed probes through a running lab and collect the answers.
+
+One process holds, in every host's network namespace, a raw socket
+(IPPROTO_RAW: it writes whole IPv6-in-IPv6 packets) and a UDP socket on the
+host's NIC address. A request leaves the source host's namespace on the
+path's uSID program, is decapsulated by the destination port's End.DT6 and
+lands on the destination's UDP socket; the answer is sent from the
+destination's own namespace on the reverse path. Loopback probes go out
+and come back to the sender, so they need no responder.
+
+Probes are sent in chunks with the sockets drained in between, and those
+without an answer are retried a bounded number of times.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import select
+import socket
+import time
+from dataclasses import dataclass
+
+from twin import netns
+from twin.paths import Path, flow_label
+from twin.verify import packets
+
+CHUNK = 64
+RCVBUF = 4 << 20
+SO_RCVBUFFORCE = 33
+
+
+@dataclass
+class ProbeResult:
+    path: Path
+    forward: bool = False  # the request reached the destination (a loop: came back)
+    reply: bool = False  # the answer came back to the source
+    rtt_us: float | None = None
+    attempts: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return self.forward and self.reply
+
+    @property
+    def failure(self) -> str:
+        if self.ok:
+            return ""
+        if self.path.kind.startswith("loop"):
+            return "did not come back"
+        return "request lost" if not self.forward else "request arrived, reply lost"
+
+
+@dataclass
+class _Host:
+    name: str
+    nic: str
+    raw: socket.socket
+    udp: socket.socket
+
+    @property
+    def port(self) -> int:
+        return self.udp.getsockname()[1]
+
+
+class Prober:
+    def __init__(self, hosts: dict[str, tuple[str, str]]):
+        """hosts: name -> (netns path, NIC address)."""
+        self.hosts: dict[str, _Host] = {}
+        self._by_fd: dict[int, _Host] = {}
+        try:
+            for name, (path, nic) in hosts.items():
+                with netns.inside(path):
+                    raw = socket.socket(socket.AF_INET6, socket.SOCK_RAW, socket.IPPROTO_RAW)
+                    udp = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+                udp.setblocking(False)
+                try:
+                    udp.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, RCVBUF)
+                except OSError:
+                    udp.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, RCVBUF)
+                udp.bind((nic, 0))
+                h = _Host(name, nic, raw, udp)
+                self.hosts[name] = h
+                self._by_fd[udp.fileno()] = h
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        for h in self.hosts.values():
+            h.raw.close()
+            h.udp.close()
+        self.hosts.clear()
+
+    def __enter__(self) -> Prober:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def _send(self, src: _Host, dst: _Host, path: Path, probe: packets.Probe) -> None:
+        pkt = packets.encapsulated(src.nic, path.address, flow_label(path.ev), src.nic, dst.nic,
+                                   src.port, dst.port, packets.probe_payload(probe))
+        try:
+            src.raw.sendto(pkt, (path.address, 0))
+        except OSError:
+            pass  # e.g. ENETUNREACH when the first hop's route is gone: counts as lost
+
+    def run(self, forward: list[Path], reverse: dict[int, Path], *, attempts: int = 3,
+            wait: float = 0.3, progress=None) -> list[ProbeResult]:
+        """Probe every path. `reverse[i]` is the answer path of forward[i] (not for loops)."""
+        run_id = random.getrandbits(32)
+        results = [ProbeResult(p) for p in forward]
+        for attempt in range(attempts):
+            pending = [i for i, r in enumerate(results) if not r.ok]
+            if not pending:
+                break
+            for start in range(0, len(pending), CHUNK):
+                for i in pending[start:start + CHUNK]:
+                    path = forward[i]
+                    kind = packets.LOOP if path.src == path.dst else packets.REQUEST
+                    results[i].attempts += 1
+                    self._send(self.hosts[path.src], self.hosts[path.dst], path,
+                               packets.Probe(kind, run_id, i, time.monotonic_ns()))
+                self._drain(results, forward, reverse, run_id, 0.0)
+                if progress:
+                    progress(min(start + CHUNK, len(pending)), len(pending), attempt)
+            deadline = time.monotonic() + wait * (attempt + 1)
+            while time.monotonic() < deadline and not all(results[i].ok for i in pending):
+                self._drain(results, forward, reverse, run_id, 0.02)
+        return results
+
+    def _drain(self, results, forward, reverse, run_id, timeout) -> None:
+        socks = [h.udp for h in self.hosts.values()]
+        ready, _, _ = select.select(socks, [], [], timeout)
+        while ready:
+            for sock in ready:
+                host = self._by_fd[sock.fileno()]
+                for _ in range(256):
+                    try:
+                        data = sock.recv(2048)
+                    except BlockingIOError:
+                        break
+                    self._handle(host, data, results, forward, reverse, run_id)
+            ready, _, _ = select.select(socks, [], [], 0)
+
+    def _handle(self, host: _Host, data: bytes, results, forward, reverse, run_id) -> None:
+        p = packets.parse_payload(data)
+        if p is None or p.run != run_id or not 0 <= p.probe < len(results):
+            return
+        res = results[p.probe]
+        if p.kind == packets.REQUEST and host.name == res.path.dst:
+            res.forward = True
+            back = reverse[p.probe]
+            self._send(host, self.hosts[back.dst], back,
+                       packets.Probe(packets.REPLY, run_id, p.probe, p.sent_ns))
+        elif p.kind in (packets.REPLY, packets.LOOP) and host.name == res.path.src:
+            res.forward = res.reply = True
+            if res.rtt_us is None:
+                res.rtt_us = (time.monotonic_ns() - p.sent_ns) / 1000
+
+
+def probing_supported() -> str | None:
+    if os.geteuid() != 0:
+        return "data-plane probes need root (raw sockets in lab namespaces)"
+    return None
