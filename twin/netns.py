@@ -32,7 +32,7 @@ def _setns(fd: int) -> None:
 
 @contextmanager
 def inside(path: str) -> Iterator[None]:
-    home = os.open(f"/proc/thread-self/ns/net", os.O_RDONLY)
+    home = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
     try:
         target = os.open(path, os.O_RDONLY)
         try:

@@ -238,7 +238,8 @@ def _validate(data: dict, source: str) -> FabricSpec:
     block = ipaddress.IPv6Network(DEFAULT_BLOCK)
     srv6 = data.get("srv6", {})
     if not isinstance(srv6, dict):
-        c.add("srv6", f"must be a mapping (got {_show(srv6)})", "e.g. srv6: {block: fcbb:bb00::/32}")
+        c.add("srv6", f"must be a mapping (got {_show(srv6)})",
+              "e.g. srv6: {block: fcbb:bb00::/32}")
         srv6 = {}
     c.unknown_keys(srv6, _SRV6_KEYS, "srv6.")
     if "format" in srv6 and srv6["format"] != "F3216":

@@ -14,6 +14,7 @@ from __future__ import annotations
 import time
 
 from twin import paths as P
+from twin.errors import LabError
 from twin.plan import Plan
 from twin.readback import read_node
 from twin.verify.prober import Prober, probing_supported
@@ -34,10 +35,12 @@ def run_verify(runtime, plan: Plan, *, dataplane: bool = True, steps=None) -> Ve
         if steps:
             steps.advance()
     report = VerifyReport(fabric.name, runtime.name, nodes)
-    skipped = probing_supported() if dataplane else "skipped (--no-dataplane)"
-    if skipped:
-        report.dataplane_skipped = skipped
+    if not dataplane:
+        report.dataplane_skipped = "skipped (--no-dataplane)"
     else:
+        missing = probing_supported()
+        if missing:
+            raise LabError(missing)
         forward = P.host_pairs_paths(fabric)
         loops = P.loopback_paths(fabric)
         everything = loops + forward  # loops first: they resolve every first-hop neighbour

@@ -1,0 +1,63 @@
+# mrc-twin: two commands on a fresh machine.
+#   make lab-up   install what is missing, bring up the default lab, verify it
+#   make test     install what is missing, lint, run every test tier this machine allows
+# Both are idempotent.
+
+PYTHON ?= python3
+VENV   := .venv
+BIN    := $(VENV)/bin
+STAMP  := $(VENV)/.installed
+LAB    ?= mrc-4p
+# Debian packages the kernel-facing layers call: ip/tc (iproute2), nsenter (util-linux)
+APT_PKGS := iproute2 util-linux python3-venv
+
+.PHONY: help deps venv lab-up lab-down test lint bench clean
+
+help:
+	@echo "make lab-up     bring up $(LAB) and verify every route and path"
+	@echo "make lab-down   remove $(LAB)"
+	@echo "make test       lint and run the tests (root runs the netns tier too)"
+	@echo "make bench      measure lab-up and verify time across fabric sizes"
+
+deps:
+	@missing=""; \
+	command -v ip >/dev/null || missing="$$missing iproute2"; \
+	command -v tc >/dev/null || missing="$$missing iproute2"; \
+	command -v nsenter >/dev/null || missing="$$missing util-linux"; \
+	$(PYTHON) -c 'import venv, ensurepip' 2>/dev/null || missing="$$missing python3-venv"; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" != 0 ]; then echo "missing:$$missing (run as root, or apt-get install$$missing)"; exit 1; fi; \
+	  echo "installing:$$missing"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	fi
+
+$(STAMP): pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+	$(BIN)/pip install -q -e '.[dev]'
+	@touch $@
+
+venv: deps $(STAMP)
+
+lab-up: venv
+	@$(BIN)/twin status $(LAB) >/dev/null 2>&1 && echo "lab $(LAB) is already up" || $(BIN)/twin up $(LAB)
+	$(BIN)/twin verify $(LAB)
+	@$(BIN)/twin status $(LAB)
+	@echo "inspect: $(BIN)/twin exec t0-p0-r0 -- ip -6 route    remove: make lab-down"
+
+lab-down: venv
+	@if $(BIN)/twin status $(LAB) >/dev/null 2>&1; then $(BIN)/twin down $(LAB); else echo "lab $(LAB) is not up"; fi
+
+lint: venv
+	$(BIN)/ruff check twin tests bench
+
+test: lint
+	@$(BIN)/pytest; rc=$$?; \
+	if [ $$rc = 5 ]; then echo "pytest collected no tests: that is a failure"; exit 1; fi; \
+	exit $$rc
+
+bench: venv
+	$(BIN)/python bench/bench_lab.py
+
+clean:
+	rm -rf $(VENV) lab/build .pytest_cache

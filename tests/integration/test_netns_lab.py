@@ -1,0 +1,179 @@
+"""mrc-4p and mrc-8p on real namespaces, real kernel SRv6, real packets."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from xml.etree import ElementTree as ET
+
+import pytest
+from click.testing import CliRunner
+
+from tests.integration.conftest import namespaces_of, set_env
+from twin import faults as F
+from twin import lab as L
+from twin import paths as P
+from twin.cli import main
+from twin.runtime.netns import NetnsRuntime, pids_in
+from twin.state import known_labs
+from twin.verify import run_verify
+
+pytestmark = pytest.mark.netns
+ROOT = Path(__file__).resolve().parents[2]
+LINK = "t0-p0-r0:eth3--t1-p0-0:eth1"
+
+
+@pytest.fixture(scope="module")
+def lab4(session_dirs):
+    set_env(session_dirs)
+    L.up("mrc-4p", "netns")
+    try:
+        yield L.attach("mrc-4p")
+    finally:
+        set_env(session_dirs)
+        L.down("mrc-4p")
+    assert namespaces_of("mrc-4p") == []
+
+
+def test_mrc_4p_verifies_every_route_and_path(lab4):
+    report = run_verify(lab4.runtime, lab4.plan)
+    assert report.ok, report.to_dict()["nodes"]
+    assert report.summary() == {
+        "routes": {"total": 20, "passed": 20, "failed": 0},
+        "paths": {"total": 80, "passed": 80, "failed": 0},
+        "loopbacks": {"total": 48, "passed": 48, "failed": 0},
+    }
+    assert all(r.rtt_us is not None for r in report.paths)
+
+
+def test_un_routes_really_have_next_csid(lab4):
+    out = lab4.runtime.exec("t1-p2-1", ["ip", "-6", "route", "show", "proto", "static"]).stdout
+    assert "action End flavors next-csid lblen 32 nflen 16 dev sr0" in out
+    host = lab4.runtime.exec("r1h1", ["ip", "-6", "route", "show"]).stdout
+    assert host.count("action End.DT6 table local") == 4
+
+
+def test_link_down_fails_exactly_the_paths_over_that_link(lab4):
+    F.link_down(lab4, "t0-p0-r0:eth3")
+    try:
+        report = run_verify(lab4.runtime, lab4.plan)
+        failed = {(r.path.src, r.path.address) for r in [*report.paths, *report.loops]
+                  if not r.ok}
+        expected = {(p.src, p.address)
+                    for p in [*P.host_pairs_paths(lab4.fabric), *P.loopback_paths(lab4.fabric)]
+                    if LINK in p.links or LINK in P.reverse(lab4.fabric, p).links}
+        assert failed == expected and len(expected) == 8 + 2
+        assert report.suspect_links() == [LINK]
+        bad_nodes = {n.node for n in report.nodes if not n.ok}
+        assert bad_nodes == {"t0-p0-r0", "t1-p0-0"}
+    finally:
+        F.link_up(lab4, "t0-p0-r0:eth3")
+    assert run_verify(lab4.runtime, lab4.plan).ok
+
+
+def test_a_route_removed_by_hand_is_reported_missing(lab4):
+    lab4.runtime.exec("t1-p1-0", ["ip", "-6", "route", "del", "fcbb:bb00:1101::/48"])
+    try:
+        report = run_verify(lab4.runtime, lab4.plan, dataplane=False)
+        bad = [n for n in report.nodes if not n.ok]
+        assert [n.node for n in bad] == ["t1-p1-0"]
+        assert bad[0].missing == ["fcbb:bb00:1101::/48 via fe80::1101 dev eth2"]
+    finally:
+        lab4.runtime.configure(lab4.plan["t1-p1-0"])
+    assert run_verify(lab4.runtime, lab4.plan, dataplane=False).ok
+
+
+def test_cli_verify_json_and_junit(lab4, tmp_path):
+    junit = tmp_path / "verify.xml"
+    result = CliRunner().invoke(main, ["verify", "mrc-4p", "--json", "--junit", str(junit)])
+    assert result.exit_code == 0, result.output
+    assert '"ok": true' in result.output
+    cases = ET.parse(junit).getroot().findall(".//testcase")
+    assert len(cases) == 20 + 80 + 48
+
+
+def test_cli_verify_exits_1_when_a_link_is_down(lab4):
+    runner = CliRunner()
+    assert runner.invoke(main, ["fault", "link-down", "t0-p1-r1:eth4", "--both"]).exit_code == 0
+    try:
+        result = runner.invoke(main, ["verify", "mrc-4p"])
+        assert result.exit_code == 1
+        assert "t0-p1-r1:eth4--t1-p1-1:eth2" in result.output
+    finally:
+        assert runner.invoke(main, ["fault", "clear"]).exit_code == 0
+    assert runner.invoke(main, ["verify", "mrc-4p"]).exit_code == 0
+
+
+def test_status_json_lists_every_node_running(lab4):
+    result = CliRunner().invoke(main, ["status", "--json"])
+    assert result.exit_code == 0
+    assert result.output.count('"state": "running"') == 20
+
+
+def test_down_stops_processes_inside_the_lab(session_dirs):
+    set_env(session_dirs)
+    spec = session_dirs / "tiny.yml"
+    spec.write_text("name: tiny\nplanes: 2\nracks: 2\nhosts_per_rack: 1\nt1_per_plane: 1\n")
+    L.up(str(spec), "netns")
+    rt = NetnsRuntime("tiny")
+    path = rt.netns_path("r0h0")
+    sleeper = subprocess.Popen(["nsenter", f"--net={path}", "sleep", "300"])
+    try:
+        deadline = time.monotonic() + 5
+        while not pids_in([path])[path] and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert pids_in([path])[path]
+        L.down("tiny")
+        assert sleeper.wait(timeout=5) is not None
+    finally:
+        if sleeper.poll() is None:
+            sleeper.kill()
+    assert namespaces_of("tiny") == []
+
+
+def test_failed_up_removes_what_it_created(session_dirs, monkeypatch):
+    set_env(session_dirs)
+
+    def broken(self, links):
+        raise RuntimeError("wiring exploded")
+
+    monkeypatch.setattr(NetnsRuntime, "wire_links", broken)
+    with pytest.raises(RuntimeError):
+        L.up("mrc-8p", "netns")
+    assert namespaces_of("mrc-8p") == [] and "mrc-8p" not in known_labs()
+
+
+def test_down_all_after_a_killed_up_leaves_nothing(session_dirs):
+    env = dict(os.environ, TWIN_RUN_DIR=str(session_dirs / "killed"),
+               TWIN_BUILD_DIR=str(session_dirs / "build"))
+    proc = subprocess.Popen([sys.executable, "-m", "twin", "up", "mrc-8p"], env=env,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 30
+    while len(namespaces_of("mrc-8p")) < 10 and time.monotonic() < deadline:
+        if proc.poll() is not None:
+            break
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=10)
+    assert (session_dirs / "killed" / "mrc-8p" / "lab.json").exists()
+    done = subprocess.run([sys.executable, "-m", "twin", "down", "--all"], env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert namespaces_of("mrc-8p") == []
+    assert not (session_dirs / "killed" / "mrc-8p").exists()
+
+
+def test_mrc_8p_comes_up_and_verifies(session_dirs):
+    set_env(session_dirs)
+    L.up("mrc-8p", "netns")
+    try:
+        att = L.attach("mrc-8p")
+        report = run_verify(att.runtime, att.plan)
+        assert report.ok, [r.path.label for r in report.paths if not r.ok][:10]
+        assert report.summary()["paths"]["total"] == 6528
+        assert report.summary()["routes"]["passed"] == 80
+    finally:
+        L.down("mrc-8p")
+    assert namespaces_of("mrc-8p") == []

@@ -1,0 +1,87 @@
+"""EV -> path formula, its inverse, and the verify matrix."""
+
+import random
+from pathlib import Path
+
+import pytest
+
+from twin import paths as P
+from twin.model import build_fabric
+from twin.spec import load_spec
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def f8():
+    return build_fabric(load_spec(ROOT / "lab/fabrics/mrc-8p.yml"))
+
+
+@pytest.fixture(scope="module")
+def f4():
+    return build_fabric(load_spec(ROOT / "lab/fabrics/mrc-4p.yml"))
+
+
+def test_ev_fields_round_trip():
+    for plane, t1, ent in [(0, 0, 0), (15, 255, (1 << 20) - 1), (3, 7, 12345)]:
+        assert P.ev_fields(P.ev_encode(plane, t1, ent)) == (plane, t1, ent)
+
+
+def test_path_for_ev_and_its_inverse_agree(f8):
+    rng = random.Random(7)
+    hosts = f8.hosts
+    for _ in range(500):
+        src, dst = rng.sample(hosts, 2)
+        plane, t1 = rng.randrange(8), rng.randrange(4)
+        ev = P.ev_encode(plane, t1, rng.getrandbits(20))
+        path = P.path_for_ev(f8, src, dst, ev)
+        got_plane, got_t1, got_dst = P.parse_path(f8, path.address)
+        assert (got_plane, got_dst.name) == (plane, dst.name)
+        assert got_t1 == (None if src.rack == dst.rack else t1)
+
+
+def test_entropy_bits_do_not_change_the_path(f8):
+    src, dst = f8.node("r0h0"), f8.node("r3h3")
+    a = P.path_for_ev(f8, src, dst, P.ev_encode(5, 2, 1))
+    b = P.path_for_ev(f8, src, dst, P.ev_encode(5, 2, 99999))
+    assert a == b
+
+
+def test_cross_rack_path_crosses_three_switches_in_one_plane(f4):
+    path = P.route(f4, f4.node("r0h0"), f4.node("r1h1"), 2, 1)
+    assert path.address == "fcbb:bb00:2100:2201:2101:2303::"
+    assert path.hops == ("t0-p2-r0", "t1-p2-1", "t0-p2-r1")
+    assert path.links == ("r0h0:eth3--t0-p2-r0:eth1", "t0-p2-r0:eth4--t1-p2-1:eth1",
+                          "t0-p2-r1:eth4--t1-p2-1:eth2", "r1h1:eth3--t0-p2-r1:eth2")
+
+
+def test_same_rack_path_stays_on_the_t0(f4):
+    path = P.path_for_ev(f4, f4.node("r0h0"), f4.node("r0h1"), P.ev_encode(1, 1))
+    assert path.address == "fcbb:bb00:1100:1301::" and path.hops == ("t0-p1-r0",)
+
+
+def test_verify_matrix_sizes(f4, f8):
+    # mrc-4p: 4 hosts x (1 same-rack peer x 4 planes + 2 cross-rack peers x 4 planes x 2 T1s)
+    assert len(P.host_pairs_paths(f4)) == 4 * (1 * 4 + 2 * 4 * 2)
+    assert len(P.loopback_paths(f4)) == 4 * 4 * (1 + 2)
+    assert len(P.host_pairs_paths(f8)) == 16 * (3 * 8 + 12 * 8 * 4)
+    assert len({(p.src, p.address) for p in P.host_pairs_paths(f8)}) == 6528
+
+
+def test_loopbacks_probe_every_link(f8):
+    probed = {lk for p in P.loopback_paths(f8) for lk in p.links}
+    assert probed == {lk.id for lk in f8.links}
+
+
+def test_reverse_path_returns_on_the_same_plane_and_t1(f4):
+    fwd = P.route(f4, f4.node("r0h0"), f4.node("r1h0"), 3, 1)
+    back = P.reverse(f4, fwd)
+    assert (back.src, back.dst, back.plane, back.t1) == ("r1h0", "r0h0", 3, 1)
+    assert set(back.links) == set(fwd.links)
+
+
+def test_bad_evs_are_rejected(f4):
+    with pytest.raises(ValueError):
+        P.path_for_ev(f4, f4.node("r0h0"), f4.node("r1h0"), P.ev_encode(9))
+    with pytest.raises(ValueError):
+        P.parse_path(f4, "fcbb:bb00:100::")

@@ -1,0 +1,94 @@
+"""Comparing iproute2's JSON with the plan: the oracle catches what pyroute2 hides."""
+
+from pathlib import Path
+
+import pytest
+
+from twin.model import build_fabric
+from twin.plan import build_plan
+from twin.readback import compare, parse_batch_output, route_from_json
+from twin.spec import load_spec
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def plan():
+    return build_plan(build_fabric(load_spec(ROOT / "lab/fabrics/mrc-4p.yml")))
+
+
+def as_json(route):
+    """What `ip -j -6 route show` prints for a planned route."""
+    e = {"dst": route.dst, "dev": route.dev, "protocol": "static", "metric": 1024}
+    if route.via:
+        e["gateway"] = route.via
+    if route.action:
+        e.update(encap="seg6local", action=route.action)
+        if route.flavors:
+            e.update(flavors=list(route.flavors), lblen=route.lblen, nflen=route.nflen)
+        if route.table:
+            e["table"] = route.table
+    return e
+
+
+def healthy(node):
+    links = [{"ifname": i.name, "flags": ["BROADCAST", "UP", "LOWER_UP"], "mtu": i.mtu}
+             for i in node.interfaces]
+    addrs = [{"ifname": i.name, "addr_info": [{"local": a.split("/")[0],
+                                                "prefixlen": int(a.split("/")[1])}
+                                               for a in i.addresses]} for i in node.interfaces]
+    addrs.append({"ifname": "lo", "addr_info": [{"local": a.split("/")[0],
+                                                 "prefixlen": int(a.split("/")[1])}
+                                                for a in node.loopback]})
+    return [as_json(r) for r in node.routes], links, addrs
+
+
+def test_a_faithful_node_passes(plan):
+    for name in ("t0-p0-r0", "t1-p2-1", "r1h1"):
+        routes, links, addrs = healthy(plan[name])
+        routes.append({"dst": "fe80::/64", "dev": "eth1", "protocol": "kernel"})
+        assert compare(plan[name], routes, links, addrs).ok
+
+
+def test_un_installed_without_flavors_is_different(plan):
+    """pyroute2 0.9 silently drops `flavors`: the route reads back as plain End."""
+    node = plan["t0-p0-r0"]
+    routes, links, addrs = healthy(node)
+    for e in routes:
+        if e.get("action") == "End":
+            del e["flavors"], e["lblen"], e["nflen"]
+    check = compare(node, routes, links, addrs)
+    assert not check.ok and len(check.different) == 1
+    assert "next-csid" in check.different[0]
+
+
+def test_missing_extra_and_link_problems(plan):
+    node = plan["t0-p0-r0"]
+    routes, links, addrs = healthy(node)
+    routes = routes[1:] + [{"dst": "2001:db8::/32", "dev": "eth1", "gateway": "fe80::1",
+                            "protocol": "boot"}]
+    links[2]["flags"] = ["BROADCAST"]
+    links[3]["flags"] = ["UP"]
+    check = compare(node, routes, links, addrs)
+    assert check.missing == [node.routes[0].describe()]
+    assert check.extra == ["2001:db8::/32 via fe80::1 dev eth1"]
+    assert any("eth3" in p and "admin down" in p for p in check.links)
+    assert any("eth4" in p and "no carrier" in p for p in check.links)
+
+
+def test_end_dt6_table_main_is_caught(plan):
+    """`table main` would silently drop decapsulated packets: it must not pass."""
+    node = plan["r0h0"]
+    routes, links, addrs = healthy(node)
+    for e in routes:
+        if e.get("action") == "End.DT6":
+            e["table"] = "main"
+    assert len(compare(node, routes, links, addrs).different) == 4
+
+
+def test_host_routes_normalise_to_128():
+    assert route_from_json({"dst": "fd00::1", "dev": "lo"}).dst == "fd00::1/128"
+
+
+def test_batch_output_is_one_array_per_line():
+    assert parse_batch_output('[]\n[{"ifname":"lo"}]\n\n[]\n') == [[], [{"ifname": "lo"}], []]
