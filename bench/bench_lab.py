@@ -8,7 +8,9 @@ For each fabric size this measures, on the real kernel (root, network namespaces
     down    remove every namespace (twin.lab.down)
 
 and derives the per-node cost (up seconds / nodes, verify ms / node) and the
-probe rate ((paths + loopbacks) / verify seconds).
+probe rate ((paths + loopbacks) / verify seconds). The library's progress steps
+are timed to split up and verify into phases (where the time goes), and the
+pure-Python path computation verify does first is also timed on its own.
 
 Sizes are measured side by side in one run, round-robin (repetition 1 of every
 size, then repetition 2, ...), because the 2-core machine is noisy: drift in
@@ -43,6 +45,8 @@ os.environ["TWIN_RUN_DIR"] = str(_TMP / "run")
 os.environ["TWIN_BUILD_DIR"] = str(_TMP / "build")
 
 from twin import lab  # noqa: E402  (the environment above must be set first)
+from twin import paths as P  # noqa: E402
+from twin.progress import Steps  # noqa: E402
 from twin.runtime.netns import list_netns  # noqa: E402
 from twin.state import known_labs  # noqa: E402
 from twin.verify import run_verify  # noqa: E402
@@ -66,6 +70,23 @@ class Size:
 SIZES = [Size(2, 2, 2, 2), Size(4, 2, 2, 2), Size(8, 2, 2, 2), Size(8, 4, 4, 4)]
 
 
+class TimedSteps(Steps):
+    """Seconds spent in each step the library announces, keyed by its first word."""
+
+    def __init__(self) -> None:
+        self.phases: dict[str, float] = {}
+        self._label, self._since = "", 0.0
+
+    def start(self, label: str, total: int | None = None) -> None:
+        self.done()
+        self._label, self._since = label.split()[0], time.perf_counter()
+
+    def done(self) -> None:
+        if self._label:
+            self.phases[self._label] = time.perf_counter() - self._since
+        self._label = ""
+
+
 @dataclass
 class Sample:
     size: str
@@ -74,41 +95,63 @@ class Sample:
     up_s: float
     verify_s: float
     down_s: float
+    paths_s: float
+    phases: dict
     ok: bool
     summary: dict
 
 
 def write_spec(size: Size, where: Path) -> Path:
     path = where / f"{size.name}.yml"
-    spec = {"name": size.name, "mtu": 9000, **asdict(size)}
-    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    path.write_text(yaml.safe_dump({"name": size.name, "mtu": 9000, **asdict(size)}))
     return path
 
 
-def run_once(size: Size, spec: Path) -> Sample:
+def path_build_s(fabric) -> float:
+    """What run_verify computes before probing: every path and its reverse."""
     t0 = time.perf_counter()
-    state = lab.up(str(spec), "netns")
+    paths = P.loopback_paths(fabric) + P.host_pairs_paths(fabric)
+    _ = [P.reverse(fabric, p) for p in paths if p.kind not in ("loop-t0", "loop-t1")]
+    return time.perf_counter() - t0
+
+
+def run_once(size: Size, spec: Path) -> Sample:
+    up_steps, verify_steps = TimedSteps(), TimedSteps()
+    t0 = time.perf_counter()
+    state = lab.up(str(spec), "netns", up_steps)
     up_s = time.perf_counter() - t0
     try:
         att = lab.attach(size.name)
         t1 = time.perf_counter()
-        report = run_verify(att.runtime, att.plan)
+        report = run_verify(att.runtime, att.plan, steps=verify_steps)
         verify_s = time.perf_counter() - t1
+        paths_s = path_build_s(att.fabric)
     finally:
         t2 = time.perf_counter()
         lab.down(size.name)
         down_s = time.perf_counter() - t2
     return Sample(size.name, len(state.nodes), len(report.paths) + len(report.loops),
-                  up_s, verify_s, down_s, report.ok, report.summary())
+                  up_s, verify_s, down_s, paths_s, phases(up_s, up_steps, verify_steps),
+                  report.ok, report.summary())
+
+
+def phases(up_s: float, up_steps: TimedSteps, verify_steps: TimedSteps) -> dict:
+    up = up_steps.phases
+    out = {"prepare": up_s - sum(up.values()), "create": up.get("creating", 0.0),
+           "wire": up.get("wiring", 0.0), "configure": up.get("configuring", 0.0)}
+    v = verify_steps.phases
+    return out | {"readback+paths": v.get("reading", 0.0), "probing": v.get("probing", 0.0)}
 
 
 def stats(samples: list[Sample]) -> dict:
     first = samples[0]
     out: dict = {"size": first.size, "nodes": first.nodes, "probes": first.probes,
                  "runs": len(samples)}
-    for key in ("up_s", "verify_s", "down_s"):
+    for key in ("up_s", "verify_s", "down_s", "paths_s"):
         values = [getattr(s, key) for s in samples]
         out[key] = {"median": statistics.median(values), "min": min(values)}
+    out["phases_median_s"] = {k: statistics.median(s.phases[k] for s in samples)
+                              for k in first.phases}
     out["up_ms_per_node"] = 1000 * out["up_s"]["median"] / first.nodes
     out["verify_ms_per_node"] = 1000 * out["verify_s"]["median"] / first.nodes
     out["probes_per_s"] = first.probes / out["verify_s"]["median"]
@@ -116,14 +159,11 @@ def stats(samples: list[Sample]) -> dict:
 
 
 def add_ratios(rows: list[dict]) -> None:
-    base = rows[0]
+    b = rows[0]
     for r in rows:
-        r["vs_smallest"] = {
-            "nodes": r["nodes"] / base["nodes"],
-            "probes": r["probes"] / base["probes"],
-            "up": r["up_s"]["median"] / base["up_s"]["median"],
-            "verify": r["verify_s"]["median"] / base["verify_s"]["median"],
-        }
+        r["vs_smallest"] = {"nodes": r["nodes"] / b["nodes"], "probes": r["probes"] / b["probes"],
+                            **{k: r[f"{k}_s"]["median"] / b[f"{k}_s"]["median"]
+                               for k in ("up", "verify")}}
 
 
 def table(rows: list[dict]) -> str:
@@ -143,9 +183,21 @@ def table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
+def phase_table(rows: list[dict]) -> str:
+    keys = list(rows[0]["phases_median_s"])
+    lines = ["| lab (median s) | " + " | ".join(keys) + " | of which paths (timed apart) |",
+             "|" + "---|" * (len(keys) + 2)]
+    for r in rows:
+        cells = [f"{r['phases_median_s'][k]:.3f}" for k in keys]
+        lines.append(f"| {r['size']} | " + " | ".join(cells)
+                     + f" | {r['paths_s']['median']:.3f} |")
+    return "\n".join(lines)
+
+
 def machine() -> dict:
     return {"nproc": os.cpu_count(), "kernel": platform.release(),
-            "python": platform.python_version(), "loadavg_start": os.getloadavg()}
+            "python": platform.python_version(), "loadavg": os.getloadavg(),
+            "other_twin_namespaces": sum(n.startswith("twin-") for n in list_netns())}
 
 
 def refuse_leftovers(sizes: list[Size]) -> None:
@@ -164,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
     sizes, repeat = (SIZES[:3], 1) if args.quick else (SIZES, max(1, args.repeat))
     refuse_leftovers(sizes)
     specs = {s: write_spec(s, _TMP) for s in sizes}
-    host = machine()
+    before = machine()
     samples: dict[Size, list[Sample]] = {s: [] for s in sizes}
     started = time.perf_counter()
     try:
@@ -182,9 +234,9 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(_TMP, ignore_errors=True)
     rows = [stats(samples[s]) for s in sizes]
     add_ratios(rows)
-    print(table(rows))
-    result = {"machine": host, "repeat": repeat, "quick": args.quick,
-              "settle_s": SETTLE_S, "wall_s": time.perf_counter() - started, "sizes": rows,
+    print(table(rows), phase_table(rows), sep="\n\n")
+    result = {"machine": before, "machine_after": machine(), "repeat": repeat,
+              "quick": args.quick, "settle_s": SETTLE_S, "wall_s": time.perf_counter() - started, "sizes": rows,
               "samples": [asdict(x) for s in sizes for x in samples[s]]}
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(result, indent=2) + "\n")

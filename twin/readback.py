@@ -94,6 +94,21 @@ def compare(plan: NodePlan, routes_json: list[dict], links_json: list[dict],
     return check
 
 
+def compare_shaping(plan: NodePlan, qdiscs: list[dict], check: NodeCheck) -> None:
+    """Every interface with a planned rate has a root tbf at that rate (tc -j reports B/s)."""
+    roots = {q.get("dev"): q for q in qdiscs if q.get("root")}
+    for ifc in plan.interfaces:
+        if not ifc.rate_bps:
+            continue
+        q = roots.get(ifc.name)
+        if q is None or q.get("kind") != "tbf":
+            check.links.append(f"interface {ifc.name} is not shaped (planned tbf "
+                               f"{ifc.rate_bps} bit/s)")
+        elif q.get("options", {}).get("rate", 0) * 8 != ifc.rate_bps:
+            check.links.append(f"interface {ifc.name} shaped at "
+                               f"{q['options'].get('rate', 0) * 8} bit/s, planned {ifc.rate_bps}")
+
+
 def parse_batch_output(text: str) -> list[list[dict]]:
     """`ip -j -batch` prints one JSON array per command, one per line."""
     return [json.loads(line) for line in text.splitlines() if line.strip()]
@@ -105,4 +120,8 @@ def read_node(runtime, plan: NodePlan) -> NodeCheck:
     if len(parts) != 3:
         return NodeCheck(plan.name, links=[f"could not read state back ({len(parts)} of 3)"])
     routes, links, addrs = parts
-    return compare(plan, routes, links, addrs)
+    check = compare(plan, routes, links, addrs)
+    if any(ifc.rate_bps for ifc in plan.interfaces):
+        qdiscs = json.loads(runtime.exec(plan.name, ["tc", "-j", "qdisc", "show"]).stdout or "[]")
+        compare_shaping(plan, qdiscs, check)
+    return check

@@ -177,3 +177,24 @@ def test_mrc_8p_comes_up_and_verifies(session_dirs):
     finally:
         L.down("mrc-8p")
     assert namespaces_of("mrc-8p") == []
+
+
+def test_rates_are_shaped_with_tbf_and_verified(session_dirs):
+    set_env(session_dirs)
+    spec = session_dirs / "shaped.yml"
+    spec.write_text("name: shaped\nplanes: 2\nracks: 2\nhosts_per_rack: 1\nt1_per_plane: 1\n"
+                    "nic_ports: 1\nrate: {host: 200mbit, fabric: 1gbit}\n")
+    L.up(str(spec), "netns")
+    try:
+        att = L.attach("shaped")
+        qdisc = att.runtime.exec("t0-p0-r0", ["tc", "qdisc", "show", "dev", "eth2"]).stdout
+        assert "tbf" in qdisc and "rate 1Gbit" in qdisc
+        report = run_verify(att.runtime, att.plan)
+        assert report.ok
+        # one-port NICs: plane 1 exists but no host is attached to it
+        assert {r.path.plane for r in report.paths} == {0}
+        att.runtime.exec("r0h0", ["tc", "qdisc", "del", "dev", "eth1", "root"])
+        bad = run_verify(att.runtime, att.plan, dataplane=False)
+        assert [n.node for n in bad.nodes if not n.ok] == ["r0h0"]
+    finally:
+        L.down("shaped")

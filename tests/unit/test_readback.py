@@ -6,8 +6,8 @@ import pytest
 
 from twin.model import build_fabric
 from twin.plan import build_plan
-from twin.readback import compare, parse_batch_output, route_from_json
-from twin.spec import load_spec
+from twin.readback import NodeCheck, compare, compare_shaping, parse_batch_output, route_from_json
+from twin.spec import load_spec, parse_spec
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -92,3 +92,15 @@ def test_host_routes_normalise_to_128():
 
 def test_batch_output_is_one_array_per_line():
     assert parse_batch_output('[]\n[{"ifname":"lo"}]\n\n[]\n') == [[], [{"ifname": "lo"}], []]
+
+
+def test_shaping_is_compared_in_bits_per_second():
+    spec = parse_spec("name: r\nplanes: 2\nracks: 1\nhosts_per_rack: 1\nt1_per_plane: 1\n"
+                      "rate: {host: 100mbit, fabric: 1gbit}\n")
+    node = build_plan(build_fabric(spec))["t0-p0-r0"]
+    check = NodeCheck(node.name)
+    compare_shaping(node, [
+        {"kind": "tbf", "root": True, "dev": "eth1", "options": {"rate": 12_500_000}},
+        {"kind": "tbf", "root": True, "dev": "eth2", "options": {"rate": 12_500_000}},
+    ], check)
+    assert check.links == ["interface eth2 shaped at 100000000 bit/s, planned 1000000000"]
