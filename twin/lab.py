@@ -80,6 +80,11 @@ def up(spec_ref: str, runtime: str = "auto", steps: Steps | None = None) -> LabS
     steps.note(f"runtime: {name} ({why})")
     rt = get_runtime(name, lab)
     plan = compiled.plan
+    clash = rt.existing(list(plan.nodes))
+    if clash:  # not ours to roll back: another checkout or run dir made them
+        raise UsageError(f"lab {lab}: {len(clash)} nodes already exist on runtime {name} "
+                         f"(e.g. {rt.netns_path(clash[0])}) but this run directory does not "
+                         f"know them; remove them with `twin down --all`")
     state = LabState(lab=lab, runtime=name, spec_path=compiled.source,
                      build_dir=str(build_dir), nodes=list(plan.nodes))
     state.save()  # before anything exists: `twin down` can always find what we made

@@ -16,6 +16,7 @@ from twin import faults as F
 from twin import lab as L
 from twin import paths as P
 from twin.cli import main
+from twin.errors import UsageError
 from twin.runtime.netns import NetnsRuntime, pids_in
 from twin.state import known_labs
 from twin.verify import run_verify
@@ -198,3 +199,16 @@ def test_rates_are_shaped_with_tbf_and_verified(session_dirs):
         assert [n.node for n in bad.nodes if not n.ok] == ["r0h0"]
     finally:
         L.down("shaped")
+
+
+def test_up_refuses_to_adopt_namespaces_it_did_not_create(session_dirs):
+    set_env(session_dirs)
+    spec = session_dirs / "clash.yml"
+    spec.write_text("name: clash\nplanes: 1\nracks: 1\nhosts_per_rack: 1\nt1_per_plane: 1\n")
+    subprocess.run(["ip", "netns", "add", "twin-clash-r0h0"], check=True)
+    try:
+        with pytest.raises(UsageError, match="already exist"):
+            L.up(str(spec), "netns")
+        assert namespaces_of("clash") == ["twin-clash-r0h0"]  # untouched
+    finally:
+        subprocess.run(["ip", "netns", "del", "twin-clash-r0h0"], check=True)
