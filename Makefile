@@ -8,13 +8,17 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 LAB    ?= mrc-4p
+RUNTIME ?= auto
 # Debian packages the kernel-facing layers call: ip/tc (iproute2), nsenter (util-linux)
 APT_PKGS := iproute2 util-linux python3-venv
 
-.PHONY: help deps venv lab-up lab-down test lint bench clean
+.PHONY: help deps venv engine images lab-up lab-down test lint bench clean
 
 help:
-	@echo "make lab-up     bring up $(LAB) and verify every route and path"
+	@echo "make lab-up     bring up $(LAB) as containers and verify every route and path"
+	@echo "                (RUNTIME=netns for bare namespaces; LAB=mrc-8p for the big one)"
+	@echo "make images     build the router and host images offline (cached)"
+	@echo "make engine     install docker.io if needed and start dockerd (no bridge, no iptables)"
 	@echo "make lab-down   remove $(LAB)"
 	@echo "make test       lint and run the tests (root runs the netns tier too)"
 	@echo "make bench      measure lab-up and verify time across fabric sizes"
@@ -39,8 +43,18 @@ $(STAMP): pyproject.toml
 
 venv: deps $(STAMP)
 
+engine: venv
+	$(BIN)/twin engine start
+
+images: engine
+	@command -v debootstrap >/dev/null || { echo "installing: debootstrap"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq debootstrap >/dev/null; }
+	$(BIN)/twin images build
+
+# Containers by default: the engine and images are made ready first (both cached).
 lab-up: venv
-	@$(BIN)/twin status $(LAB) >/dev/null 2>&1 && echo "lab $(LAB) is already up" || $(BIN)/twin up $(LAB)
+	@if [ "$(RUNTIME)" != netns ]; then $(MAKE) --no-print-directory images; fi
+	@$(BIN)/twin status $(LAB) >/dev/null 2>&1 && echo "lab $(LAB) is already up" || $(BIN)/twin up $(LAB) --runtime $(RUNTIME)
 	$(BIN)/twin verify $(LAB)
 	@$(BIN)/twin status $(LAB)
 	@echo "inspect: $(BIN)/twin exec t0-p0-r0 -- ip -6 route    remove: make lab-down"

@@ -25,13 +25,42 @@ def _netns_missing() -> str | None:
     return None
 
 
-def pytest_collection_modifyitems(config, items):
+def _docker_missing() -> str | None:
     reason = _netns_missing()
     if reason:
-        skip = pytest.mark.skip(reason=reason)
-        for item in items:
-            if "netns" in item.keywords:
-                item.add_marker(skip)
+        return reason
+    from twin import engine
+
+    client = engine.client(timeout=5)
+    if client is None:
+        return "no Docker engine answers (make engine, or twin engine start)"
+    from twin import images
+
+    missing = images.missing_images(client)
+    if missing:
+        return f"images not built: {', '.join(missing)} (make images)"
+    return None
+
+
+def _containerlab_missing() -> str | None:
+    if shutil.which("containerlab") is None:
+        return "containerlab is not installed (its binary cannot be downloaded here)"
+    return _docker_missing()
+
+
+TIERS = {"netns": _netns_missing, "docker": _docker_missing,
+         "containerlab": _containerlab_missing}
+
+
+def pytest_collection_modifyitems(config, items):
+    reasons = {}
+    for item in items:
+        for tier, check in TIERS.items():
+            if tier in item.keywords:
+                if tier not in reasons:
+                    reasons[tier] = check()
+                if reasons[tier]:
+                    item.add_marker(pytest.mark.skip(reason=reasons[tier]))
 
 
 @pytest.fixture(autouse=True)

@@ -329,9 +329,13 @@ def status(lab, as_json):
         running = sum(n["state"] == "running" for n in s["nodes"])
         out.print(f"[bold]{s['lab']}[/bold]  runtime {s['runtime']}  phase {s['phase']}  "
                   f"{running}/{len(s['nodes'])} nodes running  spec {s['spec']}")
-        missing = [n["node"] for n in s["nodes"] if n["state"] != "running"]
-        if missing:
-            out.print(f"  [red]missing:[/red] {', '.join(missing)}")
+        t = Table(show_edge=False, box=None, pad_edge=False)
+        for col in ("node", "runtime", "state", "image"):
+            t.add_column(col)
+        for n in s["nodes"]:
+            state = n["state"] if n["state"] == "running" else f"[red]{n['state']}[/red]"
+            t.add_row(n["node"], s["runtime"], state, n.get("image", "-"))
+        out.print(t)
         att = L.attach(s["lab"])
         for fault in F.active(att):
             out.print(f"  [yellow]fault:[/yellow] {fault.kind} {fault.link} "
@@ -347,8 +351,22 @@ def exec_(node, argv, lab):
     att = L.attach(lab)
     if not att.fabric.has_node(node):
         raise UsageError(f"no node {node!r} in lab {att.state.lab}")
-    path = att.runtime.netns_path(node)
-    os.execvp("nsenter", ["nsenter", f"--net={path}", "--", *argv])
+    full = att.runtime.shell_argv(node, list(argv))
+    os.execvp(full[0], full)
+
+
+@main.command()
+@click.argument("node")
+@click.option("--lab", default=None, help="Lab (default: the one that is up).")
+def restart(node, lab):
+    """Reboot one node, as a switch reboot: it comes back with no links and no
+    routes, so twin wires its links again and re-programs it and its peers.
+    Faults in force on its links are applied again."""
+    att = L.attach(lab)
+    touched = L.restart(att, node)
+    again = F.reapply(att, node)
+    out.print(f"restarted {node}; re-programmed {', '.join(touched)}"
+              + (f"; faults applied again: {', '.join(again)}" if again else ""))
 
 
 @main.command()
@@ -413,6 +431,99 @@ def _print_report(report) -> None:
         for s in suspects:
             out.print(f"  {s}")
     out.print("[green]PASS[/green]" if report.ok else "[red]FAIL[/red]")
+
+
+# -- engine and images --------------------------------------------------------
+
+
+@main.group()
+def engine():
+    """The Docker engine the container runtimes use. twin starts one only when
+    none answers, always as `dockerd --bridge=none --iptables=false`."""
+
+
+@engine.command("start")
+def engine_start():
+    """Install docker.io if missing and start dockerd (idempotent)."""
+    from twin import engine as E
+
+    steps = RichSteps()
+    try:
+        what, _ = E.start(steps)
+    finally:
+        steps.done()
+    out.print(f"docker engine: {what}")
+
+
+@engine.command("stop")
+def engine_stop():
+    """Stop the dockerd twin started (never one it did not)."""
+    from twin import engine as E
+
+    out.print(E.stop())
+
+
+@engine.command("status")
+@click.option("--json", "as_json", is_flag=True)
+def engine_status(as_json):
+    """Does an engine answer, and which version."""
+    from twin import engine as E
+
+    c = E.client(timeout=5)
+    info = {"running": c is not None}
+    if c is not None:
+        v = c.version()
+        info.update(version=v.get("Version"), api=v.get("ApiVersion"))
+    if as_json:
+        _emit_json(info)
+    else:
+        out.print(f"docker engine {info['version']} (API {info['api']})" if c else
+                  "no docker engine answers (twin engine start)")
+
+
+@main.group()
+def images():
+    """Node images: mrc-twin/router and mrc-twin/host."""
+
+
+@images.command("build")
+@click.option("--force", is_flag=True, help="Rebuild even if the inputs are unchanged.")
+@click.option("--base", default=None, help="Build on this base image (e.g. debian:bookworm-slim "
+              "from your registry) instead of the offline debootstrap base.")
+def images_build(force, base):
+    """Build the images (offline by default: a debootstrap base from apt's mirror)."""
+    from twin import engine as E
+    from twin import images as I
+
+    c = E.client()
+    if c is None:
+        raise UsageError("no docker engine answers; run `twin engine start` first")
+    steps = RichSteps()
+    try:
+        results = I.build_images(c, steps, force=force, base=base)
+    finally:
+        steps.done()
+    for image, what, seconds in results:
+        out.print(f"{image}: {what} ({seconds:.1f}s)")
+
+
+@images.command("status")
+@click.option("--json", "as_json", is_flag=True)
+def images_status(as_json):
+    """Which images exist and whether they match their inputs."""
+    from twin import engine as E
+    from twin import images as I
+
+    c = E.client(timeout=5)
+    if c is None:
+        raise UsageError("no docker engine answers; run `twin engine start` first")
+    rows = I.image_status(c)
+    if as_json:
+        _emit_json(rows)
+        return
+    for r in rows:
+        state = "current" if r.get("current") else ("stale" if r.get("present") else "missing")
+        out.print(f"{r['image']:<28} {state}")
 
 
 # -- faults -------------------------------------------------------------------

@@ -92,6 +92,20 @@ def _restore_link(lab: Attached, *ends: Endpoint) -> None:
         lab.runtime.configure(lab.plan[node])
 
 
+def reapply(lab: Attached, node: str) -> list[str]:
+    """Set down again the ends on `node`'s links that faults in force hold down
+    (after the node restarted and came back with every link up)."""
+    again = []
+    for fault in active(lab):
+        for end in fault.ends:
+            ep_node, _, ifname = end.partition(":")
+            link_nodes = fault.link.replace("--", ":").split(":")[::2]
+            if node in link_nodes:
+                lab.runtime.set_link_state(ep_node, ifname, False)
+                again.append(end)
+    return again
+
+
 def clear(lab: Attached) -> list[Fault]:
     """Revert every fault in force, newest first."""
     faults = active(lab)

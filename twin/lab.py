@@ -20,8 +20,7 @@ from twin.model import Fabric, build_fabric
 from twin.plan import Plan, build_plan
 from twin.progress import Steps
 from twin.render import render, write_build
-from twin.runtime import Runtime, get_runtime, pick_runtime
-from twin.runtime.netns import leftover_namespaces, remove_namespaces
+from twin.runtime import RUNTIMES, Runtime, get_runtime, pick_runtime
 from twin.spec import FabricSpec, find_spec, load_spec, parse_spec
 from twin.state import LabState, known_labs, run_root
 
@@ -66,7 +65,8 @@ def _compile(source: str, spec: FabricSpec) -> Compiled:
 def render_lab(compiled: Compiled) -> Path:
     """plan -> files under lab/build/<lab>/ (unchanged files are not rewritten)."""
     build_dir = build_root() / compiled.spec.name
-    write_build(render(compiled.plan), build_dir)
+    code_dir = os.path.relpath(project_root(), build_dir)
+    write_build(render(compiled.plan, code_dir), build_dir)
     return build_dir
 
 
@@ -78,7 +78,7 @@ def up(spec_ref: str, runtime: str = "auto", steps: Steps | None = None) -> LabS
     _refuse_if_up(lab)
     name, why = pick_runtime(runtime)
     steps.note(f"runtime: {name} ({why})")
-    rt = get_runtime(name, lab)
+    rt = get_runtime(name, lab, str(build_dir))
     plan = compiled.plan
     clash = rt.existing(list(plan.nodes))
     if clash:  # not ours to roll back: another checkout or run dir made them
@@ -157,7 +157,8 @@ def attach(lab: str | None) -> Attached:
         raise LabError(f"lab {name}: state file is unreadable under {run_root() / name}")
     spec_copy = state.dir / "spec.yml"
     spec = parse_spec(spec_copy.read_text(), state.spec_path)
-    return Attached(state, _compile(state.spec_path, spec), get_runtime(state.runtime, name))
+    return Attached(state, _compile(state.spec_path, spec),
+                    get_runtime(state.runtime, name, state.build_dir))
 
 
 def down(lab: str) -> list[str]:
@@ -165,21 +166,41 @@ def down(lab: str) -> list[str]:
     state = LabState.load(lab)
     if state is None:
         raise UsageError(f"lab {lab} is not up (labs up: {', '.join(known_labs()) or 'none'})")
-    removed = get_runtime(state.runtime, lab).destroy(state.nodes)
+    removed = get_runtime(state.runtime, lab, state.build_dir).destroy(state.nodes)
     state.remove()
     return removed
 
 
 def down_all() -> dict[str, list[str]]:
-    """Remove every lab twin knows of, then any `twin-` namespace left by a crash."""
+    """Remove every lab twin knows of, then whatever any runtime finds left by a crash
+    (`twin-*` namespaces, containers labelled mrc-twin.lab)."""
     out = {}
     for lab in known_labs():
         out[lab] = down(lab)
-    stray = leftover_namespaces()
-    if stray:
-        remove_namespaces(stray)
-        out["(stray namespaces)"] = stray
+    for name, cls in sorted(RUNTIMES.items()):
+        if cls.unavailable_for_cleanup():
+            continue
+        stray = cls.leftovers()
+        if stray:
+            cls.remove_leftovers(stray)
+            out[f"(stray {name} resources)"] = stray
     return out
+
+
+def restart(att: Attached, node: str) -> list[str]:
+    """Reboot one node (a switch reboot): it comes back bare, so its links are
+    wired again and it and its link peers are re-programmed. Returns what was
+    re-programmed."""
+    if not att.fabric.has_node(node):
+        raise UsageError(f"no node {node!r} in lab {att.state.lab}")
+    rt, plan = att.runtime, att.plan
+    rt.restart_node(plan[node])
+    links = att.fabric.links_of(node)
+    rt.wire_links(links)
+    touched = sorted({node} | {lk.peer(node).node for lk in links})
+    for name in touched:
+        rt.configure(plan[name])
+    return touched
 
 
 def status(lab: str | None = None) -> list[dict]:
@@ -189,8 +210,8 @@ def status(lab: str | None = None) -> list[dict]:
         state = LabState.load(name)
         if state is None:
             continue
-        rt = get_runtime(state.runtime, name)
-        present = set(rt.existing(state.nodes))
+        rt = get_runtime(state.runtime, name, state.build_dir)
+        facts = rt.describe(state.nodes)
         out.append({
             "lab": name,
             "runtime": state.runtime,
@@ -198,7 +219,6 @@ def status(lab: str | None = None) -> list[dict]:
             "spec": state.spec_path,
             "build_dir": state.build_dir,
             "age_s": round(time.time() - state.created, 1),
-            "nodes": [{"node": n, "state": "running" if n in present else "missing",
-                       "netns": rt.netns_path(n)} for n in state.nodes],
+            "nodes": [{"node": n, **facts[n]} for n in state.nodes],
         })
     return out

@@ -34,10 +34,19 @@ def tbf_burst(rate_bps: int, mtu: int) -> int:
     return max(rate_bps // 8 // 250, 2 * (mtu + 14))
 
 
-def render(plan: Plan) -> dict[str, str]:
-    """Every file of the lab's build directory, as relative path -> text."""
+CODE_MOUNT = "/opt/mrc-twin"  # the project's code, bind-mounted read-only into every node
+DEFAULT_CODE_DIR = "../../.."  # the checkout, seen from lab/build/<lab>/
+
+
+def render(plan: Plan, code_dir: str = DEFAULT_CODE_DIR) -> dict[str, str]:
+    """Every file of the lab's build directory, as relative path -> text.
+
+    `code_dir` is the project checkout relative to the build directory; nodes
+    see its `twin/` package at /opt/mrc-twin/twin, so code changes need no
+    image rebuild.
+    """
     fabric = plan.fabric
-    files = {f"{fabric.name}.clab.yml": clab_topology(plan)}
+    files = {f"{fabric.name}.clab.yml": clab_topology(plan, code_dir)}
     for name, node in plan.nodes.items():
         files[f"config/{name}/node.json"] = json.dumps(node.to_dict(), indent=2,
                                                        sort_keys=True) + "\n"
@@ -46,7 +55,13 @@ def render(plan: Plan) -> dict[str, str]:
     return files
 
 
-def clab_topology(plan: Plan) -> str:
+def clab_topology(plan: Plan, code_dir: str = DEFAULT_CODE_DIR) -> str:
+    """containerlab's topology schema, and nothing it does not define.
+
+    Links carry no `mtu` (configure sets every interface's MTU from the plan),
+    and capabilities and sysctls are not topology keys: a runtime applies
+    them itself.
+    """
     fabric = plan.fabric
     spec = fabric.spec
     nodes = {}
@@ -62,16 +77,15 @@ def clab_topology(plan: Plan) -> str:
             "group": n.tier.value,
             "network-mode": "none",
             "labels": labels,
-            "binds": [f"config/{n.name}:{CONFIG_MOUNT}:ro"],
+            "binds": [f"config/{n.name}:{CONFIG_MOUNT}:ro",
+                      f"{code_dir}/twin:{CODE_MOUNT}/twin:ro"],
         }
-    links = [{"endpoints": [str(lk.a), str(lk.b)], "mtu": lk.mtu} for lk in fabric.links]
-    doc = {"name": fabric.name}
-    if spec.description:
-        doc["description"] = spec.description
-    doc["topology"] = {"nodes": nodes, "links": links}
-    head = (f"# containerlab topology for lab {fabric.name}, rendered by mrc-twin.\n"
-            f"# Deploy with `twin up {fabric.name}`, or `containerlab deploy -t` this file\n"
-            "# and then `twin configure` to program the routes.\n")
+    links = [{"endpoints": [str(lk.a), str(lk.b)]} for lk in fabric.links]
+    doc = {"name": fabric.name, "topology": {"nodes": nodes, "links": links}}
+    about = f"# {spec.description}\n" if spec.description else ""
+    head = (f"# containerlab topology for lab {fabric.name}, rendered by mrc-twin.\n{about}"
+            f"# Deploy with `twin up {fabric.name} --runtime containerlab|docker|netns`: each\n"
+            "# runtime deploys this file, then twin programs every node's routes.\n")
     return head + yaml.safe_dump(doc, sort_keys=False, default_flow_style=False, width=100)
 
 

@@ -149,8 +149,8 @@ def test_failed_up_removes_what_it_created(session_dirs, monkeypatch):
 def test_down_all_after_a_killed_up_leaves_nothing(session_dirs):
     env = dict(os.environ, TWIN_RUN_DIR=str(session_dirs / "killed"),
                TWIN_BUILD_DIR=str(session_dirs / "build"))
-    proc = subprocess.Popen([sys.executable, "-m", "twin", "up", "mrc-8p"], env=env,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen([sys.executable, "-m", "twin", "up", "mrc-8p", "--runtime", "netns"],
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 30
     while len(namespaces_of("mrc-8p")) < 10 and time.monotonic() < deadline:
         if proc.poll() is not None:

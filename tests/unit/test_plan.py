@@ -6,7 +6,13 @@ from pathlib import Path
 import yaml
 from click.testing import CliRunner
 
-from tests.helpers import golden
+from tests.helpers import (
+    CLAB_BRIEF_LINK_KEYS,
+    CLAB_NODE_KEYS,
+    CLAB_TOP_KEYS,
+    CLAB_TOPOLOGY_KEYS,
+    golden,
+)
 from twin.cli import main
 from twin.model import Tier, build_fabric
 from twin.plan import build_plan
@@ -79,16 +85,18 @@ def test_route_counts_follow_the_design():
 def test_topology_uses_only_containerlab_keys():
     _, plan = compiled("mrc-4p")
     topo = yaml.safe_load(render(plan)["mrc-4p.clab.yml"])
-    assert set(topo) <= {"name", "description", "topology"}
-    assert set(topo["topology"]) == {"nodes", "links"}
+    assert set(topo) <= CLAB_TOP_KEYS
+    assert set(topo["topology"]) <= CLAB_TOPOLOGY_KEYS
     for name, node in topo["topology"]["nodes"].items():
-        assert set(node) <= {"kind", "image", "group", "network-mode", "labels", "binds"}
+        assert set(node) <= CLAB_NODE_KEYS
         assert node["kind"] == "linux" and node["network-mode"] == "none"
-        assert node["binds"] == [f"config/{name}:/etc/mrc-twin:ro"]
+        assert node["binds"] == [f"config/{name}:/etc/mrc-twin:ro",
+                                 "../../../twin:/opt/mrc-twin/twin:ro"]
+        assert all(isinstance(v, str) for v in node["labels"].values())
     endpoints = [ep for lk in topo["topology"]["links"] for ep in lk["endpoints"]]
     assert len(endpoints) == len(set(endpoints)), "an interface is used twice"
     for lk in topo["topology"]["links"]:
-        assert set(lk) == {"endpoints", "mtu"}
+        assert set(lk) <= CLAB_BRIEF_LINK_KEYS
         for ep in lk["endpoints"]:
             node, ifname = ep.split(":")
             assert node in topo["topology"]["nodes"] and ifname.startswith("eth")

@@ -29,8 +29,9 @@ from twin.plan import NodePlan
 class Runtime(ABC):
     name: ClassVar[str]
 
-    def __init__(self, lab: str):
+    def __init__(self, lab: str, build_dir: str | None = None):
         self.lab = lab
+        self.build_dir = build_dir  # where the rendered topology lives (container runtimes)
 
     @classmethod
     def unavailable(cls) -> str | None:
@@ -58,6 +59,36 @@ class Runtime(ABC):
              check: bool = True, timeout: float = 60) -> subprocess.CompletedProcess:
         return netns.run(self.netns_path(node), argv, input=input, check=check, timeout=timeout)
 
+    def restart_node(self, node: NodePlan) -> None:
+        """Reboot one node: it comes back with no links and no configuration."""
+        self.destroy([node.name])
+        self.create_nodes([node])
+
+    def shell_argv(self, node: str, argv: list[str]) -> list[str]:
+        """How a person runs a command inside the node (`twin exec`)."""
+        return ["nsenter", f"--net={self.netns_path(node)}", "--", *argv]
+
+    def describe(self, nodes: list[str]) -> dict[str, dict]:
+        """Per-node facts for `twin status` (image, state); runtimes add what they know."""
+        present = set(self.existing(nodes))
+        return {n: {"state": "running" if n in present else "missing", "image": "-"}
+                for n in nodes}
+
+    @classmethod
+    def unavailable_for_cleanup(cls) -> str | None:
+        """Why leftovers cannot even be looked for (cleanup needs less than deploying)."""
+        return cls.unavailable()
+
+    @classmethod
+    def leftovers(cls) -> list[str]:
+        """Resources of this runtime that belong to no known lab (for `down --all`)."""
+        return []
+
+    @classmethod
+    def remove_leftovers(cls, names: list[str]) -> None:
+        """Remove what `leftovers` found; runtimes that find nothing have nothing to do."""
+        return None
+
     def configure(self, node: NodePlan) -> None:
         """Apply (or re-apply: it is idempotent) a node's plan."""
         configure_node(node, self.netns_path(node.name))
@@ -75,16 +106,16 @@ def register(cls: type[Runtime]) -> type[Runtime]:
 
 
 # `auto` tries these in order (container runtimes join the front as they land).
-AUTO_ORDER = ["netns"]
+AUTO_ORDER = ["containerlab", "docker", "netns"]
 
 
-def get_runtime(name: str, lab: str) -> Runtime:
+def get_runtime(name: str, lab: str, build_dir: str | None = None) -> Runtime:
     try:
         cls = RUNTIMES[name]
     except KeyError:
         valid = ", ".join(["auto", *sorted(RUNTIMES)])
         raise UsageError(f"unknown runtime {name!r}; valid runtimes: {valid}") from None
-    return cls(lab)
+    return cls(lab, build_dir)
 
 
 def pick_runtime(requested: str) -> tuple[str, str]:
@@ -99,6 +130,8 @@ def pick_runtime(requested: str) -> tuple[str, str]:
         return requested, "asked for"
     skipped = []
     for name in AUTO_ORDER:
+        if name not in RUNTIMES:
+            continue
         reason = RUNTIMES[name].unavailable()
         if reason is None:
             why = "first available" + (f" ({'; '.join(skipped)})" if skipped else "")

@@ -40,6 +40,10 @@ class FakeRuntime(Runtime):
             self._nodes()[lk.b.node][lk.b.ifname] = True
             self.calls.append(("wire", self.lab, lk.id))
 
+    @classmethod
+    def unavailable_for_cleanup(cls) -> str | None:
+        return "in memory: nothing outlives the process"
+
     def netns_path(self, node: str) -> str:
         return f"/fake/{self.lab}/{node}"
 

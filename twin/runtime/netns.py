@@ -119,6 +119,14 @@ class NetnsRuntime(Runtime):
         remove_namespaces([self.ns_name(n) for n in there])
         return there
 
+    @classmethod
+    def leftovers(cls) -> list[str]:
+        return leftover_namespaces()
+
+    @classmethod
+    def remove_leftovers(cls, names: list[str]) -> None:
+        remove_namespaces(names)
+
 
 def remove_namespaces(names: list[str]) -> None:
     """Stop every process inside, then delete the namespaces (their veths go with them)."""

@@ -1,0 +1,206 @@
+"""The same labs as containers: Docker runtime, and containerlab's contract."""
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.integration.conftest import set_env
+from twin import engine
+from twin import faults as F
+from twin import lab as L
+from twin.runtime.netns import leftover_namespaces
+from twin.verify import run_verify
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def containers_of(lab: str) -> list[str]:
+    c = engine.client()
+    return sorted(x.name for x in c.containers.list(all=True,
+                                                    filters={"label": f"containerlab={lab}"}))
+
+
+def veths_in_host_namespace() -> list[str]:
+    out = subprocess.run(["ip", "-o", "link", "show", "type", "veth"], capture_output=True,
+                         text=True).stdout
+    return [line.split(":")[1].strip() for line in out.splitlines()]
+
+
+def outcome(report):
+    """Everything about a verify run that must not depend on the runtime."""
+    return (report.summary(),
+            sorted((r.path.src, r.path.address, r.ok) for r in [*report.paths, *report.loops]),
+            sorted((n.node, tuple(n.problems())) for n in report.nodes))
+
+
+@pytest.fixture(scope="module")
+def docker4(session_dirs):
+    set_env(session_dirs)
+    host_veths = set(veths_in_host_namespace())
+    L.up("mrc-4p", "docker")
+    try:
+        yield L.attach("mrc-4p")
+    finally:
+        set_env(session_dirs)
+        L.down("mrc-4p")
+    assert containers_of("mrc-4p") == []
+    assert set(veths_in_host_namespace()) <= host_veths
+
+
+@pytest.mark.docker
+def test_mrc_4p_as_20_containers_verifies(docker4):
+    names = containers_of("mrc-4p")
+    assert len(names) == 20 and "clab-mrc-4p-t0-p0-r0" in names
+    c = engine.client().containers.get("clab-mrc-4p-r0h0")
+    assert c.attrs["HostConfig"]["NetworkMode"] == "none"
+    assert not c.attrs["HostConfig"]["Privileged"]
+    assert c.labels["containerlab"] == "mrc-4p" and c.labels["clab-node-name"] == "r0h0"
+    report = run_verify(docker4.runtime, docker4.plan)
+    assert report.ok, report.to_dict()["nodes"]
+    assert report.summary()["paths"]["total"] == 80
+
+
+@pytest.mark.docker
+def test_code_and_config_are_bind_mounted(docker4):
+    out = docker4.runtime.exec("r0h0", ["true"])  # nsenter into the netns works
+    assert out.returncode == 0
+    c = engine.client().containers.get("clab-mrc-4p-r0h0")
+    listing = c.exec_run(["ls", "/opt/mrc-twin/twin", "/etc/mrc-twin"]).output.decode()
+    assert "lab.py" in listing and "routes.batch" in listing
+
+
+@pytest.mark.docker
+def test_netns_and_docker_verify_identically(docker4, session_dirs):
+    docker_outcome = outcome(run_verify(docker4.runtime, docker4.plan))
+    spec = session_dirs / "twin4.yml"
+    spec.write_text((ROOT / "lab/fabrics/mrc-4p.yml").read_text().replace(
+        "name: mrc-4p", "name: twin4"))
+    L.up(str(spec), "netns")
+    try:
+        att = L.attach("twin4")
+        assert outcome(run_verify(att.runtime, att.plan)) == docker_outcome
+    finally:
+        L.down("twin4")
+
+
+@pytest.mark.docker
+def test_link_fault_on_containers_names_the_link(docker4):
+    F.link_down(docker4, "t0-p1-r1:eth3")
+    try:
+        report = run_verify(docker4.runtime, docker4.plan)
+        assert report.suspect_links() == ["t0-p1-r1:eth3--t1-p1-0:eth2"]
+    finally:
+        F.link_up(docker4, "t0-p1-r1:eth3")
+    assert run_verify(docker4.runtime, docker4.plan).ok
+
+
+@pytest.mark.docker
+def test_restarting_a_router_rewires_and_reprograms_it(docker4):
+    before = docker4.runtime.netns_path("t1-p0-1")
+    touched = L.restart(docker4, "t1-p0-1")
+    assert docker4.runtime.netns_path("t1-p0-1") != before  # a new namespace: it rebooted
+    assert touched == ["t0-p0-r0", "t0-p0-r1", "t1-p0-1"]
+    assert run_verify(docker4.runtime, docker4.plan).ok
+
+
+@pytest.mark.docker
+def test_restart_keeps_faults_in_force(docker4):
+    F.link_down(docker4, "t1-p2-0:eth1")
+    try:
+        L.restart(docker4, "t1-p2-0")
+        assert F.reapply(docker4, "t1-p2-0") == ["t1-p2-0:eth1"]
+        assert run_verify(docker4.runtime, docker4.plan).suspect_links() == [
+            "t0-p2-r0:eth3--t1-p2-0:eth1"]
+    finally:
+        F.link_up(docker4, "t1-p2-0:eth1")
+
+
+@pytest.mark.docker
+def test_killed_docker_up_then_down_all_leaves_nothing(session_dirs):
+    env = dict(os.environ, TWIN_RUN_DIR=str(session_dirs / "killed-docker"),
+               TWIN_BUILD_DIR=str(session_dirs / "build"))
+    proc = subprocess.Popen([sys.executable, "-m", "twin", "up", "mrc-8p", "--runtime", "docker"],
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while len(containers_of("mrc-8p")) < 8 and time.monotonic() < deadline:
+        if proc.poll() is not None:
+            break
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=10)
+    assert containers_of("mrc-8p"), "the up was killed before it created anything"
+    done = subprocess.run([sys.executable, "-m", "twin", "down", "--all"], env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert containers_of("mrc-8p") == []
+    assert not [n for n in leftover_namespaces() if n.startswith("twin-mrc-8p-")]
+
+
+@pytest.mark.docker
+def test_mrc_8p_as_80_containers_verifies(session_dirs):
+    set_env(session_dirs)
+    L.up("mrc-8p", "docker")
+    try:
+        att = L.attach("mrc-8p")
+        assert len(containers_of("mrc-8p")) == 80
+        report = run_verify(att.runtime, att.plan)
+        assert report.ok and report.summary()["paths"]["total"] == 6528
+    finally:
+        L.down("mrc-8p")
+    assert containers_of("mrc-8p") == []
+
+
+@pytest.fixture
+def fake_containerlab(tmp_path, monkeypatch):
+    """Put the containerlab test double on PATH."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    exe = bindir / "containerlab"
+    exe.write_text(f"#!/bin/sh\ncd {ROOT} && exec {sys.executable} -m "
+                   "tests.doubles.fake_containerlab \"$@\"\n")
+    exe.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bindir}:{os.environ['PATH']}")
+    return exe
+
+
+@pytest.mark.docker
+def test_containerlab_runtime_against_the_contract_double(fake_containerlab, session_dirs):
+    set_env(session_dirs)
+    spec = session_dirs / "clab4.yml"
+    spec.write_text((ROOT / "lab/fabrics/mrc-4p.yml").read_text().replace(
+        "name: mrc-4p", "name: clab4"))
+    state = L.up(str(spec), "auto")  # auto prefers containerlab once it is on PATH
+    assert state.runtime == "containerlab"
+    try:
+        att = L.attach("clab4")
+        assert len(containers_of("clab4")) == 20
+        assert run_verify(att.runtime, att.plan).ok  # MTUs set by twin over clab's 9500
+        assert L.restart(att, "t0-p3-r1")
+        assert run_verify(att.runtime, att.plan).ok
+    finally:
+        L.down("clab4")
+    assert containers_of("clab4") == []
+
+
+def test_the_double_rejects_what_containerlab_would(tmp_path):
+    bad = tmp_path / "bad.clab.yml"
+    bad.write_text("name: x\ntopology:\n  nodes:\n    a: {kind: linux, sysctls: {}}\n")
+    proc = subprocess.run([sys.executable, "-m", "tests.doubles.fake_containerlab", "deploy",
+                           "-t", str(bad)], cwd=ROOT, capture_output=True, text=True)
+    assert proc.returncode == 1 and "sysctls" in proc.stderr
+
+
+@pytest.mark.containerlab
+def test_real_containerlab_deploys_the_rendered_topology(session_dirs):
+    set_env(session_dirs)
+    state = L.up("mrc-4p", "containerlab")
+    try:
+        att = L.attach(state.lab)
+        assert run_verify(att.runtime, att.plan).ok
+    finally:
+        L.down(state.lab)

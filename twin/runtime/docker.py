@@ -1,0 +1,231 @@
+"""The Docker runtime: every node is a container, deployed from the rendered
+containerlab topology, named and labelled the way containerlab does it.
+
+    container   clab-<lab>-<node>, hostname <node>, network mode `none`
+    labels      containerlab=<lab>, clab-node-name=<node>, clab-node-kind=linux, ...
+                plus the topology's own mrc-twin.* labels
+    caps        NET_ADMIN, NET_RAW, SYS_ADMIN (not --privileged: this kernel's
+                bounding set lacks CAP_SYS_RESOURCE, so privileged containers fail)
+    binds       the topology's binds, relative paths resolved against its directory
+    links       veth pairs created by pyroute2 with each end born inside its
+                container's network namespace (IFLA_NET_NS_PID), so no end ever
+                appears in the host namespace
+
+Configuration and verification then run on /proc/<pid>/ns/net exactly as for
+the netns runtime: same code, same plan, same probes.
+"""
+
+from __future__ import annotations
+
+import os
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import yaml
+from pyroute2 import IPRoute
+from pyroute2.netlink.exceptions import NetlinkError
+
+from twin import engine, netns
+from twin.errors import LabError, RuntimeMissing
+from twin.model import Link
+from twin.plan import NodePlan
+from twin.runtime.base import Runtime, register
+
+CAPS = ["NET_ADMIN", "NET_RAW", "SYS_ADMIN"]
+PREFIX = "clab"
+WORKERS = 4  # the engine serialises much of container creation; more threads buy nothing
+TWIN_LABEL = "mrc-twin.lab"
+
+
+def _client():
+    c = engine.client()
+    if c is None:
+        raise RuntimeMissing("no Docker engine answers (start one with `twin engine start`)")
+    return c
+
+
+def load_topology(build_dir: str | None, lab: str) -> dict:
+    if not build_dir:
+        raise LabError(f"lab {lab}: no build directory recorded for the container runtime")
+    path = Path(build_dir) / f"{lab}.clab.yml"
+    try:
+        return yaml.safe_load(path.read_text())
+    except OSError as e:
+        raise LabError(f"cannot read topology {path}: {e.strerror}") from None
+
+
+def resolve_bind(bind: str, base: Path) -> tuple[str, dict]:
+    """containerlab bind syntax `src:dst[:mode]`, src relative to the topology file."""
+    parts = bind.split(":")
+    src, dst = parts[0], parts[1]
+    mode = parts[2] if len(parts) > 2 else "rw"
+    path = Path(src) if os.path.isabs(src) else (base / src)
+    return str(path.resolve()), {"bind": dst, "mode": mode}
+
+
+@register
+class DockerRuntime(Runtime):
+    name = "docker"
+
+    def __init__(self, lab: str, build_dir: str | None = None):
+        super().__init__(lab, build_dir)
+        self._pids: dict[str, int] = {}
+        self._docker = None
+
+    @property
+    def docker(self):
+        if self._docker is None:
+            self._docker = _client()
+        return self._docker
+
+    @classmethod
+    def unavailable(cls) -> str | None:
+        reason = engine.unavailable()
+        if reason:
+            return reason
+        from twin import images  # imported late: images needs the engine only here
+
+        missing = images.missing_images(engine.client())
+        if missing:
+            return f"images not built: {', '.join(missing)} (run `make images`)"
+        return None
+
+    @classmethod
+    def unavailable_for_cleanup(cls) -> str | None:
+        return engine.unavailable()
+
+    def container_name(self, node: str) -> str:
+        return f"{PREFIX}-{self.lab}-{node}"
+
+    # -- create ---------------------------------------------------------------
+
+    def _labels(self, node: str, spec: dict, topo_file: Path) -> dict[str, str]:
+        labels = {str(k): str(v) for k, v in (spec.get("labels") or {}).items()}
+        labels.update({
+            "containerlab": self.lab,
+            "clab-node-name": node,
+            "clab-node-longname": self.container_name(node),
+            "clab-node-kind": spec.get("kind", "linux"),
+            "clab-node-group": spec.get("group", ""),
+            "clab-topo-file": str(topo_file),
+            "mrc-twin.runtime": self.name,
+        })
+        return labels
+
+    def create_nodes(self, nodes: list[NodePlan]) -> None:
+        topo = load_topology(self.build_dir, self.lab)
+        base = Path(self.build_dir)
+        topo_file = base / f"{self.lab}.clab.yml"
+        specs = topo["topology"]["nodes"]
+
+        def start(node: NodePlan) -> None:
+            spec = specs[node.name]
+            volumes = dict(resolve_bind(b, base) for b in spec.get("binds", []))
+            c = self.docker.containers.run(
+                spec["image"], name=self.container_name(node.name), hostname=node.name,
+                labels=self._labels(node.name, spec, topo_file), network_mode="none",
+                cap_add=CAPS, volumes=volumes, detach=True, init=True,
+                sysctls={"net.ipv6.conf.all.disable_ipv6": "0"})
+            c.reload()
+            self._pids[node.name] = c.attrs["State"]["Pid"]
+            # Before any link exists, so new interfaces inherit the defaults.
+            with netns.inside(self.netns_path(node.name)):
+                netns.write_sysctls(list(node.node_sysctls))
+
+        with ThreadPoolExecutor(WORKERS) as pool:
+            for f in [pool.submit(start, n) for n in nodes]:
+                f.result()
+
+    def wire_links(self, links: list[Link]) -> None:
+        with IPRoute() as ipr:
+            for lk in links:
+                try:
+                    ipr.link("add", ifname=lk.a.ifname, kind="veth", mtu=lk.mtu,
+                             net_ns_pid=self._pid(lk.a.node),
+                             peer={"ifname": lk.b.ifname, "mtu": lk.mtu,
+                                   "net_ns_pid": self._pid(lk.b.node)})
+                except NetlinkError as e:
+                    raise LabError(f"cannot wire {lk.id}: {e.args[-1]}") from None
+
+    # -- inspect --------------------------------------------------------------
+
+    def _containers(self, all_labs: bool = False) -> list:
+        flt = {"label": "containerlab" if all_labs else f"containerlab={self.lab}"}
+        return self.docker.containers.list(all=True, filters=flt)
+
+    def _pid(self, node: str) -> int:
+        pid = self._pids.get(node)
+        if not pid or not os.path.exists(f"/proc/{pid}"):
+            try:
+                c = self.docker.containers.get(self.container_name(node))
+            except Exception:
+                raise LabError(f"node {node}: container {self.container_name(node)} "
+                               "does not exist") from None
+            pid = c.attrs["State"]["Pid"]
+            if not pid:
+                raise LabError(f"node {node}: container is {c.status}, not running")
+            self._pids[node] = pid
+        return pid
+
+    def netns_path(self, node: str) -> str:
+        return f"/proc/{self._pid(node)}/ns/net"
+
+    def existing(self, nodes: list[str]) -> list[str]:
+        there = {c.labels.get("clab-node-name") for c in self._containers()}
+        return [n for n in nodes if n in there]
+
+    def describe(self, nodes: list[str]) -> dict[str, dict]:
+        found = {c.labels.get("clab-node-name"): c for c in self._containers()}
+        out = {}
+        for n in nodes:
+            c = found.get(n)
+            out[n] = ({"state": c.status, "image": ",".join(c.image.tags) or c.image.short_id,
+                       "container": c.name} if c else {"state": "missing", "image": "-"})
+        return out
+
+    def shell_argv(self, node: str, argv: list[str]) -> list[str]:
+        # Every namespace of the container (its filesystem too), not only its network.
+        return ["nsenter", "-t", str(self._pid(node)), "-a", "--", *argv]
+
+    # -- change ---------------------------------------------------------------
+
+    def restart_node(self, node: NodePlan) -> None:
+        c = self.docker.containers.get(self.container_name(node.name))
+        c.restart(timeout=2)
+        self._pids.pop(node.name, None)
+        with netns.inside(self.netns_path(node.name)):
+            netns.write_sysctls(list(node.node_sysctls))
+
+    def destroy(self, nodes: list[str]) -> list[str]:
+        wanted = set(nodes)
+        doomed = [c for c in self._containers() if c.labels.get("clab-node-name") in wanted]
+        _remove(doomed)
+        for c in doomed:
+            self._pids.pop(c.labels.get("clab-node-name"), None)
+        return [c.labels.get("clab-node-name") for c in doomed]
+
+    @classmethod
+    def leftovers(cls) -> list[str]:
+        c = engine.client(timeout=10)
+        if c is None:
+            return []
+        return [x.name for x in c.containers.list(all=True, filters={"label": TWIN_LABEL})]
+
+    @classmethod
+    def remove_leftovers(cls, names: list[str]) -> None:
+        c = engine.client()
+        if c is not None:
+            _remove([c.containers.get(n) for n in names])
+
+
+def _remove(containers: list) -> None:
+    def kill(c) -> None:
+        try:
+            c.remove(force=True)
+        except Exception as e:  # already gone is fine; anything else is reported
+            if "No such container" not in str(e) and "is already in progress" not in str(e):
+                raise LabError(f"cannot remove container {c.name}: {e}") from None
+
+    with ThreadPoolExecutor(WORKERS) as pool:
+        for f in [pool.submit(kill, c) for c in containers]:
+            f.result()
