@@ -72,6 +72,7 @@ test: lint
 
 bench: venv
 	$(BIN)/python bench/bench_lab.py
+	$(BIN)/python bench/bench_runtimes.py
 
 clean:
 	rm -rf $(VENV) lab/build .pytest_cache

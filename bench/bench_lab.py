@@ -38,9 +38,9 @@ from pathlib import Path
 
 import yaml
 
-_TMP = Path(tempfile.mkdtemp(prefix="twin-bench-"))
-os.environ["TWIN_RUN_DIR"] = str(_TMP / "run")
-os.environ["TWIN_BUILD_DIR"] = str(_TMP / "build")
+TMP = Path(tempfile.mkdtemp(prefix="twin-bench-"))
+os.environ["TWIN_RUN_DIR"] = str(TMP / "run")
+os.environ["TWIN_BUILD_DIR"] = str(TMP / "build")
 
 from twin import lab  # noqa: E402  (the environment above must be set first)
 from twin import paths as P  # noqa: E402
@@ -91,10 +91,11 @@ class Sample:
     summary: dict = field(default_factory=dict)
 
 
-def write_spec(size: tuple[int, ...], where: Path) -> Path:
+def write_spec(size: tuple[int, ...], where: Path, name: str | None = None) -> Path:
+    name = name or lab_name(size)
     shape = dict(zip(("planes", "racks", "hosts_per_rack", "t1_per_plane"), size, strict=True))
-    path = where / f"{lab_name(size)}.yml"
-    path.write_text(yaml.safe_dump({"name": lab_name(size), "mtu": 9000, **shape}))
+    path = where / f"{name}.yml"
+    path.write_text(yaml.safe_dump({"name": name, "mtu": 9000, **shape}))
     return path
 
 
@@ -106,10 +107,10 @@ def path_build_s(fabric) -> float:
     return time.perf_counter() - t0
 
 
-def run_once(name: str, spec: Path) -> Sample:
+def run_once(name: str, spec: Path, runtime: str = "netns") -> Sample:
     s, up_steps, verify_steps = Sample(name), TimedSteps(), TimedSteps()
     t0 = time.perf_counter()
-    state = lab.up(str(spec), "netns", up_steps)
+    state = lab.up(str(spec), runtime, up_steps)
     s.up_s, s.nodes = time.perf_counter() - t0, len(state.nodes)
     try:
         att = lab.attach(name)
@@ -192,7 +193,7 @@ def main(argv: list[str] | None = None) -> int:
         stray = [n for n in list_netns() if n.startswith(tuple(f"twin-{x}-" for x in names))]
         if stray:
             sys.exit(f"{len(stray)} namespaces of another bench run exist (e.g. {stray[0]})")
-        specs = {lab_name(s): write_spec(s, _TMP) for s in sizes}
+        specs = {lab_name(s): write_spec(s, TMP) for s in sizes}
         before, started = machine(), time.perf_counter()
         for rep in range(repeat):
             for name in names:
@@ -204,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
     finally:
         for name in known_labs():  # our private run dir only: never another lab
             lab.down(name)
-        shutil.rmtree(_TMP, ignore_errors=True)
+        shutil.rmtree(TMP, ignore_errors=True)
     rows = [summarize(samples[n]) for n in names]
     add_ratios(rows)
     print(tables(rows))
