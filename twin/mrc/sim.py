@@ -1,0 +1,143 @@
+"""A simulated fabric for the transport engine: a clock, and paths that lose,
+duplicate, reorder and delay packets (pure; used by tests and benchmarks).
+
+Each EV maps to a path (plane, T1) through `twin.paths.ev_fields`; a path's
+behaviour is a `PathModel`. `run_transfer` drives one Sender/Receiver pair
+over it until the write completes, the QP fails, or the time limit passes.
+"""
+
+from __future__ import annotations
+
+import heapq
+import random
+from dataclasses import dataclass, field
+
+from twin.mrc.evset import EvSet
+from twin.mrc.transport import QpFailed, Receiver, RxPacket, Sender, SenderConfig
+from twin.paths import ev_fields
+
+DELAYED_ACK_NS = 50_000
+
+
+@dataclass
+class PathModel:
+    loss: float = 0.0  # independent loss probability
+    burst_loss: float = 0.0  # probability a loss burst starts
+    burst_len: int = 20  # packets lost in a burst
+    duplicate: float = 0.0
+    delay_ns: int = 20_000
+    jitter_ns: int = 5_000  # reordering across paths (a path itself stays FIFO)
+    dead: bool = False
+
+
+@dataclass
+class Fabric:
+    default: PathModel = field(default_factory=PathModel)
+    paths: dict[tuple[int, int], PathModel] = field(default_factory=dict)  # (plane, t1)
+    seed: int = 1
+
+    def __post_init__(self) -> None:
+        self.rng = random.Random(self.seed)
+        self._burst: dict[tuple[int, int], int] = {}
+        self._last_arrival: dict[tuple[int, int], int] = {}
+
+    def model(self, ev: int) -> tuple[tuple[int, int], PathModel]:
+        plane, t1, _ = ev_fields(ev)
+        key = (plane, t1)
+        return key, self.paths.get(key, self.default)
+
+    def arrivals(self, ev: int, now: int) -> list[int]:
+        """When copies of a packet sent now on `ev` arrive (empty: lost)."""
+        key, m = self.model(ev)
+        if m.dead:
+            return []
+        if self._burst.get(key, 0) > 0:
+            self._burst[key] -= 1
+            return []
+        if m.burst_loss and self.rng.random() < m.burst_loss:
+            self._burst[key] = m.burst_len - 1
+            return []
+        if m.loss and self.rng.random() < m.loss:
+            return []
+        at = now + m.delay_ns + int(self.rng.random() * m.jitter_ns)
+        at = max(at, self._last_arrival.get(key, 0))  # one path is FIFO
+        self._last_arrival[key] = at
+        copies = [at]
+        if m.duplicate and self.rng.random() < m.duplicate:
+            copies.append(at + 1)
+        return copies
+
+
+@dataclass
+class Result:
+    ok: bool
+    exact: bool
+    elapsed_ns: int
+    failed: str | None
+    sender: Sender
+    receiver: Receiver
+
+
+def run_transfer(size: int, fabric: Fabric, *, mode: str = "mrc", planes: int = 4,
+                 t1: int = 2, evs: int = 128, limit_ns: int = 20_000_000_000,
+                 events: list[tuple[int, callable]] | None = None, seed: int = 7,
+                 pace_ns: int = 2_000, config: SenderConfig | None = None) -> Result:
+    """Write `size` random bytes across the simulated fabric; check them byte for byte."""
+    rng = random.Random(seed)
+    src = bytes(rng.getrandbits(8) for _ in range(min(size, 1 << 16)))
+    src = (src * (size // len(src) + 1))[:size]
+    dst = bytearray(size)
+
+    def place(va: int, payload) -> None:
+        dst[va:va + len(payload)] = payload
+
+    cfg = config or SenderConfig(mode=mode)
+    cfg.mode = mode
+    sender = Sender(EvSet(list(range(planes)), t1, size=evs, seed=seed), 0, cfg)
+    receiver = Receiver(place)
+    sender.post(size, imm=0xC0FFEE)
+    view = memoryview(src)
+    heap: list = []
+    tie = 0
+    now = 0
+    pending_events = sorted(events or [], key=lambda e: e[0])
+    reverse_ev = {}
+    last_timer = 0
+    try:
+        while not sender.idle and now < limit_ns:
+            while pending_events and pending_events[0][0] <= now:
+                pending_events.pop(0)[1](fabric)
+            for tx in sender.poll(now, view):
+                for at in fabric.arrivals(tx.ev, now):
+                    tie += 1
+                    heapq.heappush(heap, (at, tie, "data", RxPacket(
+                        tx.psn, tx.va, bytes(tx.payload), tx.msn, tx.flags, tx.imm, tx.ev,
+                        tx.ts_ns)))
+            if now - last_timer >= 1_000_000:
+                sender.on_timer(now)
+                last_timer = now
+            nxt = heap[0][0] if heap else now + 1_000_000
+            now = max(now + pace_ns, min(nxt, now + 1_000_000)) if not heap else max(now, nxt)
+            while heap and heap[0][0] <= now:
+                _, _, kind, obj = heapq.heappop(heap)
+                if kind == "flush":
+                    sack = receiver.flush(obj)
+                elif kind == "data":
+                    sack = receiver.on_data(obj)
+                    if sack is None:  # the delayed-ack timer the datapath runs
+                        tie += 1
+                        heapq.heappush(heap, (now + DELAYED_ACK_NS, tie, "flush", obj))
+                if kind in ("data", "flush"):
+                    if sack is not None:
+                        # the reverse path: the same plane, a fixed reverse EV per plane
+                        back = reverse_ev.setdefault(ev_fields(obj.ev)[0], obj.ev)
+                        for at in fabric.arrivals(back, now):
+                            tie += 1
+                            heapq.heappush(heap, (at, tie, "sack", sack))
+                else:
+                    sender.on_sack(obj, now)
+    except QpFailed:
+        pass
+    exact = bytes(dst) == src
+    return Result(sender.idle and not sender.failed, exact, now, sender.failed, sender,
+                  receiver)
