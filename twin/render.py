@@ -52,7 +52,19 @@ def render(plan: Plan, code_dir: str = DEFAULT_CODE_DIR) -> dict[str, str]:
                                                        sort_keys=True) + "\n"
         files[f"config/{name}/routes.batch"] = iproute2_batch(fabric.name, node)
         files[f"config/{name}/sysctl.conf"] = sysctl_conf(node)
+        if node.tier == "host":
+            files[f"config/{name}/endpoint.json"] = endpoint_config(plan, name)
     return files
+
+
+def endpoint_config(plan: Plan, host: str) -> str:
+    """What the host's MRC endpoint daemon needs: who it is, its ports, the fabric."""
+    fabric = plan.fabric
+    node = fabric.node(host)
+    ports = {str(p): fabric.host_port(p) for p in fabric.host_planes(node)}
+    doc = {"host": host, "nic": plan.nic_address(host), "ports": ports,
+           "spec": json.dumps(fabric.spec.to_dict(), sort_keys=True)}
+    return json.dumps(doc, indent=2, sort_keys=True) + "\n"
 
 
 def clab_topology(plan: Plan, code_dir: str = DEFAULT_CODE_DIR) -> str:

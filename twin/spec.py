@@ -65,6 +65,19 @@ class FabricSpec:
     def hosts(self) -> int:
         return self.racks * self.hosts_per_rack
 
+    def to_dict(self) -> dict:
+        """A spec mapping that `parse_spec` turns back into this spec."""
+        d = {"name": self.name, "planes": self.planes, "racks": self.racks,
+             "hosts_per_rack": self.hosts_per_rack, "t1_per_plane": self.t1_per_plane,
+             "nic_ports": self.nic_ports, "mtu": self.mtu,
+             "srv6": {"block": str(self.block)}, "nic_prefix": str(self.nic_prefix)}
+        if self.host_rate_bps or self.fabric_rate_bps:
+            d["rate"] = {k: f"{v}bit" for k, v in (("host", self.host_rate_bps),
+                                                    ("fabric", self.fabric_rate_bps)) if v}
+        if self.description:
+            d["description"] = self.description
+        return d
+
 
 # key -> (type description, required)
 _KEYS: dict[str, tuple[str, bool]] = {

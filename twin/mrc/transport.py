@@ -45,7 +45,7 @@ import collections
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from twin.mrc.evset import Ev, EvSet
+from twin.mrc.evset import Ev, EvSet, NoUsableEv
 
 MODES = ("mrc", "spray-static", "single-path")
 FLAG_RETRANSMIT, FLAG_LAST, FLAG_ACK_REQ = 1, 2, 4
@@ -143,6 +143,7 @@ class Sender:
         self.srtt = 0.0
         self.stats = SenderStats()
         self.failed: str | None = None
+        self.local_ports = self.remote_ports = 0xFFFF
         self._txs: dict[int, _Tx] = {}  # outstanding (unacked) PSN -> record
         self._order: collections.deque = collections.deque()  # (seq, psn) in send order
         self._per_ev: dict[int, collections.deque] = {}  # ev -> deque of (seq, psn)
@@ -156,6 +157,7 @@ class Sender:
         self._seq = 0
         self._inflight = 0
         self._cum = 0
+        self._low = 0  # lowest PSN not yet acked
         self._last_cut_ns = -1
         self._single: Ev | None = evset.next() if self.cfg.mode == "single-path" else None
 
@@ -213,7 +215,11 @@ class Sender:
                 tx = self._txs[psn]
             else:
                 break
-            out.append(self._emit(tx, now, source))
+            try:
+                out.append(self._emit(tx, now, source))
+            except NoUsableEv:  # every plane is down: hold the packet until one returns
+                (self._retx if tx.tries else self._unsent).appendleft(tx.psn)
+                break
         return out
 
     def _emit(self, tx: _Tx, now: int, source: memoryview) -> TxPacket:
@@ -250,7 +256,8 @@ class Sender:
         if self.failed:
             return
         self._port_state(sack.port_state)
-        acked = [p for p in self._txs if p < sack.cum] if sack.cum > self._cum else []
+        txs = self._txs
+        acked = [p for p in range(self._cum, sack.cum) if p in txs]
         self._cum = max(self._cum, sack.cum)
         bits = sack.bitmap
         i = 0
@@ -292,8 +299,15 @@ class Sender:
         self._complete(now)
 
     def _port_state(self, bitmap: int) -> None:
+        """The peer's ports (from its SACK) and ours: a plane is used only if both are up."""
+        self.remote_ports = bitmap
+        both = bitmap & self.local_ports
         for p in self.evs.planes:
-            self.evs.set_plane(p, bool(bitmap >> p & 1))
+            self.evs.set_plane(p, bool(both >> p & 1))
+
+    def set_local_ports(self, bitmap: int) -> None:
+        self.local_ports = bitmap
+        self._port_state(self.remote_ports)
 
     def _rtt_sample(self, ev: Ev, rtt: int, now: int) -> None:
         self.base_rtt = min(self.base_rtt, rtt)
@@ -390,7 +404,11 @@ class Sender:
             self.completed.append(msg)
 
     def _lowest_unacked(self) -> int:
-        return min(self._txs) if self._txs else self._next_psn
+        low = self._low
+        while low < self._next_psn and low not in self._txs:
+            low += 1
+        self._low = low
+        return low
 
 
 # -- receiver -----------------------------------------------------------------

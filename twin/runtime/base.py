@@ -16,14 +16,18 @@ when a lookup misses.
 from __future__ import annotations
 
 import subprocess
+import sys
 from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from pathlib import Path
 from typing import ClassVar
 
-from twin import netns
+from twin import endpoints, netns
 from twin.configure import configure_node
 from twin.errors import UsageError
 from twin.model import Link
 from twin.plan import NodePlan
+from twin.state import run_root
 
 
 class Runtime(ABC):
@@ -64,6 +68,12 @@ class Runtime(ABC):
         self.destroy([node.name])
         self.create_nodes([node])
 
+    def node_view(self, node: str) -> NodeView:
+        """How the node sees the project's code, its config and a run directory."""
+        return NodeView(python=sys.executable, pythonpath=str(Path(__file__).parents[2]),
+                        config_dir=f"{self.build_dir}/config/{node}",
+                        run_dir=str(run_root() / self.lab / "nodes" / node), host_prefix="")
+
     def shell_argv(self, node: str, argv: list[str]) -> list[str]:
         """How a person runs a command inside the node (`twin exec`)."""
         return ["nsenter", f"--net={self.netns_path(node)}", "--", *argv]
@@ -89,12 +99,30 @@ class Runtime(ABC):
         """Remove what `leftovers` found; runtimes that find nothing have nothing to do."""
         return None
 
+    def start_endpoints(self, hosts: list[str], steps=None) -> None:
+        """Start the MRC endpoint daemon on each host (twin.endpoints)."""
+        endpoints.start(self, hosts, steps)
+
     def configure(self, node: NodePlan) -> None:
         """Apply (or re-apply: it is idempotent) a node's plan."""
         configure_node(node, self.netns_path(node.name))
 
     def set_link_state(self, node: str, ifname: str, up: bool) -> None:
         self.exec(node, ["ip", "link", "set", "dev", ifname, "up" if up else "down"])
+
+
+@dataclass(frozen=True)
+class NodeView:
+    """Paths as a node sees them; `host_prefix` turns one into a path twin can open."""
+
+    python: str
+    pythonpath: str
+    config_dir: str
+    run_dir: str
+    host_prefix: str
+
+    def from_host(self, inside: str) -> str:
+        return f"{self.host_prefix}{inside}"
 
 
 RUNTIMES: dict[str, type[Runtime]] = {}

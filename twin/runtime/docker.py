@@ -29,7 +29,8 @@ from twin import engine, netns
 from twin.errors import LabError, RuntimeMissing
 from twin.model import Link
 from twin.plan import NodePlan
-from twin.runtime.base import Runtime, register
+from twin.render import CODE_MOUNT, CONFIG_MOUNT
+from twin.runtime.base import NodeView, Runtime, register
 
 CAPS = ["NET_ADMIN", "NET_RAW", "SYS_ADMIN"]
 PREFIX = "clab"
@@ -182,6 +183,10 @@ class DockerRuntime(Runtime):
             out[n] = ({"state": c.status, "image": ",".join(c.image.tags) or c.image.short_id,
                        "container": c.name} if c else {"state": "missing", "image": "-"})
         return out
+
+    def node_view(self, node: str) -> NodeView:
+        return NodeView(python="python3", pythonpath=CODE_MOUNT, config_dir=CONFIG_MOUNT,
+                        run_dir="/run/mrc-twin", host_prefix=f"/proc/{self._pid(node)}/root")
 
     def shell_argv(self, node: str, argv: list[str]) -> list[str]:
         # Every namespace of the container (its filesystem too), not only its network.

@@ -62,6 +62,9 @@ class FakeRuntime(Runtime):
         self.calls.append(("exec", self.lab, node, tuple(argv)))
         return subprocess.CompletedProcess(argv, 0, "", "")
 
+    def start_endpoints(self, hosts: list[str], steps=None) -> None:
+        self.calls.extend(("endpoint", self.lab, h) for h in hosts)
+
     def configure(self, node: NodePlan) -> None:
         self.calls.append(("configure", self.lab, node.name))
 

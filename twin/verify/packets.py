@@ -17,12 +17,13 @@ import socket
 import struct
 from dataclasses import dataclass
 
+# The IPv6 framing is the MRC wire format's; probes share it.
+from twin.mrc.wire import NH_IPV6, NH_UDP, ipv6_header
+from twin.mrc.wire import UDP as _UDP
+
 MAGIC = b"TWNP"
 REQUEST, REPLY, LOOP = 1, 2, 3
 _PAYLOAD = struct.Struct("!4sB3xIIQ")
-_IP6 = struct.Struct("!IHBB16s16s")
-_UDP = struct.Struct("!HHHH")
-NH_IPV6, NH_UDP = 41, 17
 
 
 @dataclass(frozen=True)
@@ -31,13 +32,6 @@ class Probe:
     run: int
     probe: int
     sent_ns: int
-
-
-def ipv6_header(src: str, dst: str, next_header: int, payload_len: int, flow: int = 0,
-                hop_limit: int = 64) -> bytes:
-    return _IP6.pack((6 << 28) | (flow & 0xFFFFF), payload_len, next_header, hop_limit,
-                     socket.inet_pton(socket.AF_INET6, src),
-                     socket.inet_pton(socket.AF_INET6, dst))
 
 
 def udp_checksum(src: str, dst: str, segment: bytes) -> int:

@@ -1,0 +1,121 @@
+"""Start the MRC endpoint daemon on every host of a lab, and talk to them.
+
+Each host runs `python -m twin.mrc.endpoint` inside its own network namespace
+(bare, or inside its container, with the bind-mounted code). Its control
+socket lives in the node's run directory:
+
+    netns       <run dir>/<lab>/nodes/<host>/endpoint.sock
+    containers  /run/mrc-twin/endpoint.sock inside the container, which twin
+                reaches from the host as /proc/<pid>/root/run/mrc-twin/endpoint.sock
+
+The daemon's output goes to endpoint.log next to the socket. Endpoints die
+with their node, so `twin down` needs nothing extra.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import time
+from pathlib import Path
+
+from twin.errors import LabError
+
+READY_S = 20.0
+
+
+class EndpointClient:
+    """One control connection: JSON lines, one reply per request."""
+
+    def __init__(self, path: str, timeout: float = 30.0):
+        self.path = path
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.settimeout(timeout)
+        try:
+            self.sock.connect(path)
+        except OSError as e:
+            self.sock.close()
+            raise LabError(f"endpoint at {path} does not answer: {e.strerror}") from None
+        self._buf = b""
+        self._id = 0
+
+    def call(self, op: str, timeout: float | None = None, **args) -> dict:
+        self._id += 1
+        self.sock.sendall(json.dumps({"op": op, "id": self._id, **args}).encode() + b"\n")
+        if timeout is not None:
+            self.sock.settimeout(timeout)
+        while b"\n" not in self._buf:
+            try:
+                chunk = self.sock.recv(1 << 20)
+            except TimeoutError:
+                raise LabError(f"endpoint {self.path}: no answer to {op} in time") from None
+            if not chunk:
+                raise LabError(f"endpoint {self.path} closed the connection during {op}")
+            self._buf += chunk
+        line, self._buf = self._buf.split(b"\n", 1)
+        reply = json.loads(line)
+        if "error" in reply:
+            raise LabError(f"endpoint {self.path}: {op}: {reply['error']}")
+        return reply
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def __enter__(self) -> EndpointClient:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _paths(rt, host: str) -> tuple[list[str], str, Path]:
+    view = rt.node_view(host)
+    sock_inside = f"{view.run_dir}/endpoint.sock"
+    argv = rt.shell_argv(host, ["env", f"PYTHONPATH={view.pythonpath}", view.python, "-m",
+                                "twin.mrc.endpoint", "--config",
+                                f"{view.config_dir}/endpoint.json", "--control", sock_inside])
+    return argv, view.from_host(sock_inside), Path(view.from_host(view.run_dir))
+
+
+def control_path(rt, host: str) -> str:
+    return _paths(rt, host)[1]
+
+
+def start(rt, hosts: list[str], steps=None) -> None:
+    """Start one endpoint per host and wait until every one answers `hello`."""
+    if steps:
+        steps.start(f"starting {len(hosts)} endpoints", len(hosts))
+    pending = {}
+    for host in hosts:
+        argv, sock, run_dir = _paths(rt, host)
+        run_dir.mkdir(parents=True, exist_ok=True)
+        if os.path.exists(sock):
+            os.unlink(sock)
+        with open(run_dir / "endpoint.log", "ab") as log:
+            subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                             start_new_session=True)
+        pending[host] = (sock, run_dir / "endpoint.log")
+    deadline = time.monotonic() + READY_S
+    while pending and time.monotonic() < deadline:
+        for host, (sock, _) in list(pending.items()):
+            if os.path.exists(sock):
+                try:
+                    with EndpointClient(sock, timeout=2) as c:
+                        c.call("hello")
+                except LabError:
+                    continue
+                del pending[host]
+                if steps:
+                    steps.advance()
+        time.sleep(0.02)
+    if pending:
+        host, (_, log) = next(iter(pending.items()))
+        tail = log.read_text()[-800:] if log.exists() else "(no log)"
+        raise LabError(f"endpoint on {host} did not come up within {READY_S:.0f}s; "
+                       f"its log {log} ends:\n{tail}")
+
+
+def client(rt, host: str, timeout: float = 30.0) -> EndpointClient:
+    return EndpointClient(control_path(rt, host), timeout)
