@@ -1,0 +1,171 @@
+"""Traffic patterns through the hosts' MRC endpoints, measured from outside.
+
+A pattern is a list of flows (src host, dst host, bytes). For each flow twin
+registers a receive buffer at the destination, opens a sending QP at the
+source (mode mrc, single-path or spray-static), connects the two and posts
+one RDMA WRITE with immediate. While the writes run, every sender's acked
+bytes are sampled, which gives goodput over time (and so the recovery time
+after a fault); at the end every destination buffer's sha256 is compared with
+its source's.
+
+    bulk        one flow, src -> dst
+    incast      every other host -> one destination (N-to-1)
+    all-to-all  every ordered host pair
+    ring        host i -> host i+1: one step of a ring all-reduce
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from twin import endpoints
+from twin.errors import LabError, UsageError
+
+PATTERNS = ("bulk", "incast", "all-to-all", "ring")
+MODES = ("mrc", "single-path", "spray-static")
+
+
+@dataclass
+class Flow:
+    src: str
+    dst: str
+    size: int
+    send_qpn: int = 0
+    recv_qpn: int = 0
+    result: dict = field(default_factory=dict)
+    exact: bool | None = None
+
+
+@dataclass
+class Run:
+    pattern: str
+    mode: str
+    flows: list[Flow]
+    samples: list[tuple[float, int]] = field(default_factory=list)  # (t, acked bytes, all)
+    events: list[tuple[float, str]] = field(default_factory=list)
+    elapsed_s: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return all(f.exact and not f.result.get("failed") for f in self.flows)
+
+    def goodput_series(self, window_s: float = 0.1) -> list[tuple[float, float]]:
+        """(t, Gbit/s) over a sliding window of the acked-byte samples."""
+        out = []
+        j = 0
+        for i, (t, b) in enumerate(self.samples):
+            while self.samples[j][0] < t - window_s:
+                j += 1
+            if i > j:
+                t0, b0 = self.samples[j]
+                out.append((t, (b - b0) * 8 / (t - t0) / 1e9))
+        return out
+
+    def recovery_s(self, fault_at: float, threshold: float = 0.9) -> float | None:
+        """Time from the fault until goodput is back above `threshold` of its
+        pre-fault level (None: it never came back)."""
+        series = self.goodput_series()
+        before = [g for t, g in series if fault_at - 0.5 <= t < fault_at]
+        if not before:
+            return None
+        level = sum(before) / len(before)
+        dipped = False
+        for t, g in series:
+            if t < fault_at:
+                continue
+            if g < threshold * level:
+                dipped = True
+            elif dipped or t > fault_at + 0.1:
+                return max(0.0, t - fault_at)
+        return None
+
+    def to_dict(self) -> dict:
+        return {
+            "pattern": self.pattern, "mode": self.mode, "ok": self.ok,
+            "elapsed_s": round(self.elapsed_s, 3),
+            "flows": [{"src": f.src, "dst": f.dst, "bytes": f.size, "exact": f.exact,
+                       **{k: f.result.get(k) for k in ("failed", "goodput_gbps", "elapsed_s",
+                                                       "srtt_us", "evs", "planes_in_use")},
+                       "retransmits": f.result.get("sender", {}).get("retransmits"),
+                       "per_plane_packets": f.result.get("sender", {}).get(
+                           "per_plane_packets")} for f in self.flows],
+            "events": self.events,
+        }
+
+
+def flows_for(pattern: str, hosts: list[str], size: int, src: str | None = None,
+              dst: str | None = None) -> list[Flow]:
+    if pattern == "bulk":
+        if not src or not dst or src == dst:
+            raise UsageError("bulk needs --src and --dst, two different hosts")
+        return [Flow(src, dst, size)]
+    if pattern == "incast":
+        target = dst or hosts[0]
+        return [Flow(h, target, size) for h in hosts if h != target]
+    if pattern == "all-to-all":
+        return [Flow(a, b, size) for a in hosts for b in hosts if a != b]
+    if pattern == "ring":
+        return [Flow(h, hosts[(i + 1) % len(hosts)], size) for i, h in enumerate(hosts)]
+    raise UsageError(f"unknown pattern {pattern!r}; patterns: {', '.join(PATTERNS)}")
+
+
+def run(rt, pattern: str, flows: list[Flow], mode: str = "mrc", *, evs: int = 128,
+        timeout_s: float = 300.0, sample_s: float = 0.02,
+        events: list[tuple[float, Callable[[], str]]] | None = None,
+        progress: Callable[[int, int, float], None] | None = None) -> Run:
+    """Run the flows to completion (or failure, or timeout)."""
+    if mode not in MODES:
+        raise UsageError(f"unknown mode {mode!r}; modes: {', '.join(MODES)}")
+    hosts = sorted({f.src for f in flows} | {f.dst for f in flows})
+    clients = {h: endpoints.client(rt, h) for h in hosts}
+    result = Run(pattern, mode, flows)
+    try:
+        for i, f in enumerate(flows):
+            r = clients[f.dst].call("recv_qp", size=f.size)
+            s = clients[f.src].call("send_qp", peer=f.dst, peer_qpn=r["qpn"], rkey=r["rkey"],
+                                    size=f.size, mode=mode, evs=evs, seed=i + 1)
+            clients[f.dst].call("connect", qpn=r["qpn"], peer=f.src, peer_qpn=s["qpn"])
+            f.send_qpn, f.recv_qpn = s["qpn"], r["qpn"]
+        pending = sorted(events or [], key=lambda e: e[0])
+        total = sum(f.size for f in flows)
+        start = time.monotonic()
+        for f in flows:
+            clients[f.src].call("write", qpn=f.send_qpn, size=f.size, imm=f.recv_qpn)
+        while True:
+            t = time.monotonic() - start
+            while pending and pending[0][0] <= t:
+                result.events.append((round(t, 4), pending.pop(0)[1]()))
+            done, acked = _poll(clients, flows)
+            result.samples.append((t, acked))
+            if progress:
+                progress(acked, total, t)
+            if done:
+                break
+            if t > timeout_s:
+                raise LabError(f"traffic did not finish within {timeout_s:.0f}s "
+                               f"({acked}/{total} bytes acked)")
+            time.sleep(sample_s)
+        result.elapsed_s = time.monotonic() - start
+        for f in flows:
+            a = clients[f.src].call("digest", qpn=f.send_qpn)["sha256"]
+            b = clients[f.dst].call("digest", qpn=f.recv_qpn)["sha256"]
+            f.exact = a == b
+            clients[f.src].call("close", qpn=f.send_qpn)
+            clients[f.dst].call("close", qpn=f.recv_qpn)
+    finally:
+        for c in clients.values():
+            c.close()
+    return result
+
+
+def _poll(clients, flows: list[Flow]) -> tuple[bool, int]:
+    by_src: dict[str, dict] = {}
+    for f in flows:
+        if f.src not in by_src:
+            by_src[f.src] = {q["qpn"]: q for q in clients[f.src].call("stats")["send_qps"]}
+        f.result = by_src[f.src].get(f.send_qpn, f.result)
+    acked = sum(min(f.size, f.result.get("sender", {}).get("acked", 0) * 4096) for f in flows)
+    done = all(f.result.get("idle") or f.result.get("failed") for f in flows)
+    return done, acked
