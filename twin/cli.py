@@ -626,11 +626,24 @@ def fault_link_down(endpoint, both, lab):
     out.print(f"link {f.link} down (set down: {', '.join(f.ends)})")
 
 
+@fault.command("link-loss")
+@click.argument("endpoint")
+@click.argument("percent", type=float)
+@click.option("--lab", default=None)
+def fault_link_loss(endpoint, percent, lab):
+    """Drop PERCENT% of the packets on a link, both directions (nftables numgen
+    random at the switch end). Revert with `twin fault link-up NODE:IF`."""
+    att = L.attach(lab)
+    f = F.link_loss(att, endpoint, percent)
+    out.print(f"link {f.link}: {f.percent:g}% loss (nftables at {f.ends[0]})")
+
+
 @fault.command("link-up")
 @click.argument("endpoint")
 @click.option("--lab", default=None)
 def fault_link_up(endpoint, lab):
-    """Bring a link back up and re-program both ends."""
+    """Revert a fault on a link: bring it back up and re-program both ends, or
+    remove its loss rule."""
     att = L.attach(lab)
     f = F.link_up(att, endpoint)
     link = att.fabric.link_at(F.parse_endpoint(att, endpoint))

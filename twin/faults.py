@@ -20,10 +20,11 @@ from twin.state import read_json, write_json
 
 @dataclass(frozen=True)
 class Fault:
-    kind: str  # link-down
+    kind: str  # link-down | link-loss
     link: str  # link id
-    ends: tuple[str, ...]  # "node:ifname" that were set down
+    ends: tuple[str, ...]  # "node:ifname" where it is applied
     since: float
+    percent: float = 0.0  # link-loss only
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -52,7 +53,7 @@ def _path(lab: Attached):
 
 
 def active(lab: Attached) -> list[Fault]:
-    return [Fault(d["kind"], d["link"], tuple(d["ends"]), d["since"])
+    return [Fault(d["kind"], d["link"], tuple(d["ends"]), d["since"], d.get("percent", 0.0))
             for d in read_json(_path(lab), [])]
 
 
@@ -74,13 +75,60 @@ def link_down(lab: Attached, text: str, both: bool = False) -> Fault:
     return fault
 
 
+def loss_table(link_id: str) -> str:
+    """The nftables table that carries one link's loss rule (named after the link)."""
+    return "twin_loss_" + "".join(c if c.isalnum() else "_" for c in link_id)
+
+
+def loss_rules(ifname: str, percent: float, table: str) -> str:
+    """nft -f input: drop `percent`% of packets forwarded out of, or into, `ifname`.
+    numgen random draws per packet, so the loss is independent (Bernoulli)."""
+    per_million = round(percent * 10_000)
+    return (f"table ip6 {table} {{\n"
+            f"  chain forward {{\n"
+            f"    type filter hook forward priority -10; policy accept;\n"
+            f"    oifname \"{ifname}\" numgen random mod 1000000 < {per_million} counter drop\n"
+            f"    iifname \"{ifname}\" numgen random mod 1000000 < {per_million} counter drop\n"
+            f"  }}\n}}\n")
+
+
+def link_loss(lab: Attached, text: str, percent: float) -> Fault:
+    """Random loss on a link, in both directions, applied at a switch end (nftables)."""
+    if not 0 < percent <= 100:
+        raise UsageError(f"loss must be a percentage in (0, 100], got {percent}")
+    ep = parse_endpoint(lab, text)
+    link = lab.fabric.link_at(ep)
+    switch_end = ep if lab.fabric.node(ep.node).is_switch else link.peer(ep.node)
+    faults = active(lab)
+    if any(f.link == link.id for f in faults):
+        raise UsageError(f"link {link.id} already has a fault; clear it first")
+    fault = Fault("link-loss", link.id, (str(switch_end),), time.time(), percent)
+    _save(lab, [*faults, fault])  # recorded before applied
+    lab.runtime.exec(switch_end.node, ["nft", "-f", "-"],
+                     input=loss_rules(switch_end.ifname, percent, loss_table(link.id)))
+    return fault
+
+
+def _revert(lab: Attached, fault: Fault) -> None:
+    link = next(lk for lk in lab.fabric.links if lk.id == fault.link)
+    if fault.kind == "link-loss":
+        node = fault.ends[0].partition(":")[0]
+        lab.runtime.exec(node, ["nft", "delete", "table", "ip6", loss_table(link.id)],
+                         check=False)
+    else:
+        _restore_link(lab, link.a, link.b)
+
+
 def link_up(lab: Attached, text: str) -> Fault | None:
     """Revert a link-down. Also heals a link set down by hand (no fault recorded)."""
     ep = parse_endpoint(lab, text)
     link = lab.fabric.link_at(ep)
     faults = active(lab)
     fault = next((f for f in faults if f.link == link.id), None)
-    _restore_link(lab, link.a, link.b)
+    if fault is not None and fault.kind == "link-loss":
+        _revert(lab, fault)
+    else:
+        _restore_link(lab, link.a, link.b)
     _save(lab, [f for f in faults if f is not fault])
     return fault
 
@@ -97,6 +145,8 @@ def reapply(lab: Attached, node: str) -> list[str]:
     (after the node restarted and came back with every link up)."""
     again = []
     for fault in active(lab):
+        if fault.kind != "link-down":
+            continue
         for end in fault.ends:
             ep_node, _, ifname = end.partition(":")
             link_nodes = fault.link.replace("--", ":").split(":")[::2]
@@ -110,7 +160,6 @@ def clear(lab: Attached) -> list[Fault]:
     """Revert every fault in force, newest first."""
     faults = active(lab)
     for fault in reversed(faults):
-        link = next(lk for lk in lab.fabric.links if lk.id == fault.link)
-        _restore_link(lab, link.a, link.b)
+        _revert(lab, fault)
         _save(lab, [f for f in active(lab) if f.link != fault.link])
     return faults

@@ -445,7 +445,9 @@ class Endpoint:
                 "goodput_gbps": acked_bytes * 8 / elapsed / 1e9 if elapsed else 0.0,
                 "sender": asdict(st), "window": qp.sender.window,
                 "srtt_us": qp.sender.srtt / 1000, "evs": qp.sender.evs.counts(),
-                "planes_in_use": qp.sender.evs.planes_in_use(), "send_errors": qp.send_errors}
+                "planes_in_use": qp.sender.evs.planes_in_use(), "send_errors": qp.send_errors,
+                "single_path": (self._template(qp, single.value) and qp.paths[single.value])
+                if (single := qp.sender._single) is not None else None}
 
     def stats(self) -> dict:
         return {
