@@ -419,9 +419,7 @@ class Endpoint:
         evs = EvSet(planes, self.fabric.spec.t1_per_plane, size=int(req.get("evs", 128)),
                     seed=req.get("seed"))
         size = int(req["size"])
-        rng = random.Random(req.get("seed", 0))
-        block = rng.randbytes(1 << 16)
-        src = bytearray((block * (size // len(block) + 1))[:size])
+        src = _pattern(size, req.get("seed", 0))
         cfg = SenderConfig(mode=mode)
         for key in ("init_window", "max_window", "target_ns", "rto_min_ns"):
             if key in req:
@@ -495,6 +493,19 @@ class Endpoint:
         metric("port_up", "gauge", "NIC port state, per plane",
                [({"plane": p}, self.port_bitmap >> p & 1) for p in sorted(self.ports)])
         return "\n".join(lines) + "\n"
+
+
+def _pattern(size: int, seed) -> bytearray:
+    """A source buffer of seeded random bytes, built by doubling (memmove, not Python)."""
+    block = random.Random(seed).randbytes(min(size, 1 << 16))
+    buf = bytearray(size)
+    buf[:len(block)] = block
+    filled = len(block)
+    while filled < size:
+        n = min(filled, size - filled)
+        buf[filled:filled + n] = buf[:n]
+        filled += n
+    return buf
 
 
 def _placer(buf: bytearray):
