@@ -512,6 +512,39 @@ def traffic(pattern, src, dst, size, mode, evs, lab, as_json):
         sys.exit(1)
 
 
+@main.command()
+@click.argument("host", required=False)
+@click.option("--lab", default=None)
+@click.option("--prometheus", is_flag=True, help="Prometheus text exposition instead.")
+@click.option("--json", "as_json", is_flag=True)
+def stats(host, lab, prometheus, as_json):
+    """Counters of the hosts' MRC endpoints (all hosts, or HOST)."""
+    from twin import endpoints
+
+    att = L.attach(lab)
+    hosts = [host] if host else [h.name for h in att.fabric.hosts]
+    data = {}
+    for h in hosts:
+        with endpoints.client(att.runtime, h) as c:
+            data[h] = c.call("metrics")["text"] if prometheus else c.call("stats")
+    if prometheus:
+        click.echo("".join(data.values()), nl=False)
+        return
+    if as_json:
+        _emit_json(data)
+        return
+    t = Table(title=f"endpoints of {att.state.lab}")
+    for col in ("host", "ports up", "send QPs", "recv QPs", "bytes sent", "bytes placed",
+                "retx", "bad packets"):
+        t.add_column(col)
+    for h, d in data.items():
+        tot = d["totals"]
+        t.add_row(h, f"{d['ports']:#06b}", str(len(d["send_qps"])), str(len(d["recv_qps"])),
+                  f"{tot['bytes_sent']:,}", f"{tot['bytes_placed']:,}",
+                  str(tot["retransmits"]), str(d["bad_packets"]))
+    out.print(t)
+
+
 # -- engine and images --------------------------------------------------------
 
 

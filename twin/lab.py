@@ -95,6 +95,7 @@ def up(spec_ref: str, runtime: str = "auto", steps: Steps | None = None) -> LabS
         steps.start(f"wiring {len(compiled.fabric.links)} links", 1)
         rt.wire_links(list(compiled.fabric.links))
         configure_all(rt, plan, steps)
+        rt.wait_for_carrier(list(plan.nodes.values()), steps)
         rt.start_endpoints([h.name for h in compiled.fabric.hosts], steps)
         state.phase = "up"
         state.save()

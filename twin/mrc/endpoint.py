@@ -114,6 +114,7 @@ class Endpoint:
         self._next_qpn = 1
         self.bad_packets = 0
         self.unknown_qp = 0
+        self.totals = {"bytes_sent": 0, "bytes_placed": 0, "retransmits": 0}
         self._open_sockets(control)
         self.port_bitmap = self._read_ports()
 
@@ -399,8 +400,12 @@ class Endpoint:
             return {"text": self.metrics()}
         if op == "close":
             qpn = int(req["qpn"])
-            self.send_qps.pop(qpn, None)
-            self.recv_qps.pop(qpn, None)
+            sq, rq = self.send_qps.pop(qpn, None), self.recv_qps.pop(qpn, None)
+            if sq is not None:  # closed QPs still count in the endpoint's totals
+                self.totals["bytes_sent"] += sq.sender.stats.bytes
+                self.totals["retransmits"] += sq.sender.stats.retransmits
+            if rq is not None:
+                self.totals["bytes_placed"] += rq.receiver.stats.bytes
             return {"closed": qpn}
         raise ValueError(f"unknown op {op!r}")
 
@@ -451,6 +456,13 @@ class Endpoint:
         return {
             "host": self.host, "ports": self.port_bitmap, "bad_packets": self.bad_packets,
             "unknown_qp": self.unknown_qp,
+            "totals": {
+                "bytes_sent": self.totals["bytes_sent"]
+                + sum(q.sender.stats.bytes for q in self.send_qps.values()),
+                "bytes_placed": self.totals["bytes_placed"]
+                + sum(q.receiver.stats.bytes for q in self.recv_qps.values()),
+                "retransmits": self.totals["retransmits"]
+                + sum(q.sender.stats.retransmits for q in self.send_qps.values())},
             "send_qps": [self._qp_summary(q) for q in self.send_qps.values()],
             "recv_qps": [{"qpn": q.qpn, "bad_rkey": q.bad_rkey, "cum": q.receiver.cum,
                           **asdict(q.receiver.stats)} for q in self.recv_qps.values()],

@@ -15,8 +15,10 @@ when a lookup misses.
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
+import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,7 +26,7 @@ from typing import ClassVar
 
 from twin import endpoints, netns
 from twin.configure import configure_node
-from twin.errors import UsageError
+from twin.errors import LabError, UsageError
 from twin.model import Link
 from twin.plan import NodePlan
 from twin.state import run_root
@@ -98,6 +100,31 @@ class Runtime(ABC):
     def remove_leftovers(cls, names: list[str]) -> None:
         """Remove what `leftovers` found; runtimes that find nothing have nothing to do."""
         return None
+
+    def wait_for_carrier(self, nodes: list[NodePlan], steps=None, timeout_s: float = 10.0):
+        """Carrier on a fresh veth follows the kernel's link watch, a moment after both
+        ends are up: wait for every planned interface, so endpoints start with all
+        ports up."""
+        waiting = [n for n in nodes if n.interfaces]
+        if steps:
+            steps.start("waiting for carrier", len(waiting))
+        deadline = time.monotonic() + timeout_s
+        while waiting:
+            still = []
+            for node in waiting:
+                out = self.exec(node.name, ["ip", "-j", "link", "show"]).stdout
+                up = {e["ifname"] for e in json.loads(out or "[]")
+                      if "LOWER_UP" in e.get("flags", ()) and e.get("operstate") == "UP"}
+                if {i.name for i in node.interfaces} <= up:
+                    if steps:
+                        steps.advance()
+                else:
+                    still.append(node)
+            waiting = still
+            if waiting and time.monotonic() > deadline:
+                raise LabError(f"no carrier on {waiting[0].name} after {timeout_s:.0f}s")
+            if waiting:
+                time.sleep(0.05)
 
     def start_endpoints(self, hosts: list[str], steps=None) -> None:
         """Start the MRC endpoint daemon on each host (twin.endpoints)."""

@@ -62,6 +62,9 @@ class FakeRuntime(Runtime):
         self.calls.append(("exec", self.lab, node, tuple(argv)))
         return subprocess.CompletedProcess(argv, 0, "", "")
 
+    def wait_for_carrier(self, nodes, steps=None, timeout_s: float = 10.0) -> None:
+        self.calls.append(("carrier", self.lab, len(nodes)))
+
     def start_endpoints(self, hosts: list[str], steps=None) -> None:
         self.calls.extend(("endpoint", self.lab, h) for h in hosts)
 
