@@ -498,13 +498,13 @@ def traffic(pattern, src, dst, size, mode, evs, lab, as_json):
         if err.is_terminal:
             err.print()
         t = Table(title=f"{pattern}, mode {mode}, {result.elapsed_s:.2f}s")
-        for col in ("flow", "bytes", "Gbit/s", "retx", "EVs bad", "planes", "exact"):
+        for col in ("flow", "bytes", "Gbit/s", "retx", "EVs retired", "planes", "exact"):
             t.add_column(col)
         for f in result.flows:
             r = f.result
             t.add_row(f"{f.src} -> {f.dst}", f"{f.size:,}", f"{r.get('goodput_gbps', 0):.2f}",
                       str(r.get("sender", {}).get("retransmits")),
-                      str(r.get("evs", {}).get("assumed_bad")),
+                      str(r.get("evs_retired")),
                       ",".join(map(str, r.get("planes_in_use", []))),
                       "[green]yes[/green]" if f.exact else f"[red]NO {r.get('failed') or ''}[/red]")
         out.print(t)

@@ -24,6 +24,8 @@ from twin import endpoints
 from twin.errors import LabError, UsageError
 
 PATTERNS = ("bulk", "incast", "all-to-all", "ring")
+FLOW_FIELDS = ("failed", "goodput_gbps", "elapsed_s", "srtt_us", "evs", "evs_retired",
+               "resurrected", "planes_in_use", "single_path")
 MODES = ("mrc", "single-path", "spray-static")
 
 
@@ -86,8 +88,7 @@ class Run:
             "pattern": self.pattern, "mode": self.mode, "ok": self.ok,
             "elapsed_s": round(self.elapsed_s, 3),
             "flows": [{"src": f.src, "dst": f.dst, "bytes": f.size, "exact": f.exact,
-                       **{k: f.result.get(k) for k in ("failed", "goodput_gbps", "elapsed_s",
-                                                       "srtt_us", "evs", "planes_in_use")},
+                       **{k: f.result.get(k) for k in FLOW_FIELDS},
                        "retransmits": f.result.get("sender", {}).get("retransmits"),
                        "per_plane_packets": f.result.get("sender", {}).get(
                            "per_plane_packets")} for f in self.flows],

@@ -46,7 +46,7 @@ def test_one_percent_loss_on_a_t0_t1_link_retires_evs_and_stays_exact(lab4):
     assert run.ok
     flow = run.flows[0].result
     assert flow["sender"]["retransmits"] > 0
-    assert flow["evs"]["assumed_bad"] > 0  # the EVs over the lossy link were retired
+    assert flow["evs_retired"] > 0  # the EVs over the lossy link were retired
 
 
 def test_link_down_mid_transfer_mrc_recovers_single_path_does_not(lab4):
@@ -89,3 +89,22 @@ def test_metrics_are_prometheus_text(lab4):
         text = c.call("metrics")["text"]
     assert "# TYPE mrc_rx_bytes_total counter" in text
     assert 'mrc_port_up{host="r1h0",plane="0"} 1' in text
+
+
+def test_probes_resurrect_evs_once_their_path_is_back(lab4):
+    def cut():
+        F.link_down(lab4, "t0-p1-r0:eth4")
+        return "link-down"
+
+    def heal():
+        F.link_up(lab4, "t0-p1-r0:eth4")
+        return "link-up"
+
+    try:
+        run = bulk(lab4, 256 * MiB, events=[(0.3, cut), (0.7, heal)])
+    finally:
+        F.clear(lab4)
+    assert run.ok
+    flow = run.flows[0].result
+    assert flow["evs_retired"] > 0
+    assert flow["probes_sent"] > 0 and flow["resurrected"] > 0, flow

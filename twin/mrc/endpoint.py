@@ -60,6 +60,9 @@ SEND_BUDGET = 64
 TIMER_NS = 1_000_000
 DELAYED_ACK_NS = 200_000
 PORT_POLL_NS = 5_000_000
+PROBE_NS = 10_000_000  # background EV probes of retired EVs, per QP
+PROBE_TIMEOUT_NS = 50_000_000
+PROBES_PER_ROUND = 8
 SO_RCVBUFFORCE, SO_SNDBUFFORCE = 33, 32
 SIOCGIFFLAGS, IFF_UP, IFF_RUNNING = 0x8913, 0x1, 0x40
 
@@ -99,6 +102,9 @@ class SendQp:
     done_ns: int = 0
     waiters: list = field(default_factory=list)
     send_errors: int = 0
+    probes: dict[int, int] = field(default_factory=dict)  # retired EV -> probe sent ns
+    probes_sent: int = 0
+    resurrected: int = 0
 
 
 class Endpoint:
@@ -159,7 +165,7 @@ class Endpoint:
     # -- the loop -----------------------------------------------------------------
 
     def run(self) -> None:
-        last_timer = last_ports = now_ns()
+        last_timer = last_ports = last_probe = now_ns()
         while True:
             busy = self._send_all()
             drained = self._recv_batch()
@@ -173,6 +179,9 @@ class Endpoint:
             if t - last_ports >= PORT_POLL_NS:
                 self._poll_ports()
                 last_ports = t
+            if t - last_probe >= PROBE_NS:
+                self._probe_retired(t)
+                last_probe = t
             for key, _ in self.sel.select(0 if busy or self._sending() else 0.005):
                 kind, conn = key.data
                 if kind == "accept":
@@ -229,6 +238,8 @@ class Endpoint:
                 self._on_data(pkt, addr[0])
             elif isinstance(pkt, wire.Ack):
                 self._on_ack(pkt)
+            elif isinstance(pkt, wire.Probe):
+                self._on_probe(pkt)
         return got
 
     def _on_data(self, pkt: wire.DataPacket, src: str) -> None:
@@ -251,15 +262,9 @@ class Endpoint:
 
     def _send_sack(self, qp: RecvQp, sack: Sack) -> None:
         """Back on the reverse of the triggering packet's path: same plane, same T1."""
-        path = qp.reverse.get(sack.ev)
-        if path is None:
-            plane, t1, _ = ev_fields(sack.ev)
-            sender_host = self._host_of(qp.peer_nic)
-            if sender_host is None:
-                return
-            path = qp.reverse[sack.ev] = route(
-                self.fabric, self.me, sender_host, plane,
-                None if sender_host.rack == self.me.rack else t1).address
+        if self._host_of(qp.peer_nic) is None:
+            return
+        path = qp.reverse.get(sack.ev) or self._reverse_path(qp, sack.ev)
         body = wire.encode_ack(qp.peer_qpn, sack.cum & 0xFFFFFF, 0, wire.Sack(
             sack.cum, sack.bitmap, sack.ev, sack.ts_ns, 0, self.port_bitmap))
         try:
@@ -304,6 +309,60 @@ class Endpoint:
                 sack = qp.receiver.flush(qp.last_pkt)
                 if sack is not None:
                     self._send_sack(qp, sack)
+
+    def _probe_retired(self, t: int) -> None:
+        """Background EV probes: retired EVs come back after enough answered probes."""
+        for qp in self.send_qps.values():
+            if qp.mode != "mrc":
+                continue
+            for ev, sent in list(qp.probes.items()):
+                if t - sent > PROBE_TIMEOUT_NS:  # unanswered: the path is still bad
+                    del qp.probes[ev]
+                    qp.sender.evs.probe_result(ev, False)
+            for e in qp.sender.evs.retired[:PROBES_PER_ROUND]:
+                if e.value in qp.probes:
+                    continue
+                if e.value not in qp.paths:
+                    self._template(qp, e.value)
+                body = wire.encode_probe(qp.peer_qpn, e.value, qp.qpn, t, e.value,
+                                         self.port_bitmap)
+                path = qp.paths[e.value]
+                try:
+                    self.raw.sendto(wire.frame(self.nic, path, e.value, self.nic, qp.peer_nic,
+                                               body), (path, 0))
+                except OSError:
+                    continue
+                qp.probes[e.value] = t
+                qp.probes_sent += 1
+
+    def _on_probe(self, probe: wire.Probe) -> None:
+        if not probe.reply:  # we are the receiver: answer on the reverse of the probed path
+            qp = self.recv_qps.get(probe.dest_qp)
+            if qp is None or not qp.peer_nic:
+                self.unknown_qp += 1
+                return
+            path = qp.reverse.get(probe.reverse_ev) or self._reverse_path(qp, probe.reverse_ev)
+            body = wire.encode_probe(qp.peer_qpn, probe.ev, probe.probe_id, probe.sent_ns,
+                                     probe.reverse_ev, self.port_bitmap, reply=True)
+            try:
+                self.raw.sendto(wire.frame(self.nic, path, probe.reverse_ev, self.nic,
+                                           qp.peer_nic, body), (path, 0))
+            except OSError:
+                pass
+            return
+        qp = self.send_qps.get(probe.dest_qp)
+        if qp is None or probe.ev not in qp.probes:
+            return
+        del qp.probes[probe.ev]
+        if qp.sender.evs.probe_result(probe.ev, True):
+            qp.resurrected += 1
+
+    def _reverse_path(self, qp: RecvQp, ev: int) -> str:
+        plane, t1, _ = ev_fields(ev)
+        sender_host = self._host_of(qp.peer_nic)
+        qp.reverse[ev] = path = route(self.fabric, self.me, sender_host, plane,
+                                      None if sender_host.rack == self.me.rack else t1).address
+        return path
 
     def _poll_ports(self) -> None:
         bitmap = self._read_ports()
@@ -449,6 +508,8 @@ class Endpoint:
                 "sender": asdict(st), "window": qp.sender.window,
                 "srtt_us": qp.sender.srtt / 1000, "evs": qp.sender.evs.counts(),
                 "planes_in_use": qp.sender.evs.planes_in_use(), "send_errors": qp.send_errors,
+                "probes_sent": qp.probes_sent, "resurrected": qp.resurrected,
+                "evs_retired": qp.sender.evs.retirements,
                 "single_path": (self._template(qp, single.value) and qp.paths[single.value])
                 if (single := qp.sender._single) is not None else None}
 

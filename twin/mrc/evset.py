@@ -67,6 +67,7 @@ class EvSet:
         per_plane = max(1, self.size // len(self.planes))
         spare_per_plane = max(1, self.backup // len(self.planes))
         self.spare, self.retired = {}, []
+        self.retirements = 0  # EVs retired over the set's life (resurrected ones too)
         columns = []
         for p in self.planes:
             values = self._draw(rng, p, per_plane + spare_per_plane)
@@ -127,6 +128,7 @@ class EvSet:
             return None
         ev.state = EvState.ASSUMED_BAD
         ev.probe_ok = 0
+        self.retirements += 1
         idx = self.active.index(ev)
         self.retired.append(ev)
         pool = self.spare[ev.plane]
