@@ -20,6 +20,7 @@ per request (`wait` replies when its write completes). Requests:
     recv_qp   {size}               register a receive buffer: {qpn, rkey}
     send_qp   {peer, peer_qpn, rkey, size, mode, evs, seed}   a sending QP: {qpn}
     connect   {qpn, peer, peer_qpn}   tell a receiving QP its sender (ACKs go there)
+    deny      {qpn, evs}           put EVs on the QP's denylist
     write     {qpn, size, offset, imm}   post an RDMA WRITE (WRITE_IMM with imm)
     wait      {qpn, timeout}       reply when the QP is idle, failed or timed out
     digest    {qpn, size, offset}  sha256 of a QP's buffer (source or destination)
@@ -442,6 +443,11 @@ class Endpoint:
             qp.done_ns = 0
             msn = qp.sender.post(size, int(req.get("offset", 0)), req.get("imm"), now_ns())
             return {"msn": msn}
+        if op == "deny":  # denylist input (e.g. from a clustermapper): never use these EVs
+            qp = self.send_qps[int(req["qpn"])]
+            for ev in req["evs"]:
+                qp.sender.evs.deny(int(ev))
+            return {"denied": len(qp.sender.evs.denylist)}
         if op == "wait":
             qp = self.send_qps[int(req["qpn"])]
             if qp.sender.idle or qp.sender.failed:
