@@ -73,6 +73,7 @@ test: lint
 bench: venv
 	$(BIN)/python bench/bench_lab.py
 	$(BIN)/python bench/bench_runtimes.py
+	$(BIN)/python bench/bench_endpoint.py
 
 clean:
 	rm -rf $(VENV) lab/build .pytest_cache

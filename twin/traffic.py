@@ -79,9 +79,9 @@ class Run:
                 continue
             if g < threshold * level:
                 dipped = True
-            elif dipped or t > fault_at + 0.1:
+            elif dipped:
                 return max(0.0, t - fault_at)
-        return None
+        return None if dipped else 0.0  # never below the threshold: no recovery needed
 
     def to_dict(self) -> dict:
         return {
@@ -153,9 +153,14 @@ def run(rt, pattern: str, flows: list[Flow], mode: str = "mrc", *, evs: int = 12
             a = clients[f.src].call("digest", qpn=f.send_qpn)["sha256"]
             b = clients[f.dst].call("digest", qpn=f.recv_qpn)["sha256"]
             f.exact = a == b
-            clients[f.src].call("close", qpn=f.send_qpn)
-            clients[f.dst].call("close", qpn=f.recv_qpn)
     finally:
+        for f in flows:  # also after a timeout: a stalled QP must not keep retrying
+            for host, qpn in ((f.src, f.send_qpn), (f.dst, f.recv_qpn)):
+                if qpn:
+                    try:
+                        clients[host].call("close", qpn=qpn)
+                    except (LabError, OSError):
+                        pass
         for c in clients.values():
             c.close()
     return result

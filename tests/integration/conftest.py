@@ -2,6 +2,11 @@
 one lab up across its tests. Every lab a test brings up, it takes down."""
 
 import os
+import signal
+import subprocess
+import sys
+import time
+from contextlib import contextmanager
 
 import pytest
 
@@ -21,6 +26,20 @@ def private_dirs(session_dirs, monkeypatch):
     return session_dirs
 
 
+@contextmanager
+def running_lab(session_dirs, spec: str, runtime: str):
+    """A lab for the length of a module; taken down whatever the tests did."""
+    from twin import lab as L
+
+    set_env(session_dirs)
+    state = L.up(spec, runtime)
+    try:
+        yield L.attach(state.lab)
+    finally:
+        set_env(session_dirs)  # a test may have moved the environment
+        L.down(state.lab)
+
+
 def namespaces_of(lab: str) -> list[str]:
     return [n for n in leftover_namespaces() if n.startswith(f"twin-{lab}-")]
 
@@ -28,3 +47,21 @@ def namespaces_of(lab: str) -> list[str]:
 def set_env(session_dirs):
     os.environ["TWIN_RUN_DIR"] = str(session_dirs / "run")
     os.environ["TWIN_BUILD_DIR"] = str(session_dirs / "build")
+
+
+def kill_up_midway(run_dir, build_dir, runtime: str, created, enough: int,
+                   limit_s: float = 60) -> subprocess.CompletedProcess:
+    """Start `twin up mrc-8p` in a child, SIGKILL it once `created()` counts `enough`
+    nodes, then run `twin down --all`; return that command's result."""
+    env = dict(os.environ, TWIN_RUN_DIR=str(run_dir), TWIN_BUILD_DIR=str(build_dir))
+    proc = subprocess.Popen([sys.executable, "-m", "twin", "up", "mrc-8p", "--runtime", runtime],
+                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + limit_s
+    while len(created()) < enough and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=10)
+    assert created(), "the up was killed before it created anything"
+    assert (run_dir / "mrc-8p" / "lab.json").exists()  # state was on disk first
+    return subprocess.run([sys.executable, "-m", "twin", "down", "--all"], env=env,
+                          capture_output=True, text=True, timeout=300)

@@ -1,15 +1,13 @@
 """The same labs as containers: Docker runtime, and containerlab's contract."""
 
 import os
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import set_env
+from tests.integration.conftest import kill_up_midway, running_lab, set_env
 from twin import engine
 from twin import faults as F
 from twin import lab as L
@@ -40,14 +38,9 @@ def outcome(report):
 
 @pytest.fixture(scope="module")
 def docker4(session_dirs):
-    set_env(session_dirs)
     host_veths = set(veths_in_host_namespace())
-    L.up("mrc-4p", "docker")
-    try:
-        yield L.attach("mrc-4p")
-    finally:
-        set_env(session_dirs)
-        L.down("mrc-4p")
+    with running_lab(session_dirs, "mrc-4p", "docker") as att:
+        yield att
     assert containers_of("mrc-4p") == []
     assert set(veths_in_host_namespace()) <= host_veths
 
@@ -122,20 +115,8 @@ def test_restart_keeps_faults_in_force(docker4):
 
 @pytest.mark.docker
 def test_killed_docker_up_then_down_all_leaves_nothing(session_dirs):
-    env = dict(os.environ, TWIN_RUN_DIR=str(session_dirs / "killed-docker"),
-               TWIN_BUILD_DIR=str(session_dirs / "build"))
-    proc = subprocess.Popen([sys.executable, "-m", "twin", "up", "mrc-8p", "--runtime", "docker"],
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 60
-    while len(containers_of("mrc-8p")) < 8 and time.monotonic() < deadline:
-        if proc.poll() is not None:
-            break
-        time.sleep(0.1)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait(timeout=10)
-    assert containers_of("mrc-8p"), "the up was killed before it created anything"
-    done = subprocess.run([sys.executable, "-m", "twin", "down", "--all"], env=env,
-                          capture_output=True, text=True, timeout=300)
+    done = kill_up_midway(session_dirs / "killed-docker", session_dirs / "build", "docker",
+                          lambda: containers_of("mrc-8p"), 8)
     assert done.returncode == 0, done.stderr
     assert containers_of("mrc-8p") == []
     assert not [n for n in leftover_namespaces() if n.startswith("twin-mrc-8p-")]

@@ -2,9 +2,8 @@
 
 import pytest
 
-from tests.integration.conftest import set_env
+from tests.integration.conftest import running_lab
 from twin import faults as F
-from twin import lab as L
 from twin import paths as P
 from twin import traffic as T
 
@@ -14,13 +13,8 @@ MiB = 1 << 20
 
 @pytest.fixture(scope="module")
 def lab4(session_dirs):
-    set_env(session_dirs)
-    L.up("mrc-4p", "netns")
-    try:
-        yield L.attach("mrc-4p")
-    finally:
-        set_env(session_dirs)
-        L.down("mrc-4p")
+    with running_lab(session_dirs, "mrc-4p", "netns") as att:
+        yield att
 
 
 def bulk(att, size, mode="mrc", events=None, src="r0h0", dst="r1h0"):

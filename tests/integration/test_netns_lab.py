@@ -1,9 +1,6 @@
 """mrc-4p and mrc-8p on real namespaces, real kernel SRv6, real packets."""
 
-import os
-import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 from xml.etree import ElementTree as ET
@@ -11,7 +8,7 @@ from xml.etree import ElementTree as ET
 import pytest
 from click.testing import CliRunner
 
-from tests.integration.conftest import namespaces_of, set_env
+from tests.integration.conftest import kill_up_midway, namespaces_of, running_lab, set_env
 from twin import faults as F
 from twin import lab as L
 from twin import paths as P
@@ -28,13 +25,8 @@ LINK = "t0-p0-r0:eth3--t1-p0-0:eth1"
 
 @pytest.fixture(scope="module")
 def lab4(session_dirs):
-    set_env(session_dirs)
-    L.up("mrc-4p", "netns")
-    try:
-        yield L.attach("mrc-4p")
-    finally:
-        set_env(session_dirs)
-        L.down("mrc-4p")
+    with running_lab(session_dirs, "mrc-4p", "netns") as att:
+        yield att
     assert namespaces_of("mrc-4p") == []
 
 
@@ -147,20 +139,8 @@ def test_failed_up_removes_what_it_created(session_dirs, monkeypatch):
 
 
 def test_down_all_after_a_killed_up_leaves_nothing(session_dirs):
-    env = dict(os.environ, TWIN_RUN_DIR=str(session_dirs / "killed"),
-               TWIN_BUILD_DIR=str(session_dirs / "build"))
-    proc = subprocess.Popen([sys.executable, "-m", "twin", "up", "mrc-8p", "--runtime", "netns"],
-                            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.monotonic() + 30
-    while len(namespaces_of("mrc-8p")) < 10 and time.monotonic() < deadline:
-        if proc.poll() is not None:
-            break
-        time.sleep(0.01)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait(timeout=10)
-    assert (session_dirs / "killed" / "mrc-8p" / "lab.json").exists()
-    done = subprocess.run([sys.executable, "-m", "twin", "down", "--all"], env=env,
-                          capture_output=True, text=True, timeout=60)
+    done = kill_up_midway(session_dirs / "killed", session_dirs / "build", "netns",
+                          lambda: namespaces_of("mrc-8p"), 10)
     assert done.returncode == 0, done.stderr
     assert namespaces_of("mrc-8p") == []
     assert not (session_dirs / "killed" / "mrc-8p").exists()

@@ -129,3 +129,19 @@ def test_receiver_completes_write_imm_in_order_even_when_packets_reorder():
     assert bytes(buf) == b"A" * 8 + b"B" * 8 + b"C" * 8
     assert sack.cum == 3
     assert rx.on_data(pk[1]).cum == 3 and rx.stats.duplicates == 1
+
+
+def test_recovery_time_reads_the_goodput_series():
+    from twin.traffic import Run
+
+    run = Run("bulk", "mrc", [])
+    # 1 GB/s until 1.0 s, nothing until 1.3 s, then 1 GB/s again
+    t, b = 0.0, 0
+    while t < 2.0:
+        run.samples.append((round(t, 2), b))
+        t += 0.02
+        if not 1.0 <= t < 1.3:
+            b += 20_000_000
+    assert 0.3 <= run.recovery_s(1.0) <= 0.45
+    steady = Run("bulk", "mrc", [], samples=[(i * 0.02, i * 20_000_000) for i in range(100)])
+    assert steady.recovery_s(1.0) == 0.0

@@ -85,7 +85,7 @@ class SenderConfig:
     max_window: float = 256
     target_ns: int = 400_000  # queueing delay the window steers to
     reorder_ns: int = 50_000  # RACK's floor; srtt/4 when larger
-    rto_min_ns: int = 5_000_000
+    rto_min_ns: int = 10_000_000  # last resort; a noisy 2-core VM stalls for ms at times
     retry_limit: int = 7
 
 
