@@ -115,9 +115,9 @@ def test_down_stops_processes_inside_the_lab(session_dirs):
     sleeper = subprocess.Popen(["nsenter", f"--net={path}", "sleep", "300"])
     try:
         deadline = time.monotonic() + 5
-        while not pids_in([path])[path] and time.monotonic() < deadline:
+        while sleeper.pid not in pids_in([path])[path] and time.monotonic() < deadline:
             time.sleep(0.05)
-        assert pids_in([path])[path]
+        assert sleeper.pid in pids_in([path])[path]
         L.down("tiny")
         assert sleeper.wait(timeout=5) is not None
     finally:
