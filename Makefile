@@ -9,10 +9,10 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 LAB    ?= mrc-4p
 RUNTIME ?= auto
-# Debian packages the kernel-facing layers call: ip/tc (iproute2), nsenter (util-linux)
-APT_PKGS := iproute2 util-linux python3-venv
+# Debian packages the kernel-facing layers call: ip/tc (iproute2), nsenter (util-linux),
+# nft (link-loss faults)
 
-.PHONY: help deps venv engine images lab-up lab-down test lint bench clean
+.PHONY: help deps test-deps venv engine images lab-up lab-down test lint bench clean
 
 help:
 	@echo "make lab-up     bring up $(LAB) as containers and verify every route and path"
@@ -28,6 +28,7 @@ deps:
 	command -v ip >/dev/null || missing="$$missing iproute2"; \
 	command -v tc >/dev/null || missing="$$missing iproute2"; \
 	command -v nsenter >/dev/null || missing="$$missing util-linux"; \
+	command -v nft >/dev/null || missing="$$missing nftables"; \
 	$(PYTHON) -c 'import venv, ensurepip' 2>/dev/null || missing="$$missing python3-venv"; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" != 0 ]; then echo "missing:$$missing (run as root, or apt-get install$$missing)"; exit 1; fi; \
@@ -65,7 +66,13 @@ lab-down: venv
 lint: venv
 	$(BIN)/ruff check twin tests bench
 
-test: lint
+# tshark checks the wire format with a standard dissector (its test skips without it)
+test-deps: deps
+	@command -v tshark >/dev/null || { [ "$$(id -u)" != 0 ] && echo "tshark missing: its test will skip" || \
+	  { echo "installing: tshark"; apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+	    apt-get install -y -qq tshark >/dev/null; }; }
+
+test: lint test-deps
 	@$(BIN)/pytest; rc=$$?; \
 	if [ $$rc = 5 ]; then echo "pytest collected no tests: that is a failure"; exit 1; fi; \
 	exit $$rc
