@@ -1,11 +1,16 @@
 """The MRC endpoints on mrc-4p: real packets through kernel SRv6, verified bytes."""
 
+import socket
+import time
+
 import pytest
 
 from tests.integration.conftest import running_lab
+from twin import endpoints, netns
 from twin import faults as F
 from twin import paths as P
 from twin import traffic as T
+from twin.mrc import wire
 
 pytestmark = pytest.mark.netns
 MiB = 1 << 20
@@ -76,8 +81,6 @@ def test_link_down_mid_transfer_mrc_recovers_single_path_does_not(lab4):
 
 
 def test_metrics_are_prometheus_text(lab4):
-    from twin import endpoints
-
     bulk(lab4, 4 * MiB)
     with endpoints.client(lab4.runtime, "r1h0") as c:
         text = c.call("metrics")["text"]
@@ -102,3 +105,40 @@ def test_probes_resurrect_evs_once_their_path_is_back(lab4):
     flow = run.flows[0].result
     assert flow["evs_retired"] > 0
     assert flow["probes_sent"] > 0 and flow["resurrected"] > 0, flow
+
+
+@pytest.mark.parametrize("port", ["r0h0:eth3", "r1h0:eth2"], ids=["local", "remote"])
+def test_a_nic_port_going_down_takes_its_plane_out_on_both_ends(lab4, port):
+    """Local: the sender sees its own port down. Remote: the receiver's SACK
+    port-state bitmap tells the sender. Either way the plane leaves the rotation."""
+    plane = int(port.rsplit("eth", 1)[1]) - 1
+
+    def cut():
+        F.link_down(lab4, port)
+        return f"link-down {port}"
+
+    try:
+        run = bulk(lab4, 128 * MiB, events=[(0.3, cut)])
+    finally:
+        F.clear(lab4)
+    assert run.ok, run.to_dict()
+    assert plane not in run.flows[0].result["planes_in_use"]
+
+
+def test_a_corrupted_packet_is_dropped_and_counted(lab4):
+    host = "r1h0"
+    nic = lab4.plan.nic_address(host)
+    good = wire.encode_data(1, 0, 0, 0, b"x" * 64, 0, 0, 0)
+    bad = bytearray(good)
+    bad[60] ^= 0xFF  # one flipped payload byte: the ICRC no longer matches
+    with endpoints.client(lab4.runtime, host) as c:
+        before = c.call("stats")["bad_packets"]
+        with netns.inside(lab4.runtime.netns_path(host)):
+            s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+        with s:
+            s.sendto(bytes(bad), (nic, wire.ROCE_PORT))
+        for _ in range(50):
+            if c.call("stats")["bad_packets"] > before:
+                break
+            time.sleep(0.02)
+        assert c.call("stats")["bad_packets"] == before + 1

@@ -532,6 +532,7 @@ class Endpoint:
                 + sum(q.sender.stats.retransmits for q in self.send_qps.values())},
             "send_qps": [self._qp_summary(q) for q in self.send_qps.values()],
             "recv_qps": [{"qpn": q.qpn, "bad_rkey": q.bad_rkey, "cum": q.receiver.cum,
+                          "completions": q.receiver.completions[-16:],  # (msn, imm), in order
                           **asdict(q.receiver.stats)} for q in self.recv_qps.values()],
         }
 
