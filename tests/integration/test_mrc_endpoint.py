@@ -142,3 +142,16 @@ def test_a_corrupted_packet_is_dropped_and_counted(lab4):
                 break
             time.sleep(0.02)
         assert c.call("stats")["bad_packets"] == before + 1
+
+
+def test_incast_into_a_shaped_host_link_is_shared_fairly(session_dirs, tmp_path):
+    spec = tmp_path / "shaped4.yml"
+    spec.write_text("name: shaped4\nplanes: 2\nracks: 2\nhosts_per_rack: 2\nt1_per_plane: 1\n"
+                    "rate: {host: 200mbit, fabric: 10gbit}\n")
+    with running_lab(session_dirs, str(spec), "netns") as att:
+        hosts = [h.name for h in att.fabric.hosts]
+        run = T.run(att.runtime, "incast", T.flows_for("incast", hosts, 8 * MiB, dst="r0h0"),
+                    "mrc", timeout_s=120)
+    assert run.ok, run.to_dict()
+    shares = [f.result["goodput_gbps"] for f in run.flows]
+    assert min(shares) >= 0.7 * max(shares), shares  # the window keeps the shares even
