@@ -1,5 +1,6 @@
 # mrc-twin: two commands on a fresh machine.
-#   make lab-up   install what is missing, bring up the default lab, verify it
+#   make lab-up   install what is missing, bring up the default lab, verify every path,
+#                 move 64 MiB through the MRC endpoints
 #   make test     install what is missing, lint, run every test tier this machine allows
 # Both are idempotent.
 
@@ -57,6 +58,7 @@ lab-up: venv
 	@if [ "$(RUNTIME)" != netns ]; then $(MAKE) --no-print-directory images; fi
 	@$(BIN)/twin status $(LAB) >/dev/null 2>&1 && echo "lab $(LAB) is already up" || $(BIN)/twin up $(LAB) --runtime $(RUNTIME)
 	$(BIN)/twin verify $(LAB)
+	$(BIN)/twin traffic bulk --lab $(LAB) --src r0h0 --dst r1h0 --size 64M
 	@$(BIN)/twin status $(LAB)
 	@echo "inspect: $(BIN)/twin exec t0-p0-r0 -- ip -6 route    remove: make lab-down"
 

@@ -202,6 +202,9 @@ def restart(att: Attached, node: str) -> list[str]:
     touched = sorted({node} | {lk.peer(node).node for lk in links})
     for name in touched:
         rt.configure(plan[name])
+    if not att.fabric.node(node).is_switch:  # a rebooted host needs its endpoint again
+        rt.wait_for_carrier([plan[name] for name in touched])
+        rt.start_endpoints([node])
     return touched
 
 

@@ -11,6 +11,7 @@ from tests.integration.conftest import kill_up_midway, running_lab, set_env
 from twin import engine
 from twin import faults as F
 from twin import lab as L
+from twin import traffic as T
 from twin.runtime.netns import leftover_namespaces
 from twin.verify import run_verify
 
@@ -114,6 +115,14 @@ def test_restart_keeps_faults_in_force(docker4):
 
 
 @pytest.mark.docker
+def test_restarting_a_host_brings_its_endpoint_back(docker4):
+    L.restart(docker4, "r1h1")
+    run = T.run(docker4.runtime, "bulk", T.flows_for("bulk", [], 8 << 20, "r0h0", "r1h1"),
+                "mrc", timeout_s=60)
+    assert run.ok, run.to_dict()
+
+
+@pytest.mark.docker
 def test_killed_docker_up_then_down_all_leaves_nothing(session_dirs):
     done = kill_up_midway(session_dirs / "killed-docker", session_dirs / "build", "docker",
                           lambda: containers_of("mrc-8p"), 8)
@@ -185,3 +194,4 @@ def test_real_containerlab_deploys_the_rendered_topology(session_dirs):
         assert run_verify(att.runtime, att.plan).ok
     finally:
         L.down(state.lab)
+
