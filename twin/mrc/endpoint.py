@@ -81,6 +81,7 @@ class RecvQp:
     peer_nic: str | None = None
     peer_qpn: int = 0  # the sending QP at the peer: ACKs are addressed to it
     reverse: dict[int, str] = field(default_factory=dict)  # data EV -> path back
+    ack_heads: dict[int, tuple[bytes, str]] = field(default_factory=dict)  # EV -> (hdr, path)
     last_pkt: RxPacket | None = None
     last_data_ns: int = 0
     bad_rkey: int = 0
@@ -183,7 +184,10 @@ class Endpoint:
             if t - last_probe >= PROBE_NS:
                 self._probe_retired(t)
                 last_probe = t
-            for key, _ in self.sel.select(0 if busy or self._sending() else 0.005):
+            # Nothing moved: sleep until a packet or a control request arrives (the UDP
+            # socket is in the selector), briefly while a QP waits on its window.
+            idle_s = 0.001 if self._sending() else 0.005
+            for key, _ in self.sel.select(0 if busy else idle_s):
                 kind, conn = key.data
                 if kind == "accept":
                     c, _ = self.ctl.accept()
@@ -263,14 +267,19 @@ class Endpoint:
 
     def _send_sack(self, qp: RecvQp, sack: Sack) -> None:
         """Back on the reverse of the triggering packet's path: same plane, same T1."""
-        if self._host_of(qp.peer_nic) is None:
-            return
-        path = qp.reverse.get(sack.ev) or self._reverse_path(qp, sack.ev)
+        head = qp.ack_heads.get(sack.ev)
+        if head is None:
+            if self._host_of(qp.peer_nic) is None:
+                return
+            path = qp.reverse.get(sack.ev) or self._reverse_path(qp, sack.ev)
+            # An ACK's size never changes, so its 88 header bytes are fixed per path.
+            head = qp.ack_heads[sack.ev] = (wire.frame(
+                self.nic, path, sack.ev, self.nic, qp.peer_nic,
+                bytes(wire.ACK_SIZE))[:-wire.ACK_SIZE], path)
         body = wire.encode_ack(qp.peer_qpn, sack.cum & 0xFFFFFF, 0, wire.Sack(
             sack.cum, sack.bitmap, sack.ev, sack.ts_ns, 0, self.port_bitmap))
         try:
-            self.raw.sendto(wire.frame(self.nic, path, sack.ev, self.nic, qp.peer_nic, body),
-                            (path, 0))
+            self.raw.sendto(head[0] + body, (head[1], 0))
         except OSError:
             pass
 
