@@ -145,3 +145,21 @@ def test_recovery_time_reads_the_goodput_series():
     assert 0.3 <= run.recovery_s(1.0) <= 0.45
     steady = Run("bulk", "mrc", [], samples=[(i * 0.02, i * 20_000_000) for i in range(100)])
     assert steady.recovery_s(1.0) == 0.0
+
+
+def test_a_hole_beyond_the_bitmap_is_naked_and_resent_at_once():
+    rx = Receiver(lambda va, data: None)
+    for psn in range(1, 66):
+        rx.on_data(RxPacket(psn, psn * 8, b"x" * 8, 0, 0, None, 1, 0))
+    assert rx.nacks == [0] and rx.stats.nacks == 1  # once per hole, not per packet
+
+    sender = Sender(EvSet([0, 1], 1, size=8, seed=3), 0, SenderConfig(init_window=8))
+    sender.post(8 * 4096)
+    src = memoryview(bytes(8 * 4096))
+    first = sender.poll(0, src)
+    sender.on_nack(0, 10)  # too soon after sending: could be in flight still
+    assert sender.stats.lost_nack == 0
+    sender.on_nack(0, 1_000_000)
+    assert sender.stats.lost_nack == 1
+    again = sender.poll(1_000_001, src)
+    assert [p.psn for p in again][:1] == [0] and again[0].ev != first[0].ev

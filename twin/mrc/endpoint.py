@@ -243,6 +243,10 @@ class Endpoint:
                 self._on_data(pkt, addr[0])
             elif isinstance(pkt, wire.Ack):
                 self._on_ack(pkt)
+            elif isinstance(pkt, wire.Nack):
+                qp = self.send_qps.get(pkt.dest_qp)
+                if qp is not None:
+                    qp.sender.on_nack(_unwrap24(pkt.psn, qp.sender._cum), now_ns())
             elif isinstance(pkt, wire.Probe):
                 self._on_probe(pkt)
         return got
@@ -264,6 +268,22 @@ class Endpoint:
         sack = rx.on_data(rp)
         if sack is not None:
             self._send_sack(qp, sack)
+        while rx.nacks:
+            self._send_nack(qp, rx.nacks.pop(), pkt.ev)
+
+    def _send_nack(self, qp: RecvQp, psn: int, ev: int) -> None:
+        """NAK (PSN sequence error) for a hole, on the path of the packet that showed it."""
+        if self._host_of(qp.peer_nic) is None:
+            return
+        path = qp.reverse.get(ev) or self._reverse_path(qp, ev)
+        rx = qp.receiver
+        body = wire.encode_nack(qp.peer_qpn, psn & 0xFFFFFF, 0, wire.NAK_PSN_SEQUENCE_ERROR,
+                                wire.Sack(rx.cum, 0, ev, 0, 0, self.port_bitmap))
+        try:
+            self.raw.sendto(wire.frame(self.nic, path, ev, self.nic, qp.peer_nic, body),
+                            (path, 0))
+        except OSError:
+            pass
 
     def _send_sack(self, qp: RecvQp, sack: Sack) -> None:
         """Back on the reverse of the triggering packet's path: same plane, same T1."""

@@ -127,7 +127,14 @@ def run_transfer(size: int, fabric: Fabric, *, mode: str = "mrc", planes: int = 
                     if sack is None:  # the delayed-ack timer the datapath runs
                         tie += 1
                         heapq.heappush(heap, (now + DELAYED_ACK_NS, tie, "flush", obj))
+                if kind == "nack":
+                    sender.on_nack(obj, now)
+                    continue
                 if kind in ("data", "flush"):
+                    while receiver.nacks:
+                        tie += 1
+                        heapq.heappush(heap, (now + fabric.default.delay_ns, tie, "nack",
+                                              receiver.nacks.pop()))
                     if sack is not None:
                         # the reverse path: the same plane, a fixed reverse EV per plane
                         back = reverse_ev.setdefault(ev_fields(obj.ev)[0], obj.ev)

@@ -16,6 +16,8 @@ Sender
       RACK      it is lost when a packet sent more than `reorder_ns` after it,
                 on any EV, is acked (catches a dead path, where no later packet
                 on the same EV ever arrives)
+      NAK       the receiver NAKs a hole that is further behind than its SACK
+                bitmap reaches (PSN sequence error)
       timeout   the retransmit timer, last resort
     A lost packet retires its EV (mode mrc) and is retransmitted selectively
     on another EV.
@@ -50,6 +52,7 @@ from twin.mrc.evset import Ev, EvSet, NoUsableEv
 MODES = ("mrc", "spray-static", "single-path")
 FLAG_RETRANSMIT, FLAG_LAST, FLAG_ACK_REQ = 1, 2, 4
 BITMAP_BITS = 64
+NACK_DISTANCE = BITMAP_BITS  # a hole this far behind the newest PSN is NAKed
 
 
 @dataclass(frozen=True)
@@ -123,6 +126,7 @@ class SenderStats:
     lost_per_ev: int = 0
     lost_rack: int = 0
     lost_timeout: int = 0
+    lost_nack: int = 0
     acked: int = 0
     per_plane_packets: dict[int, int] = field(default_factory=dict)
 
@@ -298,6 +302,16 @@ class Sender:
             self._detect_rack(rack_sent, now, covered)
         self._complete(now)
 
+    def on_nack(self, psn: int, now: int) -> None:
+        """The receiver NAKs a PSN it has waited too long for: resend it now."""
+        tx = self._txs.get(psn)
+        # Only the first copy: a NAK cannot say which transmission it missed (Karn).
+        if tx is None or not tx.in_flight or tx.tries > 1 \
+                or now - tx.sent_ns < self.cfg.reorder_ns:
+            return
+        self.stats.lost_nack += 1
+        self._lost(tx, now)
+
     def _port_state(self, bitmap: int) -> None:
         """The peer's ports (from its SACK) and ours: a plane is used only if both are up."""
         self.remote_ports = bitmap
@@ -433,6 +447,7 @@ class ReceiverStats:
     duplicates: int = 0
     out_of_order: int = 0
     acks: int = 0
+    nacks: int = 0
     completions: int = 0
 
 
@@ -450,6 +465,8 @@ class Receiver:
         self._imm_of: dict[int, int | None] = {}
         self._next_msn = 0
         self._unacked = 0
+        self._nacked = -1
+        self.nacks: list[int] = []  # PSNs to NAK; the datapath sends and clears them
         self.completions: list[tuple[int, int | None]] = []  # (msn, imm), in order
         self.stats = ReceiverStats()
 
@@ -475,6 +492,12 @@ class Receiver:
         else:
             st.out_of_order += 1
             self._above.add(psn)
+            # The hole at cum is older than a SACK bitmap can see past: say so now
+            # (a NAK, PSN sequence error) instead of leaving it to the sender's timer.
+            if psn - self.cum >= NACK_DISTANCE and self._nacked != self.cum:
+                self._nacked = self.cum
+                self.nacks.append(self.cum)
+                st.nacks += 1
         self._unacked += 1
         if self._unacked >= self.ack_every or pkt.flags & (FLAG_LAST | FLAG_ACK_REQ):
             return self._sack(pkt)
