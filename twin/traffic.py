@@ -25,7 +25,7 @@ from twin.errors import LabError, UsageError
 
 PATTERNS = ("bulk", "incast", "all-to-all", "ring")
 FLOW_FIELDS = ("failed", "goodput_gbps", "elapsed_s", "srtt_us", "evs", "evs_retired",
-               "resurrected", "planes_in_use", "single_path")
+               "resurrected", "planes_in_use", "single_path", "completions")
 MODES = ("mrc", "single-path", "spray-static")
 
 

@@ -544,6 +544,8 @@ class Endpoint:
                 "srtt_us": qp.sender.srtt / 1000, "evs": qp.sender.evs.counts(),
                 "planes_in_use": qp.sender.evs.planes_in_use(), "send_errors": qp.send_errors,
                 "probes_sent": qp.probes_sent, "resurrected": qp.resurrected,
+                "completions": [{"msn": m.msn, "latency_us": (m.done_ns - m.posted_ns) / 1e3}
+                                for m in qp.sender.completed[-16:]],
                 "evs_retired": qp.sender.evs.retirements,
                 "single_path": (self._template(qp, single.value) and qp.paths[single.value])
                 if (single := qp.sender._single) is not None else None}
