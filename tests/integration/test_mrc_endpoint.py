@@ -155,3 +155,22 @@ def test_incast_into_a_shaped_host_link_is_shared_fairly(session_dirs, tmp_path)
     assert run.ok, run.to_dict()
     shares = [f.result["goodput_gbps"] for f in run.flows]
     assert min(shares) >= 0.7 * max(shares), shares  # the window keeps the shares even
+
+
+def test_acks_travel_on_a_reverse_ev_set_with_one_ev_per_plane(lab4):
+    size = 8 * MiB
+    with endpoints.client(lab4.runtime, "r1h1") as rx, \
+            endpoints.client(lab4.runtime, "r0h0") as tx:
+        r = rx.call("recv_qp", size=size)
+        s = tx.call("send_qp", peer="r1h1", peer_qpn=r["qpn"], rkey=r["rkey"], size=size)
+        rx.call("connect", qpn=r["qpn"], peer="r0h0", peer_qpn=s["qpn"])
+        tx.call("write", qpn=s["qpn"], size=size, imm=42)
+        done = tx.call("wait", qpn=s["qpn"], timeout=60)
+        assert done["idle"] and not done["failed"]
+        qp = next(q for q in rx.call("stats")["recv_qps"] if q["qpn"] == r["qpn"])
+        assert qp["completed"] == [[0, 42]] and qp["completions"] == 1
+        rev = qp["reverse_evs"]
+        assert sorted(rev) == ["0", "1", "2", "3"]
+        assert all(P.ev_fields(ev)[0] == int(plane) for plane, ev in rev.items())
+        for c, qpn in ((tx, s["qpn"]), (rx, r["qpn"])):
+            c.call("close", qpn=qpn)

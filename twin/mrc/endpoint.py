@@ -7,8 +7,9 @@ Data path (one thread, one loop):
            socket writes the whole IPv6-in-IPv6 packet onto the EV's uSID path
     recv   the host's End.DT6 decap delivers the inner packet to a UDP socket on
            [NIC]:4791 (UDP_NO_CHECK6_RX: checksum 0, integrity from the ICRC)
-    acks   SACKs go back on the reverse of the data packet's own path (same plane,
-           same T1), so an answer exists whenever the path it answers works
+    acks   SACKs and NAKs go back on the QP's reverse EV set: one EV per plane,
+           seeded with the first data EV seen on that plane and redrawn whenever a
+           duplicate shows the sender missed an answer
     ports  the host's NIC port state is read from sysfs every few ms: a port that
            goes down stops its plane locally and, through the port-state bitmap in
            every SACK, at the peers
@@ -53,7 +54,7 @@ from twin.model import build_fabric
 from twin.mrc import wire
 from twin.mrc.evset import EvSet
 from twin.mrc.transport import QpFailed, Receiver, RxPacket, Sack, Sender, SenderConfig
-from twin.paths import ev_fields, route
+from twin.paths import ev_encode, ev_fields, route
 from twin.spec import parse_spec
 
 RECV_BATCH = 256
@@ -82,6 +83,8 @@ class RecvQp:
     peer_qpn: int = 0  # the sending QP at the peer: ACKs are addressed to it
     reverse: dict[int, str] = field(default_factory=dict)  # data EV -> path back
     ack_heads: dict[int, tuple[bytes, str]] = field(default_factory=dict)  # EV -> (hdr, path)
+    rev_evs: dict[int, int] = field(default_factory=dict)  # plane -> reverse EV
+    rev_refreshes: int = 0
     last_pkt: RxPacket | None = None
     last_data_ns: int = 0
     bad_rkey: int = 0
@@ -265,7 +268,10 @@ class Endpoint:
         qp.peer_nic = qp.peer_nic or src
         qp.last_pkt = rp
         qp.last_data_ns = now_ns()
+        dups = rx.stats.duplicates
         sack = rx.on_data(rp)
+        if rx.stats.duplicates != dups:
+            self._refresh_reverse(qp, pkt.ev)
         if sack is not None:
             self._send_sack(qp, sack)
         while rx.nacks:
@@ -275,7 +281,8 @@ class Endpoint:
         """NAK (PSN sequence error) for a hole, on the path of the packet that showed it."""
         if self._host_of(qp.peer_nic) is None:
             return
-        path = qp.reverse.get(ev) or self._reverse_path(qp, ev)
+        rev = self._reverse_ev(qp, ev)
+        path = qp.reverse.get(rev) or self._reverse_path(qp, rev)
         rx = qp.receiver
         body = wire.encode_nack(qp.peer_qpn, psn & 0xFFFFFF, 0, wire.NAK_PSN_SEQUENCE_ERROR,
                                 wire.Sack(rx.cum, 0, ev, 0, 0, self.port_bitmap))
@@ -285,16 +292,30 @@ class Endpoint:
         except OSError:
             pass
 
+    def _reverse_ev(self, qp: RecvQp, data_ev: int) -> int:
+        """The QP's reverse EV set: one EV per plane for SACKs and NAKs, seeded with the
+        first data EV seen on the plane (its path is known to work forward)."""
+        return qp.rev_evs.setdefault(ev_fields(data_ev)[0], data_ev)
+
+    def _refresh_reverse(self, qp: RecvQp, data_ev: int) -> None:
+        """A duplicate arrived: the sender missed our answer, so the plane's reverse EV
+        is suspect. Draw another T1 for it."""
+        plane = ev_fields(data_ev)[0]
+        t1 = random.randrange(self.fabric.spec.t1_per_plane)
+        qp.rev_evs[plane] = ev_encode(plane, t1, random.getrandbits(20))
+        qp.rev_refreshes += 1
+
     def _send_sack(self, qp: RecvQp, sack: Sack) -> None:
-        """Back on the reverse of the triggering packet's path: same plane, same T1."""
-        head = qp.ack_heads.get(sack.ev)
+        """On the plane's reverse EV; the SACK still echoes the data packet's EV."""
+        rev = self._reverse_ev(qp, sack.ev)
+        head = qp.ack_heads.get(rev)
         if head is None:
             if self._host_of(qp.peer_nic) is None:
                 return
-            path = qp.reverse.get(sack.ev) or self._reverse_path(qp, sack.ev)
+            path = qp.reverse.get(rev) or self._reverse_path(qp, rev)
             # An ACK's size never changes, so its 88 header bytes are fixed per path.
-            head = qp.ack_heads[sack.ev] = (wire.frame(
-                self.nic, path, sack.ev, self.nic, qp.peer_nic,
+            head = qp.ack_heads[rev] = (wire.frame(
+                self.nic, path, rev, self.nic, qp.peer_nic,
                 bytes(wire.ACK_SIZE))[:-wire.ACK_SIZE], path)
         body = wire.encode_ack(qp.peer_qpn, sack.cum & 0xFFFFFF, 0, wire.Sack(
             sack.cum, sack.bitmap, sack.ev, sack.ts_ns, 0, self.port_bitmap))
@@ -563,7 +584,9 @@ class Endpoint:
                 + sum(q.sender.stats.retransmits for q in self.send_qps.values())},
             "send_qps": [self._qp_summary(q) for q in self.send_qps.values()],
             "recv_qps": [{"qpn": q.qpn, "bad_rkey": q.bad_rkey, "cum": q.receiver.cum,
-                          "completions": q.receiver.completions[-16:],  # (msn, imm), in order
+                          "completed": q.receiver.completions[-16:],  # (msn, imm), in order
+                          "reverse_evs": {str(p): ev for p, ev in sorted(q.rev_evs.items())},
+                          "reverse_refreshes": q.rev_refreshes,
                           **asdict(q.receiver.stats)} for q in self.recv_qps.values()],
         }
 
