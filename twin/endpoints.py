@@ -5,8 +5,9 @@ Each host runs `python -m twin.mrc.endpoint` inside its own network namespace
 socket lives in the node's run directory:
 
     netns       <run dir>/<lab>/nodes/<host>/endpoint.sock
-    containers  /run/mrc-twin/endpoint.sock inside the container, which twin
-                reaches from the host as /proc/<pid>/root/run/mrc-twin/endpoint.sock
+    docker      the same host directory, bind-mounted at /run/mrc-twin in the container
+    containerlab  /run/mrc-twin/endpoint.sock inside the container (its topology
+                cannot name a host path), reached as /proc/<pid>/root/run/mrc-twin/...
 
 The daemon's output goes to endpoint.log next to the socket. Endpoints die
 with their node, so `twin down` needs nothing extra.

@@ -31,11 +31,13 @@ from twin.model import Link
 from twin.plan import NodePlan
 from twin.render import CODE_MOUNT, CONFIG_MOUNT
 from twin.runtime.base import NodeView, Runtime, register
+from twin.state import run_root
 
 CAPS = ["NET_ADMIN", "NET_RAW", "SYS_ADMIN"]
 PREFIX = "clab"
 WORKERS = 4  # the engine serialises much of container creation; more threads buy nothing
 TWIN_LABEL = "mrc-twin.lab"
+NODE_RUN_DIR = "/run/mrc-twin"  # inside a container: bind-mounted from the lab's run dir
 
 
 def _client():
@@ -122,6 +124,11 @@ class DockerRuntime(Runtime):
         def start(node: NodePlan) -> None:
             spec = specs[node.name]
             volumes = dict(resolve_bind(b, base) for b in spec.get("binds", []))
+            # The node's run directory (endpoint socket and log) lives under the lab's
+            # run directory on the host too, as it does for the netns runtime.
+            run_dir = run_root() / self.lab / "nodes" / node.name
+            run_dir.mkdir(parents=True, exist_ok=True)
+            volumes[str(run_dir)] = {"bind": NODE_RUN_DIR, "mode": "rw"}
             c = self.docker.containers.run(
                 spec["image"], name=self.container_name(node.name), hostname=node.name,
                 labels=self._labels(node.name, spec, topo_file), network_mode="none",
@@ -186,7 +193,7 @@ class DockerRuntime(Runtime):
 
     def node_view(self, node: str) -> NodeView:
         return NodeView(python="python3", pythonpath=CODE_MOUNT, config_dir=CONFIG_MOUNT,
-                        run_dir="/run/mrc-twin", host_prefix=f"/proc/{self._pid(node)}/root")
+                        run_dir=NODE_RUN_DIR, host_prefix=f"/proc/{self._pid(node)}/root")
 
     def shell_argv(self, node: str, argv: list[str]) -> list[str]:
         # Every namespace of the container (its filesystem too), not only its network.
