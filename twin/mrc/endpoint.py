@@ -55,6 +55,7 @@ from twin.mrc import wire
 from twin.mrc.evset import EvSet
 from twin.mrc.transport import QpFailed, Receiver, RxPacket, Sack, Sender, SenderConfig
 from twin.paths import ev_encode, ev_fields, route
+from twin.plan import nic_address
 from twin.spec import parse_spec
 
 RECV_BATCH = 256
@@ -120,6 +121,7 @@ class Endpoint:
         self.ports: dict[int, str] = {int(p): ifname for p, ifname in config["ports"].items()}
         self.fabric = build_fabric(parse_spec(config["spec"], "endpoint.json"))
         self.me = self.fabric.node(self.host)
+        self._hosts_by_nic = {str(nic_address(self.fabric, h)): h for h in self.fabric.hosts}
         self.recv_qps: dict[int, RecvQp] = {}
         self.send_qps: dict[int, SendQp] = {}
         self._next_qpn = 1
@@ -325,13 +327,7 @@ class Endpoint:
             pass
 
     def _host_of(self, nic: str):
-        cache = self.__dict__.setdefault("_nic_cache", {})
-        if nic not in cache:
-            from twin.plan import nic_address  # pure; late import keeps startup small
-
-            cache[nic] = next((h for h in self.fabric.hosts
-                               if str(nic_address(self.fabric, h)) == nic), None)
-        return cache[nic]
+        return self._hosts_by_nic.get(nic)
 
     def _on_ack(self, ack: wire.Ack) -> None:
         qp = self.send_qps.get(ack.dest_qp)  # an ACK is addressed to the requester's QP
@@ -479,8 +475,6 @@ class Endpoint:
         if op == "send_qp":
             return self._send_qp(req)
         if op == "connect":  # tell a receiving QP which QP at which peer sends to it
-            from twin.plan import nic_address
-
             qp = self.recv_qps[int(req["qpn"])]
             qp.peer_qpn = int(req["peer_qpn"])
             qp.peer_nic = str(nic_address(self.fabric, self.fabric.node(req["peer"])))
@@ -531,8 +525,6 @@ class Endpoint:
 
     def _send_qp(self, req: dict) -> dict:
         peer = self.fabric.node(req["peer"])
-        from twin.plan import nic_address
-
         planes = [p for p in self.fabric.host_planes(self.me) if p in
                   self.fabric.host_planes(peer)]
         mode = req.get("mode", "mrc")
