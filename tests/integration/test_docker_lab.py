@@ -19,9 +19,11 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def containers_of(lab: str) -> list[str]:
+    """Names of a lab's containers. Sparse: no per-container inspect, which would race
+    with containers being created or removed while we look."""
     c = engine.client()
-    return sorted(x.name for x in c.containers.list(all=True,
-                                                    filters={"label": f"containerlab={lab}"}))
+    found = c.containers.list(all=True, sparse=True, filters={"label": f"containerlab={lab}"})
+    return sorted(x.attrs["Names"][0].lstrip("/") for x in found)
 
 
 def veths_in_host_namespace() -> list[str]:

@@ -19,7 +19,7 @@ from twin.errors import CommandFailed
 from twin.model import Link
 from twin.plan import NodePlan
 from twin.runtime.base import register
-from twin.runtime.docker import DockerRuntime
+from twin.runtime.docker import DockerRuntime, _node_of
 
 BINARY = "containerlab"
 
@@ -65,13 +65,16 @@ class ContainerlabRuntime(DockerRuntime):
         if missing:
             super().wire_links(missing)
 
+    def _all_nodes(self) -> list[str]:
+        return [n for n in (_node_of(c) for c in self._containers()) if n]
+
     def _has_if(self, node: str, ifname: str) -> bool:
         lines = Path(f"/proc/{self._pid(node)}/net/dev").read_text().splitlines()[2:]
         return ifname in {line.split(":")[0].strip() for line in lines}
 
     def destroy(self, nodes: list[str]) -> list[str]:
         there = self.existing(nodes)
-        whole_lab = set(there) >= {c.labels.get("clab-node-name") for c in self._containers()}
+        whole_lab = set(there) >= set(self._all_nodes())
         if there and whole_lab and self._topology_file().exists():
             try:
                 self._clab("destroy", "--cleanup", timeout=300)

@@ -157,9 +157,12 @@ class DockerRuntime(Runtime):
 
     # -- inspect --------------------------------------------------------------
 
-    def _containers(self, all_labs: bool = False) -> list:
-        flt = {"label": "containerlab" if all_labs else f"containerlab={self.lab}"}
-        return self.docker.containers.list(all=True, filters=flt)
+    def _containers(self) -> list:
+        """The lab's containers, sparse: the list API only, no per-container inspect,
+        which would race with containers being created or removed as we look (after
+        a killed `twin up`, dockerd may still be finishing one)."""
+        return self.docker.containers.list(all=True, sparse=True,
+                                           filters={"label": f"containerlab={self.lab}"})
 
     def _pid(self, node: str) -> int:
         pid = self._pids.get(node)
@@ -179,16 +182,17 @@ class DockerRuntime(Runtime):
         return f"/proc/{self._pid(node)}/ns/net"
 
     def existing(self, nodes: list[str]) -> list[str]:
-        there = {c.labels.get("clab-node-name") for c in self._containers()}
+        there = {_node_of(c) for c in self._containers()}
         return [n for n in nodes if n in there]
 
     def describe(self, nodes: list[str]) -> dict[str, dict]:
-        found = {c.labels.get("clab-node-name"): c for c in self._containers()}
+        found = {_node_of(c): c for c in self._containers()}
         out = {}
         for n in nodes:
             c = found.get(n)
-            out[n] = ({"state": c.status, "image": ",".join(c.image.tags) or c.image.short_id,
-                       "container": c.name} if c else {"state": "missing", "image": "-"})
+            out[n] = ({"state": c.attrs.get("State", "?"), "image": c.attrs.get("Image", "?"),
+                       "container": c.attrs["Names"][0].lstrip("/")}
+                      if c else {"state": "missing", "image": "-"})
         return out
 
     def node_view(self, node: str) -> NodeView:
@@ -210,24 +214,38 @@ class DockerRuntime(Runtime):
 
     def destroy(self, nodes: list[str]) -> list[str]:
         wanted = set(nodes)
-        doomed = [c for c in self._containers() if c.labels.get("clab-node-name") in wanted]
+        doomed = [c for c in self._containers() if _node_of(c) in wanted]
         _remove(doomed)
         for c in doomed:
-            self._pids.pop(c.labels.get("clab-node-name"), None)
-        return [c.labels.get("clab-node-name") for c in doomed]
+            self._pids.pop(_node_of(c), None)
+        return [_node_of(c) for c in doomed]
 
     @classmethod
     def leftovers(cls) -> list[str]:
         c = engine.client(timeout=10)
         if c is None:
             return []
-        return [x.name for x in c.containers.list(all=True, filters={"label": TWIN_LABEL})]
+        found = c.containers.list(all=True, sparse=True, filters={"label": TWIN_LABEL})
+        return [x.attrs["Names"][0].lstrip("/") for x in found]
 
     @classmethod
     def remove_leftovers(cls, names: list[str]) -> None:
         c = engine.client()
         if c is not None:
-            _remove([c.containers.get(n) for n in names])
+            _remove([c.containers.get(n) for n in names if _exists(c, n)])
+
+
+def _node_of(container) -> str | None:
+    """The node a (sparse) container plays: containerlab's clab-node-name label."""
+    return (container.attrs.get("Labels") or {}).get("clab-node-name")
+
+
+def _exists(client, name: str) -> bool:
+    try:
+        client.containers.get(name)
+        return True
+    except Exception:
+        return False
 
 
 def _remove(containers: list) -> None:
@@ -236,7 +254,7 @@ def _remove(containers: list) -> None:
             c.remove(force=True)
         except Exception as e:  # already gone is fine; anything else is reported
             if "No such container" not in str(e) and "is already in progress" not in str(e):
-                raise LabError(f"cannot remove container {c.name}: {e}") from None
+                raise LabError(f"cannot remove container {c.id[:12]}: {e}") from None
 
     with ThreadPoolExecutor(WORKERS) as pool:
         for f in [pool.submit(kill, c) for c in containers]:
