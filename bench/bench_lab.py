@@ -53,6 +53,7 @@ RESULTS = Path(__file__).resolve().parent / "results" / "lab.json"
 SETTLE_S = 1.0  # measured: without it a small lab's up after the largest one's down is ~1.5x
 SIZES = [(2, 2, 2, 2), (4, 2, 2, 2), (8, 2, 2, 2), (8, 4, 4, 4)]  # planes, racks, hosts, t1s
 STEP_NAMES = {"creating": "create", "wiring": "wire", "configuring": "configure",
+              "waiting": "carrier", "starting": "endpoints",
               "reading": "readback+paths", "probing": "probing"}
 
 

@@ -172,6 +172,7 @@ def _poll(clients, flows: list[Flow]) -> tuple[bool, int]:
         if f.src not in by_src:
             by_src[f.src] = {q["qpn"]: q for q in clients[f.src].call("stats")["send_qps"]}
         f.result = by_src[f.src].get(f.send_qpn, f.result)
-    acked = sum(min(f.size, f.result.get("sender", {}).get("acked", 0) * 4096) for f in flows)
+    acked = sum(min(f.size, f.result.get("sender", {}).get("acked", 0) * f.result.get("mtu", 4096))
+                for f in flows)
     done = all(f.result.get("idle") or f.result.get("failed") for f in flows)
     return done, acked

@@ -174,3 +174,14 @@ def test_acks_travel_on_a_reverse_ev_set_with_one_ev_per_plane(lab4):
         assert all(P.ev_fields(ev)[0] == int(plane) for plane, ev in rev.items())
         for c, qpn in ((tx, s["qpn"]), (rx, r["qpn"])):
             c.call("close", qpn=qpn)
+
+
+def test_a_1500_byte_mtu_fabric_carries_smaller_packets_exactly(session_dirs, tmp_path):
+    spec = tmp_path / "mtu1500.yml"
+    spec.write_text("name: mtu1500\nplanes: 2\nracks: 2\nhosts_per_rack: 1\nt1_per_plane: 1\n"
+                    "mtu: 1500\n")
+    with running_lab(session_dirs, str(spec), "netns") as att:
+        run = T.run(att.runtime, "bulk", T.flows_for("bulk", [], 4 * MiB, "r0h0", "r1h0"),
+                    "mrc", timeout_s=60)
+    assert run.ok, run.to_dict()
+    assert run.flows[0].result["mtu"] == 1500 - 144  # outer+inner IPv6, UDP, BTH..ICRC

@@ -532,7 +532,8 @@ class Endpoint:
                     seed=req.get("seed"))
         size = int(req["size"])
         src = _pattern(size, req.get("seed", 0))
-        cfg = SenderConfig(mode=mode)
+        # Payload per packet: 4096, or less where the fabric's MTU cannot carry it.
+        cfg = SenderConfig(mode=mode, mtu=max_payload(self.fabric.spec.mtu))
         for key in ("init_window", "max_window", "target_ns", "rto_min_ns"):
             if key in req:
                 setattr(cfg, key, type(getattr(cfg, key))(req[key]))
@@ -549,8 +550,9 @@ class Endpoint:
     def _qp_summary(self, qp: SendQp) -> dict:
         st = qp.sender.stats
         elapsed = ((qp.done_ns or now_ns()) - qp.first_write_ns) / 1e9 if qp.first_write_ns else 0
-        acked_bytes = st.acked * qp.sender.cfg.mtu
+        acked_bytes = min(st.acked * qp.sender.cfg.mtu, qp.sender.posted_bytes)
         return {"qpn": qp.qpn, "peer": qp.peer, "mode": qp.mode, "idle": qp.sender.idle,
+                "mtu": qp.sender.cfg.mtu,
                 "failed": qp.sender.failed, "elapsed_s": elapsed,
                 "goodput_gbps": acked_bytes * 8 / elapsed / 1e9 if elapsed else 0.0,
                 "sender": asdict(st), "window": qp.sender.window,
@@ -619,6 +621,11 @@ class Endpoint:
         metric("port_up", "gauge", "NIC port state, per plane",
                [({"plane": p}, self.port_bitmap >> p & 1) for p in sorted(self.ports)])
         return "\n".join(lines) + "\n"
+
+
+def max_payload(link_mtu: int) -> int:
+    """The largest payload whose whole IPv6-in-IPv6 packet fits the link MTU."""
+    return max(64, min(wire.MTU, link_mtu - (wire.MAX_FRAME - wire.MTU)))
 
 
 def _pattern(size: int, seed) -> bytearray:

@@ -148,6 +148,7 @@ class Sender:
         self.stats = SenderStats()
         self.failed: str | None = None
         self.local_ports = self.remote_ports = 0xFFFF
+        self.posted_bytes = 0
         self._txs: dict[int, _Tx] = {}  # outstanding (unacked) PSN -> record
         self._order: collections.deque = collections.deque()  # (seq, psn) in send order
         self._per_ev: dict[int, collections.deque] = {}  # ev -> deque of (seq, psn)
@@ -173,6 +174,7 @@ class Sender:
         if length <= 0:
             raise ValueError("a write moves at least one byte")
         n = -(-length // self.cfg.mtu)
+        self.posted_bytes += length
         msg = _Msg(self._next_msn, self._next_psn, self._next_psn + n - 1, imm, now)
         self._next_msn += 1
         for i in range(n):

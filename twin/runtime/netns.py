@@ -64,6 +64,15 @@ def pids_in(paths: list[str]) -> dict[str, list[int]]:
     return found
 
 
+def _alive(pid: int) -> bool:
+    """Running, not merely a zombie its parent has yet to reap."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
 def kill_all(pids: list[int], grace: float = 2.0) -> None:
     for pid in pids:
         try:
@@ -72,8 +81,9 @@ def kill_all(pids: list[int], grace: float = 2.0) -> None:
             pass
     deadline = time.monotonic() + grace
     while pids and time.monotonic() < deadline:
-        pids = [p for p in pids if os.path.exists(f"/proc/{p}")]
-        time.sleep(0.05)
+        pids = [p for p in pids if _alive(p)]
+        if pids:
+            time.sleep(0.02)
     for pid in pids:
         try:
             os.kill(pid, signal.SIGKILL)
