@@ -185,3 +185,16 @@ def test_a_1500_byte_mtu_fabric_carries_smaller_packets_exactly(session_dirs, tm
                     "mrc", timeout_s=60)
     assert run.ok, run.to_dict()
     assert run.flows[0].result["mtu"] == 1500 - 144  # outer+inner IPv6, UDP, BTH..ICRC
+
+
+def test_a_t0_losing_every_uplink_mid_transfer_only_costs_its_plane(lab4):
+    def cut():
+        F.link_down(lab4, "t0-p0-r0:eth3", both=True)
+        F.link_down(lab4, "t0-p0-r0:eth4", both=True)
+        return "plane 0 of rack 0 cut off from its T1s"
+
+    try:
+        run = bulk(lab4, 128 * MiB, events=[(0.3, cut)])
+    finally:
+        F.clear(lab4)
+    assert run.ok, run.to_dict()

@@ -163,3 +163,12 @@ def test_a_hole_beyond_the_bitmap_is_naked_and_resent_at_once():
     assert sender.stats.lost_nack == 1
     again = sender.poll(1_000_001, src)
     assert [p.psn for p in again][:1] == [0] and again[0].ev != first[0].ev
+
+
+def test_a_plane_cut_off_entirely_is_abandoned_not_refilled_forever():
+    dead = {(0, 0): PathModel(dead=True), (0, 1): PathModel(dead=True)}
+    r = run_transfer(16 * MiB, Fabric(paths=dead), mode="mrc")
+    exactly_once(r, 16 * MiB)
+    sent_on_dead = r.sender.stats.per_plane_packets[0]
+    assert sent_on_dead < 0.1 * r.sender.stats.per_plane_packets[1]
+    assert r.sender.evs.counts()["assumed_bad"] == r.sender.evs.retirements

@@ -9,7 +9,8 @@ rotation. Each EV is in one state:
     SKIP         congested (RTT above target, or ECN-marked): passed over for
                  one rotation, then GOOD again
     ASSUMED_BAD  a packet on it was lost (not merely late): retired at once and
-                 replaced from the backup set of the same plane; background
+                 replaced from the backup set of the same plane (or a fresh draw
+                 there, while any EV of the plane still works); background
                  probes bring it back after `resurrect_after` good probes
     DENIED       on the denylist: never used
 
@@ -79,6 +80,8 @@ class EvSet:
         self.active = [ev for row in zip(*columns, strict=True) for ev in row]
         self._cursor = 0
         self._skipped: set[int] = set()
+        self._per_plane = per_plane
+        self._failures: dict[int, int] = {}  # plane -> losses since its last delivery
 
     def _draw(self, rng: random.Random, plane: int, n: int) -> list[int]:
         seen: set[int] = set()
@@ -124,6 +127,7 @@ class EvSet:
     def lost(self, ev: Ev) -> Ev | None:
         """A real loss on `ev`: retire it now; return its replacement (same plane)."""
         ev.lost += 1
+        self._failures[ev.plane] = self._failures.get(ev.plane, 0) + 1
         if ev.state in (EvState.ASSUMED_BAD, EvState.DENIED):
             return None
         ev.state = EvState.ASSUMED_BAD
@@ -133,12 +137,32 @@ class EvSet:
         self.retired.append(ev)
         pool = self.spare[ev.plane]
         fresh = next((e for e in pool if e.state is EvState.GOOD), None)
-        if fresh is None:  # backup set exhausted: draw a new one in the same plane
+        if fresh is not None:
+            pool.remove(fresh)
+        elif self._plane_works(ev.plane):  # backup set spent: draw anew in the same plane
             fresh = Ev(self._draw(self._rng, ev.plane, 1)[0], ev.plane)
         else:
-            pool.remove(fresh)
+            # Every EV of this plane has failed: the plane itself is broken here. Leave
+            # the slot retired (rotation skips it) until a probe brings an EV back.
+            return None
         self.active[idx] = fresh
         return fresh
+
+    def _plane_works(self, plane: int) -> bool:
+        """Not while more EVs of it have failed in a row than it has slots: then fresh
+        draws fail too, and the plane itself is broken from here."""
+        return self._failures.get(plane, 0) < self._per_plane
+
+    def delivered(self, ev: Ev) -> None:
+        """A packet on `ev` got through: its plane works."""
+        self._failures[ev.plane] = 0
+
+    def _refill(self, plane: int) -> None:
+        """Put good spares of `plane` into the slots its retired EVs still hold."""
+        pool = self.spare[plane]
+        for i, ev in enumerate(self.active):
+            if ev.plane == plane and ev.state is EvState.ASSUMED_BAD and pool:
+                self.active[i] = pool.pop(0)
 
     def probe_result(self, value: int, ok: bool) -> bool:
         """A background probe on a retired EV; True when it is resurrected (to spare)."""
@@ -150,6 +174,7 @@ class EvSet:
             ev.state = EvState.GOOD
             self.retired.remove(ev)
             self.spare[ev.plane].append(ev)
+            self._refill(ev.plane)
             return True
         return False
 
@@ -170,7 +195,9 @@ class EvSet:
         out = {s.value: 0 for s in EvState}
         for ev in self.active:
             out[ev.state.value] += 1
-        out["assumed_bad"] += sum(1 for e in self.retired if e.state is EvState.ASSUMED_BAD)
+        in_slots = {id(e) for e in self.active}
+        out["assumed_bad"] += sum(1 for e in self.retired
+                                  if e.state is EvState.ASSUMED_BAD and id(e) not in in_slots)
         return out
 
     def planes_in_use(self) -> list[int]:

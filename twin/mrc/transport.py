@@ -192,12 +192,13 @@ class Sender:
 
     # -- sending ----------------------------------------------------------------
 
-    def _pick_ev(self, avoid: int | None) -> Ev:
+    def _pick_ev(self, avoid: Ev | None) -> Ev:
+        """The next EV; a retransmission avoids the lost copy's plane when it can."""
         if self._single is not None:
             return self._single
         ev = self.evs.next()
         for _ in range(8):
-            if ev.value != avoid:
+            if avoid is None or (ev.plane != avoid.plane and ev.value != avoid.value):
                 break
             ev = self.evs.next()
         return ev
@@ -230,7 +231,7 @@ class Sender:
 
     def _emit(self, tx: _Tx, now: int, source: memoryview) -> TxPacket:
         retransmit = tx.tries > 0
-        ev = self._pick_ev(tx.ev.value if (retransmit and tx.ev) else None)
+        ev = self._pick_ev(tx.ev if retransmit else None)
         self._by_ts.pop(tx.ts, None)
         tx.ev, tx.sent_ns, tx.seq = ev, now, self._seq
         tx.ts = now + (self._seq & 0xFFF)  # unique even for packets sent in one tick
@@ -295,6 +296,7 @@ class Sender:
             if tx.tries == 1 or psn == echoed:
                 rack_sent = max(rack_sent, tx.sent_ns)
                 newly.append(tx)
+                self.evs.delivered(tx.ev)
         # A SACK speaks for PSNs below cum + 1 + 64 only; later ones may have
         # arrived unreported, so they are never judged lost on its word.
         covered = sack.cum + 1 + BITMAP_BITS
