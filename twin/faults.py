@@ -109,8 +109,12 @@ def link_loss(lab: Attached, text: str, percent: float) -> Fault:
     return fault
 
 
+def _link(lab: Attached, fault: Fault):
+    return next(lk for lk in lab.fabric.links if lk.id == fault.link)
+
+
 def _revert(lab: Attached, fault: Fault) -> None:
-    link = next(lk for lk in lab.fabric.links if lk.id == fault.link)
+    link = _link(lab, fault)
     if fault.kind == "link-loss":
         node = fault.ends[0].partition(":")[0]
         lab.runtime.exec(node, ["nft", "delete", "table", "ip6", loss_table(link.id)],
@@ -147,12 +151,13 @@ def reapply(lab: Attached, node: str) -> list[str]:
     for fault in active(lab):
         if fault.kind != "link-down":
             continue
+        link = _link(lab, fault)
+        if node not in (link.a.node, link.b.node):
+            continue
         for end in fault.ends:
             ep_node, _, ifname = end.partition(":")
-            link_nodes = fault.link.replace("--", ":").split(":")[::2]
-            if node in link_nodes:
-                lab.runtime.set_link_state(ep_node, ifname, False)
-                again.append(end)
+            lab.runtime.set_link_state(ep_node, ifname, False)
+            again.append(end)
     return again
 
 

@@ -8,7 +8,7 @@ from twin.model import build_fabric
 from twin.readback import NodeCheck
 from twin.spec import load_spec
 from twin.verify.prober import ProbeResult
-from twin.verify.report import VerifyReport, _key
+from twin.verify.report import VerifyReport, path_key
 
 ROOT = Path(__file__).resolve().parents[2]
 FABRIC = build_fabric(load_spec(ROOT / "lab/fabrics/mrc-4p.yml"))
@@ -20,7 +20,7 @@ def simulate(dead_links):
     report = VerifyReport("mrc-4p", "test", [NodeCheck("x")])
     for p in fwd:
         back = P.reverse(FABRIC, p)
-        report.reverse[_key(p)] = back
+        report.reverse[path_key(p)] = back
         there = not set(p.links) & dead_links
         home = there and not set(back.links) & dead_links
         report.paths.append(ProbeResult(p, forward=there, reply=home, attempts=3))

@@ -221,14 +221,19 @@ class Endpoint:
                     qp.send_errors += 1  # no route (our port is down): lost, recovered
         return busy
 
+    def _path(self, qp: SendQp, ev: int) -> str:
+        """The uSID program an EV of this QP travels (computed once per EV)."""
+        path = qp.paths.get(ev)
+        if path is None:
+            plane, t1, _ = ev_fields(ev)
+            peer = self.fabric.node(qp.peer)
+            path = qp.paths[ev] = route(self.fabric, self.me, peer, plane,
+                                        None if peer.rack == self.me.rack else t1).address
+        return path
+
     def _template(self, qp: SendQp, ev: int) -> wire.DataTemplate:
-        plane, t1, _ = ev_fields(ev)
-        peer = self.fabric.node(qp.peer)
-        path = route(self.fabric, self.me, peer, plane,
-                     None if peer.rack == self.me.rack else t1).address
-        tpl = wire.DataTemplate(self.nic, path, self.nic, qp.peer_nic, ev, qp.peer_qpn, qp.rkey)
-        qp.templates[ev] = tpl
-        qp.paths[ev] = path
+        tpl = qp.templates[ev] = wire.DataTemplate(self.nic, self._path(qp, ev), self.nic,
+                                                   qp.peer_nic, ev, qp.peer_qpn, qp.rkey)
         return tpl
 
     def _recv_batch(self) -> int:
@@ -369,11 +374,9 @@ class Endpoint:
             for e in qp.sender.evs.retired[:PROBES_PER_ROUND]:
                 if e.value in qp.probes:
                     continue
-                if e.value not in qp.paths:
-                    self._template(qp, e.value)
                 body = wire.encode_probe(qp.peer_qpn, e.value, qp.qpn, t, e.value,
                                          self.port_bitmap)
-                path = qp.paths[e.value]
+                path = self._path(qp, e.value)
                 try:
                     self.raw.sendto(wire.frame(self.nic, path, e.value, self.nic, qp.peer_nic,
                                                body), (path, 0))
@@ -562,7 +565,7 @@ class Endpoint:
                 "completions": [{"msn": m.msn, "latency_us": (m.done_ns - m.posted_ns) / 1e3}
                                 for m in qp.sender.completed[-16:]],
                 "evs_retired": qp.sender.evs.retirements,
-                "single_path": (self._template(qp, single.value) and qp.paths[single.value])
+                "single_path": self._path(qp, single.value)
                 if (single := qp.sender._single) is not None else None}
 
     def stats(self) -> dict:

@@ -18,7 +18,7 @@ from twin.errors import LabError
 from twin.plan import Plan
 from twin.readback import read_node
 from twin.verify.prober import Prober, probing_supported
-from twin.verify.report import VerifyReport, _key
+from twin.verify.report import VerifyReport, path_key
 
 __all__ = ["VerifyReport", "run_verify"]
 
@@ -46,7 +46,7 @@ def run_verify(runtime, plan: Plan, *, dataplane: bool = True, steps=None) -> Ve
         everything = loops + forward  # loops first: they resolve every first-hop neighbour
         reverse = {i: P.reverse(fabric, p) for i, p in enumerate(everything)
                    if p.kind not in ("loop-t0", "loop-t1")}
-        report.reverse = {_key(everything[i]): back for i, back in reverse.items()}
+        report.reverse = {path_key(everything[i]): back for i, back in reverse.items()}
         hosts = {h.name: (runtime.netns_path(h.name), plan.nic_address(h.name))
                  for h in fabric.hosts}
         if steps:

@@ -36,7 +36,7 @@ class VerifyReport:
         good: set[str] = set()
         blamed: set[str] = set()
         for r in [*self.paths, *self.loops]:
-            back = self.reverse.get(_key(r.path))
+            back = self.reverse.get(path_key(r.path))
             if r.ok:
                 good.update(r.path.links)
                 if back:
@@ -94,7 +94,8 @@ class VerifyReport:
         return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
 
 
-def _key(path: Path) -> str:
+def path_key(path: Path) -> str:
+    """How a probe is named in `reverse`: its source and its uSID program."""
     return f"{path.src}>{path.address}"
 
 
