@@ -1,51 +1,52 @@
-"""The MRC wire format: RoCEv2 RC framing that a standard dissector decodes, plus MRC's fields.
+"""The MRC wire format: standard RoCEv2 RC packets, with MRC's per-packet state where a
+standard RoCEv2 parser expects entropy or ignores reserved bits.
 
 Every packet, as written to an AF_INET6/IPPROTO_RAW socket (byte offsets; docs/mrc-wire.md
-has a table per header):
+has a table per header and the reasons):
 
     0   outer IPv6 (40)   src = sender NIC, dst = the EV's uSID path, flow label = EV & 0xFFFFF,
-                          next header 41, hop limit 64. The uSID path is the source route: each
-                          switch shifts it, the receiving host's End.DT6 SID strips this header.
-    40  inner IPv6 (40)   src = sender NIC, dst = receiving NIC, next header 17. What the
-                          receiving kernel delivers to the UDP socket on the NIC address.
-    80  UDP (8)           sport = 0xC000 | (EV & 0x3FFF), dport 4791 (RoCEv2), checksum 0.
-                          The EV in sport and flow label is the entropy a hashing fabric would
-                          see; the receiver sets UDP_NO_CHECK6_RX and relies on the ICRC.
-    88  BTH (12)          InfiniBand base transport header: opcode, P_Key 0xFFFF, DestQP,
-                          AckReq, PSN (24 bits). Keeps the packet a valid RC packet.
+                          next header 41. The source route: each switch shifts it, the
+                          receiving host's End.DT6 SID strips this header.
+    40  inner IPv6 (40)   src = sender NIC, dst = receiving NIC, flow label = EV & 0xFFFFF,
+                          next header 17. This and everything after it is the RoCEv2 packet
+                          a RoCE NIC would see after decap.
+    80  UDP (8)           sport = 0xC000 | EV >> 18 (14 of the EV's entropy bits, where an
+                          ECMP hash looks), dport 4791, checksum 0.
+    88  BTH (12)          opcode, P_Key 0xFFFF, DestQP, AckReq, the transmission number in
+                          the 7 reserved bits after AckReq, PSN (24 bits)
         then, by opcode:
-        0x0A RDMA WRITE Only            RETH (16) | MRC (20) | payload
-        0x0B RDMA WRITE Only with Imm   RETH (16) | ImmDt (4) | MRC (20) | payload
-        0x11 Acknowledge (ACK/NACK)     AETH (4) | SACK (32)
+        0x0A RDMA WRITE Only            RETH (16) | payload
+        0x0B RDMA WRITE Only with Imm   RETH (16) | ImmDt (4) | payload
+        0x11 Acknowledge (ACK/NACK)     AETH (4) | SACK (20)
         0xF0 / 0xF1 EV probe / reply    PROBE (24)
-        and last the ICRC (4): zlib.crc32 of BTH .. payload, big endian.
+        and last the ICRC (4): RoCEv2's invariant CRC (IBA Annex A17), over 8 bytes of 0xFF,
+        the inner IPv6 and UDP headers with their variant fields masked, and BTH .. payload.
 
-Why each piece is there:
-    RETH in every data packet   every packet names its own remote address, rkey and length,
-                                so a sprayed packet is placed wherever and whenever it lands:
-                                there are no FIRST/MIDDLE/LAST opcodes to reassemble.
-    ImmDt                       only on the packet that completes a WRITE_IMM message.
-    MRC extension               version, flags (RETRANSMIT, LAST_OF_MESSAGE, ACK_REQUEST),
-                                payload length, the EV (echoed in SACKs, so the sender learns
-                                per path), the MSN (which message the packet belongs to), and
-                                the send timestamp in ns (echoed, for per-path RTT).
-    AETH                        the IB ACK/NAK syndrome and the responder's MSN.
-    SACK extension              cumulative PSN + 64-bit bitmap (selective retransmit), the
-                                echoed EV and timestamp, congestion bits, and the receiver's
-                                port-state bitmap (a NIC port down stops a plane).
-    PROBE extension             EV probes refresh reverse-path EVs when no data flows back.
-    ICRC                        UDP checksum is off, so integrity of BTH .. payload is here.
+Where MRC's fields are, and why (a standard responder places RETH..ICRC as payload, so
+nothing of MRC's may sit there; RETH DMA length is exactly the payload):
+    EV                          inner flow label (its low 20 bits; the ICRC masks it) and the
+                                UDP source port (its top 14 bits). The receiver reads both
+                                (IPV6_FLOWINFO cmsg, recvfrom's port), rebuilds the 32-bit EV
+                                and echoes it in its SACK.
+    transmission number         BTH bits 30..24 (reserved, ignored by a standard responder,
+                                covered by the ICRC): 0 for the first copy of a PSN, 1.. for
+                                resends, modulo 128. The SACK echoes (PSN, number), so the
+                                sender knows which copy arrived: RTT from its own send time,
+                                and a "lost" copy that arrives after all undoes the loss.
+    ACK request / last packet   BTH AckReq; the message's last packet is the WRITE with
+                                immediate (its ImmDt completes the message at the receiver).
+    MSN                         the sender's own bookkeeping; the AETH carries the responder's
+                                count, as in IB (every WRITE Only is one message to IB).
 
-Naming follows the InfiniBand spec (Bth, Reth, ImmDt, Aeth, PSN, QP) and MRC (EV, MSN, Sack).
-Encoders return the UDP payload (BTH .. ICRC); `frame` wraps one in IPv6/IPv6/UDP. On the
-receive side the kernel has stripped both IPv6 headers and the UDP header, and `decode` takes
-what the UDP socket returns.
+Naming follows the InfiniBand spec (Bth, Reth, ImmDt, Aeth, PSN, QP) and MRC (EV, Sack).
+Encoders return the RoCE body (BTH .. payload, no ICRC); `frame` wraps one in
+IPv6/IPv6/UDP and appends the ICRC. On the receive side the kernel has stripped both IPv6
+headers and the UDP header; `decode` takes the UDP payload plus what the socket says of the
+inner headers (peer address and port, flow label), which is all the ICRC needs.
 
-Hot path: `DataTemplate` precomputes everything constant for one (QP, EV) and builds a data
-packet with one struct pack, one join and the crc32 (which is most of the cost at 4 KiB).
-The generic encoders pack header by header, like the tables in docs/mrc-wire.md, and serve as
-the reference the template is tested against. Parsed packets are slotted, mutable dataclasses:
-a frozen dataclass costs ~7x more to construct, and `decode` makes one per packet.
+Hot path: `DataTemplate` precomputes everything constant for one (QP, EV): the 88 header
+bytes, the first 8 BTH bytes and the CRC over the ICRC's pseudo-header, so a data packet
+costs one small pack, two crc32 calls and one join.
 """
 
 from __future__ import annotations
@@ -61,9 +62,9 @@ NH_IPV6, NH_UDP = 41, 17
 HOP_LIMIT = 64
 ROCE_PORT = 4791
 UDP_NO_CHECK6_RX = 102  # setsockopt(IPPROTO_UDP, ...): accept UDP checksum 0 over IPv6
+IPV6_FLOWINFO = 11  # setsockopt(IPPROTO_IPV6, ...): each datagram's flow info as a cmsg
 MTU = 4096  # payload bytes per data packet
 PKEY = 0xFFFF  # default partition
-VERSION = 1  # MRC extension version
 
 # BTH opcodes (RC transport, plus the manufacturer-specific range for probes)
 RDMA_WRITE_ONLY = 0x0A
@@ -72,48 +73,57 @@ ACKNOWLEDGE = 0x11
 EV_PROBE = 0xF0
 EV_PROBE_REPLY = 0xF1
 
-# MRC extension flags
-RETRANSMIT, LAST_OF_MESSAGE, ACK_REQUEST = 0x01, 0x02, 0x04
-
 # AETH syndromes
 SYNDROME_ACK = 0x00
 NAK_PSN_SEQUENCE_ERROR = 0x60
 NAK_TRIMMED = 0x61  # IB's "invalid request" code point, repurposed; Wireshark labels it so
 NAK_CODES = (NAK_PSN_SEQUENCE_ERROR, NAK_TRIMMED)
 
-# SACK congestion-state bits
+# SACK congestion-state bits (reserved: this fabric has no marking qdisc; sent as 0)
 CONGESTION_ECN_CE, CONGESTION_QUEUE_HIGH = 0x01, 0x02
 
 PSN_MASK = 0xFFFFFF
+TRY_MASK = 0x7F  # the transmission number: 7 reserved BTH bits
+SACK_DUP = 0x80  # in the SACK's echoed-try byte: the echoed packet was a duplicate
+ACK_REQ = 1 << 31
+_TRY_SHIFT = 24
+SPORT_BASE, SPORT_SHIFT = 0xC000, 18  # sport = 0xC000 | EV >> 18
+FLOW_MASK = 0xFFFFF
 _U64 = 0xFFFFFFFFFFFFFFFF
-_ACKREQ_SHIFT = 29  # ACK_REQUEST (bit 2 of MRC flags) -> AckReq (bit 31 of BTH word 2)
 
 # --- header structs (network byte order, no implicit padding) -------------------------------
 
 IP6 = struct.Struct("!IHBB16s16s")  # ver/tc/flow, payload length, next header, hops, src, dst
 UDP = struct.Struct("!HHHH")  # sport, dport, length, checksum
-BTH = struct.Struct("!BBHII")  # opcode, SE|M|PadCnt|TVer, P_Key, rsvd|DestQP, AckReq|PSN
+BTH = struct.Struct("!BBHII")  # opcode, SE|M|PadCnt|TVer, P_Key, rsvd|DestQP, AckReq|try|PSN
 RETH = struct.Struct("!QII")  # virtual address, rkey, DMA length
 IMMDT = struct.Struct("!I")
-MRC = struct.Struct("!BBHIIQ")  # version, flags, payload length, EV, MSN, timestamp ns
 AETH = struct.Struct("!I")  # syndrome << 24 | MSN
-SACK = struct.Struct("!IQIQBHB4x")  # cum, bitmap, EV, ts ns, congestion, port state, rsvd
+SACK = struct.Struct("!IQIBBH")  # cum, bitmap, echoed EV, dup|echoed try, congestion, ports
 PROBE = struct.Struct("!IIQIH2x")  # EV, probe id, sent ns, reverse EV, port state, rsvd
-ICRC = struct.Struct("!I")
+ICRC = struct.Struct("<I")  # sent least significant byte first, as Linux rxe stores it
 
-# Composite layouts for the hot paths (one pack/unpack per packet).
-_DATA = struct.Struct("!" + BTH.format[1:] + RETH.format[1:] + MRC.format[1:])
-_DATA_IMM = struct.Struct("!" + BTH.format[1:] + RETH.format[1:] + "I" + MRC.format[1:])
+# The ICRC's pseudo-header for IPv6: 8 bytes of 0xFF standing in for the IB LRH, then the
+# IPv6 and UDP headers with traffic class, flow label, hop limit and UDP checksum as ones.
+_PSEUDO6 = struct.Struct("!8sIHBB16s16sHHHH")
+_LRH = b"\xff" * 8
+_IP6_MASKED_WORD0 = 0x6FFFFFFF
+
+# The data hot path packs BTH bytes 8.. and the RETH (and ImmDt) in one go.
+_DATA_VAR = struct.Struct("!IQII")  # AckReq|try|PSN, VA, rkey, DMA length
+_DATA_IMM_VAR = struct.Struct("!IQIII")
+_DATA = struct.Struct("!" + BTH.format[1:] + RETH.format[1:])
+_DATA_IMM = struct.Struct("!" + BTH.format[1:] + RETH.format[1:] + "I")
 _ACK = struct.Struct("!" + BTH.format[1:] + AETH.format[1:] + SACK.format[1:])
 _PROBE = struct.Struct("!" + BTH.format[1:] + PROBE.format[1:])
 _U16 = struct.Struct("!H")
 
 HEADROOM = IP6.size * 2 + UDP.size  # 88 bytes in front of the UDP payload
-DATA_OVERHEAD = _DATA.size + ICRC.size  # 52: UDP payload = overhead + data payload
-DATA_IMM_OVERHEAD = _DATA_IMM.size + ICRC.size  # 56
-ACK_SIZE = _ACK.size + ICRC.size  # 52
+DATA_OVERHEAD = _DATA.size + ICRC.size  # 32: UDP payload = overhead + data payload
+DATA_IMM_OVERHEAD = _DATA_IMM.size + ICRC.size  # 36
+ACK_SIZE = _ACK.size + ICRC.size  # 40
 PROBE_SIZE = _PROBE.size + ICRC.size  # 40
-MAX_FRAME = HEADROOM + DATA_IMM_OVERHEAD + MTU  # 4240: the smallest link MTU for full packets
+MAX_FRAME = HEADROOM + DATA_IMM_OVERHEAD + MTU  # 4220: the smallest link MTU for full packets
 
 Addr = str | bytes  # an IPv6 address as text, or its 16 packed bytes
 
@@ -121,11 +131,25 @@ Addr = str | bytes  # an IPv6 address as text, or its 16 packed bytes
 class BadPacket(ValueError):
     """A UDP payload that is not a valid MRC packet; `reason` is one of the REASONS."""
 
-    REASONS = ("short", "icrc", "opcode", "version", "length", "syndrome")
+    REASONS = ("short", "icrc", "opcode", "length", "syndrome")
 
     def __init__(self, reason: str, detail: str = ""):
         self.reason = reason
         super().__init__(f"{reason}: {detail}" if detail else reason)
+
+
+# --- the EV in the headers ------------------------------------------------------------------
+
+
+def udp_sport(ev: int) -> int:
+    """The UDP source port: 0xC000 | the EV's top 14 bits (entropy, for an ECMP hash)."""
+    return SPORT_BASE | (ev >> SPORT_SHIFT)
+
+
+def ev_of(flow_label: int, sport: int) -> int:
+    """The 32-bit EV back from the inner flow label (bits 19..0) and the source port
+    (bits 31..18; bits 19..18 are in both)."""
+    return (flow_label & FLOW_MASK) | ((sport & 0x3FFF) << SPORT_SHIFT)
 
 
 # --- parsed packets --------------------------------------------------------------------------
@@ -133,17 +157,18 @@ class BadPacket(ValueError):
 
 @dataclass(slots=True)
 class DataPacket:
-    """RDMA WRITE Only (imm is None) or WRITE Only with Immediate: one self-describing packet."""
+    """RDMA WRITE Only (imm is None) or WRITE Only with Immediate: one self-describing packet.
+
+    `ev` travels in the headers (flow label and source port), `tries` in the BTH."""
 
     dest_qp: int
     psn: int
     va: int
     rkey: int
     payload: bytes | memoryview  # decode gives a memoryview into the received buffer
-    msn: int
-    ev: int
-    ts_ns: int
-    flags: int = 0
+    ev: int = 0
+    tries: int = 0  # 0: first transmission of this PSN; modulo 128
+    ack_req: bool = False
     imm: int | None = None
 
     @property
@@ -152,19 +177,11 @@ class DataPacket:
 
     @property
     def retransmit(self) -> bool:
-        return bool(self.flags & RETRANSMIT)
-
-    @property
-    def last_of_message(self) -> bool:
-        return bool(self.flags & LAST_OF_MESSAGE)
-
-    @property
-    def ack_request(self) -> bool:
-        return bool(self.flags & ACK_REQUEST)
+        return self.tries != 0
 
     def encode(self) -> bytes:
-        return encode_data(self.dest_qp, self.psn, self.va, self.rkey, self.payload, self.msn,
-                           self.ev, self.ts_ns, self.flags, self.imm)
+        return encode_data(self.dest_qp, self.psn, self.va, self.rkey, self.payload,
+                           self.tries, self.ack_req, self.imm)
 
 
 @dataclass(slots=True)
@@ -174,9 +191,10 @@ class Sack:
     cum: int  # every PSN below it is received (24-bit PSN; wrap is the caller's business)
     bitmap: int  # bit i: PSN cum + 1 + i received
     ev: int  # EV of the data packet that triggered this SACK
-    ts_ns: int  # that packet's send timestamp, echoed
-    congestion: int = 0  # CONGESTION_ECN_CE | CONGESTION_QUEUE_HIGH
+    tries: int  # that packet's transmission number, echoed (its PSN is the BTH PSN)
+    congestion: int = 0  # CONGESTION_* bits; reserved, 0 here
     port_state: int = 0xFFFF  # bit p: the receiver's NIC port on plane p is up
+    dup: bool = False  # that packet was a duplicate (bit 7 of the echoed-try byte)
 
 
 @dataclass(slots=True)
@@ -234,6 +252,41 @@ class Probe:
 
 Packet = DataPacket | Ack | Nack | Probe
 
+# --- the ICRC --------------------------------------------------------------------------------
+
+
+def icrc(ip_udp: bytes | bytearray | memoryview, body: bytes | bytearray | memoryview) -> bytes:
+    """RoCEv2's ICRC (IBA Annex A17) of one packet, as the 4 bytes that end it.
+
+    `ip_udp` is the IP header and the UDP header (IPv4: 20 + 8 bytes, IPv6: 40 + 8; the
+    version nibble says which), `body` is BTH .. payload. The CRC-32 runs over 8 bytes of
+    0xFF, then those headers with the fields a router may change set to ones (IPv6: traffic
+    class, flow label, hop limit; IPv4: TOS, TTL, header checksum; UDP: checksum), then the
+    BTH with its variant byte (FECN, BECN, reserved) set to ones, then the rest.
+    """
+    hdr = bytearray(ip_udp)
+    if hdr[0] >> 4 == 6:
+        struct.pack_into("!I", hdr, 0, (6 << 28) | 0x0FFFFFFF)
+        hdr[7] = 0xFF
+        udp = 40
+    elif hdr[0] >> 4 == 4:
+        hdr[1] = hdr[8] = hdr[10] = hdr[11] = 0xFF
+        udp = (hdr[0] & 0xF) * 4
+    else:
+        raise ValueError(f"not an IP header: version {hdr[0] >> 4}")
+    if len(hdr) != udp + UDP.size:
+        raise ValueError(f"want the IP and UDP headers ({udp + UDP.size} bytes), got {len(hdr)}")
+    hdr[udp + 6] = hdr[udp + 7] = 0xFF
+    crc = crc32(body[:4], crc32(hdr, crc32(_LRH)))
+    return ICRC.pack(crc32(body[5:], crc32(b"\xff", crc)))
+
+
+def _seed6(src: bytes, dst: bytes, sport: int, udp_len: int) -> int:
+    """CRC state after the IPv6 pseudo-header of a packet with this UDP length."""
+    return crc32(_PSEUDO6.pack(_LRH, _IP6_MASKED_WORD0, udp_len, NH_UDP, 0xFF, src, dst, sport,
+                               ROCE_PORT, udp_len, 0xFFFF))
+
+
 # --- framing ---------------------------------------------------------------------------------
 
 
@@ -248,25 +301,23 @@ def _packed(addr: Addr) -> bytes:
 def ipv6_header(src: Addr, dst: Addr, next_header: int, payload_len: int, flow: int = 0,
                 hop_limit: int = HOP_LIMIT) -> bytes:
     """40 bytes of IPv6: version 6, traffic class 0, the low 20 bits of `flow` as flow label."""
-    return IP6.pack((6 << 28) | (flow & 0xFFFFF), payload_len, next_header, hop_limit,
+    return IP6.pack((6 << 28) | (flow & FLOW_MASK), payload_len, next_header, hop_limit,
                     _packed(src), _packed(dst))
 
 
-def udp_sport(ev: int) -> int:
-    """The UDP source port carrying an EV's low 14 bits (in the dynamic range 0xC000..)."""
-    return 0xC000 | (ev & 0x3FFF)
+def roce(inner_src: Addr, inner_dst: Addr, ev: int, body: bytes) -> bytes:
+    """The RoCEv2 packet a NIC sees: inner IPv6 / UDP 4791 / body / ICRC."""
+    udp_len = UDP.size + len(body) + ICRC.size
+    ip_udp = ipv6_header(inner_src, inner_dst, NH_UDP, udp_len, flow=ev) + \
+        UDP.pack(udp_sport(ev), ROCE_PORT, udp_len, 0)
+    return b"".join((ip_udp, body, icrc(ip_udp, body)))
 
 
 def frame(outer_src: Addr, path: Addr, ev: int, inner_src: Addr, inner_dst: Addr,
-          udp_payload: bytes) -> bytes:
-    """IPv6(path) / IPv6(inner_dst) / UDP 4791 around an encoded packet, ready to send raw."""
-    udp_len = UDP.size + len(udp_payload)
-    return b"".join((
-        ipv6_header(outer_src, path, NH_IPV6, IP6.size + udp_len, flow=ev),
-        ipv6_header(inner_src, inner_dst, NH_UDP, udp_len),
-        UDP.pack(udp_sport(ev), ROCE_PORT, udp_len, 0),
-        udp_payload,
-    ))
+          body: bytes) -> bytes:
+    """IPv6(path) / IPv6(inner_dst) / UDP 4791 / body / ICRC, ready to send raw."""
+    inner = roce(inner_src, inner_dst, ev, body)
+    return ipv6_header(outer_src, path, NH_IPV6, len(inner), flow=ev) + inner
 
 
 def allow_zero_udp_checksum(sock: socket.socket) -> None:
@@ -274,22 +325,30 @@ def allow_zero_udp_checksum(sock: socket.socket) -> None:
     sock.setsockopt(socket.IPPROTO_UDP, UDP_NO_CHECK6_RX, 1)
 
 
+def receive_flow_labels(sock: socket.socket) -> None:
+    """Deliver each datagram's inner flow info (traffic class, flow label) as a cmsg."""
+    sock.setsockopt(socket.IPPROTO_IPV6, IPV6_FLOWINFO, 1)
+
+
+def flow_label_of(ancdata: list) -> int:
+    """The flow label from recvmsg's ancillary data (0 when the kernel sent none: it omits
+    the cmsg for flow info 0)."""
+    for level, kind, data in ancdata:
+        if level == socket.IPPROTO_IPV6 and kind == IPV6_FLOWINFO and len(data) >= 4:
+            return int.from_bytes(data[:4], "big") & FLOW_MASK
+    return 0
+
+
 # --- generic encoders (header by header; the reference for DataTemplate) ---------------------
 
 
-def _bth(opcode: int, dest_qp: int, psn: int, ack_req: bool = False) -> bytes:
+def _bth(opcode: int, dest_qp: int, psn: int, ack_req: bool = False, tries: int = 0) -> bytes:
     if not 0 <= dest_qp <= PSN_MASK:
         raise ValueError(f"DestQP is 24 bits, got {dest_qp:#x}")
     if not 0 <= psn <= PSN_MASK:
         raise ValueError(f"PSN is 24 bits, got {psn:#x}")
-    return BTH.pack(opcode, 0, PKEY, dest_qp, (int(ack_req) << 31) | psn)
-
-
-def _with_icrc(*parts: bytes) -> bytes:
-    icrc = 0
-    for part in parts:
-        icrc = crc32(part, icrc)
-    return b"".join((*parts, ICRC.pack(icrc)))
+    return BTH.pack(opcode, 0, PKEY, dest_qp,
+                    (ACK_REQ if ack_req else 0) | (tries & TRY_MASK) << _TRY_SHIFT | psn)
 
 
 def _check_payload(payload: bytes) -> None:
@@ -297,21 +356,19 @@ def _check_payload(payload: bytes) -> None:
         raise ValueError(f"payload is at most {MTU} bytes, got {len(payload)}")
 
 
-def encode_data(dest_qp: int, psn: int, va: int, rkey: int, payload: bytes, msn: int, ev: int,
-                ts_ns: int, flags: int = 0, imm: int | None = None) -> bytes:
-    """A data packet's UDP payload: BTH | RETH | [ImmDt] | MRC | payload | ICRC."""
+def encode_data(dest_qp: int, psn: int, va: int, rkey: int, payload: bytes, tries: int = 0,
+                ack_req: bool = False, imm: int | None = None) -> bytes:
+    """A data packet's RoCE body: BTH | RETH | [ImmDt] | payload."""
     _check_payload(payload)
     opcode = RDMA_WRITE_ONLY if imm is None else RDMA_WRITE_ONLY_WITH_IMMEDIATE
     try:
-        parts = [_bth(opcode, dest_qp, psn, bool(flags & ACK_REQUEST)),
-                 RETH.pack(va, rkey, len(payload))]
+        parts = [_bth(opcode, dest_qp, psn, ack_req, tries), RETH.pack(va, rkey, len(payload))]
         if imm is not None:
             parts.append(IMMDT.pack(imm))
-        parts.append(MRC.pack(VERSION, flags, len(payload), ev, msn, ts_ns & _U64))
     except struct.error as e:
         raise ValueError(f"data packet field out of range: {e}") from e
-    parts.append(payload)
-    return _with_icrc(*parts)
+    parts.append(bytes(payload))
+    return b"".join(parts)
 
 
 def _aeth(syndrome: int, msn: int) -> bytes:
@@ -324,96 +381,127 @@ def _sack(s: Sack) -> bytes:
     if not 0 <= s.cum <= PSN_MASK:
         raise ValueError(f"cumulative PSN is 24 bits, got {s.cum:#x}")
     try:
-        return SACK.pack(s.cum, s.bitmap, s.ev, s.ts_ns & _U64, s.congestion, s.port_state, 0)
+        return SACK.pack(s.cum, s.bitmap, s.ev, s.tries & TRY_MASK | (SACK_DUP if s.dup else 0),
+                         s.congestion, s.port_state)
     except struct.error as e:
         raise ValueError(f"SACK field out of range: {e}") from e
 
 
 def encode_ack(dest_qp: int, psn: int, msn: int, sack: Sack) -> bytes:
-    """An ACK's UDP payload: BTH(0x11) | AETH(0x00) | SACK | ICRC."""
-    return _with_icrc(_bth(ACKNOWLEDGE, dest_qp, psn), _aeth(SYNDROME_ACK, msn), _sack(sack))
+    """An ACK's RoCE body: BTH(0x11) | AETH(0x00) | SACK."""
+    return _bth(ACKNOWLEDGE, dest_qp, psn) + _aeth(SYNDROME_ACK, msn) + _sack(sack)
 
 
 def encode_nack(dest_qp: int, psn: int, msn: int, code: int, sack: Sack) -> bytes:
-    """A NACK's UDP payload: BTH(0x11, PSN = the NACKed PSN) | AETH(code) | SACK | ICRC."""
+    """A NACK's RoCE body: BTH(0x11, PSN = the NACKed PSN) | AETH(code) | SACK."""
     if code not in NAK_CODES:
         raise ValueError(f"NAK code must be one of {', '.join(f'{c:#x}' for c in NAK_CODES)}")
-    return _with_icrc(_bth(ACKNOWLEDGE, dest_qp, psn), _aeth(code, msn), _sack(sack))
+    return _bth(ACKNOWLEDGE, dest_qp, psn) + _aeth(code, msn) + _sack(sack)
 
 
 def encode_probe(dest_qp: int, ev: int, probe_id: int, sent_ns: int, reverse_ev: int,
                  port_state: int = 0xFFFF, reply: bool = False) -> bytes:
-    """An EV probe (or reply) UDP payload: BTH(0xF0/0xF1, PSN 0) | PROBE | ICRC."""
+    """An EV probe (or reply) RoCE body: BTH(0xF0/0xF1, PSN 0) | PROBE."""
     opcode = EV_PROBE_REPLY if reply else EV_PROBE
     try:
         ext = PROBE.pack(ev, probe_id, sent_ns & _U64, reverse_ev, port_state)
     except struct.error as e:
         raise ValueError(f"probe field out of range: {e}") from e
-    return _with_icrc(_bth(opcode, dest_qp, 0), ext)
+    return _bth(opcode, dest_qp, 0) + ext
 
 
-# --- the data hot path -----------------------------------------------------------------------
+# --- the hot paths ---------------------------------------------------------------------------
 
 
-class DataTemplate:
-    """Data packets of one QP on one EV: everything but the per-packet fields is precomputed.
-
-    The 88 bytes of IPv6/IPv6/UDP depend only on the payload length; they are cached per
-    UDP length (a transfer uses two or three: full MTU, its tail, with or without ImmDt).
-    """
+class Framer:
+    """Packets of one EV on one path: the 88 header bytes and the ICRC's CRC state after
+    its pseudo-header are cached per UDP length, so framing a body costs two crc32 calls
+    and a join. `frame(body)` equals the module's frame(..., body)."""
 
     _CACHE_MAX = 8
 
-    __slots__ = ("ev", "dest_qp", "rkey", "_head0", "_headers")
+    __slots__ = ("ev", "_head0", "_src", "_dst", "_sport", "_lengths")
 
-    def __init__(self, outer_src: Addr, path: Addr, inner_src: Addr, inner_dst: Addr, ev: int,
-                 dest_qp: int, rkey: int):
-        if not 0 <= dest_qp <= PSN_MASK:
-            raise ValueError(f"DestQP is 24 bits, got {dest_qp:#x}")
-        if not 0 <= ev <= 0xFFFFFFFF or not 0 <= rkey <= 0xFFFFFFFF:
-            raise ValueError("EV and rkey are 32 bits")
-        # Fixed for the template's life: the cached headers carry the EV.
-        self.ev, self.dest_qp, self.rkey = ev, dest_qp, rkey
+    def __init__(self, outer_src: Addr, path: Addr, inner_src: Addr, inner_dst: Addr, ev: int):
+        if not 0 <= ev <= 0xFFFFFFFF:
+            raise ValueError("an EV is 32 bits")
+        self.ev = ev
+        self._src, self._dst, self._sport = _packed(inner_src), _packed(inner_dst), udp_sport(ev)
         # Lengths are patched per UDP length; everything else here is final.
-        self._head0 = bytes(frame(outer_src, path, ev, inner_src, inner_dst, b""))
-        self._headers: dict[int, bytes] = {}
+        self._head0 = ipv6_header(outer_src, path, NH_IPV6, 0, flow=ev) + \
+            ipv6_header(self._src, self._dst, NH_UDP, 0, flow=ev) + \
+            UDP.pack(self._sport, ROCE_PORT, 0, 0)
+        self._lengths: dict[int, tuple[bytes, int]] = {}
 
-    def _headers_for(self, udp_payload_len: int) -> bytes:
+    def _headers(self, udp_payload_len: int) -> tuple[bytes, int]:
+        """(88 header bytes, CRC state after the pseudo-header) for this UDP payload size."""
+        hit = self._lengths.get(udp_payload_len)
+        if hit is not None:
+            return hit
         udp_len = UDP.size + udp_payload_len
         head = bytearray(self._head0)
         _U16.pack_into(head, 4, IP6.size + udp_len)  # outer payload length
         _U16.pack_into(head, IP6.size + 4, udp_len)  # inner payload length
         _U16.pack_into(head, 2 * IP6.size + 4, udp_len)  # UDP length
-        if len(self._headers) >= self._CACHE_MAX:
-            self._headers.clear()
-        self._headers[udp_payload_len] = out = bytes(head)
+        if len(self._lengths) >= self._CACHE_MAX:
+            self._lengths.clear()
+        hit = self._lengths[udp_payload_len] = (
+            bytes(head), _seed6(self._src, self._dst, self._sport, udp_len))
+        return hit
+
+    def frame(self, body: bytes) -> bytes:
+        head, seed = self._headers(len(body) + ICRC.size)
+        crc = crc32(body[5:], crc32(b"\xff", crc32(body[:4], seed)))
+        return b"".join((head, body, ICRC.pack(crc)))
+
+
+class DataTemplate(Framer):
+    """Data packets of one QP on one EV. On top of the Framer's cache, the first 8 BTH
+    bytes (opcode .. DestQP) are fixed, so the ICRC state after them is cached too, and a
+    packet costs one 20-byte pack, two crc32 calls and one join."""
+
+    __slots__ = ("dest_qp", "rkey", "_bth8", "_data")
+
+    def __init__(self, outer_src: Addr, path: Addr, inner_src: Addr, inner_dst: Addr, ev: int,
+                 dest_qp: int, rkey: int):
+        if not 0 <= dest_qp <= PSN_MASK:
+            raise ValueError(f"DestQP is 24 bits, got {dest_qp:#x}")
+        if not 0 <= rkey <= 0xFFFFFFFF:
+            raise ValueError("an rkey is 32 bits")
+        super().__init__(outer_src, path, inner_src, inner_dst, ev)
+        self.dest_qp, self.rkey = dest_qp, rkey
+        self._bth8 = {op: BTH.pack(op, 0, PKEY, dest_qp, 0)[:8]
+                      for op in (RDMA_WRITE_ONLY, RDMA_WRITE_ONLY_WITH_IMMEDIATE)}
+        self._data: dict[tuple[int, int], tuple[bytes, int]] = {}
+
+    def _for(self, opcode: int, udp_payload_len: int) -> tuple[bytes, int]:
+        head, seed = self._headers(udp_payload_len)
+        bth8 = self._bth8[opcode]
+        seed = crc32(bth8[5:], crc32(b"\xff", crc32(bth8[:4], seed)))
+        if len(self._data) >= self._CACHE_MAX:
+            self._data.clear()
+        out = self._data[opcode, udp_payload_len] = (head + bth8, seed)
         return out
 
-    def build(self, psn: int, va: int, payload: bytes, msn: int, ts_ns: int, flags: int = 0,
-              imm: int | None = None) -> bytes:
+    def build(self, psn: int, va: int, payload: bytes | memoryview, tries: int = 0,
+              ack_req: bool = False, imm: int | None = None) -> bytes:
         """The whole packet for an IPPROTO_RAW socket; equal to frame(..., encode_data(...))."""
         n = len(payload)
         if n > MTU or psn >> 24:
             _check_payload(payload)
             raise ValueError(f"PSN is 24 bits, got {psn:#x}")
+        word = (ACK_REQ if ack_req else 0) | (tries & TRY_MASK) << _TRY_SHIFT | psn
         try:
             if imm is None:
-                bth_to_mrc = _DATA.pack(
-                    RDMA_WRITE_ONLY, 0, PKEY, self.dest_qp,
-                    (flags & ACK_REQUEST) << _ACKREQ_SHIFT | psn, va, self.rkey, n,
-                    VERSION, flags, n, self.ev, msn, ts_ns & _U64)
-                udp_payload_len = n + DATA_OVERHEAD
+                opcode, var = RDMA_WRITE_ONLY, _DATA_VAR.pack(word, va, self.rkey, n)
             else:
-                bth_to_mrc = _DATA_IMM.pack(
-                    RDMA_WRITE_ONLY_WITH_IMMEDIATE, 0, PKEY, self.dest_qp,
-                    (flags & ACK_REQUEST) << _ACKREQ_SHIFT | psn, va, self.rkey, n, imm,
-                    VERSION, flags, n, self.ev, msn, ts_ns & _U64)
-                udp_payload_len = n + DATA_IMM_OVERHEAD
+                opcode = RDMA_WRITE_ONLY_WITH_IMMEDIATE
+                var = _DATA_IMM_VAR.pack(word, va, self.rkey, n, imm)
         except struct.error as e:
             raise ValueError(f"data packet field out of range: {e}") from e
-        headers = self._headers.get(udp_payload_len) or self._headers_for(udp_payload_len)
-        icrc = ICRC.pack(crc32(payload, crc32(bth_to_mrc)))
-        return b"".join((headers, bth_to_mrc, payload, icrc))
+        key = (opcode, n + len(var) + 12)  # UDP payload: BTH 8 + var + payload + ICRC 4
+        head, seed = self._data.get(key) or self._for(*key)
+        return b"".join((head, var, payload, ICRC.pack(crc32(payload, crc32(var, seed)))))
 
 
 # --- decoding --------------------------------------------------------------------------------
@@ -422,54 +510,56 @@ class DataTemplate:
 _unpack_icrc = ICRC.unpack_from
 _unpack_data = _DATA.unpack_from
 _unpack_data_imm = _DATA_IMM.unpack_from
-_DATA_HEAD, _DATA_IMM_HEAD = _DATA.size, _DATA_IMM.size  # payload offsets: 48, 52
+_DATA_HEAD, _DATA_IMM_HEAD = _DATA.size, _DATA_IMM.size  # payload offsets: 28, 32
 
 
-def decode(data: bytes | bytearray | memoryview) -> Packet:
+def decode(data: bytes | bytearray | memoryview, src: bytes, dst: bytes, sport: int,
+           flow: int = 0) -> Packet:
     """Parse what a UDP socket on port 4791 returns; raises BadPacket for anything invalid.
 
-    The ICRC is checked first, so a corrupted packet is never interpreted. A DataPacket's
-    payload is a memoryview into `data` (no copy: the receiver places it straight into the
-    target buffer); take bytes(payload) to keep it past the reuse of a receive buffer.
+    `src`, `dst` (packed) and `sport` are the inner IPv6 addresses and UDP source port the
+    socket reports, `flow` the inner flow label (the IPV6_FLOWINFO cmsg): with them the
+    RoCEv2 ICRC is checked first, so a corrupted packet is never interpreted, and a data
+    packet's EV is rebuilt. A DataPacket's payload is a memoryview into `data` (no copy:
+    the receiver places it straight into the target buffer).
     """
     n = len(data)
     if n < 16:  # BTH + ICRC
         raise BadPacket("short", f"{n} bytes")
     view = memoryview(data)
-    if crc32(view[:-4]) != _unpack_icrc(data, n - 4)[0]:
+    crc = crc32(view[:4], _seed6(src, dst, sport, n + UDP.size))
+    if crc32(view[5:-4], crc32(b"\xff", crc)) != _unpack_icrc(data, n - 4)[0]:
         raise BadPacket("icrc")
     opcode = data[0]
     # The data path first and flat: it is most packets, and every lookup costs here.
     if opcode == RDMA_WRITE_ONLY:
         if n < DATA_OVERHEAD:
             raise BadPacket("short", f"{n} bytes for RDMA WRITE Only")
-        (_, _, _, qp, psn, va, rkey, dma_len, version, flags, length, ev, msn,
-         ts) = _unpack_data(data)
+        _, _, _, qp, word, va, rkey, dma_len = _unpack_data(data)
         imm, start = None, _DATA_HEAD
     elif opcode == RDMA_WRITE_ONLY_WITH_IMMEDIATE:
         if n < DATA_IMM_OVERHEAD:
             raise BadPacket("short", f"{n} bytes for RDMA WRITE Only with Immediate")
-        (_, _, _, qp, psn, va, rkey, dma_len, imm, version, flags, length, ev, msn,
-         ts) = _unpack_data_imm(data)
+        _, _, _, qp, word, va, rkey, dma_len, imm = _unpack_data_imm(data)
         start = _DATA_IMM_HEAD
     else:
         return _decode_control(data, n, opcode)
-    if version != VERSION:
-        raise BadPacket("version", f"MRC version {version}")
-    if length != dma_len or length != n - start - 4 or length > MTU:
-        raise BadPacket("length", f"MRC {length}, RETH {dma_len}, carried {n - start - 4}")
-    return DataPacket(qp & PSN_MASK, psn & PSN_MASK, va, rkey, view[start:-4], msn, ev, ts,
-                      flags, imm)
+    if dma_len != n - start - 4 or dma_len > MTU:
+        raise BadPacket("length", f"RETH DMA length {dma_len}, carried {n - start - 4}")
+    return DataPacket(qp & PSN_MASK, word & PSN_MASK, va, rkey, view[start:-4],
+                      ev_of(flow, sport), (word >> _TRY_SHIFT) & TRY_MASK,
+                      bool(word & ACK_REQ), imm)
 
 
 def _decode_control(data: bytes | bytearray | memoryview, n: int, opcode: int) -> Packet:
     if opcode == ACKNOWLEDGE:
         if n != ACK_SIZE:
             raise BadPacket("short" if n < ACK_SIZE else "length", f"{n} bytes for an ACK")
-        (_, _, _, qp, psn, aeth, cum, bitmap, ev, ts, congestion, port_state,
-         _) = _ACK.unpack_from(data)
+        (_, _, _, qp, psn, aeth, cum, bitmap, ev, tries, congestion,
+         port_state) = _ACK.unpack_from(data)
         syndrome = aeth >> 24
-        sack = Sack(cum & PSN_MASK, bitmap, ev, ts, congestion, port_state)
+        sack = Sack(cum & PSN_MASK, bitmap, ev, tries & TRY_MASK, congestion, port_state,
+                    bool(tries & SACK_DUP))
         if syndrome == SYNDROME_ACK:
             return Ack(qp & PSN_MASK, psn & PSN_MASK, aeth & PSN_MASK, sack)
         if syndrome in NAK_CODES:
@@ -482,3 +572,12 @@ def _decode_control(data: bytes | bytearray | memoryview, n: int, opcode: int) -
         return Probe(qp & PSN_MASK, ev, probe_id, sent, reverse_ev, port_state,
                      opcode == EV_PROBE_REPLY)
     raise BadPacket("opcode", f"BTH opcode {opcode:#04x}")
+
+
+def decode_frame(pkt: bytes | bytearray | memoryview) -> Packet:
+    """Parse a whole packet as `frame` builds it (outer IPv6 .. ICRC): for tests and tools."""
+    inner = IP6.size
+    _, _, _, _, src, dst = IP6.unpack_from(pkt, inner)
+    word0 = IP6.unpack_from(pkt, inner)[0]
+    sport = UDP.unpack_from(pkt, 2 * IP6.size)[0]
+    return decode(memoryview(pkt)[HEADROOM:], src, dst, sport, word0 & FLOW_MASK)
