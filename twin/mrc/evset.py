@@ -6,25 +6,37 @@ backup set to draw replacements from. Packets take the active EVs in
 rotation. Each EV is in one state:
 
     GOOD         used in rotation
-    SKIP         congested (RTT above target, or ECN-marked): passed over for
-                 one rotation, then GOOD again
+    SKIP         congested: its own smoothed RTT is more than twice the queueing
+                 target above the QP's base RTT. Passed over for one rotation,
+                 then GOOD again. (RTT is the congestion signal here: ECN is not
+                 used, because this kernel has no marking qdisc and End.DT6 decap
+                 does not carry an outer CE mark to the inner header.)
     ASSUMED_BAD  a packet on it was lost (not merely late): retired at once and
-                 replaced from the backup set of the same plane (or a fresh draw
-                 there, while any EV of the plane still works); background
-                 probes bring it back after `resurrect_after` good probes
-    DENIED       on the denylist: never used
+                 replaced from the same plane, by a spare on another path (another
+                 T1) when there is one; background probes bring it back after
+                 `resurrect_after` good probes
+    DENIED       on the denylist: never used, and replaced like a loss (but no
+                 loss is counted against its plane)
 
 A plane whose NIC port is down (locally, or at the peer as its SACK
-port-state bitmap says) is left out of the rotation until it comes back.
+port-state bitmap says) is left out of the rotation until it comes back. A
+plane every one of whose paths has lost a packet since the plane last
+delivered one is broken beyond its EVs (a T0 cut off from every T1, say):
+its lost EVs are not replaced until a probe brings one back.
+
+Everything is bounded: the slots, the spares, and the retired pool (at most
+`size + backup` EVs; the oldest are forgotten). Draws come from the set's own
+seeded generator, so a seeded set is the same on every run.
 """
 
 from __future__ import annotations
 
 import random
-from dataclasses import dataclass, field
+from collections import OrderedDict
+from dataclasses import dataclass
 from enum import Enum
 
-from twin.paths import ev_encode, ev_fields
+from twin.paths import ev_encode
 
 
 class EvState(Enum):
@@ -34,64 +46,85 @@ class EvState(Enum):
     DENIED = "denied"
 
 
-@dataclass
+@dataclass(slots=True)
 class Ev:
     value: int
     plane: int
+    t1: int
     state: EvState = EvState.GOOD
+    slot: int = -1  # index in the active list, -1 when not in a slot
     probe_ok: int = 0  # consecutive good probes while ASSUMED_BAD
     sent: int = 0
     lost: int = 0
     rtt_ns: float = 0.0  # smoothed
 
 
-@dataclass
-class EvSet:
-    planes: list[int]  # planes both ends share
-    t1_per_plane: int
-    size: int = 128
-    backup: int = 32
-    resurrect_after: int = 3
-    seed: int | None = None
-    denylist: set[int] = field(default_factory=set)
-    # filled by __post_init__
-    active: list[Ev] = field(init=False)
-    spare: dict[int, list[Ev]] = field(init=False)
-    retired: list[Ev] = field(init=False)
-    planes_down: set[int] = field(init=False, default_factory=set)
+class NoUsableEv(RuntimeError):
+    pass
 
-    def __post_init__(self) -> None:
-        if not self.planes:
+
+class EvSet:
+    def __init__(self, planes: list[int], t1_per_plane: int, size: int = 128, backup: int = 32,
+                 resurrect_after: int = 3, seed: int | None = None,
+                 denylist: set[int] | frozenset[int] = frozenset(), cross_rack: bool = True):
+        if not planes:
             raise ValueError("an EV set needs at least one plane")
-        rng = random.Random(self.seed)
-        self._rng = rng
-        per_plane = max(1, self.size // len(self.planes))
-        spare_per_plane = max(1, self.backup // len(self.planes))
-        self.spare, self.retired = {}, []
-        self.retirements = 0  # EVs retired over the set's life (resurrected ones too)
+        self.planes = list(planes)
+        self.t1_per_plane = t1_per_plane
+        self.resurrect_after = resurrect_after
+        self.denylist = set(denylist)
+        # Same-rack paths never reach a T1: every EV of a plane is then one path.
+        self.paths_per_plane = t1_per_plane if cross_rack else 1
+        self._rng = random.Random(seed)
+        self._per_plane = per_plane = max(1, size // len(self.planes))
+        spare_per_plane = max(1, backup // len(self.planes))
+        self.retired_max = per_plane * len(self.planes) + spare_per_plane * len(self.planes)
+        # Recent draws, so no EV comes back as "fresh" while it may still be remembered
+        # anywhere (slots, spares, retired pool, the sender's records): bounded too.
+        self._seen: OrderedDict[int, None] = OrderedDict()
+        self._seen_max = 4 * self.retired_max
+        self.spare: dict[int, list[Ev]] = {}
+        self.retired: OrderedDict[int, Ev] = OrderedDict()  # value -> EV, oldest first
+        self.planes_down: set[int] = set()
+        self.retirements = 0  # events: an EV went GOOD/SKIP -> ASSUMED_BAD
+        self.revivals = 0  # events: a probe brought a retired EV back
+        self.undone = 0  # events: a retirement that a late delivery proved spurious
         columns = []
         for p in self.planes:
-            values = self._draw(rng, p, per_plane + spare_per_plane)
-            evs = [Ev(v, p, EvState.DENIED if v in self.denylist else EvState.GOOD)
-                   for v in values]
+            evs = [self._fresh(p) for _ in range(per_plane + spare_per_plane)]
             columns.append(evs[:per_plane])
             self.spare[p] = evs[per_plane:]
         # interleave planes, so consecutive packets land on different planes
-        self.active = [ev for row in zip(*columns, strict=True) for ev in row]
+        self.active: list[Ev] = [ev for row in zip(*columns, strict=True) for ev in row]
+        for i, ev in enumerate(self.active):
+            ev.slot = i
+        for ev in list(self.active):
+            if ev.value in self.denylist:
+                self._deny_slot(ev)
         self._cursor = 0
         self._skipped: set[int] = set()
-        self._per_plane = per_plane
-        self._failures: dict[int, int] = {}  # plane -> losses since its last delivery
+        self._failed: dict[int, set[tuple[int, int]]] = {p: set() for p in self.planes}
 
-    def _draw(self, rng: random.Random, plane: int, n: int) -> list[int]:
-        seen: set[int] = set()
-        out = []
-        while len(out) < n:
-            ev = ev_encode(plane, rng.randrange(self.t1_per_plane), rng.getrandbits(20))
-            if ev not in seen:
-                seen.add(ev)
-                out.append(ev)
-        return out
+    @property
+    def size(self) -> int:
+        return len(self.active)
+
+    def path_of(self, ev: Ev) -> tuple[int, int]:
+        return (ev.plane, ev.t1 if self.paths_per_plane > 1 else 0)
+
+    def _fresh(self, plane: int, avoid_t1: set[int] | None = None) -> Ev:
+        """A never-drawn EV of `plane`, not on the denylist, on a T1 outside `avoid_t1`
+        when the plane has one."""
+        t1s = [t for t in range(self.t1_per_plane) if not avoid_t1 or t not in avoid_t1] \
+            or list(range(self.t1_per_plane))
+        while True:
+            t1 = t1s[self._rng.randrange(len(t1s))]
+            value = ev_encode(plane, t1, self._rng.getrandbits(20))
+            if value not in self._seen and value not in self.denylist:
+                self._seen[value] = None
+                if len(self._seen) > self._seen_max:
+                    self._seen.popitem(last=False)
+                return Ev(value, plane, t1)
 
     # -- rotation ---------------------------------------------------------------
 
@@ -103,8 +136,8 @@ class EvSet:
             self._cursor = (self._cursor + 1) % n
             if self._cursor == 0:
                 self._end_of_rotation()
-            if ev.plane in self.planes_down or ev.state in (EvState.DENIED,
-                                                            EvState.ASSUMED_BAD):
+            if ev.plane in self.planes_down or ev.state is EvState.DENIED \
+                    or ev.state is EvState.ASSUMED_BAD:
                 continue
             if ev.state is EvState.SKIP:
                 self._skipped.add(ev.value)
@@ -113,10 +146,11 @@ class EvSet:
         raise NoUsableEv(f"no usable EV: planes down {sorted(self.planes_down)}")
 
     def _end_of_rotation(self) -> None:
-        for ev in self.active:
-            if ev.state is EvState.SKIP and ev.value in self._skipped:
-                ev.state = EvState.GOOD
-        self._skipped.clear()
+        if self._skipped:
+            for ev in self.active:
+                if ev.state is EvState.SKIP and ev.value in self._skipped:
+                    ev.state = EvState.GOOD
+            self._skipped.clear()
 
     # -- events -----------------------------------------------------------------
 
@@ -124,89 +158,147 @@ class EvSet:
         if ev.state is EvState.GOOD:
             ev.state = EvState.SKIP
 
-    def lost(self, ev: Ev) -> Ev | None:
-        """A real loss on `ev`: retire it now; return its replacement (same plane)."""
+    def lost(self, ev: Ev) -> tuple[bool, Ev | None]:
+        """A real loss on `ev`. Returns (retired now, its replacement). Only the first loss
+        retires an EV; later ones on a retired EV change nothing."""
         ev.lost += 1
-        self._failures[ev.plane] = self._failures.get(ev.plane, 0) + 1
-        if ev.state in (EvState.ASSUMED_BAD, EvState.DENIED):
-            return None
+        if ev.state is EvState.ASSUMED_BAD or ev.state is EvState.DENIED:
+            return False, None
         ev.state = EvState.ASSUMED_BAD
         ev.probe_ok = 0
         self.retirements += 1
-        idx = self.active.index(ev)
-        self.retired.append(ev)
+        self._failed[ev.plane].add(self.path_of(ev))
+        self._retire(ev)
+        if ev.slot < 0:  # a spare or an evicted EV: nothing to refill
+            return True, None
+        if not self._plane_works(ev.plane):
+            # Every path of this plane has failed since it last delivered: the plane
+            # itself is broken here. The slot stays retired (rotation skips it) until a
+            # probe brings an EV back.
+            return True, None
+        replacement = self._replacement(ev)
+        self._put(ev.slot, replacement)
+        return True, replacement
+
+    def _retire(self, ev: Ev) -> None:
+        self.retired[ev.value] = ev
+        self.retired.move_to_end(ev.value)
+        while len(self.retired) > self.retired_max:  # bounded: forget the oldest
+            _, old = self.retired.popitem(last=False)
+            if old.slot >= 0 and old is not ev:
+                old.state = EvState.ASSUMED_BAD  # keeps its slot, still skipped
+
+    def _replacement(self, ev: Ev) -> Ev:
+        """A spare of the same plane on a path with no retired EV, else a fresh draw there."""
+        bad_t1 = {e.t1 for e in self.retired.values() if e.plane == ev.plane}
         pool = self.spare[ev.plane]
-        fresh = next((e for e in pool if e.state is EvState.GOOD), None)
-        if fresh is not None:
-            pool.remove(fresh)
-        elif self._plane_works(ev.plane):  # backup set spent: draw anew in the same plane
-            fresh = Ev(self._draw(self._rng, ev.plane, 1)[0], ev.plane)
-        else:
-            # Every EV of this plane has failed: the plane itself is broken here. Leave
-            # the slot retired (rotation skips it) until a probe brings an EV back.
-            return None
-        self.active[idx] = fresh
-        return fresh
+        for i, cand in enumerate(pool):
+            if cand.state is EvState.GOOD and (cand.t1 not in bad_t1
+                                               or self.paths_per_plane == 1):
+                return pool.pop(i)
+        return self._fresh(ev.plane, bad_t1 if self.paths_per_plane > 1 else None)
+
+    def _put(self, slot: int, ev: Ev) -> None:
+        old = self.active[slot]
+        old.slot = -1
+        ev.slot = slot
+        self.active[slot] = ev
 
     def _plane_works(self, plane: int) -> bool:
-        """Not while more EVs of it have failed in a row than it has slots: then fresh
-        draws fail too, and the plane itself is broken from here."""
-        return self._failures.get(plane, 0) < self._per_plane
+        return len(self._failed[plane]) < self.paths_per_plane
 
     def delivered(self, ev: Ev) -> None:
         """A packet on `ev` got through: its plane works."""
-        self._failures[ev.plane] = 0
+        failed = self._failed[ev.plane]
+        if failed:
+            failed.clear()
 
     def _refill(self, plane: int) -> None:
         """Put good spares of `plane` into the slots its retired EVs still hold."""
         pool = self.spare[plane]
         for i, ev in enumerate(self.active):
-            if ev.plane == plane and ev.state is EvState.ASSUMED_BAD and pool:
-                self.active[i] = pool.pop(0)
+            if not pool:
+                return
+            if ev.plane == plane and ev.state is EvState.ASSUMED_BAD:
+                self._put(i, pool.pop(0))
+
+    def probe_candidates(self, n: int) -> list[Ev]:
+        """Up to `n` retired EVs to probe, round robin: each call moves on, so EVs that
+        stay bad never starve the rest."""
+        out = []
+        for _ in range(min(n, len(self.retired))):
+            value, ev = next(iter(self.retired.items()))
+            self.retired.move_to_end(value)
+            out.append(ev)
+        return out
 
     def probe_result(self, value: int, ok: bool) -> bool:
         """A background probe on a retired EV; True when it is resurrected (to spare)."""
-        ev = next((e for e in self.retired if e.value == value), None)
+        ev = self.retired.get(value)
         if ev is None or value in self.denylist:
             return False
         ev.probe_ok = ev.probe_ok + 1 if ok else 0
-        if ev.probe_ok >= self.resurrect_after:
-            ev.state = EvState.GOOD
-            self.retired.remove(ev)
-            self.spare[ev.plane].append(ev)
-            self._refill(ev.plane)
-            return True
-        return False
+        if ev.probe_ok < self.resurrect_after:
+            return False
+        self._restore(ev)
+        self.revivals += 1
+        return True
+
+    def unretire(self, value: int) -> bool:
+        """A packet declared lost on this EV arrived after all: the retirement was
+        spurious. The EV goes back to the spares (and into a retired slot of its plane)."""
+        ev = self.retired.get(value)
+        if ev is None or ev.state is not EvState.ASSUMED_BAD:
+            return False
+        self._restore(ev)
+        self.undone += 1
+        return True
+
+    def _restore(self, ev: Ev) -> None:
+        del self.retired[ev.value]
+        ev.state = EvState.GOOD
+        ev.probe_ok = 0
+        self._failed[ev.plane].discard(self.path_of(ev))
+        if ev.slot < 0:
+            self.spare[ev.plane].insert(0, ev)
+        self._refill(ev.plane)
 
     def deny(self, value: int) -> None:
+        """Never use `value` again: it leaves its slot (replaced from its plane, like a
+        loss, but no loss is counted), the spares and the retired pool."""
         self.denylist.add(value)
         for ev in self.active:
-            if ev.value == value:
-                ev.state = EvState.DENIED
-                self.lost(ev)  # replace it like a loss, but keep it DENIED
-                ev.state = EvState.DENIED
+            if ev.value == value and ev.state is not EvState.DENIED:
+                self._deny_slot(ev)
+        for pool in self.spare.values():
+            pool[:] = [e for e in pool if e.value != value]
+        self.retired.pop(value, None)
 
-    def set_plane(self, plane: int, up: bool) -> None:
+    def _deny_slot(self, ev: Ev) -> None:
+        ev.state = EvState.DENIED
+        self._put(ev.slot, self._replacement(ev))
+
+    def set_plane(self, plane: int, up: bool) -> bool:
+        """Mark a plane's port up or down; True when that changed anything."""
+        if up == (plane not in self.planes_down):
+            return False
         (self.planes_down.discard if up else self.planes_down.add)(plane)
+        return True
 
     # -- reporting --------------------------------------------------------------
 
     def counts(self) -> dict[str, int]:
+        """EVs in the slots by state now: the values add up to `size`."""
         out = {s.value: 0 for s in EvState}
         for ev in self.active:
             out[ev.state.value] += 1
-        in_slots = {id(e) for e in self.active}
-        out["assumed_bad"] += sum(1 for e in self.retired
-                                  if e.state is EvState.ASSUMED_BAD and id(e) not in in_slots)
         return out
 
+    def pools(self) -> dict[str, int]:
+        """EVs outside the slots: spares ready to use, retired ones being probed."""
+        return {"spare": sum(len(p) for p in self.spare.values()),
+                "retired": len(self.retired)}
+
     def planes_in_use(self) -> list[int]:
-        return sorted({e.plane for e in self.active} - self.planes_down)
-
-    @staticmethod
-    def plane_of(value: int) -> int:
-        return ev_fields(value)[0]
-
-
-class NoUsableEv(RuntimeError):
-    pass
+        return sorted({e.plane for e in self.active
+                       if e.state is not EvState.DENIED} - self.planes_down)

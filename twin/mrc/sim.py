@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import heapq
 import random
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from twin.mrc.evset import EvSet
@@ -80,9 +81,14 @@ class Result:
 
 def run_transfer(size: int, fabric: Fabric, *, mode: str = "mrc", planes: int = 4,
                  t1: int = 2, evs: int = 128, limit_ns: int = 20_000_000_000,
-                 events: list[tuple[int, callable]] | None = None, seed: int = 7,
-                 pace_ns: int = 2_000, config: SenderConfig | None = None) -> Result:
-    """Write `size` random bytes across the simulated fabric; check them byte for byte."""
+                 events: list[tuple[int, Callable]] | None = None, seed: int = 7,
+                 pace_ns: int = 2_000, config: SenderConfig | None = None, repeat: int = 1,
+                 checkpoint: tuple[int, Callable[[Sender, Receiver], None]] | None = None
+                 ) -> Result:
+    """Write `size` random bytes across the simulated fabric; check them byte for byte.
+
+    `repeat` posts the same write that many times (to the same offsets: a long run in
+    constant memory); `checkpoint` = (every n packets sent, callback)."""
     rng = random.Random(seed)
     src = bytes(rng.getrandbits(8) for _ in range(min(size, 1 << 16)))
     src = (src * (size // len(src) + 1))[:size]
@@ -95,24 +101,34 @@ def run_transfer(size: int, fabric: Fabric, *, mode: str = "mrc", planes: int = 
     cfg.mode = mode
     sender = Sender(EvSet(list(range(planes)), t1, size=evs, seed=seed), 0, cfg)
     receiver = Receiver(place)
+    posted = 1
     sender.post(size, imm=0xC0FFEE)
+    every, check = checkpoint or (0, None)
+    next_check = every
     view = memoryview(src)
     heap: list = []
     tie = 0
     now = 0
     pending_events = sorted(events or [], key=lambda e: e[0])
-    reverse_ev = {}
     last_timer = 0
     try:
-        while not sender.idle and now < limit_ns:
+        while now < limit_ns:
+            if sender.idle:
+                if posted >= repeat:
+                    break
+                posted += 1
+                sender.post(size, imm=0xC0FFEE)
+            if check is not None and sender.stats.packets >= next_check:
+                next_check += every
+                check(sender, receiver)
             while pending_events and pending_events[0][0] <= now:
                 pending_events.pop(0)[1](fabric)
             for tx in sender.poll(now, view):
                 for at in fabric.arrivals(tx.ev, now):
                     tie += 1
                     heapq.heappush(heap, (at, tie, "data", RxPacket(
-                        tx.psn, tx.va, bytes(tx.payload), tx.msn, tx.flags, tx.imm, tx.ev,
-                        tx.ts_ns)))
+                        tx.psn, tx.va, bytes(tx.payload), tx.imm, tx.ev, tx.tries,
+                        tx.ack_req)))
             if now - last_timer >= 1_000_000:
                 sender.on_timer(now)
                 last_timer = now
@@ -136,8 +152,9 @@ def run_transfer(size: int, fabric: Fabric, *, mode: str = "mrc", planes: int = 
                         heapq.heappush(heap, (now + fabric.default.delay_ns, tie, "nack",
                                               receiver.nacks.pop()))
                     if sack is not None:
-                        # the reverse path: the same plane, a fixed reverse EV per plane
-                        back = reverse_ev.setdefault(ev_fields(obj.ev)[0], obj.ev)
+                        # the reverse path: back the way the data came (same plane
+                        # and T1), as the endpoint sends its SACKs
+                        back = obj.ev & 0xFFF
                         for at in fabric.arrivals(back, now):
                             tie += 1
                             heapq.heappush(heap, (at, tie, "sack", sack))

@@ -8,24 +8,33 @@ Sender
     A message (RDMA WRITE, or WRITE with immediate) is cut into packets of at
     most `mtu` bytes; every packet has its own PSN and RETH address, so the
     receiver places it wherever it lands. Each packet takes the next EV of
-    the QP's EvSet. What is sent but not acked is tracked in send order.
+    the QP's EvSet. Every transmission of a PSN is numbered (0 for the first
+    copy); the receiver echoes (PSN, number) in its SACK, so the sender always
+    knows which copy arrived.
 
-    Loss, three ways, fastest first:
+    Loss, four ways, fastest first:
       per EV    a packet is lost when a packet sent after it *on the same EV*
                 is acked: one path is FIFO, so it was not merely late
-      RACK      it is lost when a packet sent more than `reorder_ns` after it,
-                on any EV, is acked (catches a dead path, where no later packet
-                on the same EV ever arrives)
+      RACK      it is lost when a packet sent more than the reordering window
+                after it, on any EV, is acked (catches a dead path, where no
+                later packet on the same EV ever arrives)
       NAK       the receiver NAKs a hole that is further behind than its SACK
                 bitmap reaches (PSN sequence error)
       timeout   the retransmit timer, last resort
     A lost packet retires its EV (mode mrc) and is retransmitted selectively
-    on another EV.
+    on another EV. A copy declared lost that arrives after all (the SACK
+    echoes its number, or the receiver reports the resend as a duplicate) was
+    only late: its EV's retirement is undone and the reordering window widens.
 
     Congestion: a window in packets, NSCC-style: it grows while the queueing
     delay (RTT above the lowest seen) is under `target_ns`, shrinks in
     proportion to the excess above it, and once per RTT on loss. An EV whose
     own delay is above target is SKIPped for a rotation.
+
+    Events: the first loss of each packet, EV retirements (with the reason),
+    retransmissions and their acks, port-state changes, revived and
+    un-retired EVs go into a bounded log with the caller's clock (the
+    endpoint passes CLOCK_MONOTONIC ns).
 
 Modes (per QP)
     mrc            all of the above
@@ -35,24 +44,85 @@ Modes (per QP)
                    PSN: how RoCE over ECMP behaves
 
 Receiver
-    Places each new packet at its address, tracks the cumulative PSN and the
-    PSNs received above it, drops duplicates, delivers WRITE_IMM completions
-    in message order, and answers with SACKs (cumulative PSN + 64-bit bitmap,
-    echoing the EV and timestamp of the packet that triggered it).
+    Places each new packet at its address, tracks the cumulative PSN and a
+    bitmap of the PSNs received above it, drops duplicates (and says so in
+    its SACK), delivers WRITE_IMM completions in PSN order, and answers with
+    SACKs (cumulative PSN + 64-bit bitmap, echoing the EV, PSN and
+    transmission number of the packet that triggered it).
 """
 
 from __future__ import annotations
 
 import collections
-from collections.abc import Callable
+import heapq
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from twin.mrc.evset import Ev, EvSet, NoUsableEv
 
 MODES = ("mrc", "spray-static", "single-path")
-FLAG_RETRANSMIT, FLAG_LAST, FLAG_ACK_REQ = 1, 2, 4
 BITMAP_BITS = 64
 NACK_DISTANCE = BITMAP_BITS  # a hole this far behind the newest PSN is NAKed
+TRY_MASK = 0x7F  # transmission numbers travel in 7 bits
+LOSS_REASONS = ("per_ev", "rack", "nack", "timeout")
+MESSAGES_KEPT = 64  # completed messages remembered for stats (the count is kept in full)
+LOST_REMEMBERED = 1024  # PSNs declared lost, remembered to recognise a late arrival
+REORDER_STEPS_MAX = 8
+SPREAD_DECAY = 1 - 1 / 1024  # per RTT sample
+SPREAD_LEARNED = 32  # RTT samples before the spread is trusted; until then a whole srtt
+
+EVENT_KINDS = {
+    "loss": "a packet declared lost (detail: how: per_ev, rack, nack, timeout)",
+    "retire": "an EV retired as ASSUMED_BAD (detail: why, and its replacement)",
+    "retransmit": "a PSN sent again (ev: the new EV; detail: the EV of the copy before)",
+    "repaired": "a resent PSN acknowledged (ev: the EV that delivered it)",
+    "spurious": "a copy declared lost arrived after all: its EV's retirement undone",
+    "port": "a plane left or rejoined the rotation (detail: plane, up/down, local/peer)",
+    "revive": "background probes brought a retired EV back",
+}
+
+
+@dataclass(slots=True)
+class Event:
+    """One line of a QP's event log; t_ns is the caller's clock (CLOCK_MONOTONIC ns)."""
+
+    t_ns: int
+    kind: str  # one of EVENT_KINDS
+    ev: int = 0
+    psn: int = -1
+    detail: str = ""
+
+    def to_dict(self) -> dict:
+        return {"t_us": self.t_ns // 1000, "kind": self.kind, "ev": self.ev, "psn": self.psn,
+                "detail": self.detail}
+
+
+class EventLog:
+    """Bounded: the first `head` events are kept (a failover's start), then the latest
+    `tail` (where things stand); `dropped` counts what fell in between."""
+
+    def __init__(self, head: int = 2048, tail: int = 2048):
+        self._head: list[Event] = []
+        self._head_max = head
+        self._tail: collections.deque[Event] = collections.deque(maxlen=tail)
+        self.dropped = 0
+        self.total = 0
+
+    def append(self, event: Event) -> None:
+        self.total += 1
+        if len(self._head) < self._head_max:
+            self._head.append(event)
+            return
+        if len(self._tail) == self._tail.maxlen:
+            self.dropped += 1
+        self._tail.append(event)
+
+    def __iter__(self) -> Iterator[Event]:
+        yield from self._head
+        yield from self._tail
+
+    def __len__(self) -> int:
+        return len(self._head) + len(self._tail)
 
 
 @dataclass(slots=True)  # made per packet: slots, not frozen (7x cheaper)
@@ -63,10 +133,9 @@ class TxPacket:
     ev: int
     va: int
     payload: memoryview
-    msn: int
-    flags: int
+    tries: int  # transmission number on the wire: 0 for the first copy, modulo 128
+    ack_req: bool
     imm: int | None
-    ts_ns: int  # send timestamp carried in the MRC header (unique per transmission)
 
 
 @dataclass(slots=True)  # made per packet: slots, not frozen (7x cheaper)
@@ -74,9 +143,11 @@ class Sack:
     cum: int  # every PSN below is received
     bitmap: int  # bit i: PSN cum + 1 + i received
     ev: int  # EV of the packet that triggered this SACK
-    ts_ns: int  # its send timestamp, echoed
+    psn: int  # its PSN
+    tries: int  # its transmission number
     port_state: int = 0xFFFF  # bit p: the receiver's port on plane p is up
     congestion: int = 0
+    dup: bool = False  # that packet was a duplicate: two copies of its PSN arrived
 
 
 @dataclass
@@ -87,7 +158,7 @@ class SenderConfig:
     min_window: float = 2
     max_window: float = 256
     target_ns: int = 400_000  # queueing delay the window steers to
-    reorder_ns: int = 50_000  # RACK's floor; srtt/4 when larger
+    reorder_ns: int = 50_000  # RACK's floor; srtt/4 when larger; widened by late arrivals
     rto_min_ns: int = 10_000_000  # last resort; a noisy 2-core VM stalls for ms at times
     retry_limit: int = 7
 
@@ -95,14 +166,13 @@ class SenderConfig:
 @dataclass
 class _Msg:
     msn: int
-    first_psn: int
     last_psn: int
     imm: int | None
     posted_ns: int
     done_ns: int | None = None
 
 
-@dataclass
+@dataclass(slots=True)
 class _Tx:
     psn: int
     msg: _Msg
@@ -111,11 +181,10 @@ class _Tx:
     ev: Ev | None = None
     sent_ns: int = 0
     seq: int = 0  # send order, across retransmissions
-    tries: int = 0
+    tries: int = 0  # copies sent so far
     acked: bool = False
     in_flight: bool = False
     losses: int = 0  # times this PSN itself was lost (go-back-N resends do not count)
-    ts: int = 0  # the timestamp it carried (unique per transmission)
 
 
 @dataclass
@@ -127,6 +196,7 @@ class SenderStats:
     lost_rack: int = 0
     lost_timeout: int = 0
     lost_nack: int = 0
+    spurious: int = 0  # losses a late copy proved wrong
     acked: int = 0
     per_plane_packets: dict[int, int] = field(default_factory=dict)
 
@@ -145,25 +215,33 @@ class Sender:
         self.window = self.cfg.init_window
         self.base_rtt = float("inf")
         self.srtt = 0.0
+        self.rtt_spread = 0.0  # how far RTTs reach above the base: a decaying maximum
+        self.rtt_samples = 0
         self.stats = SenderStats()
+        self.log = EventLog()
         self.failed: str | None = None
         self.local_ports = self.remote_ports = 0xFFFF
         self.posted_bytes = 0
+        self.messages_completed = 0
+        self.completed: collections.deque[_Msg] = collections.deque(maxlen=MESSAGES_KEPT)
         self._txs: dict[int, _Tx] = {}  # outstanding (unacked) PSN -> record
         self._order: collections.deque = collections.deque()  # (seq, psn) in send order
         self._per_ev: dict[int, collections.deque] = {}  # ev -> deque of (seq, psn)
         self._retx: collections.deque = collections.deque()  # PSNs to resend first
         self._unsent: collections.deque = collections.deque()  # PSNs never sent
-        self._by_ts: dict[int, int] = {}  # send ts -> psn, to credit echoed SACKs
+        self._lost: collections.OrderedDict[int, tuple[int, str]] = collections.OrderedDict()
         self._msgs: collections.deque = collections.deque()
-        self.completed: list[_Msg] = []
         self._next_psn = 0
         self._next_msn = 0
+        self._sent_high = -1  # highest PSN sent so far
         self._seq = 0
         self._inflight = 0
         self._cum = 0
+        self._rack_sent = -1  # send time of the latest-sent packet known delivered
+        self._sacked = 0  # bit i: PSN _cum + 1 + i reported received by a SACK bitmap
         self._low = 0  # lowest PSN not yet acked
         self._last_cut_ns = -1
+        self._reorder_steps = 1  # the RACK window, in units of its base
         self._single: Ev | None = evset.next() if self.cfg.mode == "single-path" else None
 
     # -- posting ----------------------------------------------------------------
@@ -175,7 +253,7 @@ class Sender:
             raise ValueError("a write moves at least one byte")
         n = -(-length // self.cfg.mtu)
         self.posted_bytes += length
-        msg = _Msg(self._next_msn, self._next_psn, self._next_psn + n - 1, imm, now)
+        msg = _Msg(self._next_msn, self._next_psn + n - 1, imm, now)
         self._next_msn += 1
         for i in range(n):
             off = offset + i * self.cfg.mtu
@@ -190,11 +268,31 @@ class Sender:
     def idle(self) -> bool:
         return not self._txs
 
+    @property
+    def cum(self) -> int:
+        """Every PSN below this one has been acknowledged."""
+        return self._cum
+
+    @property
+    def single_ev(self) -> Ev | None:
+        """single-path's one EV (None in the spraying modes)."""
+        return self._single
+
+    def planes_in_use(self) -> list[int]:
+        if self._single is not None:
+            return [] if self._single.plane in self.evs.planes_down else [self._single.plane]
+        return self.evs.planes_in_use()
+
+    def _event(self, now: int, kind: str, ev: int = 0, psn: int = -1, detail: str = "") -> None:
+        self.log.append(Event(now, kind, ev, psn, detail))
+
     # -- sending ----------------------------------------------------------------
 
     def _pick_ev(self, avoid: Ev | None) -> Ev:
         """The next EV; a retransmission avoids the lost copy's plane when it can."""
         if self._single is not None:
+            if self._single.plane in self.evs.planes_down:
+                raise NoUsableEv(f"single-path's plane {self._single.plane} is down")
             return self._single
         ev = self.evs.next()
         for _ in range(8):
@@ -215,7 +313,7 @@ class Sender:
             if self._retx:
                 psn = self._retx.popleft()
                 tx = self._txs.get(psn)
-                if tx is None or tx.acked:
+                if tx is None or tx.acked or tx.in_flight:
                     continue
             elif self._unsent:
                 psn = self._unsent.popleft()
@@ -229,19 +327,27 @@ class Sender:
                 break
         return out
 
+    def wants_to_send(self) -> bool:
+        """Packets are queued and the window (or a retransmission) lets one go now."""
+        return not self.failed and bool(
+            self._retx or (self._unsent and self._inflight < int(self.window)))
+
     def _emit(self, tx: _Tx, now: int, source: memoryview) -> TxPacket:
         retransmit = tx.tries > 0
-        ev = self._pick_ev(tx.ev if retransmit else None)
-        self._by_ts.pop(tx.ts, None)
+        before = tx.ev
+        ev = self._pick_ev(before if retransmit else None)
         tx.ev, tx.sent_ns, tx.seq = ev, now, self._seq
-        tx.ts = now + (self._seq & 0xFFF)  # unique even for packets sent in one tick
         tx.tries += 1
         tx.in_flight = True
         self._seq += 1
         self._inflight += 1
+        if tx.psn > self._sent_high:
+            self._sent_high = tx.psn
         self._order.append((tx.seq, tx.psn))
-        self._per_ev.setdefault(ev.value, collections.deque()).append((tx.seq, tx.psn))
-        self._by_ts[tx.ts] = tx.psn
+        q = self._per_ev.get(ev.value)
+        if q is None:
+            q = self._per_ev[ev.value] = collections.deque()
+        q.append((tx.seq, tx.psn))
         ev.sent += 1
         st = self.stats
         st.packets += 1
@@ -249,86 +355,137 @@ class Sender:
         st.per_plane_packets[ev.plane] = st.per_plane_packets.get(ev.plane, 0) + 1
         if retransmit:
             st.retransmits += 1
+            self._event(now, "retransmit", ev.value, tx.psn, f"before on {before.value:#x}"
+                        if before is not None else "")
         last = tx.psn == tx.msg.last_psn
-        flags = (FLAG_RETRANSMIT if retransmit else 0) | (FLAG_LAST if last else 0)
-        if retransmit or not self._unsent:  # nothing may follow soon: ask for an ack now
-            flags |= FLAG_ACK_REQ
+        # Ask for an ack now where nothing may follow soon, or where a message ends.
+        ack_req = retransmit or last or not self._unsent
         return TxPacket(tx.psn, ev.value, self.remote_va + tx.offset,
-                        source[tx.offset:tx.offset + tx.length], tx.msg.msn, flags,
-                        tx.msg.imm if last else None, tx.ts)
+                        source[tx.offset:tx.offset + tx.length], (tx.tries - 1) & TRY_MASK,
+                        ack_req, tx.msg.imm if last else None)
 
     # -- acks -------------------------------------------------------------------
 
     def on_sack(self, sack: Sack, now: int) -> None:
         if self.failed:
             return
-        self._port_state(sack.port_state)
+        self._port_state(sack.port_state, self.local_ports, now)
         txs = self._txs
-        acked = [p for p in range(self._cum, sack.cum) if p in txs]
-        self._cum = max(self._cum, sack.cum)
-        bits = sack.bitmap
-        i = 0
+        c0 = self._cum
+        if sack.cum > c0:
+            acked = [p for p in range(c0, sack.cum) if p in txs]
+            self._cum = sack.cum
+            self._sacked >>= sack.cum - c0
+            bits = sack.bitmap
+        else:  # an older SACK (they can pass each other): align it to our cum
+            acked = []
+            bits = sack.bitmap >> (c0 - sack.cum)
+        # Only bits no earlier SACK reported: each PSN is walked once, not per SACK.
+        new = bits & ~self._sacked
+        self._sacked |= bits
+        bits = new
+        base = self._cum + 1
         while bits:
-            if bits & 1 and sack.cum + 1 + i in self._txs:
-                acked.append(sack.cum + 1 + i)
-            bits >>= 1
-            i += 1
-        echoed = self._by_ts.pop(sack.ts_ns, None)
-        if echoed is not None and echoed in self._txs:
-            acked.append(echoed)
-            tx = self._txs[echoed]
-            self._rtt_sample(tx.ev, now - tx.sent_ns, now)
+            low = bits & -bits
+            p = base + low.bit_length() - 1
+            if p in txs:
+                acked.append(p)
+            bits ^= low
+        echoed = txs.get(sack.psn)
+        exact = None
+        if echoed is not None:
+            acked.append(sack.psn)
+            if (echoed.tries - 1) & TRY_MASK == sack.tries:
+                exact = echoed
+                self._rtt_sample(echoed.ev, now - echoed.sent_ns, now)
+        # An earlier copy arrived (the echo names it), or two copies did (the receiver
+        # says duplicate): a loss declared in between was wrong, the copy only late.
+        if sack.dup or (echoed is not None and exact is None):
+            self._late(sack.psn, now)
         rack_sent = -1
         newly = []
         for psn in acked:  # mark every PSN this SACK covers before judging any loss
-            tx = self._txs.pop(psn, None)
+            tx = txs.pop(psn, None)
             if tx is None or tx.acked:
                 continue
             tx.acked = True
-            self._by_ts.pop(tx.ts, None)
             if tx.in_flight:
                 tx.in_flight = False
                 self._inflight -= 1
             self.stats.acked += 1
+            if tx.tries > 1:
+                self._event(now, "repaired", tx.ev.value, psn)
             # Only an ack that names one transmission can judge the packets sent
-            # before it (Karn): a first transmission, or the one whose timestamp
-            # the SACK echoes. An old copy of a resent PSN says nothing.
-            if tx.tries == 1 or psn == echoed:
+            # before it (Karn): a first transmission, or the copy the SACK echoes.
+            if tx.tries == 1 or tx is exact:
                 rack_sent = max(rack_sent, tx.sent_ns)
                 newly.append(tx)
                 self.evs.delivered(tx.ev)
         # A SACK speaks for PSNs below cum + 1 + 64 only; later ones may have
         # arrived unreported, so they are never judged lost on its word.
         covered = sack.cum + 1 + BITMAP_BITS
-        for tx in sorted(newly, key=lambda t: t.seq):
+        if len(newly) > 1:
+            newly.sort(key=lambda t: t.seq)
+        for tx in newly:
             self._detect_per_ev(tx, now, covered)
         if rack_sent >= 0:
+            if rack_sent > self._rack_sent:
+                self._rack_sent = rack_sent
             self._detect_rack(rack_sent, now, covered)
         self._complete(now)
+
+    def _late(self, psn: int, now: int) -> None:
+        """A copy of `psn` declared lost was delivered after all."""
+        lost = self._lost.pop(psn, None)
+        if lost is None:
+            return
+        ev_value, reason = lost
+        self.stats.spurious += 1
+        undone = self.cfg.mode == "mrc" and self.evs.unretire(ev_value)
+        self._event(now, "spurious", ev_value, psn,
+                    f"{reason}; retirement undone" if undone else reason)
+        if reason != "timeout" and self._reorder_steps < REORDER_STEPS_MAX:
+            self._reorder_steps += 1  # reordering is deeper than the window allowed
 
     def on_nack(self, psn: int, now: int) -> None:
         """The receiver NAKs a PSN it has waited too long for: resend it now."""
         tx = self._txs.get(psn)
-        # Only the first copy: a NAK cannot say which transmission it missed (Karn).
+        # Only the first copy: a NAK cannot say which transmission it missed (Karn). And
+        # only once a packet sent a reordering window after it has arrived: the NAK says
+        # the hole is 64 PSNs deep, which a burst sprayed over paths of different delay
+        # reaches without any loss.
         if tx is None or not tx.in_flight or tx.tries > 1 \
-                or now - tx.sent_ns < self.cfg.reorder_ns:
+                or tx.sent_ns + self.reorder_window_ns() >= self._rack_sent:
             return
         self.stats.lost_nack += 1
-        self._lost(tx, now)
+        self._declare_lost(tx, now, "nack")
 
-    def _port_state(self, bitmap: int) -> None:
+    def _port_state(self, remote: int, local: int, now: int) -> None:
         """The peer's ports (from its SACK) and ours: a plane is used only if both are up."""
-        self.remote_ports = bitmap
-        both = bitmap & self.local_ports
+        old_local = self.local_ports
+        self.remote_ports, self.local_ports = remote, local
+        both = remote & local
         for p in self.evs.planes:
-            self.evs.set_plane(p, bool(both >> p & 1))
+            up = bool(both >> p & 1)
+            if self.evs.set_plane(p, up):
+                side = "local" if (old_local ^ local) >> p & 1 else "peer"
+                self._event(now, "port", 0, -1,
+                            f"plane {p} {'up' if up else 'down'} ({side})")
 
-    def set_local_ports(self, bitmap: int) -> None:
-        self.local_ports = bitmap
-        self._port_state(self.remote_ports)
+    def set_local_ports(self, bitmap: int, now: int = 0) -> None:
+        self._port_state(self.remote_ports, bitmap, now)
+
+    def probe_result(self, value: int, ok: bool, now: int) -> bool:
+        """A background probe's answer (or its timeout) on a retired EV."""
+        revived = self.evs.probe_result(value, ok)
+        if revived:
+            self._event(now, "revive", value)
+        return revived
 
     def _rtt_sample(self, ev: Ev, rtt: int, now: int) -> None:
         self.base_rtt = min(self.base_rtt, rtt)
+        self.rtt_samples += 1
+        self.rtt_spread = max(rtt - self.base_rtt, self.rtt_spread * SPREAD_DECAY)
         self.srtt = rtt if not self.srtt else 0.875 * self.srtt + 0.125 * rtt
         ev.rtt_ns = rtt if not ev.rtt_ns else 0.75 * ev.rtt_ns + 0.25 * rtt
         delay = rtt - self.base_rtt
@@ -342,7 +499,10 @@ class Sender:
             self.evs.congested(ev)
 
     def _detect_per_ev(self, tx: _Tx, now: int, covered: int) -> None:
-        q = self._per_ev.get(tx.ev.value)
+        value = tx.ev.value
+        q = self._per_ev.get(value)
+        if q is None:
+            return
         unjudged = []
         while q and q[0][0] < tx.seq:
             seq, psn = q.popleft()
@@ -353,61 +513,86 @@ class Sender:
                 unjudged.append((seq, psn))
                 continue
             self.stats.lost_per_ev += 1
-            self._lost(old, now)
+            self._declare_lost(old, now, "per_ev")
         if q and q[0][0] == tx.seq:
             q.popleft()
         q.extendleft(reversed(unjudged))
+        if not q and self._per_ev.get(value) is q:
+            del self._per_ev[value]
+
+    def reorder_window_ns(self) -> int:
+        base = max(self.cfg.reorder_ns, int(self.srtt / 4), int(self.rtt_spread))
+        if self.rtt_samples < SPREAD_LEARNED:
+            base = max(base, int(self.srtt))
+        return min(base * self._reorder_steps, self.cfg.rto_min_ns // 2)
 
     def _detect_rack(self, rack_sent: int, now: int, covered: int) -> None:
-        reo = max(self.cfg.reorder_ns, int(self.srtt / 4))
+        reo = self.reorder_window_ns()
         while self._order:
             seq, psn = self._order[0]
             tx = self._txs.get(psn)
-            if tx is None or tx.seq != seq:  # acked, or since retransmitted
-                self._order.popleft()
-                continue
-            if not tx.in_flight:
+            if tx is None or tx.seq != seq or not tx.in_flight:  # acked, lost or resent
                 self._order.popleft()
                 continue
             if tx.sent_ns + reo >= rack_sent or psn >= covered:
                 break
             self._order.popleft()
             self.stats.lost_rack += 1
-            self._lost(tx, now)
+            self._declare_lost(tx, now, "rack")
 
     def on_timer(self, now: int) -> None:
-        """Retransmit timer: anything outstanding longer than the RTO is lost."""
+        """Retransmit timer: anything outstanding longer than the RTO is lost. Costs the
+        stale entries at the front plus the packets it judges, not the whole window."""
         rto = max(self.cfg.rto_min_ns, int(3 * self.srtt))
         judgeable = self._cum + 1 + BITMAP_BITS  # beyond: received-but-unreported is likely
-        for seq, psn in list(self._order):
-            tx = self._txs.get(psn)
+        txs, order = self._txs, self._order
+        while order:
+            seq, psn = order[0]
+            tx = txs.get(psn)
+            if tx is not None and tx.seq == seq and tx.in_flight:
+                break
+            order.popleft()
+        expired = []
+        for seq, psn in order:
+            tx = txs.get(psn)
             if tx is None or tx.seq != seq or not tx.in_flight or psn >= judgeable:
                 continue
             if now - tx.sent_ns < rto:
                 break
+            expired.append(tx)
+        for tx in expired:
             self.stats.lost_timeout += 1
-            self._lost(tx, now)
-        self._order = collections.deque((s, p) for s, p in self._order
-                                        if p in self._txs and self._txs[p].seq == s
-                                        and self._txs[p].in_flight)
+            self._declare_lost(tx, now, "timeout")
 
-    def _lost(self, tx: _Tx, now: int) -> None:
+    def _declare_lost(self, tx: _Tx, now: int, reason: str) -> None:
         if tx.acked or not tx.in_flight:
             return
         tx.in_flight = False  # declared lost, not yet resent
         self._inflight -= 1
         tx.losses += 1
+        ev = tx.ev
+        self._lost[tx.psn] = (ev.value, reason)
+        self._lost.move_to_end(tx.psn)
+        if len(self._lost) > LOST_REMEMBERED:
+            self._lost.popitem(last=False)
+        self._event(now, "loss", ev.value, tx.psn, reason)
         if tx.losses > self.cfg.retry_limit:
             self.failed = f"PSN {tx.psn} lost {tx.losses} times (retry limit)"
             raise QpFailed(self.failed)
         mode = self.cfg.mode
-        if mode == "mrc" and tx.ev is not None:
-            self.evs.lost(tx.ev)
+        if mode == "mrc":
+            retired, replacement = self.evs.lost(ev)
+            if retired:
+                self._per_ev.pop(ev.value, None)  # nothing more is sent on it
+                self._event(now, "retire", ev.value, tx.psn, reason + (
+                    f"; replaced by {replacement.value:#x}" if replacement is not None
+                    else "; not replaced: every path of its plane failed"))
         if now - self._last_cut_ns > max(self.srtt, self.cfg.reorder_ns):
             self.window = max(self.cfg.min_window, self.window * 0.85)
             self._last_cut_ns = now
         if mode == "single-path":  # go-back-N: resend everything from the hole on
-            later = sorted(p for p, t in self._txs.items() if p > tx.psn and t.in_flight)
+            later = [p for p in range(tx.psn + 1, self._sent_high + 1)
+                     if (t := self._txs.get(p)) is not None and t.in_flight]
             for p in later:
                 self._txs[p].in_flight = False
                 self._inflight -= 1
@@ -420,6 +605,7 @@ class Sender:
             msg = self._msgs.popleft()
             msg.done_ns = now
             self.completed.append(msg)
+            self.messages_completed += 1
 
     def _lowest_unacked(self) -> int:
         low = self._low
@@ -437,11 +623,10 @@ class RxPacket:
     psn: int
     va: int
     payload: bytes | memoryview
-    msn: int
-    flags: int
-    imm: int | None
+    imm: int | None  # WRITE with immediate: the last packet of its message
     ev: int
-    ts_ns: int
+    tries: int  # transmission number, echoed
+    ack_req: bool = False
 
 
 @dataclass
@@ -455,8 +640,16 @@ class ReceiverStats:
     completions: int = 0
 
 
+_MASK64 = (1 << BITMAP_BITS) - 1
+
+
 class Receiver:
-    """Places packets, tracks PSNs, completes messages in order, builds SACKs."""
+    """Places packets, tracks PSNs, completes messages in order, builds SACKs.
+
+    What arrived is `cum` (every PSN below it) plus `_window`, an integer whose bit k
+    says PSN cum + k arrived: a duplicate check, an insert and a SACK bitmap are each
+    a shift and a mask, whatever the reordering.
+    """
 
     def __init__(self, place: Callable[[int, bytes | memoryview], None], ack_every: int = 2,
                  port_state: Callable[[], int] = lambda: 0xFFFF):
@@ -464,46 +657,45 @@ class Receiver:
         self.ack_every = ack_every
         self.port_state = port_state
         self.cum = 0
-        self._above: set[int] = set()
-        self._last_psn_of: dict[int, int] = {}  # msn -> last PSN (seen on its LAST packet)
-        self._imm_of: dict[int, int | None] = {}
-        self._next_msn = 0
+        self._window = 0
+        self._imm: list[tuple[int, int]] = []  # heap of (psn, imm) of WRITE_IMM packets
         self._unacked = 0
         self._nacked = -1
         self.nacks: list[int] = []  # PSNs to NAK; the datapath sends and clears them
-        self.completions: list[tuple[int, int | None]] = []  # (msn, imm), in order
+        self.completions: collections.deque[tuple[int, int]] = collections.deque(
+            maxlen=MESSAGES_KEPT)  # (n, imm), in order; the count is stats.completions
         self.stats = ReceiverStats()
 
     def on_data(self, pkt: RxPacket) -> Sack | None:
         """Take one data packet; return a SACK to send now, or None."""
-        psn = pkt.psn
+        d = pkt.psn - self.cum
         st = self.stats
-        if psn < self.cum or psn in self._above:
+        if d < 0 or self._window >> d & 1:
             st.duplicates += 1
-            return self._sack(pkt)  # the sender missed an ack: answer at once
+            return self._sack(pkt, dup=True)  # the sender missed an ack: answer at once
         self.place(pkt.va, pkt.payload)
         st.packets += 1
         st.bytes += len(pkt.payload)
-        if pkt.flags & FLAG_LAST:
-            self._last_psn_of[pkt.msn] = psn
-            self._imm_of[pkt.msn] = pkt.imm
-        if psn == self.cum:
-            self.cum += 1
-            while self.cum in self._above:
-                self._above.discard(self.cum)
-                self.cum += 1
-            self._deliver()
+        if pkt.imm is not None:
+            heapq.heappush(self._imm, (pkt.psn, pkt.imm))
+        if d == 0:
+            w = self._window | 1
+            k = (~w & (w + 1)).bit_length() - 1  # trailing ones: PSNs now in order
+            self.cum += k
+            self._window = w >> k
+            if self._imm:
+                self._deliver()
         else:
             st.out_of_order += 1
-            self._above.add(psn)
+            self._window |= 1 << d
             # The hole at cum is older than a SACK bitmap can see past: say so now
             # (a NAK, PSN sequence error) instead of leaving it to the sender's timer.
-            if psn - self.cum >= NACK_DISTANCE and self._nacked != self.cum:
+            if d >= NACK_DISTANCE and self._nacked != self.cum:
                 self._nacked = self.cum
                 self.nacks.append(self.cum)
                 st.nacks += 1
         self._unacked += 1
-        if self._unacked >= self.ack_every or pkt.flags & (FLAG_LAST | FLAG_ACK_REQ):
+        if self._unacked >= self.ack_every or pkt.ack_req or pkt.imm is not None:
             return self._sack(pkt)
         return None
 
@@ -511,20 +703,18 @@ class Receiver:
         """A delayed-ack timer fired: acknowledge what has not been."""
         return self._sack(pkt) if (self._unacked and pkt is not None) else None
 
+    @property
+    def owes_ack(self) -> bool:
+        return self._unacked > 0
+
     def _deliver(self) -> None:
-        while self._last_psn_of.get(self._next_msn, self.cum) < self.cum:
-            msn = self._next_msn
-            self.completions.append((msn, self._imm_of.pop(msn, None)))
-            del self._last_psn_of[msn]
-            self._next_msn += 1
+        while self._imm and self._imm[0][0] < self.cum:
+            _, imm = heapq.heappop(self._imm)
+            self.completions.append((self.stats.completions, imm))
             self.stats.completions += 1
 
-    def _sack(self, pkt: RxPacket) -> Sack:
-        bitmap = 0
-        base = self.cum + 1
-        for p in self._above:
-            if base <= p < base + BITMAP_BITS:
-                bitmap |= 1 << (p - base)
+    def _sack(self, pkt: RxPacket, dup: bool = False) -> Sack:
         self._unacked = 0
         self.stats.acks += 1
-        return Sack(self.cum, bitmap, pkt.ev, pkt.ts_ns, self.port_state())
+        return Sack(self.cum, (self._window >> 1) & _MASK64, pkt.ev, pkt.psn, pkt.tries,
+                    self.port_state(), 0, dup)
