@@ -21,10 +21,14 @@ Sender
       NAK       the receiver NAKs a hole that is further behind than its SACK
                 bitmap reaches (PSN sequence error)
       timeout   the retransmit timer, last resort
-    A lost packet retires its EV (mode mrc) and is retransmitted selectively
-    on another EV. A copy declared lost that arrives after all (the SACK
-    echoes its number, or the receiver reports the resend as a duplicate) was
-    only late: its EV's retirement is undone and the reordering window widens.
+    A lost packet is retransmitted selectively on another EV and (mode mrc)
+    retires its EV, unless it timed out: a timeout names no path (a stalled
+    receiver looks the same). A copy declared lost that arrives after all (the
+    SACK echoes its number, or the receiver reports the resend as a duplicate)
+    was only late: its EV's retirement is undone and the reordering window
+    widens. The window covers how far RTTs reach above the lowest (a decaying
+    maximum, a whole srtt until 32 samples are in): on sprayed paths that is
+    how late a packet can be without being lost.
 
     Congestion: a window in packets, NSCC-style: it grows while the queueing
     delay (RTT above the lowest seen) is under `target_ns`, shrinks in
@@ -68,8 +72,8 @@ LOSS_REASONS = ("per_ev", "rack", "nack", "timeout")
 MESSAGES_KEPT = 64  # completed messages remembered for stats (the count is kept in full)
 LOST_REMEMBERED = 1024  # PSNs declared lost, remembered to recognise a late arrival
 REORDER_STEPS_MAX = 8
-SPREAD_DECAY = 1 - 1 / 1024  # per RTT sample
-SPREAD_LEARNED = 32  # RTT samples before the spread is trusted; until then a whole srtt
+REORDERING_DECAY = 1 - 1 / 256  # per RTT sample
+REORDERING_LEARNED = 32  # RTT samples before the reordering seen is trusted (before: srtt)
 
 EVENT_KINDS = {
     "loss": "a packet declared lost (detail: how: per_ev, rack, nack, timeout)",
@@ -215,7 +219,10 @@ class Sender:
         self.window = self.cfg.init_window
         self.base_rtt = float("inf")
         self.srtt = 0.0
-        self.rtt_spread = 0.0  # how far RTTs reach above the base: a decaying maximum
+        # How late a packet can be and still arrive: how far RTTs reach above the lowest
+        # seen, and how far behind a copy wrongly declared lost arrived (a decaying
+        # maximum). The RACK window covers it, so reordering across paths is not loss.
+        self.reordering_ns = 0.0
         self.rtt_samples = 0
         self.stats = SenderStats()
         self.log = EventLog()
@@ -229,7 +236,9 @@ class Sender:
         self._per_ev: dict[int, collections.deque] = {}  # ev -> deque of (seq, psn)
         self._retx: collections.deque = collections.deque()  # PSNs to resend first
         self._unsent: collections.deque = collections.deque()  # PSNs never sent
-        self._lost: collections.OrderedDict[int, tuple[int, str]] = collections.OrderedDict()
+        # PSN -> (EV, reason, send time) of a copy declared lost, until it is resent and acked
+        self._lost: collections.OrderedDict[int, tuple[int, str, int]] = \
+            collections.OrderedDict()
         self._msgs: collections.deque = collections.deque()
         self._next_psn = 0
         self._next_msn = 0
@@ -439,13 +448,15 @@ class Sender:
         lost = self._lost.pop(psn, None)
         if lost is None:
             return
-        ev_value, reason = lost
+        ev_value, reason, sent_ns = lost
         self.stats.spurious += 1
         undone = self.cfg.mode == "mrc" and self.evs.unretire(ev_value)
         self._event(now, "spurious", ev_value, psn,
                     f"{reason}; retirement undone" if undone else reason)
-        if reason != "timeout" and self._reorder_steps < REORDER_STEPS_MAX:
-            self._reorder_steps += 1  # reordering is deeper than the window allowed
+        if reason != "timeout":  # reordering is deeper than the window allowed
+            self.reordering_ns = max(self.reordering_ns, self._rack_sent - sent_ns)
+            if self._reorder_steps < REORDER_STEPS_MAX:
+                self._reorder_steps += 1
 
     def on_nack(self, psn: int, now: int) -> None:
         """The receiver NAKs a PSN it has waited too long for: resend it now."""
@@ -485,7 +496,7 @@ class Sender:
     def _rtt_sample(self, ev: Ev, rtt: int, now: int) -> None:
         self.base_rtt = min(self.base_rtt, rtt)
         self.rtt_samples += 1
-        self.rtt_spread = max(rtt - self.base_rtt, self.rtt_spread * SPREAD_DECAY)
+        self.reordering_ns = max(rtt - self.base_rtt, self.reordering_ns * REORDERING_DECAY)
         self.srtt = rtt if not self.srtt else 0.875 * self.srtt + 0.125 * rtt
         ev.rtt_ns = rtt if not ev.rtt_ns else 0.75 * ev.rtt_ns + 0.25 * rtt
         delay = rtt - self.base_rtt
@@ -521,8 +532,8 @@ class Sender:
             del self._per_ev[value]
 
     def reorder_window_ns(self) -> int:
-        base = max(self.cfg.reorder_ns, int(self.srtt / 4), int(self.rtt_spread))
-        if self.rtt_samples < SPREAD_LEARNED:
+        base = max(self.cfg.reorder_ns, int(self.srtt / 4), int(self.reordering_ns))
+        if self.rtt_samples < REORDERING_LEARNED:
             base = max(base, int(self.srtt))
         return min(base * self._reorder_steps, self.cfg.rto_min_ns // 2)
 
@@ -571,7 +582,7 @@ class Sender:
         self._inflight -= 1
         tx.losses += 1
         ev = tx.ev
-        self._lost[tx.psn] = (ev.value, reason)
+        self._lost[tx.psn] = (ev.value, reason, tx.sent_ns)
         self._lost.move_to_end(tx.psn)
         if len(self._lost) > LOST_REMEMBERED:
             self._lost.popitem(last=False)
@@ -580,7 +591,10 @@ class Sender:
             self.failed = f"PSN {tx.psn} lost {tx.losses} times (retry limit)"
             raise QpFailed(self.failed)
         mode = self.cfg.mode
-        if mode == "mrc":
+        # A timeout names no path: nothing sent after the packet was acked either, so the
+        # peer (or the whole fabric) went quiet, as a stalled receiver does. Resend, but
+        # blame no EV; a dead path is caught by per-EV and RACK, which compare paths.
+        if mode == "mrc" and reason != "timeout":
             retired, replacement = self.evs.lost(ev)
             if retired:
                 self._per_ev.pop(ev.value, None)  # nothing more is sent on it
