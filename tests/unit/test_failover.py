@@ -1,0 +1,93 @@
+"""Failover figures from faults and event logs (twin.failover), and a run's goodput
+recovery time (twin.traffic.Run): pure, no lab."""
+
+from twin.failover import Episode, episodes
+from twin.traffic import Flow, Run
+
+CUT = {"t_s": 0.5, "t_us": 1_000_000, "applied_us": 8_600, "what": "cut t0-p0-r0:eth3"}
+HEAL = {"t_s": 1.0, "t_us": 1_500_000, "applied_us": 8_100, "what": "restore t0-p0-r0:eth3"}
+
+
+def ev(t_us, kind, flow=0, **kw):
+    return {"t_us": t_us, "kind": kind, "flow": flow, "ev": 0, "psn": -1, "detail": "", **kw}
+
+
+def test_a_cut_is_detected_at_the_first_loss_and_repaired_at_the_last_resent_ack():
+    log = [ev(1_000_900, "loss", psn=7), ev(1_000_900, "retire", psn=7),
+           ev(1_000_950, "retransmit", psn=7),
+           ev(1_001_200, "loss", flow=1, psn=7), ev(1_001_250, "retransmit", flow=1, psn=7),
+           ev(1_004_000, "repaired", psn=7), ev(1_020_000, "repaired", flow=1, psn=7)]
+    [ep] = episodes([CUT], log)
+    assert (ep.fault, ep.t_us) == ("cut t0-p0-r0:eth3", 1_000_000)
+    assert (ep.detection_us, ep.repair_us) == (900, 20_000)
+    assert (ep.losses, ep.retirements, ep.retransmits) == (2, 1, 2)
+    assert ep.flows == [0, 1]
+    assert ep.line() == ("failover after cut t0-p0-r0:eth3: detected in 900 µs, repaired in "
+                         "20,000 µs (1 EV retirements, 2 retransmits)")
+
+
+def test_the_failover_ends_when_its_losses_are_repaired_and_calm_follows():
+    """Losses after a quiet spell are the run's noise: counted, not part of repair_us.
+    A copy declared lost that arrives after all (spurious) needs no repair."""
+    log = [ev(1_001_000, "loss", psn=1), ev(1_001_000, "loss", psn=2),
+           ev(1_002_000, "repaired", psn=1), ev(1_003_000, "loss", psn=3),
+           ev(1_004_000, "spurious", psn=2), ev(1_005_000, "repaired", psn=3),
+           ev(1_200_000, "loss", psn=90), ev(1_200_500, "repaired", psn=90)]
+    [ep] = episodes([CUT], log)
+    assert (ep.detection_us, ep.repair_us, ep.losses, ep.spurious) == (1_000, 5_000, 4, 1)
+    [never] = episodes([CUT], log[:2])
+    assert never.repair_us is None
+
+
+def test_events_before_any_fault_are_the_noise_floor_and_later_faults_split_the_log():
+    log = [ev(10, "loss"), ev(20, "spurious"),  # a clean run's noise, before the cut
+           ev(1_002_000, "port", detail="plane 0 down (peer)"),
+           ev(1_600_000, "revive"), ev(1_600_100, "port")]
+    noise, cut, heal = episodes([HEAL, CUT], log)  # any order: sorted by time
+    assert noise.fault is None and (noise.losses, noise.spurious) == (1, 1)
+    assert noise.t_us == 10 and noise.detection_us == 0
+    assert cut.port_changes == 1 and cut.detection_us == 2_000
+    assert heal.fault.startswith("restore") and heal.revivals == 1 and heal.port_changes == 1
+    assert "1 revived" in heal.line() and "1 port changes" in heal.line()
+
+
+def test_a_quiet_fault_says_nothing_detected_and_an_unrepaired_one_says_so():
+    [quiet] = episodes([CUT], [])
+    assert not quiet.eventful and quiet.detection_us is None
+    assert quiet.line() == "failover after cut t0-p0-r0:eth3: nothing detected"
+    [open_] = episodes([CUT], [ev(1_000_500, "loss"), ev(1_000_600, "retransmit")])
+    assert open_.repair_us is None and "not repaired" in open_.line()
+    [lost_only] = episodes([CUT], [ev(1_000_500, "loss")])
+    assert "nothing to repair" in lost_only.line()
+
+
+def test_a_run_reports_its_faults_events_and_failover_in_json():
+    flow = Flow("r0h0", "r1h0", 1 << 20, exact=True,
+                result={"ev_retirements_total": 1, "sender": {"retransmits": 1,
+                                                             "per_plane_packets": {"0": 256}}})
+    run = Run("bulk", "mrc", [flow], faults=[CUT],
+              events=[ev(1_000_700, "loss", psn=3), ev(1_000_700, "retire", psn=3),
+                      ev(1_000_800, "retransmit", psn=3), ev(1_002_000, "repaired", psn=3)])
+    out = run.to_dict()
+    assert out["faults"] == [CUT] and len(out["events"]) == 4
+    assert out["failover"] == [Episode("cut t0-p0-r0:eth3", 1_000_000, 700, 2_000, 1, 1, 1,
+                                       flows=[0]).to_dict()]
+    f = out["flows"][0]
+    assert f["ev_retirements_total"] == 1 and f["per_plane_packets"] == {"0": 256}
+
+
+def test_recovery_time_reads_the_goodput_series():
+    run = Run("bulk", "mrc", [])
+    # 1 GB/s until 1.0 s, nothing until 1.3 s, then 1 GB/s again
+    t, b = 0.0, 0
+    while t < 2.0:
+        run.samples.append((round(t, 2), b))
+        t += 0.02
+        if not 1.0 <= t < 1.3:
+            b += 20_000_000
+    assert 0.3 <= run.recovery_s(1.0) <= 0.45
+    steady = Run("bulk", "mrc", [], samples=[(i * 0.02, i * 20_000_000) for i in range(100)])
+    assert steady.recovery_s(1.0) == 0.0
+    never = Run("bulk", "mrc", [], samples=[(i * 0.02, min(i, 50) * 20_000_000)
+                                            for i in range(100)])
+    assert never.recovery_s(1.0) is None

@@ -1,0 +1,115 @@
+"""Failover figures from a transfer's event log: how long the transport took to
+notice a fault, and how long until every packet it cost was delivered again.
+
+Pure: the inputs are the faults a run applied and the events its QPs logged,
+both stamped with CLOCK_MONOTONIC (µs), which every namespace and container on
+the machine shares. An episode runs from a fault until the next fault (or the
+end of the run):
+
+    detection_us  first loss, retirement or port change after the fault
+    repair_us     when the failover was over: every packet lost since the fault
+                  was acknowledged again, and no new loss followed within QUIET_US
+                  (None while a lost packet was never repaired). Later losses
+                  are the run's noise, counted but not part of the figure.
+
+Events with no fault before them (a clean run that lost packets anyway) form
+an episode of their own with fault None: that is the noise floor.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+
+DETECTING = ("loss", "retire", "port")
+QUIET_US = 50_000  # a failover is over once its repairs are followed by this much calm
+
+
+@dataclass
+class Episode:
+    fault: str | None  # what was done, None for events before any fault
+    t_us: int  # the fault's time (or the first event's, with no fault)
+    detection_us: int | None = None
+    repair_us: int | None = None
+    losses: int = 0
+    retirements: int = 0
+    retransmits: int = 0
+    spurious: int = 0
+    port_changes: int = 0
+    revivals: int = 0
+    flows: list[int] = field(default_factory=list)  # flows that saw events
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @property
+    def eventful(self) -> bool:
+        return bool(self.losses or self.retirements or self.retransmits or self.port_changes
+                    or self.revivals or self.spurious)
+
+    def line(self) -> str:
+        what = f"after {self.fault}" if self.fault else "with no fault"
+        if not self.eventful:
+            return f"failover {what}: nothing detected"
+        detect = f"detected in {self.detection_us:,} µs" if self.detection_us is not None \
+            else "never detected"
+        if self.repair_us is not None:
+            repair = f"repaired in {self.repair_us:,} µs"
+        elif self.retransmits:
+            repair = "not repaired"
+        else:
+            repair = "nothing to repair"
+        counts = [f"{self.retirements} EV retirements", f"{self.retransmits} retransmits"]
+        if self.spurious:
+            counts.append(f"{self.spurious} spurious")
+        if self.port_changes:
+            counts.append(f"{self.port_changes} port changes")
+        if self.revivals:
+            counts.append(f"{self.revivals} revived")
+        return f"failover {what}: {detect}, {repair} ({', '.join(counts)})"
+
+
+_COUNTED = {"loss": "losses", "retire": "retirements", "retransmit": "retransmits",
+            "spurious": "spurious", "port": "port_changes", "revive": "revivals"}
+
+
+def episodes(faults: list[dict], events: list[dict]) -> list[Episode]:
+    """`faults`: {"t_us", "what"}; `events`: {"t_us", "kind", "flow", ...}."""
+    faults = sorted(faults, key=lambda f: f["t_us"])
+    events = sorted(events, key=lambda e: e["t_us"])
+    out: list[Episode] = []
+    before = [e for e in events if not faults or e["t_us"] < faults[0]["t_us"]]
+    if before:
+        out.append(_episode(None, before[0]["t_us"], before))
+    for i, f in enumerate(faults):
+        end = faults[i + 1]["t_us"] if i + 1 < len(faults) else None
+        mine = [e for e in events if e["t_us"] >= f["t_us"] and (end is None or e["t_us"] < end)]
+        out.append(_episode(f["what"], f["t_us"], mine))
+    return out
+
+
+def _episode(fault: str | None, t0: int, events: list[dict]) -> Episode:
+    ep = Episode(fault, t0)
+    outstanding: set[tuple[int | None, int]] = set()  # (flow, PSN) lost, not yet repaired
+    repaired_at = None  # when `outstanding` last emptied
+    for e in events:
+        kind = e["kind"]
+        attr = _COUNTED.get(kind)
+        if attr:
+            setattr(ep, attr, getattr(ep, attr) + 1)
+        if kind in DETECTING and ep.detection_us is None:
+            ep.detection_us = e["t_us"] - t0
+        key = (e.get("flow"), e.get("psn", -1))
+        if kind == "loss":
+            if ep.repair_us is None and repaired_at is not None \
+                    and e["t_us"] - repaired_at >= QUIET_US:
+                ep.repair_us = repaired_at - t0  # over; this loss is later noise
+            outstanding.add(key)
+        elif kind in ("repaired", "spurious") and key in outstanding:
+            outstanding.discard(key)
+            if not outstanding:
+                repaired_at = e["t_us"]
+        if e.get("flow") is not None and e["flow"] not in ep.flows:
+            ep.flows.append(e["flow"])
+    if ep.repair_us is None and repaired_at is not None and not outstanding:
+        ep.repair_us = repaired_at - t0
+    return ep
