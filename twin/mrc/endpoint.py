@@ -6,28 +6,37 @@ Data path (one thread, one loop):
     send   Sender.poll -> a precomputed DataTemplate per (QP, EV) -> an IPPROTO_RAW
            socket writes the whole IPv6-in-IPv6 packet onto the EV's uSID path
     recv   the host's End.DT6 decap delivers the inner packet to a UDP socket on
-           [NIC]:4791 (UDP_NO_CHECK6_RX: checksum 0, integrity from the ICRC)
+           [NIC]:4791 (UDP_NO_CHECK6_RX: checksum 0, integrity from the RoCEv2 ICRC,
+           checked against the peer address, port and flow label the socket reports)
     acks   SACKs and NAKs go back on the QP's reverse EV set: one EV per plane,
            seeded with the first data EV seen on that plane and redrawn whenever a
            duplicate shows the sender missed an answer
-    ports  the host's NIC port state is read from sysfs every few ms: a port that
-           goes down stops its plane locally and, through the port-state bitmap in
-           every SACK, at the peers
+    ports  the host's NIC port state comes from netlink link events (RTNLGRP_LINK):
+           a port that goes down stops its plane locally and, through the port-state
+           bitmap in every SACK, at the peers
+
+Idle, the loop blocks in its selector (UDP, control, netlink sockets) with no
+timeout; the 1 ms transport timer and the probe timer run only while a QP has
+work for them.
 
 Control: newline-delimited JSON on a unix socket, one request per line, one reply
 per request (`wait` replies when its write completes). Requests:
 
     hello                          who am I: host, NIC, planes
-    recv_qp   {size}               register a receive buffer: {qpn, rkey}
+    recv_qp   {size, seed}         register a receive buffer: {qpn, rkey}
     send_qp   {peer, peer_qpn, rkey, size, mode, evs, seed}   a sending QP: {qpn}
     connect   {qpn, peer, peer_qpn}   tell a receiving QP its sender (ACKs go there)
     deny      {qpn, evs}           put EVs on the QP's denylist
     write     {qpn, size, offset, imm}   post an RDMA WRITE (WRITE_IMM with imm)
     wait      {qpn, timeout}       reply when the QP is idle, failed or timed out
     digest    {qpn, size, offset}  sha256 of a QP's buffer (source or destination)
+    events    {qpn}                a sending QP's event log (CLOCK_MONOTONIC us)
     stats                          every QP's counters, as JSON
     metrics                        the same in Prometheus text format
     close     {qpn}
+
+Seeds make runs reproducible: a QP's EV set, rkey and reverse EVs come from
+generators seeded with (host, QP number, the request's seed).
 
 Imports only the standard library, PyYAML and twin's pure modules, so it runs with
 the bind-mounted code inside a host container.
@@ -45,7 +54,6 @@ import random
 import selectors
 import socket
 import struct
-import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -53,21 +61,28 @@ from pathlib import Path
 from twin.model import build_fabric
 from twin.mrc import wire
 from twin.mrc.evset import EvSet
-from twin.mrc.transport import QpFailed, Receiver, RxPacket, Sack, Sender, SenderConfig
-from twin.paths import ev_encode, ev_fields, route
+from twin.mrc.transport import EVENT_KINDS, QpFailed, Receiver, RxPacket, Sack, Sender, SenderConfig
+from twin.paths import ENTROPY_SHIFT, ev_fields, route
 from twin.plan import nic_address
 from twin.spec import parse_spec
 
 RECV_BATCH = 256
+RECV_BUF = wire.MTU + 256
+ANC_BUF = socket.CMSG_SPACE(4)  # one IPV6_FLOWINFO cmsg
 SEND_BUDGET = 64
 TIMER_NS = 1_000_000
 DELAYED_ACK_NS = 200_000
-PORT_POLL_NS = 5_000_000
+PORT_POLL_NS = 5_000_000  # only where netlink link events are unavailable
 PROBE_NS = 10_000_000  # background EV probes of retired EVs, per QP
 PROBE_TIMEOUT_NS = 50_000_000
 PROBES_PER_ROUND = 8
+PEERS_CACHED = 1024
 SO_RCVBUFFORCE, SO_SNDBUFFORCE = 33, 32
 SIOCGIFFLAGS, IFF_UP, IFF_RUNNING = 0x8913, 0x1, 0x40
+RTMGRP_LINK = 1
+
+
+_PATH_MASK = (1 << ENTROPY_SHIFT) - 1  # an EV's plane and T1: which path it takes
 
 
 def now_ns() -> int:
@@ -80,12 +95,12 @@ class RecvQp:
     rkey: int
     buf: bytearray
     receiver: Receiver
+    rng: random.Random
     peer_nic: str | None = None
     peer_qpn: int = 0  # the sending QP at the peer: ACKs are addressed to it
-    reverse: dict[int, str] = field(default_factory=dict)  # data EV -> path back
-    ack_heads: dict[int, tuple[bytes, str]] = field(default_factory=dict)  # EV -> (hdr, path)
-    rev_evs: dict[int, int] = field(default_factory=dict)  # plane -> reverse EV
-    rev_refreshes: int = 0
+    # path (plane | t1 << 4) -> reverse EV, and its framer and segment list
+    rev_evs: dict[int, int] = field(default_factory=dict)
+    framers: dict[int, tuple[wire.Framer, str]] = field(default_factory=dict)
     last_pkt: RxPacket | None = None
     last_data_ns: int = 0
     bad_rkey: int = 0
@@ -110,7 +125,11 @@ class SendQp:
     send_errors: int = 0
     probes: dict[int, int] = field(default_factory=dict)  # retired EV -> probe sent ns
     probes_sent: int = 0
-    resurrected: int = 0
+
+    @property
+    def cache_max(self) -> int:
+        """Templates and paths kept: a few per slot of the EV set, then the dead go."""
+        return 4 * self.sender.evs.size + 16
 
 
 class Endpoint:
@@ -118,16 +137,20 @@ class Endpoint:
         self.cfg = config
         self.host = config["host"]
         self.nic = config["nic"]
+        self.nic_packed = socket.inet_pton(socket.AF_INET6, self.nic)
         self.ports: dict[int, str] = {int(p): ifname for p, ifname in config["ports"].items()}
         self.fabric = build_fabric(parse_spec(config["spec"], "endpoint.json"))
         self.me = self.fabric.node(self.host)
         self._hosts_by_nic = {str(nic_address(self.fabric, h)): h for h in self.fabric.hosts}
+        self._peers: dict[str, bytes] = {}  # peer address text -> packed
         self.recv_qps: dict[int, RecvQp] = {}
         self.send_qps: dict[int, SendQp] = {}
         self._next_qpn = 1
         self.bad_packets = 0
         self.unknown_qp = 0
-        self.totals = {"bytes_sent": 0, "bytes_placed": 0, "retransmits": 0}
+        self.totals = {"bytes_sent": 0, "bytes_placed": 0, "retransmits": 0,
+                       "ev_retirements": 0}
+        self._next_timer = self._next_probe = self._next_port_poll = 0
         self._open_sockets(control)
         self.port_bitmap = self._read_ports()
 
@@ -137,6 +160,7 @@ class Endpoint:
         self.raw = socket.socket(socket.AF_INET6, socket.SOCK_RAW, socket.IPPROTO_RAW)
         self.udp = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
         wire.allow_zero_udp_checksum(self.udp)
+        wire.receive_flow_labels(self.udp)
         for sock, opt in ((self.udp, SO_RCVBUFFORCE), (self.raw, SO_SNDBUFFORCE)):
             try:
                 sock.setsockopt(socket.SOL_SOCKET, opt, 8 << 20)
@@ -154,6 +178,18 @@ class Endpoint:
         self.sel = selectors.DefaultSelector()
         self.sel.register(self.ctl, selectors.EVENT_READ, ("accept", None))
         self.sel.register(self.udp, selectors.EVENT_READ, ("udp", None))
+        self.netlink = self._open_netlink()
+
+    def _open_netlink(self) -> socket.socket | None:
+        """Link events of our namespace (RTNLGRP_LINK); None means poll instead."""
+        try:
+            nl = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, socket.NETLINK_ROUTE)
+            nl.bind((0, RTMGRP_LINK))
+        except OSError:
+            return None
+        nl.setblocking(False)
+        self.sel.register(nl, selectors.EVENT_READ, ("netlink", None))
+        return nl
 
     def _read_ports(self) -> int:
         """Port state from SIOCGIFFLAGS on a socket in our namespace (sysfs may belong
@@ -172,27 +208,23 @@ class Endpoint:
     # -- the loop -----------------------------------------------------------------
 
     def run(self) -> None:
-        last_timer = last_ports = last_probe = now_ns()
         while True:
             busy = self._send_all()
-            drained = self._recv_batch()
-            busy |= drained != 0
+            got = self._recv_batch()
             t = now_ns()
             # Timers only once every ACK that arrived is processed: after a stall (CPU
             # steal, GC) the queue holds the answers a timer would otherwise miss.
-            if t - last_timer >= TIMER_NS and drained < RECV_BATCH:
+            if t >= self._next_timer and got < RECV_BATCH:
                 self._timers(t)
-                last_timer = t
-            if t - last_ports >= PORT_POLL_NS:
-                self._poll_ports()
-                last_ports = t
-            if t - last_probe >= PROBE_NS:
+                self._next_timer = t + TIMER_NS
+            if t >= self._next_probe:
                 self._probe_retired(t)
-                last_probe = t
-            # Nothing moved: sleep until a packet or a control request arrives (the UDP
-            # socket is in the selector), briefly while a QP waits on its window.
-            idle_s = 0.001 if self._sending() else 0.005
-            for key, _ in self.sel.select(0 if busy else idle_s):
+                self._next_probe = t + PROBE_NS
+            if self.netlink is None and t >= self._next_port_poll:
+                self._poll_ports()
+                self._next_port_poll = t + PORT_POLL_NS
+            timeout = 0 if busy or got else self._sleep_s(t)
+            for key, _ in self.sel.select(timeout):
                 kind, conn = key.data
                 if kind == "accept":
                     c, _ = self.ctl.accept()
@@ -200,9 +232,24 @@ class Endpoint:
                     self.sel.register(c, selectors.EVENT_READ, ("ctl", {"sock": c, "buf": b""}))
                 elif kind == "ctl":
                     self._control(conn)
+                elif kind == "netlink":
+                    self._on_netlink()
 
-    def _sending(self) -> bool:
-        return any(not q.sender.idle and not q.sender.failed for q in self.send_qps.values())
+    def _sleep_s(self, t: int) -> float | None:
+        """How long the selector may block: until the earliest timer that has work, or
+        for ever (None) when no QP needs a timer. Packets and requests wake it."""
+        deadlines = []
+        if any(q.sender.wants_to_send() for q in self.send_qps.values()):
+            return 0
+        if any(not q.sender.idle and not q.sender.failed for q in self.send_qps.values()) \
+                or any(q.receiver.owes_ack for q in self.recv_qps.values()):
+            deadlines.append(self._next_timer)
+        if any(q.probes or q.sender.evs.retired for q in self.send_qps.values()
+               if q.mode == "mrc"):
+            deadlines.append(self._next_probe)
+        if self.netlink is None:
+            deadlines.append(self._next_port_poll)
+        return max(0.0, (min(deadlines) - t) / 1e9) if deadlines else None
 
     def _send_all(self) -> bool:
         busy = False
@@ -213,8 +260,8 @@ class Endpoint:
             for tx in qp.sender.poll(t, memoryview(qp.src), SEND_BUDGET):
                 busy = True
                 tpl = qp.templates.get(tx.ev) or self._template(qp, tx.ev)
-                pkt = tpl.build(tx.psn & 0xFFFFFF, tx.va, tx.payload, tx.msn, tx.ts_ns,
-                                tx.flags, tx.imm)
+                pkt = tpl.build(tx.psn & 0xFFFFFF, tx.va, tx.payload, tx.tries, tx.ack_req,
+                                tx.imm)
                 try:
                     self.raw.sendto(pkt, (qp.paths[tx.ev], 0))
                 except OSError:
@@ -232,20 +279,34 @@ class Endpoint:
         return path
 
     def _template(self, qp: SendQp, ev: int) -> wire.DataTemplate:
+        if len(qp.templates) >= qp.cache_max:  # bounded: keep the EVs still in slots
+            live = {e.value for e in qp.sender.evs.active}
+            qp.templates = {k: v for k, v in qp.templates.items() if k in live}
+            qp.paths = {k: v for k, v in qp.paths.items() if k in live}
         tpl = qp.templates[ev] = wire.DataTemplate(self.nic, self._path(qp, ev), self.nic,
                                                    qp.peer_nic, ev, qp.peer_qpn, qp.rkey)
         return tpl
 
+    def _packed_peer(self, addr: str) -> bytes:
+        packed = self._peers.get(addr)
+        if packed is None:
+            if len(self._peers) >= PEERS_CACHED:
+                self._peers.clear()
+            packed = self._peers[addr] = socket.inet_pton(socket.AF_INET6, addr)
+        return packed
+
     def _recv_batch(self) -> int:
         got = 0
+        recvmsg = self.udp.recvmsg
         for _ in range(RECV_BATCH):
             try:
-                data, addr = self.udp.recvfrom(wire.MTU + 256)
+                data, anc, _, addr = recvmsg(RECV_BUF, ANC_BUF)
             except BlockingIOError:
                 break
             got += 1
             try:
-                pkt = wire.decode(data)
+                pkt = wire.decode(data, self._packed_peer(addr[0]), self.nic_packed, addr[1],
+                                  wire.flow_label_of(anc))
             except wire.BadPacket:
                 self.bad_packets += 1
                 continue
@@ -256,7 +317,7 @@ class Endpoint:
             elif isinstance(pkt, wire.Nack):
                 qp = self.send_qps.get(pkt.dest_qp)
                 if qp is not None:
-                    qp.sender.on_nack(_unwrap24(pkt.psn, qp.sender._cum), now_ns())
+                    qp.sender.on_nack(_unwrap24(pkt.psn, qp.sender.cum), now_ns())
             elif isinstance(pkt, wire.Probe):
                 self._on_probe(pkt)
         return got
@@ -270,68 +331,60 @@ class Endpoint:
             qp.bad_rkey += 1
             return
         rx = qp.receiver
-        psn = _unwrap24(pkt.psn, rx.cum)
-        rp = RxPacket(psn, pkt.va, pkt.payload, pkt.msn, pkt.flags, pkt.imm, pkt.ev, pkt.ts_ns)
+        rp = RxPacket(_unwrap24(pkt.psn, rx.cum), pkt.va, pkt.payload, pkt.imm, pkt.ev,
+                      pkt.tries, pkt.ack_req)
         qp.peer_nic = qp.peer_nic or src
         qp.last_pkt = rp
         qp.last_data_ns = now_ns()
-        dups = rx.stats.duplicates
         sack = rx.on_data(rp)
-        if rx.stats.duplicates != dups:
-            self._refresh_reverse(qp, pkt.ev)
         if sack is not None:
             self._send_sack(qp, sack)
         while rx.nacks:
             self._send_nack(qp, rx.nacks.pop(), pkt.ev)
 
-    def _send_nack(self, qp: RecvQp, psn: int, ev: int) -> None:
-        """NAK (PSN sequence error) for a hole, on the path of the packet that showed it."""
-        if self._host_of(qp.peer_nic) is None:
-            return
-        rev = self._reverse_ev(qp, ev)
-        path = qp.reverse.get(rev) or self._reverse_path(qp, rev)
-        rx = qp.receiver
-        body = wire.encode_nack(qp.peer_qpn, psn & 0xFFFFFF, 0, wire.NAK_PSN_SEQUENCE_ERROR,
-                                wire.Sack(rx.cum, 0, ev, 0, 0, self.port_bitmap))
-        try:
-            self.raw.sendto(wire.frame(self.nic, path, ev, self.nic, qp.peer_nic, body),
-                            (path, 0))
-        except OSError:
-            pass
-
-    def _reverse_ev(self, qp: RecvQp, data_ev: int) -> int:
-        """The QP's reverse EV set: one EV per plane for SACKs and NAKs, seeded with the
-        first data EV seen on the plane (its path is known to work forward)."""
-        return qp.rev_evs.setdefault(ev_fields(data_ev)[0], data_ev)
-
-    def _refresh_reverse(self, qp: RecvQp, data_ev: int) -> None:
-        """A duplicate arrived: the sender missed our answer, so the plane's reverse EV
-        is suspect. Draw another T1 for it."""
-        plane = ev_fields(data_ev)[0]
-        t1 = random.randrange(self.fabric.spec.t1_per_plane)
-        qp.rev_evs[plane] = ev_encode(plane, t1, random.getrandbits(20))
-        qp.rev_refreshes += 1
+    def _reverse(self, qp: RecvQp, data_ev: int) -> tuple[wire.Framer, str] | None:
+        """SACKs and NAKs go back the way the data packet came: the same plane and T1,
+        which just carried it (links fail both ways). One reverse EV per path, its
+        entropy drawn from the QP's seeded rng, so the cache is bounded by the paths."""
+        key = data_ev & _PATH_MASK
+        hit = qp.framers.get(key)
+        if hit is None:
+            if self._host_of(qp.peer_nic) is None:
+                return None
+            rev = key | qp.rng.getrandbits(20) << ENTROPY_SHIFT
+            path = self._reverse_path(qp, rev)
+            qp.rev_evs[key] = rev
+            hit = qp.framers[key] = (wire.Framer(self.nic, path, self.nic, qp.peer_nic, rev),
+                                     path)
+        return hit
 
     def _send_sack(self, qp: RecvQp, sack: Sack) -> None:
         """On the plane's reverse EV; the SACK still echoes the data packet's EV."""
-        rev = self._reverse_ev(qp, sack.ev)
-        head = qp.ack_heads.get(rev)
-        if head is None:
-            if self._host_of(qp.peer_nic) is None:
-                return
-            path = qp.reverse.get(rev) or self._reverse_path(qp, rev)
-            # An ACK's size never changes, so its 88 header bytes are fixed per path.
-            head = qp.ack_heads[rev] = (wire.frame(
-                self.nic, path, rev, self.nic, qp.peer_nic,
-                bytes(wire.ACK_SIZE))[:-wire.ACK_SIZE], path)
-        body = wire.encode_ack(qp.peer_qpn, sack.cum & 0xFFFFFF, 0, wire.Sack(
-            sack.cum, sack.bitmap, sack.ev, sack.ts_ns, 0, self.port_bitmap))
+        rev = self._reverse(qp, sack.ev)
+        if rev is None:
+            return
+        cum = sack.cum & 0xFFFFFF
+        body = wire.encode_ack(qp.peer_qpn, sack.psn & 0xFFFFFF, cum, wire.Sack(
+            cum, sack.bitmap, sack.ev, sack.tries, 0, self.port_bitmap, sack.dup))
         try:
-            self.raw.sendto(head[0] + body, (head[1], 0))
+            self.raw.sendto(rev[0].frame(body), (rev[1], 0))
         except OSError:
             pass
 
-    def _host_of(self, nic: str):
+    def _send_nack(self, qp: RecvQp, psn: int, ev: int) -> None:
+        """NAK (PSN sequence error) for a hole, on the path of the packet that showed it."""
+        rev = self._reverse(qp, ev)
+        if rev is None:
+            return
+        cum = qp.receiver.cum & 0xFFFFFF
+        body = wire.encode_nack(qp.peer_qpn, psn & 0xFFFFFF, cum, wire.NAK_PSN_SEQUENCE_ERROR,
+                                wire.Sack(cum, 0, ev, 0, 0, self.port_bitmap))
+        try:
+            self.raw.sendto(rev[0].frame(body), (rev[1], 0))
+        except OSError:
+            pass
+
+    def _host_of(self, nic: str | None):
         return self._hosts_by_nic.get(nic)
 
     def _on_ack(self, ack: wire.Ack) -> None:
@@ -340,10 +393,11 @@ class Endpoint:
             self.unknown_qp += 1
             return
         s = ack.sack
-        cum = _unwrap(s.cum, qp.sender._cum)
+        sender = qp.sender
+        cum = _unwrap24(s.cum, sender.cum)
         try:
-            qp.sender.on_sack(Sack(cum, s.bitmap, s.ev, s.ts_ns, s.port_state, s.congestion),
-                              now_ns())
+            sender.on_sack(Sack(cum, s.bitmap, s.ev, _unwrap24(ack.psn, cum), s.tries,
+                                s.port_state, s.congestion, s.dup), now_ns())
         except QpFailed:
             pass
         self._maybe_done(qp)
@@ -356,27 +410,28 @@ class Endpoint:
                 except QpFailed:
                     pass
             self._maybe_done(qp)
-        for qp in self.recv_qps.values():
-            if qp.last_pkt is not None and t - qp.last_data_ns > DELAYED_ACK_NS:
-                sack = qp.receiver.flush(qp.last_pkt)
+        for rq in self.recv_qps.values():
+            if rq.receiver.owes_ack and t - rq.last_data_ns > DELAYED_ACK_NS:
+                sack = rq.receiver.flush(rq.last_pkt)
                 if sack is not None:
-                    self._send_sack(qp, sack)
+                    self._send_sack(rq, sack)
 
     def _probe_retired(self, t: int) -> None:
-        """Background EV probes: retired EVs come back after enough answered probes."""
+        """Background EV probes: retired EVs come back after enough answered probes.
+        Each round probes the next few retired EVs (round robin), so none starves."""
         for qp in self.send_qps.values():
             if qp.mode != "mrc":
                 continue
             for ev, sent in list(qp.probes.items()):
                 if t - sent > PROBE_TIMEOUT_NS:  # unanswered: the path is still bad
                     del qp.probes[ev]
-                    qp.sender.evs.probe_result(ev, False)
-            for e in qp.sender.evs.retired[:PROBES_PER_ROUND]:
+                    qp.sender.probe_result(ev, False, t)
+            for e in qp.sender.evs.probe_candidates(PROBES_PER_ROUND):
                 if e.value in qp.probes:
                     continue
                 body = wire.encode_probe(qp.peer_qpn, e.value, qp.qpn, t, e.value,
                                          self.port_bitmap)
-                path = self._path(qp, e.value)
+                path = qp.paths.get(e.value) or self._path(qp, e.value)
                 try:
                     self.raw.sendto(wire.frame(self.nic, path, e.value, self.nic, qp.peer_nic,
                                                body), (path, 0))
@@ -388,10 +443,10 @@ class Endpoint:
     def _on_probe(self, probe: wire.Probe) -> None:
         if not probe.reply:  # we are the receiver: answer on the reverse of the probed path
             qp = self.recv_qps.get(probe.dest_qp)
-            if qp is None or not qp.peer_nic:
+            if qp is None or not qp.peer_nic or self._host_of(qp.peer_nic) is None:
                 self.unknown_qp += 1
                 return
-            path = qp.reverse.get(probe.reverse_ev) or self._reverse_path(qp, probe.reverse_ev)
+            path = self._reverse_path(qp, probe.reverse_ev)
             body = wire.encode_probe(qp.peer_qpn, probe.ev, probe.probe_id, probe.sent_ns,
                                      probe.reverse_ev, self.port_bitmap, reply=True)
             try:
@@ -404,22 +459,33 @@ class Endpoint:
         if qp is None or probe.ev not in qp.probes:
             return
         del qp.probes[probe.ev]
-        if qp.sender.evs.probe_result(probe.ev, True):
-            qp.resurrected += 1
+        qp.sender.probe_result(probe.ev, True, now_ns())
 
     def _reverse_path(self, qp: RecvQp, ev: int) -> str:
         plane, t1, _ = ev_fields(ev)
         sender_host = self._host_of(qp.peer_nic)
-        qp.reverse[ev] = path = route(self.fabric, self.me, sender_host, plane,
-                                      None if sender_host.rack == self.me.rack else t1).address
-        return path
+        return route(self.fabric, self.me, sender_host, plane,
+                     None if sender_host.rack == self.me.rack else t1).address
+
+    def _on_netlink(self) -> None:
+        """A link changed somewhere in our namespace: drain the events, read our ports."""
+        while True:
+            try:
+                if not self.netlink.recv(65536):
+                    break
+            except BlockingIOError:
+                break
+            except OSError:  # ENOBUFS: events were lost; reading the ports covers it
+                break
+        self._poll_ports()
 
     def _poll_ports(self) -> None:
         bitmap = self._read_ports()
         if bitmap != self.port_bitmap:
             self.port_bitmap = bitmap
+            t = now_ns()
             for qp in self.send_qps.values():
-                qp.sender.set_local_ports(bitmap)
+                qp.sender.set_local_ports(bitmap, t)
 
     def _maybe_done(self, qp: SendQp) -> None:
         if (qp.sender.idle or qp.sender.failed) and qp.waiters:
@@ -434,10 +500,10 @@ class Endpoint:
     def _control(self, conn: dict) -> None:
         try:
             chunk = conn["sock"].recv(65536)
-        except (BlockingIOError, ConnectionError):
-            chunk = b"" if not isinstance(sys.exc_info()[1], BlockingIOError) else None
-        if chunk is None:
+        except BlockingIOError:
             return
+        except ConnectionError:
+            chunk = b""
         if not chunk:
             self.sel.unregister(conn["sock"])
             conn["sock"].close()
@@ -470,8 +536,9 @@ class Endpoint:
                     "ports": self.port_bitmap, "pid": os.getpid()}
         if op == "recv_qp":
             qpn = self._qpn()
-            rkey = random.getrandbits(32)
-            qp = RecvQp(qpn, rkey, bytearray(int(req["size"])), None)
+            rng = random.Random(f"{self.host}/recv/{qpn}/{req.get('seed', 0)}")
+            rkey = rng.getrandbits(32)
+            qp = RecvQp(qpn, rkey, bytearray(int(req["size"])), None, rng)
             qp.receiver = Receiver(_placer(qp.buf), port_state=lambda: self.port_bitmap)
             self.recv_qps[qpn] = qp
             return {"qpn": qpn, "rkey": rkey}
@@ -506,6 +573,10 @@ class Endpoint:
             buf = self.send_qps[qpn].src if qpn in self.send_qps else self.recv_qps[qpn].buf
             off, size = int(req.get("offset", 0)), int(req.get("size", len(buf)))
             return {"sha256": hashlib.sha256(memoryview(buf)[off:off + size]).hexdigest()}
+        if op == "events":
+            log = self.send_qps[int(req["qpn"])].sender.log
+            return {"events": [e.to_dict() for e in log], "dropped": log.dropped,
+                    "total": log.total, "kinds": EVENT_KINDS}
         if op == "stats":
             return self.stats()
         if op == "metrics":
@@ -516,6 +587,7 @@ class Endpoint:
             if sq is not None:  # closed QPs still count in the endpoint's totals
                 self.totals["bytes_sent"] += sq.sender.stats.bytes
                 self.totals["retransmits"] += sq.sender.stats.retransmits
+                self.totals["ev_retirements"] += sq.sender.evs.retirements
             if rq is not None:
                 self.totals["bytes_placed"] += rq.receiver.stats.bytes
             return {"closed": qpn}
@@ -531,60 +603,72 @@ class Endpoint:
         planes = [p for p in self.fabric.host_planes(self.me) if p in
                   self.fabric.host_planes(peer)]
         mode = req.get("mode", "mrc")
+        qpn = self._qpn()
+        seed = f"{self.host}/send/{qpn}/{req.get('seed', 0)}"
         evs = EvSet(planes, self.fabric.spec.t1_per_plane, size=int(req.get("evs", 128)),
-                    seed=req.get("seed"))
+                    seed=seed, cross_rack=peer.rack != self.me.rack)
         size = int(req["size"])
         src = _pattern(size, req.get("seed", 0))
         # Payload per packet: 4096, or less where the fabric's MTU cannot carry it.
         cfg = SenderConfig(mode=mode, mtu=max_payload(self.fabric.spec.mtu))
-        for key in ("init_window", "max_window", "target_ns", "rto_min_ns"):
+        for key in ("init_window", "max_window", "target_ns", "rto_min_ns", "reorder_ns"):
             if key in req:
                 setattr(cfg, key, type(getattr(cfg, key))(req[key]))
-        qpn = self._qpn()
         sender = Sender(evs, 0, cfg)
-        sender.set_local_ports(self.port_bitmap)
+        t = now_ns()
+        sender.set_local_ports(self.port_bitmap, t)
         qp = SendQp(qpn, peer.name, str(nic_address(self.fabric, peer)), int(req["peer_qpn"]),
-                    int(req["rkey"]), src, sender, mode, started_ns=now_ns())
+                    int(req["rkey"]), src, sender, mode, started_ns=t)
         self.send_qps[qpn] = qp
         return {"qpn": qpn, "planes": planes}
 
     # -- reporting ------------------------------------------------------------------
 
     def _qp_summary(self, qp: SendQp) -> dict:
-        st = qp.sender.stats
+        sender = qp.sender
+        st = sender.stats
         elapsed = ((qp.done_ns or now_ns()) - qp.first_write_ns) / 1e9 if qp.first_write_ns else 0
-        acked_bytes = min(st.acked * qp.sender.cfg.mtu, qp.sender.posted_bytes)
-        return {"qpn": qp.qpn, "peer": qp.peer, "mode": qp.mode, "idle": qp.sender.idle,
-                "mtu": qp.sender.cfg.mtu,
-                "failed": qp.sender.failed, "elapsed_s": elapsed,
+        acked_bytes = min(st.acked * sender.cfg.mtu, sender.posted_bytes)
+        single = sender.single_ev
+        evs = sender.evs
+        return {"qpn": qp.qpn, "peer": qp.peer, "mode": qp.mode, "idle": sender.idle,
+                "mtu": sender.cfg.mtu,
+                "failed": sender.failed, "elapsed_s": elapsed,
                 "goodput_gbps": acked_bytes * 8 / elapsed / 1e9 if elapsed else 0.0,
-                "sender": asdict(st), "window": qp.sender.window,
-                "srtt_us": qp.sender.srtt / 1000, "evs": qp.sender.evs.counts(),
-                "planes_in_use": qp.sender.evs.planes_in_use(), "send_errors": qp.send_errors,
-                "probes_sent": qp.probes_sent, "resurrected": qp.resurrected,
+                "sender": asdict(st), "window": sender.window,
+                "srtt_us": sender.srtt / 1000,
+                "reorder_window_us": sender.reorder_window_ns() / 1000,
+                # EVs now: the slots by state (they add up to ev_set_size), and the pools
+                "evs": evs.counts(), "ev_set_size": evs.size, "ev_pools": evs.pools(),
+                # events over the QP's life
+                "ev_retirements_total": evs.retirements, "ev_revivals_total": evs.revivals,
+                "ev_retirements_undone_total": evs.undone,
+                "planes_in_use": sender.planes_in_use(), "send_errors": qp.send_errors,
+                "probes_sent": qp.probes_sent,
+                "messages_completed": sender.messages_completed,
                 "completions": [{"msn": m.msn, "latency_us": (m.done_ns - m.posted_ns) / 1e3}
-                                for m in qp.sender.completed[-16:]],
-                "evs_retired": qp.sender.evs.retirements,
-                "single_path": self._path(qp, single.value)
-                if (single := qp.sender._single) is not None else None}
+                                for m in list(sender.completed)[-16:]],
+                "events_logged": sender.log.total,
+                "single_path": self._path(qp, single.value) if single is not None else None}
 
     def stats(self) -> dict:
+        sq, rq = self.send_qps.values(), self.recv_qps.values()
         return {
             "host": self.host, "ports": self.port_bitmap, "bad_packets": self.bad_packets,
             "unknown_qp": self.unknown_qp,
             "totals": {
-                "bytes_sent": self.totals["bytes_sent"]
-                + sum(q.sender.stats.bytes for q in self.send_qps.values()),
+                "bytes_sent": self.totals["bytes_sent"] + sum(q.sender.stats.bytes for q in sq),
                 "bytes_placed": self.totals["bytes_placed"]
-                + sum(q.receiver.stats.bytes for q in self.recv_qps.values()),
+                + sum(q.receiver.stats.bytes for q in rq),
                 "retransmits": self.totals["retransmits"]
-                + sum(q.sender.stats.retransmits for q in self.send_qps.values())},
-            "send_qps": [self._qp_summary(q) for q in self.send_qps.values()],
+                + sum(q.sender.stats.retransmits for q in sq),
+                "ev_retirements": self.totals["ev_retirements"]
+                + sum(q.sender.evs.retirements for q in sq)},
+            "send_qps": [self._qp_summary(q) for q in sq],
             "recv_qps": [{"qpn": q.qpn, "bad_rkey": q.bad_rkey, "cum": q.receiver.cum,
-                          "completed": q.receiver.completions[-16:],  # (msn, imm), in order
-                          "reverse_evs": {str(p): ev for p, ev in sorted(q.rev_evs.items())},
-                          "reverse_refreshes": q.rev_refreshes,
-                          **asdict(q.receiver.stats)} for q in self.recv_qps.values()],
+                          "completed": list(q.receiver.completions)[-16:],  # (n, imm)
+                          "reverse_evs": sorted(q.rev_evs.values()),
+                          **asdict(q.receiver.stats)} for q in rq],
         }
 
     def metrics(self) -> str:
@@ -610,9 +694,14 @@ class Endpoint:
                [({"qp": q.qpn}, q.sender.srtt / 1e9) for q in sq])
         metric("window_packets", "gauge", "Congestion window, per QP",
                [({"qp": q.qpn}, q.sender.window) for q in sq])
-        metric("evs", "gauge", "EVs by state, per QP",
+        metric("evs", "gauge", "EVs in the QP's set now, by state (they add up to the set size)",
                [({"qp": q.qpn, "state": s}, n) for q in sq
                 for s, n in q.sender.evs.counts().items()])
+        metric("ev_retirements_total", "counter",
+               "Retirement events: an EV went ASSUMED_BAD (a revived EV may retire again)",
+               [({"qp": q.qpn}, q.sender.evs.retirements) for q in sq])
+        metric("ev_revivals_total", "counter", "Retired EVs brought back by probes",
+               [({"qp": q.qpn}, q.sender.evs.revivals) for q in sq])
         metric("goodput_bits_per_second", "gauge", "Acked payload rate of the last write",
                [({"qp": q.qpn}, self._qp_summary(q)["goodput_gbps"] * 1e9) for q in sq])
         metric("rx_bytes_total", "counter", "Payload bytes placed, per receiving QP",
@@ -659,10 +748,6 @@ def _unwrap24(psn: int, ref: int) -> int:
     elif full > ref + (1 << 23) and full >= 1 << 24:
         full -= 1 << 24
     return full
-
-
-def _unwrap(cum32: int, ref: int) -> int:
-    return cum32 if ref < 1 << 32 else _unwrap24(cum32 & 0xFFFFFF, ref)
 
 
 def main(argv: list[str] | None = None) -> None:
