@@ -8,8 +8,9 @@ On a netns lab shaped like mrc-4p (named bench-ep), cross-rack r0h0 -> r1h0:
   CPU/GB    utime+stime of both endpoint processes between the first and last goodput sample,
             per GB acked; the switches' softirq forwarding is billed to the task it interrupts.
   recovery  a 256 MiB bulk whose T0-T1 link goes down at 0.4 s (mrc: t0-p0-r0:eth3; single-path:
-            the uplink of its one path): Run.recovery_s, how low goodput fell, retransmits, EVs
-            retired; single-path's outcome (retry limit, or a stall cut at STALL_S).
+            the uplink of its one path): detection and repair µs from the QPs' event logs
+            (twin.failover), Run.recovery_s, how low goodput fell, retransmits, EV retirements;
+            single-path's outcome (retry limit, or a stall cut at STALL_S).
 Side by side in one run, round-robin (the modes swap order every repetition), so drift on the
 noisy 2-core machine hits the ceiling and both modes alike and ratios within the run mean
 something. Medians (min-max). Private dirs, spec, tables, machine facts: bench_lab's. Exits 1 if
@@ -77,7 +78,7 @@ def blast(att, count: int, limit_s: float) -> dict:
     s_nic, d_nic, path = str(nic_address(fab, src)), str(nic_address(fab, dst)), P.route(
         fab, src, dst, 0, 0)
     pkt = bytearray(wire.frame(s_nic, path.address, path.ev, s_nic, d_nic, wire.encode_data(
-        1, 0, 0, 0, bytes(wire.MTU), 0, path.ev, 0)))
+        1, 0, 0, 0, bytes(wire.MTU))))
     pkt[2 * wire.IP6.size + 2:2 * wire.IP6.size + 4] = BLAST_PORT.to_bytes(2, "big")
     with netns.inside(rt.netns_path(DST)):
         rx = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
@@ -115,7 +116,7 @@ def transfer(att, pids: dict, mode: str, size: int, fault: bool = False) -> dict
     """One bulk SRC -> DST; with `fault`, the T0-T1 link on its path goes down at FAULT_AT."""
     fab, flows = att.fabric, T.flows_for("bulk", [], size, SRC, DST)
     marks: list[tuple] = []  # (t, acked, sender cpu, receiver cpu, monotonic)
-    cuts: list[tuple[float, str]] = []  # what traffic.run records, kept here for the stall
+    cuts: list[dict] = []  # what traffic.run records, kept here for the stall
 
     def cut() -> str:
         plane, t1 = 0, 0
@@ -123,12 +124,13 @@ def transfer(att, pids: dict, mode: str, size: int, fault: bool = False) -> dict
             plane, t1, _ = P.parse_path(fab, flows[0].result["single_path"])
         end = f"{fab.t0_name(plane, fab.node(SRC).rack)}:{fab.t0_uplink(t1)}"
         F.link_down(att, end)
-        cuts.append((time.monotonic() - marks[-1][4] + marks[-1][0], f"link-down {end}"))
-        return cuts[-1][1]
+        cuts.append({"t_s": time.monotonic() - marks[-1][4] + marks[-1][0],
+                     "t_us": time.monotonic_ns() // 1000, "what": f"link-down {end}"})
+        return cuts[-1]["what"]
 
     outcome = "done"
     try:
-        run = T.run(att.runtime, "bulk", flows, mode, events=[(FAULT_AT, cut)] if fault else None,
+        run = T.run(att.runtime, "bulk", flows, mode, faults=[(FAULT_AT, cut)] if fault else None,
                     progress=lambda a, _n, t: marks.append((t, a, cpu_s(pids[SRC]),
                                                              cpu_s(pids[DST]), time.monotonic())),
                     timeout_s=STALL_S if fault and mode != "mrc" else 120.0)
@@ -136,7 +138,8 @@ def transfer(att, pids: dict, mode: str, size: int, fault: bool = False) -> dict
             outcome = f"failed: {flows[0].result.get('failed') or 'digest mismatch'}"
     except LabError as e:  # the stall: traffic.run gave up, so close the QPs ourselves
         outcome = f"stalled: {e}"
-        run = T.Run("bulk", mode, flows, [m[:2] for m in marks], cuts, marks[-1][0])
+        run = T.Run("bulk", mode, flows, [m[:2] for m in marks], faults=cuts,
+                    elapsed_s=marks[-1][0])
         for host, qpn in ((SRC, flows[0].send_qpn), (DST, flows[0].recv_qpn)):
             with endpoints.client(att.runtime, host) as c:
                 c.call("close", qpn=qpn)
@@ -148,17 +151,22 @@ def transfer(att, pids: dict, mode: str, size: int, fault: bool = False) -> dict
     out = {"mode": mode, "fault": fault, "outcome": outcome, "elapsed_s": run.elapsed_s,
            "goodput_gbps": r.get("goodput_gbps"), "acked_mib": a1 / MiB,
            "retransmits": r.get("sender", {}).get("retransmits"), "evs": r.get("evs"),
-           "evs_retired": r.get("evs_retired", (r.get("evs") or {}).get("assumed_bad")),
-           "evs_resurrected": r.get("resurrected"),
+           "ev_retirements": r.get("ev_retirements_total"),
+           "ev_revivals": r.get("ev_revivals_total"),
            "sender_cpu_s_per_gb": (s1 - s0) / gb, "receiver_cpu_s_per_gb": (d1 - d0) / gb}
-    if fault and not run.events:
+    if fault and not run.faults:
         out["outcome"] = "no fault: the flow ended first"
     elif fault:  # the level recovery_s compares against, and how low goodput fell
-        at, series = run.events[0][0], run.goodput_series()
+        at, series = run.faults[0]["t_s"], run.goodput_series()
         level = statistics.mean([g for t, g in series if at - 0.5 <= t < at] or [0.0])
         low = min((g for t, g in series if at <= t < at + 1.0), default=0.0)
-        out.update(event=run.events[0][1], fault_at=at, recovery_s=run.recovery_s(at),
-                   prefault_gbps=level, min_vs_prefault=low / level if level else None)
+        episode = next((e for e in run.failover() if e.fault), None)
+        out.update(event=run.faults[0]["what"], fault_at=at, recovery_s=run.recovery_s(at),
+                   prefault_gbps=level, min_vs_prefault=low / level if level else None,
+                   detection_us=episode.detection_us if episode else None,
+                   repair_us=episode.repair_us if episode else None)
+    else:
+        out["spurious_retirements"] = r.get("ev_retirements_total")
     return out
 
 
@@ -192,11 +200,13 @@ def report(res: dict) -> tuple[str, dict]:
             fmt(x, "sender_cpu_s_per_gb", 2, "receiver_cpu_s_per_gb"),
             f"retx {fmt(x, 'retransmits', 0)}", fmt(x, "elapsed_s")] for m, x in bulk.items()])
     t2 = B.markdown(
-        ["mode", "outcomes", "pre-fault Gbit/s", "recovery s (90%)", "lowest / pre-fault",
-         "retransmits", "EVs retired", "acked MiB", "elapsed s"],
+        ["mode", "outcomes", "pre-fault Gbit/s", "detection µs", "repair µs",
+         "recovery s (90%)", "lowest / pre-fault", "retransmits", "EV retirements",
+         "acked MiB", "elapsed s"],
         [[m, ", ".join(f"{k} x{n}" for k, n in Counter(kind(r["outcome"]) for r in x).items()),
-          *(fmt(x, k) for k in ("prefault_gbps", "recovery_s", "min_vs_prefault")),
-          *(fmt(x, k, 0) for k in ("retransmits", "evs_retired", "acked_mib")),
+          fmt(x, "prefault_gbps"), fmt(x, "detection_us", 0), fmt(x, "repair_us", 0),
+          *(fmt(x, k) for k in ("recovery_s", "min_vs_prefault")),
+          *(fmt(x, k, 0) for k in ("retransmits", "ev_retirements", "acked_mib")),
           fmt(x, "elapsed_s")] for m, x in rec.items()])
     med = {m: stats(x, "goodput_gbps")["median"] for m, x in bulk.items()}
     cpu = {m: [stats(x, f"{k}_cpu_s_per_gb")["median"] for k in ("sender", "receiver")]

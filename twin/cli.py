@@ -459,17 +459,26 @@ def _size(text: str) -> int:
               help="mrc sprays and adapts; single-path is RoCE over ECMP; spray-static sprays "
                    "but never adapts.")
 @click.option("--evs", default=128, show_default=True, help="EVs per QP.")
+@click.option("--cut", "cut", default=None, metavar="NODE:IF",
+              help="Take this link down mid-transfer (brought back up when the run ends).")
+@click.option("--cut-at", default=0.5, show_default=True, metavar="SECONDS",
+              help="When --cut happens, in seconds after the first write.")
 @click.option("--lab", default=None)
 @click.option("--json", "as_json", is_flag=True)
-def traffic(pattern, src, dst, size, mode, evs, lab, as_json):
+def traffic(pattern, src, dst, size, mode, evs, cut, cut_at, lab, as_json):
     """Move verified bytes through the hosts' MRC endpoints.
 
     \b
       twin traffic bulk --src r0h0 --dst r1h0 --size 256M
       twin traffic bulk --src r0h0 --dst r1h0 --mode single-path
+      twin traffic bulk --src r0h0 --dst r1h0 --size 256M --cut t0-p0-r0:eth3
       twin traffic incast --dst r0h0 --size 16M
-    Every destination buffer is checked against its source (sha256).
+    Every destination buffer is checked against its source (sha256). When the
+    transports lost packets, retired EVs or saw a port change, a failover line
+    says when it was detected and repaired (µs after the fault); --json holds
+    the event logs themselves.
     """
+    from twin import faults as F
     from twin import traffic as T
 
     att = L.attach(lab)
@@ -478,6 +487,18 @@ def traffic(pattern, src, dst, size, mode, evs, lab, as_json):
         if h is not None and h not in hosts:
             raise UsageError(f"{h!r} is not a host of {att.state.lab} ({', '.join(hosts)})")
     flows = T.flows_for(pattern, hosts, _size(size), src, dst)
+    scheduled, applied = [], []
+    if cut:
+        F.parse_endpoint(att, cut)  # a bad NODE:IF fails before any traffic
+        if cut_at < 0:
+            raise UsageError("--cut-at must be >= 0 seconds")
+
+        def cut_link():
+            applied.append(cut)  # before: a half-applied cut is still undone
+            F.link_down(att, cut)
+            return f"link-down {cut}"
+
+        scheduled.append((cut_at, cut_link))
 
     shown = [0.0]
 
@@ -491,23 +512,31 @@ def traffic(pattern, src, dst, size, mode, evs, lab, as_json):
                 f"{rate:5.2f} Gbit/s, {t:5.1f}s")
         err.print(f"\r{line}" if err.is_terminal else line, end="" if err.is_terminal else "\n")
 
-    result = T.run(att.runtime, pattern, flows, mode, evs=evs, progress=progress)
+    try:
+        result = T.run(att.runtime, pattern, flows, mode, evs=evs, progress=progress,
+                       faults=scheduled)
+    finally:
+        if applied:
+            F.link_up(att, cut)
     if as_json:
         _emit_json(result.to_dict())
     else:
         if err.is_terminal:
             err.print()
         t = Table(title=f"{pattern}, mode {mode}, {result.elapsed_s:.2f}s")
-        for col in ("flow", "bytes", "Gbit/s", "retx", "EVs retired", "planes", "exact"):
+        for col in ("flow", "bytes", "Gbit/s", "retx", "EV retirements", "planes", "exact"):
             t.add_column(col)
         for f in result.flows:
             r = f.result
             t.add_row(f"{f.src} -> {f.dst}", f"{f.size:,}", f"{r.get('goodput_gbps', 0):.2f}",
                       str(r.get("sender", {}).get("retransmits")),
-                      str(r.get("evs_retired")),
+                      str(r.get("ev_retirements_total")),
                       ",".join(map(str, r.get("planes_in_use", []))),
                       "[green]yes[/green]" if f.exact else f"[red]NO {r.get('failed') or ''}[/red]")
         out.print(t)
+        for episode in result.failover():
+            if episode.eventful or episode.fault:
+                out.print(episode.line())
     if not result.ok:
         sys.exit(1)
 

@@ -8,6 +8,11 @@ bytes are sampled, which gives goodput over time (and so the recovery time
 after a fault); at the end every destination buffer's sha256 is compared with
 its source's.
 
+Each run also reports what the transports did: every QP's event log (losses,
+EV retirements, retransmissions, port changes, revivals, CLOCK_MONOTONIC µs)
+next to the faults it applied, and from the two a failover summary per fault
+(twin.failover).
+
     bulk        one flow, src -> dst
     incast      every other host -> one destination (N-to-1)
     all-to-all  every ordered host pair
@@ -20,12 +25,14 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from twin import endpoints
+from twin import endpoints, failover
 from twin.errors import LabError, UsageError
 
 PATTERNS = ("bulk", "incast", "all-to-all", "ring")
-FLOW_FIELDS = ("failed", "goodput_gbps", "elapsed_s", "srtt_us", "evs", "evs_retired",
-               "resurrected", "planes_in_use", "single_path", "completions")
+FLOW_FIELDS = ("failed", "goodput_gbps", "elapsed_s", "srtt_us", "reorder_window_us", "evs",
+               "ev_set_size", "ev_retirements_total", "ev_revivals_total",
+               "ev_retirements_undone_total", "probes_sent", "planes_in_use", "single_path",
+               "messages_completed", "completions", "events_logged")
 MODES = ("mrc", "single-path", "spray-static")
 
 
@@ -46,7 +53,11 @@ class Run:
     mode: str
     flows: list[Flow]
     samples: list[tuple[float, int]] = field(default_factory=list)  # (t, acked bytes, all)
-    events: list[tuple[float, str]] = field(default_factory=list)
+    # as applied: {"t_s", "t_us" (in force by), "applied_us" (how long applying took), "what"}
+    faults: list[dict] = field(default_factory=list)
+    events: list[dict] = field(default_factory=list)  # the QPs' event logs, "flow" added
+    events_dropped: int = 0  # fell out of a bounded log (its head and tail are kept)
+    start_us: int = 0  # CLOCK_MONOTONIC at the first write
     elapsed_s: float = 0.0
 
     @property
@@ -83,16 +94,21 @@ class Run:
                 return max(0.0, t - fault_at)
         return None if dipped else 0.0  # never below the threshold: no recovery needed
 
+    def failover(self) -> list[failover.Episode]:
+        return failover.episodes(self.faults, self.events)
+
     def to_dict(self) -> dict:
         return {
             "pattern": self.pattern, "mode": self.mode, "ok": self.ok,
-            "elapsed_s": round(self.elapsed_s, 3),
+            "elapsed_s": round(self.elapsed_s, 3), "start_us": self.start_us,
             "flows": [{"src": f.src, "dst": f.dst, "bytes": f.size, "exact": f.exact,
                        **{k: f.result.get(k) for k in FLOW_FIELDS},
                        "retransmits": f.result.get("sender", {}).get("retransmits"),
                        "per_plane_packets": f.result.get("sender", {}).get(
                            "per_plane_packets")} for f in self.flows],
-            "events": self.events,
+            "faults": self.faults,
+            "events": self.events, "events_dropped": self.events_dropped,
+            "failover": [e.to_dict() for e in self.failover()],
         }
 
 
@@ -114,9 +130,10 @@ def flows_for(pattern: str, hosts: list[str], size: int, src: str | None = None,
 
 def run(rt, pattern: str, flows: list[Flow], mode: str = "mrc", *, evs: int = 128,
         timeout_s: float = 300.0, sample_s: float = 0.02,
-        events: list[tuple[float, Callable[[], str]]] | None = None,
+        faults: list[tuple[float, Callable[[], str]]] | None = None,
         progress: Callable[[int, int, float], None] | None = None) -> Run:
-    """Run the flows to completion (or failure, or timeout)."""
+    """Run the flows to completion (or failure, or timeout). `faults` are (seconds
+    after the first write, action); an action applies a fault and says what it did."""
     if mode not in MODES:
         raise UsageError(f"unknown mode {mode!r}; modes: {', '.join(MODES)}")
     hosts = sorted({f.src for f in flows} | {f.dst for f in flows})
@@ -129,15 +146,22 @@ def run(rt, pattern: str, flows: list[Flow], mode: str = "mrc", *, evs: int = 12
                                     size=f.size, mode=mode, evs=evs, seed=i + 1)
             clients[f.dst].call("connect", qpn=r["qpn"], peer=f.src, peer_qpn=s["qpn"])
             f.send_qpn, f.recv_qpn = s["qpn"], r["qpn"]
-        pending = sorted(events or [], key=lambda e: e[0])
+        pending = sorted(faults or [], key=lambda e: e[0])
         total = sum(f.size for f in flows)
         start = time.monotonic()
+        result.start_us = time.monotonic_ns() // 1000
         for f in flows:
             clients[f.src].call("write", qpn=f.send_qpn, size=f.size, imm=f.recv_qpn)
         while True:
             t = time.monotonic() - start
             while pending and pending[0][0] <= t:
-                result.events.append((round(t, 4), pending.pop(0)[1]()))
+                begin = time.monotonic_ns() // 1000
+                what = pending.pop(0)[1]()
+                # In force by the time the action returns: most of an action is
+                # starting `ip` (ms); the change itself is its last syscall.
+                t_us = time.monotonic_ns() // 1000
+                result.faults.append({"t_s": round(t_us / 1e6 - start, 6), "t_us": t_us,
+                                      "applied_us": t_us - begin, "what": what})
             done, acked = _poll(clients, flows)
             result.samples.append((t, acked))
             if progress:
@@ -154,6 +178,7 @@ def run(rt, pattern: str, flows: list[Flow], mode: str = "mrc", *, evs: int = 12
             b = clients[f.dst].call("digest", qpn=f.recv_qpn)["sha256"]
             f.exact = a == b
     finally:
+        _collect_events(clients, flows, result)
         for f in flows:  # also after a timeout: a stalled QP must not keep retrying
             for host, qpn in ((f.src, f.send_qpn), (f.dst, f.recv_qpn)):
                 if qpn:
@@ -164,6 +189,19 @@ def run(rt, pattern: str, flows: list[Flow], mode: str = "mrc", *, evs: int = 12
         for c in clients.values():
             c.close()
     return result
+
+
+def _collect_events(clients, flows: list[Flow], result: Run) -> None:
+    for i, f in enumerate(flows):
+        if not f.send_qpn:
+            continue
+        try:
+            log = clients[f.src].call("events", qpn=f.send_qpn)
+        except (LabError, OSError):
+            continue
+        result.events_dropped += log["dropped"]
+        result.events.extend({**e, "flow": i} for e in log["events"])
+    result.events.sort(key=lambda e: e["t_us"])
 
 
 def _poll(clients, flows: list[Flow]) -> tuple[bool, int]:
