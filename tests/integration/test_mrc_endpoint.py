@@ -209,7 +209,7 @@ def test_a_clean_fabric_retires_nothing_in_19_of_20_transfers(lab4):
         run = bulk(lab4, 64 * MiB)
         assert run.ok, run.to_dict()
         retired.append(run.flows[0].result["ev_retirements_total"])
-    assert sum(1 for r in retired if r) <= 1, retired
+    assert sum(retired) <= 1, retired  # at most one spurious retirement in all 20
 
 
 def test_a_new_qp_after_a_fault_starts_from_a_clean_ev_set(lab4):
