@@ -489,7 +489,10 @@ def traffic(pattern, src, dst, size, mode, evs, cut, cut_at, lab, as_json):
     flows = T.flows_for(pattern, hosts, _size(size), src, dst)
     scheduled, applied = [], []
     if cut:
-        F.parse_endpoint(att, cut)  # a bad NODE:IF fails before any traffic
+        link = att.fabric.link_at(F.parse_endpoint(att, cut))  # bad NODE:IF: fail now
+        if any(f.link == link.id for f in F.active(att)):  # its fault is not ours to undo
+            raise UsageError(f"link {link.id} is already down; `twin fault link-up {cut}` "
+                             "first, or cut another link")
         if cut_at < 0:
             raise UsageError("--cut-at must be >= 0 seconds")
 

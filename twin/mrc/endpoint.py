@@ -8,9 +8,8 @@ Data path (one thread, one loop):
     recv   the host's End.DT6 decap delivers the inner packet to a UDP socket on
            [NIC]:4791 (UDP_NO_CHECK6_RX: checksum 0, integrity from the RoCEv2 ICRC,
            checked against the peer address, port and flow label the socket reports)
-    acks   SACKs and NAKs go back on the QP's reverse EV set: one EV per plane,
-           seeded with the first data EV seen on that plane and redrawn whenever a
-           duplicate shows the sender missed an answer
+    acks   SACKs and NAKs go back the way the data packet came (its plane and T1,
+           reversed): one reverse EV per forward path, its entropy from the QP's rng
     ports  the host's NIC port state comes from netlink link events (RTNLGRP_LINK):
            a port that goes down stops its plane locally and, through the port-state
            bitmap in every SACK, at the peers
@@ -359,7 +358,7 @@ class Endpoint:
         return hit
 
     def _send_sack(self, qp: RecvQp, sack: Sack) -> None:
-        """On the plane's reverse EV; the SACK still echoes the data packet's EV."""
+        """On the reverse of the data packet's path; the SACK echoes the data packet's EV."""
         rev = self._reverse(qp, sack.ev)
         if rev is None:
             return

@@ -15,9 +15,10 @@ from dataclasses import dataclass, field
 
 from twin.mrc.evset import EvSet
 from twin.mrc.transport import QpFailed, Receiver, RxPacket, Sender, SenderConfig
-from twin.paths import ev_fields
+from twin.paths import ENTROPY_SHIFT, ev_fields
 
 DELAYED_ACK_NS = 50_000
+PATH_MASK = (1 << ENTROPY_SHIFT) - 1  # an EV's plane and T1
 
 
 @dataclass
@@ -154,7 +155,7 @@ def run_transfer(size: int, fabric: Fabric, *, mode: str = "mrc", planes: int = 
                     if sack is not None:
                         # the reverse path: back the way the data came (same plane
                         # and T1), as the endpoint sends its SACKs
-                        back = obj.ev & 0xFFF
+                        back = obj.ev & PATH_MASK
                         for at in fabric.arrivals(back, now):
                             tie += 1
                             heapq.heappush(heap, (at, tie, "sack", sack))
