@@ -26,6 +26,7 @@ from twin import size as S
 from twin.errors import SpecError, TwinError, UsageError
 from twin.progress import Steps
 from twin.runtime import AUTO_ORDER, RUNTIMES
+from twin.state import run_root
 from twin.verify import run_verify
 
 out = Console(highlight=False, soft_wrap=True)
@@ -117,7 +118,7 @@ def main(ctx, debug):
       twin fault link-down t0-p0-r0:eth3
       twin verify                   fails exactly the paths over that link
       twin fault link-up t0-p0-r0:eth3
-      twin down --all               remove every trace of every lab
+      twin down --all               remove every lab of this run directory (TWIN_RUN_DIR)
 
     SPEC is a file (lab/fabrics/mrc-4p.yml) or a shipped fabric's name
     (mrc-4p). LAB defaults to the one lab that is up.
@@ -298,7 +299,9 @@ def _print_next_steps(lab: str) -> None:
 
 @main.command()
 @click.argument("lab", required=False)
-@click.option("--all", "all_", is_flag=True, help="Every lab, and anything a crash left.")
+@click.option("--all", "all_", is_flag=True,
+              help="Every lab of this run directory, and what its crashes left; other run "
+                   "directories' labs are named, never touched.")
 def down(lab, all_):
     """Remove a lab: its nodes, links, processes, faults and state."""
     if all_:
@@ -307,6 +310,11 @@ def down(lab, all_):
             out.print("nothing to remove")
         for name, nodes in removed.items():
             out.print(f"removed {name}: {len(nodes)} nodes")
+        others = L.foreign_namespaces()
+        if others:
+            out.print(f"left alone: {len(others)} twin-* namespaces that no lab of this run "
+                      f"directory ({run_root()}) owns, e.g. {others[0]}; `twin down` them "
+                      "from their own run directory")
         return
     name = L.resolve_lab(lab)
     nodes = L.down(name)

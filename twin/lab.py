@@ -174,8 +174,9 @@ def down(lab: str) -> list[str]:
 
 
 def down_all() -> dict[str, list[str]]:
-    """Remove every lab twin knows of, then whatever any runtime finds left by a crash
-    (`twin-*` namespaces, containers labelled mrc-twin.lab)."""
+    """Remove every lab this run directory knows of, then whatever a runtime can tell
+    this run directory left (containers labelled with it). Nothing of another run
+    directory's labs is touched: see `foreign_namespaces`."""
     out = {}
     for lab in known_labs():
         out[lab] = down(lab)
@@ -187,6 +188,20 @@ def down_all() -> dict[str, list[str]]:
             cls.remove_leftovers(stray)
             out[f"(stray {name} resources)"] = stray
     return out
+
+
+def foreign_namespaces() -> list[str]:
+    """`twin-*` namespaces that no lab of this run directory owns: another checkout's,
+    a colleague's or a test run's labs (left alone)."""
+    from twin.runtime.netns import NetnsRuntime, leftover_namespaces
+
+    mine = set()
+    for lab in known_labs():
+        state = LabState.load(lab)
+        if state is not None and state.runtime == "netns":
+            rt = NetnsRuntime(lab, state.build_dir)
+            mine.update(rt.ns_name(n) for n in state.nodes)
+    return [n for n in leftover_namespaces() if n not in mine]
 
 
 def restart(att: Attached, node: str) -> list[str]:

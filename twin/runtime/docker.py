@@ -37,6 +37,7 @@ CAPS = ["NET_ADMIN", "NET_RAW", "SYS_ADMIN"]
 PREFIX = "clab"
 WORKERS = 4  # the engine serialises much of container creation; more threads buy nothing
 TWIN_LABEL = "mrc-twin.lab"
+RUN_DIR_LABEL = "mrc-twin.run-dir"  # whose it is: `down --all` sweeps only its own
 NODE_RUN_DIR = "/run/mrc-twin"  # inside a container: bind-mounted from the lab's run dir
 
 
@@ -112,6 +113,7 @@ class DockerRuntime(Runtime):
             "clab-node-group": spec.get("group", ""),
             "clab-topo-file": str(topo_file),
             "mrc-twin.runtime": self.name,
+            RUN_DIR_LABEL: str(run_root().resolve()),
         })
         return labels
 
@@ -225,7 +227,8 @@ class DockerRuntime(Runtime):
         c = engine.client(timeout=10)
         if c is None:
             return []
-        found = c.containers.list(all=True, sparse=True, filters={"label": TWIN_LABEL})
+        mine = f"{RUN_DIR_LABEL}={run_root().resolve()}"
+        found = c.containers.list(all=True, sparse=True, filters={"label": [TWIN_LABEL, mine]})
         return [x.attrs["Names"][0].lstrip("/") for x in found]
 
     @classmethod

@@ -135,7 +135,10 @@ class NetnsRuntime(Runtime):
 
     @classmethod
     def leftovers(cls) -> list[str]:
-        return leftover_namespaces()
+        """None: a namespace carries no owner, so one no lab of this run directory knows
+        may be another checkout's or user's lab. (A crashed `up` is known: its state is
+        written before anything is created.) `twin down --all` names them instead."""
+        return []
 
     @classmethod
     def remove_leftovers(cls, names: list[str]) -> None:
