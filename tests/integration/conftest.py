@@ -7,10 +7,25 @@ import subprocess
 import sys
 import time
 from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 
 from twin.runtime.netns import leftover_namespaces
+
+FABRICS = Path(__file__).resolve().parents[2] / "lab" / "fabrics"
+# The built-in fabrics under the tests' own lab names: a user's mrc-4p (`make lab-up`)
+# is never in the way of `make test`, and never touched by it.
+LAB4, LAB8 = "test-mrc-4p", "test-mrc-8p"
+
+
+def own_spec(where: Path, lab: str) -> str:
+    """Write the built-in fabric behind test lab `lab` into `where`, renamed; its path."""
+    builtin = lab.removeprefix("test-")
+    path = Path(where) / f"{lab}.yml"
+    path.write_text((FABRICS / f"{builtin}.yml").read_text().replace(
+        f"name: {builtin}\n", f"name: {lab}\n", 1))
+    return str(path)
 
 
 @pytest.fixture(scope="session")
@@ -32,6 +47,8 @@ def running_lab(session_dirs, spec: str, runtime: str):
     from twin import lab as L
 
     set_env(session_dirs)
+    if spec in (LAB4, LAB8):
+        spec = own_spec(session_dirs, spec)
     state = L.up(spec, runtime)
     try:
         yield L.attach(state.lab)
@@ -51,10 +68,11 @@ def set_env(session_dirs):
 
 def kill_up_midway(run_dir, build_dir, runtime: str, created, enough: int,
                    limit_s: float = 60) -> subprocess.CompletedProcess:
-    """Start `twin up mrc-8p` in a child, SIGKILL it once `created()` counts `enough`
+    """Start `twin up` of LAB8 in a child, SIGKILL it once `created()` counts `enough`
     nodes, then run `twin down --all`; return that command's result."""
     env = dict(os.environ, TWIN_RUN_DIR=str(run_dir), TWIN_BUILD_DIR=str(build_dir))
-    proc = subprocess.Popen([sys.executable, "-m", "twin", "up", "mrc-8p", "--runtime", runtime],
+    spec = own_spec(Path(run_dir).parent, LAB8)
+    proc = subprocess.Popen([sys.executable, "-m", "twin", "up", spec, "--runtime", runtime],
                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + limit_s
     while len(created()) < enough and time.monotonic() < deadline and proc.poll() is None:
@@ -62,6 +80,6 @@ def kill_up_midway(run_dir, build_dir, runtime: str, created, enough: int,
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=10)
     assert created(), "the up was killed before it created anything"
-    assert (run_dir / "mrc-8p" / "lab.json").exists()  # state was on disk first
+    assert (run_dir / LAB8 / "lab.json").exists()  # state was on disk first
     return subprocess.run([sys.executable, "-m", "twin", "down", "--all"], env=env,
                           capture_output=True, text=True, timeout=300)

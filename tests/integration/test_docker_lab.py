@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import kill_up_midway, running_lab, set_env
+from tests.integration.conftest import LAB4, LAB8, kill_up_midway, own_spec, running_lab, set_env
 from twin import engine
 from twin import faults as F
 from twin import lab as L
@@ -42,20 +42,20 @@ def outcome(report):
 @pytest.fixture(scope="module")
 def docker4(session_dirs):
     host_veths = set(veths_in_host_namespace())
-    with running_lab(session_dirs, "mrc-4p", "docker") as att:
+    with running_lab(session_dirs, LAB4, "docker") as att:
         yield att
-    assert containers_of("mrc-4p") == []
+    assert containers_of(LAB4) == []
     assert set(veths_in_host_namespace()) <= host_veths
 
 
 @pytest.mark.docker
 def test_mrc_4p_as_20_containers_verifies(docker4):
-    names = containers_of("mrc-4p")
-    assert len(names) == 20 and "clab-mrc-4p-t0-p0-r0" in names
-    c = engine.client().containers.get("clab-mrc-4p-r0h0")
+    names = containers_of(LAB4)
+    assert len(names) == 20 and f"clab-{LAB4}-t0-p0-r0" in names
+    c = engine.client().containers.get(f"clab-{LAB4}-r0h0")
     assert c.attrs["HostConfig"]["NetworkMode"] == "none"
     assert not c.attrs["HostConfig"]["Privileged"]
-    assert c.labels["containerlab"] == "mrc-4p" and c.labels["clab-node-name"] == "r0h0"
+    assert c.labels["containerlab"] == LAB4 and c.labels["clab-node-name"] == "r0h0"
     report = run_verify(docker4.runtime, docker4.plan)
     assert report.ok, report.to_dict()["nodes"]
     assert report.summary()["paths"]["total"] == 80
@@ -65,7 +65,7 @@ def test_mrc_4p_as_20_containers_verifies(docker4):
 def test_code_and_config_are_bind_mounted(docker4):
     out = docker4.runtime.exec("r0h0", ["true"])  # nsenter into the netns works
     assert out.returncode == 0
-    c = engine.client().containers.get("clab-mrc-4p-r0h0")
+    c = engine.client().containers.get(f"clab-{LAB4}-r0h0")
     listing = c.exec_run(["ls", "/opt/mrc-twin/twin", "/etc/mrc-twin"]).output.decode()
     assert "lab.py" in listing and "routes.batch" in listing
 
@@ -127,24 +127,24 @@ def test_restarting_a_host_brings_its_endpoint_back(docker4):
 @pytest.mark.docker
 def test_killed_docker_up_then_down_all_leaves_nothing(session_dirs):
     done = kill_up_midway(session_dirs / "killed-docker", session_dirs / "build", "docker",
-                          lambda: containers_of("mrc-8p"), 8)
+                          lambda: containers_of(LAB8), 8)
     assert done.returncode == 0, done.stderr
-    assert containers_of("mrc-8p") == []
-    assert not [n for n in leftover_namespaces() if n.startswith("twin-mrc-8p-")]
+    assert containers_of(LAB8) == []
+    assert not [n for n in leftover_namespaces() if n.startswith(f"twin-{LAB8}-")]
 
 
 @pytest.mark.docker
 def test_mrc_8p_as_80_containers_verifies(session_dirs):
     set_env(session_dirs)
-    L.up("mrc-8p", "docker")
+    L.up(own_spec(session_dirs, LAB8), "docker")
     try:
-        att = L.attach("mrc-8p")
-        assert len(containers_of("mrc-8p")) == 80
+        att = L.attach(LAB8)
+        assert len(containers_of(LAB8)) == 80
         report = run_verify(att.runtime, att.plan)
         assert report.ok and report.summary()["paths"]["total"] == 6528
     finally:
-        L.down("mrc-8p")
-    assert containers_of("mrc-8p") == []
+        L.down(LAB8)
+    assert containers_of(LAB8) == []
 
 
 @pytest.fixture
@@ -190,7 +190,7 @@ def test_the_double_rejects_what_containerlab_would(tmp_path):
 @pytest.mark.containerlab
 def test_real_containerlab_deploys_the_rendered_topology(session_dirs):
     set_env(session_dirs)
-    state = L.up("mrc-4p", "containerlab")
+    state = L.up(own_spec(session_dirs, LAB4), "containerlab")
     try:
         att = L.attach(state.lab)
         assert run_verify(att.runtime, att.plan).ok

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from tests.integration.conftest import running_lab
+from tests.integration.conftest import LAB4, running_lab
 from twin import endpoints, netns
 from twin import faults as F
 from twin import paths as P
@@ -20,7 +20,7 @@ MiB = 1 << 20
 
 @pytest.fixture(scope="module")
 def lab4(session_dirs):
-    with running_lab(session_dirs, "mrc-4p", "netns") as att:
+    with running_lab(session_dirs, LAB4, "netns") as att:
         yield att
 
 

@@ -8,7 +8,15 @@ from xml.etree import ElementTree as ET
 import pytest
 from click.testing import CliRunner
 
-from tests.integration.conftest import kill_up_midway, namespaces_of, running_lab, set_env
+from tests.integration.conftest import (
+    LAB4,
+    LAB8,
+    kill_up_midway,
+    namespaces_of,
+    own_spec,
+    running_lab,
+    set_env,
+)
 from twin import faults as F
 from twin import lab as L
 from twin import paths as P
@@ -25,9 +33,9 @@ LINK = "t0-p0-r0:eth3--t1-p0-0:eth1"
 
 @pytest.fixture(scope="module")
 def lab4(session_dirs):
-    with running_lab(session_dirs, "mrc-4p", "netns") as att:
+    with running_lab(session_dirs, LAB4, "netns") as att:
         yield att
-    assert namespaces_of("mrc-4p") == []
+    assert namespaces_of(LAB4) == []
 
 
 def test_mrc_4p_verifies_every_route_and_path(lab4):
@@ -80,7 +88,7 @@ def test_a_route_removed_by_hand_is_reported_missing(lab4):
 
 def test_cli_verify_json_and_junit(lab4, tmp_path):
     junit = tmp_path / "verify.xml"
-    result = CliRunner().invoke(main, ["verify", "mrc-4p", "--json", "--junit", str(junit)])
+    result = CliRunner().invoke(main, ["verify", LAB4, "--json", "--junit", str(junit)])
     assert result.exit_code == 0, result.output
     assert '"ok": true' in result.output
     cases = ET.parse(junit).getroot().findall(".//testcase")
@@ -91,12 +99,12 @@ def test_cli_verify_exits_1_when_a_link_is_down(lab4):
     runner = CliRunner()
     assert runner.invoke(main, ["fault", "link-down", "t0-p1-r1:eth4", "--both"]).exit_code == 0
     try:
-        result = runner.invoke(main, ["verify", "mrc-4p"])
+        result = runner.invoke(main, ["verify", LAB4])
         assert result.exit_code == 1
         assert "t0-p1-r1:eth4--t1-p1-1:eth2" in result.output
     finally:
         assert runner.invoke(main, ["fault", "clear"]).exit_code == 0
-    assert runner.invoke(main, ["verify", "mrc-4p"]).exit_code == 0
+    assert runner.invoke(main, ["verify", LAB4]).exit_code == 0
 
 
 def test_status_json_lists_every_node_running(lab4):
@@ -134,30 +142,30 @@ def test_failed_up_removes_what_it_created(session_dirs, monkeypatch):
 
     monkeypatch.setattr(NetnsRuntime, "wire_links", broken)
     with pytest.raises(RuntimeError):
-        L.up("mrc-8p", "netns")
-    assert namespaces_of("mrc-8p") == [] and "mrc-8p" not in known_labs()
+        L.up(own_spec(session_dirs, LAB8), "netns")
+    assert namespaces_of(LAB8) == [] and LAB8 not in known_labs()
 
 
 def test_down_all_after_a_killed_up_leaves_nothing(session_dirs):
     done = kill_up_midway(session_dirs / "killed", session_dirs / "build", "netns",
-                          lambda: namespaces_of("mrc-8p"), 10)
+                          lambda: namespaces_of(LAB8), 10)
     assert done.returncode == 0, done.stderr
-    assert namespaces_of("mrc-8p") == []
-    assert not (session_dirs / "killed" / "mrc-8p").exists()
+    assert namespaces_of(LAB8) == []
+    assert not (session_dirs / "killed" / LAB8).exists()
 
 
 def test_mrc_8p_comes_up_and_verifies(session_dirs):
     set_env(session_dirs)
-    L.up("mrc-8p", "netns")
+    L.up(own_spec(session_dirs, LAB8), "netns")
     try:
-        att = L.attach("mrc-8p")
+        att = L.attach(LAB8)
         report = run_verify(att.runtime, att.plan)
         assert report.ok, [r.path.label for r in report.paths if not r.ok][:10]
         assert report.summary()["paths"]["total"] == 6528
         assert report.summary()["routes"]["passed"] == 80
     finally:
-        L.down("mrc-8p")
-    assert namespaces_of("mrc-8p") == []
+        L.down(LAB8)
+    assert namespaces_of(LAB8) == []
 
 
 def test_rates_are_shaped_with_tbf_and_verified(session_dirs):
@@ -192,3 +200,19 @@ def test_up_refuses_to_adopt_namespaces_it_did_not_create(session_dirs):
         assert namespaces_of("clash") == ["twin-clash-r0h0"]  # untouched
     finally:
         subprocess.run(["ip", "netns", "del", "twin-clash-r0h0"], check=True)
+
+
+def test_down_all_never_touches_a_lab_this_run_directory_does_not_own(session_dirs):
+    """A colleague's lab (here: a namespace another run directory made) survives
+    `twin down --all`, which names it instead of removing it."""
+    theirs = "twin-someone-elses-lab-r0h0"
+    mine = {"TWIN_RUN_DIR": str(session_dirs / "down-all-alone")}  # no lab of the module's
+    subprocess.run(["ip", "netns", "add", theirs], check=True, timeout=10)
+    try:
+        result = CliRunner().invoke(main, ["down", "--all"], env=mine)
+        assert result.exit_code == 0, result.output
+        assert theirs in subprocess.run(["ip", "netns", "list"], capture_output=True,
+                                        text=True, check=True, timeout=10).stdout
+        assert "left alone" in result.output and "twin-" in result.output
+    finally:
+        subprocess.run(["ip", "netns", "del", theirs], check=False, timeout=10)
