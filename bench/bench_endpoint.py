@@ -34,7 +34,7 @@ from pathlib import Path
 
 import bench_lab as B  # first: it points TWIN_RUN_DIR / TWIN_BUILD_DIR at a private temp dir
 
-from twin import endpoints, lab, netns
+from twin import endpoints, lab, nsenter
 from twin import faults as F
 from twin import paths as P
 from twin import traffic as T
@@ -80,12 +80,12 @@ def blast(att, count: int, limit_s: float) -> dict:
     pkt = bytearray(wire.frame(s_nic, path.address, path.ev, s_nic, d_nic, wire.encode_data(
         1, 0, 0, 0, bytes(wire.MTU))))
     pkt[2 * wire.IP6.size + 2:2 * wire.IP6.size + 4] = BLAST_PORT.to_bytes(2, "big")
-    with netns.inside(rt.netns_path(DST)):
+    with nsenter.inside(rt.netns_path(DST)):
         rx = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
         wire.allow_zero_udp_checksum(rx)
         rx.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, 32 << 20)
         rx.bind((d_nic, BLAST_PORT))
-    with netns.inside(rt.netns_path(SRC)):
+    with nsenter.inside(rt.netns_path(SRC)):
         tx = socket.socket(socket.AF_INET6, socket.SOCK_RAW, socket.IPPROTO_RAW)
     parent, child = multiprocessing.Pipe()
     proc = multiprocessing.get_context("fork").Process(target=_drain, args=(rx, child))

@@ -36,7 +36,7 @@ from pathlib import Path
 
 import bench_lab as B  # first: it points TWIN_RUN_DIR / TWIN_BUILD_DIR at a private temp dir
 
-from twin import engine, lab
+from twin import dockerd, lab
 from twin.runtime import RUNTIMES
 from twin.runtime.netns import list_netns
 from twin.state import known_labs
@@ -54,12 +54,12 @@ def lab_name(size: tuple[int, ...], runtime: str) -> str:
 def strays(names: list[str]) -> list[str]:
     """Namespaces or containers of these labs left by another run (none may exist)."""
     ns = [n for n in list_netns() if n.startswith(tuple(f"twin-{x}-" for x in names))]
-    found = engine.client().containers.list(all=True, filters={"label": "containerlab"})
+    found = dockerd.client().containers.list(all=True, filters={"label": "containerlab"})
     return ns + [c.name for c in found if c.labels.get("containerlab") in names]
 
 
 def machine() -> dict:
-    c = engine.client()
+    c = dockerd.client()
     return {**B.machine(), "docker": c.version()["Version"],
             "containers": len(c.containers.list(all=True))}
 

@@ -29,9 +29,9 @@ def _docker_missing() -> str | None:
     reason = _netns_missing()
     if reason:
         return reason
-    from twin import engine
+    from twin import dockerd
 
-    client = engine.client(timeout=5)
+    client = dockerd.client(timeout=5)
     if client is None:
         return "no Docker engine answers (make engine, or twin engine start)"
     from twin import images

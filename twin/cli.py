@@ -597,7 +597,7 @@ def engine():
 @engine.command("start")
 def engine_start():
     """Install docker.io if missing and start dockerd (idempotent)."""
-    from twin import engine as E
+    from twin import dockerd as E
 
     steps = RichSteps()
     try:
@@ -610,7 +610,7 @@ def engine_start():
 @engine.command("stop")
 def engine_stop():
     """Stop the dockerd twin started (never one it did not)."""
-    from twin import engine as E
+    from twin import dockerd as E
 
     out.print(E.stop())
 
@@ -619,7 +619,7 @@ def engine_stop():
 @click.option("--json", "as_json", is_flag=True)
 def engine_status(as_json):
     """Does an engine answer, and which version."""
-    from twin import engine as E
+    from twin import dockerd as E
 
     c = E.client(timeout=5)
     info = {"running": c is not None}
@@ -644,7 +644,7 @@ def images():
               "from your registry) instead of the offline debootstrap base.")
 def images_build(force, base):
     """Build the images (offline by default: a debootstrap base from apt's mirror)."""
-    from twin import engine as E
+    from twin import dockerd as E
     from twin import images as I
 
     c = E.client()
@@ -663,7 +663,7 @@ def images_build(force, base):
 @click.option("--json", "as_json", is_flag=True)
 def images_status(as_json):
     """Which images exist and whether they match their inputs."""
-    from twin import engine as E
+    from twin import dockerd as E
     from twin import images as I
 
     c = E.client(timeout=5)

@@ -16,7 +16,7 @@ import shutil
 from pyroute2 import IPRoute
 from pyroute2.netlink.exceptions import NetlinkError
 
-from twin import netns
+from twin import nsenter
 from twin.errors import LabError
 from twin.plan import NodePlan, Route
 from twin.render import tbf_burst
@@ -72,9 +72,9 @@ def _ensure_anchor(ipr: IPRoute, name: str) -> int:
 
 def configure_node(node: NodePlan, path: str) -> None:
     """Program one node. `path` is its network namespace file."""
-    with netns.inside(path):
-        netns.write_sysctls(list(node.node_sysctls))
-        missing = netns.write_sysctls(node.interface_sysctls())
+    with nsenter.inside(path):
+        nsenter.write_sysctls(list(node.node_sysctls))
+        missing = nsenter.write_sysctls(node.interface_sysctls())
         if missing:
             raise LabError(f"{node.name}: interfaces missing ({', '.join(missing)}); "
                            "were the links wired?")
@@ -104,9 +104,9 @@ def configure_node(node: NodePlan, path: str) -> None:
         ipr.close()
     batch = [r.iproute2() for r in node.routes if needs_iproute2(r)]
     if batch:
-        netns.run(path, ["ip", "-batch", "-"], input="\n".join(batch) + "\n")
+        nsenter.run(path, ["ip", "-batch", "-"], input="\n".join(batch) + "\n")
     tc = tc_lines(node)
     if tc:
         if shutil.which("tc") is None:
             raise LabError("the spec sets a link rate but `tc` is not installed")
-        netns.run(path, ["tc", "-batch", "-"], input="\n".join(tc) + "\n")
+        nsenter.run(path, ["tc", "-batch", "-"], input="\n".join(tc) + "\n")

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.integration.conftest import LAB4, LAB8, kill_up_midway, own_spec, running_lab, set_env
-from twin import engine
+from twin import dockerd
 from twin import faults as F
 from twin import lab as L
 from twin import traffic as T
@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[2]
 def containers_of(lab: str) -> list[str]:
     """Names of a lab's containers. Sparse: no per-container inspect, which would race
     with containers being created or removed while we look."""
-    c = engine.client()
+    c = dockerd.client()
     found = c.containers.list(all=True, sparse=True, filters={"label": f"containerlab={lab}"})
     return sorted(x.attrs["Names"][0].lstrip("/") for x in found)
 
@@ -52,7 +52,7 @@ def docker4(session_dirs):
 def test_mrc_4p_as_20_containers_verifies(docker4):
     names = containers_of(LAB4)
     assert len(names) == 20 and f"clab-{LAB4}-t0-p0-r0" in names
-    c = engine.client().containers.get(f"clab-{LAB4}-r0h0")
+    c = dockerd.client().containers.get(f"clab-{LAB4}-r0h0")
     assert c.attrs["HostConfig"]["NetworkMode"] == "none"
     assert not c.attrs["HostConfig"]["Privileged"]
     assert c.labels["containerlab"] == LAB4 and c.labels["clab-node-name"] == "r0h0"
@@ -65,7 +65,7 @@ def test_mrc_4p_as_20_containers_verifies(docker4):
 def test_code_and_config_are_bind_mounted(docker4):
     out = docker4.runtime.exec("r0h0", ["true"])  # nsenter into the netns works
     assert out.returncode == 0
-    c = engine.client().containers.get(f"clab-{LAB4}-r0h0")
+    c = dockerd.client().containers.get(f"clab-{LAB4}-r0h0")
     listing = c.exec_run(["ls", "/opt/mrc-twin/twin", "/etc/mrc-twin"]).output.decode()
     assert "lab.py" in listing and "routes.batch" in listing
 

@@ -8,7 +8,7 @@ import time
 import pytest
 
 from tests.integration.conftest import LAB4, running_lab
-from twin import endpoints, netns
+from twin import endpoints, nsenter
 from twin import faults as F
 from twin import paths as P
 from twin import traffic as T
@@ -151,7 +151,7 @@ def test_a_corrupted_packet_is_dropped_and_counted(lab4):
     bad[60] ^= 0xFF  # one flipped payload byte: the ICRC no longer matches
     with endpoints.client(lab4.runtime, host) as c:
         before = c.call("stats")
-        with netns.inside(lab4.runtime.netns_path(host)):
+        with nsenter.inside(lab4.runtime.netns_path(host)):
             s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
             s.bind((src, wire.udp_sport(ev)))
         with s:

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
-from twin import endpoints, netns
+from twin import endpoints, nsenter
 from twin.configure import configure_node
 from twin.errors import LabError, UsageError
 from twin.model import Link
@@ -63,7 +63,7 @@ class Runtime(ABC):
 
     def exec(self, node: str, argv: list[str], *, input: str | None = None,
              check: bool = True, timeout: float = 60) -> subprocess.CompletedProcess:
-        return netns.run(self.netns_path(node), argv, input=input, check=check, timeout=timeout)
+        return nsenter.run(self.netns_path(node), argv, input=input, check=check, timeout=timeout)
 
     def restart_node(self, node: NodePlan) -> None:
         """Reboot one node: it comes back with no links and no configuration."""

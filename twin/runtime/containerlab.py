@@ -14,7 +14,7 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from twin import engine, netns
+from twin import dockerd, nsenter
 from twin.errors import CommandFailed
 from twin.model import Link
 from twin.plan import NodePlan
@@ -32,7 +32,7 @@ class ContainerlabRuntime(DockerRuntime):
     def unavailable(cls) -> str | None:
         if shutil.which(BINARY) is None:
             return "the containerlab binary is not on PATH (see containerlab.dev/install)"
-        return engine.unavailable()
+        return dockerd.unavailable()
 
     @classmethod
     def unavailable_for_cleanup(cls) -> str | None:
@@ -55,8 +55,8 @@ class ContainerlabRuntime(DockerRuntime):
         """containerlab deploys nodes and links in one go."""
         self._clab("deploy")
         for node in nodes:
-            with netns.inside(self.netns_path(node.name)):
-                netns.write_sysctls(list(node.node_sysctls))
+            with nsenter.inside(self.netns_path(node.name)):
+                nsenter.write_sysctls(list(node.node_sysctls))
 
     def wire_links(self, links: list[Link]) -> None:
         """Deploy wired them already; after a restart, wire the ones that are gone."""

@@ -25,7 +25,7 @@ import yaml
 from pyroute2 import IPRoute
 from pyroute2.netlink.exceptions import NetlinkError
 
-from twin import engine, netns
+from twin import dockerd, nsenter
 from twin.errors import LabError, RuntimeMissing
 from twin.model import Link
 from twin.plan import NodePlan
@@ -42,7 +42,7 @@ NODE_RUN_DIR = "/run/mrc-twin"  # inside a container: bind-mounted from the lab'
 
 
 def _client():
-    c = engine.client()
+    c = dockerd.client()
     if c is None:
         raise RuntimeMissing("no Docker engine answers (start one with `twin engine start`)")
     return c
@@ -84,19 +84,19 @@ class DockerRuntime(Runtime):
 
     @classmethod
     def unavailable(cls) -> str | None:
-        reason = engine.unavailable()
+        reason = dockerd.unavailable()
         if reason:
             return reason
         from twin import images  # imported late: images needs the engine only here
 
-        missing = images.missing_images(engine.client())
+        missing = images.missing_images(dockerd.client())
         if missing:
             return f"images not built: {', '.join(missing)} (run `make images`)"
         return None
 
     @classmethod
     def unavailable_for_cleanup(cls) -> str | None:
-        return engine.unavailable()
+        return dockerd.unavailable()
 
     def container_name(self, node: str) -> str:
         return f"{PREFIX}-{self.lab}-{node}"
@@ -139,8 +139,8 @@ class DockerRuntime(Runtime):
             c.reload()
             self._pids[node.name] = c.attrs["State"]["Pid"]
             # Before any link exists, so new interfaces inherit the defaults.
-            with netns.inside(self.netns_path(node.name)):
-                netns.write_sysctls(list(node.node_sysctls))
+            with nsenter.inside(self.netns_path(node.name)):
+                nsenter.write_sysctls(list(node.node_sysctls))
 
         with ThreadPoolExecutor(WORKERS) as pool:
             for f in [pool.submit(start, n) for n in nodes]:
@@ -211,8 +211,8 @@ class DockerRuntime(Runtime):
         c = self.docker.containers.get(self.container_name(node.name))
         c.restart(timeout=2)
         self._pids.pop(node.name, None)
-        with netns.inside(self.netns_path(node.name)):
-            netns.write_sysctls(list(node.node_sysctls))
+        with nsenter.inside(self.netns_path(node.name)):
+            nsenter.write_sysctls(list(node.node_sysctls))
 
     def destroy(self, nodes: list[str]) -> list[str]:
         wanted = set(nodes)
@@ -224,7 +224,7 @@ class DockerRuntime(Runtime):
 
     @classmethod
     def leftovers(cls) -> list[str]:
-        c = engine.client(timeout=10)
+        c = dockerd.client(timeout=10)
         if c is None:
             return []
         mine = f"{RUN_DIR_LABEL}={run_root().resolve()}"
@@ -233,7 +233,7 @@ class DockerRuntime(Runtime):
 
     @classmethod
     def remove_leftovers(cls, names: list[str]) -> None:
-        c = engine.client()
+        c = dockerd.client()
         if c is not None:
             _remove([c.containers.get(n) for n in names if _exists(c, n)])
 

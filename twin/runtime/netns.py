@@ -15,7 +15,7 @@ import signal
 import subprocess
 import time
 
-from twin import netns
+from twin import nsenter
 from twin.errors import CommandFailed
 from twin.model import Link
 from twin.plan import NodePlan
@@ -114,8 +114,8 @@ class NetnsRuntime(Runtime):
     def create_nodes(self, nodes: list[NodePlan]) -> None:
         _ip_batch([f"netns add {self.ns_name(n.name)}" for n in nodes])
         for n in nodes:  # before any link exists, so new interfaces inherit the defaults
-            with netns.inside(self.netns_path(n.name)):
-                netns.write_sysctls(list(n.node_sysctls))
+            with nsenter.inside(self.netns_path(n.name)):
+                nsenter.write_sysctls(list(n.node_sysctls))
 
     def wire_links(self, links: list[Link]) -> None:
         _ip_batch([

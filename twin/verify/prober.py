@@ -21,7 +21,7 @@ import socket
 import time
 from dataclasses import dataclass
 
-from twin import netns
+from twin import nsenter
 from twin.paths import Path, flow_label
 from twin.verify import packets
 
@@ -70,7 +70,7 @@ class Prober:
         self._by_fd: dict[int, _Host] = {}
         try:
             for name, (path, nic) in hosts.items():
-                with netns.inside(path):
+                with nsenter.inside(path):
                     raw = socket.socket(socket.AF_INET6, socket.SOCK_RAW, socket.IPPROTO_RAW)
                     udp = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
                 udp.setblocking(False)

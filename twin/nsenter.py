@@ -1,4 +1,5 @@
-"""Enter a network namespace from this thread, and run commands inside one.
+"""nsenter, in Python: enter a network namespace from this thread, and run
+commands inside one.
 
 `inside(path)` moves the calling thread (only it: setns on a thread) into a
 network namespace and back. Sockets opened inside stay bound to that
