@@ -15,13 +15,16 @@ from twin.runtime.netns import leftover_namespaces
 
 FABRICS = Path(__file__).resolve().parents[2] / "lab" / "fabrics"
 # The built-in fabrics under the tests' own lab names: a user's mrc-4p (`make lab-up`)
-# is never in the way of `make test`, and never touched by it.
-LAB4, LAB8 = "test-mrc-4p", "test-mrc-8p"
+# is never in the way of `make test`, and never touched by it. TWIN_TEST_SUFFIX keeps
+# two checkouts' test runs apart on one machine (namespace names are machine-wide).
+_SUFFIX = os.environ.get("TWIN_TEST_SUFFIX", "")
+LAB4, LAB8 = f"test-mrc-4p{_SUFFIX}", f"test-mrc-8p{_SUFFIX}"
+BUILTIN = {LAB4: "mrc-4p", LAB8: "mrc-8p"}
 
 
 def own_spec(where: Path, lab: str) -> str:
     """Write the built-in fabric behind test lab `lab` into `where`, renamed; its path."""
-    builtin = lab.removeprefix("test-")
+    builtin = BUILTIN[lab]
     path = Path(where) / f"{lab}.yml"
     path.write_text((FABRICS / f"{builtin}.yml").read_text().replace(
         f"name: {builtin}\n", f"name: {lab}\n", 1))
