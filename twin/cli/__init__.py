@@ -1,0 +1,16 @@
+"""`twin`: the one command-line interface. It owns all output.
+
+One module per command group; each registers its commands on `main`:
+
+    base      the group, the error boundary, progress bars and --json output
+    fabric    plan, render, paths, size        (pure: no root)
+    lab       up, down, status, exec, restart, verify
+    traffic   traffic, stats
+    fault     fault link-down | link-loss | link-up | list | clear
+    engine    engine start | stop | status, images build | status
+"""
+
+from twin.cli import engine, fabric, fault, lab, traffic  # noqa: F401  (registration)
+from twin.cli.base import main
+
+__all__ = ["main"]

@@ -1,0 +1,120 @@
+"""The `twin` group, its error boundary and its output helpers.
+
+The one command-line interface owns all output.
+
+People get tables and progress bars (progress on stderr); machines get
+`--json` on every read command. Errors from twin print as one message and
+an exit code (2: bad input, 1: a failed operation or check); `--debug`
+shows the traceback too.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import sys
+
+import click
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from twin.errors import SpecError, TwinError
+from twin.progress import Steps
+from twin.runtime import RUNTIMES
+
+out = Console(highlight=False, soft_wrap=True)
+err = Console(stderr=True, highlight=False)
+
+RUNTIME_CHOICES = ["auto", *[n for n in sorted(RUNTIMES) if n != "fake"]]
+
+
+class RichSteps(Steps):
+    """Progress bars on stderr, one line per phase."""
+
+    def __init__(self) -> None:
+        self.progress = Progress(TextColumn("{task.description:<28}"), BarColumn(),
+                                 MofNCompleteColumn(), TimeElapsedColumn(), console=err,
+                                 transient=False, disable=not err.is_terminal)
+        self.task = None
+        self.progress.start()
+
+    def start(self, label: str, total: int | None = None) -> None:
+        self._finish()
+        if not err.is_terminal:
+            err.print(f"[dim]- {label}[/dim]")
+        self.task = self.progress.add_task(label, total=total or 1)
+
+    def advance(self, n: int = 1) -> None:
+        if self.task is not None:
+            self.progress.advance(self.task, n)
+
+    def update(self, done: int, total: int, attempt: int = 0) -> None:
+        if self.task is not None:
+            desc = None if attempt == 0 else f"probing (retry {attempt})"
+            self.progress.update(self.task, completed=done, total=total,
+                                 **({"description": desc} if desc else {}))
+
+    def note(self, text: str) -> None:
+        self.progress.console.print(f"[cyan]{text}[/cyan]")
+
+    def _finish(self) -> None:
+        if self.task is not None:
+            t = self.progress.tasks[-1]
+            self.progress.update(self.task, completed=t.total)
+
+    def done(self) -> None:
+        self._finish()
+        self.progress.stop()
+
+
+def emit_json(data) -> None:
+    click.echo(json.dumps(data, indent=2, sort_keys=False))
+
+
+def sigterm_as_interrupt() -> None:
+    """Let SIGTERM unwind like Ctrl-C, so `twin up` rolls back on either."""
+    def handler(signum, frame):
+        raise KeyboardInterrupt
+    signal.signal(signal.SIGTERM, handler)
+
+
+class TwinGroup(click.Group):
+    def invoke(self, ctx):
+        try:
+            return super().invoke(ctx)
+        except SpecError as e:
+            err.print(f"[red]error:[/red] {e.render()}", markup=True, highlight=False)
+            if ctx.obj and ctx.obj.get("debug"):
+                raise
+            sys.exit(e.exit_code)
+        except TwinError as e:
+            err.print(f"[red]error:[/red] {e}", highlight=False)
+            if ctx.obj and ctx.obj.get("debug"):
+                raise
+            sys.exit(e.exit_code)
+        except KeyboardInterrupt:
+            err.print("[yellow]interrupted[/yellow]")
+            sys.exit(130)
+
+
+@click.group(cls=TwinGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--debug", is_flag=True, help="Show tracebacks for errors.")
+@click.pass_context
+def main(ctx, debug):
+    """mrc-twin: a digital twin of MRC multi-plane SRv6 AI-training fabrics.
+
+    \b
+    Typical session:
+      twin plan mrc-4p              what every router and host will hold
+      twin up mrc-4p                build the lab (namespaces, veths, routes)
+      twin verify                   prove every route and every path
+      twin fault link-down t0-p0-r0:eth3
+      twin verify                   fails exactly the paths over that link
+      twin fault link-up t0-p0-r0:eth3
+      twin down --all               remove every lab of this run directory (TWIN_RUN_DIR)
+
+    SPEC is a file (lab/fabrics/mrc-4p.yml) or a shipped fabric's name
+    (mrc-4p). LAB defaults to the one lab that is up.
+    """
+    ctx.ensure_object(dict)
+    ctx.obj["debug"] = debug

@@ -1,0 +1,142 @@
+"""Commands that compile a spec and print what it means (no root): plan, render,
+paths, size."""
+
+from __future__ import annotations
+
+import click
+from rich.table import Table
+
+from twin import lab as L
+from twin import paths as P
+from twin import size as S
+from twin.cli.base import emit_json, main, out
+from twin.errors import UsageError
+
+# -- pure commands (no root) --------------------------------------------------
+
+
+@main.command()
+@click.argument("spec")
+@click.option("--node", "nodes", multiple=True, help="Only these nodes (repeatable).")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def plan(spec, nodes, as_json):
+    """Print the route plan: every node's static routes and local SIDs.
+
+    Nothing is created; this needs no root. The plan is exactly what
+    `twin up` programs and `twin verify` checks.
+    """
+    c = L.compile_spec(spec)
+    chosen = list(nodes) or list(c.plan.nodes)
+    for n in chosen:
+        if n not in c.plan.nodes:
+            raise UsageError(f"no node {n!r} in {c.spec.name}")
+    if as_json:
+        emit_json({"lab": c.spec.name, "nodes": [c.plan[n].to_dict() for n in chosen]})
+        return
+    f = c.fabric
+    out.print(f"[bold]{c.spec.name}[/bold]: {c.spec.planes} planes x {c.spec.racks} racks x "
+              f"{c.spec.hosts_per_rack} hosts/rack, {c.spec.t1_per_plane} T1/plane: "
+              f"{len(f.switches)} routers, {len(f.hosts)} hosts, {len(f.links)} links, "
+              f"block {c.spec.block}")
+    for n in chosen:
+        np_ = c.plan[n]
+        sid = f", uSID {np_.sid}" if np_.sid else f", NIC {np_.loopback[0]}"
+        out.print(f"\n[bold]{n}[/bold] ({np_.tier}{sid})")
+        for r in np_.routes:
+            out.print(f"  {r.describe():<64} [dim]{r.note}[/dim]")
+
+
+@main.command()
+@click.argument("spec")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def render(spec, as_json):
+    """Write the containerlab topology and per-node configs under lab/build/<lab>/.
+
+    \b
+    lab/build/<lab>/<lab>.clab.yml           containerlab topology (kind: linux)
+    lab/build/<lab>/config/<node>/node.json  the node's full plan
+    lab/build/<lab>/config/<node>/routes.batch   the same, as `ip -batch` input
+    lab/build/<lab>/config/<node>/sysctl.conf
+    """
+    c = L.compile_spec(spec)
+    build_dir = L.render_lab(c)
+    files = sorted(str(p.relative_to(build_dir)) for p in build_dir.rglob("*") if p.is_file())
+    if as_json:
+        emit_json({"lab": c.spec.name, "build_dir": str(build_dir), "files": files})
+        return
+    out.print(f"rendered {len(files)} files for {c.spec.name} in {build_dir}")
+    out.print(f"  topology: {build_dir / (c.spec.name + '.clab.yml')}")
+    out.print(f"  configs:  {build_dir / 'config'}/<node>/")
+
+
+@main.command()
+@click.argument("spec")
+@click.argument("src")
+@click.argument("dst")
+@click.option("--ev", type=str, default=None, help="Show the path of this EV (decimal or 0x..).")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def paths(spec, src, dst, ev, as_json):
+    """List the source-routed paths from host SRC to host DST.
+
+    With --ev, apply the EV -> path formula to one entropy value.
+    """
+    c = L.compile_spec(spec)
+    f = c.fabric
+    for h in (src, dst):
+        if not f.has_node(h) or f.node(h).is_switch:
+            raise UsageError(f"{h!r} is not a host of {c.spec.name} (hosts: "
+                             f"{', '.join(x.name for x in f.hosts)})")
+    s, d = f.node(src), f.node(dst)
+    try:
+        if ev is not None:
+            found = [P.path_for_ev(f, s, d, int(ev, 0))]
+        else:
+            found = [p for p in P.host_pairs_paths(f) if p.src == src and p.dst == dst]
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    if as_json:
+        emit_json([{"plane": p.plane, "t1": p.t1, "ev": p.ev, "address": p.address,
+                     "hops": list(p.hops), "links": list(p.links)} for p in found])
+        return
+    for p in found:
+        out.print(f"{p.address:<34} plane {p.plane} "
+                  f"{'t1 ' + str(p.t1) if p.t1 is not None else 'same rack':<10} "
+                  f"ev {p.ev:#010x}  {' > '.join(p.hops)}")
+
+
+@main.command()
+@click.option("--radix", type=int, required=True, help="Switch ports at plane speed (512).")
+@click.option("--planes", type=int, required=True, help="Planes = ports per NIC (8).")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def size(radix, planes, as_json):
+    """Full-scale calculator: two-tier multi-plane vs single-plane three-tier.
+
+    For a 51.2T switch as 512 x 100G and an 800G NIC as 8 x 100G:
+
+        twin size --radix 512 --planes 8
+    """
+    mp, tt = S.compare(radix, planes)
+    if as_json:
+        emit_json({"radix": radix, "planes": planes,
+                    "multi_plane": mp.to_dict(), "three_tier": tt.to_dict()})
+        return
+    t = Table(title=f"radix {radix}, {planes} planes")
+    t.add_column("")
+    t.add_column(mp.name, justify="right")
+    t.add_column(tt.name, justify="right")
+
+    def pct(fr):
+        return f"1/{fr.denominator} ({float(fr) * 100:.1f}%)" if fr.numerator == 1 else \
+            f"{float(fr) * 100:.1f}%"
+
+    t.add_row("NICs", f"{mp.nics:,}", f"{tt.nics:,}")
+    t.add_row("switch tiers", str(mp.tiers), str(tt.tiers))
+    t.add_row("switches", f"{mp.total_switches:,} (" + ", ".join(
+        f"{k} {v:,}" for k, v in mp.switches.items()) + ")",
+        f"{tt.total_switches:,} (" + ", ".join(f"{k} {v:,}" for k, v in tt.switches.items())
+        + ")")
+    t.add_row("capacity lost per leaf uplink", pct(mp.loss_per_uplink), pct(tt.loss_per_uplink))
+    t.add_row("capacity lost per NIC port", pct(mp.loss_per_nic_port),
+              pct(tt.loss_per_nic_port))
+    t.add_row("max switches on a path", str(mp.max_switch_hops), str(tt.max_switch_hops))
+    out.print(t)

@@ -1,0 +1,78 @@
+"""Faults: twin fault link-down | link-loss | link-up | list | clear."""
+
+from __future__ import annotations
+
+import click
+
+from twin import faults as F
+from twin import lab as L
+from twin.cli.base import emit_json, main, out
+
+# -- faults -------------------------------------------------------------------
+
+
+@main.group()
+def fault():
+    """Inject and revert faults. Every fault is recorded before it is applied,
+    so `twin fault clear` (or `twin down`) undoes it even after a crash."""
+
+
+@fault.command("link-down")
+@click.argument("endpoint")
+@click.option("--both", is_flag=True, help="Set both ends down (default: only this end; the "
+              "other end then loses carrier).")
+@click.option("--lab", default=None)
+def fault_link_down(endpoint, both, lab):
+    """Take a link down at NODE:IFNAME, e.g. t0-p0-r0:eth3."""
+    att = L.attach(lab)
+    f = F.link_down(att, endpoint, both)
+    out.print(f"link {f.link} down (set down: {', '.join(f.ends)})")
+
+
+@fault.command("link-loss")
+@click.argument("endpoint")
+@click.argument("percent", type=float)
+@click.option("--lab", default=None)
+def fault_link_loss(endpoint, percent, lab):
+    """Drop PERCENT% of the packets on a link, both directions (nftables numgen
+    random at the switch end). Revert with `twin fault link-up NODE:IF`."""
+    att = L.attach(lab)
+    f = F.link_loss(att, endpoint, percent)
+    out.print(f"link {f.link}: {f.percent:g}% loss (nftables at {f.ends[0]})")
+
+
+@fault.command("link-up")
+@click.argument("endpoint")
+@click.option("--lab", default=None)
+def fault_link_up(endpoint, lab):
+    """Revert a fault on a link: bring it back up and re-program both ends, or
+    remove its loss rule."""
+    att = L.attach(lab)
+    f = F.link_up(att, endpoint)
+    link = att.fabric.link_at(F.parse_endpoint(att, endpoint))
+    out.print(f"link {link.id} up" + ("" if f else " (no fault was recorded; healed anyway)"))
+
+
+@fault.command("list")
+@click.option("--lab", default=None)
+@click.option("--json", "as_json", is_flag=True)
+def fault_list(lab, as_json):
+    """Show the faults in force."""
+    att = L.attach(lab)
+    faults = F.active(att)
+    if as_json:
+        emit_json([f.to_dict() for f in faults])
+        return
+    if not faults:
+        out.print("no faults in force")
+    for f in faults:
+        out.print(f"{f.kind} {f.link} (ends down: {', '.join(f.ends)})")
+
+
+@fault.command("clear")
+@click.option("--lab", default=None)
+def fault_clear(lab):
+    """Revert every fault in force."""
+    att = L.attach(lab)
+    reverted = F.clear(att)
+    out.print(f"reverted {len(reverted)} fault{'s' if len(reverted) != 1 else ''}")

@@ -1,0 +1,202 @@
+"""The lab lifecycle (root): up, down, status, exec, restart, verify."""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import click
+from rich.table import Table
+
+from twin import faults as F
+from twin import lab as L
+from twin.cli.base import RUNTIME_CHOICES, RichSteps, emit_json, main, out, sigterm_as_interrupt
+from twin.errors import UsageError
+from twin.progress import Steps
+from twin.runtime import AUTO_ORDER
+from twin.state import run_root
+from twin.verify import run_verify
+
+# -- lab lifecycle (root) -----------------------------------------------------
+
+
+@main.command()
+@click.argument("spec")
+@click.option("--runtime", type=click.Choice(RUNTIME_CHOICES), default="auto", show_default=True,
+              help=f"Where nodes run. auto tries: {', '.join(AUTO_ORDER)}.")
+@click.option("--json", "as_json", is_flag=True, help="Print the lab's state as JSON.")
+def up(spec, runtime, as_json):
+    """Build a lab: create nodes, wire links, program every route.
+
+    A failure or Ctrl-C part way removes what was created. Run
+    `twin verify` next to prove the result.
+    """
+    sigterm_as_interrupt()
+    steps = RichSteps()
+    try:
+        state = L.up(spec, runtime, steps)
+    finally:
+        steps.done()
+    if as_json:
+        emit_json(L.status(state.lab)[0])
+        return
+    out.print(f"[green]lab {state.lab} is up[/green]: {len(state.nodes)} nodes on runtime "
+              f"{state.runtime}")
+    _print_next_steps(state.lab)
+
+
+def _print_next_steps(lab: str) -> None:
+    att = L.attach(lab)
+    host = att.fabric.hosts[0].name
+    t0 = att.fabric.nodes[0].name
+    out.print(f"  build files: {att.state.build_dir}")
+    out.print(f"  verify:      twin verify {lab}")
+    out.print(f"  look inside: twin exec {t0} -- ip -6 route")
+    out.print(f"               twin exec {host} -- ip -6 addr show dev lo")
+    out.print(f"  break it:    twin fault link-down {t0}:{att.fabric.t0_uplink(0)}")
+    out.print(f"  remove:      twin down {lab}")
+
+
+@main.command()
+@click.argument("lab", required=False)
+@click.option("--all", "all_", is_flag=True,
+              help="Every lab of this run directory, and what its crashes left; other run "
+                   "directories' labs are named, never touched.")
+def down(lab, all_):
+    """Remove a lab: its nodes, links, processes, faults and state."""
+    if all_:
+        removed = L.down_all()
+        if not removed:
+            out.print("nothing to remove")
+        for name, nodes in removed.items():
+            out.print(f"removed {name}: {len(nodes)} nodes")
+        others = L.foreign_namespaces()
+        if others:
+            out.print(f"left alone: {len(others)} twin-* namespaces that no lab of this run "
+                      f"directory ({run_root()}) owns, e.g. {others[0]}; `twin down` them "
+                      "from their own run directory")
+        return
+    name = L.resolve_lab(lab)
+    nodes = L.down(name)
+    out.print(f"removed {name}: {len(nodes)} nodes")
+
+
+@main.command()
+@click.argument("lab", required=False)
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def status(lab, as_json):
+    """Show the labs that are up and the state of their nodes."""
+    labs = L.status(lab)
+    if as_json:
+        emit_json(labs)
+        return
+    if not labs:
+        out.print("no lab is up (start one with `twin up mrc-4p`)")
+        return
+    for s in labs:
+        running = sum(n["state"] == "running" for n in s["nodes"])
+        out.print(f"[bold]{s['lab']}[/bold]  runtime {s['runtime']}  phase {s['phase']}  "
+                  f"{running}/{len(s['nodes'])} nodes running  spec {s['spec']}")
+        t = Table(show_edge=False, box=None, pad_edge=False)
+        for col in ("node", "runtime", "state", "image"):
+            t.add_column(col)
+        for n in s["nodes"]:
+            state = n["state"] if n["state"] == "running" else f"[red]{n['state']}[/red]"
+            t.add_row(n["node"], s["runtime"], state, n.get("image", "-"))
+        out.print(t)
+        att = L.attach(s["lab"])
+        for fault in F.active(att):
+            out.print(f"  [yellow]fault:[/yellow] {fault.kind} {fault.link} "
+                      f"(ends down: {', '.join(fault.ends)})")
+
+
+@main.command(name="exec", context_settings={"ignore_unknown_options": True})
+@click.argument("node")
+@click.argument("argv", nargs=-1, required=True, type=click.UNPROCESSED)
+@click.option("--lab", default=None, help="Lab (default: the one that is up).")
+def exec_(node, argv, lab):
+    """Run a command inside a node:  twin exec r0h0 -- ip -6 route"""
+    att = L.attach(lab)
+    if not att.fabric.has_node(node):
+        raise UsageError(f"no node {node!r} in lab {att.state.lab}")
+    full = att.runtime.shell_argv(node, list(argv))
+    os.execvp(full[0], full)
+
+
+@main.command()
+@click.argument("node")
+@click.option("--lab", default=None, help="Lab (default: the one that is up).")
+def restart(node, lab):
+    """Reboot one node, as a switch reboot: it comes back with no links and no
+    routes, so twin wires its links again and re-programs it and its peers.
+    Faults in force on its links are applied again."""
+    att = L.attach(lab)
+    touched = L.restart(att, node)
+    again = F.reapply(att, node)
+    out.print(f"restarted {node}; re-programmed {', '.join(touched)}"
+              + (f"; faults applied again: {', '.join(again)}" if again else ""))
+
+
+@main.command()
+@click.argument("lab", required=False)
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable report.")
+@click.option("--junit", type=click.Path(dir_okay=False, writable=True), default=None,
+              help="Also write JUnit XML (one test case per node and per path).")
+@click.option("--no-dataplane", is_flag=True, help="Only compare routes; send no probes.")
+def verify(lab, as_json, junit, no_dataplane):
+    """Prove the running lab matches its plan; exit 0 only if all passes.
+
+    \b
+    (a) routes: every node's routes and interfaces, read back with
+        `ip -j -6 route show`, equal the plan
+    (b) paths: a source-routed IPv6-in-IPv6 probe through every path
+        between every ordered host pair (each plane, each T1) is answered
+    (c) loopbacks: from each host port, host>T0>host and host>T0>T1>T0>host
+    Failed probes are cross-checked to name the suspect links.
+    """
+    att = L.attach(lab)
+    steps = RichSteps() if not as_json else Steps()
+    try:
+        report = run_verify(att.runtime, att.plan, dataplane=not no_dataplane, steps=steps)
+    finally:
+        steps.done()
+    if junit:
+        Path(junit).write_text(report.junit())
+    if as_json:
+        emit_json(report.to_dict())
+    else:
+        _print_report(report)
+    if not report.ok:
+        sys.exit(1)
+
+
+def _print_report(report) -> None:
+    summary = report.summary()
+    t = Table(title=f"twin verify {report.lab} ({report.runtime}, {report.seconds:.1f}s)")
+    t.add_column("check")
+    t.add_column("total", justify="right")
+    t.add_column("passed", justify="right")
+    t.add_column("failed", justify="right")
+    for name, label in (("routes", "routes (per node)"), ("paths", "host-to-host paths"),
+                        ("loopbacks", "loopback probes")):
+        s = summary[name]
+        failed = f"[red]{s['failed']}[/red]" if s["failed"] else "0"
+        t.add_row(label, str(s["total"]), str(s["passed"]), failed)
+    out.print(t)
+    if report.dataplane_skipped:
+        out.print(f"[yellow]data plane not probed: {report.dataplane_skipped}[/yellow]")
+    for n in report.nodes:
+        for problem in n.problems()[:10]:
+            out.print(f"  [red]{n.node}[/red]: {problem}")
+    failed = [r for r in [*report.paths, *report.loops] if not r.ok]
+    for r in failed[:20]:
+        out.print(f"  [red]FAIL[/red] {r.path.label}: {r.failure} ({r.path.address})")
+    if len(failed) > 20:
+        out.print(f"  ... and {len(failed) - 20} more (use --json for all)")
+    suspects = report.suspect_links()
+    if suspects:
+        out.print("[bold red]suspect links[/bold red] (on every failed path, on no passing one):")
+        for s in suspects:
+            out.print(f"  {s}")
+    out.print("[green]PASS[/green]" if report.ok else "[red]FAIL[/red]")

@@ -1,0 +1,155 @@
+"""Traffic through the hosts' MRC endpoints, and their counters: traffic, stats."""
+
+from __future__ import annotations
+
+import sys
+
+import click
+from rich.table import Table
+
+from twin import faults as F
+from twin import lab as L
+from twin.cli.base import emit_json, err, main, out
+from twin.errors import UsageError
+
+# -- traffic ----------------------------------------------------------------------
+
+
+def _size(text: str) -> int:
+    units = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    t = text.strip().upper().removesuffix("B").removesuffix("I")
+    num, unit = (t[:-1], t[-1]) if t and t[-1] in units else (t, "")
+    try:
+        value = int(float(num) * units[unit])
+    except ValueError:
+        raise UsageError(f"--size {text!r}: use bytes or K/M/G, e.g. 256M") from None
+    if value <= 0:
+        raise UsageError("--size must be positive")
+    return value
+
+
+@main.command()
+@click.argument("pattern", type=click.Choice(["bulk", "incast", "all-to-all", "ring"]))
+@click.option("--src", default=None, help="Source host (bulk).")
+@click.option("--dst", default=None, help="Destination host (bulk, incast).")
+@click.option("--size", default="64M", show_default=True, help="Bytes per flow (K/M/G).")
+@click.option("--mode", type=click.Choice(["mrc", "single-path", "spray-static"]),
+              default="mrc", show_default=True,
+              help="mrc sprays and adapts; single-path is RoCE over ECMP; spray-static sprays "
+                   "but never adapts.")
+@click.option("--evs", default=128, show_default=True, help="EVs per QP.")
+@click.option("--cut", "cut", default=None, metavar="NODE:IF",
+              help="Take this link down mid-transfer (brought back up when the run ends).")
+@click.option("--cut-at", default=0.5, show_default=True, metavar="SECONDS",
+              help="When --cut happens, in seconds after the first write.")
+@click.option("--lab", default=None)
+@click.option("--json", "as_json", is_flag=True)
+def traffic(pattern, src, dst, size, mode, evs, cut, cut_at, lab, as_json):
+    """Move verified bytes through the hosts' MRC endpoints.
+
+    \b
+      twin traffic bulk --src r0h0 --dst r1h0 --size 256M
+      twin traffic bulk --src r0h0 --dst r1h0 --mode single-path
+      twin traffic bulk --src r0h0 --dst r1h0 --size 256M --cut t0-p0-r0:eth3
+      twin traffic incast --dst r0h0 --size 16M
+    Every destination buffer is checked against its source (sha256). When the
+    transports lost packets, retired EVs or saw a port change, a failover line
+    says when it was detected and repaired (µs after the fault); --json holds
+    the event logs themselves.
+    """
+    from twin import traffic as T
+
+    att = L.attach(lab)
+    hosts = [h.name for h in att.fabric.hosts]
+    for h in (src, dst):
+        if h is not None and h not in hosts:
+            raise UsageError(f"{h!r} is not a host of {att.state.lab} ({', '.join(hosts)})")
+    flows = T.flows_for(pattern, hosts, _size(size), src, dst)
+    scheduled, applied = [], []
+    if cut:
+        link = att.fabric.link_at(F.parse_endpoint(att, cut))  # bad NODE:IF: fail now
+        if any(f.link == link.id for f in F.active(att)):  # its fault is not ours to undo
+            raise UsageError(f"link {link.id} is already down; `twin fault link-up {cut}` "
+                             "first, or cut another link")
+        if cut_at < 0:
+            raise UsageError("--cut-at must be >= 0 seconds")
+
+        def cut_link():
+            applied.append(cut)  # before: a half-applied cut is still undone
+            F.link_down(att, cut)
+            return f"link-down {cut}"
+
+        scheduled.append((cut_at, cut_link))
+
+    shown = [0.0]
+
+    def progress(acked, total, t):
+        """A live line on a terminal; a line a second otherwise (logs stay short)."""
+        if as_json or (not err.is_terminal and t - shown[0] < 1.0):
+            return
+        shown[0] = t
+        rate = acked * 8 / t / 1e9 if t > 0 else 0
+        line = (f"{pattern} {mode}: {acked / total:6.1%} of {total / 2**20:.0f} MiB, "
+                f"{rate:5.2f} Gbit/s, {t:5.1f}s")
+        err.print(f"\r{line}" if err.is_terminal else line, end="" if err.is_terminal else "\n")
+
+    try:
+        result = T.run(att.runtime, pattern, flows, mode, evs=evs, progress=progress,
+                       faults=scheduled)
+    finally:
+        if applied:
+            F.link_up(att, cut)
+    if as_json:
+        emit_json(result.to_dict())
+    else:
+        if err.is_terminal:
+            err.print()
+        t = Table(title=f"{pattern}, mode {mode}, {result.elapsed_s:.2f}s")
+        for col in ("flow", "bytes", "Gbit/s", "retx", "EV retirements", "planes", "exact"):
+            t.add_column(col)
+        for f in result.flows:
+            r = f.result
+            t.add_row(f"{f.src} -> {f.dst}", f"{f.size:,}", f"{r.get('goodput_gbps', 0):.2f}",
+                      str(r.get("sender", {}).get("retransmits")),
+                      str(r.get("ev_retirements_total")),
+                      ",".join(map(str, r.get("planes_in_use", []))),
+                      "[green]yes[/green]" if f.exact else f"[red]NO {r.get('failed') or ''}[/red]")
+        out.print(t)
+        for episode in result.failover():
+            if episode.eventful or episode.fault:
+                out.print(episode.line())
+    if not result.ok:
+        sys.exit(1)
+
+
+@main.command()
+@click.argument("host", required=False)
+@click.option("--lab", default=None)
+@click.option("--prometheus", is_flag=True, help="Prometheus text exposition instead.")
+@click.option("--json", "as_json", is_flag=True)
+def stats(host, lab, prometheus, as_json):
+    """Counters of the hosts' MRC endpoints (all hosts, or HOST)."""
+    from twin import endpoints
+
+    att = L.attach(lab)
+    hosts = [host] if host else [h.name for h in att.fabric.hosts]
+    data = {}
+    for h in hosts:
+        with endpoints.client(att.runtime, h) as c:
+            data[h] = c.call("metrics")["text"] if prometheus else c.call("stats")
+    if prometheus:
+        click.echo("".join(data.values()), nl=False)
+        return
+    if as_json:
+        emit_json(data)
+        return
+    t = Table(title=f"endpoints of {att.state.lab}")
+    for col in ("host", "ports up", "send QPs", "recv QPs", "bytes sent", "bytes placed",
+                "retx", "bad packets"):
+        t.add_column(col)
+    for h, d in data.items():
+        tot = d["totals"]
+        t.add_row(h, f"{d['ports']:#06b}", str(len(d["send_qps"])), str(len(d["recv_qps"])),
+                  f"{tot['bytes_sent']:,}", f"{tot['bytes_placed']:,}",
+                  str(tot["retransmits"]), str(d["bad_packets"]))
+    out.print(t)
