@@ -124,6 +124,15 @@ class NetnsRuntime(Runtime):
             for lk in links
         ])
 
+    def restart_node(self, node: NodePlan) -> None:
+        """Delete the node's veths first: a namespace is freed asynchronously, so its
+        pairs would linger in the peers for a moment and the rewire would clash."""
+        if node.interfaces:
+            lines = "".join(f"link del {i.name}\n" for i in node.interfaces)
+            subprocess.run(["ip", "-n", self.ns_name(node.name), "-force", "-batch", "-"],
+                           input=lines, capture_output=True, text=True)
+        super().restart_node(node)
+
     def existing(self, nodes: list[str]) -> list[str]:
         present = set(list_netns())
         return [n for n in nodes if self.ns_name(n) in present]
