@@ -111,7 +111,7 @@ def path_build_s(fabric) -> float:
 def run_once(name: str, spec: Path, runtime: str = "netns") -> Sample:
     s, up_steps, verify_steps = Sample(name), TimedSteps(), TimedSteps()
     t0 = time.perf_counter()
-    state = lab.up(str(spec), runtime, up_steps)
+    state = lab.up(str(spec), runtime, up_steps).state
     s.up_s, s.nodes = time.perf_counter() - t0, len(state.nodes)
     try:
         att = lab.attach(name)

@@ -1,51 +1,98 @@
-"""Link faults with guaranteed revert.
+"""Faults with guaranteed revert.
 
 A fault is recorded in <run dir>/<lab>/faults.json *before* it is applied,
 so whatever happens next (Ctrl-C, a crash, a reboot of the orchestrator),
-`twin fault clear` or `twin down` can undo it. Reverting a link-down brings
-both ends up and re-applies both nodes' plans, because the kernel deleted
-the interface's addresses and routes when it went down.
+`twin fault clear` or `twin down` can undo it.
+
+Each kind of fault is a `FaultType` registered under its `FaultKind`, with
+three actions on a running lab:
+
+    apply     make it so (after it is recorded)
+    revert    undo it (before its record is dropped)
+    reapply   make it so again on a node that restarted and came back bare;
+              return the ends it touched
+
+    link-down   the named end(s) admin down. Revert brings both ends up and
+                re-applies both nodes' plans: the kernel deleted the
+                interface's addresses and routes when it went down.
+    link-loss   nftables at the link's switch end drops PCT% of the packets
+                forwarded out of or into it (numgen random, per packet).
+
+A faults.json naming a kind no type registers is an error, never guessed at.
 """
 
 from __future__ import annotations
 
+import math
 import time
-from dataclasses import asdict, dataclass
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import ClassVar
 
-from twin.errors import UsageError
-from twin.lab import Attached
-from twin.model import Endpoint
+from twin.errors import LabError, UsageError
+from twin.lab import Attached, phases, require_node
+from twin.model import Endpoint, Link
+from twin.progress import Steps
 from twin.state import read_json, write_json
+
+
+class FaultKind(StrEnum):
+    LINK_DOWN = "link-down"
+    LINK_LOSS = "link-loss"
 
 
 @dataclass(frozen=True)
 class Fault:
-    kind: str  # link-down | link-loss
+    kind: FaultKind
     link: str  # link id
-    ends: tuple[str, ...]  # "node:ifname" where it is applied
+    ends: tuple[Endpoint, ...]  # where it is applied
     since: float
     percent: float = 0.0  # link-loss only
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        return {"kind": self.kind.value, "link": self.link,
+                "ends": [str(e) for e in self.ends], "since": self.since,
+                "percent": self.percent}
+
+    @classmethod
+    def from_dict(cls, d: dict, where: str = "faults.json") -> Fault:
+        try:
+            kind = FaultKind(d["kind"])
+        except ValueError:
+            known = ", ".join(k.value for k in FaultKind)
+            raise LabError(f"{where}: unknown fault kind {d['kind']!r} (known: {known}); "
+                           "was it written by a newer twin?") from None
+        except (KeyError, TypeError):
+            raise LabError(f"{where}: a fault without a kind: {d!r}") from None
+        return cls(kind, d["link"], tuple(parse_end(e) for e in d["ends"]), d["since"],
+                   d.get("percent", 0.0))
 
 
-def parse_endpoint(lab: Attached, text: str) -> Endpoint:
+def parse_end(text: str) -> Endpoint:
+    """`NODE:IFNAME` -> Endpoint (syntax only; `parse_endpoint` checks it is a link end)."""
     node, sep, ifname = text.partition(":")
     if not sep or not node or not ifname:
         raise UsageError(f"{text!r}: name a link end as NODE:IFNAME, e.g. t0-p0-r0:eth3")
+    return Endpoint(node, ifname)
+
+
+def parse_endpoint(lab: Attached, text: str) -> Endpoint:
+    """A link end of the running lab, from what a person typed."""
+    ep = parse_end(text)
     fabric = lab.fabric
-    if not fabric.has_node(node):
-        raise UsageError(f"no node {node!r} in lab {fabric.name}; "
-                         f"nodes look like {fabric.nodes[0].name}, {fabric.hosts[0].name}")
-    ep = Endpoint(node, ifname)
+    require_node(fabric, ep.node)
     try:
         fabric.link_at(ep)
     except KeyError:
-        names = ", ".join(sorted({lk.end(node).ifname for lk in fabric.links_of(node)},
+        names = ", ".join(sorted({lk.end(ep.node).ifname for lk in fabric.links_of(ep.node)},
                                  key=lambda n: int(n.removeprefix("eth"))))
-        raise UsageError(f"{node} has no link on {ifname}; its links are on {names}") from None
+        raise UsageError(f"{ep.node} has no link on {ep.ifname}; "
+                         f"its links are on {names}") from None
     return ep
+
+
+# -- the record on disk ---------------------------------------------------------------
 
 
 def _path(lab: Attached):
@@ -53,26 +100,85 @@ def _path(lab: Attached):
 
 
 def active(lab: Attached) -> list[Fault]:
-    return [Fault(d["kind"], d["link"], tuple(d["ends"]), d["since"], d.get("percent", 0.0))
-            for d in read_json(_path(lab), [])]
+    path = _path(lab)
+    return [Fault.from_dict(d, str(path)) for d in read_json(path, [])]
 
 
 def _save(lab: Attached, faults: list[Fault]) -> None:
     write_json(_path(lab), [f.to_dict() for f in faults])
 
 
-def link_down(lab: Attached, text: str, both: bool = False) -> Fault:
-    ep = parse_endpoint(lab, text)
-    link = lab.fabric.link_at(ep)
-    faults = active(lab)
-    if any(f.link == link.id for f in faults):
-        raise UsageError(f"link {link.id} is already down; `twin fault link-up {text}` first")
-    ends = (ep, link.peer(ep.node)) if both else (ep,)
-    fault = Fault("link-down", link.id, tuple(str(e) for e in ends), time.time())
-    _save(lab, [*faults, fault])  # recorded before applied
-    for e in ends:
-        lab.runtime.set_link_state(e.node, e.ifname, False)
-    return fault
+def _link(lab: Attached, fault: Fault) -> Link:
+    return next(lk for lk in lab.fabric.links if lk.id == fault.link)
+
+
+# -- the fault types --------------------------------------------------------------------
+
+
+class FaultType(ABC):
+    kind: ClassVar[FaultKind]
+
+    @abstractmethod
+    def apply(self, lab: Attached, fault: Fault) -> None: ...
+
+    @abstractmethod
+    def revert(self, lab: Attached, fault: Fault) -> None: ...
+
+    @abstractmethod
+    def reapply(self, lab: Attached, fault: Fault, node: str) -> list[Endpoint]:
+        """After `node` restarted: apply again what it lost; the ends touched."""
+
+
+TYPES: dict[FaultKind, FaultType] = {}
+
+
+def fault_type(cls: type[FaultType]) -> type[FaultType]:
+    TYPES[cls.kind] = cls()
+    return cls
+
+
+@fault_type
+class LinkDown(FaultType):
+    kind = FaultKind.LINK_DOWN
+
+    def apply(self, lab: Attached, fault: Fault) -> None:
+        for e in fault.ends:
+            lab.runtime.set_link_state(e.node, e.ifname, False)
+
+    def revert(self, lab: Attached, fault: Fault) -> None:
+        link = _link(lab, fault)
+        _restore_link(lab, link.a, link.b)
+
+    def reapply(self, lab: Attached, fault: Fault, node: str) -> list[Endpoint]:
+        """Both ends of a restarted node's link came back up (it was re-programmed,
+        and so was its peer): set down again the ends the fault holds down."""
+        link = _link(lab, fault)
+        if node not in (link.a.node, link.b.node):
+            return []
+        self.apply(lab, fault)
+        return list(fault.ends)
+
+
+@fault_type
+class LinkLoss(FaultType):
+    kind = FaultKind.LINK_LOSS
+
+    def apply(self, lab: Attached, fault: Fault) -> None:
+        end = fault.ends[0]
+        lab.runtime.exec(end.node, ["nft", "-f", "-"],
+                         input=loss_rules(end.ifname, fault.percent, loss_table(fault.link)))
+
+    def revert(self, lab: Attached, fault: Fault) -> None:
+        lab.runtime.exec(fault.ends[0].node,
+                         ["nft", "delete", "table", "ip6", loss_table(fault.link)], check=False)
+
+    def reapply(self, lab: Attached, fault: Fault, node: str) -> list[Endpoint]:
+        """The rule lives in the switch end's namespace: only that node's restart
+        loses it (its peer's restart leaves the table, which matches by name)."""
+        if fault.ends[0].node != node:
+            return []
+        self.apply(lab, fault)
+        return [fault.ends[0]]
 
 
 def loss_table(link_id: str) -> str:
@@ -92,72 +198,65 @@ def loss_rules(ifname: str, percent: float, table: str) -> str:
             f"  }}\n}}\n")
 
 
+def _restore_link(lab: Attached, *ends: Endpoint) -> None:
+    for e in ends:
+        lab.runtime.set_link_state(e.node, e.ifname, True)
+    nodes = sorted({e.node for e in ends})
+    phases.configure(lab.runtime, [lab.plan[n] for n in nodes], Steps())
+
+
+# -- the commands -------------------------------------------------------------------------
+
+
+def _inject(lab: Attached, fault: Fault) -> Fault:
+    _save(lab, [*active(lab), fault])  # recorded before applied
+    TYPES[fault.kind].apply(lab, fault)
+    return fault
+
+
+def link_down(lab: Attached, text: str, both: bool = False) -> Fault:
+    ep = parse_endpoint(lab, text)
+    link = lab.fabric.link_at(ep)
+    if any(f.link == link.id for f in active(lab)):
+        raise UsageError(f"link {link.id} is already down; `twin fault link-up {text}` first")
+    ends = (ep, link.peer(ep.node)) if both else (ep,)
+    return _inject(lab, Fault(FaultKind.LINK_DOWN, link.id, ends, time.time()))
+
+
 def link_loss(lab: Attached, text: str, percent: float) -> Fault:
     """Random loss on a link, in both directions, applied at a switch end (nftables)."""
-    if not 0 < percent <= 100:
+    if math.isnan(percent) or not 0 < percent <= 100:
         raise UsageError(f"loss must be a percentage in (0, 100], got {percent}")
     ep = parse_endpoint(lab, text)
     link = lab.fabric.link_at(ep)
     switch_end = ep if lab.fabric.node(ep.node).is_switch else link.peer(ep.node)
-    faults = active(lab)
-    if any(f.link == link.id for f in faults):
+    if any(f.link == link.id for f in active(lab)):
         raise UsageError(f"link {link.id} already has a fault; clear it first")
-    fault = Fault("link-loss", link.id, (str(switch_end),), time.time(), percent)
-    _save(lab, [*faults, fault])  # recorded before applied
-    lab.runtime.exec(switch_end.node, ["nft", "-f", "-"],
-                     input=loss_rules(switch_end.ifname, percent, loss_table(link.id)))
-    return fault
-
-
-def _link(lab: Attached, fault: Fault):
-    return next(lk for lk in lab.fabric.links if lk.id == fault.link)
-
-
-def _revert(lab: Attached, fault: Fault) -> None:
-    link = _link(lab, fault)
-    if fault.kind == "link-loss":
-        node = fault.ends[0].partition(":")[0]
-        lab.runtime.exec(node, ["nft", "delete", "table", "ip6", loss_table(link.id)],
-                         check=False)
-    else:
-        _restore_link(lab, link.a, link.b)
+    return _inject(lab, Fault(FaultKind.LINK_LOSS, link.id, (switch_end,), time.time(),
+                              percent))
 
 
 def link_up(lab: Attached, text: str) -> Fault | None:
-    """Revert a link-down. Also heals a link set down by hand (no fault recorded)."""
+    """Revert the fault on a link. Also heals a link set down by hand (no fault
+    recorded): both ends up, both re-programmed."""
     ep = parse_endpoint(lab, text)
     link = lab.fabric.link_at(ep)
     faults = active(lab)
     fault = next((f for f in faults if f.link == link.id), None)
-    if fault is not None and fault.kind == "link-loss":
-        _revert(lab, fault)
+    if fault is not None:
+        TYPES[fault.kind].revert(lab, fault)
     else:
         _restore_link(lab, link.a, link.b)
     _save(lab, [f for f in faults if f is not fault])
     return fault
 
 
-def _restore_link(lab: Attached, *ends: Endpoint) -> None:
-    for e in ends:
-        lab.runtime.set_link_state(e.node, e.ifname, True)
-    for node in sorted({e.node for e in ends}):
-        lab.runtime.configure(lab.plan[node])
-
-
 def reapply(lab: Attached, node: str) -> list[str]:
-    """Set down again the ends on `node`'s links that faults in force hold down
-    (after the node restarted and came back with every link up)."""
+    """Apply again, on `node` that restarted and came back bare, every fault in
+    force that it lost; the ends touched, as NODE:IFNAME."""
     again = []
     for fault in active(lab):
-        if fault.kind != "link-down":
-            continue
-        link = _link(lab, fault)
-        if node not in (link.a.node, link.b.node):
-            continue
-        for end in fault.ends:
-            ep_node, _, ifname = end.partition(":")
-            lab.runtime.set_link_state(ep_node, ifname, False)
-            again.append(end)
+        again.extend(str(e) for e in TYPES[fault.kind].reapply(lab, fault, node))
     return again
 
 
@@ -165,6 +264,7 @@ def clear(lab: Attached) -> list[Fault]:
     """Revert every fault in force, newest first."""
     faults = active(lab)
     for fault in reversed(faults):
-        _revert(lab, fault)
+        TYPES[fault.kind].revert(lab, fault)
         _save(lab, [f for f in active(lab) if f.link != fault.link])
     return faults
+

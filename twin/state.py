@@ -2,9 +2,10 @@
 
     $TWIN_RUN_DIR (default /run/twin)/
         <lab>/lab.json      lab name, runtime, spec path, build dir, node names,
-                            phase (creating | up | failed); written *before* the
-                            first namespace or container exists, so `twin down`
-                            can remove a lab whose `twin up` crashed or was killed
+                            phase (creating | up | failed), what each phase of
+                            `up` did; written *before* the first namespace or
+                            container exists, so `twin down` can remove a lab
+                            whose `twin up` crashed or was killed
         <lab>/faults.json   faults in force, written before each is applied, so
                             every one can be reverted after a crash
 
@@ -33,6 +34,7 @@ class LabState:
     build_dir: str
     nodes: list[str]
     phase: str = "creating"
+    phases: list[dict] = field(default_factory=list)  # what `up` did: phase, count, seconds
     created: float = field(default_factory=time.time)
     pid: int = field(default_factory=os.getpid)
 

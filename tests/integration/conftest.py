@@ -52,7 +52,7 @@ def running_lab(session_dirs, spec: str, runtime: str):
     set_env(session_dirs)
     if spec in (LAB4, LAB8):
         spec = own_spec(session_dirs, spec)
-    state = L.up(spec, runtime)
+    state = L.up(spec, runtime).state
     try:
         yield L.attach(state.lab)
     finally:

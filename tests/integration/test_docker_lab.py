@@ -67,7 +67,7 @@ def test_code_and_config_are_bind_mounted(docker4):
     assert out.returncode == 0
     c = dockerd.client().containers.get(f"clab-{LAB4}-r0h0")
     listing = c.exec_run(["ls", "/opt/mrc-twin/twin", "/etc/mrc-twin"]).output.decode()
-    assert "lab.py" in listing and "routes.batch" in listing
+    assert "dockerd.py" in listing and "routes.batch" in listing
 
 
 @pytest.mark.docker
@@ -98,9 +98,9 @@ def test_link_fault_on_containers_names_the_link(docker4):
 @pytest.mark.docker
 def test_restarting_a_router_rewires_and_reprograms_it(docker4):
     before = docker4.runtime.netns_path("t1-p0-1")
-    touched = L.restart(docker4, "t1-p0-1")
+    done = L.restart(docker4, "t1-p0-1")
     assert docker4.runtime.netns_path("t1-p0-1") != before  # a new namespace: it rebooted
-    assert touched == ["t0-p0-r0", "t0-p0-r1", "t1-p0-1"]
+    assert done.reprogrammed == ("t0-p0-r0", "t0-p0-r1", "t1-p0-1")
     assert run_verify(docker4.runtime, docker4.plan).ok
 
 
@@ -108,8 +108,7 @@ def test_restarting_a_router_rewires_and_reprograms_it(docker4):
 def test_restart_keeps_faults_in_force(docker4):
     F.link_down(docker4, "t1-p2-0:eth1")
     try:
-        L.restart(docker4, "t1-p2-0")
-        assert F.reapply(docker4, "t1-p2-0") == ["t1-p2-0:eth1"]
+        assert L.restart(docker4, "t1-p2-0").faults_again == ("t1-p2-0:eth1",)
         assert run_verify(docker4.runtime, docker4.plan).suspect_links() == [
             "t0-p2-r0:eth3--t1-p2-0:eth1"]
     finally:
@@ -166,7 +165,7 @@ def test_containerlab_runtime_against_the_contract_double(fake_containerlab, ses
     spec = session_dirs / "clab4.yml"
     spec.write_text((ROOT / "lab/fabrics/mrc-4p.yml").read_text().replace(
         "name: mrc-4p", "name: clab4"))
-    state = L.up(str(spec), "auto")  # auto prefers containerlab once it is on PATH
+    state = L.up(str(spec), "auto").state  # auto prefers containerlab once it is on PATH
     assert state.runtime == "containerlab"
     try:
         att = L.attach("clab4")
@@ -190,7 +189,7 @@ def test_the_double_rejects_what_containerlab_would(tmp_path):
 @pytest.mark.containerlab
 def test_real_containerlab_deploys_the_rendered_topology(session_dirs):
     set_env(session_dirs)
-    state = L.up(own_spec(session_dirs, LAB4), "containerlab")
+    state = L.up(own_spec(session_dirs, LAB4), "containerlab").state
     try:
         att = L.attach(state.lab)
         assert run_verify(att.runtime, att.plan).ok

@@ -22,6 +22,8 @@ from twin import lab as L
 from twin import paths as P
 from twin.cli import main
 from twin.errors import UsageError
+from twin.lab import phases
+from twin.progress import Steps
 from twin.runtime.netns import NetnsRuntime, pids_in
 from twin.state import known_labs
 from twin.verify import run_verify
@@ -82,7 +84,7 @@ def test_a_route_removed_by_hand_is_reported_missing(lab4):
         assert [n.node for n in bad] == ["t1-p1-0"]
         assert bad[0].missing == ["fcbb:bb00:1101::/48 via fe80::1101 dev eth2"]
     finally:
-        lab4.runtime.configure(lab4.plan["t1-p1-0"])
+        phases.configure(lab4.runtime, [lab4.plan["t1-p1-0"]], Steps())
     assert run_verify(lab4.runtime, lab4.plan, dataplane=False).ok
 
 
@@ -111,6 +113,24 @@ def test_status_json_lists_every_node_running(lab4):
     result = CliRunner().invoke(main, ["status", "--json"])
     assert result.exit_code == 0
     assert result.output.count('"state": "running"') == 20
+
+
+def test_restart_of_a_switch_keeps_its_link_loss(lab4):
+    """The nft table lives in the switch's namespace: a reboot loses it, and
+    the restart phase applies it again, once."""
+    fault = F.link_loss(lab4, "t0-p1-r1:eth3", 30)
+    table = F.loss_table(fault.link)
+    try:
+        done = L.restart(lab4, "t0-p1-r1")
+        assert done.faults_again == ("t0-p1-r1:eth3",)
+        assert F.active(lab4) == [fault]
+        listed = lab4.runtime.exec("t0-p1-r1", ["nft", "list", "table", "ip6", table]).stdout
+        assert listed.count("numgen random mod 1000000 < 300000") == 2  # out and in, once
+        assert run_verify(lab4.runtime, lab4.plan, dataplane=False).ok
+    finally:
+        F.link_up(lab4, "t0-p1-r1:eth3")
+    assert lab4.runtime.exec("t0-p1-r1", ["nft", "list", "tables"]).stdout.strip() == ""
+    assert run_verify(lab4.runtime, lab4.plan).ok
 
 
 def test_down_stops_processes_inside_the_lab(session_dirs):

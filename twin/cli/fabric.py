@@ -28,8 +28,7 @@ def plan(spec, nodes, as_json):
     c = L.compile_spec(spec)
     chosen = list(nodes) or list(c.plan.nodes)
     for n in chosen:
-        if n not in c.plan.nodes:
-            raise UsageError(f"no node {n!r} in {c.spec.name}")
+        L.require_node(c.fabric, n)
     if as_json:
         emit_json({"lab": c.spec.name, "nodes": [c.plan[n].to_dict() for n in chosen]})
         return

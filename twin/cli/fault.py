@@ -26,7 +26,7 @@ def fault_link_down(endpoint, both, lab):
     """Take a link down at NODE:IFNAME, e.g. t0-p0-r0:eth3."""
     att = L.attach(lab)
     f = F.link_down(att, endpoint, both)
-    out.print(f"link {f.link} down (set down: {', '.join(f.ends)})")
+    out.print(f"link {f.link} down (set down: {', '.join(map(str, f.ends))})")
 
 
 @fault.command("link-loss")
@@ -66,7 +66,7 @@ def fault_list(lab, as_json):
     if not faults:
         out.print("no faults in force")
     for f in faults:
-        out.print(f"{f.kind} {f.link} (ends down: {', '.join(f.ends)})")
+        out.print(f"{f.kind} {f.link} (ends down: {', '.join(map(str, f.ends))})")
 
 
 @fault.command("clear")

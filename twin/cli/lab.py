@@ -12,7 +12,6 @@ from rich.table import Table
 from twin import faults as F
 from twin import lab as L
 from twin.cli.base import RUNTIME_CHOICES, RichSteps, emit_json, main, out, sigterm_as_interrupt
-from twin.errors import UsageError
 from twin.progress import Steps
 from twin.runtime import AUTO_ORDER
 from twin.state import run_root
@@ -25,25 +24,35 @@ from twin.verify import run_verify
 @click.argument("spec")
 @click.option("--runtime", type=click.Choice(RUNTIME_CHOICES), default="auto", show_default=True,
               help=f"Where nodes run. auto tries: {', '.join(AUTO_ORDER)}.")
+@click.option("--verify", "then_verify", is_flag=True,
+              help="Then verify it, as `twin verify` does (a lab that fails stays up).")
 @click.option("--json", "as_json", is_flag=True, help="Print the lab's state as JSON.")
-def up(spec, runtime, as_json):
-    """Build a lab: create nodes, wire links, program every route.
+def up(spec, runtime, then_verify, as_json):
+    """Build a lab: create nodes, wire links, program every route, start the
+    hosts' MRC endpoints.
 
     A failure or Ctrl-C part way removes what was created. Run
-    `twin verify` next to prove the result.
+    `twin verify` next to prove the result (or pass --verify).
     """
     sigterm_as_interrupt()
     steps = RichSteps()
     try:
-        state = L.up(spec, runtime, steps)
+        result = L.up(spec, runtime, steps, verify=then_verify)
     finally:
         steps.done()
+    state = result.state
     if as_json:
-        emit_json(L.status(state.lab)[0])
-        return
-    out.print(f"[green]lab {state.lab} is up[/green]: {len(state.nodes)} nodes on runtime "
-              f"{state.runtime}")
-    _print_next_steps(state.lab)
+        emit_json({**L.status(state.lab)[0], **({"verify": result.verify.to_dict()}
+                                                if result.verify else {})})
+    else:
+        out.print(f"[green]lab {state.lab} is up[/green]: {len(state.nodes)} nodes on "
+                  f"runtime {state.runtime}")
+        if result.verify:
+            _print_report(result.verify)
+        else:
+            _print_next_steps(state.lab)
+    if result.verify and not result.verify.ok:
+        sys.exit(1)
 
 
 def _print_next_steps(lab: str) -> None:
@@ -108,7 +117,7 @@ def status(lab, as_json):
         att = L.attach(s["lab"])
         for fault in F.active(att):
             out.print(f"  [yellow]fault:[/yellow] {fault.kind} {fault.link} "
-                      f"(ends down: {', '.join(fault.ends)})")
+                      f"(ends down: {', '.join(map(str, fault.ends))})")
 
 
 @main.command(name="exec", context_settings={"ignore_unknown_options": True})
@@ -118,8 +127,7 @@ def status(lab, as_json):
 def exec_(node, argv, lab):
     """Run a command inside a node:  twin exec r0h0 -- ip -6 route"""
     att = L.attach(lab)
-    if not att.fabric.has_node(node):
-        raise UsageError(f"no node {node!r} in lab {att.state.lab}")
+    att.node(node)
     full = att.runtime.shell_argv(node, list(argv))
     os.execvp(full[0], full)
 
@@ -131,10 +139,9 @@ def restart(node, lab):
     """Reboot one node, as a switch reboot: it comes back with no links and no
     routes, so twin wires its links again and re-programs it and its peers.
     Faults in force on its links are applied again."""
-    att = L.attach(lab)
-    touched = L.restart(att, node)
-    again = F.reapply(att, node)
-    out.print(f"restarted {node}; re-programmed {', '.join(touched)}"
+    done = L.restart(L.attach(lab), node)
+    again = done.faults_again
+    out.print(f"restarted {node}; re-programmed {', '.join(done.reprogrammed)}"
               + (f"; faults applied again: {', '.join(again)}" if again else ""))
 
 

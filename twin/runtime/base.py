@@ -1,13 +1,26 @@
-"""The runtime contract: the few things a lab needs from whatever runs its nodes.
+"""The runtime contract: the five verbs a lab needs from whatever runs its nodes.
 
-A runtime creates nodes (each one a network namespace, bare or inside a
-container), wires links between them as veth pairs, runs commands inside a
-node, flips a link's state and destroys what it created. Everything else
-(configuring routes, probing paths, faults) works on a node's network
-namespace path, which is the same kind of thing for every runtime:
+    create_nodes    each node is a network namespace, bare or inside a container
+    wire_links      veth pairs between nodes, each end born in its namespace
+    exec            run a command inside a node
+    set_link_state  one interface admin up or down
+    destroy         remove nodes, with their links and processes
+
+and `netns_path(node)`, the file that names a node's network namespace:
 
     netns          /run/netns/twin-<lab>-<node>
     docker, clab   /proc/<container pid>/ns/net
+
+Everything else a lab does (configure, carrier wait, endpoints, faults,
+restart, verify) is a phase in twin.lab built on these verbs, so the order
+of `twin up` is read in one place. The few methods below the verbs only
+look (existing, describe, node_view, shell_argv) or have a default a runtime
+may do better (restart_node: destroy + create; a container restarts).
+
+Work inside a node's namespace that is not a command (programming its plan
+with pyroute2, starting its endpoint) goes through the runtime's `kernel`:
+None means the machine's Linux kernel (twin.lab.kernel); the in-memory fake
+brings a model of one, so unit tests run the real phases.
 
 Runtimes register by name in RUNTIMES; `get_runtime` names the valid ones
 when a lookup misses.
@@ -15,18 +28,15 @@ when a lookup misses.
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
-import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
-from twin import endpoints, nsenter
-from twin.configure import configure_node
-from twin.errors import LabError, UsageError
+from twin import nsenter
+from twin.errors import UsageError
 from twin.model import Link
 from twin.plan import NodePlan
 from twin.state import run_root
@@ -34,6 +44,7 @@ from twin.state import run_root
 
 class Runtime(ABC):
     name: ClassVar[str]
+    kernel: ClassVar[object | None] = None  # None: Linux; a model of one (the fake)
 
     def __init__(self, lab: str, build_dir: str | None = None):
         self.lab = lab
@@ -44,26 +55,37 @@ class Runtime(ABC):
         """Why this runtime cannot run on this machine, or None if it can."""
         return None
 
-    @abstractmethod
-    def create_nodes(self, nodes: list[NodePlan]) -> None: ...
+    # -- the five verbs ----------------------------------------------------------
 
     @abstractmethod
-    def wire_links(self, links: list[Link]) -> None: ...
+    def create_nodes(self, nodes: list[NodePlan]) -> None:
+        """Create the nodes, with their node sysctls set before any interface exists."""
 
     @abstractmethod
-    def netns_path(self, node: str) -> str: ...
+    def wire_links(self, links: list[Link]) -> None:
+        """Create each link as a veth pair, its ends inside their nodes (admin down)."""
+
+    def exec(self, node: str, argv: list[str], *, input: str | None = None,
+             check: bool = True, timeout: float = 60) -> subprocess.CompletedProcess:
+        """Run argv inside the node's network namespace; CommandFailed if check and rc != 0."""
+        return nsenter.run(self.netns_path(node), argv, input=input, check=check, timeout=timeout)
+
+    def set_link_state(self, node: str, ifname: str, up: bool) -> None:
+        self.exec(node, ["ip", "link", "set", "dev", ifname, "up" if up else "down"])
 
     @abstractmethod
     def destroy(self, nodes: list[str]) -> list[str]:
         """Remove the named nodes (and their links and processes); return what existed."""
 
     @abstractmethod
+    def netns_path(self, node: str) -> str:
+        """The file naming the node's network namespace (what kernel code opens)."""
+
+    # -- looking, and defaults a runtime may improve on ---------------------------
+
+    @abstractmethod
     def existing(self, nodes: list[str]) -> list[str]:
         """Which of these nodes exist right now."""
-
-    def exec(self, node: str, argv: list[str], *, input: str | None = None,
-             check: bool = True, timeout: float = 60) -> subprocess.CompletedProcess:
-        return nsenter.run(self.netns_path(node), argv, input=input, check=check, timeout=timeout)
 
     def restart_node(self, node: NodePlan) -> None:
         """Reboot one node: it comes back with no links and no configuration."""
@@ -100,42 +122,6 @@ class Runtime(ABC):
     def remove_leftovers(cls, names: list[str]) -> None:
         """Remove what `leftovers` found; runtimes that find nothing have nothing to do."""
         return None
-
-    def wait_for_carrier(self, nodes: list[NodePlan], steps=None, timeout_s: float = 10.0):
-        """Carrier on a fresh veth follows the kernel's link watch, a moment after both
-        ends are up: wait for every planned interface, so endpoints start with all
-        ports up."""
-        waiting = [n for n in nodes if n.interfaces]
-        if steps:
-            steps.start("waiting for carrier", len(waiting))
-        deadline = time.monotonic() + timeout_s
-        while waiting:
-            still = []
-            for node in waiting:
-                out = self.exec(node.name, ["ip", "-j", "link", "show"]).stdout
-                up = {e["ifname"] for e in json.loads(out or "[]")
-                      if "LOWER_UP" in e.get("flags", ()) and e.get("operstate") == "UP"}
-                if {i.name for i in node.interfaces} <= up:
-                    if steps:
-                        steps.advance()
-                else:
-                    still.append(node)
-            waiting = still
-            if waiting and time.monotonic() > deadline:
-                raise LabError(f"no carrier on {waiting[0].name} after {timeout_s:.0f}s")
-            if waiting:
-                time.sleep(0.05)
-
-    def start_endpoints(self, hosts: list[str], steps=None) -> None:
-        """Start the MRC endpoint daemon on each host (twin.endpoints)."""
-        endpoints.start(self, hosts, steps)
-
-    def configure(self, node: NodePlan) -> None:
-        """Apply (or re-apply: it is idempotent) a node's plan."""
-        configure_node(node, self.netns_path(node.name))
-
-    def set_link_state(self, node: str, ifname: str, up: bool) -> None:
-        self.exec(node, ["ip", "link", "set", "dev", ifname, "up" if up else "down"])
 
 
 @dataclass(frozen=True)

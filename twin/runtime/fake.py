@@ -1,78 +1,187 @@
-"""An in-memory runtime for tests of lab lifecycle and fault logic without root.
+"""An in-memory runtime with a model of the kernel, so unit tests run the real
+lab phases (up, restart, faults, down --all) without root.
 
-It records what it was asked to do and can be told to fail at the Nth link,
-which is how the tests prove that a failed `twin up` rolls back. It has no
-kernel, so `configure` and `verify` are not run against it.
+The model keeps what the phases change and look at, per node:
+
+    interfaces   name -> FakeInterface(admin up?, peer end); a veth pair is born
+                 admin down, and deleting either end's node deletes the pair
+    nft tables   name -> the rule text loaded (loaded twice: the rules twice,
+                 as nft does)
+    configured   how many times the node's plan was applied
+    endpoint     whether its MRC endpoint runs (dies with the node)
+
+`exec` understands the commands twin sends (`ip link set`, `ip -j link show`,
+`nft -f -`, `nft delete table`, `nft list tables`); any other command fails
+as an unknown command would, so nothing passes by accident. Every call is
+recorded in `FakeRuntime.calls`.
+
+Tests inject failures with `FakeRuntime.fail_at = {"wire": 5}`: the sixth
+wired link fails (ops: create, wire, exec, configure, endpoint).
 """
 
 from __future__ import annotations
 
+import json
+import re
 import subprocess
+from dataclasses import dataclass, field
 
-from twin.errors import CommandFailed
+from twin.errors import CommandFailed, LabError
 from twin.model import Link
 from twin.plan import NodePlan
 from twin.runtime.base import Runtime, register
 
-# Shared across instances, as a kernel would be: lab -> node -> set of ifnames
-WORLD: dict[str, dict[str, dict[str, bool]]] = {}
+
+@dataclass
+class FakeInterface:
+    up: bool = False  # admin state
+    peer: tuple[str, str] | None = None  # (node, ifname) at the other end of the veth
+
+
+@dataclass
+class FakeNode:
+    interfaces: dict[str, FakeInterface] = field(default_factory=dict)
+    nft: dict[str, list[str]] = field(default_factory=dict)  # table -> rules loaded
+    configured: int = 0
+    endpoint: bool = False
+
+
+# Shared across instances, as a kernel would be: lab -> node -> FakeNode
+WORLD: dict[str, dict[str, FakeNode]] = {}
+
+
+class FakeKernel:
+    """Programming a node sets its planned interfaces up (as configure does);
+    an endpoint is a flag on its host."""
+
+    def configure(self, rt: FakeRuntime, node: NodePlan) -> None:
+        rt._count("configure", node.name)
+        fn = rt._node(node.name)
+        missing = [i.name for i in node.interfaces if i.name not in fn.interfaces]
+        if missing:
+            raise LabError(f"{node.name}: interfaces missing ({', '.join(missing)}); "
+                           "were the links wired?")
+        for ifc in node.interfaces:
+            fn.interfaces[ifc.name].up = True
+        fn.configured += 1
+
+    def start_endpoints(self, rt: FakeRuntime, hosts: list[str], steps) -> None:
+        steps.start(f"starting {len(hosts)} endpoints", len(hosts))
+        for host in hosts:
+            rt._count("endpoint", host)
+            rt._node(host).endpoint = True
+            steps.advance()
 
 
 @register
 class FakeRuntime(Runtime):
     name = "fake"
-    fail_after_links: int | None = None  # set by a test to fail while wiring
+    kernel = FakeKernel()
+    fail_at: dict[str, int] = {}  # op -> how many succeed before one fails
     calls: list[tuple] = []
 
-    def _nodes(self) -> dict[str, dict[str, bool]]:
-        return WORLD.setdefault(self.lab, {})
-
-    def create_nodes(self, nodes: list[NodePlan]) -> None:
-        for n in nodes:
-            self._nodes()[n.name] = {}
-            self.calls.append(("create", self.lab, n.name))
-
-    def wire_links(self, links: list[Link]) -> None:
-        for i, lk in enumerate(links):
-            if self.fail_after_links is not None and i >= self.fail_after_links:
-                raise CommandFailed(["fake", "link", "add", lk.id], 2, "injected failure")
-            self._nodes()[lk.a.node][lk.a.ifname] = True
-            self._nodes()[lk.b.node][lk.b.ifname] = True
-            self.calls.append(("wire", self.lab, lk.id))
+    @classmethod
+    def reset(cls) -> None:
+        WORLD.clear()
+        cls.calls = []
+        cls.fail_at = {}
 
     @classmethod
     def unavailable_for_cleanup(cls) -> str | None:
         return "in memory: nothing outlives the process"
 
+    def world(self) -> dict[str, FakeNode]:
+        return WORLD.setdefault(self.lab, {})
+
+    def _node(self, name: str) -> FakeNode:
+        try:
+            return self.world()[name]
+        except KeyError:
+            raise LabError(f"node {name}: does not exist (fake runtime)") from None
+
+    def _count(self, op: str, *what) -> None:
+        """Record a call; fail it if a test asked for a failure at this point."""
+        left = self.fail_at.get(op)
+        if left is not None:
+            if left <= 0:
+                raise CommandFailed(["fake", op, *map(str, what)], 2, "injected failure")
+            self.fail_at[op] = left - 1
+        self.calls.append((op, self.lab, *what))
+
+    # -- the verbs ------------------------------------------------------------------
+
+    def create_nodes(self, nodes: list[NodePlan]) -> None:
+        for n in nodes:
+            self._count("create", n.name)
+            self.world()[n.name] = FakeNode()
+
+    def wire_links(self, links: list[Link]) -> None:
+        for lk in links:
+            self._count("wire", lk.id)
+            a, b = self._node(lk.a.node), self._node(lk.b.node)
+            for node, end in ((a, lk.a), (b, lk.b)):
+                if end.ifname in node.interfaces:
+                    raise CommandFailed(["ip", "link", "add", end.ifname], 2,
+                                        "RTNETLINK answers: File exists")
+            a.interfaces[lk.a.ifname] = FakeInterface(peer=(lk.b.node, lk.b.ifname))
+            b.interfaces[lk.b.ifname] = FakeInterface(peer=(lk.a.node, lk.a.ifname))
+
+    def exec(self, node, argv, *, input=None, check=True, timeout=60):
+        self._count("exec", node, tuple(argv))
+        rc, out, err = self._run(self._node(node), list(argv), input or "")
+        if check and rc != 0:
+            raise CommandFailed(list(argv), rc, err)
+        return subprocess.CompletedProcess(argv, rc, out, err)
+
+    def destroy(self, nodes: list[str]) -> list[str]:
+        there = self.existing(nodes)
+        for name in there:
+            for ifc in self.world().pop(name).interfaces.values():
+                if ifc.peer and ifc.peer[0] in self.world():  # the veth pair goes
+                    self.world()[ifc.peer[0]].interfaces.pop(ifc.peer[1], None)
+        if not self.world():
+            WORLD.pop(self.lab, None)
+        return there
+
     def netns_path(self, node: str) -> str:
         return f"/fake/{self.lab}/{node}"
 
     def existing(self, nodes: list[str]) -> list[str]:
-        return [n for n in nodes if n in self._nodes()]
+        return [n for n in nodes if n in self.world()]
 
-    def destroy(self, nodes: list[str]) -> list[str]:
-        there = self.existing(nodes)
-        for n in there:
-            del self._nodes()[n]
-        if not self._nodes():
-            WORLD.pop(self.lab, None)
-        return there
+    # -- the commands the model understands ------------------------------------------
 
-    def exec(self, node, argv, *, input=None, check=True, timeout=60):
-        self.calls.append(("exec", self.lab, node, tuple(argv)))
-        return subprocess.CompletedProcess(argv, 0, "", "")
+    def _run(self, node: FakeNode, argv: list[str], stdin: str) -> tuple[int, str, str]:
+        match argv:
+            case ["ip", "link", "set", "dev", ifname, ("up" | "down") as state]:
+                if ifname not in node.interfaces:
+                    return 1, "", f'Cannot find device "{ifname}"'
+                node.interfaces[ifname].up = state == "up"
+                return 0, "", ""
+            case ["ip", "-j", "link", "show"]:
+                return 0, json.dumps([self._link_json(n, i) for n, i in
+                                      node.interfaces.items()]), ""
+            case ["nft", "-f", "-"]:
+                tables = re.findall(r"^table ip6 (\S+) \{", stdin, re.M)
+                if not tables:
+                    return 1, "", "Error: syntax error (fake nft understands `table ip6 T {`)"
+                for t in tables:
+                    node.nft.setdefault(t, []).append(stdin)
+                return 0, "", ""
+            case ["nft", "delete", "table", "ip6", table]:
+                if node.nft.pop(table, None) is None:
+                    return 1, "", f"Error: No such file or directory; table ip6 {table}"
+                return 0, "", ""
+            case ["nft", "list", "tables"]:
+                return 0, "".join(f"table ip6 {t}\n" for t in node.nft), ""
+        return 127, "", f"fake runtime: no model of `{' '.join(argv)}`"
 
-    def wait_for_carrier(self, nodes, steps=None, timeout_s: float = 10.0) -> None:
-        self.calls.append(("carrier", self.lab, len(nodes)))
-
-    def start_endpoints(self, hosts: list[str], steps=None) -> None:
-        self.calls.extend(("endpoint", self.lab, h) for h in hosts)
-
-    def configure(self, node: NodePlan) -> None:
-        self.calls.append(("configure", self.lab, node.name))
-
-    def set_link_state(self, node: str, ifname: str, up: bool) -> None:
-        if ifname not in self._nodes().get(node, {}):
-            raise CommandFailed(["ip", "link", "set", ifname], 1, f"Cannot find device {ifname}")
-        self._nodes()[node][ifname] = up
-        self.calls.append(("link", self.lab, node, ifname, up))
+    def _link_json(self, name: str, ifc: FakeInterface) -> dict:
+        peer_up = False
+        if ifc.peer:
+            far = self.world().get(ifc.peer[0])
+            peer_up = bool(far and far.interfaces.get(ifc.peer[1], FakeInterface()).up)
+        carrier = ifc.up and peer_up
+        flags = [*(["UP"] if ifc.up else []), *(["LOWER_UP"] if carrier else [])]
+        state = "UP" if carrier else ("LOWERLAYERDOWN" if ifc.up else "DOWN")
+        return {"ifname": name, "flags": flags, "operstate": state}

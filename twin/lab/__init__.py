@@ -1,0 +1,30 @@
+"""The lab: a fabric spec brought to life on a runtime, and everything done to it.
+
+    compile   spec -> model -> plan -> render          (pure; twin.lab.compile)
+    pipeline  up, restart, down: the phases in order    (twin.lab.pipeline)
+    phases    create, wire, configure, carrier, endpoints, verify
+    kernel    programming a node and starting its endpoint (Linux, or a model)
+    attach    a running lab found again from its state on disk
+
+`from twin import lab as L` gives the whole surface: L.up, L.attach, L.down ...
+"""
+
+from twin.lab.attach import Attached, attach, resolve_lab, status
+from twin.lab.compile import (
+    Compiled,
+    build_root,
+    compile_loaded,
+    compile_spec,
+    fabrics_dir,
+    project_root,
+    render_lab,
+    require_node,
+)
+from twin.lab.phases import Phase, Restarted
+from twin.lab.pipeline import Up, down, down_all, foreign_namespaces, restart, up
+
+__all__ = [
+    "Attached", "Compiled", "Phase", "Restarted", "Up", "attach", "build_root",
+    "compile_loaded", "compile_spec", "down", "down_all", "fabrics_dir", "foreign_namespaces",
+    "project_root", "render_lab", "require_node", "resolve_lab", "restart", "status", "up",
+]

@@ -1,0 +1,88 @@
+"""A running lab, found again from its state on disk: `attach(lab)`.
+
+Every command after `twin up` starts here. The plan comes from the copy of
+the spec taken at `up`, so editing the spec file later does not change what
+a running lab is checked against.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+
+from twin.errors import LabError, UsageError
+from twin.lab.compile import Compiled, compile_loaded, require_node
+from twin.model import Fabric, Node
+from twin.plan import Plan
+from twin.runtime import Runtime, get_runtime
+from twin.spec import parse_spec
+from twin.state import LabState, known_labs, run_root
+
+
+@dataclass
+class Attached:
+    state: LabState
+    compiled: Compiled
+    runtime: Runtime
+
+    @property
+    def lab(self) -> str:
+        return self.state.lab
+
+    @property
+    def plan(self) -> Plan:
+        return self.compiled.plan
+
+    @property
+    def fabric(self) -> Fabric:
+        return self.compiled.fabric
+
+    def node(self, name: str) -> Node:
+        return require_node(self.fabric, name)
+
+
+def resolve_lab(lab: str | None) -> str:
+    labs = known_labs()
+    if lab:
+        if lab not in labs:
+            hint = f"labs up: {', '.join(labs)}" if labs else "no lab is up"
+            raise UsageError(f"lab {lab} is not up ({hint})")
+        return lab
+    if not labs:
+        raise UsageError("no lab is up; start one with `twin up mrc-4p`")
+    if len(labs) > 1:
+        raise UsageError(f"several labs are up ({', '.join(labs)}); name one with --lab")
+    return labs[0]
+
+
+def attach(lab: str | None) -> Attached:
+    """The running lab's state, its plan (from the spec copy taken at `up`), its runtime."""
+    name = resolve_lab(lab)
+    state = LabState.load(name)
+    if state is None:
+        raise LabError(f"lab {name}: state file is unreadable under {run_root() / name}")
+    spec_copy = state.dir / "spec.yml"
+    spec = parse_spec(spec_copy.read_text(), state.spec_path)
+    return Attached(state, compile_loaded(state.spec_path, spec),
+                    get_runtime(state.runtime, name, state.build_dir))
+
+
+def status(lab: str | None = None) -> list[dict]:
+    labs = [resolve_lab(lab)] if lab else known_labs()
+    out = []
+    for name in labs:
+        state = LabState.load(name)
+        if state is None:
+            continue
+        rt = get_runtime(state.runtime, name, state.build_dir)
+        facts = rt.describe(state.nodes)
+        out.append({
+            "lab": name,
+            "runtime": state.runtime,
+            "phase": state.phase,
+            "spec": state.spec_path,
+            "build_dir": state.build_dir,
+            "age_s": round(time.time() - state.created, 1),
+            "nodes": [{"node": n, **facts[n]} for n in state.nodes],
+        })
+    return out

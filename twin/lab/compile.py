@@ -1,0 +1,78 @@
+"""spec -> model -> plan -> render: the pure half of the pipeline (no root).
+
+A spec is found by file or by a shipped fabric's name, compiled into a
+`Compiled` (spec, fabric, plan) and rendered to lab/build/<lab>/. Unchanged
+build files are not rewritten.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from twin.errors import UsageError
+from twin.model import Fabric, Node, build_fabric
+from twin.plan import Plan, build_plan
+from twin.render import render, write_build
+from twin.spec import FabricSpec, find_spec, load_spec
+
+
+def project_root() -> Path:
+    """The checkout twin runs from (lab/fabrics lives there), else the cwd."""
+    env = os.environ.get("TWIN_HOME")
+    if env:
+        return Path(env)
+    here = Path(__file__).resolve().parents[2]
+    return here if (here / "lab" / "fabrics").is_dir() else Path.cwd()
+
+
+def fabrics_dir() -> Path:
+    return project_root() / "lab" / "fabrics"
+
+
+def build_root() -> Path:
+    return Path(os.environ.get("TWIN_BUILD_DIR", project_root() / "lab" / "build"))
+
+
+@dataclass(frozen=True)
+class Compiled:
+    source: str
+    spec: FabricSpec
+    fabric: Fabric
+    plan: Plan
+
+    @property
+    def lab(self) -> str:
+        return self.spec.name
+
+    def build_dir(self) -> Path:
+        return build_root() / self.spec.name
+
+
+def compile_spec(spec_ref: str) -> Compiled:
+    """spec -> model -> plan (pure). Raises SpecError naming every problem."""
+    path = find_spec(spec_ref, fabrics_dir())
+    spec = load_spec(path)
+    return compile_loaded(str(path), spec)
+
+
+def compile_loaded(source: str, spec: FabricSpec) -> Compiled:
+    fabric = build_fabric(spec)
+    return Compiled(source, spec, fabric, build_plan(fabric))
+
+
+def render_lab(compiled: Compiled) -> Path:
+    """plan -> files under lab/build/<lab>/ (unchanged files are not rewritten)."""
+    build_dir = compiled.build_dir()
+    code_dir = os.path.relpath(project_root(), build_dir)
+    write_build(render(compiled.plan, code_dir), build_dir)
+    return build_dir
+
+
+def require_node(fabric: Fabric, name: str) -> Node:
+    """The node called `name`, or the one error every command gives for a wrong name."""
+    if not fabric.has_node(name):
+        raise UsageError(f"no node {name!r} in lab {fabric.name}; "
+                         f"nodes look like {fabric.nodes[0].name}, {fabric.hosts[0].name}")
+    return fabric.node(name)

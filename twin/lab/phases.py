@@ -1,0 +1,116 @@
+"""The phases of a lab, each a function over the runtime's verbs that returns
+what it did. `twin up` runs them in order (twin.lab.pipeline); `twin restart`
+runs the middle ones again for one node and its neighbours.
+
+    create     the nodes                          Runtime.create_nodes
+    wire       the links, as veth pairs            Runtime.wire_links
+    configure  every node's plan                   kernel: pyroute2, ip, tc
+    carrier    wait until every planned link has carrier (exec `ip -j link`)
+    endpoints  the MRC endpoint on every host      kernel: a daemon per host
+    verify     routes read back, every path probed (twin.verify)
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+
+from twin.errors import LabError
+from twin.lab.kernel import kernel_of
+from twin.model import Link
+from twin.plan import NodePlan, Plan
+from twin.progress import Steps
+
+CARRIER_TIMEOUT_S = 10.0
+
+
+@dataclass(frozen=True)
+class Phase:
+    """What one phase did: its name, what it acted on (nodes, links, hosts), its time."""
+
+    name: str
+    done: tuple[str, ...]
+    seconds: float
+
+    def to_dict(self) -> dict:
+        return {"phase": self.name, "count": len(self.done), "seconds": round(self.seconds, 3)}
+
+
+@dataclass(frozen=True)
+class Restarted:
+    """A node rebooted: the nodes re-programmed (it and its link peers) and the
+    link ends that faults in force hold down or lossy again."""
+
+    node: str
+    reprogrammed: tuple[str, ...]
+    faults_again: tuple[str, ...]
+
+
+def create(rt, nodes: list[NodePlan], steps: Steps) -> Phase:
+    steps.start(f"creating {len(nodes)} nodes", 1)
+    start = time.monotonic()
+    rt.create_nodes(nodes)
+    return Phase("create", tuple(n.name for n in nodes), time.monotonic() - start)
+
+
+def wire(rt, links: list[Link], steps: Steps) -> Phase:
+    steps.start(f"wiring {len(links)} links", 1)
+    start = time.monotonic()
+    rt.wire_links(links)
+    return Phase("wire", tuple(lk.id for lk in links), time.monotonic() - start)
+
+
+def configure(rt, nodes: list[NodePlan], steps: Steps) -> Phase:
+    """Program each node's plan (idempotent: this is also how a node is re-programmed)."""
+    steps.start(f"configuring {len(nodes)} nodes", len(nodes))
+    start = time.monotonic()
+    kernel = kernel_of(rt)
+    for node in nodes:
+        kernel.configure(rt, node)
+        steps.advance()
+    return Phase("configure", tuple(n.name for n in nodes), time.monotonic() - start)
+
+
+def carrier(rt, nodes: list[NodePlan], steps: Steps,
+            timeout_s: float | None = None) -> Phase:
+    """Carrier on a fresh veth follows the kernel's link watch, a moment after both
+    ends are up: wait for every planned interface, so endpoints start with all
+    ports up."""
+    timeout_s = CARRIER_TIMEOUT_S if timeout_s is None else timeout_s
+    waiting = [n for n in nodes if n.interfaces]
+    steps.start("waiting for carrier", len(waiting))
+    start = time.monotonic()
+    deadline = start + timeout_s
+    while waiting:
+        still = []
+        for node in waiting:
+            out = rt.exec(node.name, ["ip", "-j", "link", "show"]).stdout
+            up = {e["ifname"] for e in json.loads(out or "[]")
+                  if "LOWER_UP" in e.get("flags", ()) and e.get("operstate") == "UP"}
+            missing = [i.name for i in node.interfaces if i.name not in up]
+            if missing:
+                still.append((node, missing))
+            else:
+                steps.advance()
+        waiting = [n for n, _ in still]
+        if waiting and time.monotonic() > deadline:
+            node, missing = still[0]
+            raise LabError(f"no carrier on {node.name} ({', '.join(missing)}) "
+                           f"after {timeout_s:.0f}s")
+        if waiting:
+            time.sleep(0.05)
+    return Phase("carrier", tuple(n.name for n in nodes), time.monotonic() - start)
+
+
+def endpoints(rt, hosts: list[str], steps: Steps) -> Phase:
+    start = time.monotonic()
+    kernel_of(rt).start_endpoints(rt, hosts, steps)
+    return Phase("endpoints", tuple(hosts), time.monotonic() - start)
+
+
+def verify(rt, plan: Plan, steps: Steps):
+    """Routes read back and every path probed; the VerifyReport (ok or not)."""
+    from twin.verify import run_verify  # the prober needs raw sockets: only when asked
+
+    return run_verify(rt, plan, dataplane=True, steps=steps)
