@@ -121,7 +121,7 @@ def transfer(att, pids: dict, mode: str, size: int, fault: bool = False) -> dict
     def cut() -> str:
         plane, t1 = 0, 0
         if mode == "single-path":
-            plane, t1, _ = P.parse_path(fab, flows[0].result["single_path"])
+            plane, t1, _ = P.parse_path(fab, flows[0].result.single_path)
         end = f"{fab.t0_name(plane, fab.node(SRC).rack)}:{fab.t0_uplink(t1)}"
         F.link_down(att, end)
         cuts.append({"t_s": time.monotonic() - marks[-1][4] + marks[-1][0],
@@ -135,7 +135,7 @@ def transfer(att, pids: dict, mode: str, size: int, fault: bool = False) -> dict
                                                              cpu_s(pids[DST]), time.monotonic())),
                     timeout_s=STALL_S if fault and mode != "mrc" else 120.0)
         if not run.ok:
-            outcome = f"failed: {flows[0].result.get('failed') or 'digest mismatch'}"
+            outcome = f"failed: {flows[0].result.failed or 'digest mismatch'}"
     except LabError as e:  # the stall: traffic.run gave up, so close the QPs ourselves
         outcome = f"stalled: {e}"
         run = T.Run("bulk", mode, flows, [m[:2] for m in marks], faults=cuts,

@@ -100,7 +100,7 @@ def main() -> int:
             rows["idle_rest_during_transfer"].append(
                 pct(sum(v for h, v in used.items() if h not in BUSY), wall))
             if run is not None and run.ok:
-                rows["goodput_gbps"].append(run.flows[0].result["goodput_gbps"])
+                rows["goodput_gbps"].append(run.flows[0].result.goodput_gbps)
             print(f"round {r + 1}/{args.rounds}: idle {rows['idle_all'][-1]:.2f}% of a core "
                   f"(64 endpoints), transfer pair {rows['busy_pair'][-1]:.0f}%, idle rest "
                   f"meanwhile {rows['idle_rest_during_transfer'][-1]:.2f}%", flush=True)

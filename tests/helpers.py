@@ -33,3 +33,25 @@ CLAB_NODE_KEYS = {
     "certificate", "healthcheck",
 }
 CLAB_BRIEF_LINK_KEYS = {"endpoints", "vars"}
+
+
+def send_qp_stats(**changes):
+    """A sending QP's stats as an endpoint reports them, with `changes` applied
+    (keys of the wire form; `sender` merges into the counters)."""
+    from twin.mrc.stats import SendQpStats
+
+    sender = {"packets": 256, "bytes": 1 << 20, "retransmits": 0, "lost_per_ev": 0,
+              "lost_rack": 0, "lost_timeout": 0, "lost_nack": 0, "spurious": 0, "acked": 256,
+              "per_plane_packets": {"0": 64, "1": 64, "2": 64, "3": 64},
+              **changes.pop("sender", {})}
+    wire = {"qpn": 1, "peer": "r1h0", "mode": "mrc", "idle": True, "mtu": 4096, "failed": None,
+            "elapsed_s": 0.5, "goodput_gbps": 0.016, "sender": sender, "window": 16,
+            "srtt_us": 480.5, "reorder_window_us": 120.0,
+            "evs": {"good": 128, "skip": 0, "assumed_bad": 0, "denied": 0},
+            "ev_set_size": 128, "ev_pools": {"spare": 0, "retired": 0},
+            "ev_retirements_total": 0, "ev_revivals_total": 0,
+            "ev_retirements_undone_total": 0, "planes_in_use": [0, 1, 2, 3], "send_errors": 0,
+            "probes_sent": 0, "messages_completed": 1,
+            "completions": [{"msn": 0, "latency_us": 500000.0}], "events_logged": 0,
+            "single_path": None, **changes}
+    return SendQpStats.from_dict(wire)

@@ -27,8 +27,10 @@ from dataclasses import dataclass, field
 
 from twin import endpoints, failover
 from twin.errors import LabError, UsageError
+from twin.mrc.stats import EndpointStats, SendQpStats
 
 PATTERNS = ("bulk", "incast", "all-to-all", "ring")
+# The fields of a flow's SendQpStats that its row of `twin traffic --json` carries
 FLOW_FIELDS = ("failed", "goodput_gbps", "elapsed_s", "srtt_us", "reorder_window_us", "evs",
                "ev_set_size", "ev_retirements_total", "ev_revivals_total",
                "ev_retirements_undone_total", "probes_sent", "planes_in_use", "single_path",
@@ -43,8 +45,19 @@ class Flow:
     size: int
     send_qpn: int = 0
     recv_qpn: int = 0
-    result: dict = field(default_factory=dict)
+    # the sending QP as last polled; None until then (run() returns once every flow has one)
+    result: SendQpStats | None = None
     exact: bool | None = None
+
+    def to_dict(self) -> dict:
+        """A row of `twin traffic --json`: the flow, FLOW_FIELDS of its QP, and two of its
+        sender counters (all null if the QP was never polled)."""
+        qp = self.result.to_dict() if self.result is not None else {}
+        sender = qp.get("sender", {})
+        return {"src": self.src, "dst": self.dst, "bytes": self.size, "exact": self.exact,
+                **{k: qp.get(k) for k in FLOW_FIELDS},
+                "retransmits": sender.get("retransmits"),
+                "per_plane_packets": sender.get("per_plane_packets")}
 
 
 @dataclass
@@ -62,7 +75,7 @@ class Run:
 
     @property
     def ok(self) -> bool:
-        return all(f.exact and not f.result.get("failed") for f in self.flows)
+        return all(f.exact and not (f.result is not None and f.result.failed) for f in self.flows)
 
     def goodput_series(self, window_s: float = 0.1) -> list[tuple[float, float]]:
         """(t, Gbit/s) over a sliding window of the acked-byte samples."""
@@ -101,11 +114,7 @@ class Run:
         return {
             "pattern": self.pattern, "mode": self.mode, "ok": self.ok,
             "elapsed_s": round(self.elapsed_s, 3), "start_us": self.start_us,
-            "flows": [{"src": f.src, "dst": f.dst, "bytes": f.size, "exact": f.exact,
-                       **{k: f.result.get(k) for k in FLOW_FIELDS},
-                       "retransmits": f.result.get("sender", {}).get("retransmits"),
-                       "per_plane_packets": f.result.get("sender", {}).get(
-                           "per_plane_packets")} for f in self.flows],
+            "flows": [f.to_dict() for f in self.flows],
             "faults": self.faults,
             "events": self.events, "events_dropped": self.events_dropped,
             "failover": [e.to_dict() for e in self.failover()],
@@ -205,12 +214,13 @@ def _collect_events(clients, flows: list[Flow], result: Run) -> None:
 
 
 def _poll(clients, flows: list[Flow]) -> tuple[bool, int]:
-    by_src: dict[str, dict] = {}
+    by_src: dict[str, dict[int, SendQpStats]] = {}
     for f in flows:
         if f.src not in by_src:
-            by_src[f.src] = {q["qpn"]: q for q in clients[f.src].call("stats")["send_qps"]}
+            ep = EndpointStats.from_dict(clients[f.src].call("stats"))
+            by_src[f.src] = {q.qpn: q for q in ep.send_qps}
         f.result = by_src[f.src].get(f.send_qpn, f.result)
-    acked = sum(min(f.size, f.result.get("sender", {}).get("acked", 0) * f.result.get("mtu", 4096))
-                for f in flows)
-    done = all(f.result.get("idle") or f.result.get("failed") for f in flows)
+    acked = sum(min(f.size, f.result.sender.acked * f.result.mtu) for f in flows
+                if f.result is not None)
+    done = all(f.result is not None and (f.result.idle or f.result.failed) for f in flows)
     return done, acked

@@ -13,6 +13,7 @@ from twin import faults as F
 from twin import paths as P
 from twin import traffic as T
 from twin.mrc import wire
+from twin.mrc.stats import EndpointStats
 
 pytestmark = pytest.mark.netns
 MiB = 1 << 20
@@ -32,8 +33,8 @@ def bulk(att, size, mode="mrc", faults=None, src="r0h0", dst="r1h0"):
 def test_256_mib_cross_rack_is_byte_exact_and_split_over_all_planes(lab4):
     run = bulk(lab4, 256 * MiB)
     assert run.ok, run.to_dict()
-    per_plane = run.flows[0].result["sender"]["per_plane_packets"]
-    counts = [per_plane[str(p)] for p in range(4)]
+    per_plane = run.flows[0].result.sender.per_plane_packets
+    counts = [per_plane[p] for p in range(4)]
     mean = sum(counts) / 4
     assert max(abs(c - mean) for c in counts) <= 0.05 * mean, counts
 
@@ -46,9 +47,9 @@ def test_one_percent_loss_on_a_t0_t1_link_retires_evs_and_stays_exact(lab4):
         F.clear(lab4)
     assert run.ok
     flow = run.flows[0].result
-    assert flow["sender"]["retransmits"] > 0
-    assert flow["ev_retirements_total"] > 0  # the EVs over the lossy link were retired
-    assert sum(flow["evs"].values()) == flow["ev_set_size"]  # states: EVs now, not events
+    assert flow.sender.retransmits > 0
+    assert flow.ev_retirements_total > 0  # the EVs over the lossy link were retired
+    assert sum(flow.evs.values()) == flow.ev_set_size  # states: EVs now, not events
 
 
 def test_link_down_mid_transfer_mrc_recovers_single_path_does_not(lab4):
@@ -68,15 +69,15 @@ def test_link_down_mid_transfer_mrc_recovers_single_path_does_not(lab4):
     assert ep.fault == "link-down t0-p0-r0:eth3"
     assert ep.detection_us is not None and ep.repair_us is not None, ep
     assert 0 < ep.detection_us < ep.repair_us and ep.retirements > 0, ep
-    flow = mrc.to_dict()["flows"][0]
-    assert flow["ev_retirements_total"] >= ep.retirements - ep.spurious
-    assert sum(flow["evs"].values()) == flow["ev_set_size"]
+    flow = mrc.flows[0].result
+    assert flow.ev_retirements_total >= ep.retirements - ep.spurious
+    assert sum(flow.evs.values()) == flow.ev_set_size
     # Replacements land elsewhere: fewer EVs are out now than there were events.
-    assert flow["evs"].get("assumed_bad", 0) <= flow["ev_retirements_total"]
+    assert flow.evs.get("assumed_bad", 0) <= flow.ev_retirements_total
 
     # single-path: cut the T0-T1 link its one path crosses, mid-transfer
     probe = bulk(lab4, 4 * MiB, mode="single-path")
-    plane, t1, _ = P.parse_path(lab4.fabric, probe.flows[0].result["single_path"])
+    plane, t1, _ = P.parse_path(lab4.fabric, probe.flows[0].result.single_path)
     link_end = f"t0-p{plane}-r0:{lab4.fabric.t0_uplink(t1)}"
 
     def cut_its_path():
@@ -86,7 +87,7 @@ def test_link_down_mid_transfer_mrc_recovers_single_path_does_not(lab4):
     try:
         single = bulk(lab4, 256 * MiB, mode="single-path", faults=[(0.4, cut_its_path)])
         assert not single.ok
-        assert "retry limit" in (single.flows[0].result["failed"] or "")
+        assert "retry limit" in (single.flows[0].result.failed or "")
     except Exception as e:  # a stall past the timeout is the other way RoCE fails
         assert "did not finish" in str(e)
     finally:
@@ -116,8 +117,8 @@ def test_probes_resurrect_evs_once_their_path_is_back(lab4):
         F.clear(lab4)
     assert run.ok
     flow = run.flows[0].result
-    assert flow["ev_retirements_total"] > 0
-    assert flow["probes_sent"] > 0 and flow["ev_revivals_total"] > 0, flow
+    assert flow.ev_retirements_total > 0
+    assert flow.probes_sent > 0 and flow.ev_revivals_total > 0, flow
     assert [e.fault for e in run.failover()][-2:] == ["link-down", "link-up"]
 
 
@@ -136,7 +137,7 @@ def test_a_nic_port_going_down_takes_its_plane_out_on_both_ends(lab4, port):
     finally:
         F.clear(lab4)
     assert run.ok, run.to_dict()
-    assert plane not in run.flows[0].result["planes_in_use"]
+    assert plane not in run.flows[0].result.planes_in_use
 
 
 def test_a_corrupted_packet_is_dropped_and_counted(lab4):
@@ -177,7 +178,7 @@ def test_incast_into_a_shaped_host_link_is_shared_fairly(session_dirs, tmp_path)
         run = T.run(att.runtime, "incast", T.flows_for("incast", hosts, 8 * MiB, dst="r0h0"),
                     "mrc", timeout_s=120)
     assert run.ok, run.to_dict()
-    shares = [f.result["goodput_gbps"] for f in run.flows]
+    shares = [f.result.goodput_gbps for f in run.flows]
     assert min(shares) >= 0.7 * max(shares), shares  # the window keeps the shares even
 
 
@@ -193,9 +194,12 @@ def test_acks_go_back_the_way_the_data_came(lab4):
         tx.call("write", qpn=s["qpn"], size=size, imm=42)
         done = tx.call("wait", qpn=s["qpn"], timeout=60)
         assert done["idle"] and not done["failed"]
-        qp = next(q for q in rx.call("stats")["recv_qps"] if q["qpn"] == r["qpn"])
-        assert qp["completed"] == [[0, 42]] and qp["completions"] == 1
-        paths = sorted(P.ev_fields(ev)[:2] for ev in qp["reverse_evs"])
+        reply = rx.call("stats")
+        stats = EndpointStats.from_dict(reply)  # the schema parses a real endpoint's reply
+        assert {"id": reply["id"], **stats.to_dict()} == reply  # and gives it back unchanged
+        qp = stats.recv_qp(r["qpn"])
+        assert qp.completed == ((0, 42),) and qp.completions == 1
+        paths = sorted(P.ev_fields(ev)[:2] for ev in qp.reverse_evs)
         t1s = lab4.fabric.spec.t1_per_plane
         assert paths == [(p, t) for p in range(4) for t in range(t1s)]
         for c, qpn in ((tx, s["qpn"]), (rx, r["qpn"])):
@@ -208,7 +212,7 @@ def test_a_clean_fabric_retires_nothing_in_19_of_20_transfers(lab4):
     for _ in range(20):
         run = bulk(lab4, 64 * MiB)
         assert run.ok, run.to_dict()
-        retired.append(run.flows[0].result["ev_retirements_total"])
+        retired.append(run.flows[0].result.ev_retirements_total)
     assert sum(retired) <= 1, retired  # at most one spurious retirement in all 20
 
 
@@ -222,7 +226,7 @@ def test_a_new_qp_after_a_fault_starts_from_a_clean_ev_set(lab4):
         run = bulk(lab4, 64 * MiB, faults=[(0.2, cut)])
     finally:
         F.clear(lab4)
-    assert run.ok and run.flows[0].result["ev_retirements_total"] > 0
+    assert run.ok and run.flows[0].result.ev_retirements_total > 0
     with endpoints.client(lab4.runtime, "r1h0") as rx, \
             endpoints.client(lab4.runtime, "r0h0") as tx:
         r = rx.call("recv_qp", size=4096)
@@ -302,7 +306,7 @@ def test_a_1500_byte_mtu_fabric_carries_smaller_packets_exactly(session_dirs, tm
                     "mrc", timeout_s=60)
     assert run.ok, run.to_dict()
     # outer + inner IPv6 80, UDP 8, BTH 12, RETH 16, ImmDt 4, ICRC 4
-    assert run.flows[0].result["mtu"] == 1500 - 124
+    assert run.flows[0].result.mtu == 1500 - 124
 
 
 def test_a_t0_losing_every_uplink_mid_transfer_only_costs_its_plane(lab4):

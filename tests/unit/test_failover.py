@@ -1,6 +1,7 @@
 """Failover figures from faults and event logs (twin.failover), and a run's goodput
 recovery time (twin.traffic.Run): pure, no lab."""
 
+from tests.helpers import send_qp_stats
 from twin.failover import Episode, episodes
 from twin.traffic import Flow, Run
 
@@ -63,8 +64,8 @@ def test_a_quiet_fault_says_nothing_detected_and_an_unrepaired_one_says_so():
 
 def test_a_run_reports_its_faults_events_and_failover_in_json():
     flow = Flow("r0h0", "r1h0", 1 << 20, exact=True,
-                result={"ev_retirements_total": 1, "sender": {"retransmits": 1,
-                                                             "per_plane_packets": {"0": 256}}})
+                result=send_qp_stats(ev_retirements_total=1, sender={
+                    "retransmits": 1, "per_plane_packets": {"0": 256}}))
     run = Run("bulk", "mrc", [flow], faults=[CUT],
               events=[ev(1_000_700, "loss", psn=3), ev(1_000_700, "retire", psn=3),
                       ev(1_000_800, "retransmit", psn=3), ev(1_002_000, "repaired", psn=3)])

@@ -108,12 +108,11 @@ def traffic(pattern, src, dst, size, mode, evs, cut, cut_at, lab, as_json):
         for col in ("flow", "bytes", "Gbit/s", "retx", "EV retirements", "planes", "exact"):
             t.add_column(col)
         for f in result.flows:
-            r = f.result
-            t.add_row(f"{f.src} -> {f.dst}", f"{f.size:,}", f"{r.get('goodput_gbps', 0):.2f}",
-                      str(r.get("sender", {}).get("retransmits")),
-                      str(r.get("ev_retirements_total")),
-                      ",".join(map(str, r.get("planes_in_use", []))),
-                      "[green]yes[/green]" if f.exact else f"[red]NO {r.get('failed') or ''}[/red]")
+            r = f.result  # every flow's: run() returned
+            t.add_row(f"{f.src} -> {f.dst}", f"{f.size:,}", f"{r.goodput_gbps:.2f}",
+                      str(r.sender.retransmits), str(r.ev_retirements_total),
+                      ",".join(map(str, r.planes_in_use)),
+                      "[green]yes[/green]" if f.exact else f"[red]NO {r.failed or ''}[/red]")
         out.print(t)
         for episode in result.failover():
             if episode.eventful or episode.fault:
@@ -130,26 +129,35 @@ def traffic(pattern, src, dst, size, mode, evs, cut, cut_at, lab, as_json):
 def stats(host, lab, prometheus, as_json):
     """Counters of the hosts' MRC endpoints (all hosts, or HOST)."""
     from twin import endpoints
+    from twin.mrc.stats import EndpointStats
 
     att = L.attach(lab)
     hosts = [host] if host else [h.name for h in att.fabric.hosts]
-    data = {}
+    texts: dict[str, str] = {}
+    data: dict[str, EndpointStats] = {}
+    reply_ids = {}
     for h in hosts:
         with endpoints.client(att.runtime, h) as c:
-            data[h] = c.call("metrics")["text"] if prometheus else c.call("stats")
+            if prometheus:
+                texts[h] = c.call("metrics")["text"]
+                continue
+            reply = c.call("stats")
+            data[h], reply_ids[h] = EndpointStats.from_dict(reply), reply["id"]
     if prometheus:
-        click.echo("".join(data.values()), nl=False)
+        click.echo("".join(texts.values()), nl=False)
         return
     if as_json:
-        emit_json(data)
+        # The control reply's "id" has always led each host's object here: kept, so the
+        # output stays what scripts already read.
+        emit_json({h: {"id": reply_ids[h], **d.to_dict()} for h, d in data.items()})
         return
     t = Table(title=f"endpoints of {att.state.lab}")
     for col in ("host", "ports up", "send QPs", "recv QPs", "bytes sent", "bytes placed",
                 "retx", "bad packets"):
         t.add_column(col)
     for h, d in data.items():
-        tot = d["totals"]
-        t.add_row(h, f"{d['ports']:#06b}", str(len(d["send_qps"])), str(len(d["recv_qps"])),
-                  f"{tot['bytes_sent']:,}", f"{tot['bytes_placed']:,}",
-                  str(tot["retransmits"]), str(d["bad_packets"]))
+        tot = d.totals
+        t.add_row(h, f"{d.ports:#06b}", str(len(d.send_qps)), str(len(d.recv_qps)),
+                  f"{tot.bytes_sent:,}", f"{tot.bytes_placed:,}", str(tot.retransmits),
+                  str(d.bad_packets))
     out.print(t)

@@ -30,7 +30,7 @@ per request (`wait` replies when its write completes). Requests:
     wait      {qpn, timeout}       reply when the QP is idle, failed or timed out
     digest    {qpn, size, offset}  sha256 of a QP's buffer (source or destination)
     events    {qpn}                a sending QP's event log (CLOCK_MONOTONIC us)
-    stats                          every QP's counters, as JSON
+    stats                          every QP's counters, as JSON (schema: twin.mrc.stats)
     metrics                        the same in Prometheus text format
     close     {qpn}
 
@@ -60,6 +60,14 @@ from pathlib import Path
 from twin.model import build_fabric
 from twin.mrc import wire
 from twin.mrc.evset import EvSet
+from twin.mrc.stats import (
+    EndpointStats,
+    EndpointTotals,
+    MessageLatency,
+    RecvQpStats,
+    SenderCounters,
+    SendQpStats,
+)
 from twin.mrc.transport import EVENT_KINDS, QpFailed, Receiver, RxPacket, Sack, Sender, SenderConfig
 from twin.paths import ENTROPY_SHIFT, ev_fields, route
 from twin.plan import nic_address
@@ -491,7 +499,7 @@ class Endpoint:
             if not qp.done_ns:
                 qp.done_ns = now_ns()
             for conn, req_id in qp.waiters:
-                self._reply(conn, req_id, self._qp_summary(qp))
+                self._reply(conn, req_id, self._qp_stats(qp).to_dict())
             qp.waiters.clear()
 
     # -- control --------------------------------------------------------------------
@@ -564,7 +572,7 @@ class Endpoint:
         if op == "wait":
             qp = self.send_qps[int(req["qpn"])]
             if qp.sender.idle or qp.sender.failed:
-                return self._qp_summary(qp)
+                return self._qp_stats(qp).to_dict()
             qp.waiters.append((conn, req.get("id")))
             return None
         if op == "digest":
@@ -577,7 +585,7 @@ class Endpoint:
             return {"events": [e.to_dict() for e in log], "dropped": log.dropped,
                     "total": log.total, "kinds": EVENT_KINDS}
         if op == "stats":
-            return self.stats()
+            return self.stats().to_dict()
         if op == "metrics":
             return {"text": self.metrics()}
         if op == "close":
@@ -623,52 +631,48 @@ class Endpoint:
 
     # -- reporting ------------------------------------------------------------------
 
-    def _qp_summary(self, qp: SendQp) -> dict:
+    def _qp_stats(self, qp: SendQp) -> SendQpStats:
         sender = qp.sender
         st = sender.stats
         elapsed = ((qp.done_ns or now_ns()) - qp.first_write_ns) / 1e9 if qp.first_write_ns else 0
         acked_bytes = min(st.acked * sender.cfg.mtu, sender.posted_bytes)
         single = sender.single_ev
         evs = sender.evs
-        return {"qpn": qp.qpn, "peer": qp.peer, "mode": qp.mode, "idle": sender.idle,
-                "mtu": sender.cfg.mtu,
-                "failed": sender.failed, "elapsed_s": elapsed,
-                "goodput_gbps": acked_bytes * 8 / elapsed / 1e9 if elapsed else 0.0,
-                "sender": asdict(st), "window": sender.window,
-                "srtt_us": sender.srtt / 1000,
-                "reorder_window_us": sender.reorder_window_ns() / 1000,
-                # EVs now: the slots by state (they add up to ev_set_size), and the pools
-                "evs": evs.counts(), "ev_set_size": evs.size, "ev_pools": evs.pools(),
-                # events over the QP's life
-                "ev_retirements_total": evs.retirements, "ev_revivals_total": evs.revivals,
-                "ev_retirements_undone_total": evs.undone,
-                "planes_in_use": sender.planes_in_use(), "send_errors": qp.send_errors,
-                "probes_sent": qp.probes_sent,
-                "messages_completed": sender.messages_completed,
-                "completions": [{"msn": m.msn, "latency_us": (m.done_ns - m.posted_ns) / 1e3}
-                                for m in list(sender.completed)[-16:]],
-                "events_logged": sender.log.total,
-                "single_path": self._path(qp, single.value) if single is not None else None}
+        return SendQpStats(
+            qpn=qp.qpn, peer=qp.peer, mode=qp.mode, idle=sender.idle, mtu=sender.cfg.mtu,
+            failed=sender.failed, elapsed_s=elapsed,
+            goodput_gbps=acked_bytes * 8 / elapsed / 1e9 if elapsed else 0.0,
+            sender=SenderCounters(**asdict(st)), window=sender.window,
+            srtt_us=sender.srtt / 1000, reorder_window_us=sender.reorder_window_ns() / 1000,
+            # EVs now: the slots by state (they add up to ev_set_size), and the pools
+            evs=evs.counts(), ev_set_size=evs.size, ev_pools=evs.pools(),
+            # events over the QP's life
+            ev_retirements_total=evs.retirements, ev_revivals_total=evs.revivals,
+            ev_retirements_undone_total=evs.undone,
+            planes_in_use=tuple(sender.planes_in_use()), send_errors=qp.send_errors,
+            probes_sent=qp.probes_sent, messages_completed=sender.messages_completed,
+            completions=tuple(MessageLatency(m.msn, (m.done_ns - m.posted_ns) / 1e3)
+                              for m in list(sender.completed)[-16:]),
+            events_logged=sender.log.total,
+            single_path=self._path(qp, single.value) if single is not None else None)
 
-    def stats(self) -> dict:
+    def _recv_qp_stats(self, qp: RecvQp) -> RecvQpStats:
+        return RecvQpStats(qp.qpn, qp.bad_rkey, qp.receiver.cum,
+                           tuple(list(qp.receiver.completions)[-16:]),  # (n, imm)
+                           tuple(sorted(qp.rev_evs.values())), **asdict(qp.receiver.stats))
+
+    def stats(self) -> EndpointStats:
         sq, rq = self.send_qps.values(), self.recv_qps.values()
-        return {
-            "host": self.host, "ports": self.port_bitmap, "bad_packets": self.bad_packets,
-            "unknown_qp": self.unknown_qp,
-            "totals": {
-                "bytes_sent": self.totals["bytes_sent"] + sum(q.sender.stats.bytes for q in sq),
-                "bytes_placed": self.totals["bytes_placed"]
-                + sum(q.receiver.stats.bytes for q in rq),
-                "retransmits": self.totals["retransmits"]
-                + sum(q.sender.stats.retransmits for q in sq),
-                "ev_retirements": self.totals["ev_retirements"]
-                + sum(q.sender.evs.retirements for q in sq)},
-            "send_qps": [self._qp_summary(q) for q in sq],
-            "recv_qps": [{"qpn": q.qpn, "bad_rkey": q.bad_rkey, "cum": q.receiver.cum,
-                          "completed": list(q.receiver.completions)[-16:],  # (n, imm)
-                          "reverse_evs": sorted(q.rev_evs.values()),
-                          **asdict(q.receiver.stats)} for q in rq],
-        }
+        totals = EndpointTotals(
+            bytes_sent=self.totals["bytes_sent"] + sum(q.sender.stats.bytes for q in sq),
+            bytes_placed=self.totals["bytes_placed"] + sum(q.receiver.stats.bytes for q in rq),
+            retransmits=self.totals["retransmits"]
+            + sum(q.sender.stats.retransmits for q in sq),
+            ev_retirements=self.totals["ev_retirements"]
+            + sum(q.sender.evs.retirements for q in sq))
+        return EndpointStats(self.host, self.port_bitmap, self.bad_packets, self.unknown_qp,
+                             totals, tuple(self._qp_stats(q) for q in sq),
+                             tuple(self._recv_qp_stats(q) for q in rq))
 
     def metrics(self) -> str:
         """Prometheus text exposition of this endpoint's counters."""
@@ -702,7 +706,7 @@ class Endpoint:
         metric("ev_revivals_total", "counter", "Retired EVs brought back by probes",
                [({"qp": q.qpn}, q.sender.evs.revivals) for q in sq])
         metric("goodput_bits_per_second", "gauge", "Acked payload rate of the last write",
-               [({"qp": q.qpn}, self._qp_summary(q)["goodput_gbps"] * 1e9) for q in sq])
+               [({"qp": q.qpn}, self._qp_stats(q).goodput_gbps * 1e9) for q in sq])
         metric("rx_bytes_total", "counter", "Payload bytes placed, per receiving QP",
                [({"qp": q.qpn}, q.receiver.stats.bytes) for q in self.recv_qps.values()])
         metric("rx_duplicates_total", "counter", "Duplicate data packets dropped",

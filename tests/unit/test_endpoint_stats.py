@@ -1,0 +1,53 @@
+"""The endpoint's stats schema (twin.mrc.stats): typed on both ends, the JSON unchanged."""
+
+import json
+from dataclasses import fields
+
+from tests.helpers import send_qp_stats
+from twin.mrc import stats as S
+from twin.mrc.transport import ReceiverStats, SenderStats
+
+RECV = {"qpn": 2, "bad_rkey": 0, "cum": 256, "completed": [[0, 42]], "reverse_evs": [5, 9],
+        "packets": 256, "bytes": 1 << 20, "duplicates": 1, "out_of_order": 3, "acks": 200,
+        "nacks": 0, "completions": 1}
+
+
+def endpoint_wire() -> dict:
+    return {"host": "r0h0", "ports": 0b1111, "bad_packets": 0, "unknown_qp": 2,
+            "totals": {"bytes_sent": 1 << 20, "bytes_placed": 0, "retransmits": 0,
+                       "ev_retirements": 0},
+            "send_qps": [send_qp_stats().to_dict()], "recv_qps": [RECV]}
+
+
+def test_a_reply_parses_and_serialises_back_byte_for_byte():
+    wire = endpoint_wire()
+    text = json.dumps(wire)
+    parsed = S.EndpointStats.from_dict(json.loads(text))
+    assert json.dumps(parsed.to_dict()) == text  # same keys, same order, same numbers
+
+
+def test_typed_values_are_typed():
+    ep = S.EndpointStats.from_dict(endpoint_wire())
+    qp = ep.send_qp(1)
+    assert qp.sender.per_plane_packets == {0: 64, 1: 64, 2: 64, 3: 64}  # planes are ints
+    assert qp.planes_in_use == (0, 1, 2, 3) and qp.completions[0].msn == 0
+    assert ep.recv_qp(2).completed == ((0, 42),) and ep.send_qp(99) is None
+
+
+def test_unknown_keys_are_ignored_and_a_missing_one_is_an_error():
+    wire = endpoint_wire()
+    wire["id"] = 7  # the control reply's own
+    assert S.EndpointStats.from_dict(wire).host == "r0h0"
+    del wire["totals"]["retransmits"]
+    try:
+        S.EndpointStats.from_dict(wire)
+    except KeyError as e:
+        assert "retransmits" in str(e)
+    else:
+        raise AssertionError("a reply without totals.retransmits parsed")
+
+
+def test_the_schema_keeps_in_step_with_the_transport_counters():
+    assert [f.name for f in fields(S.SenderCounters)] == [f.name for f in fields(SenderStats)]
+    recv = [f.name for f in fields(S.RecvQpStats)]
+    assert recv[-len(fields(ReceiverStats)):] == [f.name for f in fields(ReceiverStats)]

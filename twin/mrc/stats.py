@@ -1,0 +1,229 @@
+"""An MRC endpoint's counters as typed records: the schema of its `stats` and `wait` replies.
+
+The endpoint builds these from its QPs and sends `to_dict()` over the control socket
+as JSON. Clients (twin.traffic, the CLI, a Prometheus exporter) parse the reply with
+`from_dict()` and read attributes, never keys. docs/endpoint-stats.md gives every
+field's meaning and unit.
+
+    EndpointStats           one endpoint: the reply to `stats`
+      EndpointTotals        bytes and events over the endpoint's life, closed QPs included
+      SendQpStats           one sending QP (also the reply to `wait`)
+        SenderCounters      its transport's counters (twin.mrc.transport.SenderStats)
+        MessageLatency      one completed message
+      RecvQpStats           one receiving QP (its counters: transport.ReceiverStats)
+
+Wire form. `to_dict()` returns the JSON object itself, the one `json.loads` gives back
+at the other end. It has the keys, nesting and key order the control API has always
+carried, so JSON output (`twin stats --json`, `twin traffic --json`) stays the same.
+Lists are lists, and per-plane maps are keyed by the plane number as text, as JSON
+keys must be. Typed, those maps are keyed by int, and sequences are tuples.
+
+Numbers pass through as the endpoint computed them. A QP that never wrote has the
+integer 0 as its `elapsed_s`, and a fresh window is the integer 16. Parsing never
+coerces, so a reply re-serialised is byte for byte the reply received. `from_dict`
+reads the keys it knows and ignores any others, such as the control reply's `id`.
+A missing key raises KeyError.
+
+Only the standard library: the endpoint imports this inside a host's namespace.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+
+def _plane_map(by_plane: Mapping) -> dict[int, int]:
+    """A per-plane map from JSON (keys are text) or from the transport (keys are int)."""
+    return {int(p): n for p, n in by_plane.items()}
+
+
+@dataclass(frozen=True)
+class SenderCounters:
+    """A sending QP's transport counters, since it was opened. Field for field
+    twin.mrc.transport.SenderStats (a unit test keeps the two in step)."""
+
+    packets: int  # data packets sent, retransmissions included
+    bytes: int  # payload bytes sent, retransmissions included
+    retransmits: int  # packets sent again
+    lost_per_ev: int  # losses found by a later packet on the same EV being acked
+    lost_rack: int  # losses found by RACK (a packet sent a reordering window later acked)
+    lost_timeout: int  # losses found by the retransmit timer
+    lost_nack: int  # losses the receiver NAKed
+    spurious: int  # losses a late copy proved wrong
+    acked: int  # packets (PSNs) acknowledged
+    per_plane_packets: Mapping[int, int]  # plane -> data packets sent on it
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"packets": self.packets, "bytes": self.bytes, "retransmits": self.retransmits,
+                "lost_per_ev": self.lost_per_ev, "lost_rack": self.lost_rack,
+                "lost_timeout": self.lost_timeout, "lost_nack": self.lost_nack,
+                "spurious": self.spurious, "acked": self.acked,
+                "per_plane_packets": {str(p): n for p, n in self.per_plane_packets.items()}}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> SenderCounters:
+        return cls(d["packets"], d["bytes"], d["retransmits"], d["lost_per_ev"],
+                   d["lost_rack"], d["lost_timeout"], d["lost_nack"], d["spurious"],
+                   d["acked"], _plane_map(d["per_plane_packets"]))
+
+
+@dataclass(frozen=True)
+class MessageLatency:
+    """One completed RDMA WRITE: its message sequence number and how long it took."""
+
+    msn: int
+    latency_us: float  # from posting the write to its last packet acknowledged
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"msn": self.msn, "latency_us": self.latency_us}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> MessageLatency:
+        return cls(d["msn"], d["latency_us"])
+
+
+@dataclass(frozen=True)
+class SendQpStats:
+    """One sending QP, now. Counters named `*_total` count events over the QP's life;
+    `evs` and `ev_pools` are states now."""
+
+    qpn: int
+    peer: str  # the destination host
+    mode: str  # mrc, spray-static or single-path
+    idle: bool  # nothing outstanding: every posted write is acknowledged
+    mtu: int  # payload bytes per packet
+    failed: str | None  # why the QP failed (single-path's retry limit), else None
+    elapsed_s: float  # first write to when a `wait` saw it done (else to now)
+    goodput_gbps: float  # acknowledged payload over elapsed_s, Gbit/s
+    sender: SenderCounters
+    window: float  # congestion window, packets
+    srtt_us: float  # smoothed RTT
+    reorder_window_us: float  # how late a packet may be before RACK calls it lost
+    evs: Mapping[str, int]  # EV set slots by state now: good, skip, assumed_bad, denied
+    ev_set_size: int  # slots in the EV set (the values of evs add up to it)
+    ev_pools: Mapping[str, int]  # EVs outside the slots: spare, retired (being probed)
+    ev_retirements_total: int  # an EV went ASSUMED_BAD (a revived EV may retire again)
+    ev_revivals_total: int  # retired EVs brought back by probes
+    ev_retirements_undone_total: int  # retirements undone: the "lost" copy arrived
+    planes_in_use: tuple[int, ...]  # planes packets go on now, ascending
+    send_errors: int  # data packets the kernel refused to send (no route: port down)
+    probes_sent: int  # background probes of retired EVs
+    messages_completed: int  # writes acknowledged in full, over the QP's life
+    completions: tuple[MessageLatency, ...]  # the latest (at most 16), oldest first
+    events_logged: int  # events appended to the QP's event log (`events` op)
+    single_path: str | None  # single-path's one uSID path, else None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"qpn": self.qpn, "peer": self.peer, "mode": self.mode, "idle": self.idle,
+                "mtu": self.mtu, "failed": self.failed, "elapsed_s": self.elapsed_s,
+                "goodput_gbps": self.goodput_gbps, "sender": self.sender.to_dict(),
+                "window": self.window, "srtt_us": self.srtt_us,
+                "reorder_window_us": self.reorder_window_us, "evs": dict(self.evs),
+                "ev_set_size": self.ev_set_size, "ev_pools": dict(self.ev_pools),
+                "ev_retirements_total": self.ev_retirements_total,
+                "ev_revivals_total": self.ev_revivals_total,
+                "ev_retirements_undone_total": self.ev_retirements_undone_total,
+                "planes_in_use": list(self.planes_in_use), "send_errors": self.send_errors,
+                "probes_sent": self.probes_sent,
+                "messages_completed": self.messages_completed,
+                "completions": [c.to_dict() for c in self.completions],
+                "events_logged": self.events_logged, "single_path": self.single_path}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> SendQpStats:
+        return cls(
+            d["qpn"], d["peer"], d["mode"], d["idle"], d["mtu"], d["failed"], d["elapsed_s"],
+            d["goodput_gbps"], SenderCounters.from_dict(d["sender"]), d["window"],
+            d["srtt_us"], d["reorder_window_us"], dict(d["evs"]), d["ev_set_size"],
+            dict(d["ev_pools"]), d["ev_retirements_total"], d["ev_revivals_total"],
+            d["ev_retirements_undone_total"], tuple(d["planes_in_use"]), d["send_errors"],
+            d["probes_sent"], d["messages_completed"],
+            tuple(MessageLatency.from_dict(c) for c in d["completions"]),
+            d["events_logged"], d["single_path"])
+
+
+@dataclass(frozen=True)
+class RecvQpStats:
+    """One receiving QP, now. On the wire its receiver's counters sit beside the rest,
+    flat; they are field for field twin.mrc.transport.ReceiverStats."""
+
+    qpn: int
+    bad_rkey: int  # data packets dropped: a wrong rkey, or an address outside the buffer
+    cum: int  # every PSN below this one has arrived
+    completed: tuple[tuple[int, int], ...]  # the latest WRITE_IMM completions: (n, imm)
+    reverse_evs: tuple[int, ...]  # the EVs its ACKs go back on, one per path, ascending
+    packets: int  # new data packets placed (duplicates not counted)
+    bytes: int  # payload bytes placed
+    duplicates: int  # data packets that had arrived before, dropped
+    out_of_order: int  # data packets that arrived above a hole
+    acks: int  # SACKs sent
+    nacks: int  # NAKs sent (a hole further back than the SACK bitmap reaches)
+    completions: int  # WRITE_IMM completions delivered, over the QP's life
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"qpn": self.qpn, "bad_rkey": self.bad_rkey, "cum": self.cum,
+                "completed": [list(c) for c in self.completed],
+                "reverse_evs": list(self.reverse_evs), "packets": self.packets,
+                "bytes": self.bytes, "duplicates": self.duplicates,
+                "out_of_order": self.out_of_order, "acks": self.acks, "nacks": self.nacks,
+                "completions": self.completions}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> RecvQpStats:
+        return cls(d["qpn"], d["bad_rkey"], d["cum"],
+                   tuple((n, imm) for n, imm in d["completed"]), tuple(d["reverse_evs"]),
+                   d["packets"], d["bytes"], d["duplicates"], d["out_of_order"], d["acks"],
+                   d["nacks"], d["completions"])
+
+
+@dataclass(frozen=True)
+class EndpointTotals:
+    """Over the endpoint's life: its open QPs plus every QP closed before."""
+
+    bytes_sent: int  # payload bytes sent, retransmissions included
+    bytes_placed: int  # payload bytes placed into receive buffers
+    retransmits: int  # packets sent again
+    ev_retirements: int  # EV retirement events
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"bytes_sent": self.bytes_sent, "bytes_placed": self.bytes_placed,
+                "retransmits": self.retransmits, "ev_retirements": self.ev_retirements}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> EndpointTotals:
+        return cls(d["bytes_sent"], d["bytes_placed"], d["retransmits"], d["ev_retirements"])
+
+
+@dataclass(frozen=True)
+class EndpointStats:
+    """One endpoint: its NIC, its packet drops, its totals and every open QP."""
+
+    host: str
+    ports: int  # NIC port state: bit p set while the port on plane p is up
+    bad_packets: int  # packets dropped for a bad ICRC or header
+    unknown_qp: int  # well-formed packets (data, ACKs, probes) for no QP of ours
+    totals: EndpointTotals
+    send_qps: tuple[SendQpStats, ...]  # in the order they were opened
+    recv_qps: tuple[RecvQpStats, ...]
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"host": self.host, "ports": self.ports, "bad_packets": self.bad_packets,
+                "unknown_qp": self.unknown_qp, "totals": self.totals.to_dict(),
+                "send_qps": [q.to_dict() for q in self.send_qps],
+                "recv_qps": [q.to_dict() for q in self.recv_qps]}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> EndpointStats:
+        return cls(d["host"], d["ports"], d["bad_packets"], d["unknown_qp"],
+                   EndpointTotals.from_dict(d["totals"]),
+                   tuple(SendQpStats.from_dict(q) for q in d["send_qps"]),
+                   tuple(RecvQpStats.from_dict(q) for q in d["recv_qps"]))
+
+    def send_qp(self, qpn: int) -> SendQpStats | None:
+        return next((q for q in self.send_qps if q.qpn == qpn), None)
+
+    def recv_qp(self, qpn: int) -> RecvQpStats | None:
+        return next((q for q in self.recv_qps if q.qpn == qpn), None)
+
