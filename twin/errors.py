@@ -6,7 +6,6 @@
     +-- LabError              a lab operation failed (exit 1)
     |   +-- RuntimeMissing    the chosen runtime cannot run here (root, binary, engine)
     |   +-- CommandFailed     a kernel-facing command failed; carries argv and stderr
-    +-- VerifyFailed          verify ran and found differences (exit 1)
 """
 
 from __future__ import annotations
@@ -66,6 +65,3 @@ class CommandFailed(LabError):
         self.stderr = stderr.strip()
         super().__init__(f"`{' '.join(argv)}` exited {returncode}: {self.stderr or '(no output)'}")
 
-
-class VerifyFailed(TwinError):
-    exit_code = 1

@@ -128,8 +128,9 @@ class Fabric:
     def switches(self) -> list[Node]:
         return [n for n in self.nodes if n.is_switch]
 
-    def host_planes(self, host: Node) -> range:
-        """The planes a host's NIC has ports on (the first nic_ports planes)."""
+    @property
+    def nic_planes(self) -> range:
+        """The planes every host's NIC has ports on (the first nic_ports planes)."""
         return range(self.spec.nic_ports)
 
     # -- names and interface numbers, the single source of both -------------

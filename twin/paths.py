@@ -81,8 +81,7 @@ def _fabric_link(fabric: Fabric, plane: int, rack: int, t1: int) -> str:
 def route(fabric: Fabric, src: Node, dst: Node, plane: int, t1: int | None) -> Path:
     """The path from src to dst in one plane, through T1 number t1 (None: T0 only)."""
     spec = fabric.spec
-    planes = fabric.host_planes(src)
-    if plane not in planes or plane not in fabric.host_planes(dst):
+    if plane not in fabric.nic_planes:
         raise ValueError(f"plane {plane} is not shared by {src.name} and {dst.name}")
     if t1 is not None and not 0 <= t1 < spec.t1_per_plane:
         raise ValueError(f"T1 number {t1} outside 0..{spec.t1_per_plane - 1}")
@@ -137,7 +136,7 @@ def host_pairs_paths(fabric: Fabric) -> list[Path]:
         for dst in hosts:
             if src is dst:
                 continue
-            for plane in fabric.host_planes(src):
+            for plane in fabric.nic_planes:
                 if src.rack == dst.rack:
                     out.append(route(fabric, src, dst, plane, None))
                 else:
@@ -150,7 +149,7 @@ def loopback_paths(fabric: Fabric) -> list[Path]:
     """From every host port: bounce off its T0, and off each T1 of the plane."""
     out = []
     for host in fabric.hosts:
-        for plane in fabric.host_planes(host):
+        for plane in fabric.nic_planes:
             out.append(route(fabric, host, host, plane, None))
             for t in range(fabric.spec.t1_per_plane):
                 out.append(route(fabric, host, host, plane, t))

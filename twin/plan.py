@@ -175,7 +175,7 @@ def _plan_node(fabric: Fabric, node: Node) -> NodePlan:
                                    fabric.t1_name(p, t)))
         for s in range(spec.hosts_per_rack):
             host = fabric.node(fabric.host_name(r, s))
-            if p in fabric.host_planes(host):
+            if p in fabric.nic_planes:
                 routes.append(_towards(fabric, usid.port(p, host.index), fabric.t0_downlink(s),
                                        f"{host.name}:{fabric.host_port(p)}"))
         ifaces = _interfaces(fabric, node, lambda _link: usid.link_local(own))
@@ -191,7 +191,7 @@ def _plan_node(fabric: Fabric, node: Node) -> NodePlan:
         return NodePlan(node.name, node.tier.value, str(own), (), tuple(ifaces), ANCHOR,
                         _sysctls(True), _ordered(routes))
     # host
-    for p in fabric.host_planes(node):
+    for p in fabric.nic_planes:
         dev = fabric.host_port(p)
         port_sid = usid.port(p, node.index)
         routes.append(Route(dst=str(usid.locator(spec.block, port_sid)), dev=dev,

@@ -60,8 +60,7 @@ def render(plan: Plan, code_dir: str = DEFAULT_CODE_DIR) -> dict[str, str]:
 def endpoint_config(plan: Plan, host: str) -> str:
     """What the host's MRC endpoint daemon needs: who it is, its ports, the fabric."""
     fabric = plan.fabric
-    node = fabric.node(host)
-    ports = {str(p): fabric.host_port(p) for p in fabric.host_planes(node)}
+    ports = {str(p): fabric.host_port(p) for p in fabric.nic_planes}
     doc = {"host": host, "nic": plan.nic_address(host), "ports": ports,
            "spec": json.dumps(fabric.spec.to_dict(), sort_keys=True)}
     return json.dumps(doc, indent=2, sort_keys=True) + "\n"
