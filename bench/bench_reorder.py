@@ -25,7 +25,7 @@ import sys
 
 from twin.mrc import transport
 from twin.mrc.evset import EvSet
-from twin.mrc.sim import Fabric, PathModel, run_transfer
+from twin.mrc.sim import PathModel, SimFabric, run_transfer
 from twin.paths import ev_fields
 
 MiB = 1 << 20
@@ -45,10 +45,10 @@ def detection(jitter: int, seed: int) -> tuple[float, float]:
     model = PathModel(jitter_ns=jitter)
     key = ev_fields(EvSet([0, 1, 2, 3], 2, seed=7).next().value)[:2]
 
-    def kill(fabric: Fabric) -> None:
+    def kill(fabric: SimFabric) -> None:
         fabric.paths[key] = PathModel(jitter_ns=jitter, dead=True)
 
-    r = run_transfer(32 * MiB, Fabric(default=model, seed=seed),
+    r = run_transfer(32 * MiB, SimFabric(default=model, seed=seed),
                      events=[(KILL_AT_NS, kill)])
     assert r.ok and r.exact, r.failed
     losses = [e.t_ns for e in r.sender.log if e.kind == "loss" and e.t_ns >= KILL_AT_NS]
@@ -57,7 +57,7 @@ def detection(jitter: int, seed: int) -> tuple[float, float]:
 
 
 def spurious(jitter: int, seed: int) -> int:
-    r = run_transfer(32 * MiB, Fabric(default=PathModel(jitter_ns=jitter), seed=seed))
+    r = run_transfer(32 * MiB, SimFabric(default=PathModel(jitter_ns=jitter), seed=seed))
     assert r.ok and r.exact, r.failed
     return r.sender.evs.retirements
 

@@ -9,7 +9,7 @@ import textwrap
 import pytest
 
 from twin.mrc.evset import EvSet, EvState
-from twin.mrc.sim import Fabric, PathModel, run_transfer
+from twin.mrc.sim import PathModel, SimFabric, run_transfer
 from twin.mrc.transport import (
     Event,
     EventLog,
@@ -41,11 +41,11 @@ def exactly_once(result, size):
 ], ids=["1%", "10%", "bursty", "dup+reorder"])
 def test_every_byte_arrives_exactly_once(mode, model):
     size = 4 * MiB
-    exactly_once(run_transfer(size, Fabric(default=model, seed=3), mode=mode), size)
+    exactly_once(run_transfer(size, SimFabric(default=model, seed=3), mode=mode), size)
 
 
 def test_clean_fabric_needs_no_retransmission_and_splits_planes_equally():
-    r = run_transfer(8 * MiB, Fabric(), planes=4)
+    r = run_transfer(8 * MiB, SimFabric(), planes=4)
     exactly_once(r, 8 * MiB)
     st = r.sender.stats
     assert st.retransmits == 0 and r.sender.evs.retirements == 0
@@ -58,7 +58,7 @@ def test_reordering_alone_retires_nothing(jitter_ns):
     """Item 5: sprayed bursts reorder deeply (64 packets leave at once, paths differ by
     up to the jitter); neither RACK, the per-EV check nor the receiver's NAK may call
     that loss. At most one spurious retirement, and it must be undone."""
-    r = run_transfer(32 * MiB, Fabric(default=PathModel(jitter_ns=jitter_ns), seed=4))
+    r = run_transfer(32 * MiB, SimFabric(default=PathModel(jitter_ns=jitter_ns), seed=4))
     exactly_once(r, 32 * MiB)
     evs = r.sender.evs
     assert evs.retirements <= 1 and evs.retirements == evs.undone
@@ -67,8 +67,8 @@ def test_reordering_alone_retires_nothing(jitter_ns):
 
 def test_a_lossy_path_gets_its_evs_retired_and_mrc_recovers_fast():
     lossy = {(1, 0): PathModel(loss=0.2)}
-    mrc = run_transfer(8 * MiB, Fabric(paths=dict(lossy), seed=5), mode="mrc")
-    static = run_transfer(8 * MiB, Fabric(paths=dict(lossy), seed=5), mode="spray-static")
+    mrc = run_transfer(8 * MiB, SimFabric(paths=dict(lossy), seed=5), mode="mrc")
+    static = run_transfer(8 * MiB, SimFabric(paths=dict(lossy), seed=5), mode="spray-static")
     exactly_once(mrc, 8 * MiB)
     exactly_once(static, 8 * MiB)
     retired = list(mrc.sender.evs.retired.values())
@@ -92,7 +92,7 @@ def test_a_path_dying_mid_transfer_costs_mrc_little_and_is_in_the_event_log():
     size = 16 * MiB
     ev0 = EvSet([0, 1, 2, 3], 2, seed=7).next().value  # single-path's EV, same seed
     key = ev_fields(ev0)[:2]
-    mrc = run_transfer(size, Fabric(seed=2), mode="mrc", events=[(200_000, kill_path(key))])
+    mrc = run_transfer(size, SimFabric(seed=2), mode="mrc", events=[(200_000, kill_path(key))])
     exactly_once(mrc, size)
     kinds = [e.kind for e in mrc.sender.log]
     assert {"loss", "retire", "retransmit", "repaired"} <= set(kinds)
@@ -101,7 +101,7 @@ def test_a_path_dying_mid_transfer_costs_mrc_little_and_is_in_the_event_log():
     retired = [e for e in mrc.sender.log if e.kind == "retire"]
     assert len(retired) == mrc.sender.evs.retirements
     assert all(ev_fields(e.ev)[:2] == key for e in retired)
-    single = run_transfer(size, Fabric(seed=2), mode="single-path",
+    single = run_transfer(size, SimFabric(seed=2), mode="single-path",
                           events=[(200_000, kill_path(key))], limit_ns=2_000_000_000)
     assert not single.ok and "retry limit" in single.failed
 
@@ -109,7 +109,7 @@ def test_a_path_dying_mid_transfer_costs_mrc_little_and_is_in_the_event_log():
 def test_replacements_leave_a_dead_path_so_it_retires_only_its_own_evs():
     """Item 4: retirements are events, EVs are EVs. With one path dead, each of its EVs
     retires once; replacements land on the plane's other T1, never back on the dead one."""
-    r = run_transfer(16 * MiB, Fabric(paths={(2, 1): PathModel(dead=True)}, seed=8))
+    r = run_transfer(16 * MiB, SimFabric(paths={(2, 1): PathModel(dead=True)}, seed=8))
     exactly_once(r, 16 * MiB)
     evs = r.sender.evs
     retired = [e.ev for e in r.sender.log if e.kind == "retire"]
@@ -191,7 +191,7 @@ def test_the_denylist_holds_for_fresh_draws_and_the_initial_set():
 
 def test_seeded_transfers_are_reproducible():
     model = PathModel(loss=0.02, jitter_ns=30_000)
-    a, b = (run_transfer(4 * MiB, Fabric(default=model, seed=6), seed=11) for _ in range(2))
+    a, b = (run_transfer(4 * MiB, SimFabric(default=model, seed=6), seed=11) for _ in range(2))
     assert a.sender.stats == b.sender.stats
     assert [e.to_dict() for e in a.sender.log] == [e.to_dict() for e in b.sender.log]
 
@@ -227,7 +227,7 @@ def test_a_plane_whose_every_path_failed_is_abandoned_until_probes_revive_one():
 
 def test_a_plane_cut_off_entirely_is_abandoned_not_refilled_forever():
     dead = {(0, 0): PathModel(dead=True), (0, 1): PathModel(dead=True)}
-    r = run_transfer(16 * MiB, Fabric(paths=dead), mode="mrc")
+    r = run_transfer(16 * MiB, SimFabric(paths=dead), mode="mrc")
     exactly_once(r, 16 * MiB)
     sent_on_dead = r.sender.stats.per_plane_packets[0]
     assert sent_on_dead < 0.1 * r.sender.stats.per_plane_packets[1]
@@ -261,7 +261,7 @@ def test_everything_the_ev_set_keeps_is_bounded():
 def test_a_stalled_receiver_costs_resends_but_retires_no_ev():
     """Item 5: on a busy machine the receiver can stall past the RTO; every outstanding
     packet then times out at once. That is no evidence against any path."""
-    r = run_transfer(8 * MiB, Fabric(seed=3), config=SenderConfig(rto_min_ns=1_000_000),
+    r = run_transfer(8 * MiB, SimFabric(seed=3), config=SenderConfig(rto_min_ns=1_000_000),
                      events=[(300_000, set_delay(2_500_000)), (400_000, set_delay(20_000))])
     exactly_once(r, 8 * MiB)
     assert r.sender.stats.lost_timeout > 0 and r.sender.evs.retirements == 0
@@ -387,7 +387,7 @@ def test_event_log_keeps_its_head_and_tail():
 
 def test_sender_structures_are_bounded_under_persistent_loss():
     """Item 11: per-EV queues, completed messages and the lost-PSN memory stay small."""
-    r = run_transfer(1 * MiB, Fabric(paths={(0, 0): PathModel(loss=0.3),
+    r = run_transfer(1 * MiB, SimFabric(paths={(0, 0): PathModel(loss=0.3),
                                             (0, 1): PathModel(loss=0.3)}, seed=3),
                      repeat=64)
     assert r.ok and r.exact
@@ -400,7 +400,7 @@ def test_sender_structures_are_bounded_under_persistent_loss():
 
 LONG_RUN = textwrap.dedent("""
     import json, sys
-    from twin.mrc.sim import Fabric, PathModel, run_transfer
+    from twin.mrc.sim import SimFabric, PathModel, run_transfer
     from twin.mrc.transport import SenderConfig
 
     def rss_kib():
@@ -416,7 +416,7 @@ LONG_RUN = textwrap.dedent("""
     mtu = 256
     size = 256 * mtu  # 256 packets a write, the same bytes written over and over
     lossy = {(0, 0): PathModel(loss=0.02), (0, 1): PathModel(loss=0.02)}
-    r = run_transfer(size, Fabric(paths=lossy, seed=9), repeat=packets // 256,
+    r = run_transfer(size, SimFabric(paths=lossy, seed=9), repeat=packets // 256,
                      limit_ns=10**13, config=SenderConfig(mtu=mtu),
                      checkpoint=(packets // 10, check))
     print(json.dumps({"ok": r.ok, "exact": r.exact, "packets": r.sender.stats.packets,

@@ -7,7 +7,7 @@ SRC, DST, PATH = "fd00:4d52:43::1", "fd00:4d52:43:1::2", "fcbb:bb00:100:201:101:
 
 
 def test_encapsulated_layout():
-    probe = packets.Probe(packets.REQUEST, 7, 42, 123456789)
+    probe = packets.ProbeBody(packets.REQUEST, 7, 42, 123456789)
     pkt = packets.encapsulated(SRC, PATH, 0xABCDE, SRC, DST, 1000, 2000,
                                packets.probe_payload(probe))
     vtcfl, plen, nh, hlim = struct.unpack_from("!IHBB", pkt)

@@ -68,7 +68,15 @@ from twin.mrc.stats import (
     SenderCounters,
     SendQpStats,
 )
-from twin.mrc.transport import EVENT_KINDS, QpFailed, Receiver, RxPacket, Sack, Sender, SenderConfig
+from twin.mrc.transport import (
+    EVENT_KINDS,
+    QpFailed,
+    Receiver,
+    RxPacket,
+    SackReport,
+    Sender,
+    SenderConfig,
+)
 from twin.paths import ENTROPY_SHIFT, ev_fields, route
 from twin.plan import nic_address
 from twin.spec import parse_spec
@@ -365,7 +373,7 @@ class Endpoint:
                                      path)
         return hit
 
-    def _send_sack(self, qp: RecvQp, sack: Sack) -> None:
+    def _send_sack(self, qp: RecvQp, sack: SackReport) -> None:
         """On the reverse of the data packet's path; the SACK echoes the data packet's EV."""
         rev = self._reverse(qp, sack.ev)
         if rev is None:
@@ -403,7 +411,7 @@ class Endpoint:
         sender = qp.sender
         cum = _unwrap24(s.cum, sender.cum)
         try:
-            sender.on_sack(Sack(cum, s.bitmap, s.ev, _unwrap24(ack.psn, cum), s.tries,
+            sender.on_sack(SackReport(cum, s.bitmap, s.ev, _unwrap24(ack.psn, cum), s.tries,
                                 s.port_state, s.congestion, s.dup), now_ns())
         except QpFailed:
             pass

@@ -33,7 +33,7 @@ class PathModel:
 
 
 @dataclass
-class Fabric:
+class SimFabric:
     default: PathModel = field(default_factory=PathModel)
     paths: dict[tuple[int, int], PathModel] = field(default_factory=dict)  # (plane, t1)
     seed: int = 1
@@ -80,7 +80,7 @@ class Result:
     receiver: Receiver
 
 
-def run_transfer(size: int, fabric: Fabric, *, mode: str = "mrc", planes: int = 4,
+def run_transfer(size: int, fabric: SimFabric, *, mode: str = "mrc", planes: int = 4,
                  t1: int = 2, evs: int = 128, limit_ns: int = 20_000_000_000,
                  events: list[tuple[int, Callable]] | None = None, seed: int = 7,
                  pace_ns: int = 2_000, config: SenderConfig | None = None, repeat: int = 1,

@@ -143,7 +143,9 @@ class TxPacket:
 
 
 @dataclass(slots=True)  # made per packet: slots, not frozen (7x cheaper)
-class Sack:
+class SackReport:
+    """A decoded SACK as the Sender consumes it (wire.Sack is its bytes' fields)."""
+
     cum: int  # every PSN below is received
     bitmap: int  # bit i: PSN cum + 1 + i received
     ev: int  # EV of the packet that triggered this SACK
@@ -375,7 +377,7 @@ class Sender:
 
     # -- acks -------------------------------------------------------------------
 
-    def on_sack(self, sack: Sack, now: int) -> None:
+    def on_sack(self, sack: SackReport, now: int) -> None:
         if self.failed:
             return
         self._port_state(sack.port_state, self.local_ports, now)
@@ -680,7 +682,7 @@ class Receiver:
             maxlen=MESSAGES_KEPT)  # (n, imm), in order; the count is stats.completions
         self.stats = ReceiverStats()
 
-    def on_data(self, pkt: RxPacket) -> Sack | None:
+    def on_data(self, pkt: RxPacket) -> SackReport | None:
         """Take one data packet; return a SACK to send now, or None."""
         d = pkt.psn - self.cum
         st = self.stats
@@ -713,7 +715,7 @@ class Receiver:
             return self._sack(pkt)
         return None
 
-    def flush(self, pkt: RxPacket | None) -> Sack | None:
+    def flush(self, pkt: RxPacket | None) -> SackReport | None:
         """A delayed-ack timer fired: acknowledge what has not been."""
         return self._sack(pkt) if (self._unacked and pkt is not None) else None
 
@@ -727,8 +729,8 @@ class Receiver:
             self.completions.append((self.stats.completions, imm))
             self.stats.completions += 1
 
-    def _sack(self, pkt: RxPacket, dup: bool = False) -> Sack:
+    def _sack(self, pkt: RxPacket, dup: bool = False) -> SackReport:
         self._unacked = 0
         self.stats.acks += 1
-        return Sack(self.cum, (self._window >> 1) & _MASK64, pkt.ev, pkt.psn, pkt.tries,
+        return SackReport(self.cum, (self._window >> 1) & _MASK64, pkt.ev, pkt.psn, pkt.tries,
                     self.port_state(), 0, dup)

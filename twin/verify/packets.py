@@ -27,7 +27,7 @@ _PAYLOAD = struct.Struct("!4sB3xIIQ")
 
 
 @dataclass(frozen=True)
-class Probe:
+class ProbeBody:
     kind: int
     run: int
     probe: int
@@ -60,14 +60,14 @@ def encapsulated(outer_src: str, path: str, flow: int, inner_src: str, inner_dst
     return ipv6_header(outer_src, path, NH_IPV6, len(inner), flow=flow) + inner
 
 
-def probe_payload(p: Probe) -> bytes:
+def probe_payload(p: ProbeBody) -> bytes:
     return _PAYLOAD.pack(MAGIC, p.kind, p.run, p.probe, p.sent_ns)
 
 
-def parse_payload(data: bytes) -> Probe | None:
+def parse_payload(data: bytes) -> ProbeBody | None:
     if len(data) < _PAYLOAD.size:
         return None
     magic, kind, run, probe, sent = _PAYLOAD.unpack_from(data)
     if magic != MAGIC or kind not in (REQUEST, REPLY, LOOP):
         return None
-    return Probe(kind, run, probe, sent)
+    return ProbeBody(kind, run, probe, sent)

@@ -98,7 +98,7 @@ class Prober:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def _send(self, src: _Host, dst: _Host, path: Path, probe: packets.Probe) -> None:
+    def _send(self, src: _Host, dst: _Host, path: Path, probe: packets.ProbeBody) -> None:
         pkt = packets.encapsulated(src.nic, path.address, flow_label(path.ev), src.nic, dst.nic,
                                    src.port, dst.port, packets.probe_payload(probe))
         try:
@@ -121,7 +121,7 @@ class Prober:
                     kind = packets.LOOP if path.src == path.dst else packets.REQUEST
                     results[i].attempts += 1
                     self._send(self.hosts[path.src], self.hosts[path.dst], path,
-                               packets.Probe(kind, run_id, i, time.monotonic_ns()))
+                               packets.ProbeBody(kind, run_id, i, time.monotonic_ns()))
                 self._drain(results, forward, reverse, run_id, 0.0)
                 if progress:
                     progress(min(start + CHUNK, len(pending)), len(pending), attempt)
@@ -153,7 +153,7 @@ class Prober:
             res.forward = True
             back = reverse[p.probe]
             self._send(host, self.hosts[back.dst], back,
-                       packets.Probe(packets.REPLY, run_id, p.probe, p.sent_ns))
+                       packets.ProbeBody(packets.REPLY, run_id, p.probe, p.sent_ns))
         elif p.kind in (packets.REPLY, packets.LOOP) and host.name == res.path.src:
             res.forward = res.reply = True
             if res.rtt_us is None:
