@@ -15,7 +15,7 @@ from twin.mrc.transport import (
     EventLog,
     Receiver,
     RxPacket,
-    Sack,
+    SackReport,
     Sender,
     SenderConfig,
 )
@@ -126,13 +126,13 @@ def test_port_state_bitmap_stops_a_plane_and_it_resumes():
     sender.post(64 * 4096)
     src = memoryview(bytes(64 * 4096))
     first = sender.poll(0, src, budget=8)
-    sender.on_sack(Sack(0, 0, first[0].ev, first[0].psn, 0, port_state=0b1101), 10)
+    sender.on_sack(SackReport(0, 0, first[0].ev, first[0].psn, 0, port_state=0b1101), 10)
     later = sender.poll(20, src, budget=8)
     assert later and all(ev_fields(p.ev)[0] != 1 for p in later)
     assert 1 not in sender.planes_in_use()
     ports = [e for e in sender.log if e.kind == "port"]
     assert ports and "plane 1 down (peer)" in ports[0].detail
-    sender.on_sack(Sack(0, 0, first[0].ev, first[0].psn, 0, port_state=0b1111), 30)
+    sender.on_sack(SackReport(0, 0, first[0].ev, first[0].psn, 0, port_state=0b1111), 30)
     assert {ev_fields(p.ev)[0] for p in sender.poll(40, src, budget=16)} >= {1}
     sender.set_local_ports(0b0111, 50)
     assert "plane 3 down (local)" in list(sender.log)[-1].detail
@@ -285,11 +285,11 @@ def test_an_ack_names_the_copy_it_acknowledges():
     lost_on = {p.psn: p.ev for p in first}
     assert all(p.ev != lost_on[p.psn] for p in resent)  # each resent on another EV
     # The first copy of PSN 0 arrives after all: its ack echoes try 0.
-    sender.on_sack(Sack(1, 0, first[0].ev, 0, 0), 2_500_000)
+    sender.on_sack(SackReport(1, 0, first[0].ev, 0, 0), 2_500_000)
     assert sender.stats.spurious == 1 and sender.evs.undone == 0
     assert sender.srtt == 0  # no sample: the copy it would time was not the one acked
     # The resent copy of PSN 1 is acked: an RTT sample from its own send time.
-    sender.on_sack(Sack(2, 0, resent[1].ev, 1, 1), 2_000_501)
+    sender.on_sack(SackReport(2, 0, resent[1].ev, 1, 1), 2_000_501)
     assert sender.srtt == 500
     events = [e.kind for e in sender.log]
     assert events.count("spurious") == 1 and events.count("repaired") == 2
@@ -342,9 +342,9 @@ def test_the_congestion_byte_is_reserved_and_rtt_marks_skip():
     sender.post(8 * 4096)
     src = memoryview(bytes(8 * 4096))
     pkts = sender.poll(0, src)
-    sender.on_sack(Sack(1, 0, pkts[0].ev, 0, 0), 20_000)  # base RTT 20 µs
+    sender.on_sack(SackReport(1, 0, pkts[0].ev, 0, 0), 20_000)  # base RTT 20 µs
     slow = pkts[1]
-    sender.on_sack(Sack(2, 0, slow.ev, 1, 0), 2_000_000)  # 2 ms on this EV
+    sender.on_sack(SackReport(2, 0, slow.ev, 1, 0), 2_000_000)  # 2 ms on this EV
     assert next(e for e in evs.active if e.value == slow.ev).state is EvState.SKIP
 
 
@@ -372,7 +372,7 @@ def test_a_hole_beyond_the_bitmap_is_naked_and_resent_once_newer_packets_arrived
     more = sender.poll(1_000_000, src)  # nothing: the window is full
     assert more == []
     # PSN 7, sent with it, arrives; a NAK for 0 is then still within the reorder window
-    sender.on_sack(Sack(0, 1 << 6, first[7].ev, 7, 0), 1_000_000)
+    sender.on_sack(SackReport(0, 1 << 6, first[7].ev, 7, 0), 1_000_000)
     sender.on_nack(0, 1_000_001)
     assert sender.stats.lost_nack == 0
 
