@@ -6,10 +6,12 @@ import shutil
 from pathlib import Path
 
 import pytest
+import yaml
 
 from twin import images as I
 from twin.errors import LabError
-from twin.render import HOST_IMAGE, ROUTER_IMAGE
+from twin.lab import compile_spec
+from twin.render import HOST_IMAGE, ROUTER_IMAGE, render
 
 ROOT = Path(__file__).resolve().parents[2]
 INSTALL = I.INSTALL_SCRIPT
@@ -47,9 +49,14 @@ def test_shipped_lists_parse_and_host_includes_router():
         assert name.islower() and " " not in name and "#" not in name
 
 
-def test_image_names_come_from_render():
-    assert I.ROUTER_IMAGE == ROUTER_IMAGE and I.HOST_IMAGE == HOST_IMAGE
-    assert set(I.IMAGES) == {ROUTER_IMAGE, HOST_IMAGE}
+def test_the_images_built_are_the_images_a_rendered_topology_names():
+    compiled = compile_spec("mrc-4p")
+    topo = yaml.safe_load(render(compiled.plan, "../..")[f"{compiled.lab}.clab.yml"])
+    named = {n["image"] for n in topo["topology"]["nodes"].values()}
+    assert named == set(I.IMAGES) == {ROUTER_IMAGE, HOST_IMAGE}
+    by_role = {(compiled.fabric.node(name).is_switch, n["image"])
+               for name, n in topo["topology"]["nodes"].items()}
+    assert by_role == {(True, ROUTER_IMAGE), (False, HOST_IMAGE)}
 
 
 @pytest.mark.parametrize("name", ["router", "host"])

@@ -38,10 +38,21 @@ def test_one_dead_link_is_named_alone():
 
 
 def test_a_reply_lost_on_the_way_back_blames_the_reverse_path():
+    """The probe went out via T1 0 and came back via T1 1 (as a reply on another EV
+    does): its lost reply blames the return's own links, never the forward path's."""
+    out, home = (p for p in P.host_pairs_paths(FABRIC)
+                 if (p.src, p.dst, p.plane) == ("r0h0", "r1h0", 0))
+    report = VerifyReport("mrc-4p", "test", [NodeCheck("x")])
+    report.paths = [ProbeResult(out, forward=True, reply=False, attempts=3)]
+    report.reverse[path_key(out)] = P.reverse(FABRIC, home)
+    assert report.suspect_links() == ["t0-p0-r0:eth4--t1-p0-1:eth1",
+                                      "t0-p0-r1:eth4--t1-p0-1:eth2"]
+
+
+def test_a_lost_reply_whose_links_carried_other_probes_blames_nothing():
     report = simulate(set())
-    r = report.paths[0]
-    r.reply = False
-    assert set(report.suspect_links()) <= set(P.reverse(FABRIC, r.path).links)
+    report.paths[0].reply = False  # same links both ways, and every one carried a pass
+    assert not report.ok and report.suspect_links() == []
 
 
 def test_healthy_report_passes_with_no_suspects():
