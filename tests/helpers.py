@@ -20,6 +20,29 @@ def golden(name: str, actual: str) -> None:
     assert actual == expected, f"output differs from {path} (UPDATE_GOLDEN=1 to accept)"
 
 
+def golden_tree(name: str, produced: dict[str, str], root: Path = GOLDEN) -> None:
+    """Compare a whole tree of outputs with <root>/<name>/, both ways: every file
+    produced has its golden twin, and every golden file is still produced. With
+    UPDATE_GOLDEN=1 the tree is rewritten, and files no longer produced removed."""
+    base = root / name
+    stale = sorted(str(p.relative_to(base)) for p in base.rglob("*")
+                   if p.is_file() and str(p.relative_to(base)) not in produced) \
+        if base.is_dir() else []
+    if os.environ.get("UPDATE_GOLDEN") == "1":
+        for rel in stale:
+            (base / rel).unlink()
+        for rel, text in produced.items():
+            (base / rel).parent.mkdir(parents=True, exist_ok=True)
+            (base / rel).write_text(text)
+        return
+    missing = sorted(rel for rel in produced if not (base / rel).exists())
+    assert not missing, f"no golden file for {missing} under {base}; run with UPDATE_GOLDEN=1"
+    assert not stale, f"golden files no longer produced: {stale} under {base}"
+    for rel, text in sorted(produced.items()):
+        assert text == (base / rel).read_text(), \
+            f"output differs from {base / rel} (UPDATE_GOLDEN=1 to accept)"
+
+
 # The keys containerlab's topology schema defines (containerlab.dev/manual/topo-def-file,
 # /manual/nodes; its JSON schema sets additionalProperties false for nodes). A rendered
 # topology may use these and nothing else, or a user's `containerlab deploy` rejects it.

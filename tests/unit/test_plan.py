@@ -12,6 +12,7 @@ from tests.helpers import (
     CLAB_TOP_KEYS,
     CLAB_TOPOLOGY_KEYS,
     golden,
+    golden_tree,
 )
 from twin.cli import main
 from twin.model import Tier, build_fabric
@@ -41,9 +42,7 @@ def test_mrc_8p_has_64_routers_and_16_hosts():
 
 def test_rendered_mrc_4p_is_golden():
     _, plan = compiled("mrc-4p")
-    files = render(plan)
-    for rel, text in sorted(files.items()):
-        golden(f"mrc-4p/{rel}", text)
+    golden_tree("mrc-4p", render(plan))
 
 
 def test_plan_text_is_golden():

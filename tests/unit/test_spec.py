@@ -69,3 +69,8 @@ def test_missing_file_names_the_shipped_fabrics():
     result = CliRunner().invoke(main, ["plan", "no-such-fabric"])
     assert result.exit_code == 2
     assert "mrc-4p" in result.output and "mrc-8p" in result.output
+
+
+def test_every_golden_error_has_its_spec_and_every_spec_its_error():
+    errs = sorted(p.stem for p in (GOLDEN / "errors").glob("*.err"))
+    assert errs == ERROR_CASES, "an .err without its .yml (or the reverse) goes untested"
