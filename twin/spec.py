@@ -31,6 +31,7 @@ from typing import Any
 import yaml
 
 from twin.errors import Problem, SpecError
+from twin.units import parse_rate
 
 # The uSID layout (see twin.usid) gives these hard limits.
 MAX_PLANES = 16  # the plane is the high nibble of every uSID
@@ -38,8 +39,6 @@ MAX_INDEX = 256  # racks, T1s per plane and hosts are each a byte of a uSID
 MAX_NAME = 24  # lab names prefix namespace and container names
 
 NAME_RE = re.compile(r"^[a-z][a-z0-9-]*$")
-RATE_RE = re.compile(r"^(\d+(?:\.\d+)?)\s*(bit|kbit|mbit|gbit|tbit)$", re.IGNORECASE)
-RATE_UNITS = {"bit": 1, "kbit": 10**3, "mbit": 10**6, "gbit": 10**9, "tbit": 10**12}
 
 DEFAULT_BLOCK = "fcbb:bb00::/32"
 DEFAULT_NIC_PREFIX = "fd00:4d52:43::/48"
@@ -132,12 +131,9 @@ class _Checker:
         return value
 
     def rate(self, path: str, value: Any) -> int | None:
-        if isinstance(value, str):
-            m = RATE_RE.match(value.strip())
-            if m:
-                bps = int(float(m.group(1)) * RATE_UNITS[m.group(2).lower()])
-                if bps > 0:
-                    return bps
+        bps = parse_rate(value) if isinstance(value, str) else None
+        if bps is not None:
+            return bps
         self.add(path, f"must be a rate such as 100mbit or 10gbit (got {_show(value)})",
                  "units are tc's: bit, kbit, mbit, gbit, tbit")
         return None

@@ -11,18 +11,15 @@ from twin import faults as F
 from twin import lab as L
 from twin.cli.base import emit_json, err, main, out
 from twin.errors import UsageError
+from twin.units import parse_size
 
 # -- traffic ----------------------------------------------------------------------
 
 
 def _size(text: str) -> int:
-    units = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
-    t = text.strip().upper().removesuffix("B").removesuffix("I")
-    num, unit = (t[:-1], t[-1]) if t and t[-1] in units else (t, "")
-    try:
-        value = int(float(num) * units[unit])
-    except ValueError:
-        raise UsageError(f"--size {text!r}: use bytes or K/M/G, e.g. 256M") from None
+    value = parse_size(text)
+    if value is None:
+        raise UsageError(f"--size {text!r}: use bytes or K/M/G, e.g. 256M")
     if value <= 0:
         raise UsageError("--size must be positive")
     return value

@@ -1,0 +1,66 @@
+"""Sizes and rates as people type them (twin.units), and the CLI's words for bad ones."""
+
+import pytest
+from click.testing import CliRunner
+
+from twin.cli import main
+from twin.cli.traffic import _size
+from twin.errors import UsageError
+from twin.units import parse_rate, parse_size
+
+
+@pytest.mark.parametrize("text,value", [
+    ("4096", 4096), ("64K", 64 << 10), ("256M", 256 << 20), ("1G", 1 << 30),
+    ("256m", 256 << 20), ("256MB", 256 << 20), ("256MiB", 256 << 20), ("1.5K", 1536),
+    (" 8M ", 8 << 20), ("0", 0), ("-4M", -(4 << 20)), ("1e3", 1000),
+    ("1000000G", 1_000_000 << 30),
+])
+def test_sizes(text, value):
+    assert parse_size(text) == value
+
+
+@pytest.mark.parametrize("text", ["", "M", "lots", "12Q", "nan", "inf", "-inf", "1e999G",
+                                  "4 M B x"])
+def test_not_sizes(text):
+    assert parse_size(text) is None
+
+
+@pytest.mark.parametrize("text,value", [
+    ("100mbit", 10**8), ("10gbit", 10**10), ("1.5Gbit", 1_500_000_000), ("64 kbit", 64_000),
+    ("1tbit", 10**12), ("1bit", 1),
+])
+def test_rates(text, value):
+    assert parse_rate(text) == value
+
+
+@pytest.mark.parametrize("text", ["0gbit", "10G", "fast", "-1mbit", "nanmbit", "10 gbps"])
+def test_not_rates(text):
+    assert parse_rate(text) is None
+
+
+@pytest.mark.parametrize("text,message", [
+    ("lots", "--size 'lots': use bytes or K/M/G, e.g. 256M"),
+    ("inf", "--size 'inf': use bytes or K/M/G, e.g. 256M"),
+    ("0", "--size must be positive"),
+    ("-1M", "--size must be positive"),
+])
+def test_the_cli_names_the_option(text, message):
+    with pytest.raises(UsageError) as info:
+        _size(text)
+    assert str(info.value) == message
+
+
+def test_traffic_with_a_bad_size_is_exit_2_without_a_traceback(tmp_path, monkeypatch):
+    monkeypatch.setenv("TWIN_RUN_DIR", str(tmp_path))
+    from twin import lab as L
+    from twin.runtime import fake
+
+    fake.FakeRuntime.reset()
+    try:
+        L.up("mrc-4p", "fake")
+        result = CliRunner().invoke(main, ["traffic", "bulk", "--src", "r0h0", "--dst",
+                                           "r1h0", "--size", "inf"])
+    finally:
+        fake.FakeRuntime.reset()
+    assert result.exit_code == 2 and "use bytes or K/M/G" in result.output
+    assert "Traceback" not in result.output

@@ -1,0 +1,38 @@
+"""Quantities people type, parsed once: sizes in bytes and rates in bit/s.
+
+    sizes   64M, 256MiB, 1G, 4096: K/M/G are powers of 1024 (as RDMA buffers are)
+    rates   100mbit, 10gbit: tc's units, powers of 1000
+
+Both return None for text that is not one; the caller names the option or
+key path in its error.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+SIZE_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+RATE_RE = re.compile(r"^(\d+(?:\.\d+)?)\s*(bit|kbit|mbit|gbit|tbit)$", re.IGNORECASE)
+RATE_UNITS = {"bit": 1, "kbit": 10**3, "mbit": 10**6, "gbit": 10**9, "tbit": 10**12}
+
+
+def parse_size(text: str) -> int | None:
+    """Bytes, from `256M`, `256MiB`, `1g`, `4096`; None if it is not a finite size.
+    (Zero and negative sizes parse: whether they are allowed is the caller's rule.)"""
+    t = text.strip().upper().removesuffix("B").removesuffix("I")
+    num, unit = (t[:-1], t[-1]) if t and t[-1] in SIZE_UNITS else (t, "")
+    try:
+        value = float(num) * SIZE_UNITS[unit]
+    except ValueError:
+        return None
+    return int(value) if math.isfinite(value) else None
+
+
+def parse_rate(text: str) -> int | None:
+    """bit/s, from tc's `100mbit`, `10gbit`; None unless it is a positive rate."""
+    m = RATE_RE.match(text.strip())
+    if not m:
+        return None
+    bps = int(float(m.group(1)) * RATE_UNITS[m.group(2).lower()])
+    return bps if bps > 0 else None
