@@ -36,11 +36,11 @@ import bench_lab as B  # first: it points TWIN_RUN_DIR / TWIN_BUILD_DIR at a pri
 
 from twin import endpoints, lab, nsenter
 from twin import faults as F
-from twin import paths as P
 from twin import traffic as T
 from twin.errors import LabError
+from twin.fabric import paths as P
+from twin.fabric.plan import nic_address
 from twin.mrc import wire
-from twin.plan import nic_address
 from twin.runtime.netns import list_netns, pids_in
 from twin.state import known_labs
 

@@ -43,7 +43,7 @@ os.environ["TWIN_RUN_DIR"] = str(TMP / "run")
 os.environ["TWIN_BUILD_DIR"] = str(TMP / "build")
 
 from twin import lab  # noqa: E402  (the environment above must be set first)
-from twin import paths as P  # noqa: E402
+from twin.fabric import paths as P  # noqa: E402
 from twin.progress import Steps  # noqa: E402
 from twin.runtime.netns import list_netns  # noqa: E402
 from twin.state import known_labs  # noqa: E402

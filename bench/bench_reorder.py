@@ -23,10 +23,10 @@ import json
 import statistics
 import sys
 
+from twin.fabric.paths import ev_fields
 from twin.mrc import transport
 from twin.mrc.evset import EvSet
 from twin.mrc.sim import PathModel, SimFabric, run_transfer
-from twin.paths import ev_fields
 
 MiB = 1 << 20
 JITTERS_NS = (5_000, 20_000, 100_000)

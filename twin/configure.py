@@ -18,8 +18,8 @@ from pyroute2.netlink.exceptions import NetlinkError
 
 from twin import nsenter
 from twin.errors import LabError
-from twin.plan import NodePlan, Route
-from twin.render import tbf_burst
+from twin.fabric.plan import NodePlan, Route
+from twin.fabric.render import tbf_burst
 
 IFA_F_NODAD = 0x02
 RTPROT_STATIC = 4

@@ -31,8 +31,8 @@ from enum import StrEnum
 from typing import ClassVar
 
 from twin.errors import LabError, UsageError
+from twin.fabric.model import Endpoint, Link
 from twin.lab import Attached, phases, require_node
-from twin.model import Endpoint, Link
 from twin.progress import Steps
 from twin.state import read_json, write_json
 

@@ -42,8 +42,8 @@ from pathlib import Path
 from typing import NamedTuple
 
 from twin.errors import LabError
+from twin.fabric.render import HOST_IMAGE, ROUTER_IMAGE
 from twin.progress import Steps
-from twin.render import HOST_IMAGE, ROUTER_IMAGE
 
 BASE_IMAGE = "mrc-twin/base:bookworm"
 SUITE = "bookworm"

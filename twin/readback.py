@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from twin.plan import NodePlan, Route
+from twin.fabric.plan import NodePlan, Route
 
 READ_CMDS = "route show\nlink show\naddress show\n"
 

@@ -10,8 +10,8 @@ import pytest
 from tests.integration.conftest import LAB4, running_lab
 from twin import endpoints, nsenter
 from twin import faults as F
-from twin import paths as P
 from twin import traffic as T
+from twin.fabric import paths as P
 from twin.mrc import wire
 from twin.mrc.stats import EndpointStats
 

@@ -19,9 +19,9 @@ from tests.integration.conftest import (
 )
 from twin import faults as F
 from twin import lab as L
-from twin import paths as P
 from twin.cli import main
 from twin.errors import UsageError
+from twin.fabric import paths as P
 from twin.lab import phases
 from twin.progress import Steps
 from twin.runtime.netns import NetnsRuntime, pids_in

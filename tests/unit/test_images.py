@@ -10,8 +10,8 @@ import yaml
 
 from twin import images as I
 from twin.errors import LabError
+from twin.fabric.render import HOST_IMAGE, ROUTER_IMAGE, render
 from twin.lab import compile_spec
-from twin.render import HOST_IMAGE, ROUTER_IMAGE, render
 
 ROOT = Path(__file__).resolve().parents[2]
 INSTALL = I.INSTALL_SCRIPT

@@ -8,6 +8,7 @@ import textwrap
 
 import pytest
 
+from twin.fabric.paths import ev_fields
 from twin.mrc.evset import EvSet, EvState
 from twin.mrc.sim import PathModel, SimFabric, run_transfer
 from twin.mrc.transport import (
@@ -19,7 +20,6 @@ from twin.mrc.transport import (
     Sender,
     SenderConfig,
 )
-from twin.paths import ev_fields
 
 MiB = 1 << 20
 

@@ -89,7 +89,7 @@ def test_the_ev_rides_the_flow_label_and_the_source_port(ev):
 
 def test_the_source_port_carries_entropy_not_the_path():
     """Item 8: EVs of one path (same plane and T1 in the low 12 bits) spread over ports."""
-    from twin.paths import ev_encode
+    from twin.fabric.paths import ev_encode
     ports = {W.udp_sport(ev_encode(0, 0, e)) for e in range(0, 1 << 20, 997)}
     assert len(ports) > 1000
 

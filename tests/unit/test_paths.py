@@ -5,9 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from twin import paths as P
-from twin.model import build_fabric
-from twin.spec import load_spec
+from twin.fabric import paths as P
+from twin.fabric.model import build_fabric
+from twin.fabric.spec import load_spec
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -15,10 +15,10 @@ from tests.helpers import (
     golden_tree,
 )
 from twin.cli import main
-from twin.model import Tier, build_fabric
-from twin.plan import build_plan
-from twin.render import render
-from twin.spec import load_spec
+from twin.fabric.model import Tier, build_fabric
+from twin.fabric.plan import build_plan
+from twin.fabric.render import render
+from twin.fabric.spec import load_spec
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -4,10 +4,10 @@ from pathlib import Path
 
 import pytest
 
-from twin.model import build_fabric
-from twin.plan import build_plan
+from twin.fabric.model import build_fabric
+from twin.fabric.plan import build_plan
+from twin.fabric.spec import load_spec, parse_spec
 from twin.readback import NodeCheck, compare, compare_shaping, parse_batch_output, route_from_json
-from twin.spec import load_spec, parse_spec
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -3,10 +3,10 @@
 from pathlib import Path
 from xml.etree import ElementTree as ET
 
-from twin import paths as P
-from twin.model import build_fabric
+from twin.fabric import paths as P
+from twin.fabric.model import build_fabric
+from twin.fabric.spec import load_spec
 from twin.readback import NodeCheck
-from twin.spec import load_spec
 from twin.verify.prober import ProbeResult
 from twin.verify.report import VerifyReport, path_key
 

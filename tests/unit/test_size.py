@@ -5,7 +5,7 @@ from click.testing import CliRunner
 
 from twin.cli import main
 from twin.errors import UsageError
-from twin.size import compare
+from twin.fabric.size import compare
 
 
 def test_radix_512_with_8_planes_reproduces_the_paper():

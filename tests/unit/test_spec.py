@@ -8,7 +8,7 @@ from click.testing import CliRunner
 from tests.helpers import GOLDEN, golden
 from twin.cli import main
 from twin.errors import SpecError
-from twin.spec import load_spec, parse_spec
+from twin.fabric.spec import load_spec, parse_spec
 
 ROOT = Path(__file__).resolve().parents[2]
 ERROR_CASES = sorted(p.stem for p in (GOLDEN / "errors").glob("*.yml"))

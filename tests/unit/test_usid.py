@@ -2,7 +2,7 @@ import ipaddress
 
 import pytest
 
-from twin import usid
+from twin.fabric import usid
 
 BLOCK = ipaddress.IPv6Network("fcbb:bb00::/32")
 

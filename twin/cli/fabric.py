@@ -7,10 +7,10 @@ import click
 from rich.table import Table
 
 from twin import lab as L
-from twin import paths as P
-from twin import size as S
 from twin.cli.base import emit_json, main, out
 from twin.errors import UsageError
+from twin.fabric import paths as P
+from twin.fabric import size as S
 
 # -- pure commands (no root) --------------------------------------------------
 

@@ -11,11 +11,11 @@ import time
 from dataclasses import dataclass
 
 from twin.errors import LabError, UsageError
+from twin.fabric.model import Fabric, Node
+from twin.fabric.plan import Plan
+from twin.fabric.spec import parse_spec
 from twin.lab.compile import Compiled, compile_loaded, require_node
-from twin.model import Fabric, Node
-from twin.plan import Plan
 from twin.runtime import Runtime, get_runtime
-from twin.spec import parse_spec
 from twin.state import LabState, known_labs, run_root
 
 

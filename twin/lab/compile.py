@@ -12,10 +12,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from twin.errors import UsageError
-from twin.model import Fabric, Node, build_fabric
-from twin.plan import Plan, build_plan
-from twin.render import render, write_build
-from twin.spec import FabricSpec, find_spec, load_spec
+from twin.fabric.model import Fabric, Node, build_fabric
+from twin.fabric.plan import Plan, build_plan
+from twin.fabric.render import render, write_build
+from twin.fabric.spec import FabricSpec, find_spec, load_spec
 
 
 def project_root() -> Path:

@@ -10,7 +10,7 @@ from typing import Protocol
 
 from twin import endpoints
 from twin.configure import configure_node
-from twin.plan import NodePlan
+from twin.fabric.plan import NodePlan
 from twin.progress import Steps
 
 

@@ -17,9 +17,9 @@ import time
 from dataclasses import dataclass
 
 from twin.errors import LabError
+from twin.fabric.model import Link
+from twin.fabric.plan import NodePlan, Plan
 from twin.lab.kernel import kernel_of
-from twin.model import Link
-from twin.plan import NodePlan, Plan
 from twin.progress import Steps
 
 CARRIER_TIMEOUT_S = 10.0

@@ -57,7 +57,10 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from twin.model import build_fabric
+from twin.fabric.model import build_fabric
+from twin.fabric.paths import ENTROPY_SHIFT, ev_fields, route
+from twin.fabric.plan import nic_address
+from twin.fabric.spec import parse_spec
 from twin.mrc import wire
 from twin.mrc.evset import EvSet
 from twin.mrc.stats import (
@@ -77,9 +80,6 @@ from twin.mrc.transport import (
     Sender,
     SenderConfig,
 )
-from twin.paths import ENTROPY_SHIFT, ev_fields, route
-from twin.plan import nic_address
-from twin.spec import parse_spec
 
 RECV_BATCH = 256
 RECV_BUF = wire.MTU + 256

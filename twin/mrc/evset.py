@@ -36,7 +36,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from enum import Enum
 
-from twin.paths import ev_encode
+from twin.fabric.paths import ev_encode
 
 
 class EvState(Enum):

@@ -1,7 +1,7 @@
 """A simulated fabric for the transport engine: a clock, and paths that lose,
 duplicate, reorder and delay packets (pure; used by tests and benchmarks).
 
-Each EV maps to a path (plane, T1) through `twin.paths.ev_fields`; a path's
+Each EV maps to a path (plane, T1) through `twin.fabric.paths.ev_fields`; a path's
 behaviour is a `PathModel`. `run_transfer` drives one Sender/Receiver pair
 over it until the write completes, the QP fails, or the time limit passes.
 """
@@ -13,9 +13,9 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from twin.fabric.paths import ENTROPY_SHIFT, ev_fields
 from twin.mrc.evset import EvSet
 from twin.mrc.transport import QpFailed, Receiver, RxPacket, Sender, SenderConfig
-from twin.paths import ENTROPY_SHIFT, ev_fields
 
 DELAYED_ACK_NS = 50_000
 PATH_MASK = (1 << ENTROPY_SHIFT) - 1  # an EV's plane and T1

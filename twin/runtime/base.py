@@ -37,8 +37,8 @@ from typing import ClassVar
 
 from twin import nsenter
 from twin.errors import UsageError
-from twin.model import Link
-from twin.plan import NodePlan
+from twin.fabric.model import Link
+from twin.fabric.plan import NodePlan
 from twin.state import run_root
 
 

@@ -16,8 +16,8 @@ from pathlib import Path
 
 from twin import dockerd, nsenter
 from twin.errors import CommandFailed
-from twin.model import Link
-from twin.plan import NodePlan
+from twin.fabric.model import Link
+from twin.fabric.plan import NodePlan
 from twin.runtime.base import register
 from twin.runtime.docker import DockerRuntime, _node_of
 

@@ -27,9 +27,9 @@ from pyroute2.netlink.exceptions import NetlinkError
 
 from twin import dockerd, nsenter
 from twin.errors import LabError, RuntimeMissing
-from twin.model import Link
-from twin.plan import NodePlan
-from twin.render import CODE_MOUNT, CONFIG_MOUNT
+from twin.fabric.model import Link
+from twin.fabric.plan import NodePlan
+from twin.fabric.render import CODE_MOUNT, CONFIG_MOUNT
 from twin.runtime.base import NodeView, Runtime, register
 from twin.state import run_root
 

@@ -27,8 +27,8 @@ import subprocess
 from dataclasses import dataclass, field
 
 from twin.errors import CommandFailed, LabError
-from twin.model import Link
-from twin.plan import NodePlan
+from twin.fabric.model import Link
+from twin.fabric.plan import NodePlan
 from twin.runtime.base import Runtime, register
 
 

@@ -17,8 +17,8 @@ import time
 
 from twin import nsenter
 from twin.errors import CommandFailed
-from twin.model import Link
-from twin.plan import NodePlan
+from twin.fabric.model import Link
+from twin.fabric.plan import NodePlan
 from twin.runtime.base import Runtime, register
 
 PREFIX = "twin-"

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import time
 
-from twin import paths as P
 from twin.errors import LabError
-from twin.plan import Plan
+from twin.fabric import paths as P
+from twin.fabric.plan import Plan
 from twin.readback import read_node
 from twin.verify.prober import Prober, probing_supported
 from twin.verify.report import VerifyReport, path_key

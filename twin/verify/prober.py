@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass
 
 from twin import nsenter
-from twin.paths import Path, flow_label
+from twin.fabric.paths import Path, flow_label
 from twin.verify import packets
 
 CHUNK = 64

@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from xml.etree import ElementTree as ET
 
-from twin.paths import Path
+from twin.fabric.paths import Path
 from twin.readback import NodeCheck
 from twin.verify.prober import ProbeResult
 

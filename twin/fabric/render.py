@@ -21,7 +21,7 @@ from pathlib import Path
 
 import yaml
 
-from twin.plan import PROTO, NodePlan, Plan
+from twin.fabric.plan import PROTO, NodePlan, Plan
 
 ROUTER_IMAGE = "mrc-twin/router:latest"
 HOST_IMAGE = "mrc-twin/host:latest"

@@ -23,8 +23,8 @@ from __future__ import annotations
 import ipaddress
 from dataclasses import dataclass
 
-from twin import usid
-from twin.model import Endpoint, Fabric, Node
+from twin.fabric import usid
+from twin.fabric.model import Endpoint, Fabric, Node
 
 PLANE_BITS = 4
 T1_BITS = 8

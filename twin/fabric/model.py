@@ -26,8 +26,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from functools import cached_property
 
-from twin import usid
-from twin.spec import FabricSpec
+from twin.fabric import usid
+from twin.fabric.spec import FabricSpec
 
 
 class Tier(StrEnum):

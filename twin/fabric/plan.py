@@ -23,8 +23,8 @@ from __future__ import annotations
 import ipaddress
 from dataclasses import asdict, dataclass, field
 
-from twin import usid
-from twin.model import Fabric, Node, Tier
+from twin.fabric import usid
+from twin.fabric.model import Fabric, Node, Tier
 
 ANCHOR = "sr0"  # always-up device carrying a switch's uN SID (dummy, else ifb)
 PROTO = "static"  # every planned route is installed with this protocol

@@ -33,7 +33,7 @@ import yaml
 from twin.errors import Problem, SpecError
 from twin.units import parse_rate
 
-# The uSID layout (see twin.usid) gives these hard limits.
+# The uSID layout (see twin.fabric.usid) gives these hard limits.
 MAX_PLANES = 16  # the plane is the high nibble of every uSID
 MAX_INDEX = 256  # racks, T1s per plane and hosts are each a byte of a uSID
 MAX_NAME = 24  # lab names prefix namespace and container names

@@ -1,0 +1,10 @@
+"""The fabric compiler, pure (no root, no kernel): what a lab will be.
+
+    spec     a fabric spec, validated once -> a frozen FabricSpec
+    model    FabricSpec -> Fabric: nodes, links, planes, T1s, names
+    usid     the uSID addressing plan (F3216)
+    paths    source-routed paths between hosts; the EV -> path formula
+    plan     Fabric -> every node's routes, SIDs and addresses (NodePlan)
+    render   plan -> containerlab topology and per-node configs
+    size     the full-scale calculator (two-tier multi-plane vs three-tier)
+"""
