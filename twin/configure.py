@@ -70,8 +70,9 @@ def _ensure_anchor(ipr: IPRoute, name: str) -> int:
     return found[0]
 
 
-def configure_node(node: NodePlan, path: str) -> None:
-    """Program one node. `path` is its network namespace file."""
+def configure_node(node: NodePlan, path: str, owner_tag: str = "") -> None:
+    """Program one node. `path` is its network namespace file; each of its links
+    gets `owner_tag` as its ifalias (twin.owner)."""
     with nsenter.inside(path):
         nsenter.write_sysctls(list(node.node_sysctls))
         missing = nsenter.write_sysctls(node.interface_sysctls())
@@ -90,7 +91,8 @@ def configure_node(node: NodePlan, path: str) -> None:
         for ifc in node.interfaces:
             idx = ipr.link_lookup(ifname=ifc.name)[0]
             index[ifc.name] = idx
-            ipr.link("set", index=idx, mtu=ifc.mtu, state="up")
+            ipr.link("set", index=idx, mtu=ifc.mtu, state="up",
+                     **({"ifalias": owner_tag} if owner_tag else {}))
             for a in ifc.addresses:
                 addr, plen = a.split("/")
                 ipr.addr("replace", index=idx, address=addr, prefixlen=int(plen),

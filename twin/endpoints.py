@@ -22,6 +22,7 @@ import subprocess
 import time
 from pathlib import Path
 
+from twin import owner
 from twin.errors import LabError
 
 READY_S = 20.0
@@ -74,7 +75,8 @@ class EndpointClient:
 def _paths(rt, host: str) -> tuple[list[str], str, Path]:
     view = rt.node_view(host)
     sock_inside = f"{view.run_dir}/endpoint.sock"
-    argv = rt.shell_argv(host, ["env", f"PYTHONPATH={view.pythonpath}", view.python, "-m",
+    argv = rt.shell_argv(host, ["env", f"PYTHONPATH={view.pythonpath}",
+                                f"{owner.ENV}={rt.owner.tag}", view.python, "-m",
                                 "twin.mrc.endpoint", "--config",
                                 f"{view.config_dir}/endpoint.json", "--control", sock_inside])
     return argv, view.from_host(sock_inside), Path(view.from_host(view.run_dir))

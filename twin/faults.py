@@ -165,7 +165,8 @@ class LinkLoss(FaultType):
     def apply(self, lab: Attached, fault: Fault) -> None:
         end = fault.ends[0]
         lab.runtime.exec(end.node, ["nft", "-f", "-"],
-                         input=loss_rules(end.ifname, fault.percent, loss_table(fault.link)))
+                         input=loss_rules(end.ifname, fault.percent, loss_table(fault.link),
+                                          lab.runtime.owner.tag))
 
     def revert(self, lab: Attached, fault: Fault) -> None:
         lab.runtime.exec(fault.ends[0].node,
@@ -185,11 +186,13 @@ def loss_table(link_id: str) -> str:
     return "twin_loss_" + "".join(c if c.isalnum() else "_" for c in link_id)
 
 
-def loss_rules(ifname: str, percent: float, table: str) -> str:
+def loss_rules(ifname: str, percent: float, table: str, owner_tag: str = "") -> str:
     """nft -f input: drop `percent`% of packets forwarded out of, or into, `ifname`.
-    numgen random draws per packet, so the loss is independent (Bernoulli)."""
+    numgen random draws per packet, so the loss is independent (Bernoulli). The
+    table's comment names its owner (twin.owner)."""
     per_million = round(percent * 10_000)
-    return (f"table ip6 {table} {{\n"
+    comment = f"  comment \"{owner_tag}\"\n" if owner_tag else ""
+    return (f"table ip6 {table} {{\n{comment}"
             f"  chain forward {{\n"
             f"    type filter hook forward priority -10; policy accept;\n"
             f"    oifname \"{ifname}\" numgen random mod 1000000 < {per_million} counter drop\n"

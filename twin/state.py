@@ -1,11 +1,13 @@
 """What is running, recorded on disk before it is created.
 
     $TWIN_RUN_DIR (default /run/twin)/
-        <lab>/lab.json      lab name, runtime, spec path, build dir, node names,
-                            phase (creating | up | failed), what each phase of
-                            `up` did; written *before* the first namespace or
-                            container exists, so `twin down` can remove a lab
-                            whose `twin up` crashed or was killed
+        <lab>/lab.json      lab name, its random id (the owner every resource of
+                            it carries: twin.owner), runtime, spec path, build
+                            dir, node names, phase (creating | up), what each
+                            phase of `up` did; created exclusively *before* the
+                            first namespace or container exists, so two racing
+                            `twin up` of one lab cannot both proceed, and `twin
+                            down` can remove a lab whose `twin up` crashed
         <lab>/faults.json   faults in force, written before each is applied, so
                             every one can be reverted after a crash
 
@@ -37,10 +39,28 @@ class LabState:
     phases: list[dict] = field(default_factory=list)  # what `up` did: phase, count, seconds
     created: float = field(default_factory=time.time)
     pid: int = field(default_factory=os.getpid)
+    id: str = ""  # the lab's owner id (twin.owner); "" in a lab.json from before owners
+
+    @property
+    def owner(self):
+        from twin.owner import Owner
+
+        return Owner.here(self.lab, self.id)
 
     @property
     def dir(self) -> Path:
         return run_root() / self.lab
+
+    def claim(self) -> bool:
+        """Create lab.json if no other `twin up` has: False if one has (or a lab is up)."""
+        self.dir.mkdir(parents=True, exist_ok=True)
+        try:
+            fd = os.open(self.dir / "lab.json", os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError:
+            return False
+        with os.fdopen(fd, "w") as f:
+            f.write(json.dumps(asdict(self), indent=2, sort_keys=True) + "\n")
+        return True
 
     def save(self) -> None:
         self.dir.mkdir(parents=True, exist_ok=True)

@@ -23,7 +23,7 @@ from twin.progress import Steps
 from twin.runtime import RUNTIMES
 
 out = Console(highlight=False, soft_wrap=True)
-err = Console(stderr=True, highlight=False)
+err = Console(stderr=True, highlight=False, soft_wrap=True)  # an error is one line
 
 RUNTIME_CHOICES = ["auto", *[n for n in sorted(RUNTIMES) if n != "fake"]]
 

@@ -12,9 +12,9 @@ from rich.table import Table
 from twin import faults as F
 from twin import lab as L
 from twin.cli.base import RUNTIME_CHOICES, RichSteps, emit_json, main, out, sigterm_as_interrupt
+from twin.errors import UsageError
 from twin.progress import Steps
 from twin.runtime import AUTO_ORDER
-from twin.state import run_root
 from twin.verify import run_verify
 
 # -- lab lifecycle (root) -----------------------------------------------------
@@ -24,20 +24,23 @@ from twin.verify import run_verify
 @click.argument("spec")
 @click.option("--runtime", type=click.Choice(RUNTIME_CHOICES), default="auto", show_default=True,
               help=f"Where nodes run. auto tries: {', '.join(AUTO_ORDER)}.")
+@click.option("--name", default=None,
+              help="Lab name instead of the spec's `name:` (several labs of one spec).")
 @click.option("--verify", "then_verify", is_flag=True,
               help="Then verify it, as `twin verify` does (a lab that fails stays up).")
 @click.option("--json", "as_json", is_flag=True, help="Print the lab's state as JSON.")
-def up(spec, runtime, then_verify, as_json):
+def up(spec, runtime, name, then_verify, as_json):
     """Build a lab: create nodes, wire links, program every route, start the
     hosts' MRC endpoints.
 
     A failure or Ctrl-C part way removes what was created. Run
-    `twin verify` next to prove the result (or pass --verify).
+    `twin verify` next to prove the result (or pass --verify). Labs run
+    side by side: `twin up mrc-4p --name lab2` is a second mrc-4p.
     """
     sigterm_as_interrupt()
     steps = RichSteps()
     try:
-        result = L.up(spec, runtime, steps, verify=then_verify)
+        result = L.up(spec, runtime, steps, verify=then_verify, name=name)
     finally:
         steps.done()
     state = result.state
@@ -70,25 +73,92 @@ def _print_next_steps(lab: str) -> None:
 @main.command()
 @click.argument("lab", required=False)
 @click.option("--all", "all_", is_flag=True,
-              help="Every lab of this run directory, and what its crashes left; other run "
-                   "directories' labs are named, never touched.")
-def down(lab, all_):
-    """Remove a lab: its nodes, links, processes, faults and state."""
+              help="Every lab of this run directory (TWIN_RUN_DIR), and what its crashes "
+                   "left. Other run directories' labs are named, never touched.")
+@click.option("--stray", is_flag=True,
+              help="What nobody owns any more: resources whose run directory is gone or "
+                   "does not know their lab's id. Lists them, then asks.")
+@click.option("--yes", is_flag=True, help="With --stray: do not ask.")
+@click.option("--dry-run", is_flag=True, help="With --stray: only list.")
+@click.option("--json", "as_json", is_flag=True, help="With --stray --dry-run: list as JSON.")
+def down(lab, all_, stray, yes, dry_run, as_json):
+    """Remove a lab: its nodes, links, processes, faults and state.
+
+    \b
+    Every namespace, container, veth, nft table and endpoint twin makes
+    carries its owner (run directory and lab id), so:
+      twin down LAB        that lab
+      twin down --all      this run directory's labs, nothing else
+      twin down --stray    what is left of owners that are gone
+    """
+    if sum(map(bool, (lab, all_, stray))) > 1:
+        raise UsageError("give one of LAB, --all or --stray")
+    if (yes or dry_run or as_json) and not stray:
+        raise UsageError("--yes, --dry-run and --json go with --stray")
+    if stray:
+        _down_stray(yes, dry_run, as_json)
+        return
     if all_:
+        found = L.sweep.inventory()
         removed = L.down_all()
         if not removed:
             out.print("nothing to remove")
         for name, nodes in removed.items():
             out.print(f"removed {name}: {len(nodes)} nodes")
-        others = L.foreign_namespaces()
-        if others:
-            out.print(f"left alone: {len(others)} twin-* namespaces that no lab of this run "
-                      f"directory ({run_root()}) owns, e.g. {others[0]}; `twin down` them "
-                      "from their own run directory")
+        _left_alone(found)
         return
     name = L.resolve_lab(lab)
     nodes = L.down(name)
     out.print(f"removed {name}: {len(nodes)} nodes")
+
+
+def _left_alone(found) -> None:
+    others = L.sweep.others(found)
+    if others:
+        labs = sorted({str(r.owner) for r in others})
+        out.print(f"left alone: {len(others)} resources of {len(labs)} live labs of other run "
+                  f"directories ({'; '.join(labs[:3])}{' ...' if len(labs) > 3 else ''})")
+    strays = [s for s in L.sweep.stray(found) if not (s.resource.owner and s.resource.owner.mine)]
+    if strays:
+        out.print(f"left alone: {len(strays)} stray resources nobody owns; see "
+                  "`twin down --stray --dry-run`")
+
+
+def _down_stray(yes: bool, dry_run: bool, as_json: bool) -> None:
+    found = L.sweep.stray()
+    if as_json:
+        if not dry_run:
+            raise UsageError("--json lists only: add --dry-run")
+        emit_json([s.to_dict() for s in found])
+        return
+    if not found:
+        out.print("nothing stray")
+        return
+    groups: dict[tuple[str, str], list] = {}
+    for s in found:  # one line per owner: a lab's 80 namespaces are one thing to decide on
+        owner = str(s.resource.owner) if s.resource.owner else "(no owner)"
+        groups.setdefault((owner, s.why), []).append(s.resource)
+    for (owner, why), resources in groups.items():
+        kinds: dict[str, int] = {}
+        for r in resources:
+            kinds[r.kind] = kinds.get(r.kind, 0) + 1
+        counts = ", ".join(f"{n} {k}{('es' if k.endswith('s') else 's') if n != 1 else ''}"
+                           for k, n in kinds.items())
+        out.print(f"[bold]{owner}[/bold]: {why}\n  {counts}: "
+                  f"{', '.join(r.name for r in resources[:4])}"
+                  f"{' ...' if len(resources) > 4 else ''}")
+    if dry_run:
+        out.print(f"{len(found)} stray resources (dry run: nothing removed)")
+        return
+    if not yes:
+        if not sys.stdin.isatty():
+            raise UsageError(f"{len(found)} stray resources listed; pass --yes to remove "
+                             "them (stdin is not a terminal to ask on)")
+        if not click.confirm(f"remove these {len(found)} resources?", default=False):
+            out.print("nothing removed")
+            return
+    removed = L.down_stray(found)
+    out.print(f"removed {len(removed)} stray resources")
 
 
 @main.command()

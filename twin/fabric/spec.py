@@ -190,6 +190,18 @@ def parse_spec(text: str, source: str = "<spec>") -> FabricSpec:
     return _validate(data, source)
 
 
+def name_problem(name) -> tuple[str, str] | None:
+    """What is wrong with a lab name (the spec's `name:`, or `twin up --name`): (message,
+    hint), or None."""
+    if not isinstance(name, str) or not NAME_RE.match(name):
+        return (f"must be lowercase letters, digits and '-' (got {_show(name)})",
+                "the name prefixes namespace and container names, e.g. mrc-4p")
+    if len(name) > MAX_NAME:
+        return (f"must be at most {MAX_NAME} characters (got {len(name)})",
+                "the name prefixes namespace and container names; shorten it")
+    return None
+
+
 def _validate(data: dict, source: str) -> FabricSpec:
     c = _Checker()
     c.unknown_keys(data, _KEYS)
@@ -199,13 +211,9 @@ def _validate(data: dict, source: str) -> FabricSpec:
 
     name = data.get("name")
     if "name" in data:
-        if not isinstance(name, str) or not NAME_RE.match(name):
-            c.add("name", f"must be lowercase letters, digits and '-' (got {_show(name)})",
-                  "the name prefixes namespace and container names, e.g. mrc-4p")
-            name = None
-        elif len(name) > MAX_NAME:
-            c.add("name", f"must be at most {MAX_NAME} characters (got {len(name)})",
-                  "the name prefixes namespace and container names; shorten it")
+        problem = name_problem(name)
+        if problem:
+            c.add("name", *problem)
             name = None
     description = data.get("description", "")
     if not isinstance(description, str):

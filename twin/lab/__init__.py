@@ -9,6 +9,7 @@
 `from twin import lab as L` gives the whole surface: L.up, L.attach, L.down ...
 """
 
+from twin.lab import sweep
 from twin.lab.attach import Attached, attach, resolve_lab, status
 from twin.lab.compile import (
     Compiled,
@@ -21,10 +22,11 @@ from twin.lab.compile import (
     require_node,
 )
 from twin.lab.phases import Phase, Restarted
-from twin.lab.pipeline import Up, down, down_all, foreign_namespaces, restart, up
+from twin.lab.pipeline import Up, down, down_all, down_stray, restart, up
 
 __all__ = [
     "Attached", "Compiled", "Phase", "Restarted", "Up", "attach", "build_root",
-    "compile_loaded", "compile_spec", "down", "down_all", "fabrics_dir", "foreign_namespaces",
-    "project_root", "render_lab", "require_node", "resolve_lab", "restart", "status", "up",
+    "compile_loaded", "compile_spec", "down", "down_all", "down_stray", "fabrics_dir",
+    "project_root", "render_lab", "require_node", "resolve_lab", "restart", "status", "sweep",
+    "up",
 ]

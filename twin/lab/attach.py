@@ -63,8 +63,8 @@ def attach(lab: str | None) -> Attached:
         raise LabError(f"lab {name}: state file is unreadable under {run_root() / name}")
     spec_copy = state.dir / "spec.yml"
     spec = parse_spec(spec_copy.read_text(), state.spec_path)
-    return Attached(state, compile_loaded(state.spec_path, spec),
-                    get_runtime(state.runtime, name, state.build_dir))
+    return Attached(state, compile_loaded(state.spec_path, spec, name),  # name: --name
+                    get_runtime(state.runtime, name, state.build_dir, state.owner))
 
 
 def status(lab: str | None = None) -> list[dict]:
@@ -74,7 +74,7 @@ def status(lab: str | None = None) -> list[dict]:
         state = LabState.load(name)
         if state is None:
             continue
-        rt = get_runtime(state.runtime, name, state.build_dir)
+        rt = get_runtime(state.runtime, name, state.build_dir, state.owner)
         facts = rt.describe(state.nodes)
         out.append({
             "lab": name,
@@ -82,6 +82,8 @@ def status(lab: str | None = None) -> list[dict]:
             "phase": state.phase,
             "spec": state.spec_path,
             "build_dir": state.build_dir,
+            "id": state.id,
+            "run_dir": state.owner.run_dir,
             "age_s": round(time.time() - state.created, 1),
             "nodes": [{"node": n, **facts[n]} for n in state.nodes],
         })

@@ -8,14 +8,14 @@ build files are not rewritten.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from twin.errors import UsageError
 from twin.fabric.model import Fabric, Node, build_fabric
 from twin.fabric.plan import Plan, build_plan
 from twin.fabric.render import render, write_build
-from twin.fabric.spec import FabricSpec, find_spec, load_spec
+from twin.fabric.spec import FabricSpec, find_spec, load_spec, name_problem
 
 
 def project_root() -> Path:
@@ -50,14 +50,18 @@ class Compiled:
         return build_root() / self.spec.name
 
 
-def compile_spec(spec_ref: str) -> Compiled:
-    """spec -> model -> plan (pure). Raises SpecError naming every problem."""
+def compile_spec(spec_ref: str, name: str | None = None) -> Compiled:
+    """spec -> model -> plan (pure). Raises SpecError naming every problem. `name`
+    overrides the spec's own (`twin up SPEC --name lab2`)."""
+    if name is not None and (problem := name_problem(name)):
+        raise UsageError(f"--name: {problem[0]}; {problem[1]}")
     path = find_spec(spec_ref, fabrics_dir())
-    spec = load_spec(path)
-    return compile_loaded(str(path), spec)
+    return compile_loaded(str(path), load_spec(path), name)
 
 
-def compile_loaded(source: str, spec: FabricSpec) -> Compiled:
+def compile_loaded(source: str, spec: FabricSpec, name: str | None = None) -> Compiled:
+    if name is not None and name != spec.name:
+        spec = replace(spec, name=name)
     fabric = build_fabric(spec)
     return Compiled(source, spec, fabric, build_plan(fabric))
 

@@ -24,7 +24,7 @@ class Kernel(Protocol):
 
 class LinuxKernel:
     def configure(self, rt, node: NodePlan) -> None:
-        configure_node(node, rt.netns_path(node.name))
+        configure_node(node, rt.netns_path(node.name), rt.owner.tag)
 
     def start_endpoints(self, rt, hosts: list[str], steps: Steps) -> None:
         endpoints.start(rt, hosts, steps)

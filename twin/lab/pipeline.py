@@ -6,8 +6,10 @@
                                                                      (twin restart)
     state on disk -> runtime -> destroy                              (twin down)
 
-A lab's state is written before anything is created (twin.state), and a
-failure or interrupt in any phase of `up` rolls back what was created.
+A lab's state is claimed before anything is created (twin.state), so of two
+racing `twin up` of one lab only one proceeds, and a failure or interrupt in
+any phase of `up` rolls back what was created. Everything created carries
+the lab's owner (twin.owner): cleanup takes only what is its own.
 """
 
 from __future__ import annotations
@@ -17,11 +19,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from twin.errors import UsageError
-from twin.lab import phases
+from twin.lab import phases, sweep
 from twin.lab.attach import Attached, attach
 from twin.lab.compile import Compiled, compile_spec, render_lab
+from twin.owner import Owner, new_lab_id
 from twin.progress import Steps
-from twin.runtime import RUNTIMES, Runtime, get_runtime, pick_runtime
+from twin.runtime import Runtime, get_runtime, pick_runtime
 from twin.state import LabState, known_labs
 
 if TYPE_CHECKING:
@@ -43,16 +46,19 @@ class Up:
 
 
 def up(spec_ref: str, runtime: str = "auto", steps: Steps | None = None, *,
-       verify: bool = False) -> Up:
+       verify: bool = False, name: str | None = None) -> Up:
+    """Bring a lab up; `name` runs the spec under another lab name (several labs
+    from one spec side by side)."""
     steps = steps or Steps()
-    compiled = compile_spec(spec_ref)
+    compiled = compile_spec(spec_ref, name)
     _refuse_if_up(compiled.lab)  # before render: an up lab's build files stay as they are
     build_dir = render_lab(compiled)
-    name, why = pick_runtime(runtime)
-    steps.note(f"runtime: {name} ({why})")
-    rt = get_runtime(name, compiled.lab, str(build_dir))
+    rt_name, why = pick_runtime(runtime)
+    steps.note(f"runtime: {rt_name} ({why})")
+    owner = Owner.here(compiled.lab, new_lab_id())
+    rt = get_runtime(rt_name, compiled.lab, str(build_dir), owner)
     _refuse_foreign_nodes(rt, compiled)
-    state = _record(compiled, name, build_dir)  # before anything exists
+    state = _record(compiled, rt_name, build_dir, owner)  # before anything exists
     plan, fabric = compiled.plan, compiled.fabric
     nodes = list(plan.nodes.values())
     try:
@@ -84,18 +90,34 @@ def _refuse_if_up(lab: str) -> None:
 
 
 def _refuse_foreign_nodes(rt: Runtime, compiled: Compiled) -> None:
+    """Nodes of this name that exist already are not ours to roll back: say whose."""
     clash = rt.existing(list(compiled.plan.nodes))
-    if clash:  # not ours to roll back: another checkout or run dir made them
-        raise UsageError(f"lab {compiled.lab}: {len(clash)} nodes already exist on runtime "
-                         f"{rt.name} (e.g. {rt.netns_path(clash[0])}) but this run directory "
-                         f"does not know them; remove them with `twin down --all`")
+    if not clash:
+        return
+    first = rt.resource_name(clash[0])
+    owners = {r.name: r.owner for r in type(rt).inventory()}
+    owner = owners.get(first)
+    head = (f"lab {compiled.lab}: {len(clash)} nodes already exist on runtime {rt.name} "
+            f"(e.g. {first})")
+    if owner is not None and owner.stray_because() is None:
+        raise UsageError(f"{head}, owned by live {owner}; bring this one up under another "
+                         f"name: `twin up {compiled.source} --name {compiled.lab}-2`")
+    why = owner.stray_because() if owner else "they carry no owner"
+    raise UsageError(f"{head}, and nobody owns them ({why}); remove them with "
+                     "`twin down --stray`")
 
 
-def _record(compiled: Compiled, runtime: str, build_dir: Path) -> LabState:
+def _record(compiled: Compiled, runtime: str, build_dir: Path, owner: Owner) -> LabState:
     state = LabState(lab=compiled.lab, runtime=runtime, spec_path=compiled.source,
-                     build_dir=str(build_dir), nodes=list(compiled.plan.nodes))
-    state.save()  # `twin down` can always find what we made
-    (state.dir / "spec.yml").write_text(Path(compiled.source).read_text())
+                     build_dir=str(build_dir), nodes=list(compiled.plan.nodes),
+                     id=owner.lab_id)
+    if not state.claim():  # another `twin up` of this lab got here first
+        other = LabState.load(compiled.lab)
+        raise UsageError(f"lab {compiled.lab} is already "
+                         f"{other.phase if other else 'being created'}"
+                         f"{f' by pid {other.pid}' if other else ''}; run `twin down "
+                         f"{compiled.lab}` first, or use --name for a second lab")
+    (state.dir / "spec.yml").write_text(Path(compiled.source).read_text())  # for `attach`
     return state
 
 
@@ -125,40 +147,29 @@ def down(lab: str) -> list[str]:
     state = LabState.load(lab)
     if state is None:
         raise UsageError(f"lab {lab} is not up (labs up: {', '.join(known_labs()) or 'none'})")
-    removed = get_runtime(state.runtime, lab, state.build_dir).destroy(state.nodes)
+    removed = get_runtime(state.runtime, lab, state.build_dir, state.owner).destroy(state.nodes)
     state.remove()
     return removed
 
 
 def down_all() -> dict[str, list[str]]:
-    """Remove every lab this run directory knows of, then whatever a runtime can tell
-    this run directory left (containers labelled with it). Nothing of another run
-    directory's labs is touched: see `foreign_namespaces`."""
+    """Remove every lab this run directory knows of, then whatever else carries this
+    run directory as its owner (what a killed `twin up` left). Nothing another run
+    directory owns is touched, live or not (`sweep.others`, `down_stray`)."""
     out = {}
     for lab in known_labs():
         out[lab] = down(lab)
-    for name, cls in sorted(RUNTIMES.items()):
-        if cls.unavailable_for_cleanup():
-            continue
-        stray = cls.leftovers()
-        if stray:
-            cls.remove_leftovers(stray)
-            out[f"(stray {name} resources)"] = stray
+    left = sweep.leftovers()
+    if left:
+        sweep.remove(left)
+        out["(leftovers of this run directory)"] = [r.name for r in left]
     return out
 
 
-def foreign_namespaces() -> list[str]:
-    """`twin-*` namespaces that no lab of this run directory owns: another checkout's,
-    a colleague's or a test run's labs (left alone)."""
-    from twin.runtime.netns import NetnsRuntime, leftover_namespaces
-
-    mine = set()
-    for lab in known_labs():
-        state = LabState.load(lab)
-        if state is not None and state.runtime == "netns":
-            rt = NetnsRuntime(lab, state.build_dir)
-            mine.update(rt.ns_name(n) for n in state.nodes)
-    return [n for n in leftover_namespaces() if n not in mine]
+def down_stray(found: list[sweep.Stray]) -> list[str]:
+    """Remove what `sweep.stray()` found (the caller showed it and asked first)."""
+    sweep.remove([s.resource for s in found])
+    return [s.resource.name for s in found]
 
 
-__all__ = ["Up", "attach", "down", "down_all", "foreign_namespaces", "restart", "up"]
+__all__ = ["Up", "attach", "down", "down_all", "down_stray", "restart", "sweep", "up"]

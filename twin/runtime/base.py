@@ -22,6 +22,10 @@ with pyroute2, starting its endpoint) goes through the runtime's `kernel`:
 None means the machine's Linux kernel (twin.lab.kernel); the in-memory fake
 brings a model of one, so unit tests run the real phases.
 
+Every resource a runtime creates carries the lab's owner (twin.owner), and
+`inventory` lists the runtime's resources on the whole machine with their
+owners, so `twin down --all` and `--stray` remove what is theirs only.
+
 Runtimes register by name in RUNTIMES; `get_runtime` names the valid ones
 when a lookup misses.
 """
@@ -39,6 +43,7 @@ from twin import nsenter
 from twin.errors import UsageError
 from twin.fabric.model import Link
 from twin.fabric.plan import NodePlan
+from twin.owner import Owner
 from twin.state import run_root
 
 
@@ -46,9 +51,10 @@ class Runtime(ABC):
     name: ClassVar[str]
     kernel: ClassVar[object | None] = None  # None: Linux; a model of one (the fake)
 
-    def __init__(self, lab: str, build_dir: str | None = None):
+    def __init__(self, lab: str, build_dir: str | None = None, owner: Owner | None = None):
         self.lab = lab
         self.build_dir = build_dir  # where the rendered topology lives (container runtimes)
+        self.owner = owner or Owner.here(lab, "")  # what every resource it makes carries
 
     @classmethod
     def unavailable(cls) -> str | None:
@@ -113,15 +119,35 @@ class Runtime(ABC):
         """Why leftovers cannot even be looked for (cleanup needs less than deploying)."""
         return cls.unavailable()
 
+    def resource_name(self, node: str) -> str:
+        """The machine-wide name of the node's resource (namespace, container)."""
+        return node
+
     @classmethod
-    def leftovers(cls) -> list[str]:
-        """Resources of this runtime that belong to no known lab (for `down --all`)."""
+    def inventory(cls) -> list[Resource]:
+        """Every resource of this runtime on the machine, whoever owns it."""
         return []
 
     @classmethod
-    def remove_leftovers(cls, names: list[str]) -> None:
-        """Remove what `leftovers` found; runtimes that find nothing have nothing to do."""
+    def remove_resources(cls, resources: list[Resource]) -> None:
+        """Remove resources `inventory` listed (with what is inside them)."""
         return None
+
+
+@dataclass(frozen=True)
+class Resource:
+    """One thing a twin made, found on the machine: its owner None if it carries none."""
+
+    runtime: str
+    kind: str  # namespace | container | process
+    name: str
+    owner: Owner | None
+
+    def to_dict(self) -> dict:
+        return {"runtime": self.runtime, "kind": self.kind, "name": self.name,
+                "owner": None if self.owner is None else {
+                    "run_dir": self.owner.run_dir, "lab": self.owner.lab,
+                    "lab_id": self.owner.lab_id}}
 
 
 @dataclass(frozen=True)
@@ -150,13 +176,14 @@ def register(cls: type[Runtime]) -> type[Runtime]:
 AUTO_ORDER = ["containerlab", "docker", "netns"]
 
 
-def get_runtime(name: str, lab: str, build_dir: str | None = None) -> Runtime:
+def get_runtime(name: str, lab: str, build_dir: str | None = None,
+                owner: Owner | None = None) -> Runtime:
     try:
         cls = RUNTIMES[name]
     except KeyError:
         valid = ", ".join(["auto", *sorted(RUNTIMES)])
         raise UsageError(f"unknown runtime {name!r}; valid runtimes: {valid}") from None
-    return cls(lab, build_dir)
+    return cls(lab, build_dir, owner)
 
 
 def pick_runtime(requested: str) -> tuple[str, str]:

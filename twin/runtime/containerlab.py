@@ -14,6 +14,8 @@ import shutil
 import subprocess
 from pathlib import Path
 
+import yaml
+
 from twin import dockerd, nsenter
 from twin.errors import CommandFailed
 from twin.fabric.model import Link
@@ -39,7 +41,17 @@ class ContainerlabRuntime(DockerRuntime):
         return "its containers are found and removed by the docker runtime's cleanup"
 
     def _topology_file(self) -> Path:
-        return Path(self.build_dir) / f"{self.lab}.clab.yml"
+        """The rendered topology with the owner's labels on every node, beside it (so
+        its relative binds still resolve): what containerlab deploys and destroys."""
+        rendered = Path(self.build_dir) / f"{self.lab}.clab.yml"
+        owned = rendered.with_name(f"{self.lab}.owned.clab.yml")
+        topo = yaml.safe_load(rendered.read_text())
+        for node in topo["topology"]["nodes"].values():
+            node["labels"] = {**(node.get("labels") or {}), **self.owner.labels()}
+        text = yaml.safe_dump(topo, sort_keys=False)
+        if not owned.exists() or owned.read_text() != text:
+            owned.write_text(text)
+        return owned
 
     def _clab(self, *args: str, timeout: float = 900) -> None:
         argv = [BINARY, *args, "-t", str(self._topology_file())]
@@ -75,7 +87,8 @@ class ContainerlabRuntime(DockerRuntime):
     def destroy(self, nodes: list[str]) -> list[str]:
         there = self.existing(nodes)
         whole_lab = set(there) >= set(self._all_nodes())
-        if there and whole_lab and self._topology_file().exists():
+        rendered = Path(self.build_dir) / f"{self.lab}.clab.yml"
+        if there and whole_lab and rendered.exists():
             try:
                 self._clab("destroy", "--cleanup", timeout=300)
             except CommandFailed:

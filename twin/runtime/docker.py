@@ -3,7 +3,8 @@ containerlab topology, named and labelled the way containerlab does it.
 
     container   clab-<lab>-<node>, hostname <node>, network mode `none`
     labels      containerlab=<lab>, clab-node-name=<node>, clab-node-kind=linux, ...
-                plus the topology's own mrc-twin.* labels
+                plus the topology's own mrc-twin.* labels, and the owner's:
+                mrc-twin.run-dir, mrc-twin.lab, mrc-twin.lab-id (twin.owner)
     caps        NET_ADMIN, NET_RAW, SYS_ADMIN (not --privileged: this kernel's
                 bounding set lacks CAP_SYS_RESOURCE, so privileged containers fail)
     binds       the topology's binds, relative paths resolved against its directory
@@ -30,14 +31,14 @@ from twin.errors import LabError, RuntimeMissing
 from twin.fabric.model import Link
 from twin.fabric.plan import NodePlan
 from twin.fabric.render import CODE_MOUNT, CONFIG_MOUNT
-from twin.runtime.base import NodeView, Runtime, register
+from twin.owner import Owner
+from twin.runtime.base import NodeView, Resource, Runtime, register
 from twin.state import run_root
 
 CAPS = ["NET_ADMIN", "NET_RAW", "SYS_ADMIN"]
 PREFIX = "clab"
 WORKERS = 4  # the engine serialises much of container creation; more threads buy nothing
-TWIN_LABEL = "mrc-twin.lab"
-RUN_DIR_LABEL = "mrc-twin.run-dir"  # whose it is: `down --all` sweeps only its own
+TWIN_LABEL = "mrc-twin.lab"  # every container twin makes has it
 NODE_RUN_DIR = "/run/mrc-twin"  # inside a container: bind-mounted from the lab's run dir
 
 
@@ -101,6 +102,9 @@ class DockerRuntime(Runtime):
     def container_name(self, node: str) -> str:
         return f"{PREFIX}-{self.lab}-{node}"
 
+    def resource_name(self, node: str) -> str:
+        return self.container_name(node)
+
     # -- create ---------------------------------------------------------------
 
     def _labels(self, node: str, spec: dict, topo_file: Path) -> dict[str, str]:
@@ -113,7 +117,7 @@ class DockerRuntime(Runtime):
             "clab-node-group": spec.get("group", ""),
             "clab-topo-file": str(topo_file),
             "mrc-twin.runtime": self.name,
-            RUN_DIR_LABEL: str(run_root().resolve()),
+            **self.owner.labels(),
         })
         return labels
 
@@ -223,19 +227,20 @@ class DockerRuntime(Runtime):
         return [_node_of(c) for c in doomed]
 
     @classmethod
-    def leftovers(cls) -> list[str]:
+    def inventory(cls) -> list[Resource]:
+        """Every container twin made (the mrc-twin.lab label), with its owner's labels."""
         c = dockerd.client(timeout=10)
         if c is None:
             return []
-        mine = f"{RUN_DIR_LABEL}={run_root().resolve()}"
-        found = c.containers.list(all=True, sparse=True, filters={"label": [TWIN_LABEL, mine]})
-        return [x.attrs["Names"][0].lstrip("/") for x in found]
+        found = c.containers.list(all=True, sparse=True, filters={"label": TWIN_LABEL})
+        return [Resource(cls.name, "container", x.attrs["Names"][0].lstrip("/"),
+                         Owner.from_labels(x.attrs.get("Labels") or {})) for x in found]
 
     @classmethod
-    def remove_leftovers(cls, names: list[str]) -> None:
+    def remove_resources(cls, resources: list[Resource]) -> None:
         c = dockerd.client()
         if c is not None:
-            _remove([c.containers.get(n) for n in names if _exists(c, n)])
+            _remove([c.containers.get(r.name) for r in resources if _exists(c, r.name)])
 
 
 def _node_of(container) -> str | None:

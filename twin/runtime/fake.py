@@ -9,6 +9,9 @@ The model keeps what the phases change and look at, per node:
                  as nft does)
     configured   how many times the node's plan was applied
     endpoint     whether its MRC endpoint runs (dies with the node)
+    owner        the lab owner it was created for (twin.owner), so the
+                 ownership rules of `down --all` and `down --stray` are tested
+                 here as on a machine (its `inventory` is every fake node)
 
 `exec` understands the commands twin sends (`ip link set`, `ip -j link show`,
 `nft -f -`, `nft delete table`, `nft list tables`); any other command fails
@@ -29,7 +32,8 @@ from dataclasses import dataclass, field
 from twin.errors import CommandFailed, LabError
 from twin.fabric.model import Link
 from twin.fabric.plan import NodePlan
-from twin.runtime.base import Runtime, register
+from twin.owner import Owner
+from twin.runtime.base import Resource, Runtime, register
 
 
 @dataclass
@@ -44,6 +48,7 @@ class FakeNode:
     nft: dict[str, list[str]] = field(default_factory=dict)  # table -> rules loaded
     configured: int = 0
     endpoint: bool = False
+    owner: Owner | None = None
 
 
 # Shared across instances, as a kernel would be: lab -> node -> FakeNode
@@ -87,8 +92,18 @@ class FakeRuntime(Runtime):
         cls.fail_at = {}
 
     @classmethod
-    def unavailable_for_cleanup(cls) -> str | None:
-        return "in memory: nothing outlives the process"
+    def inventory(cls) -> list[Resource]:
+        return [Resource(cls.name, "node", f"{lab}/{name}", node.owner)
+                for lab, nodes in sorted(WORLD.items()) for name, node in sorted(nodes.items())]
+
+    @classmethod
+    def remove_resources(cls, resources: list[Resource]) -> None:
+        for r in resources:
+            lab, node = r.name.split("/", 1)
+            cls(lab).destroy([node])
+
+    def resource_name(self, node: str) -> str:
+        return f"{self.lab}/{node}"
 
     def world(self) -> dict[str, FakeNode]:
         return WORLD.setdefault(self.lab, {})
@@ -113,7 +128,7 @@ class FakeRuntime(Runtime):
     def create_nodes(self, nodes: list[NodePlan]) -> None:
         for n in nodes:
             self._count("create", n.name)
-            self.world()[n.name] = FakeNode()
+            self.world()[n.name] = FakeNode(owner=self.owner)
 
     def wire_links(self, links: list[Link]) -> None:
         for lk in links:

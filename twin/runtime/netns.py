@@ -4,7 +4,9 @@ Needs only root and iproute2. Namespaces are named `twin-<lab>-<node>`, so
 `ip netns list` shows which lab each belongs to. Nodes and links are created
 in bulk with one `ip -batch` each; a veth is created with both ends already
 in their namespaces, so no half-wired interface ever appears in the root
-namespace.
+namespace. A namespace file cannot carry a label, so each one's owner is
+recorded in /run/mrc-twin/netns/<namespace>.json before it is created
+(twin.owner), and removed after it is gone.
 """
 
 from __future__ import annotations
@@ -15,11 +17,11 @@ import signal
 import subprocess
 import time
 
-from twin import nsenter
+from twin import nsenter, owner
 from twin.errors import CommandFailed
 from twin.fabric.model import Link
 from twin.fabric.plan import NodePlan
-from twin.runtime.base import Runtime, register
+from twin.runtime.base import Resource, Runtime, register
 
 PREFIX = "twin-"
 NETNS_DIR = "/run/netns"
@@ -111,8 +113,13 @@ class NetnsRuntime(Runtime):
     def netns_path(self, node: str) -> str:
         return f"{NETNS_DIR}/{self.ns_name(node)}"
 
+    def resource_name(self, node: str) -> str:
+        return self.ns_name(node)
+
     def create_nodes(self, nodes: list[NodePlan]) -> None:
-        _ip_batch([f"netns add {self.ns_name(n.name)}" for n in nodes])
+        names = [self.ns_name(n.name) for n in nodes]
+        owner.record_namespaces(self.owner, names)  # before: a crash leaves them owned
+        _ip_batch([f"netns add {ns}" for ns in names])
         for n in nodes:  # before any link exists, so new interfaces inherit the defaults
             with nsenter.inside(self.netns_path(n.name)):
                 nsenter.write_sysctls(list(n.node_sysctls))
@@ -140,18 +147,26 @@ class NetnsRuntime(Runtime):
     def destroy(self, nodes: list[str]) -> list[str]:
         there = self.existing(nodes)
         remove_namespaces([self.ns_name(n) for n in there])
+        owner.forget_namespaces([self.ns_name(n) for n in nodes])
         return there
 
     @classmethod
-    def leftovers(cls) -> list[str]:
-        """None: a namespace carries no owner, so one no lab of this run directory knows
-        may be another checkout's or user's lab. (A crashed `up` is known: its state is
-        written before anything is created.) `twin down --all` names them instead."""
-        return []
+    def inventory(cls) -> list[Resource]:
+        """Every twin-* namespace, with the owner its record names (None: no record).
+        Records whose namespace is gone and whose owner is too are dropped as they
+        are found (a live owner's record may precede its namespace by a moment)."""
+        present = leftover_namespaces()
+        orphans = [ns for ns in sorted(set(owner.recorded_namespaces()) - set(present))
+                   if (o := owner.namespace_owner(ns)) is None or o.stray_because()]
+        owner.forget_namespaces(orphans)
+        return [Resource(cls.name, "namespace", ns, owner.namespace_owner(ns))
+                for ns in present]
 
     @classmethod
-    def remove_leftovers(cls, names: list[str]) -> None:
+    def remove_resources(cls, resources: list[Resource]) -> None:
+        names = [r.name for r in resources]
         remove_namespaces(names)
+        owner.forget_namespaces(names)
 
 
 def remove_namespaces(names: list[str]) -> None:
