@@ -22,7 +22,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from twin import owner
+from twin import owner, unixsock
 from twin.errors import LabError
 
 READY_S = 20.0
@@ -36,7 +36,7 @@ class EndpointClient:
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.sock.settimeout(timeout)
         try:
-            self.sock.connect(path)
+            unixsock.connect(self.sock, path)
         except OSError as e:
             self.sock.close()
             raise LabError(f"endpoint at {path} does not answer: {e.strerror}") from None

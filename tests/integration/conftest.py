@@ -1,7 +1,11 @@
-"""Integration tiers share one run directory per session, so a module can keep
-one lab up across its tests. Every lab a test brings up, it takes down."""
+"""Integration tiers share one run directory per session (never the default
+/run/twin), so a module can keep one lab up across its tests. Every lab a
+test brings up, it takes down; every lab name is the test's own: a prefix
+and a random suffix, so a user's lab, another checkout's test run and ours
+never meet (namespace and container names are machine-wide)."""
 
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -15,20 +19,33 @@ from twin.runtime.netns import leftover_namespaces
 
 FABRICS = Path(__file__).resolve().parents[2] / "lab" / "fabrics"
 # The built-in fabrics under the tests' own lab names: a user's mrc-4p (`make lab-up`)
-# is never in the way of `make test`, and never touched by it. TWIN_TEST_SUFFIX keeps
-# two checkouts' test runs apart on one machine (namespace names are machine-wide).
-_SUFFIX = os.environ.get("TWIN_TEST_SUFFIX", "")
-LAB4, LAB8 = f"test-mrc-4p{_SUFFIX}", f"test-mrc-8p{_SUFFIX}"
+# is never in the way of `make test`, and never touched by it. The suffix is random per
+# session (TWIN_TEST_SUFFIX fixes it, to find a run's leftovers by name).
+SUFFIX = os.environ.get("TWIN_TEST_SUFFIX") or f"-{secrets.token_hex(3)}"
+LAB4, LAB8 = f"test-mrc-4p{SUFFIX}", f"test-mrc-8p{SUFFIX}"
 BUILTIN = {LAB4: "mrc-4p", LAB8: "mrc-8p"}
 
 
-def own_spec(where: Path, lab: str) -> str:
-    """Write the built-in fabric behind test lab `lab` into `where`, renamed; its path."""
-    builtin = BUILTIN[lab]
+def lab_name(prefix: str) -> str:
+    """A lab name of this test session's own."""
+    return f"{prefix}{SUFFIX}"
+
+
+def own_spec(where: Path, lab: str, builtin: str | None = None) -> str:
+    """Write the built-in fabric behind test lab `lab` (or `builtin`) into `where`,
+    renamed to `lab`; its path."""
+    builtin = builtin or BUILTIN[lab]
     path = Path(where) / f"{lab}.yml"
     path.write_text((FABRICS / f"{builtin}.yml").read_text().replace(
         f"name: {builtin}\n", f"name: {lab}\n", 1))
     return str(path)
+
+
+def pytest_collection_modifyitems(config, items):
+    """`first` tests run before every other, `last` after (test_users_lab.py)."""
+    rank = {"first": 0, "last": 2}
+    items.sort(key=lambda item: min((rank[m.name] for m in item.iter_markers()
+                                     if m.name in rank), default=1))
 
 
 @pytest.fixture(scope="session")

@@ -7,11 +7,20 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import LAB4, LAB8, kill_up_midway, own_spec, running_lab, set_env
+from tests.integration.conftest import (
+    LAB4,
+    LAB8,
+    kill_up_midway,
+    lab_name,
+    own_spec,
+    running_lab,
+    set_env,
+)
 from twin import dockerd
 from twin import faults as F
 from twin import lab as L
 from twin import traffic as T
+from twin.owner import Owner
 from twin.runtime.netns import leftover_namespaces
 from twin.verify import run_verify
 
@@ -162,20 +171,21 @@ def fake_containerlab(tmp_path, monkeypatch):
 @pytest.mark.docker
 def test_containerlab_runtime_against_the_contract_double(fake_containerlab, session_dirs):
     set_env(session_dirs)
-    spec = session_dirs / "clab4.yml"
-    spec.write_text((ROOT / "lab/fabrics/mrc-4p.yml").read_text().replace(
-        "name: mrc-4p", "name: clab4"))
-    state = L.up(str(spec), "auto").state  # auto prefers containerlab once it is on PATH
+    clab4 = lab_name("clab4")
+    spec = own_spec(session_dirs, clab4, "mrc-4p")
+    state = L.up(spec, "auto").state  # auto prefers containerlab once it is on PATH
     assert state.runtime == "containerlab"
     try:
-        att = L.attach("clab4")
-        assert len(containers_of("clab4")) == 20
+        att = L.attach(clab4)
+        assert len(containers_of(clab4)) == 20
+        c = dockerd.client().containers.get(f"clab-{clab4}-r0h0")
+        assert Owner.from_labels(c.labels) == state.owner  # deployed with its owner
         assert run_verify(att.runtime, att.plan).ok  # MTUs set by twin over clab's 9500
         assert L.restart(att, "t0-p3-r1")
         assert run_verify(att.runtime, att.plan).ok
     finally:
-        L.down("clab4")
-    assert containers_of("clab4") == []
+        L.down(clab4)
+    assert containers_of(clab4) == []
 
 
 def test_the_double_rejects_what_containerlab_would(tmp_path):

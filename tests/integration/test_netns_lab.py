@@ -12,6 +12,7 @@ from tests.integration.conftest import (
     LAB4,
     LAB8,
     kill_up_midway,
+    lab_name,
     namespaces_of,
     own_spec,
     running_lab,
@@ -135,10 +136,11 @@ def test_restart_of_a_switch_keeps_its_link_loss(lab4):
 
 def test_down_stops_processes_inside_the_lab(session_dirs):
     set_env(session_dirs)
+    tiny = lab_name("tiny")
     spec = session_dirs / "tiny.yml"
-    spec.write_text("name: tiny\nplanes: 2\nracks: 2\nhosts_per_rack: 1\nt1_per_plane: 1\n")
+    spec.write_text(f"name: {tiny}\nplanes: 2\nracks: 2\nhosts_per_rack: 1\nt1_per_plane: 1\n")
     L.up(str(spec), "netns")
-    rt = NetnsRuntime("tiny")
+    rt = NetnsRuntime(tiny)
     path = rt.netns_path("r0h0")
     sleeper = subprocess.Popen(["nsenter", f"--net={path}", "sleep", "300"])
     try:
@@ -146,12 +148,12 @@ def test_down_stops_processes_inside_the_lab(session_dirs):
         while sleeper.pid not in pids_in([path])[path] and time.monotonic() < deadline:
             time.sleep(0.05)
         assert sleeper.pid in pids_in([path])[path]
-        L.down("tiny")
+        L.down(tiny)
         assert sleeper.wait(timeout=5) is not None
     finally:
         if sleeper.poll() is None:
             sleeper.kill()
-    assert namespaces_of("tiny") == []
+    assert namespaces_of(tiny) == []
 
 
 def test_failed_up_removes_what_it_created(session_dirs, monkeypatch):

@@ -57,6 +57,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from twin import unixsock
 from twin.fabric.model import build_fabric
 from twin.fabric.paths import ENTROPY_SHIFT, ev_fields, route
 from twin.fabric.plan import nic_address
@@ -187,7 +188,7 @@ class Endpoint:
         if os.path.exists(control):
             os.unlink(control)
         self.ctl = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.ctl.bind(control)
+        unixsock.bind(self.ctl, control)  # a run dir of any depth
         self.ctl.listen(16)
         self.ctl.setblocking(False)
         self.sel = selectors.DefaultSelector()
