@@ -238,13 +238,18 @@ def link_loss(lab: Attached, text: str, percent: float) -> Fault:
                               percent))
 
 
-def link_up(lab: Attached, text: str) -> Fault | None:
-    """Revert the fault on a link. Also heals a link set down by hand (no fault
-    recorded): both ends up, both re-programmed."""
+def link_up(lab: Attached, text: str, force: bool = False) -> Fault | None:
+    """Revert the fault on a link. A link with no fault recorded is refused, unless
+    `force`: then it is healed as a link set down by hand would be (both ends up,
+    both re-programmed)."""
     ep = parse_endpoint(lab, text)
     link = lab.fabric.link_at(ep)
     faults = active(lab)
     fault = next((f for f in faults if f.link == link.id), None)
+    if fault is None and not force:
+        inforce = ", ".join(f.link for f in faults) or "none"
+        raise UsageError(f"link {link.id} has no fault in force (faults in force: {inforce}); "
+                         "--force brings both ends up and re-programs them anyway")
     if fault is not None:
         TYPES[fault.kind].revert(lab, fault)
     else:

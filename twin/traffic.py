@@ -121,6 +121,39 @@ class Run:
         }
 
 
+MAX_EVS = 4096  # entropy values per QP: the endpoint keeps a template per EV
+REGISTRABLE_SHARE = 0.5  # of the machine's available memory: every host's buffers are in it
+
+
+def registrable_bytes() -> int:
+    """What the hosts can register between them: a share of the memory this machine
+    has available (all of a lab's hosts, and their buffers, live in it)."""
+    try:
+        with open("/proc/meminfo") as f:
+            kib = next(int(line.split()[1]) for line in f if line.startswith("MemAvailable:"))
+    except (OSError, StopIteration, ValueError):
+        return 1 << 62  # unknown: let the endpoint refuse what it cannot have
+    return int(kib * 1024 * REGISTRABLE_SHARE)
+
+
+def check_fits(flows: list[Flow]) -> None:
+    """Refuse, before any endpoint allocates, flows whose buffers (a source and a
+    destination per flow) cannot all be registered at once."""
+    need = sum(2 * f.size for f in flows)
+    limit = registrable_bytes()
+    if need > limit:
+        many = len(flows) != 1
+        raise UsageError(f"{len(flows)} flow{'s' if many else ''} of {_gib(flows[0].size)} "
+                         f"need{'' if many else 's'} {_gib(need)} of registered buffers (a "
+                         f"source and a destination each); the hosts can register "
+                         f"{_gib(limit)} ({REGISTRABLE_SHARE:.0%} of this machine's available "
+                         "memory): use a smaller --size")
+
+
+def _gib(n: int) -> str:
+    return f"{n / 2**30:.1f} GiB" if n >= 2**30 else f"{n / 2**20:.0f} MiB"
+
+
 def flows_for(pattern: str, hosts: list[str], size: int, src: str | None = None,
               dst: str | None = None) -> list[Flow]:
     if pattern == "bulk":
@@ -145,6 +178,7 @@ def run(rt, pattern: str, flows: list[Flow], mode: str = "mrc", *, evs: int = 12
     after the first write, action); an action applies a fault and says what it did."""
     if mode not in MODES:
         raise UsageError(f"unknown mode {mode!r}; modes: {', '.join(MODES)}")
+    check_fits(flows)
     hosts = sorted({f.src for f in flows} | {f.dst for f in flows})
     clients = {h: endpoints.client(rt, h) for h in hosts}
     result = Run(pattern, mode, flows)

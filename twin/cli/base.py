@@ -79,6 +79,25 @@ def sigterm_as_interrupt() -> None:
 
 
 class TwinGroup(click.Group):
+    def main(self, *args, **kwargs):
+        """Bad arguments (an unknown option, a misspelled choice) get one line too."""
+        try:
+            return super().main(*args, **{**kwargs, "standalone_mode": False})
+        except click.exceptions.NoArgsIsHelpError as e:  # `twin`, `twin fault`: the help
+            click.echo(e.ctx.get_help() if e.ctx else str(e))
+            sys.exit(0)
+        except click.UsageError as e:
+            where = e.ctx.command_path if e.ctx else "twin"
+            err.print(f"[red]error:[/red] {e.format_message()} (see `{where} --help`)",
+                      highlight=False)
+            sys.exit(e.exit_code)
+        except click.ClickException as e:
+            err.print(f"[red]error:[/red] {e.format_message()}", highlight=False)
+            sys.exit(e.exit_code)
+        except click.Abort:
+            err.print("[yellow]aborted[/yellow]")
+            sys.exit(1)
+
     def invoke(self, ctx):
         try:
             return super().invoke(ctx)

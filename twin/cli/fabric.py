@@ -85,10 +85,18 @@ def paths(spec, src, dst, ev, as_json):
         if not f.has_node(h) or f.node(h).is_switch:
             raise UsageError(f"{h!r} is not a host of {c.spec.name} (hosts: "
                              f"{', '.join(x.name for x in f.hosts)})")
+    if src == dst:
+        raise UsageError(f"{src} to itself is no path: SRC and DST must be two different hosts")
     s, d = f.node(src), f.node(dst)
+    if ev is not None:
+        try:
+            ev_value = int(ev, 0)
+        except ValueError:
+            raise UsageError(f"--ev {ev!r}: give an entropy value in decimal or 0x.. "
+                             "hex, e.g. 0x12345") from None
     try:
         if ev is not None:
-            found = [P.path_for_ev(f, s, d, int(ev, 0))]
+            found = [P.path_for_ev(f, s, d, ev_value)]
         else:
             found = [p for p in P.host_pairs_paths(f) if p.src == src and p.dst == dst]
     except ValueError as e:

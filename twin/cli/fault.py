@@ -43,14 +43,17 @@ def fault_link_loss(endpoint, percent, lab):
 
 @fault.command("link-up")
 @click.argument("endpoint")
+@click.option("--force", is_flag=True,
+              help="Heal a link with no fault recorded (set down by hand): both ends up, "
+                   "both re-programmed.")
 @click.option("--lab", default=None)
-def fault_link_up(endpoint, lab):
+def fault_link_up(endpoint, force, lab):
     """Revert a fault on a link: bring it back up and re-program both ends, or
     remove its loss rule."""
     att = L.attach(lab)
-    f = F.link_up(att, endpoint)
+    f = F.link_up(att, endpoint, force)
     link = att.fabric.link_at(F.parse_endpoint(att, endpoint))
-    out.print(f"link {link.id} up" + ("" if f else " (no fault was recorded; healed anyway)"))
+    out.print(f"link {link.id} up" + ("" if f else " (no fault was recorded; healed)"))
 
 
 @fault.command("list")

@@ -233,19 +233,32 @@ def verify(lab, as_json, junit, no_dataplane):
     Failed probes are cross-checked to name the suspect links.
     """
     att = L.attach(lab)
+    if junit:
+        _check_writable(junit, "--junit")  # before minutes of probing, not after
     steps = RichSteps() if not as_json else Steps()
     try:
         report = run_verify(att.runtime, att.plan, dataplane=not no_dataplane, steps=steps)
     finally:
         steps.done()
     if junit:
-        Path(junit).write_text(report.junit())
+        try:
+            Path(junit).write_text(report.junit())
+        except OSError as e:
+            raise UsageError(f"--junit {junit}: {e.strerror}") from None
     if as_json:
         emit_json(report.to_dict())
     else:
         _print_report(report)
     if not report.ok:
         sys.exit(1)
+
+
+def _check_writable(path: str, option: str) -> None:
+    parent = Path(path).resolve().parent
+    if not parent.is_dir():
+        raise UsageError(f"{option} {path}: directory {parent} does not exist")
+    if not os.access(parent, os.W_OK):
+        raise UsageError(f"{option} {path}: directory {parent} is not writable")
 
 
 def _print_report(report) -> None:

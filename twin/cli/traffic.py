@@ -56,12 +56,15 @@ def traffic(pattern, src, dst, size, mode, evs, cut, cut_at, lab, as_json):
     """
     from twin import traffic as T
 
+    if not 1 <= evs <= T.MAX_EVS:
+        raise UsageError(f"--evs must be 1 to {T.MAX_EVS} entropy values per QP (got {evs})")
     att = L.attach(lab)
     hosts = [h.name for h in att.fabric.hosts]
     for h in (src, dst):
         if h is not None and h not in hosts:
             raise UsageError(f"{h!r} is not a host of {att.state.lab} ({', '.join(hosts)})")
     flows = T.flows_for(pattern, hosts, _size(size), src, dst)
+    att.require_whole()
     scheduled, applied = [], []
     if cut:
         link = att.fabric.link_at(F.parse_endpoint(att, cut))  # bad NODE:IF: fail now
@@ -129,7 +132,11 @@ def stats(host, lab, prometheus, as_json):
     from twin.mrc.stats import EndpointStats
 
     att = L.attach(lab)
-    hosts = [host] if host else [h.name for h in att.fabric.hosts]
+    every = [h.name for h in att.fabric.hosts]
+    if host is not None and host not in every:
+        raise UsageError(f"no host {host!r} in lab {att.lab} (hosts: {', '.join(every)})")
+    hosts = [host] if host else every
+    att.require_whole(hosts)
     texts: dict[str, str] = {}
     data: dict[str, EndpointStats] = {}
     reply_ids = {}

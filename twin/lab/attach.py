@@ -40,6 +40,21 @@ class Attached:
     def node(self, name: str) -> Node:
         return require_node(self.fabric, name)
 
+    def require_whole(self, nodes: list[str] | None = None) -> None:
+        """Refuse to work on a lab that is not (or no longer) all there: one still
+        coming up, or whose nodes (these, or all) are partly gone."""
+        if self.state.phase != "up":
+            raise UsageError(f"lab {self.lab} is {self.state.phase}, not up; wait for its "
+                             f"`twin up`, or `twin down {self.lab}`")
+        wanted = nodes or list(self.plan.nodes)
+        present = set(self.runtime.existing(wanted))
+        missing = [n for n in wanted if n not in present]
+        if missing:
+            raise UsageError(f"lab {self.lab} is half down: {len(missing)} of {len(wanted)} "
+                             f"nodes are missing ({', '.join(missing[:4])}"
+                             f"{' ...' if len(missing) > 4 else ''}); see `twin status "
+                             f"{self.lab}`, and `twin down {self.lab}` to remove the rest")
+
 
 def resolve_lab(lab: str | None) -> str:
     labs = known_labs()

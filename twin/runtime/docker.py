@@ -72,8 +72,8 @@ def resolve_bind(bind: str, base: Path) -> tuple[str, dict]:
 class DockerRuntime(Runtime):
     name = "docker"
 
-    def __init__(self, lab: str, build_dir: str | None = None):
-        super().__init__(lab, build_dir)
+    def __init__(self, lab: str, build_dir: str | None = None, owner: Owner | None = None):
+        super().__init__(lab, build_dir, owner)
         self._pids: dict[str, int] = {}
         self._docker = None
 
