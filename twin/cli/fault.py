@@ -29,7 +29,7 @@ def fault_link_down(endpoint, both, lab):
     out.print(f"link {f.link} down (set down: {', '.join(map(str, f.ends))})")
 
 
-@fault.command("link-loss")
+@fault.command("link-loss", context_settings={"ignore_unknown_options": True})  # PERCENT -5
 @click.argument("endpoint")
 @click.argument("percent", type=float)
 @click.option("--lab", default=None)
