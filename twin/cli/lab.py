@@ -104,7 +104,8 @@ def down(lab, all_, stray, yes, dry_run, as_json):
         if not removed:
             out.print("nothing to remove")
         for name, nodes in removed.items():
-            out.print(f"removed {name}: {len(nodes)} nodes")
+            what = "resources" if name.startswith("(") else "nodes"
+            out.print(f"removed {name}: {len(nodes)} {what}")
         _left_alone(found)
         return
     name = L.resolve_lab(lab)
@@ -173,10 +174,12 @@ def status(lab, as_json):
     if not labs:
         out.print("no lab is up (start one with `twin up mrc-4p`)")
         return
+    out.print(f"[dim]run directory {labs[0]['run_dir']}[/dim]")
     for s in labs:
         running = sum(n["state"] == "running" for n in s["nodes"])
-        out.print(f"[bold]{s['lab']}[/bold]  runtime {s['runtime']}  phase {s['phase']}  "
-                  f"{running}/{len(s['nodes'])} nodes running  spec {s['spec']}")
+        out.print(f"[bold]{s['lab']}[/bold]  id {s['id'] or '-'}  runtime {s['runtime']}  "
+                  f"phase {s['phase']}  {running}/{len(s['nodes'])} nodes running  "
+                  f"spec {s['spec']}")
         t = Table(show_edge=False, box=None, pad_edge=False)
         for col in ("node", "runtime", "state", "image"):
             t.add_column(col)
