@@ -192,12 +192,13 @@ def test_mrc_8p_comes_up_and_verifies(session_dirs):
 
 def test_rates_are_shaped_with_tbf_and_verified(session_dirs):
     set_env(session_dirs)
+    shaped = lab_name("shaped")
     spec = session_dirs / "shaped.yml"
-    spec.write_text("name: shaped\nplanes: 2\nracks: 2\nhosts_per_rack: 1\nt1_per_plane: 1\n"
+    spec.write_text(f"name: {shaped}\nplanes: 2\nracks: 2\nhosts_per_rack: 1\nt1_per_plane: 1\n"
                     "nic_ports: 1\nrate: {host: 200mbit, fabric: 1gbit}\n")
     L.up(str(spec), "netns")
     try:
-        att = L.attach("shaped")
+        att = L.attach(shaped)
         qdisc = att.runtime.exec("t0-p0-r0", ["tc", "qdisc", "show", "dev", "eth2"]).stdout
         assert "tbf" in qdisc and "rate 1Gbit" in qdisc
         report = run_verify(att.runtime, att.plan)
@@ -208,26 +209,27 @@ def test_rates_are_shaped_with_tbf_and_verified(session_dirs):
         bad = run_verify(att.runtime, att.plan, dataplane=False)
         assert [n.node for n in bad.nodes if not n.ok] == ["r0h0"]
     finally:
-        L.down("shaped")
+        L.down(shaped)
 
 
 def test_up_refuses_to_adopt_namespaces_it_did_not_create(session_dirs):
     set_env(session_dirs)
+    clash = lab_name("clash")
     spec = session_dirs / "clash.yml"
-    spec.write_text("name: clash\nplanes: 1\nracks: 1\nhosts_per_rack: 1\nt1_per_plane: 1\n")
-    subprocess.run(["ip", "netns", "add", "twin-clash-r0h0"], check=True)
+    spec.write_text(f"name: {clash}\nplanes: 1\nracks: 1\nhosts_per_rack: 1\nt1_per_plane: 1\n")
+    subprocess.run(["ip", "netns", "add", f"twin-{clash}-r0h0"], check=True)
     try:
-        with pytest.raises(UsageError, match="already exist"):
+        with pytest.raises(UsageError, match="already exist.*nobody owns them"):
             L.up(str(spec), "netns")
-        assert namespaces_of("clash") == ["twin-clash-r0h0"]  # untouched
+        assert namespaces_of(clash) == [f"twin-{clash}-r0h0"]  # untouched
     finally:
-        subprocess.run(["ip", "netns", "del", "twin-clash-r0h0"], check=True)
+        subprocess.run(["ip", "netns", "del", f"twin-{clash}-r0h0"], check=True)
 
 
 def test_down_all_never_touches_a_lab_this_run_directory_does_not_own(session_dirs):
     """A colleague's lab (here: a namespace another run directory made) survives
     `twin down --all`, which names it instead of removing it."""
-    theirs = "twin-someone-elses-lab-r0h0"
+    theirs = f"twin-{lab_name('someone-elses')}-r0h0"
     mine = {"TWIN_RUN_DIR": str(session_dirs / "down-all-alone")}  # no lab of the module's
     subprocess.run(["ip", "netns", "add", theirs], check=True, timeout=10)
     try:
@@ -235,6 +237,6 @@ def test_down_all_never_touches_a_lab_this_run_directory_does_not_own(session_di
         assert result.exit_code == 0, result.output
         assert theirs in subprocess.run(["ip", "netns", "list"], capture_output=True,
                                         text=True, check=True, timeout=10).stdout
-        assert "left alone" in result.output and "twin-" in result.output
+        assert "stray resources nobody owns" in result.output  # named, not removed
     finally:
         subprocess.run(["ip", "netns", "del", theirs], check=False, timeout=10)

@@ -78,10 +78,13 @@ def _print_next_steps(lab: str) -> None:
 @click.option("--stray", is_flag=True,
               help="What nobody owns any more: resources whose run directory is gone or "
                    "does not know their lab's id. Lists them, then asks.")
+@click.option("--ownerless", is_flag=True,
+              help="With --stray: also what carries no owner at all (a twin from before "
+                   "owners made it, or not twin).")
 @click.option("--yes", is_flag=True, help="With --stray: do not ask.")
 @click.option("--dry-run", is_flag=True, help="With --stray: only list.")
 @click.option("--json", "as_json", is_flag=True, help="With --stray --dry-run: list as JSON.")
-def down(lab, all_, stray, yes, dry_run, as_json):
+def down(lab, all_, stray, ownerless, yes, dry_run, as_json):
     """Remove a lab: its nodes, links, processes, faults and state.
 
     \b
@@ -93,10 +96,10 @@ def down(lab, all_, stray, yes, dry_run, as_json):
     """
     if sum(map(bool, (lab, all_, stray))) > 1:
         raise UsageError("give one of LAB, --all or --stray")
-    if (yes or dry_run or as_json) and not stray:
-        raise UsageError("--yes, --dry-run and --json go with --stray")
+    if (yes or dry_run or as_json or ownerless) and not stray:
+        raise UsageError("--yes, --dry-run, --ownerless and --json go with --stray")
     if stray:
-        _down_stray(yes, dry_run, as_json)
+        _down_stray(yes, dry_run, as_json, ownerless)
         return
     if all_:
         found = L.sweep.inventory()
@@ -119,14 +122,20 @@ def _left_alone(found) -> None:
         labs = sorted({str(r.owner) for r in others})
         out.print(f"left alone: {len(others)} resources of {len(labs)} live labs of other run "
                   f"directories ({'; '.join(labs[:3])}{' ...' if len(labs) > 3 else ''})")
-    strays = [s for s in L.sweep.stray(found) if not (s.resource.owner and s.resource.owner.mine)]
+    strays = [s for s in L.sweep.stray(found, ownerless=True)
+              if not (s.resource.owner and s.resource.owner.mine)]
     if strays:
         out.print(f"left alone: {len(strays)} stray resources nobody owns; see "
                   "`twin down --stray --dry-run`")
 
 
-def _down_stray(yes: bool, dry_run: bool, as_json: bool) -> None:
-    found = L.sweep.stray()
+def _down_stray(yes: bool, dry_run: bool, as_json: bool, ownerless: bool) -> None:
+    everything = L.sweep.inventory()
+    found = L.sweep.stray(everything, ownerless)
+    unowned = [] if ownerless else L.sweep.ownerless(everything)
+    if unowned and not as_json:
+        out.print(f"left alone: {len(unowned)} resources that carry no owner (e.g. "
+                  f"{unowned[0].name}); --ownerless takes them too")
     if as_json:
         if not dry_run:
             raise UsageError("--json lists only: add --dry-run")

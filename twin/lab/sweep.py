@@ -7,7 +7,9 @@
     leftovers   resources this run directory owns that no lab of it knows
                 (a `twin up` killed before it could roll back, a lost lab.json)
     stray       resources whose owner is gone: its run directory no longer
-                exists or does not know the lab's id; or that carry no owner
+                exists or does not know the lab's id
+    ownerless   resources that carry no owner (a twin from before owners, or
+                not twin's): removed only when asked for by name of the option
     others      the live labs of other run directories: listed, never touched
 """
 
@@ -44,15 +46,22 @@ def leftovers(found: list[Resource] | None = None) -> list[Resource]:
             if r.owner is not None and r.owner.mine and r.owner.stray_because()]
 
 
-def stray(found: list[Resource] | None = None) -> list[Stray]:
+def stray(found: list[Resource] | None = None, ownerless: bool = False) -> list[Stray]:
+    """Resources whose owner is gone; with `ownerless`, also those that carry none
+    (a twin from before owners made them, or not twin: only on request)."""
     out = []
     for r in inventory() if found is None else found:
         if r.owner is None:
-            out.append(Stray(r, "carries no owner (made by a twin from before owners, "
-                                "or not by twin)"))
+            if ownerless:
+                out.append(Stray(r, "carries no owner (made by a twin from before owners, "
+                                    "or not by twin)"))
         elif why := r.owner.stray_because():
             out.append(Stray(r, why))
     return out
+
+
+def ownerless(found: list[Resource] | None = None) -> list[Resource]:
+    return [r for r in (inventory() if found is None else found) if r.owner is None]
 
 
 def others(found: list[Resource] | None = None) -> list[Resource]:
