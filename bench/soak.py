@@ -197,10 +197,11 @@ class ChaosThread:
         if self._thread.is_alive():
             raise SoakFailed(f"the chaos thread did not stop within {timeout:.0f}s")
 
-    def faults_between(self, t0: float, t1: float) -> list[str]:
-        """The faults in force at some time in [t0, t1], as applied."""
+    def faults_between(self, t0: float, t1: float) -> list[dict]:
+        """The faults in force at some time in [t0, t1]: what, applied at t, reverted at."""
         gone = {e["id"]: e["t"] for e in self.log if e["op"] == "revert"}
-        return [e["what"] for e in self.log if e["op"] == "apply" and e["t"] <= t1
+        return [{"what": e["what"], "t": e["t"], "until": gone.get(e["id"])}
+                for e in self.log if e["op"] == "apply" and e["t"] <= t1
                 and gone.get(e["id"], t1) >= t0]
 
     def _run(self) -> None:
@@ -215,6 +216,8 @@ class ChaosThread:
                     self._throw()
             for item in list(self.in_force):
                 self._revert(item)
+        except SoakFailed as e:
+            self.error = str(e)
         except Exception:
             self.error = traceback.format_exc()
 
@@ -242,8 +245,8 @@ class ChaosThread:
         self.reverted[item.chaos.name] += 1
         self.log.append({"t": time.monotonic(), "op": "revert", "id": item.log_id,
                          "what": f"{item.chaos.name} {item.fault.link}"})
-        check_loss_tables(self.att)
         self.nft_checks += 1
+        check_loss_tables(self.att)
 
     def _safe_ends(self) -> list:
         """Link ends that may take a fault now: their link has none, and every host
@@ -367,7 +370,7 @@ def run_rounds(soak: Soak, att, args, deadline: float, say) -> None:
     max_rounds = int(args.minutes * 60 / 0.1) + 1  # a bound; time ends the loop first
     while time.monotonic() < deadline and soak.rounds < max_rounds:
         if soak.chaos.error:
-            raise SoakFailed(f"the chaos thread failed:\n{soak.chaos.error}")
+            raise SoakFailed(f"the chaos thread failed: {soak.chaos.error}")
         flows = T.flows_for(PATTERN, hosts, soak.size)
         t0 = time.monotonic()
         try:
@@ -383,12 +386,14 @@ def run_rounds(soak: Soak, att, args, deadline: float, say) -> None:
         soak.bytes_lost += sum(f.size for f in flows if f not in exact)
         if run is None or not run.ok:
             during = soak.chaos.faults_between(t0, time.monotonic())
-            bad = [{k: row[k] for k in BAD_FLOW_FIELDS}
-                   for row in (f.to_dict() for f in flows if f not in exact)]
+            bad = [{**{k: row[k] for k in BAD_FLOW_FIELDS}, **losses_of(run, i, flows[i])}
+                   for i, row in enumerate(f.to_dict() for f in flows) if flows[i] not in exact]
             raise SoakFailed("\n  ".join([
                 f"round {soak.rounds}: {len(bad)} of {len(flows)} flows not byte-exact"
                 + (f" ({why})" if run is None else ""),
-                "faults in force during the round: " + json.dumps(during),
+                "faults in force during the round (s after its start): " + json.dumps(
+                    [{"what": e["what"], "t": round(e["t"] - t0, 3),
+                      "until": e["until"] and round(e["until"] - t0, 3)} for e in during]),
                 *map(json.dumps, bad)]))
         soak.sample(att)
         c = soak.chaos
@@ -398,6 +403,16 @@ def run_rounds(soak: Soak, att, args, deadline: float, say) -> None:
             f"({', '.join(f'{k} {v}' for k, v in sorted(c.applied.items())) or 'none'}; "
             f"{len(c.in_force)} in force)  moved {soak.bytes_moved / MiB:,.0f} MiB  "
             f"max RSS {max_rss / MiB:.1f} MiB")
+
+
+def losses_of(run, index: int, flow) -> dict:
+    """How a failed flow's fatal PSN was lost, each time: ms after the first write, how, EV."""
+    if run is None or flow.result is None or not flow.result.failed:
+        return {}
+    psn = int(flow.result.failed.split()[1]) if flow.result.failed.startswith("PSN ") else None
+    return {"psn_losses": [f"{(e['t_us'] - run.start_us) / 1000:.1f}ms {e['detail']} "
+                           f"ev {e['ev']:#x}" for e in run.events
+                           if e["flow"] == index and e["kind"] == "loss" and e["psn"] == psn]}
 
 
 def teardown(soak: Soak, att, veths_before: set[str], say) -> bool:
@@ -412,16 +427,16 @@ def teardown(soak: Soak, att, veths_before: set[str], say) -> bool:
             soak.chaos.stop()
         except SoakFailed as e:
             soak.failures.append(str(e))
-        if soak.chaos.error:
-            soak.failures.append(f"the chaos thread failed:\n{soak.chaos.error}")
+        if soak.chaos.error and not any(soak.chaos.error in f for f in soak.failures):
+            soak.failures.append(f"the chaos thread failed: {soak.chaos.error}")
     if att is not None:
         try:
             left = F.clear(att)
             if left:
                 say(f"cleared {len(left)} faults still in force")
-            check_loss_tables(att)
             if soak.chaos is not None:
                 soak.chaos.nft_checks += 1
+            check_loss_tables(att)
         except Exception as e:  # noqa: BLE001 - the lab must still go down
             soak.failures.append(f"clearing faults: {e}")
     if soak.lab not in known_labs():
