@@ -448,3 +448,30 @@ def test_a_million_packets_with_persistent_loss_on_one_plane_in_flat_memory():
     assert max(rss) - min(rss) < 8 * 1024, marks  # KiB: flat, not per-packet growth
     for col in range(2, 6):  # txs, per-EV queues, retired pool, event log: bounded
         assert max(m[col] for m in marks) <= max(4096 + 2048, 2 * marks[0][col] + 256), marks
+
+
+def _stall(fabric, dead: bool) -> None:
+    fabric.default.dead = dead
+
+
+@pytest.mark.parametrize("mode", ["mrc", "spray-static"])
+def test_a_half_second_of_silence_backs_the_timer_off_and_the_qp_survives(mode):
+    """A stalled machine (or receiver) answers nothing for 500 ms: eight 10 ms timeouts
+    in a row would end the QP; doubling each PSN's timer spans the stall instead."""
+    events = [(100_000, lambda f: _stall(f, True)), (500_100_000, lambda f: _stall(f, False))]
+    r = run_transfer(4 * MiB, SimFabric(seed=8), mode=mode, events=events)
+    exactly_once(r, 4 * MiB)
+    assert r.sender.stats.lost_timeout > 0
+
+
+def test_silence_past_the_backed_off_retries_fails_the_qp_saying_so():
+    events = [(100_000, lambda f: _stall(f, True))]
+    r = run_transfer(1 * MiB, SimFabric(seed=8), mode="mrc", events=events,
+                     limit_ns=60_000_000_000)
+    assert not r.ok and "timed out 8 times in a row" in r.failed
+
+
+def test_single_path_still_gives_up_after_its_retry_limit_of_losses():
+    events = [(100_000, lambda f: _stall(f, True)), (500_100_000, lambda f: _stall(f, False))]
+    r = run_transfer(4 * MiB, SimFabric(seed=8), mode="single-path", events=events)
+    assert not r.ok and "retry limit" in r.failed

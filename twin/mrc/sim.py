@@ -25,7 +25,9 @@ PATH_MASK = (1 << ENTROPY_SHIFT) - 1  # an EV's plane and T1
 class PathModel:
     loss: float = 0.0  # independent loss probability
     burst_loss: float = 0.0  # probability a loss burst starts
-    burst_len: int = 20  # packets lost in a burst
+    burst_len: int = 20  # packets lost in a burst...
+    burst_max_ns: int = 2_000_000  # ...that ends by then anyway: a burst is an event in time
+    # (a queue overflowing, a link flapping), so a path idle for a while has none left
     duplicate: float = 0.0
     delay_ns: int = 20_000
     jitter_ns: int = 5_000  # reordering across paths (a path itself stays FIFO)
@@ -40,7 +42,7 @@ class SimFabric:
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
-        self._burst: dict[tuple[int, int], int] = {}
+        self._burst: dict[tuple[int, int], tuple[int, int]] = {}  # key -> (left, ends at)
         self._last_arrival: dict[tuple[int, int], int] = {}
 
     def model(self, ev: int) -> tuple[tuple[int, int], PathModel]:
@@ -53,11 +55,12 @@ class SimFabric:
         key, m = self.model(ev)
         if m.dead:
             return []
-        if self._burst.get(key, 0) > 0:
-            self._burst[key] -= 1
+        left, ends = self._burst.get(key, (0, 0))
+        if left > 0 and now < ends:
+            self._burst[key] = (left - 1, ends)
             return []
         if m.burst_loss and self.rng.random() < m.burst_loss:
-            self._burst[key] = m.burst_len - 1
+            self._burst[key] = (m.burst_len - 1, now + m.burst_max_ns)
             return []
         if m.loss and self.rng.random() < m.loss:
             return []

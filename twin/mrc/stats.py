@@ -94,7 +94,7 @@ class SendQpStats:
     mode: str  # mrc, spray-static or single-path
     idle: bool  # nothing outstanding: every posted write is acknowledged
     mtu: int  # payload bytes per packet
-    failed: str | None  # why the QP failed (single-path's retry limit), else None
+    failed: str | None  # why the QP failed (a retry or loss limit), else None
     elapsed_s: float  # first write to when a `wait` saw it done (else to now)
     goodput_gbps: float  # acknowledged payload over elapsed_s, Gbit/s
     sender: SenderCounters

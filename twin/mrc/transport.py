@@ -47,6 +47,11 @@ Modes (per QP)
                    and the QP fails after `retry_limit` retransmits of one
                    PSN: how RoCE over ECMP behaves
 
+    Giving up (mrc, spray-static): a PSN lost on a path is resent on another,
+    so only silence fails the QP: `retry_limit` timeouts of one PSN in a row,
+    each timer twice the last (a stalled 2-core machine must not use up the
+    tries in a few RTOs), or `loss_limit` losses of it in all.
+
 Receiver
     Places each new packet at its address, tracks the cumulative PSN and a
     bitmap of the PSNs received above it, drops duplicates (and says so in
@@ -166,7 +171,9 @@ class SenderConfig:
     target_ns: int = 400_000  # queueing delay the window steers to
     reorder_ns: int = 50_000  # RACK's floor; srtt/4 when larger; widened by late arrivals
     rto_min_ns: int = 10_000_000  # last resort; a noisy 2-core VM stalls for ms at times
-    retry_limit: int = 7
+    retry_limit: int = 7  # single-path: losses of one PSN; else: its timeouts in a row
+    loss_limit: int = 32  # mrc, spray-static: losses of one PSN, whatever found them
+    backoff_max: int = 6  # a PSN's timer doubles per timeout, up to 2**backoff_max x RTO
 
 
 @dataclass
@@ -191,6 +198,7 @@ class _Tx:
     acked: bool = False
     in_flight: bool = False
     losses: int = 0  # times this PSN itself was lost (go-back-N resends do not count)
+    timeouts: int = 0  # of those, by the timer since it was last lost any other way
 
 
 @dataclass
@@ -557,6 +565,7 @@ class Sender:
         """Retransmit timer: anything outstanding longer than the RTO is lost. Costs the
         stale entries at the front plus the packets it judges, not the whole window."""
         rto = max(self.cfg.rto_min_ns, int(3 * self.srtt))
+        backoff = self.cfg.mode != "single-path"  # RoCE's timer does not back off
         judgeable = self._cum + 1 + BITMAP_BITS  # beyond: received-but-unreported is likely
         txs, order = self._txs, self._order
         while order:
@@ -571,7 +580,9 @@ class Sender:
             if tx is None or tx.seq != seq or not tx.in_flight or psn >= judgeable:
                 continue
             if now - tx.sent_ns < rto:
-                break
+                break  # in send order: nothing later has waited even one RTO
+            if backoff and now - tx.sent_ns < rto << min(tx.timeouts, self.cfg.backoff_max):
+                continue  # timed out before: its timer has backed off
             expired.append(tx)
         for tx in expired:
             self.stats.lost_timeout += 1
@@ -589,10 +600,18 @@ class Sender:
         if len(self._lost) > LOST_REMEMBERED:
             self._lost.popitem(last=False)
         self._event(now, "loss", ev.value, tx.psn, reason)
-        if tx.losses > self.cfg.retry_limit:
-            self.failed = f"PSN {tx.psn} lost {tx.losses} times (retry limit)"
-            raise QpFailed(self.failed)
         mode = self.cfg.mode
+        tx.timeouts = tx.timeouts + 1 if reason == "timeout" else 0
+        if mode == "single-path":
+            if tx.losses > self.cfg.retry_limit:
+                self.failed = f"PSN {tx.psn} lost {tx.losses} times (retry limit)"
+                raise QpFailed(self.failed)
+        elif tx.timeouts > self.cfg.retry_limit:
+            self.failed = f"PSN {tx.psn} timed out {tx.timeouts} times in a row (retry limit)"
+            raise QpFailed(self.failed)
+        elif tx.losses > self.cfg.loss_limit:
+            self.failed = f"PSN {tx.psn} lost {tx.losses} times (loss limit)"
+            raise QpFailed(self.failed)
         # A timeout names no path: nothing sent after the packet was acked either, so the
         # peer (or the whole fabric) went quiet, as a stalled receiver does. Resend, but
         # blame no EV; a dead path is caught by per-EV and RACK, which compare paths.
