@@ -188,6 +188,11 @@ class Endpoint:
         self.me = self.fabric.node(self.host)
         self._hosts_by_nic = {str(nic_address(self.fabric, h)): h for h in self.fabric.hosts}
         self._peers: dict[str, bytes] = {}  # peer address text -> packed
+        # The paths (plane | t1 << 4) of this fabric. An EV from the wire may name any
+        # (its plane and T1 are flow-label bits anyone can set): replies use these only.
+        self._path_keys = sorted(p | t << 4 for p in self.fabric.nic_planes
+                                 for t in range(self.fabric.spec.t1_per_plane))
+        self._path_set = frozenset(self._path_keys)
         self.recv_qps: dict[int, RecvQp] = {}
         self.send_qps: dict[int, SendQp] = {}
         self._next_qpn = 1
@@ -410,12 +415,21 @@ class Endpoint:
         if hit is None:
             if self._host_of(qp.peer_nic) is None:
                 return None
-            rev = key | qp.rng.getrandbits(20) << ENTROPY_SHIFT
+            rev = self._real_path(key) | qp.rng.getrandbits(20) << ENTROPY_SHIFT
             path = self._reverse_path(qp, rev)
             qp.rev_evs[key] = rev
             hit = qp.framers[key] = (wire.Framer(self.nic, path, self.nic, qp.peer_nic, rev),
                                      path)
         return hit
+
+    def _real_path(self, key: int) -> int:
+        """A path of this fabric for a path key from the wire: itself, or (a plane or
+        T1 that does not exist: a forged or rewritten flow label) one picked from the
+        key, so the SACK still goes somewhere and the same key always goes the same way.
+        The QP's caches stay bounded: there are 4096 keys at most."""
+        if key in self._path_set:
+            return key
+        return self._path_keys[key % len(self._path_keys)]
 
     def _send_sack(self, qp: RecvQp, sack: SackReport) -> None:
         """On the reverse of the data packet's path; the SACK echoes the data packet's EV."""
@@ -504,6 +518,9 @@ class Endpoint:
             qp = self.recv_qps.get(probe.dest_qp)
             if qp is None or not qp.peer_nic or self._host_of(qp.peer_nic) is None:
                 self.drops["unknown_qp"] += 1
+                return
+            if probe.reverse_ev & _PATH_MASK not in self._path_set:  # no such way back
+                self.drops["malformed"] += 1
                 return
             path = self._reverse_path(qp, probe.reverse_ev)
             body = wire.encode_probe(qp.peer_qpn, probe.ev, probe.probe_id, probe.sent_ns,

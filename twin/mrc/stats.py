@@ -207,6 +207,7 @@ class EndpointDrops:
 
     truncated: int  # shorter than its headers (BTH and ICRC, or its opcode's own)
     malformed: int  # a valid ICRC but no valid packet: unknown opcode or AETH syndrome,
+    #                 a probe whose reply EV names no path of the fabric,
     #                 a RETH DMA length other than the payload carried, a wrong ACK size
     bad_icrc: int  # the RoCEv2 ICRC does not match: corrupted (or truncated) in flight
     unknown_qp: int  # well-formed, for no QP of ours (data, ACK, NAK, probe, probe reply)
