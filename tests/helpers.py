@@ -65,7 +65,7 @@ def send_qp_stats(**changes):
 
     sender = {"packets": 256, "bytes": 1 << 20, "retransmits": 0, "lost_per_ev": 0,
               "lost_rack": 0, "lost_timeout": 0, "lost_nack": 0, "spurious": 0, "acked": 256,
-              "per_plane_packets": {"0": 64, "1": 64, "2": 64, "3": 64},
+              "per_plane_packets": {"0": 64, "1": 64, "2": 64, "3": 64}, "acks_unsent": 0,
               **changes.pop("sender", {})}
     wire = {"qpn": 1, "peer": "r1h0", "mode": "mrc", "idle": True, "mtu": 4096, "failed": None,
             "elapsed_s": 0.5, "goodput_gbps": 0.016, "sender": sender, "window": 16,

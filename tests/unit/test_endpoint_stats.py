@@ -9,14 +9,16 @@ from twin.mrc.transport import ReceiverStats, SenderStats
 
 RECV = {"qpn": 2, "bad_rkey": 0, "cum": 256, "completed": [[0, 42]], "reverse_evs": [5, 9],
         "packets": 256, "bytes": 1 << 20, "duplicates": 1, "out_of_order": 3, "acks": 200,
-        "nacks": 0, "completions": 1}
+        "nacks": 0, "completions": 1, "out_of_window": 0}
+DROPS = {"truncated": 1, "malformed": 0, "bad_icrc": 3, "unknown_qp": 2, "bad_rkey": 0,
+         "out_of_bounds": 0, "psn_window": 0, "duplicate": 1, "ack_unsent": 0}
 
 
 def endpoint_wire() -> dict:
-    return {"host": "r0h0", "ports": 0b1111, "bad_packets": 0, "unknown_qp": 2,
+    return {"host": "r0h0", "ports": 0b1111, "bad_packets": 4, "unknown_qp": 2,
             "totals": {"bytes_sent": 1 << 20, "bytes_placed": 0, "retransmits": 0,
                        "ev_retirements": 0},
-            "send_qps": [send_qp_stats().to_dict()], "recv_qps": [RECV]}
+            "send_qps": [send_qp_stats().to_dict()], "recv_qps": [RECV], "drops": DROPS}
 
 
 def test_a_reply_parses_and_serialises_back_byte_for_byte():

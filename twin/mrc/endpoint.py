@@ -29,10 +29,22 @@ per request (`wait` replies when its write completes). Requests:
     write     {qpn, size, offset, imm}   post an RDMA WRITE (WRITE_IMM with imm)
     wait      {qpn, timeout}       reply when the QP is idle, failed or timed out
     digest    {qpn, size, offset}  sha256 of a QP's buffer (source or destination)
+    guards                         whether every buffer's guard bytes are intact
     events    {qpn}                a sending QP's event log (CLOCK_MONOTONIC us)
     stats                          every QP's counters, as JSON (schema: twin.mrc.stats)
     metrics                        the same in Prometheus text format
     close     {qpn}
+
+Hostile input. A packet is checked before anything of it is believed, and each drop
+is counted by reason (stats.EndpointDrops): too short, malformed, a bad ICRC, no such
+QP, a wrong rkey, VA + length outside the buffer, a PSN too far ahead, a duplicate, an
+ACK for a PSN never sent. Every registered buffer sits between guard bytes
+(twin.mrc.buffer), which the `guards` op checks. The control socket is mode 0600; a
+request is refused with an error reply when it is not a JSON object, names an unknown
+op or has an argument of the wrong type or range (sizes are capped by the memory
+there is); a line longer than MAX_LINE closes the connection, and replies are queued
+and written as the client reads, so a client that stops reading only loses its own
+connection (at MAX_PENDING bytes), never stalls the datapath.
 
 Seeds make runs reproducible: a QP's EV set, rkey and reverse EVs come from
 generators seeded with (host, QP number, the request's seed).
@@ -48,6 +60,7 @@ import fcntl
 import gc
 import hashlib
 import json
+import math
 import os
 import random
 import selectors
@@ -63,8 +76,10 @@ from twin.fabric.paths import ENTROPY_SHIFT, ev_fields, route
 from twin.fabric.plan import nic_address
 from twin.fabric.spec import parse_spec
 from twin.mrc import wire
+from twin.mrc.buffer import GuardedBuffer
 from twin.mrc.evset import EvSet
 from twin.mrc.stats import (
+    EndpointDrops,
     EndpointStats,
     EndpointTotals,
     MessageLatency,
@@ -74,6 +89,7 @@ from twin.mrc.stats import (
 )
 from twin.mrc.transport import (
     EVENT_KINDS,
+    MODES,
     QpFailed,
     Receiver,
     RxPacket,
@@ -96,6 +112,18 @@ PEERS_CACHED = 1024
 SO_RCVBUFFORCE, SO_SNDBUFFORCE = 33, 32
 SIOCGIFFLAGS, IFF_UP, IFF_RUNNING = 0x8913, 0x1, 0x40
 RTMGRP_LINK = 1
+MAX_LINE = 1 << 20  # control request bytes without a newline before the client is cut off
+MAX_PENDING = 64 << 20  # reply bytes a client may leave unread before it is cut off
+MAX_CLIENTS = 256  # control connections at once; more are accepted and closed
+MAX_BUFFER = 1 << 34  # a registered buffer's ceiling, whatever the memory (16 GiB)
+MAX_EVS = 4096
+
+# Where each BadPacket reason is counted (stats.EndpointDrops)
+_DROP_OF_REASON = {"short": "truncated", "icrc": "bad_icrc", "opcode": "malformed",
+                   "length": "malformed", "syndrome": "malformed"}
+# Drops the endpoint counts itself; the rest are its QPs' transport counters
+_ENDPOINT_DROPS = ("truncated", "malformed", "bad_icrc", "unknown_qp", "bad_rkey",
+                   "out_of_bounds")
 
 
 _PATH_MASK = (1 << ENTROPY_SHIFT) - 1  # an EV's plane and T1: which path it takes
@@ -109,7 +137,8 @@ def now_ns() -> int:
 class RecvQp:
     qpn: int
     rkey: int
-    buf: bytearray
+    mem: GuardedBuffer  # buf is its view: the registered bytes, guards either side
+    buf: memoryview
     receiver: Receiver
     rng: random.Random
     peer_nic: str | None = None
@@ -129,7 +158,8 @@ class SendQp:
     peer_nic: str
     peer_qpn: int
     rkey: int
-    src: bytearray
+    mem: GuardedBuffer  # src is its view
+    src: memoryview
     sender: Sender
     mode: str
     templates: dict[int, wire.DataTemplate] = field(default_factory=dict)
@@ -159,13 +189,20 @@ class Endpoint:
         self.me = self.fabric.node(self.host)
         self._hosts_by_nic = {str(nic_address(self.fabric, h)): h for h in self.fabric.hosts}
         self._peers: dict[str, bytes] = {}  # peer address text -> packed
+        # The paths (plane | t1 << 4) of this fabric. An EV from the wire may name any
+        # (its plane and T1 are flow-label bits anyone can set): replies use these only.
+        self._path_keys = sorted(p | t << 4 for p in self.fabric.nic_planes
+                                 for t in range(self.fabric.spec.t1_per_plane))
+        self._path_set = frozenset(self._path_keys)
         self.recv_qps: dict[int, RecvQp] = {}
         self.send_qps: dict[int, SendQp] = {}
         self._next_qpn = 1
-        self.bad_packets = 0
-        self.unknown_qp = 0
+        self.drops = dict.fromkeys(_ENDPOINT_DROPS, 0)
         self.totals = {"bytes_sent": 0, "bytes_placed": 0, "retransmits": 0,
                        "ev_retirements": 0}
+        # the QPs' own drop counters, of QPs closed before
+        self._closed_drops = {"duplicate": 0, "psn_window": 0, "ack_unsent": 0}
+        self._clients = 0
         self._next_timer = self._next_probe = self._next_port_poll = 0
         self._open_sockets(control)
         self.port_bitmap = self._read_ports()
@@ -188,7 +225,14 @@ class Endpoint:
         if os.path.exists(control):
             os.unlink(control)
         self.ctl = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        unixsock.bind(self.ctl, control)  # a run dir of any depth
+        # Root only: the socket registers memory and writes into it. The umask covers
+        # the moment between bind and chmod; the chmod says so explicitly.
+        umask = os.umask(0o177)
+        try:
+            unixsock.bind(self.ctl, control)  # a run dir of any depth
+        finally:
+            os.umask(umask)
+        os.chmod(control, 0o600)
         self.ctl.listen(16)
         self.ctl.setblocking(False)
         self.sel = selectors.DefaultSelector()
@@ -240,14 +284,15 @@ class Endpoint:
                 self._poll_ports()
                 self._next_port_poll = t + PORT_POLL_NS
             timeout = 0 if busy or got else self._sleep_s(t)
-            for key, _ in self.sel.select(timeout):
+            for key, mask in self.sel.select(timeout):
                 kind, conn = key.data
                 if kind == "accept":
-                    c, _ = self.ctl.accept()
-                    c.setblocking(False)
-                    self.sel.register(c, selectors.EVENT_READ, ("ctl", {"sock": c, "buf": b""}))
+                    self._accept()
                 elif kind == "ctl":
-                    self._control(conn)
+                    if mask & selectors.EVENT_WRITE:
+                        self._flush(conn)
+                    if mask & selectors.EVENT_READ and conn["open"]:
+                        self._control(conn)
                 elif kind == "netlink":
                     self._on_netlink()
 
@@ -273,7 +318,7 @@ class Endpoint:
         for qp in self.send_qps.values():
             if qp.sender.idle or qp.sender.failed:
                 continue
-            for tx in qp.sender.poll(t, memoryview(qp.src), SEND_BUDGET):
+            for tx in qp.sender.poll(t, qp.src, SEND_BUDGET):
                 busy = True
                 tpl = qp.templates.get(tx.ev) or self._template(qp, tx.ev)
                 pkt = tpl.build(tx.psn & 0xFFFFFF, tx.va, tx.payload, tx.tries, tx.ack_req,
@@ -323,8 +368,8 @@ class Endpoint:
             try:
                 pkt = wire.decode(data, self._packed_peer(addr[0]), self.nic_packed, addr[1],
                                   wire.flow_label_of(anc))
-            except wire.BadPacket:
-                self.bad_packets += 1
+            except wire.BadPacket as e:
+                self.drops[_DROP_OF_REASON[e.reason]] += 1
                 continue
             if isinstance(pkt, wire.DataPacket):
                 self._on_data(pkt, addr[0])
@@ -332,7 +377,9 @@ class Endpoint:
                 self._on_ack(pkt)
             elif isinstance(pkt, wire.Nack):
                 qp = self.send_qps.get(pkt.dest_qp)
-                if qp is not None:
+                if qp is None:
+                    self.drops["unknown_qp"] += 1
+                else:
                     qp.sender.on_nack(_unwrap24(pkt.psn, qp.sender.cum), now_ns())
             elif isinstance(pkt, wire.Probe):
                 self._on_probe(pkt)
@@ -341,10 +388,12 @@ class Endpoint:
     def _on_data(self, pkt: wire.DataPacket, src: str) -> None:
         qp = self.recv_qps.get(pkt.dest_qp)
         if qp is None:
-            self.unknown_qp += 1
+            self.drops["unknown_qp"] += 1
             return
+        # Python ints: VA near 2**64 plus a length does not wrap, it is just too large.
         if pkt.rkey != qp.rkey or pkt.va + len(pkt.payload) > len(qp.buf):
             qp.bad_rkey += 1
+            self.drops["bad_rkey" if pkt.rkey != qp.rkey else "out_of_bounds"] += 1
             return
         rx = qp.receiver
         rp = RxPacket(_unwrap24(pkt.psn, rx.cum), pkt.va, pkt.payload, pkt.imm, pkt.ev,
@@ -367,12 +416,21 @@ class Endpoint:
         if hit is None:
             if self._host_of(qp.peer_nic) is None:
                 return None
-            rev = key | qp.rng.getrandbits(20) << ENTROPY_SHIFT
+            rev = self._real_path(key) | qp.rng.getrandbits(20) << ENTROPY_SHIFT
             path = self._reverse_path(qp, rev)
             qp.rev_evs[key] = rev
             hit = qp.framers[key] = (wire.Framer(self.nic, path, self.nic, qp.peer_nic, rev),
                                      path)
         return hit
+
+    def _real_path(self, key: int) -> int:
+        """A path of this fabric for a path key from the wire: itself, or (a plane or
+        T1 that does not exist: a forged or rewritten flow label) one picked from the
+        key, so the SACK still goes somewhere and the same key always goes the same way.
+        The QP's caches stay bounded: there are 4096 keys at most."""
+        if key in self._path_set:
+            return key
+        return self._path_keys[key % len(self._path_keys)]
 
     def _send_sack(self, qp: RecvQp, sack: SackReport) -> None:
         """On the reverse of the data packet's path; the SACK echoes the data packet's EV."""
@@ -406,7 +464,7 @@ class Endpoint:
     def _on_ack(self, ack: wire.Ack) -> None:
         qp = self.send_qps.get(ack.dest_qp)  # an ACK is addressed to the requester's QP
         if qp is None:
-            self.unknown_qp += 1
+            self.drops["unknown_qp"] += 1
             return
         s = ack.sack
         sender = qp.sender
@@ -460,7 +518,10 @@ class Endpoint:
         if not probe.reply:  # we are the receiver: answer on the reverse of the probed path
             qp = self.recv_qps.get(probe.dest_qp)
             if qp is None or not qp.peer_nic or self._host_of(qp.peer_nic) is None:
-                self.unknown_qp += 1
+                self.drops["unknown_qp"] += 1
+                return
+            if probe.reverse_ev & _PATH_MASK not in self._path_set:  # no such way back
+                self.drops["malformed"] += 1
                 return
             path = self._reverse_path(qp, probe.reverse_ev)
             body = wire.encode_probe(qp.peer_qpn, probe.ev, probe.probe_id, probe.sent_ns,
@@ -472,7 +533,10 @@ class Endpoint:
                 pass
             return
         qp = self.send_qps.get(probe.dest_qp)
-        if qp is None or probe.ev not in qp.probes:
+        if qp is None:
+            self.drops["unknown_qp"] += 1
+            return
+        if probe.ev not in qp.probes:  # late (timed out already) or not ours
             return
         del qp.probes[probe.ev]
         qp.sender.probe_result(probe.ev, True, now_ns())
@@ -513,37 +577,88 @@ class Endpoint:
 
     # -- control --------------------------------------------------------------------
 
+    def _accept(self) -> None:
+        try:
+            c, _ = self.ctl.accept()
+        except OSError:  # out of descriptors, or the client already left: not fatal
+            return
+        if self._clients >= MAX_CLIENTS:
+            c.close()
+            return
+        c.setblocking(False)
+        conn = {"sock": c, "buf": b"", "out": bytearray(), "open": True,
+                "events": selectors.EVENT_READ}
+        self.sel.register(c, selectors.EVENT_READ, ("ctl", conn))
+        self._clients += 1
+
     def _control(self, conn: dict) -> None:
         try:
             chunk = conn["sock"].recv(65536)
         except BlockingIOError:
             return
-        except ConnectionError:
+        except OSError:
             chunk = b""
-        if not chunk:
-            self.sel.unregister(conn["sock"])
-            conn["sock"].close()
+        if not chunk:  # the client left, maybe mid-request: what it sent is dropped
+            self._drop(conn)
             return
         conn["buf"] += chunk
-        while b"\n" in conn["buf"]:
+        while b"\n" in conn["buf"] and conn["open"]:
             line, conn["buf"] = conn["buf"].split(b"\n", 1)
+            req_id = None
             try:
                 req = json.loads(line)
+                if not isinstance(req, dict):
+                    raise ValueError(f"a request is a JSON object, not {type(req).__name__}")
+                req_id = req.get("id")
                 result = self._handle(conn, req)
             except Exception as e:  # a bad request answers with an error, never kills us
-                self._reply(conn, None, {"error": f"{type(e).__name__}: {e}"})
+                self._reply(conn, req_id, {"error": f"{type(e).__name__}: {e}"})
                 continue
             if result is not None:
-                self._reply(conn, req.get("id"), result)
+                self._reply(conn, req_id, result)
+        if conn["open"] and len(conn["buf"]) > MAX_LINE:  # no newline in sight: cut off
+            self._reply(conn, None, {"error": f"request line longer than {MAX_LINE} bytes"})
+            self._drop(conn)
 
     def _reply(self, conn: dict, req_id, result: dict) -> None:
-        msg = json.dumps({"id": req_id, **result}).encode() + b"\n"
-        try:
-            conn["sock"].setblocking(True)
-            conn["sock"].sendall(msg)
-            conn["sock"].setblocking(False)
-        except OSError:
-            pass
+        """Queue a reply and write what the socket takes now; the rest goes out as the
+        client reads (EVENT_WRITE). Never blocks: the datapath shares this thread."""
+        if not conn["open"]:
+            return
+        conn["out"] += json.dumps({"id": req_id, **result}).encode() + b"\n"
+        self._flush(conn)
+
+    def _flush(self, conn: dict) -> None:
+        out, sock = conn["out"], conn["sock"]
+        while out:
+            try:
+                n = sock.send(out)
+            except BlockingIOError:
+                break
+            except OSError:  # the client left before its reply
+                self._drop(conn)
+                return
+            del out[:n]
+        if len(out) > MAX_PENDING:  # it stopped reading: drop it, not our memory
+            self._drop(conn)
+            return
+        events = selectors.EVENT_READ | (selectors.EVENT_WRITE if out else 0)
+        if events != conn["events"]:
+            conn["events"] = events
+            self.sel.modify(sock, events, ("ctl", conn))
+
+    def _drop(self, conn: dict) -> None:
+        """Close a control connection and forget it, its pending `wait`s included."""
+        if not conn["open"]:
+            return
+        conn["open"] = False
+        self._clients -= 1
+        self.sel.unregister(conn["sock"])
+        conn["sock"].close()
+        conn["out"].clear()
+        for qp in self.send_qps.values():
+            if qp.waiters:
+                qp.waiters = [w for w in qp.waiters if w[0] is not conn]
 
     def _handle(self, conn: dict, req: dict) -> dict | None:
         op = req.get("op")
@@ -551,46 +666,61 @@ class Endpoint:
             return {"host": self.host, "nic": self.nic, "planes": sorted(self.ports),
                     "ports": self.port_bitmap, "pid": os.getpid()}
         if op == "recv_qp":
+            size = _int_arg(req, "size", 1, _buffer_limit())
+            seed = _seed_arg(req)
+            mem = GuardedBuffer(size)
             qpn = self._qpn()
-            rng = random.Random(f"{self.host}/recv/{qpn}/{req.get('seed', 0)}")
+            rng = random.Random(f"{self.host}/recv/{qpn}/{seed}")
             rkey = rng.getrandbits(32)
-            qp = RecvQp(qpn, rkey, bytearray(int(req["size"])), None, rng)
+            qp = RecvQp(qpn, rkey, mem, mem.view, None, rng)
             qp.receiver = Receiver(_placer(qp.buf), port_state=lambda: self.port_bitmap)
             self.recv_qps[qpn] = qp
             return {"qpn": qpn, "rkey": rkey}
         if op == "send_qp":
             return self._send_qp(req)
         if op == "connect":  # tell a receiving QP which QP at which peer sends to it
-            qp = self.recv_qps[int(req["qpn"])]
-            qp.peer_qpn = int(req["peer_qpn"])
-            qp.peer_nic = str(nic_address(self.fabric, self.fabric.node(req["peer"])))
+            qp = self._recv_qp_of(req)
+            peer_qpn = _int_arg(req, "peer_qpn", 0, wire.PSN_MASK)
+            qp.peer_nic = str(nic_address(self.fabric, self._host_arg(req, "peer")))
+            qp.peer_qpn = peer_qpn
             return {"qpn": qp.qpn}
         if op == "write":
-            qp = self.send_qps[int(req["qpn"])]
-            size = int(req["size"])
+            qp = self._send_qp_of(req)
+            size = _int_arg(req, "size", 1, len(qp.src))
+            offset = _int_arg(req, "offset", 0, len(qp.src) - size, default=0)
+            imm = req.get("imm")
+            if imm is not None:
+                imm = _int_arg(req, "imm", 0, 0xFFFFFFFF)
             if not qp.first_write_ns:
                 qp.first_write_ns = now_ns()
             qp.done_ns = 0
-            msn = qp.sender.post(size, int(req.get("offset", 0)), req.get("imm"), now_ns())
+            msn = qp.sender.post(size, offset, imm, now_ns())
             return {"msn": msn}
         if op == "deny":  # denylist input (e.g. from a clustermapper): never use these EVs
-            qp = self.send_qps[int(req["qpn"])]
-            for ev in req["evs"]:
-                qp.sender.evs.deny(int(ev))
+            qp = self._send_qp_of(req)
+            evs = req.get("evs")
+            if not isinstance(evs, list) or len(evs) > 1 << 16:
+                raise ValueError("evs must be a list of at most 65536 EVs")
+            values = [_int_arg({"ev": ev}, "ev", 0, 0xFFFFFFFF) for ev in evs]
+            for ev in values:
+                qp.sender.evs.deny(ev)
             return {"denied": len(qp.sender.evs.denylist)}
         if op == "wait":
-            qp = self.send_qps[int(req["qpn"])]
+            qp = self._send_qp_of(req)
             if qp.sender.idle or qp.sender.failed:
                 return self._qp_stats(qp).to_dict()
             qp.waiters.append((conn, req.get("id")))
             return None
         if op == "digest":
-            qpn = int(req["qpn"])
-            buf = self.send_qps[qpn].src if qpn in self.send_qps else self.recv_qps[qpn].buf
-            off, size = int(req.get("offset", 0)), int(req.get("size", len(buf)))
-            return {"sha256": hashlib.sha256(memoryview(buf)[off:off + size]).hexdigest()}
+            qpn = _int_arg(req, "qpn", 0, 1 << 62)
+            buf = self.send_qps[qpn].src if qpn in self.send_qps else self._recv_qp_of(req).buf
+            off = _int_arg(req, "offset", 0, len(buf), default=0)
+            size = _int_arg(req, "size", 0, len(buf) - off, default=len(buf) - off)
+            return {"sha256": hashlib.sha256(buf[off:off + size]).hexdigest()}
+        if op == "guards":
+            return self.guards()
         if op == "events":
-            log = self.send_qps[int(req["qpn"])].sender.log
+            log = self._send_qp_of(req).sender.log
             return {"events": [e.to_dict() for e in log], "dropped": log.dropped,
                     "total": log.total, "kinds": EVENT_KINDS}
         if op == "stats":
@@ -598,16 +728,42 @@ class Endpoint:
         if op == "metrics":
             return {"text": self.metrics()}
         if op == "close":
-            qpn = int(req["qpn"])
+            qpn = _int_arg(req, "qpn", 0, 1 << 62)
             sq, rq = self.send_qps.pop(qpn, None), self.recv_qps.pop(qpn, None)
             if sq is not None:  # closed QPs still count in the endpoint's totals
                 self.totals["bytes_sent"] += sq.sender.stats.bytes
                 self.totals["retransmits"] += sq.sender.stats.retransmits
                 self.totals["ev_retirements"] += sq.sender.evs.retirements
+                self._closed_drops["ack_unsent"] += sq.sender.stats.acks_unsent
             if rq is not None:
                 self.totals["bytes_placed"] += rq.receiver.stats.bytes
+                self._closed_drops["duplicate"] += rq.receiver.stats.duplicates
+                self._closed_drops["psn_window"] += rq.receiver.stats.out_of_window
             return {"closed": qpn}
-        raise ValueError(f"unknown op {op!r}")
+        raise ValueError(f"unknown op {str(op)[:40]!r}")
+
+    def _send_qp_of(self, req: dict) -> SendQp:
+        qpn = _int_arg(req, "qpn", 0, 1 << 62)
+        try:
+            return self.send_qps[qpn]
+        except KeyError:
+            raise ValueError(f"no sending QP {qpn}") from None
+
+    def _recv_qp_of(self, req: dict) -> RecvQp:
+        qpn = _int_arg(req, "qpn", 0, 1 << 62)
+        try:
+            return self.recv_qps[qpn]
+        except KeyError:
+            raise ValueError(f"no receiving QP {qpn}") from None
+
+    def _host_arg(self, req: dict, key: str):
+        """A host of this fabric by name (a switch has no NIC to send to)."""
+        name = req.get(key)
+        if not isinstance(name, str) or not self.fabric.has_node(name) \
+                or self.fabric.node(name) not in self.fabric.hosts:
+            raise ValueError(f"{key} must name a host of {self.fabric.name}, "
+                             f"not {str(name)[:40]!r}")
+        return self.fabric.node(name)
 
     def _qpn(self) -> int:
         qpn = self._next_qpn
@@ -615,25 +771,32 @@ class Endpoint:
         return qpn
 
     def _send_qp(self, req: dict) -> dict:
-        peer = self.fabric.node(req["peer"])
+        peer = self._host_arg(req, "peer")
         planes = list(self.fabric.nic_planes)  # every NIC has ports on the same planes
         mode = req.get("mode", "mrc")
-        qpn = self._qpn()
-        seed = f"{self.host}/send/{qpn}/{req.get('seed', 0)}"
-        evs = EvSet(planes, self.fabric.spec.t1_per_plane, size=int(req.get("evs", 128)),
-                    seed=seed, cross_rack=peer.rack != self.me.rack)
-        size = int(req["size"])
-        src = _pattern(size, req.get("seed", 0))
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {', '.join(MODES)}")
+        size = _int_arg(req, "size", 1, _buffer_limit())
+        peer_qpn = _int_arg(req, "peer_qpn", 0, wire.PSN_MASK)
+        rkey = _int_arg(req, "rkey", 0, 0xFFFFFFFF)
+        n_evs = _int_arg(req, "evs", 1, MAX_EVS, default=128)
+        seed_arg = _seed_arg(req)
         # Payload per packet: 4096, or less where the fabric's MTU cannot carry it.
         cfg = SenderConfig(mode=mode, mtu=max_payload(self.fabric.spec.mtu))
-        for key in ("init_window", "max_window", "target_ns", "rto_min_ns", "reorder_ns"):
+        for key, (lo, hi) in _TUNABLES.items():
             if key in req:
-                setattr(cfg, key, type(getattr(cfg, key))(req[key]))
+                setattr(cfg, key, type(getattr(cfg, key))(_num_arg(req, key, lo, hi)))
+        mem = GuardedBuffer(size)
+        mem.fill(seed_arg)
+        qpn = self._qpn()
+        seed = f"{self.host}/send/{qpn}/{seed_arg}"
+        evs = EvSet(planes, self.fabric.spec.t1_per_plane, size=n_evs,
+                    seed=seed, cross_rack=peer.rack != self.me.rack)
         sender = Sender(evs, 0, cfg)
         t = now_ns()
         sender.set_local_ports(self.port_bitmap, t)
-        qp = SendQp(qpn, peer.name, str(nic_address(self.fabric, peer)), int(req["peer_qpn"]),
-                    int(req["rkey"]), src, sender, mode, started_ns=t)
+        qp = SendQp(qpn, peer.name, str(nic_address(self.fabric, peer)), peer_qpn, rkey, mem,
+                    mem.view, sender, mode, started_ns=t)
         self.send_qps[qpn] = qp
         return {"qpn": qpn, "planes": planes}
 
@@ -669,6 +832,22 @@ class Endpoint:
                            tuple(list(qp.receiver.completions)[-16:]),  # (n, imm)
                            tuple(sorted(qp.rev_evs.values())), **asdict(qp.receiver.stats))
 
+    def guards(self) -> dict:
+        """Whether every registered buffer's guard bytes still hold their pattern."""
+        qps = [*self.recv_qps.values(), *self.send_qps.values()]
+        broken = sorted(q.qpn for q in qps if not q.mem.intact())
+        return {"intact": not broken, "buffers": len(qps), "broken": broken}
+
+    def drop_counts(self) -> EndpointDrops:
+        """The endpoint's own drop counters, and its QPs' (closed ones included)."""
+        sq, rq = self.send_qps.values(), self.recv_qps.values()
+        closed = self._closed_drops
+        return EndpointDrops(
+            **self.drops,
+            psn_window=closed["psn_window"] + sum(q.receiver.stats.out_of_window for q in rq),
+            duplicate=closed["duplicate"] + sum(q.receiver.stats.duplicates for q in rq),
+            ack_unsent=closed["ack_unsent"] + sum(q.sender.stats.acks_unsent for q in sq))
+
     def stats(self) -> EndpointStats:
         sq, rq = self.send_qps.values(), self.recv_qps.values()
         totals = EndpointTotals(
@@ -678,9 +857,11 @@ class Endpoint:
             + sum(q.sender.stats.retransmits for q in sq),
             ev_retirements=self.totals["ev_retirements"]
             + sum(q.sender.evs.retirements for q in sq))
-        return EndpointStats(self.host, self.port_bitmap, self.bad_packets, self.unknown_qp,
+        drops = self.drop_counts()
+        bad = drops.truncated + drops.malformed + drops.bad_icrc
+        return EndpointStats(self.host, self.port_bitmap, bad, drops.unknown_qp,
                              totals, tuple(self._qp_stats(q) for q in sq),
-                             tuple(self._recv_qp_stats(q) for q in rq))
+                             tuple(self._recv_qp_stats(q) for q in rq), drops)
 
     def metrics(self) -> str:
         """Prometheus text exposition of this endpoint's counters."""
@@ -719,8 +900,11 @@ class Endpoint:
                [({"qp": q.qpn}, q.receiver.stats.bytes) for q in self.recv_qps.values()])
         metric("rx_duplicates_total", "counter", "Duplicate data packets dropped",
                [({"qp": q.qpn}, q.receiver.stats.duplicates) for q in self.recv_qps.values()])
+        drops = self.drop_counts().to_dict()
         metric("bad_packets_total", "counter", "Packets dropped for a bad ICRC or header",
-               [({}, self.bad_packets)])
+               [({}, drops["truncated"] + drops["malformed"] + drops["bad_icrc"])])
+        metric("drops_total", "counter", "Packets dropped, by reason (stats.EndpointDrops)",
+               [({"reason": k}, n) for k, n in drops.items()])
         metric("port_up", "gauge", "NIC port state, per plane",
                [({"plane": p}, self.port_bitmap >> p & 1) for p in sorted(self.ports)])
         return "\n".join(lines) + "\n"
@@ -731,20 +915,59 @@ def max_payload(link_mtu: int) -> int:
     return max(64, min(wire.MTU, link_mtu - (wire.MAX_FRAME - wire.MTU)))
 
 
-def _pattern(size: int, seed) -> bytearray:
-    """A source buffer of seeded random bytes, built by doubling (memmove, not Python)."""
-    block = random.Random(seed).randbytes(min(size, 1 << 16))
-    buf = bytearray(size)
-    buf[:len(block)] = block
-    filled = len(block)
-    while filled < size:
-        n = min(filled, size - filled)
-        buf[filled:filled + n] = buf[:n]
-        filled += n
-    return buf
+# A send_qp's transport tunables: the range each must lie in (a window of 0, or a target
+# delay of 0, would stall or divide by zero inside the datapath, long after the reply)
+_TUNABLES = {"init_window": (1, 1 << 16), "max_window": (1, 1 << 16),
+             "target_ns": (1, 60_000_000_000), "rto_min_ns": (1, 60_000_000_000),
+             "reorder_ns": (1, 60_000_000_000)}
 
 
-def _placer(buf: bytearray):
+def _int_arg(req: dict, key: str, lo: int, hi: int, default: int | None = None) -> int:
+    """An integer argument in [lo, hi]. JSON integers only: "abc", true and 1e30 are
+    refused here, as an error reply, not turned into a huge allocation or a crash in the
+    datapath later."""
+    if key not in req and default is not None:
+        return default
+    if key not in req:
+        raise ValueError(f"missing argument {key!r}")
+    v = req[key]
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise ValueError(f"{key} must be an integer, not {str(v)[:40]!r}")
+    if not lo <= v <= hi:
+        raise ValueError(f"{key} must be in {lo}..{hi}, got {v}"[:200])
+    return v
+
+
+def _num_arg(req: dict, key: str, lo: float, hi: float) -> float:
+    v = req[key]
+    if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) \
+            or not lo <= v <= hi:
+        raise ValueError(f"{key} must be a number in {lo}..{hi}, not {str(v)[:40]!r}")
+    return v
+
+
+def _seed_arg(req: dict) -> int | str:
+    seed = req.get("seed", 0)
+    if isinstance(seed, bool) or not isinstance(seed, int | str) or len(str(seed)) > 256:
+        raise ValueError(f"seed must be an integer or a short string, not {str(seed)[:40]!r}")
+    return seed
+
+
+def _buffer_limit() -> int:
+    """The largest buffer a QP may register now: half the memory available (the zeroed
+    buffer is touched in full at once), at most MAX_BUFFER. Refusing here is an error
+    reply; a MemoryError or the OOM killer later would not be."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return min(MAX_BUFFER, int(line.split()[1]) * 1024 // 2)
+    except (OSError, ValueError, IndexError):
+        pass
+    return 1 << 30
+
+
+def _placer(buf: memoryview):
     def place(va: int, payload) -> None:
         buf[va:va + len(payload)] = payload
     return place

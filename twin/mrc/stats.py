@@ -11,6 +11,7 @@ field's meaning and unit.
         SenderCounters      its transport's counters (twin.mrc.transport.SenderStats)
         MessageLatency      one completed message
       RecvQpStats           one receiving QP (its counters: transport.ReceiverStats)
+      EndpointDrops         packets dropped, by reason (the hostile-network counters)
 
 Wire form. `to_dict()` returns the JSON object itself, the one `json.loads` gives back
 at the other end. It has the keys, nesting and key order the control API has always
@@ -54,19 +55,21 @@ class SenderCounters:
     spurious: int  # losses a late copy proved wrong
     acked: int  # packets (PSNs) acknowledged
     per_plane_packets: Mapping[int, int]  # plane -> data packets sent on it
+    acks_unsent: int  # SACKs and NAKs naming a PSN never sent (forged or corrupt): ignored
 
     def to_dict(self) -> dict[str, Any]:
         return {"packets": self.packets, "bytes": self.bytes, "retransmits": self.retransmits,
                 "lost_per_ev": self.lost_per_ev, "lost_rack": self.lost_rack,
                 "lost_timeout": self.lost_timeout, "lost_nack": self.lost_nack,
                 "spurious": self.spurious, "acked": self.acked,
-                "per_plane_packets": {str(p): n for p, n in self.per_plane_packets.items()}}
+                "per_plane_packets": {str(p): n for p, n in self.per_plane_packets.items()},
+                "acks_unsent": self.acks_unsent}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> SenderCounters:
         return cls(d["packets"], d["bytes"], d["retransmits"], d["lost_per_ev"],
                    d["lost_rack"], d["lost_timeout"], d["lost_nack"], d["spurious"],
-                   d["acked"], _plane_map(d["per_plane_packets"]))
+                   d["acked"], _plane_map(d["per_plane_packets"]), d["acks_unsent"])
 
 
 @dataclass(frozen=True)
@@ -161,6 +164,7 @@ class RecvQpStats:
     acks: int  # SACKs sent
     nacks: int  # NAKs sent (a hole further back than the SACK bitmap reaches)
     completions: int  # WRITE_IMM completions delivered, over the QP's life
+    out_of_window: int  # data packets 2**16 or more PSNs above cum: dropped, not placed
 
     def to_dict(self) -> dict[str, Any]:
         return {"qpn": self.qpn, "bad_rkey": self.bad_rkey, "cum": self.cum,
@@ -168,14 +172,14 @@ class RecvQpStats:
                 "reverse_evs": list(self.reverse_evs), "packets": self.packets,
                 "bytes": self.bytes, "duplicates": self.duplicates,
                 "out_of_order": self.out_of_order, "acks": self.acks, "nacks": self.nacks,
-                "completions": self.completions}
+                "completions": self.completions, "out_of_window": self.out_of_window}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> RecvQpStats:
         return cls(d["qpn"], d["bad_rkey"], d["cum"],
                    tuple((n, imm) for n, imm in d["completed"]), tuple(d["reverse_evs"]),
                    d["packets"], d["bytes"], d["duplicates"], d["out_of_order"], d["acks"],
-                   d["nacks"], d["completions"])
+                   d["nacks"], d["completions"], d["out_of_window"])
 
 
 @dataclass(frozen=True)
@@ -197,6 +201,37 @@ class EndpointTotals:
 
 
 @dataclass(frozen=True)
+class EndpointDrops:
+    """Packets the endpoint dropped, one counter per reason, over its life (closed QPs
+    included). Each packet lands in one: the first check it fails, in this order."""
+
+    truncated: int  # shorter than its headers (BTH and ICRC, or its opcode's own)
+    malformed: int  # a valid ICRC but no valid packet: unknown opcode or AETH syndrome,
+    #                 a probe whose reply EV names no path of the fabric,
+    #                 a RETH DMA length other than the payload carried, a wrong ACK size
+    bad_icrc: int  # the RoCEv2 ICRC does not match: corrupted (or truncated) in flight
+    unknown_qp: int  # well-formed, for no QP of ours (data, ACK, NAK, probe, probe reply)
+    bad_rkey: int  # data for one of our QPs with another rkey
+    out_of_bounds: int  # the right rkey, but VA + length beyond the registered buffer
+    psn_window: int  # data 2**16 or more PSNs ahead of the receiver's cum
+    duplicate: int  # data whose PSN had arrived before (answered with a SACK, not placed)
+    ack_unsent: int  # an ACK or NAK naming a PSN its QP never sent
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"truncated": self.truncated, "malformed": self.malformed,
+                "bad_icrc": self.bad_icrc, "unknown_qp": self.unknown_qp,
+                "bad_rkey": self.bad_rkey, "out_of_bounds": self.out_of_bounds,
+                "psn_window": self.psn_window, "duplicate": self.duplicate,
+                "ack_unsent": self.ack_unsent}
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> EndpointDrops:
+        return cls(d["truncated"], d["malformed"], d["bad_icrc"], d["unknown_qp"],
+                   d["bad_rkey"], d["out_of_bounds"], d["psn_window"], d["duplicate"],
+                   d["ack_unsent"])
+
+
+@dataclass(frozen=True)
 class EndpointStats:
     """One endpoint: its NIC, its packet drops, its totals and every open QP."""
 
@@ -207,19 +242,22 @@ class EndpointStats:
     totals: EndpointTotals
     send_qps: tuple[SendQpStats, ...]  # in the order they were opened
     recv_qps: tuple[RecvQpStats, ...]
+    drops: EndpointDrops  # every dropped packet, by reason
 
     def to_dict(self) -> dict[str, Any]:
         return {"host": self.host, "ports": self.ports, "bad_packets": self.bad_packets,
                 "unknown_qp": self.unknown_qp, "totals": self.totals.to_dict(),
                 "send_qps": [q.to_dict() for q in self.send_qps],
-                "recv_qps": [q.to_dict() for q in self.recv_qps]}
+                "recv_qps": [q.to_dict() for q in self.recv_qps],
+                "drops": self.drops.to_dict()}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> EndpointStats:
         return cls(d["host"], d["ports"], d["bad_packets"], d["unknown_qp"],
                    EndpointTotals.from_dict(d["totals"]),
                    tuple(SendQpStats.from_dict(q) for q in d["send_qps"]),
-                   tuple(RecvQpStats.from_dict(q) for q in d["recv_qps"]))
+                   tuple(RecvQpStats.from_dict(q) for q in d["recv_qps"]),
+                   EndpointDrops.from_dict(d["drops"]))
 
     def send_qp(self, qpn: int) -> SendQpStats | None:
         return next((q for q in self.send_qps if q.qpn == qpn), None)

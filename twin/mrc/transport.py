@@ -12,6 +12,9 @@ Sender
     copy); the receiver echoes (PSN, number) in its SACK, so the sender always
     knows which copy arrived.
 
+    A SACK or NAK that names a PSN never sent is forged or corrupt: it is
+    counted (acks_unsent) and ignored whole.
+
     Loss, four ways, fastest first:
       per EV    a packet is lost when a packet sent after it *on the same EV*
                 is acked: one path is FIFO, so it was not merely late
@@ -55,9 +58,10 @@ Modes (per QP)
 Receiver
     Places each new packet at its address, tracks the cumulative PSN and a
     bitmap of the PSNs received above it, drops duplicates (and says so in
-    its SACK), delivers WRITE_IMM completions in PSN order, and answers with
-    SACKs (cumulative PSN + 64-bit bitmap, echoing the EV, PSN and
-    transmission number of the packet that triggered it).
+    its SACK) and PSNs too far ahead to have been sent (RECV_WINDOW),
+    delivers WRITE_IMM completions in PSN order, and answers with SACKs
+    (cumulative PSN + 64-bit bitmap, echoing the EV, PSN and transmission
+    number of the packet that triggered it).
 """
 
 from __future__ import annotations
@@ -72,6 +76,11 @@ from twin.mrc.evset import Ev, EvSet, NoUsableEv
 MODES = ("mrc", "spray-static", "single-path")
 BITMAP_BITS = 64
 NACK_DISTANCE = BITMAP_BITS  # a hole this far behind the newest PSN is NAKed
+# PSNs above the cumulative PSN a receiver accepts: far more than a sender keeps
+# outstanding (its window is at most a few hundred packets), far less than the 2**23
+# a 24-bit PSN can reach ahead. Beyond it a packet is dropped, not placed: its bit
+# would grow the receive bitmap without bound and claim a PSN not yet sent.
+RECV_WINDOW = 1 << 16
 TRY_MASK = 0x7F  # transmission numbers travel in 7 bits
 LOSS_REASONS = ("per_ev", "rack", "nack", "timeout")
 MESSAGES_KEPT = 64  # completed messages remembered for stats (the count is kept in full)
@@ -213,6 +222,7 @@ class SenderStats:
     spurious: int = 0  # losses a late copy proved wrong
     acked: int = 0
     per_plane_packets: dict[int, int] = field(default_factory=dict)
+    acks_unsent: int = 0  # SACKs and NAKs naming a PSN never sent: ignored whole
 
 
 class QpFailed(RuntimeError):
@@ -388,6 +398,8 @@ class Sender:
     def on_sack(self, sack: SackReport, now: int) -> None:
         if self.failed:
             return
+        if not self._names_sent(sack.psn, sack.cum):
+            return
         self._port_state(sack.port_state, self.local_ports, now)
         txs = self._txs
         c0 = self._cum
@@ -453,6 +465,18 @@ class Sender:
             self._detect_rack(rack_sent, now, covered)
         self._complete(now)
 
+    def _names_sent(self, psn: int, cum: int | None = None) -> bool:
+        """Whether an ACK (or NAK) could come from the receiver: it echoes a PSN we sent,
+        and its cumulative PSN is no further than one past the highest sent. Anything
+        else is forged or corrupt, and is counted and ignored before any of it (port
+        state, cum, bitmap) is believed: a cum ahead of what was sent would ack data
+        the receiver never had, and would cost a walk over every PSN up to it."""
+        high = self._sent_high
+        if 0 <= psn <= high and (cum is None or 0 <= cum <= high + 1):
+            return True
+        self.stats.acks_unsent += 1
+        return False
+
     def _late(self, psn: int, now: int) -> None:
         """A copy of `psn` declared lost was delivered after all."""
         lost = self._lost.pop(psn, None)
@@ -470,6 +494,8 @@ class Sender:
 
     def on_nack(self, psn: int, now: int) -> None:
         """The receiver NAKs a PSN it has waited too long for: resend it now."""
+        if not self._names_sent(psn):
+            return
         tx = self._txs.get(psn)
         # Only the first copy: a NAK cannot say which transmission it missed (Karn). And
         # only once a packet sent a reordering window after it has arrived: the NAK says
@@ -673,6 +699,7 @@ class ReceiverStats:
     acks: int = 0
     nacks: int = 0
     completions: int = 0
+    out_of_window: int = 0  # data packets RECV_WINDOW or more PSNs above cum: dropped
 
 
 _MASK64 = (1 << BITMAP_BITS) - 1
@@ -687,8 +714,9 @@ class Receiver:
     """
 
     def __init__(self, place: Callable[[int, bytes | memoryview], None], ack_every: int = 2,
-                 port_state: Callable[[], int] = lambda: 0xFFFF):
+                 port_state: Callable[[], int] = lambda: 0xFFFF, span: int = RECV_WINDOW):
         self.place = place
+        self.span = span  # PSNs above cum it accepts (RECV_WINDOW)
         self.ack_every = ack_every
         self.port_state = port_state
         self.cum = 0
@@ -708,6 +736,9 @@ class Receiver:
         if d < 0 or self._window >> d & 1:
             st.duplicates += 1
             return self._sack(pkt, dup=True)  # the sender missed an ack: answer at once
+        if d >= self.span:  # not placed, not answered: no sender has it outstanding
+            st.out_of_window += 1
+            return None
         self.place(pkt.va, pkt.payload)
         st.packets += 1
         st.bytes += len(pkt.payload)
