@@ -44,12 +44,12 @@ def twin(*argv: str, check: bool = True, timeout: float = 300) -> subprocess.Com
     return proc
 
 
-def _another_sessions(lab: str) -> bool:
+def _test_session_of(lab: str) -> int | None:
+    """The pid of the test session that brought this lab up, if one did."""
     try:
-        pid = int(open(f"{DEFAULT_RUN_DIR}/{lab}/{MARKER}").read())
+        return int(open(f"{DEFAULT_RUN_DIR}/{lab}/{MARKER}").read())
     except (OSError, ValueError):
-        return False
-    return os.path.exists(f"/proc/{pid}")
+        return None
 
 
 @contextmanager
@@ -83,8 +83,13 @@ class UsersLab:
 def test_a_users_lab_is_up_in_the_default_run_directory():
     existing = json.loads(twin("status", "--json").stdout)
     names = {s["lab"] for s in existing}
-    if USERS_LAB in names and not _another_sessions(USERS_LAB):
+    session = _test_session_of(USERS_LAB) if USERS_LAB in names else None
+    if USERS_LAB in names and session is None:
         UsersLab.lab = USERS_LAB  # the user's own: look, never touch
+    elif session is not None and not os.path.exists(f"/proc/{session}"):
+        UsersLab.lab, UsersLab.ours = USERS_LAB, True  # a killed session's: ours to end
+        with open(f"{DEFAULT_RUN_DIR}/{USERS_LAB}/{MARKER}", "w") as f:
+            f.write(str(os.getpid()))
     else:
         UsersLab.lab = USERS_LAB if USERS_LAB not in names else lab_name("bystander")
         UsersLab.ours = True
