@@ -23,7 +23,9 @@ Numbers pass through as the endpoint computed them. A QP that never wrote has th
 integer 0 as its `elapsed_s`, and a fresh window is the integer 16. Parsing never
 coerces, so a reply re-serialised is byte for byte the reply received. `from_dict`
 reads the keys it knows and ignores any others, such as the control reply's `id`.
-A missing key raises KeyError.
+A missing key raises KeyError, except the keys added after the first schema (the
+drop counters: `drops`, `acks_unsent`, `out_of_window`), which read as 0: a lab kept
+up across an upgrade of twin has endpoints that do not send them yet.
 
 Only the standard library: the endpoint imports this inside a host's namespace.
 """
@@ -32,7 +34,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 
 def _plane_map(by_plane: Mapping) -> dict[int, int]:
@@ -69,7 +71,7 @@ class SenderCounters:
     def from_dict(cls, d: Mapping[str, Any]) -> SenderCounters:
         return cls(d["packets"], d["bytes"], d["retransmits"], d["lost_per_ev"],
                    d["lost_rack"], d["lost_timeout"], d["lost_nack"], d["spurious"],
-                   d["acked"], _plane_map(d["per_plane_packets"]), d["acks_unsent"])
+                   d["acked"], _plane_map(d["per_plane_packets"]), d.get("acks_unsent", 0))
 
 
 @dataclass(frozen=True)
@@ -179,7 +181,7 @@ class RecvQpStats:
         return cls(d["qpn"], d["bad_rkey"], d["cum"],
                    tuple((n, imm) for n, imm in d["completed"]), tuple(d["reverse_evs"]),
                    d["packets"], d["bytes"], d["duplicates"], d["out_of_order"], d["acks"],
-                   d["nacks"], d["completions"], d["out_of_window"])
+                   d["nacks"], d["completions"], d.get("out_of_window", 0))
 
 
 @dataclass(frozen=True)
@@ -224,8 +226,12 @@ class EndpointDrops:
                 "psn_window": self.psn_window, "duplicate": self.duplicate,
                 "ack_unsent": self.ack_unsent}
 
+    NONE: ClassVar[dict[str, int]] = {}  # what an endpoint from before drops counted sends
+
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> EndpointDrops:
+        if not d:
+            return cls(0, 0, 0, 0, 0, 0, 0, 0, 0)
         return cls(d["truncated"], d["malformed"], d["bad_icrc"], d["unknown_qp"],
                    d["bad_rkey"], d["out_of_bounds"], d["psn_window"], d["duplicate"],
                    d["ack_unsent"])
@@ -257,7 +263,7 @@ class EndpointStats:
                    EndpointTotals.from_dict(d["totals"]),
                    tuple(SendQpStats.from_dict(q) for q in d["send_qps"]),
                    tuple(RecvQpStats.from_dict(q) for q in d["recv_qps"]),
-                   EndpointDrops.from_dict(d["drops"]))
+                   EndpointDrops.from_dict(d.get("drops") or EndpointDrops.NONE))
 
     def send_qp(self, qpn: int) -> SendQpStats | None:
         return next((q for q in self.send_qps if q.qpn == qpn), None)
