@@ -25,7 +25,7 @@ from pathlib import Path
 
 
 def run_root() -> Path:
-    return Path(os.environ.get("TWIN_RUN_DIR", "/run/twin"))
+    return Path(os.environ.get("TWIN_RUN_DIR") or "/run/twin")  # set but empty: the default
 
 
 @dataclass

@@ -32,7 +32,7 @@ def fabrics_dir() -> Path:
 
 
 def build_root() -> Path:
-    return Path(os.environ.get("TWIN_BUILD_DIR", project_root() / "lab" / "build"))
+    return Path(os.environ.get("TWIN_BUILD_DIR") or project_root() / "lab" / "build")
 
 
 @dataclass(frozen=True)
