@@ -88,6 +88,9 @@ CASES = [
     ("exec without a command", ["exec", "r0h0", *L4], "Missing argument"),
     ("unknown command", ["fault", "link-melt", "t0-p0-r0:eth3", *L4], "No such command"),
     ("size --radix 0", ["size", "--radix", "0", "--planes", "8"], "--radix"),
+    ("engine, unknown verb", ["engine", "restart"], "No such command"),
+    ("images, unknown verb", ["images", "push"], "No such command"),
+    ("render --json typo", ["render", "mrc-4p", "--jsn"], "No such option"),
 ]
 # a fault on a link already faulted: each with the fault that is already there
 FAULTED = [
