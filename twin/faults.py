@@ -17,6 +17,13 @@ three actions on a running lab:
                 interface's addresses and routes when it went down.
     link-loss   nftables at the link's switch end drops PCT% of the packets
                 forwarded out of or into it (numgen random, per packet).
+    switch-down every link of a switch, down at the switch: a dead switch
+    nic-down    one NIC port of a host (HOST:PLANE), down at the host
+    plane-down  every link of a plane, down at its switches
+                The last three are one fault over several links (`links`);
+                revert brings every end up and re-applies every node's plan.
+
+No two faults share a link: a fault on a link another one holds is refused.
 
 A faults.json naming a kind no type registers is an error, never guessed at.
 """
@@ -39,20 +46,35 @@ from twin.state import read_json, write_json
 class FaultKind(StrEnum):
     LINK_DOWN = "link-down"
     LINK_LOSS = "link-loss"
+    SWITCH_DOWN = "switch-down"
+    NIC_DOWN = "nic-down"
+    PLANE_DOWN = "plane-down"
 
 
 @dataclass(frozen=True)
 class Fault:
     kind: FaultKind
-    link: str  # link id
+    link: str  # link id; for a fault over several links, its target (NODE, HOST:PLANE, P)
     ends: tuple[Endpoint, ...]  # where it is applied
     since: float
     percent: float = 0.0  # link-loss only
+    links: tuple[str, ...] = ()  # every link it holds, when more than `link` names
+
+    @property
+    def target(self) -> str:
+        return self.link
+
+    @property
+    def all_links(self) -> tuple[str, ...]:
+        return self.links or (self.link,)
 
     def to_dict(self) -> dict:
-        return {"kind": self.kind.value, "link": self.link,
-                "ends": [str(e) for e in self.ends], "since": self.since,
-                "percent": self.percent}
+        d = {"kind": self.kind.value, "link": self.link,
+             "ends": [str(e) for e in self.ends], "since": self.since,
+             "percent": self.percent}
+        if self.links:
+            d["links"] = list(self.links)
+        return d
 
     @classmethod
     def from_dict(cls, d: dict, where: str = "faults.json") -> Fault:
@@ -65,7 +87,7 @@ class Fault:
         except (KeyError, TypeError):
             raise LabError(f"{where}: a fault without a kind: {d!r}") from None
         return cls(kind, d["link"], tuple(parse_end(e) for e in d["ends"]), d["since"],
-                   d.get("percent", 0.0))
+                   d.get("percent", 0.0), tuple(d.get("links", ())))
 
 
 def parse_end(text: str) -> Endpoint:
@@ -158,6 +180,44 @@ class LinkDown(FaultType):
         return list(fault.ends)
 
 
+class LinksDown(FaultType):
+    """A fault over several links (a switch, a NIC port, a plane): its ends down."""
+
+    def apply(self, lab: Attached, fault: Fault) -> None:
+        for e in fault.ends:
+            lab.runtime.set_link_state(e.node, e.ifname, False)
+
+    def revert(self, lab: Attached, fault: Fault) -> None:
+        held = set(fault.links)
+        links = [lk for lk in lab.fabric.links if lk.id in held]
+        _restore_link(lab, *[e for lk in links for e in (lk.a, lk.b)])
+
+    def reapply(self, lab: Attached, fault: Fault, node: str) -> list[Endpoint]:
+        """The restarted node and its peers were re-programmed, their links up: set
+        down again the ends this fault holds on the restarted node's links."""
+        mine = {lk.id for lk in lab.fabric.links_of(node)} & set(fault.links)
+        again = [e for e in fault.ends
+                 if lab.fabric.link_at(e).id in mine]
+        for e in again:
+            lab.runtime.set_link_state(e.node, e.ifname, False)
+        return again
+
+
+@fault_type
+class SwitchDown(LinksDown):
+    kind = FaultKind.SWITCH_DOWN
+
+
+@fault_type
+class NicDown(LinksDown):
+    kind = FaultKind.NIC_DOWN
+
+
+@fault_type
+class PlaneDown(LinksDown):
+    kind = FaultKind.PLANE_DOWN
+
+
 @fault_type
 class LinkLoss(FaultType):
     kind = FaultKind.LINK_LOSS
@@ -200,6 +260,22 @@ def loss_rules(ifname: str, percent: float, table: str, owner_tag: str = "") -> 
             f"  }}\n}}\n")
 
 
+def _refuse_held(lab: Attached, links: list[Link], what: str) -> None:
+    """No two faults share a link: name the fault in the way, and how to revert it."""
+    wanted = {lk.id for lk in links}
+    for f in active(lab):
+        shared = wanted & set(f.all_links)
+        if shared:
+            if f.links:
+                held = f"is already down as part of {f.kind} {f.target}"
+                how = f"`twin fault clear {f.target}`"
+            else:
+                held = ("is already down" if f.kind is FaultKind.LINK_DOWN
+                        else f"already has a {f.kind} fault")
+                how = f"`twin fault link-up {f.ends[0]}`"
+            raise UsageError(f"{what}: link {min(shared)} {held}; {how} first")
+
+
 def _restore_link(lab: Attached, *ends: Endpoint) -> None:
     for e in ends:
         lab.runtime.set_link_state(e.node, e.ifname, True)
@@ -219,8 +295,7 @@ def _inject(lab: Attached, fault: Fault) -> Fault:
 def link_down(lab: Attached, text: str, both: bool = False) -> Fault:
     ep = parse_endpoint(lab, text)
     link = lab.fabric.link_at(ep)
-    if any(f.link == link.id for f in active(lab)):
-        raise UsageError(f"link {link.id} is already down; `twin fault link-up {text}` first")
+    _refuse_held(lab, [link], f"link-down {text}")
     ends = (ep, link.peer(ep.node)) if both else (ep,)
     return _inject(lab, Fault(FaultKind.LINK_DOWN, link.id, ends, time.time()))
 
@@ -232,8 +307,7 @@ def link_loss(lab: Attached, text: str, percent: float) -> Fault:
     ep = parse_endpoint(lab, text)
     link = lab.fabric.link_at(ep)
     switch_end = ep if lab.fabric.node(ep.node).is_switch else link.peer(ep.node)
-    if any(f.link == link.id for f in active(lab)):
-        raise UsageError(f"link {link.id} already has a fault; clear it first")
+    _refuse_held(lab, [link], f"link-loss {text}")
     return _inject(lab, Fault(FaultKind.LINK_LOSS, link.id, (switch_end,), time.time(),
                               percent))
 
@@ -245,7 +319,10 @@ def link_up(lab: Attached, text: str, force: bool = False) -> Fault | None:
     ep = parse_endpoint(lab, text)
     link = lab.fabric.link_at(ep)
     faults = active(lab)
-    fault = next((f for f in faults if f.link == link.id), None)
+    fault = next((f for f in faults if link.id in f.all_links), None)
+    if fault is not None and fault.links:
+        raise UsageError(f"link {link.id} is down as part of {fault.kind} {fault.target}; "
+                         f"`twin fault clear {fault.target}` reverts all of it")
     if fault is None and not force:
         inforce = ", ".join(f.link for f in faults) or "none"
         raise UsageError(f"link {link.id} has no fault in force (faults in force: {inforce}); "
@@ -258,6 +335,52 @@ def link_up(lab: Attached, text: str, force: bool = False) -> Fault | None:
     return fault
 
 
+def _links_down(lab: Attached, kind: FaultKind, target: str, links: list[Link],
+                ends: list[Endpoint]) -> Fault:
+    _refuse_held(lab, links, f"{kind} {target}")
+    return _inject(lab, Fault(kind, target, tuple(ends), time.time(),
+                              links=tuple(lk.id for lk in links)))
+
+
+def switch_down(lab: Attached, node: str) -> Fault:
+    """A dead switch: every one of its links down at the switch (its peers lose carrier)."""
+    sw = require_node(lab.fabric, node)
+    if not sw.is_switch:
+        raise UsageError(f"{node} is a host, not a switch; a host's port: "
+                         f"`twin fault nic-down {node}:PLANE`")
+    links = lab.fabric.links_of(node)
+    return _links_down(lab, FaultKind.SWITCH_DOWN, node, links, [lk.end(node) for lk in links])
+
+
+def nic_down(lab: Attached, text: str) -> Fault:
+    """One NIC port of a host, HOST:PLANE, down at the host."""
+    host, sep, plane_text = text.partition(":")
+    planes = list(lab.fabric.nic_planes)
+    if not sep or not plane_text.isdigit():
+        raise UsageError(f"{text!r}: name a NIC port as HOST:PLANE, e.g. r0h0:{planes[-1]}")
+    node = require_node(lab.fabric, host)
+    if node.is_switch:
+        raise UsageError(f"{host} is a switch, not a host; a dead switch: "
+                         f"`twin fault switch-down {host}`")
+    plane = int(plane_text)
+    links = [lk for lk in lab.fabric.links_of(host) if lk.plane == plane]
+    if not links:
+        raise UsageError(f"{host} has no NIC port on plane {plane}; its planes: "
+                         f"{', '.join(map(str, planes))}")
+    return _links_down(lab, FaultKind.NIC_DOWN, text, links, [lk.end(host) for lk in links])
+
+
+def plane_down(lab: Attached, text: str) -> Fault:
+    """Every link of one plane, down at its switches."""
+    planes = sorted({lk.plane for lk in lab.fabric.links})
+    if not text.isdigit() or int(text) not in planes:
+        raise UsageError(f"no plane {text!r} in lab {lab.lab}; its planes: "
+                         f"{', '.join(map(str, planes))}")
+    links = [lk for lk in lab.fabric.links if lk.plane == int(text)]
+    ends = [e for lk in links for e in (lk.a, lk.b) if lab.fabric.node(e.node).is_switch]
+    return _links_down(lab, FaultKind.PLANE_DOWN, text, links, ends)
+
+
 def reapply(lab: Attached, node: str) -> list[str]:
     """Apply again, on `node` that restarted and came back bare, every fault in
     force that it lost; the ends touched, as NODE:IFNAME."""
@@ -267,9 +390,15 @@ def reapply(lab: Attached, node: str) -> list[str]:
     return again
 
 
-def clear(lab: Attached) -> list[Fault]:
-    """Revert every fault in force, newest first."""
+def clear(lab: Attached, target: str | None = None) -> list[Fault]:
+    """Revert every fault in force, newest first; or only the one on `target` (its
+    target as `fault list` shows it: NODE:IF, NODE, HOST:PLANE or a plane)."""
     faults = active(lab)
+    if target is not None:
+        faults = [f for f in faults if target in (f.target, *map(str, f.ends))]
+        if not faults:
+            inforce = ", ".join(f.target for f in active(lab)) or "none"
+            raise UsageError(f"no fault in force on {target!r} (faults in force: {inforce})")
     for fault in reversed(faults):
         TYPES[fault.kind].revert(lab, fault)
         _save(lab, [f for f in active(lab) if f.link != fault.link])

@@ -77,6 +77,37 @@ def test_link_down_fails_exactly_the_paths_over_that_link(lab4):
     assert run_verify(lab4.runtime, lab4.plan).ok
 
 
+def test_switch_down_fails_exactly_the_paths_through_that_t1_and_clears(lab4):
+    F.switch_down(lab4, "t1-p0-0")
+    try:
+        report = run_verify(lab4.runtime, lab4.plan)
+        failed = {(r.path.src, r.path.address) for r in [*report.paths, *report.loops]
+                  if not r.ok}
+        expected = {(p.src, p.address)
+                    for p in [*P.host_pairs_paths(lab4.fabric), *P.loopback_paths(lab4.fabric)]
+                    if "t1-p0-0" in p.hops}
+        assert failed == expected and expected
+        assert {n.node for n in report.nodes if not n.ok} >= {"t1-p0-0"}
+    finally:
+        F.clear(lab4, "t1-p0-0")
+    assert run_verify(lab4.runtime, lab4.plan).ok
+
+
+def test_mrc_moves_bytes_exactly_past_a_dead_switch_and_a_dead_nic_port(lab4):
+    from twin import traffic as T
+
+    F.switch_down(lab4, "t1-p1-1")
+    F.nic_down(lab4, "r1h0:3")
+    try:
+        run = T.run(lab4.runtime, "bulk", T.flows_for("bulk", [], 16 << 20, "r0h0", "r1h0"),
+                    "mrc", timeout_s=120)
+        assert run.ok, run.to_dict()["flows"]
+        assert 3 not in run.flows[0].result.planes_in_use  # the peer's port-state bitmap
+    finally:
+        F.clear(lab4)
+    assert run_verify(lab4.runtime, lab4.plan).ok
+
+
 def test_a_route_removed_by_hand_is_reported_missing(lab4):
     lab4.runtime.exec("t1-p1-0", ["ip", "-6", "route", "del", "fcbb:bb00:1101::/48"])
     try:

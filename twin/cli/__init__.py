@@ -6,7 +6,8 @@ One module per command group; each registers its commands on `main`:
     fabric    plan, render, paths, size        (pure: no root)
     lab       up, down, status, exec, restart, verify
     traffic   traffic, stats
-    fault     fault link-down | link-loss | link-up | list | clear
+    fault     fault link-down | link-loss | link-up | switch-down | nic-down | plane-down |
+              list | clear
     engine    engine start | stop | status, images build | status
 """
 

@@ -1,4 +1,5 @@
-"""Faults: twin fault link-down | link-loss | link-up | list | clear."""
+"""Faults: twin fault link-down | link-loss | link-up | switch-down | nic-down |
+plane-down | list | clear."""
 
 from __future__ import annotations
 
@@ -56,6 +57,36 @@ def fault_link_up(endpoint, force, lab):
     out.print(f"link {link.id} up" + ("" if f else " (no fault was recorded; healed)"))
 
 
+@fault.command("switch-down")
+@click.argument("node")
+@click.option("--lab", default=None)
+def fault_switch_down(node, lab):
+    """A dead switch: every link of NODE down at NODE (its peers lose carrier).
+    Revert with `twin fault clear NODE`."""
+    f = F.switch_down(L.attach(lab), node)
+    out.print(f"switch {node} down: {len(f.links)} links")
+
+
+@fault.command("nic-down")
+@click.argument("port", metavar="HOST:PLANE")
+@click.option("--lab", default=None)
+def fault_nic_down(port, lab):
+    """One NIC port of a host down, e.g. r0h0:2 (plane 2). Revert with
+    `twin fault clear HOST:PLANE`."""
+    f = F.nic_down(L.attach(lab), port)
+    out.print(f"NIC port {port} down ({', '.join(map(str, f.ends))})")
+
+
+@fault.command("plane-down")
+@click.argument("plane")
+@click.option("--lab", default=None)
+def fault_plane_down(plane, lab):
+    """Every link of plane PLANE down at its switches. Revert with
+    `twin fault clear PLANE`."""
+    f = F.plane_down(L.attach(lab), plane)
+    out.print(f"plane {plane} down: {len(f.links)} links")
+
+
 @fault.command("list")
 @click.option("--lab", default=None)
 @click.option("--json", "as_json", is_flag=True)
@@ -69,13 +100,17 @@ def fault_list(lab, as_json):
     if not faults:
         out.print("no faults in force")
     for f in faults:
-        out.print(f"{f.kind} {f.link} (ends down: {', '.join(map(str, f.ends))})")
+        n = len(f.links)
+        held = f" ({n} link{'s' if n != 1 else ''})" if f.links else ""
+        out.print(f"{f.kind} {f.target}{held} (ends down: {', '.join(map(str, f.ends))})")
 
 
 @fault.command("clear")
+@click.argument("target", required=False)
 @click.option("--lab", default=None)
-def fault_clear(lab):
-    """Revert every fault in force."""
+def fault_clear(target, lab):
+    """Revert every fault in force, or only the one on TARGET (as `fault list`
+    names it: NODE:IF, NODE, HOST:PLANE or a plane)."""
     att = L.attach(lab)
-    reverted = F.clear(att)
+    reverted = F.clear(att, target)
     out.print(f"reverted {len(reverted)} fault{'s' if len(reverted) != 1 else ''}")

@@ -68,7 +68,7 @@ def traffic(pattern, src, dst, size, mode, evs, cut, cut_at, lab, as_json):
     scheduled, applied = [], []
     if cut:
         link = att.fabric.link_at(F.parse_endpoint(att, cut))  # bad NODE:IF: fail now
-        if any(f.link == link.id for f in F.active(att)):  # its fault is not ours to undo
+        if any(link.id in f.all_links for f in F.active(att)):  # not ours to undo
             raise UsageError(f"link {link.id} is already down; `twin fault link-up {cut}` "
                              "first, or cut another link")
         if cut_at < 0:

@@ -1,0 +1,127 @@
+"""Faults over several links (switch-down, nic-down, plane-down) on the fake runtime's
+kernel model: one record, every end down, one revert, no link held twice."""
+
+import pytest
+from click.testing import CliRunner
+
+from twin import faults as F
+from twin import lab as L
+from twin.cli import main
+from twin.errors import UsageError
+from twin.runtime import fake
+
+
+@pytest.fixture(autouse=True)
+def clean_world():
+    fake.FakeRuntime.reset()
+    yield
+    fake.FakeRuntime.reset()
+
+
+@pytest.fixture
+def att():
+    L.up("mrc-4p", "fake")
+    return L.attach("mrc-4p")
+
+
+def admin(node, ifname):
+    return fake.WORLD["mrc-4p"][node].interfaces[ifname].up
+
+
+def all_up():
+    return all(i.up for n in fake.WORLD["mrc-4p"].values() for i in n.interfaces.values())
+
+
+def test_switch_down_takes_every_link_of_the_switch_down_at_the_switch(att):
+    fault = F.switch_down(att, "t1-p0-0")
+    assert fault.kind is F.FaultKind.SWITCH_DOWN and fault.target == "t1-p0-0"
+    assert len(fault.links) == 2  # one per rack's T0 of plane 0
+    assert all(not admin("t1-p0-0", i) for i in ("eth1", "eth2"))
+    assert admin("t0-p0-r0", "eth3")  # the peers' ends stay up, without carrier
+    (recorded,) = F.active(att)
+    assert recorded == fault and recorded.to_dict()["links"] == list(fault.links)
+    assert [f.target for f in F.clear(att, "t1-p0-0")] == ["t1-p0-0"]
+    assert all_up() and F.active(att) == []
+
+
+def test_nic_down_is_one_port_of_a_host(att):
+    fault = F.nic_down(att, "r0h0:2")
+    assert fault.ends == (F.Endpoint("r0h0", "eth3"),)
+    assert not admin("r0h0", "eth3") and admin("r0h0", "eth1")
+    F.clear(att, "r0h0:2")
+    assert all_up()
+
+
+def test_plane_down_takes_every_link_of_the_plane_at_its_switches(att):
+    fault = F.plane_down(att, "1")
+    plane_links = [lk for lk in att.fabric.links if lk.plane == 1]
+    assert set(fault.links) == {lk.id for lk in plane_links}
+    assert all(att.fabric.node(e.node).is_switch for e in fault.ends)
+    assert all(not admin(e.node, e.ifname) for e in fault.ends)
+    assert all(admin(lk.a.node, lk.a.ifname) for lk in att.fabric.links if lk.plane != 1)
+    F.clear(att)
+    assert all_up()
+
+
+def test_no_two_faults_hold_one_link(att):
+    F.switch_down(att, "t1-p0-0")
+    with pytest.raises(UsageError, match="already down as part of switch-down t1-p0-0"):
+        F.link_down(att, "t0-p0-r0:eth3")
+    with pytest.raises(UsageError, match="already down as part of switch-down"):
+        F.plane_down(att, "0")
+    with pytest.raises(UsageError, match="`twin fault clear t1-p0-0` reverts all of it"):
+        F.link_up(att, "t0-p0-r0:eth3")
+    F.clear(att)
+    F.link_loss(att, "t0-p1-r0:eth3", 5)
+    with pytest.raises(UsageError, match="already has a link-loss fault"):
+        F.switch_down(att, "t0-p1-r0")
+    assert [f.kind for f in F.active(att)] == [F.FaultKind.LINK_LOSS]
+
+
+@pytest.mark.parametrize("call,text,msg", [
+    (F.switch_down, "r0h0", "is a host, not a switch"),
+    (F.switch_down, "nosuch", "no node 'nosuch'"),
+    (F.nic_down, "t0-p0-r0:1", "is a switch, not a host"),
+    (F.nic_down, "r0h0:9", "no NIC port on plane 9"),
+    (F.nic_down, "r0h0", "HOST:PLANE"),
+    (F.plane_down, "7", "no plane '7'"),
+    (F.plane_down, "x", "no plane 'x'"),
+])
+def test_bad_targets_are_refused_and_nothing_is_recorded(att, call, text, msg):
+    with pytest.raises(UsageError, match=msg):
+        call(att, text)
+    assert F.active(att) == [] and all_up()
+
+
+def test_a_restarted_switch_comes_back_still_dead(att):
+    F.switch_down(att, "t1-p0-0")
+    done = L.restart(att, "t1-p0-0")
+    assert sorted(done.faults_again) == ["t1-p0-0:eth1", "t1-p0-0:eth2"]
+    assert not admin("t1-p0-0", "eth1") and not admin("t1-p0-0", "eth2")
+
+
+def test_a_restarted_peer_keeps_the_switch_dead(att):
+    F.switch_down(att, "t1-p0-0")
+    done = L.restart(att, "t0-p0-r0")  # re-programs t1-p0-0 too: its link comes up
+    assert done.faults_again == ("t1-p0-0:eth1",)
+    assert not admin("t1-p0-0", "eth1")
+
+
+def test_clear_of_a_target_without_a_fault_is_refused(att):
+    F.nic_down(att, "r1h1:0")
+    with pytest.raises(UsageError, match="no fault in force on 't1-p0-0'.*r1h1:0"):
+        F.clear(att, "t1-p0-0")
+    assert len(F.active(att)) == 1
+
+
+def test_cli_lists_and_clears_them(att):
+    runner = CliRunner()
+    assert runner.invoke(main, ["fault", "switch-down", "t1-p1-1"]).exit_code == 0
+    assert runner.invoke(main, ["fault", "nic-down", "r0h1:3"]).exit_code == 0
+    listed = runner.invoke(main, ["fault", "list"]).output
+    assert "switch-down t1-p1-1 (2 links)" in listed and "nic-down r0h1:3 (1 link)" in listed
+    res = runner.invoke(main, ["fault", "plane-down", "1"])
+    assert res.exit_code == 2 and "already down as part of switch-down t1-p1-1" in res.output
+    assert "reverted 1 fault" in runner.invoke(main, ["fault", "clear", "r0h1:3"]).output
+    assert "reverted 1 fault" in runner.invoke(main, ["fault", "clear"]).output
+    assert all_up()
