@@ -22,6 +22,18 @@ three actions on a running lab:
     plane-down  every link of a plane, down at its switches
                 The last three are one fault over several links (`links`);
                 revert brings every end up and re-applies every node's plan.
+    blackhole   NODE[:IF] silently drops what it forwards (out of IF): an nft
+                table in NODE's namespace; links and carrier stay up
+    sid-loss    NODE's local SID route is deleted (a misconfiguration)
+    route-corrupt  one of NODE's static routes points out of the wrong port
+    link-rate   a link shaped to RATE at its switch end (tbf): a degraded link
+                The last three revert by re-applying the node's plan, which
+                is idempotent.
+
+Every apply and revert is also a line in <run dir>/<lab>/events.jsonl, with
+wall time and CLOCK_MONOTONIC ns (one clock for every namespace and
+container on the machine), so a drill lines faults up with the endpoints'
+event logs.
 
 No two faults share a link: a fault on a link another one holds is refused.
 
@@ -30,14 +42,17 @@ A faults.json naming a kind no type registers is an error, never guessed at.
 
 from __future__ import annotations
 
+import json
 import time
 from abc import ABC, abstractmethod
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import ClassVar
 
 from twin.errors import LabError, UsageError
 from twin.fabric.model import Endpoint, Link
+from twin.fabric.plan import NodePlan, Route
+from twin.fabric.render import tbf_burst
 from twin.lab import Attached, phases, require_node
 from twin.progress import Steps
 from twin.state import read_json, write_json
@@ -49,6 +64,10 @@ class FaultKind(StrEnum):
     SWITCH_DOWN = "switch-down"
     NIC_DOWN = "nic-down"
     PLANE_DOWN = "plane-down"
+    BLACKHOLE = "blackhole"
+    SID_LOSS = "sid-loss"
+    ROUTE_CORRUPT = "route-corrupt"
+    LINK_RATE = "link-rate"
 
 
 @dataclass(frozen=True)
@@ -59,6 +78,7 @@ class Fault:
     since: float
     percent: float = 0.0  # link-loss only
     links: tuple[str, ...] = ()  # every link it holds, when more than `link` names
+    detail: str = ""  # kind-specific: link-rate's rate, route-corrupt's route
 
     @property
     def target(self) -> str:
@@ -68,12 +88,18 @@ class Fault:
     def all_links(self) -> tuple[str, ...]:
         return self.links or (self.link,)
 
+    def end_names(self) -> list[str]:
+        """NODE:IF per end; a fault in a whole node (blackhole NODE, sid-loss) is NODE."""
+        return [str(e) if e.ifname else e.node for e in self.ends]
+
     def to_dict(self) -> dict:
         d = {"kind": self.kind.value, "link": self.link,
-             "ends": [str(e) for e in self.ends], "since": self.since,
+             "ends": self.end_names(), "since": self.since,
              "percent": self.percent}
         if self.links:
             d["links"] = list(self.links)
+        if self.detail:
+            d["detail"] = self.detail
         return d
 
     @classmethod
@@ -86,8 +112,9 @@ class Fault:
                            "was it written by a newer twin?") from None
         except (KeyError, TypeError):
             raise LabError(f"{where}: a fault without a kind: {d!r}") from None
-        return cls(kind, d["link"], tuple(parse_end(e) for e in d["ends"]), d["since"],
-                   d.get("percent", 0.0), tuple(d.get("links", ())))
+        return cls(kind, d["link"], tuple(Endpoint(*e.partition(":")[::2]) for e in d["ends"]),
+                   d["since"],
+                   d.get("percent", 0.0), tuple(d.get("links", ())), d.get("detail", ""))
 
 
 def parse_end(text: str) -> Endpoint:
@@ -127,6 +154,24 @@ def active(lab: Attached) -> list[Fault]:
 
 def _save(lab: Attached, faults: list[Fault]) -> None:
     write_json(_path(lab), [f.to_dict() for f in faults])
+
+
+def log_event(lab: Attached, event: str, fault: Fault) -> dict:
+    """One line of the lab's fault timeline: wall time and CLOCK_MONOTONIC ns."""
+    entry = {"t_wall": time.time(), "t_mono_ns": time.monotonic_ns(), "event": event,
+             "kind": fault.kind.value, "target": fault.target,
+             "ends": fault.end_names()}
+    with open(lab.state.dir / "events.jsonl", "a") as f:
+        f.write(json.dumps(entry) + "\n")
+    return entry
+
+
+def events(lab: Attached) -> list[dict]:
+    try:
+        lines = (lab.state.dir / "events.jsonl").read_text().splitlines()
+    except FileNotFoundError:
+        return []
+    return [json.loads(line) for line in lines if line.strip()]
 
 
 def _link(lab: Attached, fault: Fault) -> Link:
@@ -218,6 +263,133 @@ class PlaneDown(LinksDown):
     kind = FaultKind.PLANE_DOWN
 
 
+class Reprogrammed(FaultType):
+    """A fault in a node's kernel state (a table, a route, a qdisc) that re-applying
+    the node's plan undoes: revert re-programs the node; a restart (which
+    re-programs it) needs the fault applied again."""
+
+    def revert(self, lab: Attached, fault: Fault) -> None:
+        self.undo(lab, fault)
+        node = fault.ends[0].node
+        phases.configure(lab.runtime, [lab.plan[node]], Steps())
+
+    def undo(self, lab: Attached, fault: Fault) -> None:
+        """What re-programming does not undo (an nft table, a qdisc); nothing by default."""
+
+    def reapply(self, lab: Attached, fault: Fault, node: str) -> list[Endpoint]:
+        """A restart re-programs the node and its link peers: either undoes this."""
+        mine = fault.ends[0].node
+        if mine != node and mine not in {lk.peer(node).node for lk in lab.fabric.links_of(node)}:
+            return []
+        self.apply(lab, fault)  # idempotent
+        return [fault.ends[0]]
+
+
+@fault_type
+class Blackhole(Reprogrammed):
+    kind = FaultKind.BLACKHOLE
+
+    def apply(self, lab: Attached, fault: Fault) -> None:
+        end = fault.ends[0]
+        lab.runtime.exec(end.node, ["nft", "-f", "-"], input=blackhole_rules(
+            end.ifname or None, blackhole_table(end.ifname), lab.runtime.owner.tag))
+
+    def undo(self, lab: Attached, fault: Fault) -> None:
+        end = fault.ends[0]
+        lab.runtime.exec(end.node, ["nft", "delete", "table", "ip6",
+                                    blackhole_table(end.ifname)], check=False)
+
+    def revert(self, lab: Attached, fault: Fault) -> None:
+        self.undo(lab, fault)  # nothing else changed: no need to re-program
+
+    def reapply(self, lab: Attached, fault: Fault, node: str) -> list[Endpoint]:
+        """The table lives in the node's namespace: only its own restart loses it."""
+        if fault.ends[0].node != node:
+            return []
+        self.apply(lab, fault)
+        return [fault.ends[0]]
+
+
+@fault_type
+class SidLoss(Reprogrammed):
+    kind = FaultKind.SID_LOSS
+
+    def apply(self, lab: Attached, fault: Fault) -> None:
+        node = fault.ends[0].node
+        lines = [_route_del(r) for r in _local_sids(lab.plan[node])]
+        lab.runtime.exec(node, ["ip", "-force", "-batch", "-"], input="\n".join(lines) + "\n",
+                         check=False)  # applied again: the routes may be gone already
+
+
+@fault_type
+class RouteCorrupt(Reprogrammed):
+    kind = FaultKind.ROUTE_CORRUPT
+
+    def apply(self, lab: Attached, fault: Fault) -> None:
+        node = fault.ends[0].node
+        good, bad = _corruption(lab.plan[node])
+        lab.runtime.exec(node, ["ip", "-6", *bad.iproute2().split()])
+
+
+@fault_type
+class LinkRate(Reprogrammed):
+    kind = FaultKind.LINK_RATE
+
+    def apply(self, lab: Attached, fault: Fault) -> None:
+        end = fault.ends[0]
+        rate = int(fault.detail)
+        mtu = next(i.mtu for i in lab.plan[end.node].interfaces if i.name == end.ifname)
+        lab.runtime.exec(end.node, ["tc", "qdisc", "replace", "dev", end.ifname, "root", "tbf",
+                                    "rate", f"{rate}bit", "burst", str(tbf_burst(rate, mtu)),
+                                    "latency", "20ms"])
+
+    def undo(self, lab: Attached, fault: Fault) -> None:
+        """The plan re-shapes a link that has a rate; one without loses the qdisc here."""
+        end = fault.ends[0]
+        planned = next(i for i in lab.plan[end.node].interfaces if i.name == end.ifname)
+        if not planned.rate_bps:
+            lab.runtime.exec(end.node, ["tc", "qdisc", "del", "dev", end.ifname, "root"],
+                             check=False)
+
+
+def blackhole_table(ifname: str) -> str:
+    return "twin_blackhole" + (f"_{ifname}" if ifname else "")
+
+
+def blackhole_rules(ifname: str | None, table: str, owner_tag: str = "") -> str:
+    """nft -f input: drop every packet the node forwards (out of `ifname`, if given)."""
+    match = f'oifname "{ifname}" ' if ifname else ""
+    comment = f"  comment \"{owner_tag}\"\n" if owner_tag else ""
+    return (f"add table ip6 {table}\ndelete table ip6 {table}\n"  # loaded again: fresh
+            f"table ip6 {table} {{\n{comment}"
+            f"  chain forward {{\n"
+            f"    type filter hook forward priority -5; policy accept;\n"
+            f"    {match}counter drop\n"
+            f"  }}\n}}\n")
+
+
+def _local_sids(node: NodePlan) -> list[Route]:
+    return [r for r in node.routes if r.action]
+
+
+def _route_del(route: Route) -> str:
+    words = ["route", "del", route.dst]
+    if route.table:
+        words += ["table", route.table]
+    return " ".join([*words, "dev", route.dev])
+
+
+def _corruption(node: NodePlan) -> tuple[Route, Route]:
+    """The node's first forwarding route, and the same route out of the next port's
+    neighbour instead (deterministic, so a drill names it in advance)."""
+    forwarding = [r for r in node.routes if r.via and not r.action]
+    if len(forwarding) < 2:
+        raise UsageError(f"{node.name} has no second port to misroute out of")
+    good = forwarding[0]
+    other = next(r for r in forwarding[1:] if r.dev != good.dev)
+    return good, replace(good, dev=other.dev, via=other.via, note="corrupted")
+
+
 @fault_type
 class LinkLoss(FaultType):
     kind = FaultKind.LINK_LOSS
@@ -267,7 +439,9 @@ def _refuse_held(lab: Attached, links: list[Link], what: str) -> None:
         shared = wanted & set(f.all_links)
         if shared:
             if f.links:
-                held = f"is already down as part of {f.kind} {f.target}"
+                down = isinstance(TYPES[f.kind], LinksDown)
+                held = (f"is already down as part of {f.kind} {f.target}" if down
+                        else f"already has a {f.kind} fault ({f.target})")
                 how = f"`twin fault clear {f.target}`"
             else:
                 held = ("is already down" if f.kind is FaultKind.LINK_DOWN
@@ -288,8 +462,14 @@ def _restore_link(lab: Attached, *ends: Endpoint) -> None:
 
 def _inject(lab: Attached, fault: Fault) -> Fault:
     _save(lab, [*active(lab), fault])  # recorded before applied
+    log_event(lab, "apply", fault)
     TYPES[fault.kind].apply(lab, fault)
     return fault
+
+
+def _revert(lab: Attached, fault: Fault) -> None:
+    TYPES[fault.kind].revert(lab, fault)
+    log_event(lab, "revert", fault)
 
 
 def link_down(lab: Attached, text: str, both: bool = False) -> Fault:
@@ -328,7 +508,7 @@ def link_up(lab: Attached, text: str, force: bool = False) -> Fault | None:
         raise UsageError(f"link {link.id} has no fault in force (faults in force: {inforce}); "
                          "--force brings both ends up and re-programs them anyway")
     if fault is not None:
-        TYPES[fault.kind].revert(lab, fault)
+        _revert(lab, fault)
     else:
         _restore_link(lab, link.a, link.b)
     _save(lab, [f for f in faults if f is not fault])
@@ -381,12 +561,68 @@ def plane_down(lab: Attached, text: str) -> Fault:
     return _links_down(lab, FaultKind.PLANE_DOWN, text, links, ends)
 
 
+def blackhole(lab: Attached, text: str) -> Fault:
+    """NODE drops what it forwards (NODE:IF: what it forwards out of IF), silently."""
+    if ":" in text:
+        ep = parse_endpoint(lab, text)
+        links = [lab.fabric.link_at(ep)]
+    else:
+        require_node(lab.fabric, text)
+        ep = Endpoint(text, "")
+        links = lab.fabric.links_of(text)
+    if not lab.fabric.node(ep.node).is_switch:
+        raise UsageError(f"{ep.node} is a host: it forwards nothing; blackhole a switch")
+    _refuse_held(lab, links, f"blackhole {text}")
+    return _inject(lab, Fault(FaultKind.BLACKHOLE, text, (ep,), time.time(),
+                              links=tuple(lk.id for lk in links)))
+
+
+def _node_fault(lab: Attached, kind: FaultKind, node: str, detail: str = "") -> Fault:
+    n = require_node(lab.fabric, node)
+    links = lab.fabric.links_of(node)
+    _refuse_held(lab, links, f"{kind} {node}")
+    if kind is FaultKind.SID_LOSS and not _local_sids(lab.plan[node]):
+        raise UsageError(f"{node} has no local SID")
+    if kind is FaultKind.ROUTE_CORRUPT:
+        good, bad = _corruption(lab.plan[node])
+        detail = f"{good.dst} via {good.via} dev {good.dev} -> via {bad.via} dev {bad.dev}"
+    del n
+    return _inject(lab, Fault(kind, node, (Endpoint(node, ""),), time.time(),
+                              links=tuple(lk.id for lk in links), detail=detail))
+
+
+def sid_loss(lab: Attached, node: str) -> Fault:
+    """NODE's local SID route is gone: what arrives for it is dropped (no route)."""
+    return _node_fault(lab, FaultKind.SID_LOSS, node)
+
+
+def route_corrupt(lab: Attached, node: str) -> Fault:
+    """One of NODE's static routes points out of the wrong port."""
+    return _node_fault(lab, FaultKind.ROUTE_CORRUPT, node)
+
+
+def link_rate(lab: Attached, text: str, rate_text: str) -> Fault:
+    """A degraded link: shaped to RATE at its switch end (tbf)."""
+    from twin.units import parse_rate
+
+    rate = parse_rate(rate_text)
+    if rate is None or rate <= 0:
+        raise UsageError(f"rate {rate_text!r}: give bits per second with a unit, e.g. 100mbit")
+    ep = parse_endpoint(lab, text)
+    link = lab.fabric.link_at(ep)
+    switch_end = ep if lab.fabric.node(ep.node).is_switch else link.peer(ep.node)
+    _refuse_held(lab, [link], f"link-rate {text}")
+    return _inject(lab, Fault(FaultKind.LINK_RATE, link.id, (switch_end,), time.time(),
+                              detail=str(rate)))
+
+
 def reapply(lab: Attached, node: str) -> list[str]:
     """Apply again, on `node` that restarted and came back bare, every fault in
     force that it lost; the ends touched, as NODE:IFNAME."""
     again = []
     for fault in active(lab):
-        again.extend(str(e) for e in TYPES[fault.kind].reapply(lab, fault, node))
+        again.extend(str(e) if e.ifname else e.node
+                     for e in TYPES[fault.kind].reapply(lab, fault, node))
     return again
 
 
@@ -400,7 +636,7 @@ def clear(lab: Attached, target: str | None = None) -> list[Fault]:
             inforce = ", ".join(f.target for f in active(lab)) or "none"
             raise UsageError(f"no fault in force on {target!r} (faults in force: {inforce})")
     for fault in reversed(faults):
-        TYPES[fault.kind].revert(lab, fault)
+        _revert(lab, fault)
         _save(lab, [f for f in active(lab) if f.link != fault.link])
     return faults
 

@@ -108,6 +108,48 @@ def test_mrc_moves_bytes_exactly_past_a_dead_switch_and_a_dead_nic_port(lab4):
     assert run_verify(lab4.runtime, lab4.plan).ok
 
 
+@pytest.mark.parametrize("apply,target", [
+    (F.blackhole, "t1-p0-0"), (F.blackhole, "t1-p0-0:eth2"), (F.sid_loss, "t1-p0-0"),
+    (F.route_corrupt, "t0-p0-r0")], ids=["blackhole", "blackhole-if", "sid-loss",
+                                         "route-corrupt"])
+def test_silent_faults_fail_paths_with_every_link_up_and_revert(lab4, apply, target):
+    """No port goes down, yet probes through the node fail; revert heals it, and a
+    restart of the node (which re-programs it) keeps the fault in force."""
+    def carriers():
+        return {n: lab4.runtime.exec(n, ["ip", "-br", "link"]).stdout.count("LOWER_UP")
+                for n in lab4.plan.nodes}
+
+    before = carriers()
+    fault = apply(lab4, target)
+    try:
+        assert carriers() == before
+        report = run_verify(lab4.runtime, lab4.plan)
+        failed = [r for r in [*report.paths, *report.loops] if not r.ok]
+        node = target.split(":")[0]
+        assert failed and all(node in r.path.hops for r in failed)
+        done = L.restart(lab4, node)
+        assert done.faults_again == tuple(fault.end_names())
+        assert not run_verify(lab4.runtime, lab4.plan).ok
+    finally:
+        F.clear(lab4, target)
+    assert run_verify(lab4.runtime, lab4.plan).ok
+    log = F.events(lab4)[-2:]
+    assert [e["event"] for e in log] == ["apply", "revert"] and log[0]["target"] == target
+    assert log[0]["t_mono_ns"] < log[1]["t_mono_ns"]
+
+
+def test_link_rate_shapes_the_switch_end_and_revert_removes_it(lab4):
+    fault = F.link_rate(lab4, "r0h0:eth1", "50mbit")
+    try:
+        assert fault.ends == (F.Endpoint("t0-p0-r0", "eth1"),)
+        qdisc = lab4.runtime.exec("t0-p0-r0", ["tc", "qdisc", "show", "dev", "eth1"]).stdout
+        assert "tbf" in qdisc and "rate 50Mbit" in qdisc
+    finally:
+        F.clear(lab4)
+    qdisc = lab4.runtime.exec("t0-p0-r0", ["tc", "qdisc", "show", "dev", "eth1"]).stdout
+    assert "tbf" not in qdisc
+
+
 def test_a_route_removed_by_hand_is_reported_missing(lab4):
     lab4.runtime.exec("t1-p1-0", ["ip", "-6", "route", "del", "fcbb:bb00:1101::/48"])
     try:

@@ -125,3 +125,63 @@ def test_cli_lists_and_clears_them(att):
     assert "reverted 1 fault" in runner.invoke(main, ["fault", "clear", "r0h1:3"]).output
     assert "reverted 1 fault" in runner.invoke(main, ["fault", "clear"]).output
     assert all_up()
+
+
+# -- faults inside a node: blackhole, sid-loss, route-corrupt, link-rate ------------------
+
+
+def test_blackhole_is_an_owned_nft_table_that_drops_forwarding(att):
+    F.blackhole(att, "t1-p0-0")
+    (table, rules), = fake.WORLD["mrc-4p"]["t1-p0-0"].nft.items()
+    assert table == "twin_blackhole" and "counter drop" in rules[0]
+    assert "oifname" not in rules[0] and att.runtime.owner.tag in rules[0]
+    assert all_up()  # no port state reveals it
+    F.clear(att, "t1-p0-0")
+    assert fake.WORLD["mrc-4p"]["t1-p0-0"].nft == {}
+
+
+def test_blackhole_of_one_port_drops_only_what_leaves_by_it():
+    rules = F.blackhole_rules("eth2", F.blackhole_table("eth2"))
+    assert 'oifname "eth2" counter drop' in rules and "twin_blackhole_eth2" in rules
+    assert rules.startswith("add table ip6 twin_blackhole_eth2\ndelete table")  # idempotent
+
+
+def test_route_corrupt_names_the_route_and_its_wrong_port(att):
+    good, bad = F._corruption(att.plan["t0-p0-r0"])
+    assert good.dst == bad.dst and good.dev != bad.dev and bad.via != good.via
+    assert F._corruption(att.plan["t0-p0-r0"]) == (good, bad)  # the same every time
+
+
+def test_sid_loss_deletes_exactly_the_local_sid_routes(att):
+    (sid,) = F._local_sids(att.plan["t1-p0-0"])
+    assert sid.action == "End" and F._route_del(sid) == f"route del {sid.dst} dev {sid.dev}"
+
+
+@pytest.mark.parametrize("call,args,msg", [
+    (F.blackhole, ("r0h0",), "is a host: it forwards nothing"),
+    (F.blackhole, ("t1-p0-0:eth9",), "has no link on eth9"),
+    (F.link_rate, ("t0-p0-r0:eth3", "fast"), "rate 'fast'"),
+    (F.link_rate, ("t0-p0-r0:eth3", "0mbit"), "rate '0mbit'"),
+    (F.sid_loss, ("nosuch",), "no node 'nosuch'"),
+])
+def test_bad_node_fault_targets_are_refused(att, call, args, msg):
+    with pytest.raises(UsageError, match=msg):
+        call(att, *args)
+    assert F.active(att) == [] and F.events(att) == []
+
+
+def test_a_node_fault_holds_its_links(att):
+    F.blackhole(att, "t1-p0-0")
+    with pytest.raises(UsageError, match="already has a blackhole fault"):
+        F.link_down(att, "t0-p0-r0:eth3")
+
+
+def test_every_apply_and_revert_is_on_the_timeline(att):
+    F.switch_down(att, "t1-p1-0")
+    F.blackhole(att, "t1-p0-1")
+    F.clear(att)
+    log = F.events(att)
+    assert [(e["event"], e["target"]) for e in log] == [
+        ("apply", "t1-p1-0"), ("apply", "t1-p0-1"), ("revert", "t1-p0-1"),
+        ("revert", "t1-p1-0")]
+    assert [e["t_mono_ns"] for e in log] == sorted(e["t_mono_ns"] for e in log)

@@ -3,6 +3,8 @@ plane-down | list | clear."""
 
 from __future__ import annotations
 
+import time
+
 import click
 
 from twin import faults as F
@@ -87,6 +89,62 @@ def fault_plane_down(plane, lab):
     out.print(f"plane {plane} down: {len(f.links)} links")
 
 
+@fault.command("blackhole")
+@click.argument("target", metavar="NODE[:IF]")
+@click.option("--lab", default=None)
+def fault_blackhole(target, lab):
+    """A silent failure: NODE drops every packet it forwards (NODE:IF: out of IF).
+    Links and carrier stay up; no port state reveals it."""
+    F.blackhole(L.attach(lab), target)
+    out.print(f"blackhole {target}: forwarding dropped, links up")
+
+
+@fault.command("sid-loss")
+@click.argument("node")
+@click.option("--lab", default=None)
+def fault_sid_loss(node, lab):
+    """A misconfiguration: NODE's local SID route (uN, or a host's End.DT6) is gone."""
+    F.sid_loss(L.attach(lab), node)
+    out.print(f"sid-loss {node}: its local SID route is deleted")
+
+
+@fault.command("route-corrupt")
+@click.argument("node")
+@click.option("--lab", default=None)
+def fault_route_corrupt(node, lab):
+    """A misconfiguration: one of NODE's static routes points out of the wrong port."""
+    f = F.route_corrupt(L.attach(lab), node)
+    out.print(f"route-corrupt {node}: {f.detail}")
+
+
+@fault.command("link-rate")
+@click.argument("endpoint")
+@click.argument("rate")
+@click.option("--lab", default=None)
+def fault_link_rate(endpoint, rate, lab):
+    """A degraded link: shape it to RATE (e.g. 100mbit) at its switch end (tbf)."""
+    f = F.link_rate(L.attach(lab), endpoint, rate)
+    out.print(f"link {f.link} shaped to {int(f.detail):,} bit/s at {f.ends[0]}")
+
+
+@fault.command("log")
+@click.option("--lab", default=None)
+@click.option("--json", "as_json", is_flag=True)
+def fault_log(lab, as_json):
+    """Every fault applied and reverted in this lab, with wall time and
+    CLOCK_MONOTONIC ns (the clock the endpoints' event logs use)."""
+    entries = F.events(L.attach(lab))
+    if as_json:
+        emit_json(entries)
+        return
+    if not entries:
+        out.print("no fault applied yet")
+    for e in entries:
+        stamp = time.strftime("%H:%M:%S", time.localtime(e["t_wall"]))
+        out.print(f"{stamp}.{int(e['t_wall'] * 1000) % 1000:03d}  mono {e['t_mono_ns']:>20,} ns  "
+                  f"{e['event']:<6} {e['kind']} {e['target']}")
+
+
 @fault.command("list")
 @click.option("--lab", default=None)
 @click.option("--json", "as_json", is_flag=True)
@@ -102,7 +160,8 @@ def fault_list(lab, as_json):
     for f in faults:
         n = len(f.links)
         held = f" ({n} link{'s' if n != 1 else ''})" if f.links else ""
-        out.print(f"{f.kind} {f.target}{held} (ends down: {', '.join(map(str, f.ends))})")
+        extra = f", {f.detail}" if f.detail else ""
+        out.print(f"{f.kind} {f.target}{held} (at: {', '.join(f.end_names())}{extra})")
 
 
 @fault.command("clear")
