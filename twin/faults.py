@@ -29,6 +29,10 @@ three actions on a running lab:
     link-rate   a link shaped to RATE at its switch end (tbf): a degraded link
                 The last three revert by re-applying the node's plan, which
                 is idempotent.
+    link-flap   a link down and up COUNT times, PERIOD apart, while the command
+                runs; recorded for its whole length, so a crash leaves it
+                revertible, and Ctrl-C or SIGTERM bring the link back up
+    switch-reboot  `twin restart NODE` as a fault on the timeline
 
 Every apply and revert is also a line in <run dir>/<lab>/events.jsonl, with
 wall time and CLOCK_MONOTONIC ns (one clock for every namespace and
@@ -68,6 +72,8 @@ class FaultKind(StrEnum):
     SID_LOSS = "sid-loss"
     ROUTE_CORRUPT = "route-corrupt"
     LINK_RATE = "link-rate"
+    LINK_FLAP = "link-flap"
+    SWITCH_REBOOT = "switch-reboot"
 
 
 @dataclass(frozen=True)
@@ -391,6 +397,38 @@ def _corruption(node: NodePlan) -> tuple[Route, Route]:
 
 
 @fault_type
+class LinkFlap(LinkDown):
+    """While it runs, the link goes down and up; reverted (or after a crash, cleared),
+    the link is up and both ends re-programmed, as for link-down."""
+
+    kind = FaultKind.LINK_FLAP
+
+    def apply(self, lab: Attached, fault: Fault) -> None:
+        """The flapping itself is `link_flap`'s loop; the record only guards it."""
+
+
+@fault_type
+class SwitchReboot(FaultType):
+    """A node restarting: in force for as long as the restart takes."""
+
+    kind = FaultKind.SWITCH_REBOOT
+
+    def apply(self, lab: Attached, fault: Fault) -> None:
+        from twin.lab import restart
+
+        restart(lab, fault.target)
+
+    def revert(self, lab: Attached, fault: Fault) -> None:
+        """A restart interrupted part way: the node gets its plan and links again."""
+        from twin.lab import restart
+
+        restart(lab, fault.target)
+
+    def reapply(self, lab: Attached, fault: Fault, node: str) -> list[Endpoint]:
+        return []
+
+
+@fault_type
 class LinkLoss(FaultType):
     kind = FaultKind.LINK_LOSS
 
@@ -458,6 +496,11 @@ def _restore_link(lab: Attached, *ends: Endpoint) -> None:
 
 
 # -- the commands -------------------------------------------------------------------------
+
+
+def _drop(lab: Attached, fault: Fault) -> None:
+    """Forget one fault's record (after it is reverted)."""
+    _save(lab, [f for f in active(lab) if (f.kind, f.link) != (fault.kind, fault.link)])
 
 
 def _inject(lab: Attached, fault: Fault) -> Fault:
@@ -616,6 +659,58 @@ def link_rate(lab: Attached, text: str, rate_text: str) -> Fault:
                               detail=str(rate)))
 
 
+def link_flap(lab: Attached, text: str, count: int, period_s: float, both: bool = False,
+              on_step=None) -> Fault:
+    """Take a link down and up `count` times, `period_s` apart (down half of each
+    period). The fault is recorded before the first flap and dropped after the
+    link is back up; an exception, Ctrl-C or SIGTERM (see the CLI) brings it up."""
+    if not 1 <= count <= 10_000:
+        raise UsageError(f"--count must be 1 to 10000 flaps (got {count})")
+    if not 0.01 <= period_s <= 3600:  # NaN fails both comparisons: refused too
+        raise UsageError(f"--period must be 0.01 to 3600 seconds (got {period_s})")
+    ep = parse_endpoint(lab, text)
+    link = lab.fabric.link_at(ep)
+    _refuse_held(lab, [link], f"link-flap {text}")
+    ends = (ep, link.peer(ep.node)) if both else (ep,)
+    fault = _inject(lab, Fault(FaultKind.LINK_FLAP, link.id, ends, time.time(),
+                               detail=f"{count}x{period_s:g}s"))
+    try:
+        for i in range(count):
+            for e in ends:
+                lab.runtime.set_link_state(e.node, e.ifname, False)
+            log_event(lab, "down", fault)
+            time.sleep(period_s / 2)
+            _restore_link(lab, link.a, link.b)
+            log_event(lab, "up", fault)
+            if on_step:
+                on_step(i + 1, count)
+            if i + 1 < count:
+                time.sleep(period_s / 2)
+    finally:
+        _revert(lab, fault)
+        _drop(lab, fault)
+    return fault
+
+
+def switch_reboot(lab: Attached, node: str) -> Fault:
+    """Restart NODE as a fault: on the timeline from the moment it goes to when it is
+    back, re-wired, re-programmed, its faults applied again."""
+    sw = require_node(lab.fabric, node)
+    links = lab.fabric.links_of(node)
+    del sw
+    fault = Fault(FaultKind.SWITCH_REBOOT, node, (Endpoint(node, ""),), time.time(),
+                  links=tuple(lk.id for lk in links))
+    # Not held against other faults: a reboot re-applies the faults on its links.
+    _save(lab, [*active(lab), fault])
+    log_event(lab, "apply", fault)
+    try:
+        TYPES[fault.kind].apply(lab, fault)
+    finally:
+        log_event(lab, "revert", fault)
+        _drop(lab, fault)
+    return fault
+
+
 def reapply(lab: Attached, node: str) -> list[str]:
     """Apply again, on `node` that restarted and came back bare, every fault in
     force that it lost; the ends touched, as NODE:IFNAME."""
@@ -637,6 +732,6 @@ def clear(lab: Attached, target: str | None = None) -> list[Fault]:
             raise UsageError(f"no fault in force on {target!r} (faults in force: {inforce})")
     for fault in reversed(faults):
         _revert(lab, fault)
-        _save(lab, [f for f in active(lab) if f.link != fault.link])
+        _drop(lab, fault)
     return faults
 

@@ -1,6 +1,10 @@
 """mrc-4p and mrc-8p on real namespaces, real kernel SRv6, real packets."""
 
+import json
+import os
+import signal
 import subprocess
+import sys
 import time
 from pathlib import Path
 from xml.etree import ElementTree as ET
@@ -148,6 +152,60 @@ def test_link_rate_shapes_the_switch_end_and_revert_removes_it(lab4):
         F.clear(lab4)
     qdisc = lab4.runtime.exec("t0-p0-r0", ["tc", "qdisc", "show", "dev", "eth1"]).stdout
     assert "tbf" not in qdisc
+
+
+def _flap(lab4):
+    env = dict(os.environ)
+    return subprocess.Popen([sys.executable, "-m", "twin", "fault", "link-flap",
+                             "t0-p1-r0:eth4", "--count", "50", "--period", "0.4",
+                             "--lab", LAB4], env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def _wait_for(cond, limit_s=20):
+    deadline = time.monotonic() + limit_s
+    while not cond() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return cond()
+
+
+def _admin_up(att, node, ifname):
+    return "UP" in json.loads(att.runtime.exec(node, ["ip", "-j", "link", "show", "dev",
+                                                      ifname]).stdout)[0]["flags"]
+
+
+def _downs(att, after: int) -> int:
+    return sum(e["event"] == "down" for e in F.events(att)[after:])
+
+
+def test_sigterm_of_a_flapping_command_brings_the_link_back(lab4):
+    seen = len(F.events(lab4))
+    proc = _flap(lab4)
+    try:
+        assert _wait_for(lambda: _downs(lab4, seen) >= 2)
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=30) == 130
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert F.active(lab4) == [] and _admin_up(lab4, "t0-p1-r0", "eth4")
+    assert run_verify(lab4.runtime, lab4.plan).ok
+
+
+def test_a_flap_killed_outright_is_reverted_by_clear(lab4):
+    seen = len(F.events(lab4))
+    proc = _flap(lab4)
+    try:
+        assert _wait_for(lambda: _downs(lab4, seen) >= 1)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert [f.kind for f in F.active(lab4)] == [F.FaultKind.LINK_FLAP]  # the record stayed
+    F.clear(lab4)
+    assert F.active(lab4) == [] and _admin_up(lab4, "t0-p1-r0", "eth4")
+    assert run_verify(lab4.runtime, lab4.plan).ok
 
 
 def test_a_route_removed_by_hand_is_reported_missing(lab4):

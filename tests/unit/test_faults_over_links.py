@@ -185,3 +185,52 @@ def test_every_apply_and_revert_is_on_the_timeline(att):
         ("apply", "t1-p1-0"), ("apply", "t1-p0-1"), ("revert", "t1-p0-1"),
         ("revert", "t1-p1-0")]
     assert [e["t_mono_ns"] for e in log] == sorted(e["t_mono_ns"] for e in log)
+
+
+# -- faults in time: link-flap, switch-reboot ------------------------------------------
+
+
+def test_link_flap_goes_down_and_up_count_times_then_leaves_nothing(att):
+    steps = []
+    F.link_flap(att, "t0-p0-r0:eth3", 2, 0.02, on_step=lambda i, n: steps.append((i, n)))
+    assert steps == [(1, 2), (2, 2)] and all_up() and F.active(att) == []
+    assert [e["event"] for e in F.events(att)] == ["apply", "down", "up", "down", "up",
+                                                   "revert"]
+
+
+def test_an_interrupted_flap_brings_the_link_up_and_drops_its_record(att, monkeypatch):
+    calls = []
+
+    def sleep(s):
+        calls.append(s)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+
+    monkeypatch.setattr(F.time, "sleep", sleep)
+    with pytest.raises(KeyboardInterrupt):
+        F.link_flap(att, "t0-p0-r0:eth3", 5, 1.0)
+    assert all_up() and F.active(att) == [] and F.events(att)[-1]["event"] == "revert"
+
+
+def test_a_flap_is_on_disk_while_it_runs(att, monkeypatch):
+    seen = []
+    monkeypatch.setattr(F.time, "sleep", lambda s: seen.append(F.active(att)))
+    F.link_flap(att, "t0-p0-r0:eth3", 1, 1.0)
+    assert seen and seen[0][0].kind is F.FaultKind.LINK_FLAP and seen[0][0].detail == "1x1s"
+
+
+@pytest.mark.parametrize("count,period,msg", [(0, 1.0, "--count"), (3, 0.0, "--period"),
+                                              (3, float("nan"), "--period")])
+def test_a_flap_out_of_range_is_refused(att, count, period, msg):
+    with pytest.raises(UsageError, match=msg):
+        F.link_flap(att, "t0-p0-r0:eth3", count, period)
+    assert F.events(att) == []
+
+
+def test_switch_reboot_is_a_restart_on_the_timeline(att):
+    F.link_down(att, "t1-p0-0:eth1")
+    F.switch_reboot(att, "t1-p0-0")
+    assert [f.kind for f in F.active(att)] == [F.FaultKind.LINK_DOWN]  # kept, re-applied
+    assert not admin("t1-p0-0", "eth1") and admin("t1-p0-0", "eth2")
+    log = [(e["event"], e["kind"]) for e in F.events(att)]
+    assert log[-2:] == [("apply", "switch-reboot"), ("revert", "switch-reboot")]

@@ -9,7 +9,7 @@ import click
 
 from twin import faults as F
 from twin import lab as L
-from twin.cli.base import emit_json, main, out
+from twin.cli.base import emit_json, err, main, out, sigterm_as_interrupt
 
 # -- faults -------------------------------------------------------------------
 
@@ -125,6 +125,34 @@ def fault_link_rate(endpoint, rate, lab):
     """A degraded link: shape it to RATE (e.g. 100mbit) at its switch end (tbf)."""
     f = F.link_rate(L.attach(lab), endpoint, rate)
     out.print(f"link {f.link} shaped to {int(f.detail):,} bit/s at {f.ends[0]}")
+
+
+@fault.command("link-flap")
+@click.argument("endpoint")
+@click.option("--count", default=3, show_default=True, help="Flaps: down, then up again.")
+@click.option("--period", default=1.0, show_default=True, metavar="SECONDS",
+              help="One flap: down for half of it, up for the other half.")
+@click.option("--both", is_flag=True, help="Set both ends down (default: this end).")
+@click.option("--lab", default=None)
+def fault_link_flap(endpoint, count, period, both, lab):
+    """Flap a link: down and up COUNT times, PERIOD apart. Runs until done;
+    Ctrl-C or SIGTERM bring the link back up, and after a crash `twin fault
+    clear` does."""
+    sigterm_as_interrupt()
+    att = L.attach(lab)
+    f = F.link_flap(att, endpoint, count, period, both,
+                    on_step=lambda i, n: err.print(f"flap {i}/{n}"))
+    out.print(f"link {f.link} flapped {count} times, {period:g}s apart; it is up")
+
+
+@fault.command("switch-reboot")
+@click.argument("node")
+@click.option("--lab", default=None)
+def fault_switch_reboot(node, lab):
+    """Reboot NODE as a fault on the timeline (`twin fault log`): it comes back
+    re-wired and re-programmed, with the faults on its links applied again."""
+    F.switch_reboot(L.attach(lab), node)
+    out.print(f"{node} rebooted")
 
 
 @fault.command("log")

@@ -9,7 +9,7 @@ from rich.table import Table
 
 from twin import faults as F
 from twin import lab as L
-from twin.cli.base import emit_json, err, main, out
+from twin.cli.base import emit_json, err, main, out, sigterm_as_interrupt
 from twin.errors import UsageError
 from twin.units import parse_size
 
@@ -56,6 +56,7 @@ def traffic(pattern, src, dst, size, mode, evs, cut, cut_at, lab, as_json):
     """
     from twin import traffic as T
 
+    sigterm_as_interrupt()  # a --cut is undone on SIGTERM as on Ctrl-C
     if not 1 <= evs <= T.MAX_EVS:
         raise UsageError(f"--evs must be 1 to {T.MAX_EVS} entropy values per QP (got {evs})")
     att = L.attach(lab)
