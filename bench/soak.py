@@ -11,8 +11,9 @@ until --minutes pass:
     chaos     a thread applies a random fault from CATALOG every --fault-every
               seconds (seeded: --seed) and reverts it 0.5-1.5 fault periods later;
               at most --max-faults in force, never all of a host's links
-    nft       after every revert, `nft list tables` in every node: a twin loss table
-              must exist exactly where a link-loss fault is in force
+    nft       after every revert, `nft list tables` in every node: a twin loss (or
+              blackhole) table must exist exactly where a link-loss (blackhole)
+              fault is in force
     endpoints after every round, each endpoint daemon's VmRSS and open fds (pid from
               the control `hello`); RSS must not grow by more than 50% or 64 MiB,
               fds by more than FD_SLACK, over the sample after WARMUP_ROUNDS rounds
@@ -70,6 +71,7 @@ class Chaos:
     name: str
     apply: Callable  # (Attached, Endpoint, random.Random) -> twin.faults.Fault
     revert: Callable  # (Attached, Fault) -> None
+    whole_switch: bool = False  # thrown at a switch (the end's node is unused), all its links
 
 
 def _link_up(att, fault) -> None:
@@ -90,9 +92,29 @@ def _link_loss(att, end, rng):
     return F.link_loss(att, str(end), round(rng.uniform(1, 30), 1))
 
 
+def _switch_down(att, end, rng):
+    from twin import faults as F
+
+    return F.switch_down(att, end.node)
+
+
+def _blackhole(att, end, rng):
+    from twin import faults as F
+
+    return F.blackhole(att, end.node)
+
+
+def _clear(att, fault) -> None:
+    from twin import faults as F
+
+    F.clear(att, fault.target)
+
+
 CATALOG: list[Chaos] = [
     Chaos("link-down", _link_down, _link_up),
     Chaos("link-loss", _link_loss, _link_up),
+    Chaos("switch-down", _switch_down, _clear, whole_switch=True),
+    Chaos("blackhole", _blackhole, _clear, whole_switch=True),  # silent: no port goes down
 ]
 
 
@@ -119,16 +141,29 @@ def nft_tables(att) -> dict[str, set[str]]:
     return out
 
 
-def check_loss_tables(att) -> None:
+def check_loss_tables(att, tables: dict[str, set[str]] | None = None) -> None:
     """A twin loss table exists exactly where a link-loss fault is in force."""
     from twin import faults as F
 
     want = {(f.ends[0].node, f"ip6 {F.loss_table(f.link)}") for f in F.active(att)
             if f.kind is F.FaultKind.LINK_LOSS}
-    have = {(node, t) for node, tables in nft_tables(att).items() for t in tables
+    have = {(node, t) for node, ts in (tables or nft_tables(att)).items() for t in ts
             if t.split()[-1].startswith("twin_loss_")}
     if have != want:
         raise SoakFailed(f"nft: loss tables left without a fault: {sorted(have - want)}; "
+                         f"faults without their table: {sorted(want - have)}")
+
+
+def check_blackhole_tables(att, tables: dict[str, set[str]] | None = None) -> None:
+    """A twin blackhole table exists exactly where a blackhole fault is in force."""
+    from twin import faults as F
+
+    want = {(f.ends[0].node, f"ip6 {F.blackhole_table(f.ends[0].ifname)}")
+            for f in F.active(att) if f.kind is F.FaultKind.BLACKHOLE}
+    have = {(node, t) for node, ts in (tables or nft_tables(att)).items() for t in ts
+            if t.split()[-1].startswith("twin_blackhole")}
+    if have != want:
+        raise SoakFailed(f"nft: blackhole tables left without a fault: {sorted(have - want)}; "
                          f"faults without their table: {sorted(want - have)}")
 
 
@@ -225,17 +260,18 @@ class ChaosThread:
         if len(self.in_force) >= self.max_in_force:
             self.skipped += 1
             return
-        ends = self._safe_ends()
+        chaos = self.rng.choice(self.catalog)
+        ends = self._safe_switches() if chaos.whole_switch else self._safe_ends()
         if not ends:
             self.skipped += 1
             return
-        chaos = self.rng.choice(self.catalog)
         end = self.rng.choice(ends)
         fault = chaos.apply(self.att, end, self.rng)
         hold = self.rng.uniform(0.5, 1.5) * self.every_s
         self.in_force.append(InForce(chaos, fault, time.monotonic() + hold, len(self.log)))
         self.applied[chaos.name] += 1
-        what = f"{chaos.name} {end}" + (f" {fault.percent}%" if fault.percent else "")
+        where = end.node if chaos.whole_switch else str(end)
+        what = f"{chaos.name} {where}" + (f" {fault.percent}%" if fault.percent else "")
         self.log.append({"t": time.monotonic(), "op": "apply", "id": len(self.log),
                          "what": what})
 
@@ -244,23 +280,37 @@ class ChaosThread:
         self.in_force.remove(item)
         self.reverted[item.chaos.name] += 1
         self.log.append({"t": time.monotonic(), "op": "revert", "id": item.log_id,
-                         "what": f"{item.chaos.name} {item.fault.link}"})
+                         "what": f"{item.chaos.name} {item.fault.target}"})
         self.nft_checks += 1
-        check_loss_tables(self.att)
+        tables = nft_tables(self.att)
+        check_loss_tables(self.att, tables)
+        check_blackhole_tables(self.att, tables)
+
+    def _busy(self) -> set[str]:
+        return {lk for i in self.in_force for lk in i.fault.all_links}
+
+    def _safe(self, busy: set[str], links: set[str]) -> bool:
+        """`links` are free, and with them taken every host keeps a link without a fault."""
+        fabric = self.att.fabric
+        after = busy | links
+        return not (busy & links) and not any(
+            all(x.id in after for x in fabric.links_of(h.name)) for h in fabric.hosts)
 
     def _safe_ends(self) -> list:
         """Link ends that may take a fault now: their link has none, and every host
         keeps at least one link without one."""
-        fabric = self.att.fabric
-        busy = {i.fault.link for i in self.in_force}
+        busy = self._busy()
+        return [e for lk in self.att.fabric.links if self._safe(busy, {lk.id})
+                for e in (lk.a, lk.b)]
+
+    def _safe_switches(self) -> list:
+        """One end per switch whose every link may take a fault now (the end names it)."""
+        fabric, busy = self.att.fabric, self._busy()
         out = []
-        for lk in fabric.links:
-            if lk.id in busy:
-                continue
-            after = busy | {lk.id}
-            if any(all(x.id in after for x in fabric.links_of(h.name)) for h in fabric.hosts):
-                continue
-            out.extend((lk.a, lk.b))
+        for sw in fabric.switches:
+            links = fabric.links_of(sw.name)
+            if self._safe(busy, {lk.id for lk in links}):
+                out.append(links[0].end(sw.name))
         return out
 
 
@@ -436,7 +486,9 @@ def teardown(soak: Soak, att, veths_before: set[str], say) -> bool:
                 say(f"cleared {len(left)} faults still in force")
             if soak.chaos is not None:
                 soak.chaos.nft_checks += 1
-            check_loss_tables(att)
+            tables = nft_tables(att)
+            check_loss_tables(att, tables)
+            check_blackhole_tables(att, tables)
         except Exception as e:  # noqa: BLE001 - the lab must still go down
             soak.failures.append(f"clearing faults: {e}")
     if soak.lab not in known_labs():
