@@ -527,12 +527,18 @@ def link_loss(lab: Attached, text: str, percent: float) -> Fault:
     """Random loss on a link, in both directions, applied at a switch end (nftables)."""
     if not 0 < percent <= 100:  # NaN fails every comparison, so it is refused too
         raise UsageError(f"loss must be a percentage in (0, 100], got {percent}")
-    ep = parse_endpoint(lab, text)
-    link = lab.fabric.link_at(ep)
-    switch_end = ep if lab.fabric.node(ep.node).is_switch else link.peer(ep.node)
-    _refuse_held(lab, [link], f"link-loss {text}")
+    link, switch_end = _switch_end(lab, text, f"link-loss {text}")
     return _inject(lab, Fault(FaultKind.LINK_LOSS, link.id, (switch_end,), time.time(),
                               percent))
+
+
+def _switch_end(lab: Attached, text: str, what: str) -> tuple[Link, Endpoint]:
+    """The link named by either end, and its end on a switch (where a fault that
+    shapes or drops its traffic lives), once no other fault holds it."""
+    ep = parse_endpoint(lab, text)
+    link = lab.fabric.link_at(ep)
+    _refuse_held(lab, [link], what)
+    return link, ep if lab.fabric.node(ep.node).is_switch else link.peer(ep.node)
 
 
 def link_up(lab: Attached, text: str, force: bool = False) -> Fault | None:
@@ -621,7 +627,7 @@ def blackhole(lab: Attached, text: str) -> Fault:
 
 
 def _node_fault(lab: Attached, kind: FaultKind, node: str, detail: str = "") -> Fault:
-    n = require_node(lab.fabric, node)
+    require_node(lab.fabric, node)
     links = lab.fabric.links_of(node)
     _refuse_held(lab, links, f"{kind} {node}")
     if kind is FaultKind.SID_LOSS and not _local_sids(lab.plan[node]):
@@ -629,7 +635,6 @@ def _node_fault(lab: Attached, kind: FaultKind, node: str, detail: str = "") -> 
     if kind is FaultKind.ROUTE_CORRUPT:
         good, bad = _corruption(lab.plan[node])
         detail = f"{good.dst} via {good.via} dev {good.dev} -> via {bad.via} dev {bad.dev}"
-    del n
     return _inject(lab, Fault(kind, node, (Endpoint(node, ""),), time.time(),
                               links=tuple(lk.id for lk in links), detail=detail))
 
@@ -651,10 +656,7 @@ def link_rate(lab: Attached, text: str, rate_text: str) -> Fault:
     rate = parse_rate(rate_text)
     if rate is None or rate <= 0:
         raise UsageError(f"rate {rate_text!r}: give bits per second with a unit, e.g. 100mbit")
-    ep = parse_endpoint(lab, text)
-    link = lab.fabric.link_at(ep)
-    switch_end = ep if lab.fabric.node(ep.node).is_switch else link.peer(ep.node)
-    _refuse_held(lab, [link], f"link-rate {text}")
+    link, switch_end = _switch_end(lab, text, f"link-rate {text}")
     return _inject(lab, Fault(FaultKind.LINK_RATE, link.id, (switch_end,), time.time(),
                               detail=str(rate)))
 
@@ -695,9 +697,8 @@ def link_flap(lab: Attached, text: str, count: int, period_s: float, both: bool 
 def switch_reboot(lab: Attached, node: str) -> Fault:
     """Restart NODE as a fault: on the timeline from the moment it goes to when it is
     back, re-wired, re-programmed, its faults applied again."""
-    sw = require_node(lab.fabric, node)
+    require_node(lab.fabric, node)
     links = lab.fabric.links_of(node)
-    del sw
     fault = Fault(FaultKind.SWITCH_REBOOT, node, (Endpoint(node, ""),), time.time(),
                   links=tuple(lk.id for lk in links))
     # Not held against other faults: a reboot re-applies the faults on its links.
