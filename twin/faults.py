@@ -627,26 +627,27 @@ def blackhole(lab: Attached, text: str) -> Fault:
 
 
 def _node_fault(lab: Attached, kind: FaultKind, node: str, detail: str = "") -> Fault:
-    require_node(lab.fabric, node)
+    """A fault in a whole node's kernel state: it holds every link of the node."""
     links = lab.fabric.links_of(node)
     _refuse_held(lab, links, f"{kind} {node}")
-    if kind is FaultKind.SID_LOSS and not _local_sids(lab.plan[node]):
-        raise UsageError(f"{node} has no local SID")
-    if kind is FaultKind.ROUTE_CORRUPT:
-        good, bad = _corruption(lab.plan[node])
-        detail = f"{good.dst} via {good.via} dev {good.dev} -> via {bad.via} dev {bad.dev}"
     return _inject(lab, Fault(kind, node, (Endpoint(node, ""),), time.time(),
                               links=tuple(lk.id for lk in links), detail=detail))
 
 
 def sid_loss(lab: Attached, node: str) -> Fault:
     """NODE's local SID route is gone: what arrives for it is dropped (no route)."""
+    require_node(lab.fabric, node)
+    if not _local_sids(lab.plan[node]):
+        raise UsageError(f"{node} has no local SID")
     return _node_fault(lab, FaultKind.SID_LOSS, node)
 
 
 def route_corrupt(lab: Attached, node: str) -> Fault:
     """One of NODE's static routes points out of the wrong port."""
-    return _node_fault(lab, FaultKind.ROUTE_CORRUPT, node)
+    require_node(lab.fabric, node)
+    good, bad = _corruption(lab.plan[node])
+    return _node_fault(lab, FaultKind.ROUTE_CORRUPT, node,
+                       f"{good.dst} via {good.via} dev {good.dev} -> via {bad.via} dev {bad.dev}")
 
 
 def link_rate(lab: Attached, text: str, rate_text: str) -> Fault:

@@ -63,15 +63,24 @@ def test_un_routes_really_have_next_csid(lab4):
     assert host.count("action End.DT6 table local") == 4
 
 
+def failed_probes(report) -> set[tuple[str, str]]:
+    """(source, address) of every path and loopback probe that failed."""
+    return {(r.path.src, r.path.address) for r in [*report.paths, *report.loops] if not r.ok}
+
+
+def probes_where(fabric, crosses) -> set[tuple[str, str]]:
+    """(source, address) of every path and loopback probe for which `crosses(path)`."""
+    return {(p.src, p.address)
+            for p in [*P.host_pairs_paths(fabric), *P.loopback_paths(fabric)] if crosses(p)}
+
+
 def test_link_down_fails_exactly_the_paths_over_that_link(lab4):
     F.link_down(lab4, "t0-p0-r0:eth3")
     try:
         report = run_verify(lab4.runtime, lab4.plan)
-        failed = {(r.path.src, r.path.address) for r in [*report.paths, *report.loops]
-                  if not r.ok}
-        expected = {(p.src, p.address)
-                    for p in [*P.host_pairs_paths(lab4.fabric), *P.loopback_paths(lab4.fabric)]
-                    if LINK in p.links or LINK in P.reverse(lab4.fabric, p).links}
+        failed = failed_probes(report)
+        expected = probes_where(lab4.fabric, lambda p: LINK in p.links
+                                or LINK in P.reverse(lab4.fabric, p).links)
         assert failed == expected and len(expected) == 8 + 2
         assert report.suspect_links() == [LINK]
         bad_nodes = {n.node for n in report.nodes if not n.ok}
@@ -85,11 +94,8 @@ def test_switch_down_fails_exactly_the_paths_through_that_t1_and_clears(lab4):
     F.switch_down(lab4, "t1-p0-0")
     try:
         report = run_verify(lab4.runtime, lab4.plan)
-        failed = {(r.path.src, r.path.address) for r in [*report.paths, *report.loops]
-                  if not r.ok}
-        expected = {(p.src, p.address)
-                    for p in [*P.host_pairs_paths(lab4.fabric), *P.loopback_paths(lab4.fabric)]
-                    if "t1-p0-0" in p.hops}
+        failed = failed_probes(report)
+        expected = probes_where(lab4.fabric, lambda p: "t1-p0-0" in p.hops)
         assert failed == expected and expected
         assert {n.node for n in report.nodes if not n.ok} >= {"t1-p0-0"}
     finally:
