@@ -9,9 +9,10 @@ One module per command group; each registers its commands on `main`:
     fault     fault link-down | link-loss | link-up | switch-down | nic-down | plane-down |
               list | clear
     engine    engine start | stop | status, images build | status
+    drill     drill list | run | blind | answer | reveal
 """
 
-from twin.cli import engine, fabric, fault, lab, traffic  # noqa: F401  (registration)
+from twin.cli import drill, engine, fabric, fault, lab, traffic  # noqa: F401  (registration)
 from twin.cli.base import main
 
 __all__ = ["main"]
