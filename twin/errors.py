@@ -1,7 +1,7 @@
 """The exception tree. The CLI turns each into a message and an exit code.
 
     TwinError                 anything twin reports without a traceback
-    +-- SpecError             the fabric spec is wrong (exit 2); carries every problem found
+    +-- SpecError             a spec or drill file is wrong (exit 2); carries every problem found
     +-- UsageError            a command was asked for something that cannot be (exit 2)
     +-- LabError              a lab operation failed (exit 1)
     |   +-- RuntimeMissing    the chosen runtime cannot run here (root, binary, engine)
@@ -35,14 +35,15 @@ class Problem:
 class SpecError(TwinError):
     exit_code = 2
 
-    def __init__(self, source: str, problems: list[Problem]):
+    def __init__(self, source: str, problems: list[Problem], what: str = "fabric spec"):
         self.source = source
         self.problems = problems
+        self.what = what  # the kind of file: "fabric spec", "drill file"
         super().__init__(self.render())
 
     def render(self) -> str:
         n = len(self.problems)
-        head = f"{self.source}: {n} problem{'s' if n != 1 else ''} in the fabric spec"
+        head = f"{self.source}: {n} problem{'s' if n != 1 else ''} in the {self.what}"
         return "\n".join([head, *(p.render() for p in self.problems)])
 
 

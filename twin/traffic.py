@@ -70,6 +70,7 @@ class Run:
     faults: list[dict] = field(default_factory=list)
     events: list[dict] = field(default_factory=list)  # the QPs' event logs, "flow" added
     events_dropped: int = 0  # fell out of a bounded log (its head and tail are kept)
+    bins: dict[int, dict] = field(default_factory=dict)  # flow -> its QP's acked_bins
     start_us: int = 0  # CLOCK_MONOTONIC at the first write
     elapsed_s: float = 0.0
 
@@ -173,9 +174,12 @@ def flows_for(pattern: str, hosts: list[str], size: int, src: str | None = None,
 def run(rt, pattern: str, flows: list[Flow], mode: str = "mrc", *, evs: int = 128,
         timeout_s: float = 300.0, sample_s: float = 0.02,
         faults: list[tuple[float, Callable[[], str]]] | None = None,
-        progress: Callable[[int, int, float], None] | None = None) -> Run:
+        progress: Callable[[int, int, float], None] | None = None,
+        on_start: Callable[[int], None] | None = None) -> Run:
     """Run the flows to completion (or failure, or timeout). `faults` are (seconds
-    after the first write, action); an action applies a fault and says what it did."""
+    after the first write, action); an action applies a fault and says what it did.
+    `on_start(t0_ns)` is called once every write is posted (t0_ns: CLOCK_MONOTONIC
+    before the first), e.g. to start a timeline of its own."""
     if mode not in MODES:
         raise UsageError(f"unknown mode {mode!r}; modes: {', '.join(MODES)}")
     check_fits(flows)
@@ -192,9 +196,12 @@ def run(rt, pattern: str, flows: list[Flow], mode: str = "mrc", *, evs: int = 12
         pending = sorted(faults or [], key=lambda e: e[0])
         total = sum(f.size for f in flows)
         start = time.monotonic()
-        result.start_us = time.monotonic_ns() // 1000
+        t0_ns = time.monotonic_ns()
+        result.start_us = t0_ns // 1000
         for f in flows:
             clients[f.src].call("write", qpn=f.send_qpn, size=f.size, imm=f.recv_qpn)
+        if on_start:
+            on_start(t0_ns)
         while True:
             t = time.monotonic() - start
             while pending and pending[0][0] <= t:
@@ -244,6 +251,8 @@ def _collect_events(clients, flows: list[Flow], result: Run) -> None:
             continue
         result.events_dropped += log["dropped"]
         result.events.extend({**e, "flow": i} for e in log["events"])
+        if log.get("acked_bins"):
+            result.bins[i] = log["acked_bins"]
     result.events.sort(key=lambda e: e["t_us"])
 
 

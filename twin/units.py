@@ -36,3 +36,25 @@ def parse_rate(text: str) -> int | None:
         return None
     bps = int(float(m.group(1)) * RATE_UNITS[m.group(2).lower()])
     return bps if bps > 0 else None
+
+
+DURATION_RE = re.compile(r"^(\d+(?:\.\d+)?)\s*(us|µs|ms|s)$")
+DURATION_NS = {"us": 1_000, "µs": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
+
+
+def parse_duration_ns(text: str) -> int | None:
+    """Nanoseconds, from `300ms`, `1.5s`, `250us`; None unless it is one (a unit is
+    required: a bare number could be any of them)."""
+    m = DURATION_RE.match(text.strip())
+    if not m:
+        return None
+    return int(float(m.group(1)) * DURATION_NS[m.group(2)])
+
+
+def show_duration(ns: int) -> str:
+    """The inverse, for messages: 300ms, 1.5s, 250us."""
+    if ns % 1_000_000_000 == 0 or ns >= 10_000_000_000:
+        return f"{ns / 1e9:g}s"
+    if ns % 1_000_000 == 0 or ns >= 1_000_000:
+        return f"{ns / 1e6:g}ms"
+    return f"{ns / 1e3:g}us"

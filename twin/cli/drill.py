@@ -2,7 +2,16 @@
 
 from __future__ import annotations
 
-from twin.cli.base import main
+import sys
+import time
+from pathlib import Path
+
+import click
+from rich.table import Table
+
+from twin import lab as L
+from twin.chaos.drill import MODES
+from twin.cli.base import emit_json, err, main, out, sigterm_as_interrupt
 
 
 @main.group()
@@ -11,3 +20,128 @@ def drill():
 
     A drill (lab/drills/*.yml) states a steady state, a timeline of faults under
     traffic, and what must hold; `twin drill run` checks it and always rolls back."""
+
+
+@drill.command("list")
+@click.option("--json", "as_json", is_flag=True)
+def drill_list(as_json):
+    """The shipped drills (lab/drills/*.yml): name, fabric, faults, what they check."""
+    from twin.chaos import drill as D
+
+    rows = []
+    for path in D.shipped():
+        d = D.load_drill(path)
+        rows.append({"name": d.name, "fabric": d.fabric, "description": d.description,
+                     "mode": d.traffic.mode, "compare": d.compare,
+                     "faults": [s.fault.value for s in d.timeline],
+                     "expect": [e.what for e in d.expect], "file": str(path)})
+    if as_json:
+        emit_json({"drills": rows})
+        return
+    t = Table(title=f"{len(rows)} drills in {D.DRILL_DIR}")
+    for col in ("drill", "fabric", "faults", "what it shows"):
+        t.add_column(col, no_wrap=col != "what it shows")
+    for r in rows:
+        t.add_row(r["name"], r["fabric"] or "any", ", ".join(r["faults"]) or "-",
+                  r["description"])
+    out.print(t)
+    out.print("run one: twin drill run NAME [--compare single-path] [--report DIR]")
+
+
+@drill.command("run")
+@click.argument("ref", metavar="NAME|FILE")
+@click.option("--lab", default=None, help="The lab to run it on (default: the one lab up).")
+@click.option("--mode", type=click.Choice(list(MODES)), default=None,
+              help="The transport (default: the drill's).")
+@click.option("--compare", type=click.Choice(list(MODES)), default=None,
+              help="Run it again on this baseline, same faults, and show both.")
+@click.option("--seed", default=1, show_default=True, help="Draws random targets.")
+@click.option("--json", "as_json", is_flag=True, help="The results as JSON on stdout.")
+@click.option("--junit", "junit", default=None, metavar="FILE", help="JUnit XML of the verdicts.")
+@click.option("--report", "report_dir", default=None, metavar="DIR",
+              help="Write report.html, report.json and junit.xml into DIR.")
+def drill_run(ref, lab, mode, compare, seed, as_json, junit, report_dir):
+    """Run a drill: steady state, faults on a timeline under traffic, the verdict.
+
+    \b
+      twin drill run t1-blackhole
+      twin drill run t0-t1-flap --compare single-path --report /tmp/flap
+      twin drill run lab/drills/my-drill.yml --seed 7 --json
+    The rollback (every fault reverted, then verify) always runs, also on
+    Ctrl-C. Exit 0 only if every expectation holds.
+    """
+    from twin.chaos import drill as D
+    from twin.chaos import runner
+
+    sigterm_as_interrupt()
+    path = D.find(ref)
+    d = D.load_drill(path)
+    att = L.attach(lab)
+    att.require_whole()
+    started = time.monotonic()
+
+    def note(text):
+        if not as_json:
+            err.print(f"[dim]{d.name}[/dim] {text}")
+
+    runs = runner.run_all(att, d, mode=mode, compare=compare, seed=seed, progress=note)
+    results = {"drills": [r.data for r in runs]}
+    if report_dir:
+        from twin.chaos import report
+
+        written = report.write(results, Path(report_dir))
+        note(f"report: {', '.join(str(p) for p in written.values())}")
+    if junit:
+        from twin.chaos import report
+
+        Path(junit).write_text(report.junit_xml(results))
+    if as_json:
+        emit_json(results)
+    else:
+        _show(runs, time.monotonic() - started)
+    if not all(r.ok for r in runs):
+        sys.exit(1)
+
+
+def _show(runs, wall_s: float) -> None:
+    for r in runs:
+        data = r.data
+        colour = "green" if data["verdict"] == "pass" else "red"
+        t = Table(title=f"{data['name']} on {data['lab']}, mode {data['mode']}, seed "
+                  f"{data['seed']}: [{colour}]{data['verdict']}[/{colour}]")
+        for col in ("expectation", "want", "got", ""):
+            t.add_column(col)
+        for e in data["expectations"]:
+            t.add_row(e["what"], e["want"], e["got"], "[green]ok[/green]" if e["ok"]
+                      else "[red]FAIL[/red]")
+        out.print(t)
+        if data["faults"]:
+            f = Table(show_header=True, box=None)
+            for col in ("fault", "target", "at ms", "detection µs", "repair µs", "lost",
+                        "localized", "named after ms"):
+                f.add_column(col)
+            t0 = data["t0_ns"]
+            for x in data["faults"]:
+                f.add_row(x["kind"], x["target"], f"{(x['at_ns'] - t0) / 1e6:.1f}" if t0 else "-",
+                          _n(x["detection_us"]), _n(x["repair_us"]), str(x["packets_lost"]),
+                          x["localized_as"] or "-",
+                          _n(x["localized_us"], 1000))
+            out.print(f)
+        m = data["metrics"]
+        out.print(f"goodput {_n(m['goodput_gbps'])} Gbit/s, completion {_n(m['completion_s'])} s,"
+                  f" retained {_n(data['goodput_retained'])}, dip {_n(m['dip_depth'])} for "
+                  f"{_n(m['dip_ms'])} ms, back to 90% in {_n(m['back_to_90_ms'])} ms; "
+                  f"wall {data['wall_s']:.1f} s")
+    if len(runs) > 1:
+        a, b = runs[0].data["metrics"], runs[1].data["metrics"]
+        if a["completion_s"] and b["completion_s"]:
+            out.print(f"{runs[0].mode} vs {runs[1].mode}: completion {a['completion_s']:.3f} s "
+                      f"vs {b['completion_s']:.3f} s ({b['completion_s'] / a['completion_s']:.2f}"
+                      f"x); {wall_s:.1f} s in all")
+
+
+def _n(value, scale: float = 1) -> str:
+    if value is None:
+        return "-"
+    v = value / scale
+    return f"{v:,.0f}" if abs(v) >= 100 else f"{v:.3g}"

@@ -1,0 +1,193 @@
+"""Drill files: every shipped one parses; every mistake is named by its key path."""
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from twin.chaos import drill as D
+from twin.chaos import runner as R
+from twin.cli import main
+from twin.errors import SpecError
+from twin.fabric.model import build_fabric
+from twin.fabric.spec import load_spec
+from twin.faults import FaultKind
+
+ROOT = Path(__file__).resolve().parents[2]
+GOOD = """
+name: my-drill
+method:
+  traffic: {pattern: bulk, src: r0h0, dst: r1h0, size: 16M}
+  timeline:
+    - {at: 100ms, fault: link-down, target: t0-p0-r0:eth3, for: 50ms}
+expect:
+  exact: true
+  repair_ms: "<= 50"
+"""
+
+
+def problems(text: str) -> dict[str, str]:
+    with pytest.raises(SpecError) as e:
+        D.parse_drill(text, "x.yml")
+    assert e.value.what == "drill file"
+    return {p.path: p.message for p in e.value.problems}
+
+
+@pytest.mark.parametrize("path", D.shipped(), ids=lambda p: p.stem)
+def test_every_shipped_drill_parses_and_names_a_shipped_fabric(path):
+    d = D.load_drill(path)
+    assert d.name == path.stem
+    assert d.description
+    assert (ROOT / "lab/fabrics" / f"{d.fabric}.yml").exists()
+    assert any(e.what == "exact" for e in d.expect)
+
+
+def test_the_shipped_drills_cover_the_papers_claims():
+    names = {p.stem for p in D.shipped()}
+    assert {"nic-port-down", "t0-t1-flap", "t1-blackhole", "t1-reboot", "startup-dead-link",
+            "ev-20pct-drop", "incast-bystander", "spray-vs-single-path"} <= names
+
+
+def test_a_good_drill():
+    d = D.parse_drill(GOOD)
+    assert d.traffic.size == 16 << 20
+    (step,) = d.timeline
+    assert (step.at_ns, step.fault, step.target, step.for_ns) == \
+        (100_000_000, FaultKind.LINK_DOWN, "t0-p0-r0:eth3", 50_000_000)
+    assert d.end_ns == 150_000_000
+    assert [e.want for e in d.expect] == ["true", "<= 50"]
+    assert d.baseline_expect[0].what == "exact"  # the default for a baseline run
+
+
+BAD = [
+    ("name: X\nmethod: {traffic: {pattern: bulk, src: a, dst: b}}", "name", "lowercase"),
+    ("name: d\n", "method", "is required"),
+    ("name: d\nmethod: {traffic: {pattern: blk, src: a, dst: b}}", "method.traffic.pattern",
+     "must be one of"),
+    ("name: d\nmethod: {traffic: {pattern: bulk, dst: b}}", "method.traffic.src", "required"),
+    ("name: d\nmethod: {traffic: {pattern: bulk, src: a, dst: b, size: 0}}",
+     "method.traffic.size", "must be a size"),
+    ("name: d\nmethod: {traffic: {pattern: bulk, src: a, dst: b, mode: rocev3}}",
+     "method.traffic.mode", "must be one of"),
+    ("name: d\nmethod: {traffic: {pattern: incast}, timeline: [{at: 300, fault: link-down, "
+     "target: a:b}]}", "method.timeline[0].at", "duration"),
+    ("name: d\nmethod: {traffic: {pattern: incast}, timeline: [{at: 3ms, fault: link-dwn, "
+     "target: a:b}]}", "method.timeline[0].fault", "unknown fault"),
+    ("name: d\nmethod: {traffic: {pattern: incast}, timeline: [{at: 3ms, fault: link-down}]}",
+     "method.timeline[0].target", "is required"),
+    ("name: d\nmethod: {traffic: {pattern: incast}, timeline: [{at: 3ms, fault: nic-down, "
+     "target: {random: t1}}]}", "method.timeline[0].target.random", "cannot target"),
+    ("name: d\nmethod: {traffic: {pattern: incast}, timeline: [{at: 3ms, fault: link-loss, "
+     "target: a:b}]}", "method.timeline[0].percent", "percentage"),
+    ("name: d\nmethod: {traffic: {pattern: incast}, timeline: [{at: 3ms, fault: link-down, "
+     "target: a:b, percent: 5}]}", "method.timeline[0].percent", "does not apply"),
+    ("name: d\nmethod: {traffic: {pattern: incast}, timeline: [{at: 3ms, fault: link-flap, "
+     "target: a:b, count: 2}]}", "method.timeline[0].period", "required"),
+    ("name: d\nmethod: {traffic: {pattern: incast}, timeline: [{at: 3ms, fault: link-down, "
+     "target: a:b, when: 1s}]}", "method.timeline[0].when", "unknown key"),
+    ("name: d\nmethod: {traffic: {pattern: incast}}\nexpect: {repair_ms: 5}",
+     "expect.repair_ms", "comparison"),
+    ("name: d\nmethod: {traffic: {pattern: incast}}\nexpect: {repair_ms: '<= planez'}",
+     "expect.repair_ms", "unknown name"),
+    ("name: d\nmethod: {traffic: {pattern: incast}}\nexpect: {repair_ms: '<= __import__(1)'}",
+     "expect.repair_ms", "not arithmetic"),
+    ("name: d\nmethod: {traffic: {pattern: incast}}\nexpect: {localized: target}",
+     "expect.localized", "needs a fault"),
+    ("name: d\nmethod: {traffic: {pattern: incast}}\nexpect: {goodput: '>= 1'}",
+     "expect.goodput", "unknown key"),
+    ("name: d\nmethod: {traffic: {pattern: incast}}\nexpect: {bystander_retained: '>= 1'}",
+     "expect.bystander_retained", "needs method.bystander"),
+    ("name: d\nmethod: {traffic: {pattern: incast}}\ncompare: ecmp", "compare", "must be a mode"),
+    ("name: d\nmethod: {traffic: {pattern: incast}}\nrollback: {verify: maybe}",
+     "rollback.verify", "true or false"),
+    ("name: d\nmethod: [1]", "method", "must be a mapping"),
+    ("- 1", "(top level)", "mapping"),
+    ("name: [", "line 1, column 8", "YAML"),
+]
+
+
+@pytest.mark.parametrize("text,path,message", BAD, ids=[b[1] for b in BAD])
+def test_each_mistake_is_named_by_its_key_path(text, path, message):
+    found = problems(text)
+    assert path in found, found
+    assert message in found[path]
+
+
+def test_every_problem_at_once():
+    found = problems("name: X\nmethod: {traffic: {pattern: blk, src: a, dst: b}, timeline: "
+                     "[{at: 1, fault: x, target: y}]}\nexpect: {nope: 1}")
+    assert {"name", "method.traffic.pattern", "method.timeline[0].at",
+            "method.timeline[0].fault", "expect.nope"} <= set(found)
+
+
+def test_a_bad_drill_file_exits_2_with_the_key_path_and_no_traceback(tmp_path):
+    bad = tmp_path / "bad.yml"
+    bad.write_text("name: d\nmethod: {traffic: {pattern: bulk, src: a}}\n")
+    result = CliRunner().invoke(main, ["drill", "run", str(bad)])
+    assert result.exit_code == 2
+    assert "method.traffic.dst" in result.output and "drill file" in result.output
+    assert "Traceback" not in result.output
+
+
+def test_an_unknown_drill_name_is_a_usage_error():
+    result = CliRunner().invoke(main, ["drill", "run", "t1-blackhol"])
+    assert result.exit_code == 2
+    assert "did you mean 't1-blackhole'" in result.output
+
+
+def test_drill_list_json_names_every_shipped_drill():
+    import json
+    result = CliRunner().invoke(main, ["drill", "list", "--json"])
+    assert result.exit_code == 0, result.output
+    names = {d["name"] for d in json.loads(result.output)["drills"]}
+    assert names == {p.stem for p in D.shipped()}
+
+
+def test_expressions_are_arithmetic_over_the_fabric_only():
+    v = {"planes": 4.0, "lost_share": 0.25}
+    assert D.evaluate("(planes - 1) / planes", v) == 0.75
+    assert D.evaluate("max(1 - lost_share - 0.1, 0.5)", v) == pytest.approx(0.65)
+    for bad in ("planes.__class__", "open('x')", "planes ** 2", "[1]", "1 / 0"):
+        with pytest.raises((ValueError, SyntaxError)):
+            D.evaluate(bad, v)
+
+
+# -- targets and the timeline ------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def f4():
+    return build_fabric(load_spec(ROOT / "lab/fabrics/mrc-4p.yml"))
+
+
+def test_random_targets_are_drawn_with_the_seed_among_what_the_traffic_crosses(f4):
+    import random
+    pairs = [("r0h0", "r0h1")]  # one rack: its T0s, its hosts' links
+    for kind in D.RANDOM:
+        a = [R._draw(kind, f4, pairs, random.Random(7)) for _ in range(3)]
+        b = [R._draw(kind, f4, pairs, random.Random(7)) for _ in range(3)]
+        assert a == b
+    for seed in range(20):
+        rng = random.Random(seed)
+        assert R._draw("t0", f4, pairs, rng).endswith("-r0")
+        assert R._draw("t0-t1-link", f4, pairs, rng).split(":")[0].endswith("-r0")
+        assert R._draw("host-link", f4, pairs, rng).startswith("t0-")  # the switch end
+        assert R._draw("nic-port", f4, pairs, rng).split(":")[0] in ("r0h0", "r0h1")
+    drawn = {R._draw("t1", f4, pairs, random.Random(s)) for s in range(60)}
+    assert drawn == {n.name for n in f4.nodes if n.name.startswith("t1-")}
+
+
+def test_a_flap_becomes_downs_and_ups_and_for_becomes_a_revert():
+    d = D.parse_drill("""
+name: d
+method:
+  traffic: {pattern: bulk, src: r0h0, dst: r1h0}
+  timeline:
+    - {at: 10ms, fault: link-flap, target: t0-p0-r0:eth3, count: 2, period: 100ms}
+    - {at: 20ms, fault: blackhole, target: t1-p1-0, for: 30ms}
+""")
+    planned = [R.Planned(s, s.target, frozenset(), frozenset()) for s in d.timeline]
+    actions = [(a.at_ns // 1_000_000, a.planned.target, a.up) for a in R._actions(planned)]
+    assert actions == [(10, "t0-p0-r0:eth3", False), (20, "t1-p1-0", False),
+                       (50, "t1-p1-0", True), (60, "t0-p0-r0:eth3", True),
+                       (110, "t0-p0-r0:eth3", False), (160, "t0-p0-r0:eth3", True)]

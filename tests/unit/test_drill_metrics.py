@@ -1,0 +1,175 @@
+"""A drill's figures from synthetic event logs and bins: detection, repair, losses,
+the goodput dip, and the share of capacity a fault takes."""
+
+from pathlib import Path
+
+import pytest
+
+from twin.chaos import metrics as M
+from twin.fabric.model import build_fabric
+from twin.fabric.paths import ev_encode
+from twin.fabric.spec import load_spec
+
+ROOT = Path(__file__).resolve().parents[2]
+MS = 1_000_000
+T0 = 10_000 * MS  # the run's first write
+
+
+@pytest.fixture(scope="module")
+def f4():
+    return build_fabric(load_spec(ROOT / "lab/fabrics/mrc-4p.yml"))
+
+
+@pytest.fixture(scope="module")
+def shaped():
+    return build_fabric(load_spec(ROOT / "lab/fabrics/mrc-4p-shaped.yml"))
+
+
+def link(fabric, end: str) -> str:
+    node, _, ifname = end.partition(":")
+    return next(lk.id for lk in fabric.links if str(lk.a) == end or str(lk.b) == end)
+
+
+def fault(fabric, kind="link-down", end="t0-p1-r0:eth3", at=T0 + 100 * MS, nodes=()):
+    links = {link(fabric, end)} if end else set()
+    return M.AppliedFault(kind, end or next(iter(nodes)), at, frozenset(links),
+                          frozenset(nodes))
+
+
+def ev(t, kind, e, psn):
+    return {"t_ns": t, "kind": kind, "ev": e, "psn": psn}
+
+
+DEAD = ev_encode(1, 0, 77)  # plane 1 via T1 0: crosses t0-p1-r0:eth3
+ALIVE = ev_encode(2, 1, 5)
+
+
+def test_detection_is_the_first_retirement_on_a_dead_path_and_repair_its_last_resend(f4):
+    f = fault(f4)
+    at = f.at_ns
+    flow = M.FlowLog("r0h0", "r1h0", 1 << 20, events=[
+        ev(at - 5 * MS, "loss", ALIVE, 1),  # before the fault: not its figure
+        ev(at + 1 * MS, "loss", ALIVE, 20),  # noise on a live path: counted, not repair
+        ev(at + 2 * MS, "loss", DEAD, 10),
+        ev(at + 2 * MS, "retire", DEAD, 10),
+        ev(at + 3 * MS, "loss", DEAD, 11),
+        ev(at + 4 * MS, "repaired", ALIVE, 10),
+        ev(at + 6 * MS, "repaired", ALIVE, 11),
+        ev(at + 30 * MS, "repaired", ALIVE, 20),
+    ])
+    (fig,) = M.fault_figures(f4, [flow], [f], [])
+    assert fig["detection_us"] == 2000
+    assert fig["repair_us"] == 6000
+    assert fig["packets_lost"] == 3
+    assert fig["dead_path_losses"] == 2
+    assert not fig["localized"]
+
+
+def test_a_lost_packet_never_resent_leaves_repair_unmeasured(f4):
+    f = fault(f4)
+    flow = M.FlowLog("r0h0", "r1h0", 1, events=[ev(f.at_ns + MS, "loss", DEAD, 3)])
+    (fig,) = M.fault_figures(f4, [flow], [f], [])
+    assert fig["repair_us"] is None
+    assert fig["detection_us"] == 1000  # single-path: its first loss on the dead path
+
+
+def test_nothing_lost_is_nothing_to_repair(f4):
+    (fig,) = M.fault_figures(f4, [M.FlowLog("r0h0", "r1h0", 1)], [fault(f4)], [])
+    assert (fig["repair_us"], fig["packets_lost"], fig["detection_us"]) == (0, 0, None)
+
+
+def test_a_switch_fault_kills_every_path_through_the_switch(f4):
+    f = M.AppliedFault("blackhole", "t1-p1-0", T0, frozenset(), frozenset({"t1-p1-0"}))
+    dead = M._dead_evs(f4, M.FlowLog("r0h0", "r1h0", 1), f)
+    assert dead(ev_encode(1, 0, 9)) and not dead(ev_encode(1, 1, 9))
+    assert not dead(ev_encode(0, 0, 9))
+    same_rack = M._dead_evs(f4, M.FlowLog("r0h0", "r0h1", 1), f)
+    assert not same_rack(ev_encode(1, 0, 9))  # never reaches a T1
+
+
+def test_localized_is_the_first_naming_of_the_fault_after_it(f4):
+    f = fault(f4)
+    lk = link(f4, "t0-p1-r0:eth3")
+    locs = [{"target": lk, "named_ns": f.at_ns - MS},  # before: an older fault
+            {"target": "t1-p0-0", "named_ns": f.at_ns + MS},  # something else
+            {"target": "t1-p1-0:eth1", "named_ns": f.at_ns + 40 * MS},  # its other end
+            {"target": lk, "named_ns": f.at_ns + 50 * MS}]
+    (fig,) = M.fault_figures(f4, [], [f], locs)
+    assert fig["localized"] and fig["localized_as"] == "t1-p1-0:eth1"
+    assert fig["localized_us"] == 40_000
+    sw = M.AppliedFault("sid-loss", "t1-p1-0", T0, frozenset({lk}), frozenset({"t1-p1-0"}))
+    (fig,) = M.fault_figures(f4, [], [sw], [{"target": lk, "named_ns": T0 + MS}])
+    assert not fig["localized"]  # a switch fault is named as the switch
+
+
+def goodput(series, t0=T0):
+    return M.Goodput(t0, {0: list(series)})
+
+
+def test_the_dip_its_depth_length_and_the_time_back_to_90_percent():
+    # 100 bytes a ms for 200 ms, the fault, 10 ms at 0, then 100 again
+    g = goodput([100] * 200 + [0] * 10 + [100] * 100)
+    f = M.AppliedFault("link-down", "x", T0 + 200 * MS, frozenset())
+    fig = M.goodput_figures(g, [f])
+    assert fig["dip_depth"] == 1.0
+    assert fig["back_to_90_ms"] == 14.0  # the 5 ms average is back above 90 at bin 214
+    assert fig["dip_ms"] == 14.0
+    assert fig["goodput_retained"] == pytest.approx(100 / 110, abs=1e-3)
+    assert fig["pre_bps"] == pytest.approx(100 * 8 * 1000)
+
+
+def test_a_lasting_loss_never_gets_back_and_settled_reads_the_last_half():
+    g = goodput([100] * 100 + [75] * 100)
+    f = M.AppliedFault("nic-down", "x", T0 + 100 * MS, frozenset())
+    fig = M.goodput_figures(g, [f])
+    assert fig["back_to_90_ms"] is None
+    assert fig["settled_retained"] == 0.75
+    assert fig["dip_depth"] == 0.25
+
+
+def test_a_shallow_dip_is_back_at_once():
+    g = goodput([100] * 100 + [95] * 50)
+    fig = M.goodput_figures(g, [M.AppliedFault("x", "x", T0 + 100 * MS, frozenset())])
+    assert (fig["back_to_90_ms"], fig["dip_ms"]) == (0.0, 0.0)
+
+
+def test_no_fault_or_no_goodput_gives_no_figures():
+    assert M.goodput_figures(goodput([100] * 10), [])["dip_depth"] is None
+    f = M.AppliedFault("x", "x", T0, frozenset())
+    assert M.goodput_figures(goodput([]), [f])["goodput_retained"] is None
+
+
+def test_bins_of_several_flows_are_summed_on_one_clock():
+    a = M.FlowLog("r0h0", "r1h0", 1, bins_t0_ns=T0, bins={0: [1, 1, 1], 1: [2]})
+    b = M.FlowLog("r0h1", "r1h0", 1, bins_t0_ns=T0 + 2 * MS, bins={0: [10, 10]})
+    by = M.FlowLog("r1h1", "r0h1", 1, bins_t0_ns=T0, bins={0: [99]}, bystander=True)
+    g = M.merge_bins([a, b, by])
+    assert g.t0_ns == T0
+    assert g.planes == {0: [1, 1, 11, 10], 1: [2, 0, 0, 0]}
+    assert g.total == [3, 1, 11, 10]
+    assert M.merge_bins([a, by], bystanders=True).total == [99]
+
+
+def test_ev_states_follow_retirements_and_revivals():
+    g = goodput([1] * 5)
+    flow = M.FlowLog("r0h0", "r1h0", 1, events=[
+        {"t_ns": T0 + MS, "kind": "retire"}, {"t_ns": T0 + MS, "kind": "retire"},
+        {"t_ns": T0 + 3 * MS, "kind": "revive"}])
+    s = M.ev_state_series([flow], g, 128)["series"]
+    assert s["assumed_bad"] == [0, 2, 2, 1, 1]
+    assert s["good"] == [128, 126, 126, 127, 127]
+
+
+def test_lost_share_comes_from_the_fabric(f4, shaped):
+    pair = [("r0h0", "r1h0", 1)]
+    nic = M.AppliedFault("nic-down", "r1h0:1", T0, frozenset({link(shaped, "r1h0:eth2")}))
+    assert M.lost_share(shaped, pair, [nic]) == 0.25
+    up = M.AppliedFault("link-down", "x", T0, frozenset({link(shaped, "t0-p0-r0:eth4")}))
+    assert M.lost_share(shaped, pair, [up]) == 0  # the plane's other T1 carries it
+    both = M.AppliedFault("link-down", "y", T0, frozenset({link(shaped, "t0-p0-r0:eth5")}))
+    assert M.lost_share(shaped, pair, [up, both]) == 0.25  # the plane is cut off
+    t1 = M.AppliedFault("switch-down", "t1-p2-0", T0, frozenset(), frozenset({"t1-p2-0"}))
+    assert M.lost_share(shaped, pair, [t1]) == 0
+    assert M.lost_share(f4, pair, []) == 0
+    same_rack = [("r0h0", "r0h1", 1)]
+    assert M.lost_share(f4, same_rack, [t1]) == 0

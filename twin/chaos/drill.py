@@ -1,0 +1,590 @@
+"""Drill files (lab/drills/*.yml): parsed and validated like fabric specs.
+
+A drill is a chaos experiment with a verdict (docs/drills.md):
+
+    name: t1-blackhole
+    description: a T1 drops what it forwards; links and carrier stay up
+    fabric: mrc-4p                      # the lab `make chaos` runs it on
+    steady_state:                       # must hold before any fault
+      verify: true
+      goodput_floor: 100mbit
+    method:
+      traffic: {pattern: bulk, src: r0h0, dst: r1h0, size: 64M, mode: mrc}
+      timeline:
+        - at: 300ms
+          fault: blackhole
+          target: {random: t1}          # or a name: t1-p0-0
+          for: 400ms                    # reverted after (else at the end)
+    expect:
+      exact: true
+      repair_ms: "<= 50"
+      goodput_retained: ">= 1 - lost_share - 0.2"
+      localized: target
+    rollback: {verify: true}           # always runs
+
+Every problem is reported with its key path and a hint, all at once (exit 2).
+Names in targets are checked against a lab at run time (`resolve`), before
+anything is applied.
+"""
+
+from __future__ import annotations
+
+import ast
+import difflib
+import operator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from twin.errors import Problem, SpecError, UsageError
+from twin.fabric.spec import name_problem
+from twin.faults import FaultKind
+from twin.units import parse_duration_ns, parse_rate, parse_size
+
+DRILL_DIR = Path(__file__).resolve().parents[2] / "lab" / "drills"
+MODES = ("mrc", "single-path", "spray-static")
+PATTERNS = ("bulk", "incast", "all-to-all", "ring")
+MAX_AT_NS = 600 * 10**9  # a timeline is at most ten minutes long
+MAX_STEPS = 256
+
+# What a target names, per fault kind; and what a random target draws from.
+LINK_KINDS = {FaultKind.LINK_DOWN, FaultKind.LINK_LOSS, FaultKind.LINK_RATE, FaultKind.LINK_FLAP}
+NODE_KINDS = {FaultKind.SWITCH_DOWN, FaultKind.SWITCH_REBOOT, FaultKind.SID_LOSS,
+              FaultKind.ROUTE_CORRUPT}
+RANDOM = {  # random kind -> the fault kinds it suits
+    "t0-t1-link": LINK_KINDS | {FaultKind.BLACKHOLE},
+    "host-link": LINK_KINDS | {FaultKind.BLACKHOLE},
+    "t1": NODE_KINDS | {FaultKind.BLACKHOLE},
+    "t0": NODE_KINDS | {FaultKind.BLACKHOLE},
+    "nic-port": {FaultKind.NIC_DOWN},
+    "plane": {FaultKind.PLANE_DOWN},
+}
+TARGET_FORM = {  # fault kind -> how a target is written, for hints
+    **{k: "NODE:IF, e.g. t0-p0-r0:eth3" for k in LINK_KINDS},
+    **{k: "a switch, e.g. t1-p0-0" for k in NODE_KINDS},
+    FaultKind.BLACKHOLE: "a switch (t1-p0-0) or one of its ports (t1-p0-0:eth1)",
+    FaultKind.NIC_DOWN: "HOST:PLANE, e.g. r0h0:1",
+    FaultKind.PLANE_DOWN: "a plane number, e.g. 2",
+}
+
+# Expectation keys: the figure each names (metrics.py computes them).
+METRICS = {
+    "exact": "every flow's bytes arrived byte-exact (true/false)",
+    "localized": "every fault named by the prober (value: target)",
+    "detection_us": "fault to the first EV retired on a dead path, worst fault",
+    "repair_ms": "fault until every packet lost on a dead path is acked again, worst fault",
+    "repair_us": "the same in µs",
+    "localized_ms": "fault to the prober naming it, worst fault",
+    "packets_lost": "packets declared lost after a fault, worst fault",
+    "packets_lost_per_qp": "packets declared lost in the whole run, worst QP",
+    "goodput_retained": "goodput from the first fault to the end, over the goodput before",
+    "settled_retained": "goodput over the last half of the faulted time, over before",
+    "dip_depth": "1 - the lowest 5 ms goodput after a fault over the goodput before",
+    "back_to_90_ms": "fault until the 5 ms goodput is back to 90% of before",
+    "goodput_gbps": "the whole run's goodput",
+    "completion_s": "first write to the last byte acked",
+    "speedup": "the baseline's completion time over this run's (needs a baseline)",
+    "bystander_retained": "the bystander flow's goodput next to the load over its goodput alone",
+}
+OPS = {"<=": operator.le, ">=": operator.ge, "<": operator.lt, ">": operator.gt,
+       "==": operator.eq}
+# Names an expectation may use: the fabric's shape, and what the faults take away.
+VARIABLES = {
+    "planes": "planes the hosts' NICs have ports on",
+    "t1_per_plane": "T1s per plane",
+    "racks": "racks",
+    "hosts": "GPU hosts",
+    "paths": "paths between two racks: planes x t1_per_plane",
+    "lost_share": "the share of the traffic's capacity the faults take away, from the fabric",
+}
+
+_TOP = {"name", "description", "fabric", "steady_state", "method", "expect",
+        "baseline_expect", "compare", "rollback"}
+_STEADY = {"verify", "goodput_floor"}
+_METHOD = {"traffic", "bystander", "timeline"}
+_TRAFFIC = {"pattern", "src", "dst", "size", "mode", "evs", "qps"}
+_BYSTANDER = {"src", "dst", "size"}
+_STEP = {"at", "fault", "target", "for", "percent", "rate", "count", "period"}
+_ROLLBACK = {"verify"}
+
+
+@dataclass(frozen=True)
+class Traffic:
+    pattern: str
+    src: str | None
+    dst: str | None
+    size: int
+    mode: str = "mrc"
+    evs: int = 128
+    qps: int = 1  # QPs per flow
+
+
+@dataclass(frozen=True)
+class Bystander:
+    src: str
+    dst: str
+    size: int
+
+
+@dataclass(frozen=True)
+class Step:
+    """One fault on the timeline, `at` after the traffic's first write."""
+
+    at_ns: int
+    fault: FaultKind
+    target: str | None  # a name, or None with `random`
+    random: str | None = None
+    for_ns: int | None = None  # reverted this long after it was applied
+    percent: float | None = None  # link-loss
+    rate: str | None = None  # link-rate
+    count: int | None = None  # link-flap
+    period_ns: int | None = None  # link-flap
+    where: str = ""  # its key path, for errors at run time
+
+
+@dataclass(frozen=True)
+class Expectation:
+    what: str  # a METRICS key
+    op: str | None  # None: a bare value (exact: true, localized: target)
+    value: Any  # the expression text, or the bare value
+    where: str
+
+    @property
+    def want(self) -> str:
+        return f"{self.op} {self.value}" if self.op else str(self.value).lower()
+
+    def evaluate(self, variables: dict[str, float]) -> float:
+        return evaluate(self.value, variables)
+
+
+@dataclass(frozen=True)
+class Drill:
+    name: str
+    description: str
+    source: str
+    traffic: Traffic
+    timeline: tuple[Step, ...]
+    expect: tuple[Expectation, ...]
+    baseline_expect: tuple[Expectation, ...]
+    fabric: str | None = None
+    verify: bool = True
+    goodput_floor_bps: int | None = None
+    bystander: Bystander | None = None
+    compare: str | None = None  # a baseline mode this drill always runs against
+    rollback_verify: bool = True
+    tags: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def end_ns(self) -> int:
+        """When the last step is over (its `for`, or a flap's last period)."""
+        ends = [s.at_ns + (s.for_ns or 0) + (s.count or 0) * (s.period_ns or 0)
+                for s in self.timeline]
+        return max(ends, default=0)
+
+
+# -- expressions -----------------------------------------------------------------
+
+_BINOPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
+           ast.Div: operator.truediv}
+_FUNCS = {"min": min, "max": max}
+
+
+def evaluate(text: str, variables: dict[str, float]) -> float:
+    """Arithmetic over numbers and VARIABLES: + - * / ( ) min() max(). Nothing else."""
+    return float(_eval(ast.parse(str(text), mode="eval").body, variables))
+
+
+def _eval(node: ast.AST, v: dict[str, float]) -> float:
+    if isinstance(node, ast.Constant) and isinstance(node.value, int | float) \
+            and not isinstance(node.value, bool):
+        return node.value
+    if isinstance(node, ast.Name):
+        if node.id not in v:
+            raise ValueError(f"unknown name {node.id!r}")
+        return v[node.id]
+    if isinstance(node, ast.BinOp) and type(node.op) in _BINOPS:
+        left, right = _eval(node.left, v), _eval(node.right, v)
+        if isinstance(node.op, ast.Div) and right == 0:
+            raise ValueError("division by zero")
+        return _BINOPS[type(node.op)](left, right)
+    if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
+        return -_eval(node.operand, v)
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) \
+            and node.func.id in _FUNCS and node.args and not node.keywords:
+        return _FUNCS[node.func.id](*(_eval(a, v) for a in node.args))
+    raise ValueError(f"{ast.unparse(node)!r} is not arithmetic")
+
+
+def _check_expression(text: str) -> str | None:
+    """What is wrong with an expression, checked with every variable set to 1."""
+    try:
+        evaluate(text, dict.fromkeys(VARIABLES, 1.0))
+    except SyntaxError:
+        return "is not an arithmetic expression"
+    except ValueError as e:
+        return str(e)
+    return None
+
+
+# -- parsing ---------------------------------------------------------------------
+
+
+class _Checker:
+    def __init__(self) -> None:
+        self.problems: list[Problem] = []
+
+    def add(self, path: str, message: str, hint: str = "") -> None:
+        self.problems.append(Problem(path, message, hint))
+
+    def mapping(self, data: Any, path: str, allowed: set[str], example: str) -> dict:
+        if not isinstance(data, dict):
+            self.add(path or "(top level)", f"must be a mapping (got {_show(data)})",
+                     f"e.g. {example}")
+            return {}
+        for key in data:
+            if key not in allowed:
+                close = difflib.get_close_matches(str(key), sorted(allowed), n=1)
+                self.add(f"{path}.{key}" if path else str(key), "unknown key",
+                         f"did you mean '{close[0]}'?" if close
+                         else "known keys: " + ", ".join(sorted(allowed)))
+        return data
+
+    def string(self, data: dict, key: str, path: str, hint: str = "") -> str | None:
+        value = data.get(key)
+        if value is None:
+            return None
+        if not isinstance(value, str) or not value:
+            self.add(f"{path}{key}", f"must be a string (got {_show(value)})", hint)
+            return None
+        return value
+
+    def duration(self, data: dict, key: str, path: str) -> int | None:
+        if key not in data:
+            return None
+        value = data[key]
+        ns = parse_duration_ns(value) if isinstance(value, str) else None
+        if ns is None:
+            self.add(f"{path}{key}", f"must be a duration such as 300ms (got {_show(value)})",
+                     "units: us, ms, s")
+            return None
+        if ns > MAX_AT_NS:
+            self.add(f"{path}{key}", f"must be at most 600s (got {value})",
+                     "a drill is a short experiment")
+            return None
+        return ns
+
+    def integer(self, data: dict, key: str, path: str, lo: int, hi: int) -> int | None:
+        if key not in data:
+            return None
+        value = data[key]
+        if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
+            self.add(f"{path}{key}", f"must be an integer {lo} to {hi} (got {_show(value)})")
+            return None
+        return value
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, str):
+        return repr(value)
+    if isinstance(value, bool):
+        return str(value).lower()
+    if value is None:
+        return "nothing"
+    return repr(value) if isinstance(value, int | float) else type(value).__name__
+
+
+def load_drill(path: str | Path) -> Drill:
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise SpecError(str(path), [Problem("(file)", f"cannot read: {e.strerror}",
+                                            "see `twin drill list`")], "drill file") from None
+    return parse_drill(text, str(path))
+
+
+def parse_drill(text: str, source: str = "<drill>") -> Drill:
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "(file)"
+        raise SpecError(source, [Problem(where, f"YAML syntax error: "
+                                         f"{getattr(e, 'problem', None) or e}",
+                                         "check indentation and quoting there")],
+                        "drill file") from None
+    c = _Checker()
+    data = c.mapping(data, "", _TOP, "lab/drills/t1-blackhole.yml")
+    if c.problems:
+        raise SpecError(source, c.problems, "drill file")
+    drill = _validate(data, source, c)
+    if c.problems:
+        raise SpecError(source, c.problems, "drill file")
+    return drill
+
+
+def _validate(data: dict, source: str, c: _Checker) -> Drill | None:
+    name = data.get("name")
+    if name is None:
+        c.add("name", "is required", "add 'name:', e.g. name: t1-blackhole")
+    elif name_problem(name):
+        c.add("name", name_problem(name)[0], "a drill's name, e.g. t1-blackhole")
+    description = c.string(data, "description", "") or ""
+    fabric = c.string(data, "fabric", "", "a shipped fabric's name, e.g. mrc-4p")
+
+    steady = c.mapping(data.get("steady_state", {}), "steady_state", _STEADY,
+                       "{verify: true, goodput_floor: 100mbit}")
+    verify = steady.get("verify", True)
+    if not isinstance(verify, bool):
+        c.add("steady_state.verify", f"must be true or false (got {_show(verify)})")
+    floor = None
+    if "goodput_floor" in steady:
+        value = steady["goodput_floor"]
+        floor = parse_rate(value) if isinstance(value, str) else None
+        if floor is None:
+            c.add("steady_state.goodput_floor",
+                  f"must be a rate such as 100mbit (got {_show(value)})",
+                  "the goodput the traffic must reach before the first fault")
+
+    if "method" not in data:
+        c.add("method", "is required", "add 'method:' with 'traffic:' and 'timeline:'")
+    method = c.mapping(data.get("method", {}), "method", _METHOD,
+                       "{traffic: {...}, timeline: [...]}")
+    traffic = _traffic(c, method.get("traffic"))
+    bystander = None
+    if "bystander" in method:
+        bystander = _bystander(c, method["bystander"])
+    timeline = _timeline(c, method.get("timeline", []))
+
+    compare = data.get("compare")
+    if compare is not None and compare not in MODES:
+        c.add("compare", f"must be a mode: {', '.join(MODES)} (got {_show(compare)})",
+              "the baseline this drill always runs against")
+    expect = _expectations(c, data.get("expect", {}), "expect", bool(timeline))
+    baseline = _expectations(c, data.get("baseline_expect", {"exact": True}),
+                             "baseline_expect", bool(timeline))
+    if any(e.what == "bystander_retained" for e in expect) and bystander is None:
+        c.add("expect.bystander_retained", "needs method.bystander",
+              "add method.bystander: {src, dst, size}")
+    rollback = c.mapping(data.get("rollback", {}), "rollback", _ROLLBACK, "{verify: true}")
+    rollback_verify = rollback.get("verify", True)
+    if not isinstance(rollback_verify, bool):
+        c.add("rollback.verify", f"must be true or false (got {_show(rollback_verify)})")
+    if c.problems or traffic is None:
+        return None
+    return Drill(name, description, source, traffic, tuple(timeline), tuple(expect),
+                 tuple(baseline), fabric, verify, floor, bystander, compare, rollback_verify)
+
+
+def _traffic(c: _Checker, data: Any) -> Traffic | None:
+    if data is None:
+        c.add("method.traffic", "is required",
+              "e.g. traffic: {pattern: bulk, src: r0h0, dst: r1h0, size: 64M}")
+        return None
+    path = "method.traffic."
+    data = c.mapping(data, "method.traffic", _TRAFFIC,
+                     "{pattern: bulk, src: r0h0, dst: r1h0, size: 64M}")
+    pattern = data.get("pattern", "bulk")
+    if pattern not in PATTERNS:
+        c.add(f"{path}pattern", f"must be one of {', '.join(PATTERNS)} (got {_show(pattern)})")
+    src, dst = c.string(data, "src", path), c.string(data, "dst", path)
+    if pattern == "bulk" and (src is None or dst is None):
+        c.add(f"{path}src" if src is None else f"{path}dst", "is required for bulk",
+              "bulk moves one flow from src to dst")
+    size = _size(c, data, path, "64M")
+    mode = data.get("mode", "mrc")
+    if mode not in MODES:
+        c.add(f"{path}mode", f"must be one of {', '.join(MODES)} (got {_show(mode)})")
+    evs = c.integer(data, "evs", path, 1, 4096) or 128
+    qps = c.integer(data, "qps", path, 1, 64) or 1
+    return Traffic(pattern, src, dst, size or 0, mode, evs, qps)
+
+
+def _size(c: _Checker, data: dict, path: str, default: str) -> int | None:
+    value = data.get("size", default)
+    size = parse_size(str(value)) if isinstance(value, str | int) else None
+    if size is None or size <= 0 or size > 1 << 32:
+        c.add(f"{path}size", f"must be a size such as 64M, at most 4G (got {_show(value)})",
+              "bytes, or K/M/G (powers of 1024)")
+        return None
+    return size
+
+
+def _bystander(c: _Checker, data: Any) -> Bystander | None:
+    path = "method.bystander."
+    data = c.mapping(data, "method.bystander", _BYSTANDER, "{src: r1h1, dst: r0h1, size: 16M}")
+    src, dst = c.string(data, "src", path), c.string(data, "dst", path)
+    for key, value in (("src", src), ("dst", dst)):
+        if value is None:
+            c.add(f"{path}{key}", "is required", "the bystander is one flow: src to dst")
+    size = _size(c, data, path, "16M")
+    if src is None or dst is None or size is None:
+        return None
+    return Bystander(src, dst, size)
+
+
+def _timeline(c: _Checker, data: Any) -> list[Step]:
+    if not isinstance(data, list):
+        c.add("method.timeline", f"must be a list of steps (got {_show(data)})",
+              "e.g. - {at: 300ms, fault: link-down, target: t0-p0-r0:eth3}")
+        return []
+    if len(data) > MAX_STEPS:
+        c.add("method.timeline", f"has {len(data)} steps; at most {MAX_STEPS}")
+        return []
+    steps = []
+    for i, item in enumerate(data):
+        step = _step(c, item, f"method.timeline[{i}]")
+        if step:
+            steps.append(step)
+    return sorted(steps, key=lambda s: s.at_ns)
+
+
+def _step(c: _Checker, item: Any, where: str) -> Step | None:
+    item = c.mapping(item, where, _STEP, "{at: 300ms, fault: link-down, target: t0-p0-r0:eth3}")
+    if not item:
+        return None
+    path = f"{where}."
+    before = len(c.problems)
+    at = c.duration(item, "at", path)
+    if "at" not in item:
+        c.add(f"{path}at", "is required", "when, after the traffic's first write: at: 300ms")
+    kind = None
+    if "fault" not in item:
+        c.add(f"{path}fault", "is required", "a fault kind, see `twin fault --help`")
+    else:
+        try:
+            kind = FaultKind(item["fault"])
+        except ValueError:
+            known = [k.value for k in FaultKind]
+            close = difflib.get_close_matches(str(item["fault"]), known, n=1)
+            c.add(f"{path}fault", f"unknown fault {_show(item['fault'])}",
+                  f"did you mean '{close[0]}'?" if close else "known: " + ", ".join(known))
+    target, random = _target(c, item.get("target"), kind, f"{path}target")
+    for_ns = c.duration(item, "for", path)
+    percent = rate = count = period = None
+    if kind is FaultKind.LINK_LOSS:
+        percent = item.get("percent")
+        if isinstance(percent, bool) or not isinstance(percent, int | float) \
+                or not 0 < percent <= 100:
+            c.add(f"{path}percent", f"must be a percentage above 0, at most 100 "
+                  f"(got {_show(percent)})", "link-loss needs percent: 20")
+    if kind is FaultKind.LINK_RATE:
+        rate = item.get("rate")
+        if not isinstance(rate, str) or parse_rate(rate) is None:
+            c.add(f"{path}rate", f"must be a rate such as 10mbit (got {_show(rate)})",
+                  "link-rate needs rate:")
+    if kind is FaultKind.LINK_FLAP:
+        count = c.integer(item, "count", path, 1, 1000)
+        period = c.duration(item, "period", path)
+        for key, value in (("count", count), ("period", period)):
+            if value is None and key not in item:
+                c.add(f"{path}{key}", "is required for link-flap",
+                      "e.g. count: 3, period: 100ms (down half of each period)")
+        if period is not None and period < 10_000_000:
+            c.add(f"{path}period", "must be at least 10ms", "each flap runs `ip`")
+        if for_ns is not None:
+            c.add(f"{path}for", "does not apply to link-flap", "count x period is its length")
+    for key, kinds in (("percent", {FaultKind.LINK_LOSS}), ("rate", {FaultKind.LINK_RATE}),
+                       ("count", {FaultKind.LINK_FLAP}), ("period", {FaultKind.LINK_FLAP})):
+        if key in item and kind is not None and kind not in kinds:
+            c.add(f"{path}{key}", f"does not apply to {kind.value}",
+                  f"only to {', '.join(k.value for k in kinds)}")
+    if kind is FaultKind.SWITCH_REBOOT and for_ns is not None:
+        c.add(f"{path}for", "does not apply to switch-reboot", "a reboot is over when it is back")
+    if len(c.problems) > before or at is None or kind is None:
+        return None
+    return Step(at, kind, target, random, for_ns, percent, rate, count, period, where)
+
+
+def _target(c: _Checker, value: Any, kind: FaultKind | None, path: str):
+    form = TARGET_FORM.get(kind, "a target") if kind else "a target"
+    if value is None:
+        c.add(path, "is required", f"{form}, or {{random: t1}}")
+        return None, None
+    if isinstance(value, dict):
+        if set(value) != {"random"}:
+            c.add(path, "a random target is {random: KIND}",
+                  "kinds: " + ", ".join(RANDOM))
+            return None, None
+        choice = value["random"]
+        if choice not in RANDOM:
+            c.add(f"{path}.random", f"unknown random target {_show(choice)}",
+                  "kinds: " + ", ".join(RANDOM))
+            return None, None
+        if kind is not None and kind not in RANDOM[choice]:
+            fits = [k for k, kinds in RANDOM.items() if kind in kinds]
+            c.add(f"{path}.random", f"{kind.value} cannot target a random {choice}",
+                  f"use {' or '.join(fits)}")
+            return None, None
+        return None, choice
+    if isinstance(value, int) and not isinstance(value, bool):
+        value = str(value)  # plane-down: 2
+    if not isinstance(value, str) or not value:
+        c.add(path, f"must be a name or {{random: KIND}} (got {_show(value)})", form)
+        return None, None
+    return value, None
+
+
+def _expectations(c: _Checker, data: Any, path: str, faulted: bool) -> list[Expectation]:
+    data = c.mapping(data, path, set(METRICS), "{exact: true, repair_ms: '<= 50'}")
+    out = []
+    for what, value in data.items():
+        if what not in METRICS:
+            continue
+        where = f"{path}.{what}"
+        if what == "exact":
+            if not isinstance(value, bool):
+                c.add(where, f"must be true or false (got {_show(value)})")
+                continue
+            out.append(Expectation(what, None, value, where))
+            continue
+        if what == "localized":
+            if value != "target":
+                c.add(where, f"must be 'target' (got {_show(value)})",
+                      "each fault must be named by the prober as its own target")
+                continue
+            if not faulted:
+                c.add(where, "needs a fault on the timeline", "add method.timeline")
+                continue
+            out.append(Expectation(what, None, value, where))
+            continue
+        text = str(value) if isinstance(value, str | int | float) \
+            and not isinstance(value, bool) else None
+        op = next((o for o in sorted(OPS, key=len, reverse=True)
+                   if text and text.strip().startswith(o)), None)
+        if text is None or op is None:
+            c.add(where, f"must be a comparison such as \"<= 5\" (got {_show(value)})",
+                  "operators: <=, >=, <, >, ==; the right side may use "
+                  + ", ".join(VARIABLES))
+            continue
+        expr = text.strip()[len(op):].strip()
+        problem = _check_expression(expr) if expr else "is empty"
+        if problem:
+            c.add(where, f"{expr!r}: {problem}", "numbers, + - * / ( ), min(), max() and "
+                  + ", ".join(VARIABLES))
+            continue
+        out.append(Expectation(what, op, expr, where))
+    return out
+
+
+# -- the shipped drills ------------------------------------------------------------
+
+
+def shipped() -> list[Path]:
+    return sorted(DRILL_DIR.glob("*.yml"))
+
+
+def find(ref: str) -> Path:
+    """A drill file path, or a shipped drill's name."""
+    path = Path(ref)
+    if path.suffix in (".yml", ".yaml") or "/" in ref:
+        return path
+    candidate = DRILL_DIR / f"{ref}.yml"
+    if candidate.exists():
+        return candidate
+    names = [p.stem for p in shipped()]
+    close = difflib.get_close_matches(ref, names, n=1)
+    raise UsageError(f"no drill {ref!r}" + (f"; did you mean {close[0]!r}?" if close else "")
+                     + f" (shipped: {', '.join(names)}; or give a file)")

@@ -1,0 +1,319 @@
+"""Per-fault figures of a drill, from the endpoints' event logs (pure).
+
+The inputs are stamped with CLOCK_MONOTONIC ns, which every namespace and
+container of the machine shares: the faults the timeline applied, each QP's
+events (`events` op: loss, retire, retransmit, repaired, port, ...), each QP's
+acked bytes in 1 ms bins per plane, and the prober's localizations.
+
+    detection   fault to the first EV retired on a dead path (a path that crosses
+                the fault); where the mode never retires EVs (single-path), the
+                first loss on one; a port-state change counts too
+    repair      fault until every packet lost on a dead path after it has been
+                acknowledged through another path (0: nothing was lost)
+    lost        packets declared lost from the fault to the next one
+    dip         over the 5 ms moving average of goodput: its depth below the
+                goodput before the first fault, and the time until it is back at 90%
+
+A fault "crosses" a path when the path uses one of its links or one of its
+switches.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from twin.fabric.model import Fabric
+from twin.fabric.paths import path_for_ev
+
+BIN_NS = 1_000_000
+SMOOTH_BINS = 5  # the moving average the dip and the recovery are read from
+RECOVERED = 0.9
+
+
+@dataclass
+class AppliedFault:
+    """One fault as the timeline applied it."""
+
+    kind: str
+    target: str
+    at_ns: int  # in force from here (the apply call returned)
+    links: frozenset[str]  # link ids it takes out
+    nodes: frozenset[str] = frozenset()  # switches it takes out whole
+    reverted_ns: int | None = None
+    step: str = ""  # the timeline step it came from
+
+    def crosses(self, path_links, path_hops) -> bool:
+        return bool(self.links.intersection(path_links) or self.nodes.intersection(path_hops))
+
+
+@dataclass
+class FlowLog:
+    """One QP's record: who it ran between, its events and its acked bins."""
+
+    src: str
+    dst: str
+    size: int
+    events: list[dict] = field(default_factory=list)  # each with t_ns, kind, ev, psn
+    bins_t0_ns: int = 0
+    bins: dict[int, list[int]] = field(default_factory=dict)  # plane -> bytes per bin
+    completion_s: float | None = None
+    exact: bool = False
+    bystander: bool = False
+
+
+# -- per fault ---------------------------------------------------------------------
+
+
+def fault_figures(fabric: Fabric, flows: list[FlowLog], faults: list[AppliedFault],
+                  localizations: list[dict]) -> list[dict]:
+    out = []
+    ordered = sorted(faults, key=lambda f: f.at_ns)
+    for i, f in enumerate(ordered):
+        until = ordered[i + 1].at_ns if i + 1 < len(ordered) else None
+        detection = repair_end = None
+        lost = 0
+        outstanding: dict[tuple[int, int], int] = {}
+        repaired: dict[tuple[int, int], int] = {}
+        for n, flow in enumerate(flows):
+            dead = _dead_evs(fabric, flow, f)
+            for e in flow.events:
+                t = e["t_ns"]
+                if t < f.at_ns or (until is not None and t >= until):
+                    continue
+                kind = e["kind"]
+                on_dead = dead(e.get("ev", 0))
+                if kind == "loss":
+                    lost += 1
+                    if on_dead:
+                        outstanding.setdefault((n, e["psn"]), t)
+                elif kind in ("repaired", "spurious"):
+                    if (n, e.get("psn")) in outstanding:
+                        repaired[(n, e["psn"])] = t
+                if detection is None and (kind == "retire" and on_dead or kind == "port"):
+                    detection = t
+        if detection is None:  # single-path never retires: its first loss on a dead path
+            firsts = [t for t in outstanding.values()]
+            detection = min(firsts) if firsts else None
+        if outstanding:
+            if all(k in repaired for k in outstanding):
+                repair_end = max(repaired.values())
+        loc = _localization(f, localizations, fabric)
+        out.append({
+            "kind": f.kind, "target": f.target, "at_ns": f.at_ns,
+            "reverted_ns": f.reverted_ns,
+            "detection_us": None if detection is None else max(0, detection - f.at_ns) // 1000,
+            "repair_us": (0 if not outstanding else
+                          None if repair_end is None else max(0, repair_end - f.at_ns) // 1000),
+            "packets_lost": lost,
+            "dead_path_losses": len(outstanding),
+            "localized": loc is not None,
+            "localized_as": loc["target"] if loc else None,
+            "localized_us": None if loc is None else max(0, loc["named_ns"] - f.at_ns) // 1000,
+        })
+    return out
+
+
+def _dead_evs(fabric: Fabric, flow: FlowLog, fault: AppliedFault):
+    """EV -> does its path cross the fault (memoised per path)."""
+    src, dst = fabric.node(flow.src), fabric.node(flow.dst)
+    memo: dict[tuple[int, int], bool] = {}
+
+    def dead(ev: int) -> bool:
+        key = (ev & 0xF, (ev >> 4) & 0xFF)
+        if key not in memo:
+            try:
+                p = path_for_ev(fabric, src, dst, ev)
+            except ValueError:
+                memo[key] = False
+            else:
+                memo[key] = fault.crosses(p.links, p.hops)
+        return memo[key]
+    return dead
+
+
+def _localization(f: AppliedFault, localizations: list[dict], fabric: Fabric) -> dict | None:
+    """The first naming, after the fault, of what the fault is."""
+    names = set(f.nodes) if f.nodes else set()
+    if not f.nodes:  # a link fault: the link, or either of its ends
+        for lk in fabric.links:
+            if lk.id in f.links:
+                names |= {lk.id, str(lk.a), str(lk.b)}
+    if f.kind == "route-corrupt":  # the misrouted probes fail on one of its links
+        names |= set(f.links)
+    hits = [loc for loc in localizations
+            if loc.get("target") in names and loc.get("named_ns", 0) >= f.at_ns]
+    return min(hits, key=lambda loc: loc["named_ns"]) if hits else None
+
+
+# -- goodput -----------------------------------------------------------------------
+
+
+@dataclass
+class Goodput:
+    """Acked bytes of every (non-bystander) flow per 1 ms bin, summed, from t0_ns."""
+
+    t0_ns: int
+    planes: dict[int, list[int]]
+
+    @property
+    def total(self) -> list[int]:
+        n = max((len(v) for v in self.planes.values()), default=0)
+        out = [0] * n
+        for series in self.planes.values():
+            for i, b in enumerate(series):
+                out[i] += b
+        return out
+
+    def bin_of(self, t_ns: int) -> int:
+        return max(0, (t_ns - self.t0_ns) // BIN_NS)
+
+
+def merge_bins(flows: list[FlowLog], bystanders: bool = False) -> Goodput:
+    chosen = [f for f in flows if f.bystander == bystanders and f.bins]
+    if not chosen:
+        return Goodput(min((f.bins_t0_ns for f in flows if f.bins_t0_ns), default=0), {})
+    t0 = min(f.bins_t0_ns for f in chosen)
+    planes: dict[int, list[int]] = {}
+    for f in chosen:
+        shift = (f.bins_t0_ns - t0) // BIN_NS
+        for plane, series in f.bins.items():
+            dest = planes.setdefault(int(plane), [])
+            need = shift + len(series)
+            if len(dest) < need:
+                dest.extend([0] * (need - len(dest)))
+            for i, b in enumerate(series):
+                dest[shift + i] += b
+    width = max(len(v) for v in planes.values())
+    for v in planes.values():
+        v.extend([0] * (width - len(v)))
+    return Goodput(t0, planes)
+
+
+def smoothed(series: list[int], k: int = SMOOTH_BINS) -> list[float]:
+    out, acc = [], 0
+    for i, v in enumerate(series):
+        acc += v
+        if i >= k:
+            acc -= series[i - k]
+        out.append(acc / min(i + 1, k))
+    return out
+
+
+def _mean(values: list[int]) -> float | None:
+    return sum(values) / len(values) if values else None
+
+
+def goodput_figures(g: Goodput, faults: list[AppliedFault]) -> dict:
+    """dip_depth, dip_ms, back_to_90_ms, goodput_retained and settled_retained, from the
+    first fault on; all None when there is no fault or no goodput before it."""
+    total = g.total
+    none = {"pre_bps": None, "dip_depth": None, "dip_ms": None, "back_to_90_ms": None,
+            "goodput_retained": None, "settled_retained": None}
+    if not faults or not total:
+        return none
+    first = min(f.at_ns for f in faults)
+    fb = g.bin_of(first)
+    end = _last_busy_bin(total) + 1
+    warm = fb // 5  # the ramp: the first fifth of the time before the fault is left out
+    pre = _mean(total[warm:fb])
+    if not pre or fb >= end:
+        return none
+    after = total[fb:end]
+    reverted = [f.reverted_ns for f in faults if f.reverted_ns]
+    faulted_end = min(end, g.bin_of(max(reverted))) if reverted and \
+        len(reverted) == len(faults) else end
+    faulted = total[fb:max(fb + 1, faulted_end)]
+    settled = faulted[len(faulted) // 2:]
+    s = smoothed(total)[fb:end]
+    low = min(s)
+    below = [i for i, v in enumerate(s) if v < RECOVERED * pre]
+    back = None
+    if not below:
+        back = 0.0
+    else:
+        first_below = below[0]
+        for i in range(first_below, len(s)):
+            if s[i] >= RECOVERED * pre:
+                back = float(i)
+                break
+    return {
+        "pre_bps": pre * 8 * 1000,
+        "dip_depth": round(max(0.0, 1 - low / pre), 4),
+        "dip_ms": float(len(below)),
+        "back_to_90_ms": back,
+        "goodput_retained": round(_mean(after) / pre, 4),
+        "settled_retained": round(_mean(settled) / pre, 4) if settled else None,
+    }
+
+
+def _last_busy_bin(total: list[int]) -> int:
+    for i in range(len(total) - 1, -1, -1):
+        if total[i]:
+            return i
+    return 0
+
+
+def ev_state_series(flows: list[FlowLog], g: Goodput, evs_per_qp: int) -> dict:
+    """EVs in the slots by state over time, in 1 ms bins (summed over QPs): a retirement
+    moves one from good to assumed_bad, a revival or an undone retirement back."""
+    n = len(g.total)
+    delta = [0] * (n + 1)
+    for f in flows:
+        for e in f.events:
+            step = {"retire": 1, "revive": -1, "spurious": -1}.get(e["kind"])
+            if step:
+                delta[min(n, g.bin_of(e["t_ns"]))] += step
+    bad, acc = [], 0
+    for i in range(n):
+        acc = max(0, acc + delta[i])
+        bad.append(acc)
+    size = evs_per_qp * len([f for f in flows if not f.bystander])
+    return {"bin_ns": BIN_NS, "series": {"good": [max(0, size - b) for b in bad],
+                                         "assumed_bad": bad}}
+
+
+# -- what the faults take away -------------------------------------------------------
+
+
+def capacity(fabric: Fabric, src: str, dst: str, faults: list[AppliedFault]) -> float:
+    """The src -> dst capacity over every plane (bit/s; a link without a rate counts
+    as 1), with the faults' links and switches at 0."""
+    s, d = fabric.node(src), fabric.node(dst)
+    dead_links = set().union(*(f.links for f in faults)) if faults else set()
+    dead_nodes = set().union(*(f.nodes for f in faults)) if faults else set()
+
+    def rate(link_id: str) -> float:
+        if link_id in dead_links:
+            return 0.0
+        lk = by_id[link_id]
+        if lk.a.node in dead_nodes or lk.b.node in dead_nodes:
+            return 0.0
+        return float(lk.rate_bps or 1)
+
+    by_id = {lk.id: lk for lk in fabric.links}
+    total = 0.0
+    for plane in fabric.nic_planes:
+        if s.rack == d.rack:
+            p = path_for_ev(fabric, s, d, plane)
+            total += min(rate(x) for x in p.links)
+            continue
+        via = 0.0
+        for t in range(fabric.spec.t1_per_plane):
+            p = path_for_ev(fabric, s, d, plane | (t << 4))
+            if fabric.t1_name(plane, t) in dead_nodes:
+                continue
+            via += min(rate(p.links[1]), rate(p.links[2]))
+        p0 = path_for_ev(fabric, s, d, plane)
+        total += min(rate(p0.links[0]), rate(p0.links[-1]), via)
+    return total
+
+
+def lost_share(fabric: Fabric, pairs: list[tuple[str, str, int]],
+               faults: list[AppliedFault]) -> float:
+    """Size-weighted share of the pairs' capacity the faults take, all of them at once."""
+    weight = sum(size for _, _, size in pairs) or 1
+    share = 0.0
+    for src, dst, size in pairs:
+        full = capacity(fabric, src, dst, [])
+        share += size * (1 - capacity(fabric, src, dst, faults) / full if full else 0)
+    return round(share / weight, 6)

@@ -1,0 +1,641 @@
+"""Run a drill on a lab: steady state, the timeline under traffic, the verdict, and a
+rollback that always runs.
+
+    1. resolve   every target (random ones drawn with the seed) is checked against the
+                 lab, and the lab must have no fault in force: nothing is applied yet
+    2. steady    verify passes (unless the drill says not to)
+    3. method    the continuous prober starts; traffic starts; a timeline thread
+                 applies each fault at its offset after the first write (and reverts
+                 it after its `for`); link counters are read before and after
+    4. rollback  every fault the drill applied is reverted, then verify runs again:
+                 also after a failure, Ctrl-C or SIGTERM (KeyboardInterrupt)
+    5. verdict   the figures (metrics.py) against the expectations
+
+Faults go through twin.faults, so each is recorded on disk before it is applied
+and `twin fault clear` reverts it after a crash, as with a typed fault.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import signal
+import threading
+import time
+from dataclasses import dataclass, field
+
+from twin import faults as F
+from twin import traffic as T
+from twin.chaos import metrics as M
+from twin.chaos.drill import OPS, Drill, Expectation, Step
+from twin.errors import LabError, TwinError, UsageError
+from twin.fabric.model import Fabric, Tier
+from twin.faults import FaultKind
+from twin.lab import Attached, require_node
+
+NODE_WHOLE = {FaultKind.SWITCH_DOWN, FaultKind.SWITCH_REBOOT, FaultKind.SID_LOSS,
+              FaultKind.ROUTE_CORRUPT}
+
+
+# -- 1. resolve --------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Planned:
+    """A step with its target named."""
+
+    step: Step
+    target: str
+    links: frozenset[str]
+    nodes: frozenset[str]
+
+
+def traffic_hosts(drill: Drill, fabric: Fabric) -> list[tuple[str, str]]:
+    hosts = [h.name for h in fabric.hosts]
+    t = drill.traffic
+    for where, h in (("src", t.src), ("dst", t.dst)):
+        if h is not None and h not in hosts:
+            raise UsageError(f"{drill.source}: method.traffic.{where}: {h!r} is not a host of "
+                             f"lab {fabric.name} ({', '.join(hosts)})")
+    if drill.bystander:
+        for where, h in (("src", drill.bystander.src), ("dst", drill.bystander.dst)):
+            if h not in hosts:
+                raise UsageError(f"{drill.source}: method.bystander.{where}: {h!r} is not a "
+                                 f"host of lab {fabric.name} ({', '.join(hosts)})")
+    return [(f.src, f.dst) for f in T.flows_for(t.pattern, hosts, 1, t.src, t.dst)]
+
+
+def plan_targets(drill: Drill, att: Attached, seed: int) -> list[Planned]:
+    """Name every step's target (a random one drawn with `seed` among what the traffic
+    crosses) and check it against the lab. Raises UsageError; applies nothing."""
+    fabric = att.fabric
+    pairs = traffic_hosts(drill, fabric)
+    rng = random.Random(seed)
+    out = []
+    for step in drill.timeline:
+        target = step.target if step.target is not None else \
+            _draw(step.random, fabric, pairs, rng)
+        try:
+            links, nodes = _elements(att, step.fault, target)
+        except (UsageError, LabError) as e:
+            raise UsageError(f"{drill.source}: {step.where}.target {target!r}: {e}") from None
+        out.append(Planned(step, target, frozenset(links), frozenset(nodes)))
+    return out
+
+
+def _draw(kind: str, fabric: Fabric, pairs: list[tuple[str, str]], rng: random.Random) -> str:
+    hosts = sorted({h for pair in pairs for h in pair})
+    racks = sorted({fabric.node(h).rack for h in hosts})
+    planes = list(fabric.nic_planes)
+    if kind == "t0-t1-link":
+        choices = [str(lk.a) for lk in fabric.links
+                   if lk.kind == "fabric" and fabric.node(lk.a.node).rack in racks
+                   and lk.plane in planes]
+    elif kind == "host-link":
+        choices = [str(lk.b) for lk in fabric.links if lk.kind == "host" and lk.a.node in hosts]
+    elif kind == "t1":
+        choices = [n.name for n in fabric.nodes if n.tier is Tier.T1 and n.plane in planes]
+    elif kind == "t0":
+        choices = [n.name for n in fabric.nodes if n.tier is Tier.T0 and n.rack in racks
+                   and n.plane in planes]
+    elif kind == "nic-port":
+        choices = [f"{h}:{p}" for h in hosts for p in planes]
+    elif kind == "plane":
+        choices = [str(p) for p in planes]
+    else:
+        raise UsageError(f"unknown random target {kind!r}")
+    return choices[rng.randrange(len(choices))]
+
+
+def _elements(att: Attached, kind: FaultKind, target: str) -> tuple[set[str], set[str]]:
+    """The links and whole switches a fault on `target` takes out, checked as the fault
+    itself would check it."""
+    fabric = att.fabric
+    if kind in (FaultKind.LINK_DOWN, FaultKind.LINK_LOSS, FaultKind.LINK_RATE,
+                FaultKind.LINK_FLAP):
+        return {fabric.link_at(F.parse_endpoint(att, target)).id}, set()
+    if kind is FaultKind.BLACKHOLE and ":" in target:
+        ep = F.parse_endpoint(att, target)
+        if not fabric.node(ep.node).is_switch:
+            raise UsageError(f"{ep.node} is a host; blackhole a switch")
+        return {fabric.link_at(ep).id}, set()
+    if kind in NODE_WHOLE or kind is FaultKind.BLACKHOLE:
+        node = require_node(fabric, target)
+        if not node.is_switch:
+            raise UsageError(f"{target} is a host, not a switch")
+        return {lk.id for lk in fabric.links_of(target)}, {target}
+    if kind is FaultKind.NIC_DOWN:
+        host, _, plane = target.partition(":")
+        node = require_node(fabric, host)
+        links = {lk.id for lk in fabric.links_of(host) if plane.isdigit()
+                 and lk.plane == int(plane)}
+        if node.is_switch or not links:
+            raise UsageError("name a NIC port as HOST:PLANE, e.g. r0h0:1")
+        return links, set()
+    if kind is FaultKind.PLANE_DOWN:
+        links = {lk.id for lk in fabric.links if target.isdigit() and lk.plane == int(target)}
+        if not links:
+            raise UsageError(f"no plane {target!r}")
+        return links, set()
+    raise UsageError(f"{kind} cannot be put on a timeline")
+
+
+# -- 3. the timeline -----------------------------------------------------------------
+
+
+@dataclass
+class _Action:
+    at_ns: int  # after the first write
+    planned: Planned
+    up: bool = False  # a revert (or a flap's up)
+
+
+def _actions(planned: list[Planned]) -> list[_Action]:
+    out = []
+    for p in planned:
+        s = p.step
+        if s.fault is FaultKind.LINK_FLAP:
+            for k in range(s.count):
+                out.append(_Action(s.at_ns + k * s.period_ns, p))
+                out.append(_Action(s.at_ns + k * s.period_ns + s.period_ns // 2, p, up=True))
+        else:
+            out.append(_Action(s.at_ns, p))
+            if s.for_ns is not None and s.fault is not FaultKind.SWITCH_REBOOT:
+                out.append(_Action(s.at_ns + s.for_ns, p, up=True))
+    return sorted(out, key=lambda a: (a.at_ns, not a.up))
+
+
+def _apply(att: Attached, p: Planned) -> F.Fault:
+    s, t = p.step, p.target
+    kind = s.fault
+    if kind in (FaultKind.LINK_DOWN, FaultKind.LINK_FLAP):
+        return F.link_down(att, t)
+    if kind is FaultKind.LINK_LOSS:
+        return F.link_loss(att, t, s.percent)
+    if kind is FaultKind.LINK_RATE:
+        return F.link_rate(att, t, s.rate)
+    return {FaultKind.SWITCH_DOWN: F.switch_down, FaultKind.NIC_DOWN: F.nic_down,
+            FaultKind.PLANE_DOWN: F.plane_down, FaultKind.BLACKHOLE: F.blackhole,
+            FaultKind.SID_LOSS: F.sid_loss, FaultKind.ROUTE_CORRUPT: F.route_corrupt,
+            FaultKind.SWITCH_REBOOT: F.switch_reboot}[kind](att, t)
+
+
+class Timeline(threading.Thread):
+    """Applies the actions at their offsets after t0; stops early when asked."""
+
+    def __init__(self, att: Attached, planned: list[Planned], log):
+        super().__init__(name="drill-timeline", daemon=True)
+        self.att = att
+        self.actions = _actions(planned)
+        self.log = log
+        self.t0_ns = 0
+        self.stop = threading.Event()
+        self.applied: list[M.AppliedFault] = []
+        self.held: dict[int, F.Fault] = {}  # id(planned) -> the fault in force
+        self.error: BaseException | None = None
+        self.done = 0
+        self.lock = threading.Lock()
+
+    def begin(self, t0_ns: int) -> None:
+        self.t0_ns = t0_ns
+        self.start()
+
+    def run(self) -> None:
+        try:
+            for action in self.actions:
+                wait = (self.t0_ns + action.at_ns - time.monotonic_ns()) / 1e9
+                if wait > 0 and self.stop.wait(wait):
+                    return
+                if self.stop.is_set():
+                    return
+                self._do(action)
+                self.done += 1
+        except BaseException as e:  # reported by the runner, which rolls back
+            self.error = e
+
+    def _do(self, action: _Action) -> None:
+        p = action.planned
+        key = id(p)
+        with self.lock:
+            if action.up:
+                fault = self.held.pop(key, None)
+                if fault is None:
+                    return
+                F.clear(self.att, fault.target)
+                now = time.monotonic_ns()
+                for a in reversed(self.applied):
+                    if a.step == p.step.where and a.reverted_ns is None:
+                        a.reverted_ns = now
+                        break
+                self.log("revert", p, now)
+                return
+            fault = _apply(self.att, p)
+            now = time.monotonic_ns()
+            if p.step.fault is FaultKind.SWITCH_REBOOT:  # over when it returns
+                began = now
+            else:
+                self.held[key] = fault
+                began = now
+            self.applied.append(M.AppliedFault(
+                p.step.fault.value, p.target, began, p.links, p.nodes,
+                reverted_ns=now if p.step.fault is FaultKind.SWITCH_REBOOT else None,
+                step=p.step.where))
+            self.log("apply", p, now)
+
+    def revert_all(self) -> list[str]:
+        """Revert what is still in force (the timeline is stopped first)."""
+        self.stop.set()
+        if self.is_alive():
+            self.join(timeout=120)
+        reverted = []
+        with self.lock:
+            for key, fault in list(self.held.items()):
+                try:
+                    F.clear(self.att, fault.target)
+                except UsageError:
+                    pass  # already gone (cleared by hand)
+                now = time.monotonic_ns()
+                for a in self.applied:
+                    if a.reverted_ns is None and a.target == fault.target:
+                        a.reverted_ns = now
+                reverted.append(fault.target)
+                del self.held[key]
+        return reverted
+
+
+# -- link counters ---------------------------------------------------------------------
+
+
+def link_bytes(att: Attached) -> dict[str, int]:
+    """Bytes each link carried so far, both directions (tx at both ends, kernel counters)."""
+    import json
+
+    fabric = att.fabric
+    tx: dict[tuple[str, str], int] = {}
+    for node in fabric.nodes:
+        try:
+            r = att.runtime.exec(node.name, ["ip", "-s", "-j", "link", "show"], timeout=10)
+            for link in json.loads(r.stdout):
+                stats = link.get("stats64") or link.get("stats") or {}
+                tx[(node.name, link["ifname"].split("@")[0])] = \
+                    int(stats.get("tx", {}).get("bytes", 0))
+        except (TwinError, ValueError, KeyError, OSError):
+            continue
+    return {lk.id: tx.get((lk.a.node, lk.a.ifname), 0) + tx.get((lk.b.node, lk.b.ifname), 0)
+            for lk in fabric.links}
+
+
+# -- 2-5. a run ------------------------------------------------------------------------
+
+
+@dataclass
+class RunResult:
+    drill: Drill
+    mode: str
+    seed: int
+    lab: str
+    data: dict = field(default_factory=dict)  # the JSON of this run
+
+    @property
+    def ok(self) -> bool:
+        return self.data.get("verdict") == "pass"
+
+
+def _verify(att: Attached) -> tuple[bool, str]:
+    from twin.verify import run_verify
+
+    report = run_verify(att.runtime, att.plan)
+    if report.ok:
+        return True, "pass"
+    s = report.summary()
+    failed = [f"{s[k]['failed']} {k}" for k in ("routes", "paths", "loopbacks") if s[k]["failed"]]
+    suspects = report.suspect_links()
+    return False, "fail: " + ", ".join(failed) + (f"; suspect {', '.join(suspects[:3])}"
+                                                 if suspects else "")
+
+
+def run(att: Attached, drill: Drill, *, mode: str | None = None, seed: int = 1,
+        baseline_of: str | None = None, progress=None, probe: bool = True) -> RunResult:
+    """One run of `drill` in `mode` (default: the drill's). Always rolls back."""
+    mode = mode or drill.traffic.mode
+    fabric = att.fabric
+    started = time.monotonic()
+    result = RunResult(drill, mode, seed, att.lab)
+    note = progress or (lambda text: None)
+    planned = plan_targets(drill, att, seed)  # 1: nothing applied before this passes
+    in_force = F.active(att)
+    if in_force:
+        raise UsageError(f"lab {att.lab} has faults in force "
+                         f"({', '.join(f.target for f in in_force)}); a drill starts from a "
+                         "clean fabric: `twin fault clear` first")
+    timeline_events: list[dict] = []
+    checks: list[dict] = []
+
+    def log(what: str, p: Planned, t_ns: int) -> None:
+        timeline_events.append({"t_ns": t_ns, "source": "fault", "kind": f"{what} "
+                                f"{p.step.fault.value}", "target": p.target, "detail": ""})
+        note(f"{(t_ns - timeline.t0_ns) / 1e6:8.1f} ms  {what} {p.step.fault.value} {p.target}")
+
+    timeline = Timeline(att, planned, log)
+    run_data: T.Run | None = None
+    bystander_solo_gbps = None
+    n_main = 0
+    prober = None
+    load_before: dict[str, int] = {}
+    load_after: dict[str, int] = {}
+    try:
+        if drill.verify:  # 2
+            note("steady state: verify")
+            ok, got = _verify(att)
+            checks.append({"what": "steady state: verify", "want": "pass", "got": got, "ok": ok})
+            if not ok:
+                raise _SteadyStateFailed
+        flows = _flows(drill, fabric)
+        n_main = len(flows)
+        if drill.bystander:
+            note("bystander alone")
+            solo = T.run(att.runtime, "bulk", [T.Flow(drill.bystander.src, drill.bystander.dst,
+                                                      drill.bystander.size)], mode,
+                         evs=drill.traffic.evs)
+            alone = _flow_logs(solo, 1)[0]
+            bystander_solo_gbps = alone.size * 8 / alone.completion_s / 1e9 \
+                if alone.completion_s else None
+            flows.append(T.Flow(drill.bystander.src, drill.bystander.dst, drill.bystander.size))
+        if probe:
+            prober = _start_prober(att, note)
+        load_before = link_bytes(att)
+        note(f"traffic: {drill.traffic.pattern} {mode}, {len(flows)} flows; "
+             f"{len(planned)} faults on the timeline")
+        run_data = T.run(att.runtime, drill.traffic.pattern, flows, mode,
+                         evs=drill.traffic.evs, sample_s=0.05, on_start=timeline.begin,
+                         timeout_s=max(120.0, drill.end_ns / 1e9 + 60))
+        load_after = link_bytes(att)
+    except _SteadyStateFailed:
+        pass
+    finally:  # 4: rollback, always (a second Ctrl-C does not cut it short)
+        with _uninterrupted():
+            _rollback(att, drill, planned, timeline, prober, checks, note)
+    if timeline.error is not None:
+        raise LabError(f"the timeline failed: {timeline.error}") from timeline.error
+    result.data = _judge(att, drill, mode, seed, baseline_of, planned, timeline, run_data,
+                         n_main, checks, prober, timeline_events, load_before, load_after,
+                         bystander_solo_gbps, time.monotonic() - started)
+    return result
+
+
+class _SteadyStateFailed(Exception):
+    pass
+
+
+def _rollback(att, drill: Drill, planned, timeline: Timeline, prober, checks, note) -> None:
+    reverted = timeline.revert_all()
+    if prober is not None:
+        prober.close()
+    for f in F.active(att):  # a half-applied fault of ours (recorded, not yet held)
+        if any(f.target == p.target for p in planned):
+            F.clear(att, f.target)
+            reverted.append(f.target)
+    if reverted:
+        note(f"rollback: reverted {', '.join(reverted)}")
+    if drill.rollback_verify and (not drill.verify or (checks and checks[0]["ok"])):
+        ok, got = _verify(att)
+        note(f"rollback: verify {got}")
+        checks.append({"what": "rollback: verify", "want": "pass", "got": got, "ok": ok})
+
+
+@contextlib.contextmanager
+def _uninterrupted():
+    """SIGINT ignored while the rollback runs (main thread only; SIGTERM's handler
+    raises KeyboardInterrupt too, so it is held the same way)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    old = {s: signal.signal(s, signal.SIG_IGN) for s in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for s, handler in old.items():
+            signal.signal(s, handler)
+
+
+def _flows(drill: Drill, fabric: Fabric) -> list[T.Flow]:
+    hosts = [h.name for h in fabric.hosts]
+    t = drill.traffic
+    base = T.flows_for(t.pattern, hosts, t.size, t.src, t.dst)
+    return [T.Flow(f.src, f.dst, f.size) for f in base for _ in range(t.qps)]
+
+
+def _start_prober(att: Attached, note):
+    try:
+        from twin.verify.continuous import ContinuousProber
+    except ImportError:
+        note("prober: not available in this build; faults are not localized")
+        return None
+    try:
+        cp = ContinuousProber(att)
+        cp.__enter__()
+        return _Prober(cp)
+    except (TwinError, OSError) as e:
+        note(f"prober: cannot start ({e}); faults are not localized")
+        return None
+
+
+class _Prober:
+    def __init__(self, cp):
+        self.cp = cp
+        self.found: list[dict] = []
+
+    def close(self) -> None:
+        try:
+            self.found = [dict(loc) if isinstance(loc, dict) else dict(vars(loc))
+                          for loc in self.cp.localizations()]
+        finally:
+            self.cp.__exit__(None, None, None)
+
+
+def _judge(att, drill: Drill, mode, seed, baseline_of, planned, timeline: Timeline,
+           run_data: T.Run | None, n_main: int, checks, prober, timeline_events, load_before,
+           load_after, bystander_solo_gbps, wall_s) -> dict:
+    fabric = att.fabric
+    logs = _flow_logs(run_data, n_main) if run_data else []
+    localizations = prober.found if prober else []
+    faults = M.fault_figures(fabric, logs, timeline.applied, localizations)
+    g = M.merge_bins(logs)
+    gp = M.goodput_figures(g, timeline.applied)
+    main_logs = [f for f in logs if not f.bystander]
+    exact = bool(logs) and all(f.exact for f in logs)
+    completion = max((f.completion_s or 0 for f in main_logs), default=None)
+    moved = sum(f.size for f in main_logs)
+    pairs = [(f.src, f.dst, f.size) for f in main_logs]
+    variables = {
+        "planes": float(len(fabric.nic_planes)), "t1_per_plane": float(fabric.spec.t1_per_plane),
+        "racks": float(fabric.spec.racks), "hosts": float(len(fabric.hosts)),
+        "paths": float(len(fabric.nic_planes) * fabric.spec.t1_per_plane),
+        "lost_share": M.lost_share(fabric, pairs, timeline.applied) if pairs else 0.0,
+    }
+    figures = {
+        "exact": exact,
+        "detection_us": _worst(faults, "detection_us"),
+        "repair_us": _worst(faults, "repair_us"),
+        "repair_ms": None if _worst(faults, "repair_us") is None
+        else _worst(faults, "repair_us") / 1000,
+        "localized_ms": None if _worst(faults, "localized_us") is None
+        else _worst(faults, "localized_us") / 1000,
+        "packets_lost": max((f["packets_lost"] for f in faults), default=0),
+        "packets_lost_per_qp": max((sum(e["kind"] == "loss" for e in f.events)
+                                    for f in main_logs), default=None),
+        "goodput_retained": gp["goodput_retained"],
+        "settled_retained": gp["settled_retained"],
+        "dip_depth": gp["dip_depth"],
+        "back_to_90_ms": gp["back_to_90_ms"],
+        "goodput_gbps": round(moved * 8 / completion / 1e9, 4) if completion else None,
+        "completion_s": round(completion, 4) if completion else None,
+        "bystander_retained": None,
+        "speedup": None,
+    }
+    by = [f for f in logs if f.bystander]
+    if by and bystander_solo_gbps and by[0].completion_s:
+        loaded = by[0].size * 8 / by[0].completion_s / 1e9
+        figures["bystander_retained"] = round(loaded / bystander_solo_gbps, 4)
+    expectations = [c for c in checks if c["what"].startswith("steady")]
+    if run_data is not None and timeline.done < len(timeline.actions):
+        expectations.append({"what": "timeline ran", "want": f"{len(timeline.actions)} actions",
+                             "got": f"{timeline.done} (the traffic ended first: make it "
+                             "bigger)", "ok": False})
+    if run_data is not None:
+        expect = drill.baseline_expect if baseline_of else drill.expect
+        expectations += [_expectation(e, figures, faults, variables) for e in expect]
+    expectations += [c for c in checks if not c["what"].startswith("steady")]
+    ok = all(e["ok"] for e in expectations) and run_data is not None
+    timeline_all = sorted(timeline_events + _endpoint_timeline(run_data) +
+                          [{"t_ns": loc.get("named_ns"), "source": "probe", "kind": "named",
+                            "target": loc.get("target"), "detail": loc.get("kind", "")}
+                           for loc in localizations if loc.get("named_ns")],
+                          key=lambda e: e["t_ns"])
+    return {
+        "name": drill.name, "description": drill.description, "lab": att.lab, "mode": mode,
+        "baseline_of": baseline_of, "seed": seed, "verdict": "pass" if ok else "fail",
+        "expectations": expectations,
+        "faults": faults,
+        "goodput_retained": figures["goodput_retained"], "exact": exact,
+        "wall_s": round(wall_s, 3),
+        "t0_ns": g.t0_ns or (run_data.start_us * 1000 if run_data else 0),
+        "goodput": {"bin_ns": M.BIN_NS, "planes": {str(p): v for p, v in g.planes.items()}},
+        "ev_states": M.ev_state_series(main_logs, g, drill.traffic.evs) if main_logs
+        else {"bin_ns": M.BIN_NS, "series": {}},
+        "timeline": timeline_all,
+        "link_load": [{"link": lk.id, "plane": lk.plane, "kind": lk.kind,
+                       "bytes": max(0, load_after.get(lk.id, 0) - load_before.get(lk.id, 0))}
+                      for lk in fabric.links] if load_after else [],
+        "metrics": {**{k: figures[k] for k in ("dip_depth", "back_to_90_ms", "completion_s",
+                                               "goodput_gbps", "settled_retained",
+                                               "packets_lost_per_qp", "bystander_retained")},
+                    "dip_ms": gp["dip_ms"], "pre_fault_gbps": None if gp["pre_bps"] is None
+                    else round(gp["pre_bps"] / 1e9, 4),
+                    "lost_share": variables["lost_share"],
+                    "events_dropped": run_data.events_dropped if run_data else 0},
+        "targets": [p.target for p in planned],
+        "variables": variables,
+    }
+
+
+def _worst(faults: list[dict], key: str):
+    values = [f[key] for f in faults]
+    if not values:
+        return None
+    if any(v is None for v in values):
+        return None
+    return max(values)
+
+
+def _expectation(e: Expectation, figures: dict, faults: list[dict], variables: dict) -> dict:
+    if e.what == "exact":
+        got = figures["exact"]
+        return {"what": "exact", "want": e.want, "got": str(got).lower(), "ok": got == e.value}
+    if e.what == "localized":
+        named = [f"{f['target']}: {f['localized_as'] or 'not named'}" for f in faults]
+        ok = bool(faults) and all(f["localized"] for f in faults)
+        return {"what": "localized", "want": "target", "got": "; ".join(named) or "no fault",
+                "ok": ok}
+    got = figures.get(e.what)
+    want_value = e.evaluate(variables)
+    want = f"{e.op} {e.value}" + (f" = {want_value:g}" if str(e.value) != f"{want_value:g}"
+                                  else "")
+    if got is None:
+        return {"what": e.what, "want": want, "got": "not measured", "ok": False}
+    return {"what": e.what, "want": want, "got": f"{got:g}",
+            "ok": bool(OPS[e.op](float(got), want_value))}
+
+
+def _flow_logs(run_data: T.Run, n_main: int) -> list[M.FlowLog]:
+    logs = []
+    for i, f in enumerate(run_data.flows):
+        events = [{**e, "t_ns": e.get("t_ns", e["t_us"] * 1000)}
+                  for e in run_data.events if e.get("flow") == i]
+        bins = run_data.bins.get(i) or {}
+        planes = {int(p): v for p, v in bins.get("planes", {}).items()}
+        completion = None
+        busy = [max((j for j, b in enumerate(v) if b), default=-1) for v in planes.values()]
+        if busy and max(busy) >= 0:  # to the millisecond: the last bin with acked bytes
+            completion = (max(busy) + 1) * bins.get("bin_ns", M.BIN_NS) / 1e9
+        elif f.result is not None:  # no bins (an older endpoint): as sampled
+            completion = f.result.elapsed_s
+        logs.append(M.FlowLog(f.src, f.dst, f.size, events, bins.get("t0_ns", 0), planes,
+                              completion, f.exact, bystander=i >= n_main))
+    return logs
+
+
+def _endpoint_timeline(run_data: T.Run | None) -> list[dict]:
+    """The events a person reads on the timeline: retirements, port changes, revivals
+    (per-packet losses and retransmits are counted in the figures instead)."""
+    if run_data is None:
+        return []
+    out = []
+    for e in run_data.events:
+        if e["kind"] in ("retire", "port", "revive", "first_loss", "spurious"):
+            out.append({"t_ns": e.get("t_ns", e["t_us"] * 1000), "source": "endpoint",
+                        "kind": e["kind"], "target": f"flow {e.get('flow')}",
+                        "detail": f"ev {e.get('ev', 0):#x} {e.get('detail', '')}".strip()})
+    return out
+
+
+def run_all(att: Attached, drill: Drill, *, mode: str | None = None,
+            compare: str | None = None, seed: int = 1, progress=None) -> list[RunResult]:
+    """The drill in its mode, then (with --compare, or the drill's own `compare`) on the
+    baseline with the same seed, so both see the same faults. Speedup is the
+    baseline's completion time over this run's."""
+    main = run(att, drill, mode=mode, seed=seed, progress=progress)
+    runs = [main]
+    baseline = compare or drill.compare
+    if baseline and baseline != main.mode:
+        if progress:
+            progress(f"baseline: {baseline}")
+        base = run(att, drill, mode=baseline, seed=seed, baseline_of=main.mode,
+                   progress=progress)
+        runs.append(base)
+        _speedup(main, base)
+    else:
+        _speedup(main, None)
+    return runs
+
+
+def _speedup(main: RunResult, base: RunResult | None) -> None:
+    """Fill in `speedup` now that the baseline ran (or say it did not)."""
+    wanted = {e.where: e for e in main.drill.expect if e.what == "speedup"}
+    if not wanted:
+        return
+    e = next(iter(wanted.values()))
+    row = next(x for x in main.data["expectations"] if x["what"] == "speedup")
+    mine = main.data["metrics"]["completion_s"]
+    theirs = base.data["metrics"]["completion_s"] if base else None
+    if not mine or not theirs:
+        row["got"] = "not measured (needs --compare)" if base is None else "not measured"
+        row["ok"] = False
+    else:
+        got = theirs / mine
+        row["got"] = f"{got:.3g}"
+        row["ok"] = bool(OPS[e.op](got, e.evaluate(main.data["variables"])))
+    main.data["metrics"]["speedup"] = float(row["got"]) if row["ok"] or mine and theirs \
+        else None
+    main.data["verdict"] = "pass" if all(x["ok"] for x in main.data["expectations"]) \
+        else "fail"
