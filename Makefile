@@ -13,7 +13,7 @@ RUNTIME ?= auto
 # Debian packages the kernel-facing layers call: ip/tc (iproute2), nsenter (util-linux),
 # nft (link-loss faults)
 
-.PHONY: help deps test-deps venv engine images lab-up lab-down test lint bench clean
+.PHONY: help deps test-deps venv engine images lab-up lab-down chaos test lint bench clean
 
 help:
 	@echo "make lab-up     bring up $(LAB) as containers and verify every route and path"
@@ -21,6 +21,8 @@ help:
 	@echo "make images     build the router and host images offline (cached)"
 	@echo "make engine     install docker.io if needed and start dockerd (no bridge, no iptables)"
 	@echo "make lab-down   remove $(LAB)"
+	@echo "make chaos      every shipped drill (lab/drills), each against single-path; reports"
+	@echo "                in lab/build/<lab>/reports/<timestamp>/, exit 1 if a verdict fails"
 	@echo "make test       lint and run the tests (root runs the netns tier too)"
 	@echo "make bench      measure lab-up and verify time across fabric sizes"
 
@@ -61,6 +63,11 @@ lab-up: venv
 	$(BIN)/twin traffic bulk --lab $(LAB) --src r0h0 --dst r1h0 --size 64M
 	@$(BIN)/twin status $(LAB)
 	@echo "inspect: $(BIN)/twin exec t0-p0-r0 -- ip -6 route    remove: make lab-down"
+
+# Every shipped drill on its fabric's lab (brought up if needed), each also on single-path.
+chaos: venv
+	@if [ "$(RUNTIME)" != netns ]; then $(MAKE) --no-print-directory images; fi
+	$(BIN)/twin drill all --compare single-path --runtime $(RUNTIME)
 
 lab-down: venv
 	@if $(BIN)/twin status $(LAB) >/dev/null 2>&1; then $(BIN)/twin down $(LAB); else echo "lab $(LAB) is not up"; fi

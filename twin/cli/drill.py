@@ -11,7 +11,16 @@ from rich.table import Table
 
 from twin import lab as L
 from twin.chaos.drill import MODES
-from twin.cli.base import emit_json, err, main, out, sigterm_as_interrupt
+from twin.cli.base import (
+    RUNTIME_CHOICES,
+    RichSteps,
+    emit_json,
+    err,
+    main,
+    out,
+    sigterm_as_interrupt,
+)
+from twin.errors import UsageError
 
 
 @main.group()
@@ -145,3 +154,74 @@ def _n(value, scale: float = 1) -> str:
         return "-"
     v = value / scale
     return f"{v:,.0f}" if abs(v) >= 100 else f"{v:.3g}"
+
+
+@drill.command("all")
+@click.option("--compare", type=click.Choice(list(MODES)), default="single-path",
+              show_default=True, help="The baseline each drill also runs on ('mrc': none).")
+@click.option("--runtime", type=click.Choice(RUNTIME_CHOICES), default="auto",
+              show_default=True, help="For labs that are not up yet.")
+@click.option("--only", multiple=True, metavar="NAME", help="Just these drills (repeatable).")
+@click.option("--seed", default=1, show_default=True)
+@click.option("--report-root", default=None, metavar="DIR",
+              help="Reports go to DIR/<lab>/reports/<timestamp>/ (default: the build "
+                   "directory, lab/build).")
+@click.option("--json", "as_json", is_flag=True)
+def drill_all(compare, runtime, only, seed, report_root, as_json):
+    """Every shipped drill on the lab of its fabric (brought up when it is not), each
+    also on the baseline; one report per lab. What `make chaos` runs.
+
+    Exit 0 only if every verdict is pass."""
+    from twin.chaos import drill as D
+    from twin.chaos import report, runner
+    from twin.lab.compile import build_root
+    from twin.state import known_labs
+
+    sigterm_as_interrupt()
+    drills = [D.load_drill(p) for p in D.shipped()]
+    if only:
+        unknown = sorted(set(only) - {d.name for d in drills})
+        if unknown:
+            raise UsageError(f"no shipped drill {', '.join(unknown)} (see `twin drill list`)")
+        drills = [d for d in drills if d.name in only]
+    stamp = time.strftime("%Y%m%d-%H%M%S")
+    by_lab: dict[str, list] = {}
+    for d in drills:
+        lab = d.fabric or "mrc-4p"
+        if lab not in known_labs():
+            err.print(f"lab {lab} is not up: bringing it up ({runtime})")
+            steps = RichSteps()
+            try:
+                L.up(lab, runtime, steps)
+            finally:
+                steps.done()
+        att = L.attach(lab)
+        att.require_whole()
+        err.print(f"[bold]{d.name}[/bold] on {lab}")
+        runs = runner.run_all(att, d, compare=None if compare == d.traffic.mode else compare,
+                              seed=seed, progress=lambda text, n=d.name:
+                              None if as_json else err.print(f"[dim]{n}[/dim] {text}"))
+        by_lab.setdefault(lab, []).extend(runs)
+    summary = []
+    for lab, runs in by_lab.items():
+        root = Path(report_root) if report_root else build_root()
+        where = root / lab / "reports" / stamp
+        written = report.write({"drills": [r.data for r in runs]}, where)
+        summary.append({"lab": lab, "report": str(written["html"]),
+                        "drills": [{"name": r.data["name"], "mode": r.mode,
+                                    "verdict": r.data["verdict"]} for r in runs]})
+    if as_json:
+        emit_json({"labs": summary})
+    else:
+        t = Table(title="chaos run")
+        for col in ("drill", "mode", "lab", "verdict"):
+            t.add_column(col)
+        for s in summary:
+            for r in s["drills"]:
+                colour = "green" if r["verdict"] == "pass" else "red"
+                t.add_row(r["name"], r["mode"], s["lab"], f"[{colour}]{r['verdict']}[/{colour}]")
+        out.print(t)
+        for s in summary:
+            out.print(f"report: {s['report']}")
+    if not all(r["verdict"] == "pass" for s in summary for r in s["drills"]):
+        sys.exit(1)

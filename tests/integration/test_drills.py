@@ -1,0 +1,168 @@
+"""Drills on a real netns lab: short variants of shipped drills pass, a drill's
+faults are always rolled back (also on Ctrl-C), and bad targets apply nothing."""
+
+import dataclasses
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.integration.conftest import lab_name, own_spec, running_lab
+from twin import endpoints
+from twin import faults as F
+from twin.chaos import drill as D
+from twin.chaos import runner
+from twin.verify import run_verify
+
+pytestmark = pytest.mark.netns
+ROOT = Path(__file__).resolve().parents[2]
+LAB = lab_name("drills")
+KEYS = {"name", "mode", "verdict", "expectations", "faults", "goodput_retained", "exact"}
+FAULT_KEYS = {"kind", "target", "at_ns", "detection_us", "repair_us", "packets_lost",
+              "localized", "localized_us"}
+
+
+@pytest.fixture(scope="module")
+def lab(session_dirs):
+    with running_lab(session_dirs, own_spec(session_dirs, LAB, "mrc-4p"), "netns") as att:
+        yield att
+
+
+def short(name: str, size: str = "24M") -> D.Drill:
+    """A shipped drill with a smaller transfer (its timeline and expectations as shipped)."""
+    d = D.load_drill(D.find(name))
+    return dataclasses.replace(d, traffic=dataclasses.replace(
+        d.traffic, size=D.parse_drill(f"name: x\nmethod: {{traffic: {{pattern: incast, "
+                                      f"size: {size}}}}}").traffic.size))
+
+
+def clean(att) -> None:
+    assert F.active(att) == []
+    for node in ("t1-p0-0", "t1-p1-0", "t1-p2-1"):
+        tables = att.runtime.exec(node, ["nft", "list", "tables"]).stdout
+        assert "twin_" not in tables, tables
+
+
+def idle_endpoints(att) -> None:
+    for h in att.fabric.hosts:
+        with endpoints.client(att.runtime, h.name) as c:
+            stats = c.call("stats")
+        assert stats["send_qps"] == [] and stats["recv_qps"] == [], h.name
+
+
+@pytest.mark.parametrize("name", ["t1-blackhole", "t0-t1-link-down", "startup-dead-link"])
+def test_a_short_shipped_drill_passes_and_rolls_back(lab, name):
+    (run,) = runner.run_all(lab, short(name), seed=3)
+    data = run.data
+    assert KEYS <= set(data)
+    failed = [e for e in data["expectations"] if not e["ok"]]
+    assert data["verdict"] == "pass", failed
+    assert data["exact"] is True
+    assert data["faults"] and all(FAULT_KEYS <= set(f) for f in data["faults"])
+    assert data["expectations"][0]["what"] == "steady state: verify"
+    assert data["expectations"][-1] == {"what": "rollback: verify", "want": "pass",
+                                        "got": "pass", "ok": True}
+    assert sum(data["goodput"]["planes"]["0"]) > 0  # 1 ms bins, per plane
+    assert any(x["bytes"] for x in data["link_load"])
+    clean(lab)
+    idle_endpoints(lab)
+
+
+def test_compare_runs_the_baseline_on_the_same_faults(lab):
+    runs = runner.run_all(lab, short("t0-t1-link-down", "16M"), compare="single-path", seed=5)
+    assert [r.mode for r in runs] == ["mrc", "single-path"]
+    a, b = (r.data for r in runs)
+    assert a["targets"] == b["targets"]
+    assert b["baseline_of"] == "mrc" and a["baseline_of"] is None
+    assert b["exact"]
+    clean(lab)
+
+
+def drill_file(tmp_path: Path, target: str, fault: str = "blackhole") -> Path:
+    path = tmp_path / "d.yml"
+    path.write_text(f"""name: bad-target
+method:
+  traffic: {{pattern: bulk, src: r0h0, dst: r1h0, size: 64M}}
+  timeline:
+    - {{at: 100ms, fault: {fault}, target: {target}}}
+expect: {{exact: true}}
+""")
+    return path
+
+
+def twin(*args, timeout=120):
+    return subprocess.run([sys.executable, "-m", "twin", *args], capture_output=True,
+                          text=True, timeout=timeout, env=dict(os.environ))
+
+
+@pytest.mark.parametrize("target,fault,says", [
+    ("t1-p9-0", "blackhole", "no node 't1-p9-0'"),  # a node of mrc-8p, not of this lab
+    ("r0h0", "switch-down", "is a host"),
+    ("t0-p0-r0:eth9", "link-down", "has no link on eth9"),
+    ("r0h0:7", "nic-down", "HOST:PLANE"),
+])
+def test_an_unknown_target_is_refused_before_anything_is_applied(lab, tmp_path, target,
+                                                                 fault, says):
+    before = len(F.events(lab))
+    r = twin("drill", "run", str(drill_file(tmp_path, target, fault)), "--lab", LAB)
+    assert r.returncode == 2, r.stderr
+    assert "method.timeline[0].target" in r.stderr and says in r.stderr, r.stderr
+    assert "Traceback" not in r.stderr
+    assert len(F.events(lab)) == before  # nothing applied, nothing logged
+    clean(lab)
+
+
+def test_a_drill_refuses_a_lab_with_faults_in_force(lab):
+    F.link_down(lab, "t0-p0-r0:eth3")
+    try:
+        with pytest.raises(Exception, match="faults in force"):
+            runner.run(lab, short("t1-blackhole"))
+    finally:
+        F.clear(lab)
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_ctrl_c_mid_drill_stops_traffic_reverts_every_fault_and_verifies(lab, tmp_path, sig):
+    path = tmp_path / "long.yml"
+    path.write_text("""name: long
+method:
+  traffic: {pattern: bulk, src: r0h0, dst: r1h0, size: 1G}
+  timeline:
+    - {at: 50ms, fault: blackhole, target: t1-p0-0}
+    - {at: 100ms, fault: link-loss, percent: 5, target: t0-p1-r0:eth3}
+expect: {exact: true}
+""")
+    proc = subprocess.Popen([sys.executable, "-m", "twin", "drill", "run", str(path),
+                             "--lab", LAB], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True, env=dict(os.environ))
+    try:
+        deadline = time.monotonic() + 60
+        while len(F.active(lab)) < 2 and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.05)
+        assert len(F.active(lab)) == 2, "the drill never applied its faults"
+        proc.send_signal(sig)
+        _, stderr = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 130, stderr
+    assert "rollback: reverted" in stderr and "rollback: verify pass" in stderr, stderr
+    assert "Traceback" not in stderr
+    clean(lab)
+    idle_endpoints(lab)
+    assert run_verify(lab.runtime, lab.plan).ok
+
+
+def test_cli_json_is_the_documented_shape(lab, tmp_path):
+    r = twin("drill", "run", "startup-dead-link", "--lab", LAB, "--json", "--seed", "2")
+    data = json.loads(r.stdout)
+    (d,) = data["drills"]
+    assert KEYS <= set(d) and d["name"] == "startup-dead-link"
+    assert {"what", "want", "got", "ok"} == set(d["expectations"][0])
+    assert r.returncode == (0 if d["verdict"] == "pass" else 1)
+    clean(lab)
