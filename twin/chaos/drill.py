@@ -30,6 +30,7 @@ anything is applied.
 from __future__ import annotations
 
 import ast
+import dataclasses
 import difflib
 import operator
 from dataclasses import dataclass, field
@@ -175,6 +176,10 @@ class Drill:
     compare: str | None = None  # a baseline mode this drill always runs against
     rollback_verify: bool = True
     tags: tuple[str, ...] = field(default_factory=tuple)
+
+    def resized(self, size: int) -> Drill:
+        """The same drill moving `size` bytes per flow (a short variant)."""
+        return dataclasses.replace(self, traffic=dataclasses.replace(self.traffic, size=size))
 
     @property
     def end_ns(self) -> int:

@@ -498,6 +498,13 @@ def _judge(att, drill: Drill, mode, seed, baseline_of, planned, timeline: Timeli
         loaded = by[0].size * 8 / by[0].completion_s / 1e9
         figures["bystander_retained"] = round(loaded / bystander_solo_gbps, 4)
     expectations = [c for c in checks if c["what"].startswith("steady")]
+    if drill.goodput_floor_bps and run_data is not None:
+        before = gp["pre_bps"] if gp["pre_bps"] is not None else \
+            (figures["goodput_gbps"] or 0) * 1e9
+        expectations.append({"what": "steady state: goodput", "want":
+                             f">= {drill.goodput_floor_bps / 1e6:g} Mbit/s",
+                             "got": f"{before / 1e6:.4g} Mbit/s",
+                             "ok": before >= drill.goodput_floor_bps})
     if run_data is not None and timeline.done < len(timeline.actions):
         expectations.append({"what": "timeline ran", "want": f"{len(timeline.actions)} actions",
                              "got": f"{timeline.done} (the traffic ended first: make it "
