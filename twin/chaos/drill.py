@@ -105,7 +105,7 @@ _TOP = {"name", "description", "fabric", "steady_state", "method", "expect",
         "baseline_expect", "compare", "rollback"}
 _STEADY = {"verify", "goodput_floor"}
 _METHOD = {"traffic", "bystander", "timeline"}
-_TRAFFIC = {"pattern", "src", "dst", "size", "mode", "evs", "qps"}
+_TRAFFIC = {"pattern", "src", "dst", "senders", "size", "mode", "evs", "qps"}
 _BYSTANDER = {"src", "dst", "size"}
 _STEP = {"at", "fault", "target", "for", "percent", "rate", "count", "period"}
 _ROLLBACK = {"verify"}
@@ -120,6 +120,7 @@ class Traffic:
     mode: str = "mrc"
     evs: int = 128
     qps: int = 1  # QPs per flow
+    senders: tuple[str, ...] = ()  # incast: these hosts only (default: every other host)
 
 
 @dataclass(frozen=True)
@@ -404,7 +405,14 @@ def _traffic(c: _Checker, data: Any) -> Traffic | None:
         c.add(f"{path}mode", f"must be one of {', '.join(MODES)} (got {_show(mode)})")
     evs = c.integer(data, "evs", path, 1, 4096) or 128
     qps = c.integer(data, "qps", path, 1, 64) or 1
-    return Traffic(pattern, src, dst, size or 0, mode, evs, qps)
+    senders = data.get("senders", [])
+    if not isinstance(senders, list) or not all(isinstance(h, str) for h in senders):
+        c.add(f"{path}senders", f"must be a list of hosts (got {_show(senders)})",
+              "e.g. senders: [r1h0, r1h1]")
+        senders = []
+    elif senders and pattern != "incast":
+        c.add(f"{path}senders", "applies to incast only", "bulk names src and dst")
+    return Traffic(pattern, src, dst, size or 0, mode, evs, qps, tuple(senders))
 
 
 def _size(c: _Checker, data: dict, path: str, default: str) -> int | None:

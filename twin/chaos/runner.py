@@ -53,7 +53,7 @@ class Planned:
 def traffic_hosts(drill: Drill, fabric: Fabric) -> list[tuple[str, str]]:
     hosts = [h.name for h in fabric.hosts]
     t = drill.traffic
-    for where, h in (("src", t.src), ("dst", t.dst)):
+    for where, h in (("src", t.src), ("dst", t.dst), *(("senders", s) for s in t.senders)):
         if h is not None and h not in hosts:
             raise UsageError(f"{drill.source}: method.traffic.{where}: {h!r} is not a host of "
                              f"lab {fabric.name} ({', '.join(hosts)})")
@@ -62,7 +62,7 @@ def traffic_hosts(drill: Drill, fabric: Fabric) -> list[tuple[str, str]]:
             if h not in hosts:
                 raise UsageError(f"{drill.source}: method.bystander.{where}: {h!r} is not a "
                                  f"host of lab {fabric.name} ({', '.join(hosts)})")
-    return [(f.src, f.dst) for f in T.flows_for(t.pattern, hosts, 1, t.src, t.dst)]
+    return [(f.src, f.dst) for f in _flows(drill, fabric)]
 
 
 def plan_targets(drill: Drill, att: Attached, seed: int) -> list[Planned]:
@@ -422,6 +422,8 @@ def _flows(drill: Drill, fabric: Fabric) -> list[T.Flow]:
     hosts = [h.name for h in fabric.hosts]
     t = drill.traffic
     base = T.flows_for(t.pattern, hosts, t.size, t.src, t.dst)
+    if t.senders:
+        base = [f for f in base if f.src in t.senders]
     return [T.Flow(f.src, f.dst, f.size) for f in base for _ in range(t.qps)]
 
 
