@@ -192,6 +192,18 @@ def test_a_link_named_first_stays_named_when_its_switch_dies_after():
     assert all(loc.cleared_ns == sim.now for loc in sim.loc.localizations())
 
 
+def test_a_switch_coming_back_part_by_part_is_not_named_again_as_a_link():
+    """Reverting a T1 fault re-programs it route by route: its way to rack 1 back first,
+    rack 0 still failing for a few rounds. That lies within the T1 already named."""
+    fabric = FABRICS["mrc-4p"]
+    sim = Sim(fabric)
+    assert sim.rounds(2, dead_switch("t1-p0-0")) == ["t1-p0-0"]
+    assert sim.rounds(4, dead_links(["t0-p0-r0:eth3--t1-p0-0:eth1"])) == ["t1-p0-0"]
+    assert sim.rounds(2) == []
+    assert [(c.event, c.localization.target) for c in sim.changes] == \
+        [("named", "t1-p0-0"), ("cleared", "t1-p0-0")]
+
+
 def test_where_the_evidence_cannot_tell_them_apart_the_link_is_named_with_alternatives():
     """One host per rack: its T0 and its host link fail exactly the same probes."""
     fabric = build_fabric(parse_spec("name: tiny\nplanes: 2\nracks: 2\nhosts_per_rack: 1\n"

@@ -40,7 +40,11 @@ the confirmed paths alone *and* all failing ones (the wider picture, which
 in the round a fault lands in may still hold paths probed before it; until
 both agree nothing new is named). A named element is cleared once, for
 `clear` (2) rounds in a row, it is no longer named and none of its paths is
-failing. Times are CLOCK_MONOTONIC ns: `first_failed_ns` is when the first
+failing. A fault that shrinks is not named again: while part of a named
+switch's paths recover (a node being re-programmed comes back route by
+route), what still fails lies within what is named already, and no link of
+it is named on its own; what spreads beyond (a link named, then its whole
+switch fails) is named as well. Times are CLOCK_MONOTONIC ns: `first_failed_ns` is when the first
 lost probe of its paths was sent, `named_ns` and `cleared_ns` the rounds
 that decided.
 """
@@ -186,7 +190,7 @@ class Localizer:
                 loc.paths = loc.paths | b.paths
                 loc.alternatives = b.alternatives
                 self._quiet[b.element] = 0
-            elif b.element in agreed:
+            elif b.element in agreed and not any(b.paths <= o.paths for o in self._open.values()):
                 loc = Localization(b.element, b.kind,
                                    first_failed_ns=min(self._first_lost[i] for i in b.paths),
                                    named_ns=now_ns,

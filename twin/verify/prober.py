@@ -148,24 +148,32 @@ class Prober(HostSockets):
     times, requests answered from the destination's namespace."""
 
     def run(self, forward: list[Path], reverse: dict[int, Path], *, attempts: int = 3,
-            wait: float = 0.3, progress=None) -> list[ProbeResult]:
-        """Probe every path. `reverse[i]` is the answer path of forward[i] (not for loops)."""
+            wait: float = 0.3, progress=None, rate_pps: float | None = None
+            ) -> list[ProbeResult]:
+        """Probe every path. `reverse[i]` is the answer path of forward[i] (not for loops).
+        With `rate_pps`, requests are paced: chunks of 2 ms of the rate, no faster."""
         run_id = random.getrandbits(32)
         results = [ProbeResult(p) for p in forward]
+        chunk = CHUNK if rate_pps is None else max(1, min(CHUNK, int(rate_pps * 0.002)))
         for attempt in range(attempts):
             pending = [i for i, r in enumerate(results) if not r.ok]
             if not pending:
                 break
-            for start in range(0, len(pending), CHUNK):
-                for i in pending[start:start + CHUNK]:
+            for start in range(0, len(pending), chunk):
+                began = time.monotonic()
+                for i in pending[start:start + chunk]:
                     path = forward[i]
                     kind = packets.LOOP if path.src == path.dst else packets.REQUEST
                     results[i].attempts += 1
                     self.send(path.src, path.dst, path,
                               packets.ProbeBody(kind, run_id, i, time.monotonic_ns()))
                 self._drain(results, reverse, run_id, 0.0)
+                if rate_pps is not None:  # the chunk's share of time, spent draining
+                    until = began + len(pending[start:start + chunk]) / rate_pps
+                    while time.monotonic() < until:
+                        self._drain(results, reverse, run_id, max(0.0, until - time.monotonic()))
                 if progress:
-                    progress(min(start + CHUNK, len(pending)), len(pending), attempt)
+                    progress(min(start + chunk, len(pending)), len(pending), attempt)
             deadline = time.monotonic() + wait * (attempt + 1)
             while time.monotonic() < deadline and not all(results[i].ok for i in pending):
                 self._drain(results, reverse, run_id, 0.02)
