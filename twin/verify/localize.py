@@ -52,7 +52,7 @@ that decided.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from twin.fabric.model import Fabric
 from twin.fabric.paths import Path
@@ -110,7 +110,7 @@ class Localization:
 @dataclass(frozen=True)
 class Change:
     event: str  # named | cleared
-    localization: Localization
+    localization: Localization  # a copy, as it was then
     t_ns: int
 
 
@@ -199,7 +199,7 @@ class Localizer:
                                    alternatives=b.alternatives, paths=b.paths)
                 self._open[b.element] = loc
                 self._quiet[b.element] = 0
-                changes.append(Change("named", loc, now_ns))
+                changes.append(Change("named", replace(loc), now_ns))
         named_now = {b.element for b in wide}
         for target, loc in list(self._open.items()):
             if target in named_now:
@@ -213,7 +213,7 @@ class Localizer:
                 loc.cleared_ns = now_ns
                 del self._open[target], self._quiet[target]
                 self._done.append(loc)
-                changes.append(Change("cleared", loc, now_ns))
+                changes.append(Change("cleared", replace(loc), now_ns))
         del self._done[:max(0, len(self._done) + len(self._open) - self.keep)]
         return changes
 
