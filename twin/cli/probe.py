@@ -45,7 +45,7 @@ def probe(lab, period_ms, rate_pps, once, duration, as_json):
     Rate: a round is one probe per loopback path (mrc-4p 48, mrc-8p 640),
     so it sends paths * 1000 / MS probes per second. That is capped at
     --rate (default 5000 pps): a --period the cap cannot carry is
-    stretched to paths / rate, and the output says so.
+    stretched to paths / rate and a tenth, and the output says so.
     Naming: a path lost 2 rounds in a row blames its links and switches,
     a path that came back clears its own; the fewest elements left that
     explain every failure are named (a T1 whose every probe fails, a link

@@ -8,7 +8,8 @@ round after round, from a thread of the caller's process; the localizer
     rate       a round sends len(paths) probes per period: len(paths) * 1000 /
                period_ms per second on average. That may not pass the cap
                `rate_pps` (default 5000, at most 50000): a period that would is
-               lengthened to len(paths) / rate_pps, and `period_ms` says what is
+               lengthened to len(paths) / rate_pps and a tenth (so that a round
+               is sent before the next is due), and `period_ms` says what is
                used. Within a round, sends are paced by a token bucket filled at
                the cap and holding 2 ms of it: any window of T carries at most
                rate_pps * (T + 2 ms) probes.
@@ -49,6 +50,7 @@ PERIOD_MIN_MS = 1.0
 PERIOD_MAX_MS = 60_000.0
 TIMEOUT_MIN_MS = 5.0
 TIMEOUT_DEFAULT_MS = 10.0  # a lab's loopback round trip is tens of µs: the rest is headroom
+STRETCH_SLACK = 1.1  # a stretched period leaves a tenth to spare: rounds start on time
 BUCKET_S = 0.002  # the token bucket holds this much of the rate
 STOP_WAIT_S = 5.0
 
@@ -91,7 +93,8 @@ def pace(paths: int, period_ms: float, rate_pps: float = RATE_PPS,
                          f"(got {timeout_ms})")
     if paths < 1:
         raise LabError("the lab has no loopback paths to probe (no hosts?)")
-    period = max(period_ms, paths * 1000 / rate_pps)
+    needed = paths * 1000 / rate_pps
+    period = period_ms if period_ms >= needed else needed * STRETCH_SLACK
     timeout = timeout_ms if timeout_ms is not None else \
         max(TIMEOUT_MIN_MS, min(period, TIMEOUT_DEFAULT_MS))
     return Pace(paths, period_ms, period, rate_pps, timeout)
@@ -130,7 +133,7 @@ class ContinuousProber:
         self.started_ns = 0
         self.probes_sent = 0
         self.probes_lost = 0
-        self.rounds_late = 0  # rounds not started on time: the last was still being sent
+        self.rounds_late = 0  # rounds started over a tenth of a period (1 ms at least) late
         self.last_round: dict = {}
 
     # -- lifecycle -----------------------------------------------------------------------
@@ -212,6 +215,7 @@ class ContinuousProber:
         n = len(self.paths)
         period_ns = int(p.period_ms * 1e6)
         timeout_ns = int(p.timeout_ms * 1e6)
+        late_ns = max(1_000_000, period_ns // 10)
         burst = max(1.0, p.rate_pps * BUCKET_S)
         rounds: deque[_Round] = deque()  # started, not judged yet; oldest first
         queue: deque[tuple[_Round, int]] = deque()  # probes due to be sent
@@ -222,14 +226,13 @@ class ContinuousProber:
         last = next_start = time.monotonic_ns()
         while not self._stop.is_set():
             now = time.monotonic_ns()
-            if now >= next_start:
-                if queue:
+            if now >= next_start and not queue:  # a round still being sent delays the next
+                if now - next_start > late_ns:
                     self.rounds_late += 1
-                else:
-                    number += 1
-                    r = _Round(number, now, [0] * n, [False] * n, unsent=n)
-                    rounds.append(r)
-                    queue.extend((r, i) for i in range(n))
+                number += 1
+                r = _Round(number, now, [0] * n, [False] * n, unsent=n)
+                rounds.append(r)
+                queue.extend((r, i) for i in range(n))
                 next_start = max(next_start + period_ns, now)  # late: no burst to catch up
             tokens = min(burst, tokens + (now - last) * p.rate_pps / 1e9)
             last = now
@@ -246,7 +249,7 @@ class ContinuousProber:
                 self._sockets.send(path.src, path.dst, path,
                                    packets.ProbeBody(packets.LOOP, self._run_id, seq, sent))
                 self.probes_sent += 1
-            wake = [next_start]
+            wake = [next_start] if not queue else []
             if queue:
                 wake.append(now + int(1e9 / p.rate_pps))
             if rounds and not rounds[0].unsent:
