@@ -154,6 +154,25 @@ def test_a_fault_is_cleared_after_two_good_rounds_and_named_again_when_it_return
         [("named", "t1-p0-0"), ("cleared", "t1-p0-0"), ("named", "t1-p0-0")]
 
 
+def test_a_lossy_link_is_named_and_stays_named_instead_of_flapping():
+    """Half of the probes over a link lost at random: named, cleared and named again
+    a few times at first, then held; it clears once the link is good for long enough."""
+    import random
+
+    fabric = FABRICS["mrc-4p"]
+    link = "t0-p0-r1:eth4--t1-p0-1:eth2"
+    rng = random.Random(3)
+    sim = Sim(fabric)
+    over = [i for i, p in enumerate(sim.paths) if link in p.links]
+    for _ in range(200):
+        sim.round(lost={i for i in over if rng.random() < 0.5})
+    named = [c for c in sim.changes if c.event == "named"]
+    assert {c.localization.target for c in sim.changes} == {link}
+    assert 1 <= len(named) <= 6, len(named)
+    sim.rounds(40)
+    assert sim.loc.named() == []
+
+
 def test_a_fault_landing_mid_round_is_not_first_named_as_one_of_its_links():
     """The round a T1 dies in, the probes sent before show its links to one rack fine:
     the next round, the confirmed paths alone would blame a link; the wider picture
@@ -243,8 +262,8 @@ def test_snapshot_is_json_and_localizations_are_bounded():
 
     fabric = FABRICS["mrc-4p"]
     sim = Sim(fabric, keep=3)
-    for _ in range(5):
-        sim.rounds(2, dead_switch("t1-p2-1"))
+    for t1 in ("t1-p0-0", "t1-p1-0", "t1-p2-0", "t1-p2-1", "t1-p3-0"):
+        sim.rounds(2, dead_switch(t1))
         sim.rounds(2)
     assert len(sim.loc.localizations()) == 3
     snap = json.loads(json.dumps(sim.loc.snapshot()))

@@ -40,13 +40,18 @@ the confirmed paths alone *and* all failing ones (the wider picture, which
 in the round a fault lands in may still hold paths probed before it; until
 both agree nothing new is named). A named element is cleared once, for
 `clear` (2) rounds in a row, it is no longer named and none of its paths is
-failing. A fault that shrinks is not named again: while part of a named
-switch's paths recover (a node being re-programmed comes back route by
-route), what still fails lies within what is named already, and no link of
-it is named on its own; what spreads beyond (a link named, then its whole
-switch fails) is named as well. Times are CLOCK_MONOTONIC ns: `first_failed_ns` is when the first
-lost probe of its paths was sent, `named_ns` and `cleared_ns` the rounds
-that decided.
+failing; one named again within FLAP_ROUNDS (50) rounds of clearing (a lossy
+link) needs twice the quiet rounds it needed last time, up to CLEAR_MAX (32).
+
+A fault that shrinks is not named again: while part of a named switch's
+paths recover (a node being re-programmed comes back route by route), what
+still fails lies within what is named already, and no link of it is named
+on its own; what spreads beyond (a link named, then its whole switch fails)
+is named as well.
+
+Times are CLOCK_MONOTONIC ns: `first_failed_ns` is when the first lost
+probe of its paths was sent, `named_ns` and `cleared_ns` the rounds that
+decided.
 """
 
 from __future__ import annotations
@@ -59,6 +64,8 @@ from twin.fabric.paths import Path
 
 CONFIRM = 2
 CLEAR = 2
+CLEAR_MAX = 32  # a flapping target's quiet rounds before clearing double up to this
+FLAP_ROUNDS = 50  # named again this soon after it was cleared: it flaps
 KEEP = 1000  # localizations remembered (the oldest cleared ones are dropped)
 
 
@@ -159,6 +166,8 @@ class Localizer:
         self._first_lost = [0] * n  # when the first of them was sent
         self._open: dict[str, Localization] = {}
         self._quiet: dict[str, int] = {}  # rounds an open one has been neither named nor failing
+        self._hold: dict[str, int] = {}  # quiet rounds it needs to clear
+        self._cleared: dict[str, tuple[int, int]] = {}  # target -> (round cleared, its hold)
         self._done: list[Localization] = []
         self.rounds = 0
         self.suspects: list[Blame] = []
@@ -199,6 +208,7 @@ class Localizer:
                                    alternatives=b.alternatives, paths=b.paths)
                 self._open[b.element] = loc
                 self._quiet[b.element] = 0
+                self._hold[b.element] = self._hold_for(b.element)
                 changes.append(Change("named", replace(loc), now_ns))
         named_now = {b.element for b in wide}
         for target, loc in list(self._open.items()):
@@ -209,13 +219,24 @@ class Localizer:
                 self._quiet[target] = 0
                 continue
             self._quiet[target] += 1
-            if self._quiet[target] >= self.clear:
+            if self._quiet[target] >= self._hold[target]:
                 loc.cleared_ns = now_ns
-                del self._open[target], self._quiet[target]
+                self._cleared[target] = (self.rounds, self._hold[target])
+                del self._open[target], self._quiet[target], self._hold[target]
                 self._done.append(loc)
                 changes.append(Change("cleared", replace(loc), now_ns))
         del self._done[:max(0, len(self._done) + len(self._open) - self.keep)]
         return changes
+
+    def _hold_for(self, target: str) -> int:
+        """`clear` rounds; doubled (up to CLEAR_MAX) for a target named again soon
+        after it cleared: a lossy link is named once, not once a second."""
+        for t, (when, _) in list(self._cleared.items()):
+            if self.rounds - when > FLAP_ROUNDS:
+                del self._cleared[t]
+        if target in self._cleared:
+            return min(CLEAR_MAX, 2 * self._cleared[target][1])
+        return self.clear
 
     def localizations(self) -> list[Localization]:
         """Every localization remembered, oldest named first (open ones too)."""
