@@ -10,9 +10,10 @@ One module per command group; each registers its commands on `main`:
               list | clear
     engine    engine start | stop | status, images build | status
     drill     drill list | run | blind | answer | reveal
+    probe     probe                            (continuous localization, root)
 """
 
-from twin.cli import drill, engine, fabric, fault, lab, traffic  # noqa: F401  (registration)
+from twin.cli import drill, engine, fabric, fault, lab, probe, traffic  # noqa: F401  (registration)
 from twin.cli.base import main
 
 __all__ = ["main"]

@@ -17,7 +17,7 @@ from twin.errors import LabError
 from twin.fabric import paths as P
 from twin.fabric.plan import Plan
 from twin.readback import read_node
-from twin.verify.prober import Prober, probing_supported
+from twin.verify.prober import Prober, probe_hosts, probing_supported
 from twin.verify.report import VerifyReport, path_key
 
 __all__ = ["VerifyReport", "run_verify"]
@@ -47,11 +47,9 @@ def run_verify(runtime, plan: Plan, *, dataplane: bool = True, steps=None) -> Ve
         reverse = {i: P.reverse(fabric, p) for i, p in enumerate(everything)
                    if p.kind not in ("loop-t0", "loop-t1")}
         report.reverse = {path_key(everything[i]): back for i, back in reverse.items()}
-        hosts = {h.name: (runtime.netns_path(h.name), plan.nic_address(h.name))
-                 for h in fabric.hosts}
         if steps:
             steps.start("probing paths", len(everything))
-        with Prober(hosts) as prober:
+        with Prober(probe_hosts(runtime, plan)) as prober:
             results = prober.run(everything, reverse, progress=(
                 (lambda done, total, attempt: steps.update(done, total, attempt)) if steps
                 else None))

@@ -8,8 +8,11 @@ lands on the destination's UDP socket; the answer is sent from the
 destination's own namespace on the reverse path. Loopback probes go out
 and come back to the sender, so they need no responder.
 
-Probes are sent in chunks with the sockets drained in between, and those
-without an answer are retried a bounded number of times.
+`HostSockets` is that: the sockets, one send and one receive. `Prober` is
+one-shot verify on top of it: probes are sent in chunks with the sockets
+drained in between, and those without an answer are retried a bounded
+number of times. The continuous prober (twin.verify.continuous) shares the
+same sockets and packets.
 """
 
 from __future__ import annotations
@@ -63,7 +66,17 @@ class _Host:
         return self.udp.getsockname()[1]
 
 
-class Prober:
+def probe_hosts(runtime, plan) -> dict[str, tuple[str, str]]:
+    """What the sockets need of a running lab: host name -> (netns path, NIC address)."""
+    return {h.name: (runtime.netns_path(h.name), str(plan.nic_address(h.name)))
+            for h in plan.fabric.hosts}
+
+
+class HostSockets:
+    """A raw socket and a UDP socket in every host's namespace, held by this process:
+    send a probe on a path, and read what came back. One-shot verify (`Prober`)
+    and the continuous prober (twin.verify.continuous) both stand on this."""
+
     def __init__(self, hosts: dict[str, tuple[str, str]]):
         """hosts: name -> (netns path, NIC address)."""
         self.hosts: dict[str, _Host] = {}
@@ -91,49 +104,31 @@ class Prober:
             h.raw.close()
             h.udp.close()
         self.hosts.clear()
+        self._by_fd.clear()
 
-    def __enter__(self) -> Prober:
+    def __enter__(self):
         return self
 
     def __exit__(self, *exc) -> None:
         self.close()
 
-    def _send(self, src: _Host, dst: _Host, path: Path, probe: packets.ProbeBody) -> None:
-        pkt = packets.encapsulated(src.nic, path.address, flow_label(path.ev), src.nic, dst.nic,
-                                   src.port, dst.port, packets.probe_payload(probe))
+    def send(self, src: str, dst: str, path: Path, probe: packets.ProbeBody) -> None:
+        """One probe from host `src` on `path`, addressed (inside) to host `dst`."""
+        s, d = self.hosts[src], self.hosts[dst]
+        pkt = packets.encapsulated(s.nic, path.address, flow_label(path.ev), s.nic, d.nic,
+                                   s.port, d.port, packets.probe_payload(probe))
         try:
-            src.raw.sendto(pkt, (path.address, 0))
+            s.raw.sendto(pkt, (path.address, 0))
         except OSError:
             pass  # e.g. ENETUNREACH when the first hop's route is gone: counts as lost
 
-    def run(self, forward: list[Path], reverse: dict[int, Path], *, attempts: int = 3,
-            wait: float = 0.3, progress=None) -> list[ProbeResult]:
-        """Probe every path. `reverse[i]` is the answer path of forward[i] (not for loops)."""
-        run_id = random.getrandbits(32)
-        results = [ProbeResult(p) for p in forward]
-        for attempt in range(attempts):
-            pending = [i for i, r in enumerate(results) if not r.ok]
-            if not pending:
-                break
-            for start in range(0, len(pending), CHUNK):
-                for i in pending[start:start + CHUNK]:
-                    path = forward[i]
-                    kind = packets.LOOP if path.src == path.dst else packets.REQUEST
-                    results[i].attempts += 1
-                    self._send(self.hosts[path.src], self.hosts[path.dst], path,
-                               packets.ProbeBody(kind, run_id, i, time.monotonic_ns()))
-                self._drain(results, forward, reverse, run_id, 0.0)
-                if progress:
-                    progress(min(start + CHUNK, len(pending)), len(pending), attempt)
-            deadline = time.monotonic() + wait * (attempt + 1)
-            while time.monotonic() < deadline and not all(results[i].ok for i in pending):
-                self._drain(results, forward, reverse, run_id, 0.02)
-        return results
-
-    def _drain(self, results, forward, reverse, run_id, timeout) -> None:
+    def receive(self, timeout: float, limit: int = 4096) -> list[tuple[str, packets.ProbeBody]]:
+        """Every probe waiting on any host's socket, (receiving host, body); waits up
+        to `timeout` s for the first. Foreign datagrams are skipped; at most `limit`."""
         socks = [h.udp for h in self.hosts.values()]
+        got: list[tuple[str, packets.ProbeBody]] = []
         ready, _, _ = select.select(socks, [], [], timeout)
-        while ready:
+        while ready and len(got) < limit:
             for sock in ready:
                 host = self._by_fd[sock.fileno()]
                 for _ in range(256):
@@ -141,23 +136,63 @@ class Prober:
                         data = sock.recv(2048)
                     except BlockingIOError:
                         break
-                    self._handle(host, data, results, forward, reverse, run_id)
+                    p = packets.parse_payload(data)
+                    if p is not None:
+                        got.append((host.name, p))
             ready, _, _ = select.select(socks, [], [], 0)
+        return got
 
-    def _handle(self, host: _Host, data: bytes, results, forward, reverse, run_id) -> None:
-        p = packets.parse_payload(data)
-        if p is None or p.run != run_id or not 0 <= p.probe < len(results):
-            return
-        res = results[p.probe]
-        if p.kind == packets.REQUEST and host.name == res.path.dst:
-            res.forward = True
-            back = reverse[p.probe]
-            self._send(host, self.hosts[back.dst], back,
-                       packets.ProbeBody(packets.REPLY, run_id, p.probe, p.sent_ns))
-        elif p.kind in (packets.REPLY, packets.LOOP) and host.name == res.path.src:
-            res.forward = res.reply = True
-            if res.rtt_us is None:
-                res.rtt_us = (time.monotonic_ns() - p.sent_ns) / 1000
+
+class Prober(HostSockets):
+    """One-shot probing for `twin verify`: every path, retried a bounded number of
+    times, requests answered from the destination's namespace."""
+
+    def run(self, forward: list[Path], reverse: dict[int, Path], *, attempts: int = 3,
+            wait: float = 0.3, progress=None, rate_pps: float | None = None
+            ) -> list[ProbeResult]:
+        """Probe every path. `reverse[i]` is the answer path of forward[i] (not for loops).
+        With `rate_pps`, requests are paced: chunks of 2 ms of the rate, no faster."""
+        run_id = random.getrandbits(32)
+        results = [ProbeResult(p) for p in forward]
+        chunk = CHUNK if rate_pps is None else max(1, min(CHUNK, int(rate_pps * 0.002)))
+        for attempt in range(attempts):
+            pending = [i for i, r in enumerate(results) if not r.ok]
+            if not pending:
+                break
+            for start in range(0, len(pending), chunk):
+                began = time.monotonic()
+                for i in pending[start:start + chunk]:
+                    path = forward[i]
+                    kind = packets.LOOP if path.src == path.dst else packets.REQUEST
+                    results[i].attempts += 1
+                    self.send(path.src, path.dst, path,
+                              packets.ProbeBody(kind, run_id, i, time.monotonic_ns()))
+                self._drain(results, reverse, run_id, 0.0)
+                if rate_pps is not None:  # the chunk's share of time, spent draining
+                    until = began + len(pending[start:start + chunk]) / rate_pps
+                    while time.monotonic() < until:
+                        self._drain(results, reverse, run_id, max(0.0, until - time.monotonic()))
+                if progress:
+                    progress(min(start + chunk, len(pending)), len(pending), attempt)
+            deadline = time.monotonic() + wait * (attempt + 1)
+            while time.monotonic() < deadline and not all(results[i].ok for i in pending):
+                self._drain(results, reverse, run_id, 0.02)
+        return results
+
+    def _drain(self, results, reverse, run_id, timeout) -> None:
+        for host, p in self.receive(timeout):
+            if p.run != run_id or not 0 <= p.probe < len(results):
+                continue
+            res = results[p.probe]
+            if p.kind == packets.REQUEST and host == res.path.dst:
+                res.forward = True
+                back = reverse[p.probe]
+                self.send(host, back.dst, back,
+                          packets.ProbeBody(packets.REPLY, run_id, p.probe, p.sent_ns))
+            elif p.kind in (packets.REPLY, packets.LOOP) and host == res.path.src:
+                res.forward = res.reply = True
+                if res.rtt_us is None:
+                    res.rtt_us = (time.monotonic_ns() - p.sent_ns) / 1000
 
 
 def probing_supported() -> str | None:

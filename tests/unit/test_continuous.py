@@ -1,0 +1,124 @@
+"""The continuous prober's pacing, and its thread over fake sockets (no root):
+a fabric where what a "fault" breaks never comes back."""
+
+import threading
+import time
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from twin.errors import UsageError
+from twin.fabric.model import build_fabric
+from twin.fabric.plan import build_plan
+from twin.fabric.spec import load_spec
+from twin.verify import continuous as C
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_pace_keeps_the_period_under_the_cap_and_stretches_it_over():
+    p = C.pace(48, 20)
+    assert (p.period_ms, p.probe_pps, p.timeout_ms, p.stretched) == (20, 2400, 10, False)
+    p = C.pace(640, 20, rate_pps=5000)  # mrc-8p: 32000 pps asked, 5000 allowed
+    assert p.period_ms == pytest.approx(128 * 1.1) and p.stretched  # a tenth to spare
+    assert p.probe_pps == pytest.approx(5000 / 1.1)
+    assert C.pace(48, 2, rate_pps=48000).timeout_ms == 5
+    assert C.pace(48, 20, timeout_ms=50).timeout_ms == 50
+    assert p.to_dict()["requested_period_ms"] == 20
+
+
+@pytest.mark.parametrize("kw, message", [
+    ({"period_ms": 0}, "period must be 1 to 60000 ms"),
+    ({"period_ms": float("nan")}, "period must be"),
+    ({"period_ms": 20, "rate_pps": 0}, "rate must be 1 to 50000"),
+    ({"period_ms": 20, "rate_pps": 10**6}, "rate must be"),
+    ({"period_ms": 20, "timeout_ms": 1}, "timeout must be 5 to"),
+])
+def test_pace_refuses_what_it_cannot_do(kw, message):
+    with pytest.raises(UsageError, match=message):
+        C.pace(48, **kw)
+
+
+class FakeSockets:
+    """Loop probes come back at once unless `broken(path)`; sends are timed."""
+
+    broken = staticmethod(lambda path: False)
+
+    def __init__(self, hosts):
+        self.hosts = hosts
+        self.back = []
+        self.sent_ns = []
+        self.cv = threading.Condition()
+
+    def send(self, src, dst, path, body):
+        self.sent_ns.append(time.monotonic_ns())
+        if not FakeSockets.broken(path):
+            with self.cv:
+                self.back.append((src, body))
+                self.cv.notify()
+
+    def receive(self, timeout, limit=4096):
+        with self.cv:
+            if not self.back:
+                self.cv.wait(timeout)
+            got, self.back = self.back, []
+        return got
+
+    def close(self):
+        pass
+
+
+@pytest.fixture
+def att(monkeypatch):
+    fabric = build_fabric(load_spec(ROOT / "lab/fabrics/mrc-4p.yml"))
+    monkeypatch.setattr(C, "HostSockets", FakeSockets)
+    monkeypatch.setattr(C, "probing_supported", lambda: None)
+    monkeypatch.setattr(FakeSockets, "broken", staticmethod(lambda path: False))
+    return SimpleNamespace(lab="fake", fabric=fabric, plan=build_plan(fabric),
+                           runtime=SimpleNamespace(netns_path=lambda n: f"/fake/{n}"))
+
+
+def test_the_thread_names_a_dead_t1_and_clears_it(att):
+    changes = []
+    with C.ContinuousProber(att, period_ms=10, on_change=changes.append) as cp:
+        assert cp.wait_rounds(3, 5)
+        assert cp.named() == [] and cp.snapshot()["probes_lost"] == 0
+        FakeSockets.broken = staticmethod(lambda path: "t1-p1-1" in path.hops)
+        fault_ns = time.monotonic_ns()
+        assert cp.wait_rounds(3, 5)
+        [loc] = cp.named()
+        assert (loc.target, loc.kind) == ("t1-p1-1", "switch")
+        assert fault_ns < loc.first_failed_ns < loc.named_ns
+        FakeSockets.broken = staticmethod(lambda path: False)
+        assert cp.wait_rounds(3, 5)
+        snap = cp.snapshot()
+    assert not cp.running
+    assert [(c.event, c.localization.target) for c in changes] == \
+        [("named", "t1-p1-1"), ("cleared", "t1-p1-1")]
+    assert snap["named"] == [] and snap["error"] is None and snap["rounds"] >= 9
+    assert snap["probes_lost"] >= 2 * 4  # 4 loop-t1s through it, at least 2 rounds
+    assert cp.localizations()[0].cleared_ns is not None
+
+
+def test_the_thread_stays_under_its_rate_cap(att):
+    with C.ContinuousProber(att, period_ms=1, rate_pps=2000) as cp:
+        assert cp.pace.period_ms == pytest.approx(24 * 1.1)  # 48 probes at 2000 pps
+        assert cp.wait_rounds(6, 10)
+        sent = list(cp._sockets.sent_ns)
+    span_s = (sent[-1] - sent[0]) / 1e9
+    assert len(sent) / span_s <= 2000 * 1.05
+    # The bucket holds 2 ms of the cap: any 10 ms carries at most 2000 * 12 ms = 24 probes.
+    assert all(b - a > 10_000_000 for a, b in zip(sent, sent[24:], strict=False))
+
+
+def test_an_error_in_the_thread_is_kept_not_lost(att):
+    def boom(*a):
+        raise OSError(9, "Bad file descriptor")
+    with C.ContinuousProber(att, period_ms=10) as cp:
+        cp._sockets.send = boom
+        deadline = time.monotonic() + 5
+        while cp.running and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert not cp.running
+    assert cp.snapshot()["error"] == "OSError: [Errno 9] Bad file descriptor"

@@ -1,0 +1,200 @@
+"""`twin probe`: continuous localization from the command line (root)."""
+
+from __future__ import annotations
+
+import json
+import queue
+import sys
+import time
+
+import click
+from rich.console import Group
+from rich.live import Live
+from rich.table import Table
+from rich.text import Text
+
+from twin import lab as L
+from twin.cli.base import emit_json, main, out, sigterm_as_interrupt
+from twin.errors import LabError, UsageError
+from twin.verify import continuous as C
+from twin.verify.localize import Change, Localization
+
+DURATION_MAX_S = 86_400.0
+TICK_S = 0.1  # how often the live view looks at the prober
+SHOWN = 12  # lines of recent changes on the live view
+
+
+@main.command()
+@click.option("--lab", default=None, help="Lab (default: the one that is up).")
+@click.option("--period", "period_ms", type=float, default=20, show_default=True,
+              metavar="MS", help="A round every MS: every link is probed once a round.")
+@click.option("--rate", "rate_pps", type=float, default=C.RATE_PPS, show_default=True,
+              metavar="PPS", help=f"Probe rate cap, packets per second (at most {C.RATE_MAX}).")
+@click.option("--once", is_flag=True, help="One round, then the verdict.")
+@click.option("--duration", type=float, default=None, metavar="S",
+              help=f"Stop after S seconds (default: at Ctrl-C; at most {DURATION_MAX_S:g}).")
+@click.option("--json", "as_json", is_flag=True,
+              help="--once: one JSON verdict. Live: a JSON line per change, then the state.")
+def probe(lab, period_ms, rate_pps, once, duration, as_json):
+    """Localize faults as MRC's Clustermapper does: loopback probes from every
+    host port (host>T0>host, and host>T0>T1>T0>host for each T1), over and
+    over, and name the failed link or switch, silent ones too (blackhole,
+    sid-loss, route-corrupt).
+
+    \b
+    Rate: a round is one probe per loopback path (mrc-4p 48, mrc-8p 640),
+    so it sends paths * 1000 / MS probes per second. That is capped at
+    --rate (default 5000 pps): a --period the cap cannot carry is
+    stretched to paths / rate and a tenth, and the output says so.
+    Naming: a path lost 2 rounds in a row blames its links and switches,
+    a path that came back clears its own; the fewest elements left that
+    explain every failure are named (a T1 whose every probe fails, a link
+    whose probes alone fail). Cleared after 2 rounds without failures.
+    --once: every probe, a lost one sent again once; the verdict.
+    Live: a line per change (a live table on a terminal) until Ctrl-C,
+    SIGTERM or --duration.
+    Exit 1 if something is named at the end, 0 if nothing is.
+    """
+    if once and duration is not None:
+        raise UsageError("--once is one round: give --duration without it")
+    if duration is not None and not 0 < duration <= DURATION_MAX_S:
+        raise UsageError(f"--duration must be more than 0 and at most {DURATION_MAX_S:g} "
+                         f"seconds (got {duration})")
+    att = L.attach(lab)
+    att.require_whole()
+    if once:
+        C.pace(1, period_ms, rate_pps)  # the same checks of what was typed
+        localizer = C.probe_once(att, rate_pps=rate_pps)
+        snap = {"lab": att.lab, "ok": not localizer.named(), **localizer.snapshot()}
+        if as_json:
+            emit_json(snap)
+        else:
+            _print_verdict(snap, len(localizer.paths))
+        sys.exit(1 if localizer.named() else 0)
+    sigterm_as_interrupt()
+    changes: queue.SimpleQueue[Change] = queue.SimpleQueue()
+    cp = C.ContinuousProber(att, period_ms, rate_pps, on_change=changes.put)
+    if cp.pace.stretched and not as_json:
+        need = cp.pace.paths * 1000 / period_ms
+        out.print(f"[yellow]period {period_ms:g} ms would need {need:,.0f} pps: stretched to "
+                  f"{cp.pace.period_ms:g} ms under the {rate_pps:g} pps cap[/yellow]")
+    deadline = time.monotonic() + (duration if duration is not None else DURATION_MAX_S)
+    shown: list[str] = []
+    live = Live(console=out, auto_refresh=False, transient=False) \
+        if out.is_terminal and not as_json else None
+    try:
+        with cp:
+            if not as_json and not live:
+                out.print(_header(cp.snapshot()))
+            if live:
+                live.start()
+            while time.monotonic() < deadline and cp.running:
+                time.sleep(max(0.0, min(TICK_S, deadline - time.monotonic())))
+                for c in _drain(changes):
+                    line = _change_line(c, cp.started_ns)
+                    if as_json:
+                        click.echo(json.dumps({"event": c.event, "t_ns": c.t_ns,
+                                               **c.localization.to_dict()}))
+                    elif live:
+                        shown = [*shown, line][-SHOWN:]
+                    else:
+                        out.print(line)
+                if live:
+                    live.update(_view(cp.snapshot(), shown), refresh=True)
+    except KeyboardInterrupt:
+        pass  # stopping is what Ctrl-C and SIGTERM ask for: the summary follows
+    finally:
+        if live:
+            live.stop()
+    snap = cp.snapshot()
+    for c in _drain(changes):  # the last round's, judged as the thread stopped
+        if as_json:
+            click.echo(json.dumps({"event": c.event, "t_ns": c.t_ns, **c.localization.to_dict()}))
+        elif not live:
+            out.print(_change_line(c, cp.started_ns))
+    if as_json:
+        click.echo(json.dumps({"event": "end", **snap}))
+    else:
+        _print_end(snap)
+    if snap["error"]:
+        raise LabError(f"the prober stopped: {snap['error']}")
+    sys.exit(1 if snap["named"] else 0)
+
+
+def _drain(q: queue.SimpleQueue) -> list[Change]:
+    got = []
+    while len(got) < 10_000:
+        try:
+            got.append(q.get_nowait())
+        except queue.Empty:
+            break
+    return got
+
+
+def _describe(loc: Localization | dict) -> str:
+    d = loc.to_dict() if isinstance(loc, Localization) else loc
+    alt = f" (or {', '.join(d['alternatives'])}: the probes cannot tell)" \
+        if d["alternatives"] else ""
+    return f"{d['kind']} {d['target']}{alt}"
+
+
+def _ms(ns: int) -> str:
+    return f"{ns / 1e6:,.1f} ms"
+
+
+def _change_line(c: Change, started_ns: int) -> str:
+    loc = c.localization
+    at = f"{(c.t_ns - started_ns) / 1e9:8.3f}s"
+    if c.event == "named":
+        return (f"{at}  [red]named[/red]   {_describe(loc)}: first loss "
+                f"{_ms(c.t_ns - loc.first_failed_ns)} before, {loc.failed_probes} probes lost")
+    return (f"{at}  [green]cleared[/green] {_describe(loc)}: named for "
+            f"{_ms(c.t_ns - loc.named_ns)}, {loc.failed_probes} probes lost")
+
+
+def _header(snap: dict) -> str:
+    stretched = f" (asked {snap['requested_period_ms']:g} ms)" \
+        if snap["period_ms"] > snap["requested_period_ms"] else ""
+    return (f"probing {snap['lab']}: {snap['paths']} loopback paths every "
+            f"{snap['period_ms']:g} ms{stretched}, {snap['probe_pps']:,.0f} pps "
+            f"(cap {snap['rate_cap_pps']:,.0f}), lost after {snap['timeout_ms']:g} ms; "
+            "Ctrl-C stops")
+
+
+def _view(snap: dict, shown: list[str]) -> Group:
+    t = Table(show_edge=False, box=None, pad_edge=False, title=None)
+    for col in ("named", "since", "probes lost"):
+        t.add_column(col)
+    now = time.monotonic_ns()
+    for d in snap["named"]:
+        t.add_row(f"[red]{_describe(d)}[/red]", _ms(now - d["named_ns"]), str(d["failed_probes"]))
+    if not snap["named"]:
+        t.add_row("[green]nothing[/green]", "", "")
+    counters = Text(f"round {snap['rounds']}  sent {snap['probes_sent']:,}  lost "
+                    f"{snap['probes_lost']:,}  late rounds {snap['rounds_late']}  failing paths "
+                    f"{len(snap['failing'])}")
+    return Group(Text.from_markup(_header(snap)), counters, t,
+                 *[Text.from_markup(line) for line in shown])
+
+
+def _print_verdict(snap: dict, paths: int) -> None:
+    failing = snap["failing"]
+    if not snap["named"] and not failing:
+        out.print(f"[green]nothing named[/green]: all {paths} loopback probes came back")
+        return
+    for d in snap["named"]:
+        out.print(f"[bold red]named[/bold red] {_describe(d)}")
+    for u in snap["unexplained"]:
+        out.print(f"  [yellow]lost, no single element explains it[/yellow]: {u['path']}")
+    out.print(f"{len(failing)} of {paths} loopback probes lost twice")
+
+
+def _print_end(snap: dict) -> None:
+    elapsed = (snap["last_round"].get("judged_ns", 0) - snap["last_round"].get("started_ns", 0))
+    out.print(f"{snap['rounds']} rounds, {snap['probes_sent']:,} probes sent, "
+              f"{snap['probes_lost']:,} lost, {snap['rounds_late']} rounds late"
+              + (f"; last round judged {_ms(elapsed)} after it started" if elapsed else ""))
+    for d in snap["named"]:
+        out.print(f"[bold red]named[/bold red] {_describe(d)}")
+    if not snap["named"]:
+        out.print("[green]nothing named[/green]")
