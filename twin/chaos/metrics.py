@@ -140,9 +140,20 @@ def _localization(f: AppliedFault, localizations: list[dict], fabric: Fabric) ->
                 names |= {lk.id, str(lk.a), str(lk.b)}
     if f.kind == "route-corrupt":  # the misrouted probes fail on one of its links
         names |= set(f.links)
-    hits = [loc for loc in localizations
-            if loc.get("target") in names and loc.get("named_ns", 0) >= f.at_ns]
-    return min(hits, key=lambda loc: loc["named_ns"]) if hits else None
+    if f.kind == "route-corrupt":  # named as one of its links, by the link or an end
+        names |= {str(e) for lk in fabric.links if lk.id in f.links for e in (lk.a, lk.b)}
+
+    def matches(loc: dict) -> bool:
+        return loc.get("target") in names or bool(names.intersection(loc.get("ends", ())))
+
+    hits = [loc for loc in localizations if matches(loc) and loc.get("named_ns", 0) >= f.at_ns]
+    if hits:
+        return min(hits, key=lambda loc: loc["named_ns"])
+    # Still named from an earlier fault on the same thing (a flap's next down): named
+    # at once.
+    held = [loc for loc in localizations if matches(loc) and loc.get("named_ns", 0) < f.at_ns
+            and (loc.get("cleared_ns") is None or loc["cleared_ns"] >= f.at_ns)]
+    return {**held[0], "named_ns": f.at_ns} if held else None
 
 
 # -- goodput -----------------------------------------------------------------------

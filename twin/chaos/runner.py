@@ -449,8 +449,7 @@ class _Prober:
 
     def close(self) -> None:
         try:
-            self.found = [dict(loc) if isinstance(loc, dict) else dict(vars(loc))
-                          for loc in self.cp.localizations()]
+            self.found = [loc.to_dict() for loc in self.cp.localizations()]
         finally:
             self.cp.__exit__(None, None, None)
 
