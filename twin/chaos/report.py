@@ -199,7 +199,7 @@ def _verdicts(all_runs: list[dict]) -> str:
             if i == 0:
                 span = f' rowspan="{len(exps)}"' if len(exps) > 1 else ""
                 cells = (f'<td{span}><a href="#{_anchor(run)}">{escape(str(run.get("name")))}'
-                         f'</a></td><td{span}>{escape(str(run.get("mode") or "—"))}</td>'
+                         f'</a></td><td{span}>{escape(str(run.get("mode") or "mrc"))}</td>'
                          f'<td{span}>{_badge(run.get("verdict"))}</td>')
             if e is None:
                 rows.append(f'<tr>{cells}<td colspan="4" class="empty">no expectations '
