@@ -75,7 +75,9 @@ lab-down: venv
 lint: venv
 	$(BIN)/ruff check twin tests bench
 
-# tshark checks the wire format with a standard dissector (its test skips without it)
+# tshark checks the wire format with a standard dissector (its test skips without it).
+# Chromium is not installed here: it is ~360 MB (apt-get install chromium). Without it the
+# drill report's screenshot test (tests/unit/test_drill_report.py) skips and says so.
 test-deps: deps
 	@command -v tshark >/dev/null || { [ "$$(id -u)" != 0 ] && echo "tshark missing: its test will skip" || \
 	  { echo "installing: tshark"; apt-get update -qq && DEBIAN_FRONTEND=noninteractive \

@@ -1,0 +1,469 @@
+"""Drill reports: `twin drill run --report DIR` writes three files from a run's results.
+
+    report.html   one self-contained page (inline CSS and SVG: no script, no network),
+                  readable from disk: the verdict table; mrc against each baseline where
+                  a drill was run with --compare; then per run its faults, goodput per
+                  plane in 1 ms bins with the faults marked, EV states, a per-link load
+                  heatmap and the event timeline
+    report.json   the results as given, pretty-printed (lists of numbers kept on a few lines)
+    junit.xml     one testsuite per run (`drill.<name>.<mode>`), one testcase per expectation
+
+The results are what `twin drill run --json` prints (twin/chaos/runner.py):
+
+    {"drills": [{"name", "description", "lab", "mode", "baseline_of", "seed", "verdict",
+                 "expectations": [{"what", "want", "got", "ok"}],
+                 "faults": [{"kind", "target", "at_ns", "detection_us", "repair_us",
+                             "packets_lost", "localized", "localized_us"}],
+                 "goodput_retained", "exact", "wall_s", "t0_ns",
+                 "goodput": {"bin_ns", "planes": {"0": [bytes per bin, ...]}},
+                 "ev_states": {"bin_ns", "series": {"good": [...], ...}},
+                 "timeline": [{"t_ns", "source", "kind", "target", "detail"}],
+                 "link_load": [{"link", "plane", "kind", "bytes"}],
+                 "metrics": {"dip_depth", "dip_ms", "back_to_90_ms", "completion_s",
+                             "goodput_gbps"}}]}
+
+A run of a drill with --compare shares the drill's name; its `baseline_of` names the mrc
+run. Any field may be missing or null (a drill that failed early has no bins): the page
+says what is missing and draws the rest. Times on the page are ms after the run's first
+write. matplotlib is imported only when a page is drawn (twin.chaos.plots).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from html import escape
+from pathlib import Path
+from xml.etree import ElementTree as ET
+
+MARKS_KEY = ("Dashed red: a fault applied; dotted green: reverted; dash-dot purple: "
+             "the prober named it.")
+TIMELINE_ROWS = 400  # events shown per run; report.json has them all
+FILES = {"html": "report.html", "json": "report.json", "junit": "junit.xml"}
+
+
+def write(results: dict, out_dir: Path) -> dict[str, Path]:
+    """Write report.html, report.json and junit.xml into out_dir (made if missing)."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = {key: out_dir / name for key, name in FILES.items()}
+    paths["json"].write_text(to_json(results) + "\n")
+    paths["junit"].write_text(junit(results))
+    paths["html"].write_text(html(results))
+    return paths
+
+
+def runs(results: dict) -> list[dict]:
+    return [r for r in (results or {}).get("drills") or [] if isinstance(r, dict)]
+
+
+def suite_name(run: dict) -> str:
+    return f"drill.{run.get('name') or 'unnamed'}.{run.get('mode') or 'mrc'}"
+
+
+def comparisons(results: dict) -> list[list[dict]]:
+    """[mrc run, baseline, ...] for every run that some baseline names in `baseline_of`."""
+    all_runs = runs(results)
+    groups = []
+    for primary in all_runs:
+        if primary.get("baseline_of"):
+            continue
+        bases = [r for r in all_runs if r is not primary and r.get("baseline_of")
+                 and r.get("baseline_of") == primary.get("name")]
+        if bases:
+            groups.append([primary, *bases])
+    return groups
+
+
+# -- junit.xml -------------------------------------------------------------------
+
+
+def junit(results: dict) -> str:
+    """One suite per run, one case per expectation; a run with no expectations gets one
+    case, `verdict`, so that a drill that failed before any check still fails in CI."""
+    root = ET.Element("testsuites", name="twin drill")
+    for run in runs(results):
+        name = suite_name(run)
+        cases = [(str(e.get("what")), _failure(e)) for e in run.get("expectations") or []]
+        if not cases:
+            verdict = run.get("verdict")
+            cases = [("verdict", None if verdict == "pass" else f"verdict {verdict}")]
+        suite = ET.SubElement(root, "testsuite", name=name, tests=str(len(cases)),
+                              failures=str(sum(1 for _, f in cases if f)),
+                              time=_number(run.get("wall_s"), "{:.3f}", "0"))
+        props = ET.SubElement(suite, "properties")
+        for key in ("lab", "mode", "seed", "baseline_of", "verdict"):
+            if run.get(key) is not None:
+                ET.SubElement(props, "property", name=key, value=str(run[key]))
+        for case_name, failure in cases:
+            case = ET.SubElement(suite, "testcase", classname=name, name=case_name)
+            if failure:
+                ET.SubElement(case, "failure", message=failure).text = failure
+    ET.indent(root)
+    return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
+
+
+def _failure(e: dict) -> str | None:
+    if e.get("ok"):
+        return None
+    return f"{e.get('what')}: want {e.get('want')}, got {e.get('got')}"
+
+
+# -- report.json -----------------------------------------------------------------
+
+
+def to_json(value, level: int = 0, width: int = 100) -> str:
+    """Indented JSON whose lists of numbers and strings fill lines (a 60 s run has 60000
+    bins a plane: one a line would be most of the file). json.loads gives `value` back."""
+    pad, inner = "  " * level, "  " * (level + 1)
+    if isinstance(value, dict) and value:
+        items = [f"{inner}{json.dumps(str(k))}: {to_json(v, level + 1, width)}"
+                 for k, v in value.items()]
+        return "{\n" + ",\n".join(items) + f"\n{pad}}}"
+    if isinstance(value, list | tuple) and value:
+        if any(isinstance(v, dict | list | tuple) and v for v in value):
+            items = [inner + to_json(v, level + 1, width) for v in value]
+            return "[\n" + ",\n".join(items) + f"\n{pad}]"
+        words = [json.dumps(v, ensure_ascii=False) for v in value]
+        if sum(len(w) + 2 for w in words) + len(pad) < width:
+            return "[" + ", ".join(words) + "]"
+        lines, line = [], ""
+        for w in words:
+            if line and len(inner) + len(line) + len(w) + 3 > width:  # ", " and ","
+                lines.append(line)
+                line = ""
+            line += (", " if line else "") + w
+        lines.append(line)
+        return "[\n" + ",\n".join(inner + ln for ln in lines) + f"\n{pad}]"
+    return json.dumps(value, ensure_ascii=False)
+
+
+# -- report.html -----------------------------------------------------------------
+
+
+def html(results: dict) -> str:
+    from twin.chaos import plots
+
+    all_runs = runs(results)
+    groups = comparisons(results)
+    figures = _Figures()
+    body = [_header(all_runs, groups), _verdicts(all_runs)]
+    if groups:
+        body.append(_compare_section(groups, plots, figures))
+    body += [_run_section(run, plots, figures) for run in all_runs]
+    return PAGE.format(title=escape(_title(all_runs)), css=CSS, body="\n".join(body))
+
+
+class _Figures:
+    """Numbers each inline SVG: matplotlib's ids (clip paths) are scoped by figure, so
+    two figures in one page never share one."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def figure(self, svg: str | None, caption: str, missing: str) -> str:
+        if not svg:
+            return f'<p class="empty">{escape(missing)}</p>'
+        self.count += 1
+        prefix = f"f{self.count}-"
+        svg = svg.replace(' id="', f' id="{prefix}').replace("url(#", f"url(#{prefix}") \
+            .replace('href="#', f'href="#{prefix}')
+        return f"<figure>{svg}<figcaption>{escape(caption)}</figcaption></figure>"
+
+
+def _title(all_runs: list[dict]) -> str:
+    labs = sorted({str(r.get("lab")) for r in all_runs if r.get("lab")})
+    return "twin drill report" + (f": {', '.join(labs)}" if labs else "")
+
+
+def _header(all_runs: list[dict], groups: list[list[dict]]) -> str:
+    failed = [r for r in all_runs if r.get("verdict") != "pass"]
+    verdict = "pass" if all_runs and not failed else "fail"
+    summary = f"{len(all_runs)} run{'s' if len(all_runs) != 1 else ''}: " \
+        f"{len(all_runs) - len(failed)} pass, {len(failed)} fail" if all_runs \
+        else "no drill runs in these results"
+    nav = ['<a href="#verdicts">verdicts</a>']
+    if groups:
+        nav.append('<a href="#compare">mrc vs baseline</a>')
+    nav += [f'<a href="#{_anchor(r)}">{escape(_run_title(r))}</a>' for r in all_runs]
+    return (f'<header><h1>{escape(_title(all_runs))} {_badge(verdict)}</h1>'
+            f'<p>{escape(summary)}</p><nav>{" · ".join(nav)}</nav></header>')
+
+
+def _verdicts(all_runs: list[dict]) -> str:
+    rows = []
+    for run in all_runs:
+        exps = run.get("expectations") or [None]
+        for i, e in enumerate(exps):
+            cells = ""
+            if i == 0:
+                span = f' rowspan="{len(exps)}"' if len(exps) > 1 else ""
+                cells = (f'<td{span}><a href="#{_anchor(run)}">{escape(str(run.get("name")))}'
+                         f'</a></td><td{span}>{escape(str(run.get("mode") or "mrc"))}</td>'
+                         f'<td{span}>{_badge(run.get("verdict"))}</td>')
+            if e is None:
+                rows.append(f'<tr>{cells}<td colspan="4" class="empty">no expectations '
+                            'were checked</td></tr>')
+                continue
+            ok = bool(e.get("ok"))
+            rows.append(f'<tr class="{"ok" if ok else "bad"}">{cells}'
+                        f'<td>{_text(e.get("what"))}</td><td>{_text(e.get("want"))}</td>'
+                        f'<td>{_text(e.get("got"))}</td><td class="mark">'
+                        f'{"✓" if ok else "✗ fail"}</td></tr>')
+    table = ('<table class="verdicts"><thead><tr><th>drill</th><th>mode</th><th>verdict</th>'
+             '<th>expectation</th><th>want</th><th>got</th><th>ok</th></tr></thead><tbody>'
+             + "".join(rows) + "</tbody></table>") if rows else \
+        '<p class="empty">No drill runs in these results.</p>'
+    return f'<section id="verdicts"><h2>Verdicts</h2>{table}</section>'
+
+
+COMPARE_ROWS = [  # label, how to get it from a run, format, lower is better?
+    ("completion", lambda r: _metric(r, "completion_s"), "{:.3f} s", True),
+    ("goodput", lambda r: _metric(r, "goodput_gbps"), "{:.3f} Gbit/s", False),
+    ("goodput retained", lambda r: r.get("goodput_retained"), "{:.3f}", False),
+    ("repair, worst fault", lambda r: _worst(r, "repair_us", 1e-3), "{:.2f} ms", True),
+    ("detection, worst fault", lambda r: _worst(r, "detection_us", 1), "{:.0f} µs", True),
+    ("packets lost", lambda r: _total(r, "packets_lost"), "{:.0f}", True),
+    ("dip depth", lambda r: _metric(r, "dip_depth"), "{:.0%}", True),
+    ("back to 90%", lambda r: _metric(r, "back_to_90_ms"), "{:.1f} ms", True),
+    ("byte-exact", lambda r: r.get("exact"), "{}", None),
+]
+
+
+def _compare_section(groups: list[list[dict]], plots, figures: _Figures) -> str:
+    parts = ['<section id="compare"><h2>mrc vs baseline</h2>']
+    for group in groups:
+        primary = group[0]
+        head = "".join(f"<th>{escape(str(r.get('mode')))}</th>" for r in group)
+        ratio_head = "".join(f"<th>{escape(str(primary.get('mode')))} vs "
+                             f"{escape(str(r.get('mode')))}</th>" for r in group[1:])
+        rows = []
+        for label, get, fmt, lower in COMPARE_ROWS:
+            values = [get(r) for r in group]
+            cells = "".join(f"<td>{_number(v, fmt)}</td>" for v in values)
+            ratios = "".join(f"<td>{_ratio(values[0], v, lower)}</td>" for v in values[1:])
+            rows.append(f"<tr><th>{escape(label)}</th>{cells}{ratios}</tr>")
+        bases = ", ".join(str(r.get("mode")) for r in group[1:])
+        parts.append(
+            f'<div class="compare"><h3>{escape(str(primary.get("name")))}: '
+            f'{escape(str(primary.get("mode")))} against {escape(bases)}</h3>'
+            f'<table class="compare"><thead><tr><th></th>{head}{ratio_head}</tr></thead>'
+            f'<tbody>{"".join(rows)}</tbody></table>'
+            + figures.figure(plots.compare(group),
+                             "Total goodput of each mode over time (5 ms means), the marks "
+                             f"from the {primary.get('mode')} run. " + MARKS_KEY,
+                             "No goodput bins to overlay.")
+            + "</div>")
+    parts.append("</section>")
+    return "".join(parts)
+
+
+def _run_section(run: dict, plots, figures: _Figures) -> str:
+    facts = [("lab", run.get("lab")), ("mode", run.get("mode")), ("seed", run.get("seed")),
+             ("baseline of", run.get("baseline_of")),
+             ("wall time", _number(run.get("wall_s"), "{:.2f} s", None)),
+             ("byte-exact", run.get("exact")),
+             ("goodput retained", _number(run.get("goodput_retained"), "{:.3f}", None))]
+    for label, key, fmt in (("completion", "completion_s", "{:.3f} s"),
+                            ("goodput", "goodput_gbps", "{:.3f} Gbit/s"),
+                            ("dip depth", "dip_depth", "{:.0%}"),
+                            ("dip length", "dip_ms", "{:.1f} ms"),
+                            ("back to 90%", "back_to_90_ms", "{:.1f} ms")):
+        facts.append((label, _number(_metric(run, key), fmt, None)))
+    dl = "".join(f"<div><dt>{escape(k)}</dt><dd>{_text(v)}</dd></div>"
+                 for k, v in facts if v is not None)
+    return (
+        f'<section class="run" id="{_anchor(run)}">'
+        f'<h2>{escape(_run_title(run))} {_badge(run.get("verdict"))}</h2>'
+        + (f'<p class="desc">{escape(str(run["description"]))}</p>'
+           if run.get("description") else "")
+        + f"<dl>{dl}</dl>"
+        + f'<div class="faults"><h3>Faults</h3>{_faults(run)}</div>'
+        + '<div class="goodput"><h3>Goodput</h3>'
+        + figures.figure(plots.goodput(run),
+                         "Acked bytes per 1 ms bin as Gbit/s: all planes, then each plane. "
+                         "The strip on top marks every event of the timeline. " + MARKS_KEY,
+                         "No goodput bins in this run's results.") + "</div>"
+        + '<div class="ev-states"><h3>EV states</h3>'
+        + figures.figure(plots.ev_states(run), "EVs in each state, per bin. " + MARKS_KEY,
+                         "No EV state series in this run's results.") + "</div>"
+        + '<div class="link-load"><h3>Link load</h3>'
+        + figures.figure(plots.link_load(run),
+                         "Bytes each link carried over the run, by plane: host links (NIC "
+                         "port to T0) and fabric links (T0 to T1).",
+                         "No per-link load in this run's results.") + "</div>"
+        + f'<div class="timeline"><h3>Event timeline</h3>{_timeline(run)}</div>'
+        + "</section>")
+
+
+def _faults(run: dict) -> str:
+    faults = run.get("faults") or []
+    if not faults:
+        return '<p class="empty">No faults recorded.</p>'
+    t0 = _origin(run)
+    rows = []
+    for f in faults:
+        at = f.get("at_ns")
+        rows.append(
+            "<tr>" + "".join(f"<td>{c}</td>" for c in (
+                _text(f.get("kind")), _text(f.get("target")),
+                _number((at - t0) / 1e6 if isinstance(at, int) and t0 is not None else None,
+                        "{:.1f}"),
+                _number(f.get("detection_us"), "{:.0f}"),
+                _number(f.get("repair_us"), "{:.0f}"),
+                _number(f.get("packets_lost"), "{:.0f}"),
+                _yes_no(f.get("localized")),
+                _number(f.get("localized_us"), "{:.1f}", scale=1e-3))) + "</tr>")
+    return ('<table><thead><tr><th>kind</th><th>target</th><th>at (ms)</th>'
+            '<th>detection (µs)</th><th>repair (µs)</th><th>packets lost</th>'
+            '<th>localized</th><th>localized (ms)</th></tr></thead><tbody>'
+            + "".join(rows) + "</tbody></table>")
+
+
+def _timeline(run: dict) -> str:
+    events = [e for e in run.get("timeline") or [] if isinstance(e, dict)]
+    if not events:
+        return '<p class="empty">No events recorded.</p>'
+    t0 = _origin(run)
+    events.sort(key=lambda e: e.get("t_ns") if isinstance(e.get("t_ns"), int) else 0)
+    rows = []
+    for e in events[:TIMELINE_ROWS]:
+        t = e.get("t_ns")
+        source = str(e.get("source") or "")
+        ms = (t - t0) / 1e6 if isinstance(t, int) and t0 is not None else None
+        rows.append(
+            f'<tr class="src-{escape(source)}"><td class="num">{_number(ms, "{:.3f}")}</td>'
+            f'<td><span class="tag">{escape(source or "—")}</span></td>'
+            f'<td>{_text(e.get("kind"))}</td><td>{_text(e.get("target"))}</td>'
+            f'<td>{_text(e.get("detail"))}</td></tr>')
+    more = len(events) - TIMELINE_ROWS
+    note = f'<p class="empty">{more} more events in report.json.</p>' if more > 0 else ""
+    return ('<table class="events"><thead><tr><th>t (ms)</th><th>source</th><th>kind</th>'
+            '<th>target</th><th>detail</th></tr></thead><tbody>' + "".join(rows)
+            + "</tbody></table>" + note)
+
+
+# -- small pieces ----------------------------------------------------------------
+
+
+def _origin(run: dict) -> int | None:
+    from twin.chaos.plots import origin_ns
+
+    return origin_ns(run)
+
+
+def _metric(run: dict, key: str):
+    return (run.get("metrics") or {}).get(key)
+
+
+def _worst(run: dict, key: str, scale: float):
+    values = [f.get(key) for f in run.get("faults") or []]
+    values = [v for v in values if isinstance(v, int | float)]
+    return max(values) * scale if values else None
+
+
+def _total(run: dict, key: str):
+    values = [f.get(key) for f in run.get("faults") or []]
+    values = [v for v in values if isinstance(v, int | float)]
+    return sum(values) if values else None
+
+
+def _ratio(ours, theirs, lower_is_better) -> str:
+    if lower_is_better is None or not _finite(ours) or not _finite(theirs) \
+            or not ours or not theirs:
+        return "—"
+    r = theirs / ours if lower_is_better else ours / theirs
+    word = "better" if r > 1.005 else "worse" if r < 0.995 else "same"
+    return f"{r:.2f}× ({word})" if word != "same" else "same"
+
+
+def _finite(v) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool) and math.isfinite(v)
+
+
+def _number(v, fmt: str, missing: str | None = "—", scale: float = 1.0):
+    if isinstance(v, bool):
+        return _yes_no(v)
+    if not _finite(v):
+        return missing if v is None or missing is None else escape(str(v))
+    return escape(fmt.format(v * scale))
+
+
+def _yes_no(v) -> str:
+    return "—" if v is None else "yes" if v else "no"
+
+
+def _text(v) -> str:
+    if isinstance(v, bool):
+        return _yes_no(v)
+    return "—" if v is None or v == "" else escape(str(v))
+
+
+def _badge(verdict) -> str:
+    v = str(verdict or "unknown")
+    return f'<span class="badge {"pass" if v == "pass" else "fail"}">{escape(v)}</span>'
+
+
+def _run_title(run: dict) -> str:
+    return f"{run.get('name') or 'unnamed'} · {run.get('mode') or 'mrc'}"
+
+
+def _anchor(run: dict) -> str:
+    raw = f"run-{run.get('name') or 'unnamed'}-{run.get('mode') or 'mrc'}"
+    return "".join(c if c.isalnum() or c in "-_" else "-" for c in raw)
+
+
+PAGE = """<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<title>{title}</title>
+<style>{css}</style>
+</head>
+<body>
+{body}
+</body>
+</html>
+"""
+
+CSS = """
+body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", "DejaVu Sans", sans-serif;
+       color: #1f2328; background: #fff; margin: 0 auto; padding: 16px 24px 48px;
+       max-width: 1240px; }
+h1 { font-size: 22px; margin: 8px 0 4px; }
+h2 { font-size: 18px; margin: 32px 0 8px; padding-top: 8px; border-top: 2px solid #d0d7de; }
+h3 { font-size: 15px; margin: 20px 0 6px; }
+nav a { color: #0969da; text-decoration: none; }
+table { border-collapse: collapse; margin: 4px 0 8px; font-size: 13px; }
+th, td { border: 1px solid #d0d7de; padding: 3px 8px; text-align: left; vertical-align: top; }
+thead th { background: #f6f8fa; }
+table.verdicts { width: 100%; }
+tr.ok td { background: #f0fff4; }
+tr.bad td { background: #ffebe9; color: #82071e; font-weight: 600; }
+td.mark { white-space: nowrap; }
+table.compare td, table.compare th { text-align: right; }
+table.compare tbody th { text-align: left; background: #f6f8fa; }
+table.events { width: 100%; }
+table.events td.num { text-align: right; font-variant-numeric: tabular-nums;
+                        white-space: nowrap; }
+.tag { display: inline-block; padding: 0 6px; border-radius: 8px; font-size: 12px;
+       color: #fff; background: #57606a; }
+tr.src-fault .tag { background: #cf222e; }
+tr.src-endpoint .tag { background: #0969da; }
+tr.src-probe .tag { background: #8250df; }
+tr.src-fault td { background: #fff8f8; }
+.badge { display: inline-block; padding: 1px 10px; border-radius: 10px; font-size: 13px;
+         font-weight: 600; vertical-align: middle; }
+.badge.pass { background: #dafbe1; color: #116329; border: 1px solid #4ac26b; }
+.badge.fail { background: #ffebe9; color: #a40e26; border: 1px solid #ff8182; }
+dl { display: flex; flex-wrap: wrap; gap: 4px 24px; margin: 8px 0; }
+dl div { display: flex; gap: 6px; }
+dt { color: #57606a; }
+dd { margin: 0; font-weight: 600; }
+p.desc { margin: 4px 0; color: #424a53; }
+.empty { color: #57606a; font-style: italic; }
+figure { margin: 4px 0 12px; }
+figure svg { display: block; width: 100%; height: auto; }
+figcaption { font-size: 12px; color: #57606a; }
+"""
