@@ -332,8 +332,9 @@ def run(att: Attached, drill: Drill, *, mode: str | None = None, seed: int = 1,
     checks: list[dict] = []
 
     def log(what: str, p: Planned, t_ns: int) -> None:
-        timeline_events.append({"t_ns": t_ns, "source": "fault", "kind": f"{what} "
-                                f"{p.step.fault.value}", "target": p.target, "detail": ""})
+        timeline_events.append({"t_ns": t_ns, "source": "fault",  # kind: the fault, or revert
+                                "kind": p.step.fault.value if what == "apply" else "revert",
+                                "target": p.target, "detail": p.step.fault.value})
         note(f"{(t_ns - timeline.t0_ns) / 1e6:8.1f} ms  {what} {p.step.fault.value} {p.target}")
 
     timeline = Timeline(att, planned, log)

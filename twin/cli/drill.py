@@ -103,7 +103,7 @@ def drill_run(ref, lab, mode, compare, seed, as_json, junit, report_dir):
     if junit:
         from twin.chaos import report
 
-        Path(junit).write_text(report.junit_xml(results))
+        Path(junit).write_text(report.junit(results))
     if as_json:
         emit_json(results)
     else:
