@@ -162,3 +162,23 @@ def test_cli_json_is_the_documented_shape(lab, tmp_path):
     assert {"what", "want", "got", "ok"} == set(d["expectations"][0])
     assert r.returncode == (0 if d["verdict"] == "pass" else 1)
     clean(lab)
+
+
+def test_cli_report_writes_html_json_and_junit_from_a_real_run(lab, tmp_path):
+    from xml.etree import ElementTree as ET
+
+    out = tmp_path / "rep"
+    junit = tmp_path / "j.xml"
+    r = twin("drill", "run", "t1-blackhole", "--lab", LAB, "--report", str(out),
+             "--junit", str(junit), "--seed", "4")
+    assert r.returncode in (0, 1), r.stderr
+    assert {p.name for p in out.iterdir()} == {"report.html", "report.json", "junit.xml"}
+    html = (out / "report.html").read_text()
+    assert "http://" not in html.replace("http://www.w3.org", "") and "https://" not in html
+    assert html.count("<svg") >= 3  # goodput, EV states, link load
+    data = json.loads((out / "report.json").read_text())
+    assert data["drills"][0]["name"] == "t1-blackhole"
+    suites = ET.parse(junit).getroot().findall("testsuite")
+    assert [s.get("name") for s in suites] == ["drill.t1-blackhole.mrc"]
+    assert int(suites[0].get("tests")) == len(data["drills"][0]["expectations"])
+    clean(lab)
