@@ -366,3 +366,14 @@ def test_down_takes_the_drill_with_the_lab(att, no_traffic):
     start()
     assert twin("down", "mrc-4p").exit_code == 0
     assert not att.state.dir.exists()
+
+
+def test_a_drill_whose_start_was_killed_before_its_fault_can_be_given_up(att, no_traffic):
+    d = B.Drill("dead1234", "mrc-4p", att.state.id, 9, "easy",
+                B.Draw(FaultKind.SWITCH_DOWN, "t1-p0-0"), 0.0, 0)
+    (att.state.dir / B.STATE).write_text(json.dumps(d.to_line()) + "\n{\"cmd\": \"twin st")
+    res = twin("drill", "answer", "t1-p0-0")
+    assert res.exit_code == 1 and "was never applied" in res.output
+    res = twin("drill", "reveal")
+    assert res.exit_code == 0 and "switch-down t1-p0-0 (not applied)" in res.output
+    assert B.running(att) is None and B.history(att)[0].verdict == "gave up"

@@ -407,6 +407,9 @@ def answer(att, text: str) -> Score:
     drill = require_running(att)
     named = parse_answer(att.fabric, text)
     fault = _the_fault(att, drill)
+    if fault is None:
+        raise LabError(f"lab {att.lab}: the blind drill's fault was never applied (its "
+                       "`twin drill blind` was killed); `twin drill reveal` ends it")
     verdict, why = score(att.fabric, fault, named)
     return _end(att, drill, fault, named.text, verdict, why, "answer")
 
@@ -414,20 +417,19 @@ def answer(att, text: str) -> Score:
 def give_up(att, ended_by: str = "reveal") -> Score:
     drill = require_running(att)
     fault = _the_fault(att, drill)
+    if fault is None:  # its `drill blind` was killed before: what it would have been
+        fault = Fault(drill.draw.kind, drill.draw.target, (), drill.started, detail="not applied")
     return _end(att, drill, fault, None, "gave up", f"the fault was {fault.kind} {fault.target}",
                 ended_by)
 
 
-def _the_fault(att, drill: Drill) -> Fault:
-    """The hidden fault in force; if it is gone already (cleared by a crash's cleanup),
-    the fault as it was applied."""
+def _the_fault(att, drill: Drill) -> Fault | None:
+    """The hidden fault in force; if it is gone already (cleared after a crash), the
+    fault as it was applied; None if it never was."""
     hidden = F.hidden_in_force(att)
     if hidden:
         return hidden[0]
-    if drill.fault is not None:
-        return Fault.from_dict(drill.fault)
-    raise LabError(f"lab {att.lab}: the blind drill's fault was never applied "
-                   f"({drill.draw.command}); `twin drill reveal` ends it")
+    return Fault.from_dict(drill.fault) if drill.fault is not None else None
 
 
 def _end(att, drill: Drill, fault: Fault, text: str | None, verdict: str, why: str,
@@ -435,7 +437,7 @@ def _end(att, drill: Drill, fault: Fault, text: str | None, verdict: str, why: s
     stop_traffic(drill)
     F.clear_hidden(att)
     result = Score(time.time(), att.lab, drill.seed, drill.level, fault.kind.value, fault.target,
-                   fault.detail or (f"{fault.percent:g}%" if fault.percent else ""), text,
+                   _detail(fault), text,
                    verdict, why, POINTS[verdict],
                    round((time.monotonic_ns() - drill.started_ns) / 1e9, 1),
                    [c["cmd"] for c in drill.commands], ended_by)
@@ -443,6 +445,16 @@ def _end(att, drill: Drill, fault: Fault, text: str | None, verdict: str, why: s
         f.write(json.dumps(result.to_dict()) + "\n")
     _state_path(att.state.dir).unlink(missing_ok=True)
     return result
+
+
+def _detail(fault: Fault) -> str:
+    """What else the reveal says: link-loss's percent, link-rate's rate, route-corrupt's
+    route."""
+    if fault.kind is FaultKind.LINK_LOSS:
+        return f"{fault.percent:g}% loss"
+    if fault.kind is FaultKind.LINK_RATE and fault.detail.isdigit():
+        return f"shaped to {int(fault.detail) / 1e6:g} Mbit/s"
+    return fault.detail
 
 
 def history(att) -> list[Score]:
@@ -547,25 +559,26 @@ def _zombie(pid: int) -> bool:
         return True
 
 
+class _Stopped(Exception):
+    """Raised at a safe point of a round (between two polls: no control call in flight)."""
+
+
 def traffic_main() -> None:
-    """The traffic process: `traffic_main LAB DRILL_ID` (see start_traffic)."""
+    """The traffic process: `traffic_main LAB DRILL_ID` (see start_traffic). SIGTERM
+    and SIGINT only set a flag: an exception raised inside a control call would leave
+    its reply unread, and the round's closing calls would read the wrong replies."""
     lab, drill_id = sys.argv[1], sys.argv[2]
-
-    def stop(signum, frame):
-        raise SystemExit(0)  # unwinds through traffic.run, which closes its QPs
-
-    signal.signal(signal.SIGTERM, stop)
-    signal.signal(signal.SIGINT, stop)
-    try:
-        code = traffic_loop(lab, drill_id)
-    except SystemExit:
+    asked = []
+    signal.signal(signal.SIGTERM, lambda signum, frame: asked.append(signum))
+    signal.signal(signal.SIGINT, lambda signum, frame: asked.append(signum))
+    code = traffic_loop(lab, drill_id, lambda: bool(asked))
+    if asked:
         _log(f"drill {drill_id}: traffic stopped")
-        raise
     sys.exit(code)
 
 
-def traffic_loop(lab: str, drill_id: str) -> int:
-    """Bounded all-to-all rounds while the drill and its lab are there."""
+def traffic_loop(lab: str, drill_id: str, stopping=lambda: False) -> int:
+    """Bounded all-to-all rounds while the drill and its lab are there, until `stopping()`."""
     from twin import lab as L
     from twin import traffic as T
 
@@ -578,6 +591,11 @@ def traffic_loop(lab: str, drill_id: str) -> int:
     hosts = [h.name for h in att.fabric.hosts]
     _log(f"drill {drill_id}: traffic running (pid {os.getpid()}, all-to-all of "
          f"{TRAFFIC_SIZE >> 20} MiB per flow between {len(hosts)} hosts)")
+
+    def progress(acked, total, t):
+        if stopping():
+            raise _Stopped  # traffic.run's cleanup closes the round's QPs
+
     began = time.monotonic()
     for n in range(TRAFFIC_MAX_ROUNDS):
         if time.monotonic() - began > TRAFFIC_MAX_S:
@@ -588,13 +606,19 @@ def traffic_loop(lab: str, drill_id: str) -> int:
             return 0
         flows = T.flows_for("all-to-all", hosts, TRAFFIC_SIZE)
         try:
-            result = T.run(att.runtime, "all-to-all", flows, "mrc",
+            result = T.run(att.runtime, "all-to-all", flows, "mrc", progress=progress,
                            timeout_s=TRAFFIC_ROUND_TIMEOUT_S)
             _log(json.dumps({"round": n, "ok": result.ok,
                              "elapsed_s": round(result.elapsed_s, 3)}))
+        except _Stopped:
+            return 0
         except (TwinError, OSError) as e:
             _log(json.dumps({"round": n, "ok": False, "error": str(e)[:300]}))
-        time.sleep(TRAFFIC_PAUSE_S)
+        pause_until = time.monotonic() + TRAFFIC_PAUSE_S
+        while not stopping() and time.monotonic() < pause_until:
+            time.sleep(0.05)
+        if stopping():
+            return 0
     return 0
 
 

@@ -9,7 +9,7 @@ from rich.table import Table
 
 from twin import lab as L
 from twin.chaos import blind as B
-from twin.cli.base import emit_json, out
+from twin.cli.base import emit_json, out, sigterm_as_interrupt
 from twin.cli.drill import drill
 
 # What the trainee is told: the tools, not the fault.
@@ -54,6 +54,7 @@ def drill_blind(lab, seed, level):
     `twin fault list` says only that a hidden fault is in force. Answer with
     `twin drill answer NODE:IF|NODE`; `twin drill reveal` gives up; `twin fault
     clear` and `twin down` revert the fault too (the drill is then given up)."""
+    sigterm_as_interrupt()  # a start cut short takes back its traffic and fault
     att = L.attach(lab)
     d = B.start(att, seed, level)
     traffic = (f"background traffic: all-to-all through the MRC endpoints (pid "
