@@ -112,8 +112,8 @@ def drill_scores(lab, as_json):
                   _duration(s.seconds), str(len(s.commands)))
     out.print(t)
     median = total["median_right_s"]
-    n = total["drills"]
-    out.print(f"{n} drill{'s' if n != 1 else ''}, {total['points']:g} points: "
+    n, points = total["drills"], total["points"]
+    out.print(f"{n} drill{'s' if n != 1 else ''}, {points:g} point{'s' if points != 1 else ''}: "
               f"{total['right']} right, {total['partial']} partial, {total['wrong']} wrong, "
               f"{total['gave up']} given up"
               + (f"; median time to a right answer {_duration(median)}" if median else ""))
