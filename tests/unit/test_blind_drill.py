@@ -377,3 +377,14 @@ def test_a_drill_whose_start_was_killed_before_its_fault_can_be_given_up(att, no
     res = twin("drill", "reveal")
     assert res.exit_code == 0 and "switch-down t1-p0-0 (not applied)" in res.output
     assert B.running(att) is None and B.history(att)[0].verdict == "gave up"
+
+
+def test_the_cli_hook_records_command_paths(att, no_traffic):
+    start()
+    twin("--debug", "status")
+    twin("nosuch")  # no command ran
+    twin("fault", "list", "--lab", "mrc-4p")
+    twin("fault", "list", "--lab", "another")  # fails: not this lab's drill's
+    twin("drill", "answer", "nosuch")  # refused, and the drill's own command
+    assert [c["cmd"] for c in B.running(att).commands] == ["twin status", "twin fault list"]
+    assert B.running(att).commands[1]["args"] == ["--lab", "mrc-4p"]

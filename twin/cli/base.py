@@ -96,7 +96,7 @@ def record_for_drills(group: click.Group, ctx: click.Context, argv: list[str]) -
             words.append(rest.pop(0))
             cmd = sub
         path = " ".join(words)
-        if path not in UNRECORDED:
+        if len(words) > 1 and path not in UNRECORDED:  # `twin nosuch`: no command ran
             from twin.chaos import blind
 
             blind.record_command(rest, path)
