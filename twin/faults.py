@@ -41,6 +41,11 @@ event logs.
 
 No two faults share a link: a fault on a link another one holds is refused.
 
+A fault may be *hidden* (a blind drill's, twin.chaos.blind): recorded, logged
+and reverted like any other, but shown only as "1 hidden fault in force".
+While one is in force no other fault is applied or reverted by target (an
+error would tell which links it holds); `twin fault clear` reverts it.
+
 A faults.json naming a kind no type registers is an error, never guessed at.
 """
 
@@ -49,6 +54,9 @@ from __future__ import annotations
 import json
 import time
 from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import ClassVar
@@ -85,6 +93,7 @@ class Fault:
     percent: float = 0.0  # link-loss only
     links: tuple[str, ...] = ()  # every link it holds, when more than `link` names
     detail: str = ""  # kind-specific: link-rate's rate, route-corrupt's route
+    hidden: bool = False  # a blind drill's: `fault list` shows only that one is in force
 
     @property
     def target(self) -> str:
@@ -106,6 +115,8 @@ class Fault:
             d["links"] = list(self.links)
         if self.detail:
             d["detail"] = self.detail
+        if self.hidden:
+            d["hidden"] = True
         return d
 
     @classmethod
@@ -120,7 +131,8 @@ class Fault:
             raise LabError(f"{where}: a fault without a kind: {d!r}") from None
         return cls(kind, d["link"], tuple(Endpoint(*e.partition(":")[::2]) for e in d["ends"]),
                    d["since"],
-                   d.get("percent", 0.0), tuple(d.get("links", ())), d.get("detail", ""))
+                   d.get("percent", 0.0), tuple(d.get("links", ())), d.get("detail", ""),
+                   bool(d.get("hidden", False)))
 
 
 def parse_end(text: str) -> Endpoint:
@@ -162,11 +174,40 @@ def _save(lab: Attached, faults: list[Fault]) -> None:
     write_json(_path(lab), [f.to_dict() for f in faults])
 
 
+def hidden_in_force(lab: Attached) -> list[Fault]:
+    return [f for f in active(lab) if f.hidden]
+
+
+_HIDING: ContextVar[bool] = ContextVar("hiding", default=False)
+
+
+@contextmanager
+def hidden() -> Iterator[None]:
+    """Faults applied inside are recorded hidden (before they are applied, as any):
+    `with faults.hidden(): faults.blackhole(lab, "t1-p0-0")`."""
+    token = _HIDING.set(True)
+    try:
+        yield
+    finally:
+        _HIDING.reset(token)
+
+
+def _refuse_hidden(lab: Attached, what: str) -> None:
+    """With a hidden fault in force, an error about the links it holds would say where
+    it is: refuse every other fault change, whatever it names."""
+    if hidden_in_force(lab):
+        raise UsageError(f"{what}: a blind drill's hidden fault is in force; answer it "
+                         "(`twin drill answer NODE:IF|NODE`), give up (`twin drill "
+                         "reveal`), or `twin fault clear` first")
+
+
 def log_event(lab: Attached, event: str, fault: Fault) -> dict:
     """One line of the lab's fault timeline: wall time and CLOCK_MONOTONIC ns."""
     entry = {"t_wall": time.time(), "t_mono_ns": time.monotonic_ns(), "event": event,
              "kind": fault.kind.value, "target": fault.target,
              "ends": fault.end_names()}
+    if fault.hidden:
+        entry["hidden"] = True
     with open(lab.state.dir / "events.jsonl", "a") as f:
         f.write(json.dumps(entry) + "\n")
     return entry
@@ -472,6 +513,7 @@ def loss_rules(ifname: str, percent: float, table: str, owner_tag: str = "") -> 
 
 def _refuse_held(lab: Attached, links: list[Link], what: str) -> None:
     """No two faults share a link: name the fault in the way, and how to revert it."""
+    _refuse_hidden(lab, what)
     wanted = {lk.id for lk in links}
     for f in active(lab):
         shared = wanted & set(f.all_links)
@@ -504,6 +546,8 @@ def _drop(lab: Attached, fault: Fault) -> None:
 
 
 def _inject(lab: Attached, fault: Fault) -> Fault:
+    if _HIDING.get():
+        fault = replace(fault, hidden=True)
     _save(lab, [*active(lab), fault])  # recorded before applied
     log_event(lab, "apply", fault)
     TYPES[fault.kind].apply(lab, fault)
@@ -545,6 +589,7 @@ def link_up(lab: Attached, text: str, force: bool = False) -> Fault | None:
     """Revert the fault on a link. A link with no fault recorded is refused, unless
     `force`: then it is healed as a link set down by hand would be (both ends up,
     both re-programmed)."""
+    _refuse_hidden(lab, f"link-up {text}")
     ep = parse_endpoint(lab, text)
     link = lab.fabric.link_at(ep)
     faults = active(lab)
@@ -699,6 +744,7 @@ def switch_reboot(lab: Attached, node: str) -> Fault:
     """Restart NODE as a fault: on the timeline from the moment it goes to when it is
     back, re-wired, re-programmed, its faults applied again."""
     require_node(lab.fabric, node)
+    _refuse_hidden(lab, f"switch-reboot {node}")
     links = lab.fabric.links_of(node)
     fault = Fault(FaultKind.SWITCH_REBOOT, node, (Endpoint(node, ""),), time.time(),
                   links=tuple(lk.id for lk in links))
@@ -723,11 +769,22 @@ def reapply(lab: Attached, node: str) -> list[str]:
     return again
 
 
+def clear_hidden(lab: Attached) -> list[Fault]:
+    """Revert the hidden faults (a blind drill's, when it ends), and only those."""
+    faults = hidden_in_force(lab)
+    for fault in reversed(faults):
+        _revert(lab, fault)
+        _drop(lab, fault)
+    return faults
+
+
 def clear(lab: Attached, target: str | None = None) -> list[Fault]:
     """Revert every fault in force, newest first; or only the one on `target` (its
-    target as `fault list` shows it: NODE:IF, NODE, HOST:PLANE or a plane)."""
+    target as `fault list` shows it: NODE:IF, NODE, HOST:PLANE or a plane). A hidden
+    fault is reverted only by clearing them all (by target, it would be found)."""
     faults = active(lab)
     if target is not None:
+        _refuse_hidden(lab, f"fault clear {target}")
         faults = [f for f in faults if target in (f.target, *map(str, f.ends))]
         if not faults:
             inforce = ", ".join(f.target for f in active(lab)) or "none"

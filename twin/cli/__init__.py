@@ -9,11 +9,12 @@ One module per command group; each registers its commands on `main`:
     fault     fault link-down | link-loss | link-up | switch-down | nic-down | plane-down |
               list | clear
     engine    engine start | stop | status, images build | status
-    drill     drill list | run | blind | answer | reveal
+    drill     drill list | run
+    blind     drill blind | answer | reveal | scores   (on the drill group)
     probe     probe                            (continuous localization, root)
 """
 
-from twin.cli import drill, engine, fabric, fault, lab, probe, traffic  # noqa: F401  (registration)
+from twin.cli import blind, drill, engine, fabric, fault, lab, probe, traffic  # noqa: F401
 from twin.cli.base import main
 
 __all__ = ["main"]

@@ -78,9 +78,37 @@ def sigterm_as_interrupt() -> None:
     signal.signal(signal.SIGTERM, handler)
 
 
+# Commands not recorded as a blind drill's trainee's: the drill's own start and end
+UNRECORDED = ("twin drill blind", "twin drill answer", "twin drill reveal")
+
+
+def record_for_drills(group: click.Group, ctx: click.Context, argv: list[str]) -> None:
+    """Append the command path to a running blind drill's state (twin.chaos.blind), so
+    its score says which tools the trainee used. Never fails the command."""
+    try:
+        words, cmd, rest = ["twin"], group, list(argv)
+        while rest and rest[0].startswith("-"):  # --debug
+            rest.pop(0)
+        while isinstance(cmd, click.Group) and rest:
+            sub = cmd.get_command(ctx, rest[0])
+            if sub is None:
+                break
+            words.append(rest.pop(0))
+            cmd = sub
+        path = " ".join(words)
+        if len(words) > 1 and path not in UNRECORDED:  # `twin nosuch`: no command ran
+            from twin.chaos import blind
+
+            blind.record_command(rest, path)
+    except Exception:  # a record is worth less than the command
+        pass
+
+
 class TwinGroup(click.Group):
     def main(self, *args, **kwargs):
         """Bad arguments (an unknown option, a misspelled choice) get one line too."""
+        given = kwargs.get("args", args[0] if args else None)
+        self.argv = list(sys.argv[1:] if given is None else given)
         try:
             return super().main(*args, **{**kwargs, "standalone_mode": False})
         except click.exceptions.NoArgsIsHelpError as e:  # `twin`, `twin fault`: the help
@@ -99,6 +127,7 @@ class TwinGroup(click.Group):
             sys.exit(1)
 
     def invoke(self, ctx):
+        record_for_drills(self, ctx, getattr(self, "argv", []))
         try:
             return super().invoke(ctx)
         except SpecError as e:

@@ -9,6 +9,7 @@ import click
 
 from twin import faults as F
 from twin import lab as L
+from twin.chaos import blind as B
 from twin.cli.base import emit_json, err, main, out, sigterm_as_interrupt
 
 # -- faults -------------------------------------------------------------------
@@ -161,7 +162,10 @@ def fault_switch_reboot(node, lab):
 def fault_log(lab, as_json):
     """Every fault applied and reverted in this lab, with wall time and
     CLOCK_MONOTONIC ns (the clock the endpoints' event logs use)."""
-    entries = F.events(L.attach(lab))
+    att = L.attach(lab)
+    entries = F.events(att)
+    if F.hidden_in_force(att):  # a blind drill's fault: when, not what
+        entries = [_masked(e) if e.get("hidden") else e for e in entries]
     if as_json:
         emit_json(entries)
         return
@@ -170,7 +174,11 @@ def fault_log(lab, as_json):
     for e in entries:
         stamp = time.strftime("%H:%M:%S", time.localtime(e["t_wall"]))
         out.print(f"{stamp}.{int(e['t_wall'] * 1000) % 1000:03d}  mono {e['t_mono_ns']:>20,} ns  "
-                  f"{e['event']:<6} {e['kind']} {e['target']}")
+                  f"{e['event']:<6} {e.get('kind', 'hidden fault')} {e.get('target', '')}")
+
+
+def _masked(entry: dict) -> dict:
+    return {k: v for k, v in entry.items() if k not in ("kind", "target", "ends")}
 
 
 @fault.command("list")
@@ -179,12 +187,17 @@ def fault_log(lab, as_json):
 def fault_list(lab, as_json):
     """Show the faults in force."""
     att = L.attach(lab)
-    faults = F.active(att)
-    if as_json:
-        emit_json([f.to_dict() for f in faults])
+    inforce = F.active(att)
+    faults = [f for f in inforce if not f.hidden]
+    hidden = len(inforce) - len(faults)
+    if as_json:  # with a hidden fault (a blind drill's), an object: how many, not which
+        shown = [f.to_dict() for f in faults]
+        emit_json({"hidden": hidden, "faults": shown} if hidden else shown)
         return
-    if not faults:
+    if not faults and not hidden:
         out.print("no faults in force")
+    if hidden:
+        out.print(f"{hidden} hidden fault{'s' if hidden != 1 else ''} in force")
     for f in faults:
         n = len(f.links)
         held = f" ({n} link{'s' if n != 1 else ''})" if f.links else ""
@@ -197,7 +210,11 @@ def fault_list(lab, as_json):
 @click.option("--lab", default=None)
 def fault_clear(target, lab):
     """Revert every fault in force, or only the one on TARGET (as `fault list`
-    names it: NODE:IF, NODE, HOST:PLANE or a plane)."""
+    names it: NODE:IF, NODE, HOST:PLANE or a plane). Clearing all ends a blind
+    drill as given up."""
     att = L.attach(lab)
-    reverted = F.clear(att, target)
+    ended = B.give_up(att, "fault clear") if target is None and B.running(att) else None
+    reverted = [*F.clear(att, target), *([ended] if ended else [])]
     out.print(f"reverted {len(reverted)} fault{'s' if len(reverted) != 1 else ''}")
+    if ended:
+        out.print(f"blind drill given up: the fault was {ended.kind} {ended.target}")

@@ -197,7 +197,11 @@ def status(lab, as_json):
             t.add_row(n["node"], s["runtime"], state, n.get("image", "-"))
         out.print(t)
         att = L.attach(s["lab"])
-        for fault in F.active(att):
+        inforce = F.active(att)
+        hidden = sum(f.hidden for f in inforce)
+        if hidden:  # a blind drill's: that it is there, not where
+            out.print(f"  [yellow]fault:[/yellow] {hidden} hidden fault in force")
+        for fault in (f for f in inforce if not f.hidden):
             out.print(f"  [yellow]fault:[/yellow] {fault.kind} {fault.link} "
                       f"(ends down: {', '.join(map(str, fault.ends))})")
 

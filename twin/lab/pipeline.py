@@ -143,13 +143,24 @@ def restart(att: Attached, node: str, steps: Steps | None = None) -> phases.Rest
 
 
 def down(lab: str) -> list[str]:
-    """Remove a lab: every node (with its links and processes), then its state."""
+    """Remove a lab: the processes it runs outside its nodes (a blind drill's traffic),
+    every node (with its links and processes), then its state."""
     state = LabState.load(lab)
     if state is None:
         raise UsageError(f"lab {lab} is not up (labs up: {', '.join(known_labs()) or 'none'})")
+    _stop_processes(state.owner)
     removed = get_runtime(state.runtime, lab, state.build_dir, state.owner).destroy(state.nodes)
     state.remove()
     return removed
+
+
+def _stop_processes(owner: Owner) -> None:
+    """Every process carrying the lab's owner (twin.owner); the endpoints are among
+    them, and would go with their nodes anyway."""
+    from twin.owner import owned_processes
+    from twin.runtime.netns import kill_all
+
+    kill_all([pid for pid, o in owned_processes().items() if o == owner])
 
 
 def down_all() -> dict[str, list[str]]:
