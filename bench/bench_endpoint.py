@@ -146,7 +146,8 @@ def transfer(att, pids: dict, mode: str, size: int, fault: bool = False) -> dict
     finally:
         if fault:
             F.clear(att)
-    r, (_, a0, s0, d0, _), (_, a1, s1, d1, _) = flows[0].result, marks[0], marks[-1]
+    r = flows[0].result.to_dict() if flows[0].result is not None else {}  # typed since d12a602
+    (_, a0, s0, d0, _), (_, a1, s1, d1, _) = marks[0], marks[-1]
     gb = max(a1 - a0, 1) / 1e9
     out = {"mode": mode, "fault": fault, "outcome": outcome, "elapsed_s": run.elapsed_s,
            "goodput_gbps": r.get("goodput_gbps"), "acked_mib": a1 / MiB,

@@ -1,6 +1,7 @@
 """The reliability and EV engine over a simulated lossy, reordering, duplicating
 fabric (no root, simulated clock)."""
 
+import collections
 import json
 import subprocess
 import sys
@@ -475,3 +476,191 @@ def test_single_path_still_gives_up_after_its_retry_limit_of_losses():
     events = [(100_000, lambda f: _stall(f, True)), (500_100_000, lambda f: _stall(f, False))]
     r = run_transfer(4 * MiB, SimFabric(seed=8), mode="single-path", events=events)
     assert not r.ok and "retry limit" in r.failed
+
+
+# -- paths: an EV is its path; a dead path retires all its EVs at once ---------------
+
+
+def fabric4():
+    from pathlib import Path
+
+    from twin.fabric.model import build_fabric
+    from twin.fabric.spec import parse_spec
+
+    spec = Path(__file__).parents[2] / "lab" / "fabrics" / "mrc-4p.yml"
+    return build_fabric(parse_spec(spec.read_text(), str(spec)))
+
+
+def on_path(evs, plane, t1):
+    return [e for e in evs.active if e.plane == plane and e.t1 == t1]
+
+
+def test_a_replacement_avoids_both_t0_t1_links_the_retired_ev_crossed():
+    """Issue 10: the replacement of a retired EV crosses neither the source-side nor the
+    destination-side T0-T1 link of the retired one (while the plane has another T1)."""
+    from twin.fabric.paths import path_for_ev
+
+    fab = fabric4()
+    src, dst = fab.node("r0h0"), fab.node("r1h0")
+    fabric_links = {link.id for link in fab.links if link.a.node.startswith("t")}
+    evs = EvSet(list(fab.nic_planes), fab.spec.t1_per_plane, seed=12)
+    for slot in range(0, 128, 9):
+        victim = evs.active[slot]
+        if victim.state is not EvState.GOOD:
+            continue
+        retired, repl = evs.lost(victim)
+        assert retired and repl is not None
+        gone = set(path_for_ev(fab, src, dst, victim.value).links) & fabric_links
+        new = set(path_for_ev(fab, src, dst, repl.value).links) & fabric_links
+        assert len(gone) == 2 and len(new) == 2  # a T0-T1 link on each side
+        assert not gone & new, (hex(victim.value), hex(repl.value))
+        evs._restore(victim, "test: the next victim starts from a clean set")
+
+
+def test_a_replacement_never_lands_on_a_dead_path_even_when_every_t1_has_retired_evs():
+    """The old rule avoided every T1 with a retired EV, and when every T1 had one (a
+    spurious retirement on the healthy T1, say) drew anywhere: half the time back onto
+    the dead path. Now: the live T1 with the fewest retired EVs."""
+    evs = EvSet([0], 2, size=32, backup=8, seed=6)
+    healthy = on_path(evs, 0, 1)[0]
+    evs.lost(healthy)  # one retirement on T1 1 (spurious, say)
+    dead = on_path(evs, 0, 0)
+    evs.lost(dead[0])
+    evs.path_lost(dead[0], 10)
+    evs.lost(dead[1])
+    assert evs.path_lost(dead[1], 20)  # T1 0 is dead now
+    evs.delivered(on_path(evs, 0, 1)[0], 30)  # the plane works on T1 1
+    for _ in range(40):  # replacements from the spares, then fresh draws
+        victim = next(e for e in evs.active if e.state is EvState.GOOD)
+        _, repl = evs.lost(victim)
+        assert repl is not None and repl.t1 == 1, hex(repl.value)
+        evs.delivered(repl, 10**6)  # the plane keeps working
+
+
+def test_two_losses_on_a_path_that_delivered_nothing_since_retire_every_ev_on_it():
+    evs = EvSet([0, 1], 2, size=32, backup=16, seed=8)
+    dead = on_path(evs, 1, 0)
+    assert len(dead) >= 4
+    evs.lost(dead[0])
+    assert evs.path_lost(dead[0], 100) == []  # one loss: random loss looks the same
+    evs.lost(dead[1])
+    victims = evs.path_lost(dead[1], 200)
+    assert {v.value for v, _ in victims} == {e.value for e in dead[2:]}
+    assert all(e.state is EvState.ASSUMED_BAD for e in dead)
+    assert all(r is not None and r.plane == 1 and r.t1 == 1 for _, r in victims)
+    assert not on_path(evs, 1, 0) and evs.dead_paths == 1
+    assert evs.retirements == len(dead) and len(evs.active) == 32
+
+
+def test_a_delivery_between_the_losses_retires_no_sibling():
+    evs = EvSet([0, 1], 2, size=32, backup=16, seed=8)
+    path = on_path(evs, 1, 0)
+    evs.lost(path[0])
+    evs.path_lost(path[0], 100)
+    evs.delivered(path[2], 150)  # a packet sent after the first loss got through
+    evs.lost(path[1])
+    assert evs.path_lost(path[1], 200) == []
+    # ... and one sent before it proves nothing about later: then the path is dead
+    evs2 = EvSet([0, 1], 2, size=32, backup=16, seed=8)
+    path2 = on_path(evs2, 1, 0)
+    evs2.lost(path2[0])
+    evs2.path_lost(path2[0], 100)
+    evs2.delivered(path2[2], 50)
+    evs2.lost(path2[1])
+    assert evs2.path_lost(path2[1], 200)
+
+
+def test_a_path_that_delivers_after_its_death_began_gets_its_evs_back_in_their_slots():
+    evs = EvSet([0, 1], 2, size=32, backup=16, seed=8)
+    path = on_path(evs, 1, 0)
+    slots = {e.value: e.slot for e in path[2:]}
+    evs.lost(path[0])
+    evs.path_lost(path[0], 100)
+    evs.lost(path[1])
+    victims = evs.path_lost(path[1], 200)
+    repls = [r for _, r in victims]
+    evs.delivered(path[3], 80)  # sent before the first loss: no proof
+    assert all(e.state is EvState.ASSUMED_BAD for e in path[2:])
+    evs.delivered(path[3], 150)  # sent after it: the path lives
+    assert all(e.state is EvState.GOOD and e.slot == slots[e.value] for e in path[2:])
+    assert all(r.slot == -1 for r in repls)  # the replacements went back to the spares
+    assert evs.undone == len(victims) and evs.paths_back == 1
+    assert sum(len(p) for p in evs.spare.values()) <= 16
+    assert all(evs.active[i].slot == i for i in range(evs.size))
+
+
+def test_probes_reviving_an_ev_of_a_dead_path_bring_the_whole_path_back():
+    evs = EvSet([0, 1], 2, size=32, backup=16, seed=8, resurrect_after=2)
+    path = on_path(evs, 1, 0)
+    evs.lost(path[0])
+    evs.path_lost(path[0], 100)
+    evs.lost(path[1])
+    evs.path_lost(path[1], 200)
+    evs.probe_result(path[0].value, True)
+    assert evs.probe_result(path[0].value, True)
+    assert all(e.state is EvState.GOOD for e in path[2:]) and evs.paths_back == 1
+    assert not evs.paths[(1, 0)].proven  # held to a few packets until it delivers
+
+
+@pytest.mark.parametrize("t1", [0, 1])
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_a_path_dead_from_the_start_costs_a_qp_two_packets(t1, seed):
+    """startup-dead-link: a job starts with a dead T0-T1 link. Before, each of the ~16
+    EVs on it lost a packet before it retired; now a path not yet heard from carries
+    two packets at a time, and their loss retires all of its EVs."""
+    slow = PathModel(delay_ns=150_000, jitter_ns=50_000)  # the netns lab's RTT
+    r = run_transfer(16 * MiB, SimFabric(default=slow, paths={(0, t1): PathModel(dead=True)},
+                                         seed=seed), seed=seed)
+    exactly_once(r, 16 * MiB)
+    losses = [e for e in r.sender.log if e.kind == "loss"]
+    assert len(losses) <= 2 and all(ev_fields(e.ev)[:2] == (0, t1) for e in losses)
+    assert r.sender.evs.dead_paths == 1 and not on_path(r.sender.evs, 0, t1)
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3, 4])
+def test_random_loss_shows_no_path_dead(seed):
+    """1% loss on every path: a second loss on one path with nothing delivered since the
+    first is as rare as the loss itself; nothing is retired as a path."""
+    r = run_transfer(16 * MiB, SimFabric(default=PathModel(loss=0.01), seed=seed), seed=seed)
+    exactly_once(r, 16 * MiB)
+    assert r.sender.stats.lost_rack + r.sender.stats.lost_nack > 20  # losses enough
+    assert r.sender.evs.dead_paths == 0
+    assert r.sender.evs.retirements <= r.sender.stats.lost_rack + r.sender.stats.lost_nack \
+        + r.sender.stats.lost_per_ev
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_one_path_dropping_20_percent_never_shows_another_path_dead(seed):
+    r = run_transfer(16 * MiB, SimFabric(paths={(1, 0): PathModel(loss=0.2)}, seed=seed),
+                     seed=seed)
+    exactly_once(r, 16 * MiB)
+    dead = {k for k, p in r.sender.evs.paths.items() if p.dead_since is not None}
+    assert dead <= {(1, 0)}
+    assert all(ev_fields(e.ev)[:2] == (1, 0) for e in r.sender.log if e.kind == "retire")
+
+
+def test_an_unproven_path_carries_few_packets_and_a_healthy_start_still_uses_every_path():
+    evs = EvSet([0, 1, 2, 3], 2, size=128, seed=3)
+    sender = Sender(evs, 0, SenderConfig(init_window=16))
+    sender.post(64 * 4096)
+    first = sender.poll(0, memoryview(bytes(64 * 4096)))
+    assert len(first) == 16  # the whole first window goes
+    per_path = collections.Counter(ev_fields(p.ev)[:2] for p in first)
+    assert len(per_path) == 8 and max(per_path.values()) == 2
+    assert not sender.poll(1, memoryview(bytes(64 * 4096)))  # window full anyway
+    one = first[0]
+    sender.on_sack(SackReport(0, 0, one.ev, one.psn, 0), 100_000)  # its path delivers
+    assert evs.paths[ev_fields(one.ev)[:2]].proven
+
+
+def test_a_sender_with_no_usable_ev_waits_for_an_ack_instead_of_spinning():
+    evs = EvSet([0, 1], 2, size=8, seed=3)
+    sender = Sender(evs, 0, SenderConfig(init_window=64))
+    evs.set_unproven_cap(2)
+    sender.post(64 * 4096)
+    src = memoryview(bytes(64 * 4096))
+    first = sender.poll(0, src)
+    assert len(first) == 8  # 4 paths x 2 unproven packets each: then nothing takes one
+    assert not sender.wants_to_send()  # the endpoint sleeps until an ack or its timer
+    sender.on_sack(SackReport(1, 0, first[0].ev, first[0].psn, 0), 100_000)
+    assert sender.wants_to_send() and sender.poll(100_001, src)

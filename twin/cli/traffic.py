@@ -126,18 +126,53 @@ def traffic(pattern, src, dst, size, mode, evs, cut, cut_at, lab, as_json):
 @click.argument("host", required=False)
 @click.option("--lab", default=None)
 @click.option("--prometheus", is_flag=True, help="Prometheus text exposition instead.")
+@click.option("--events", "show_events", is_flag=True,
+              help="The event logs of the sending QPs instead (losses, EV states, ...).")
+@click.option("--qp", "qpn", type=int, default=None, help="With --events: only this QP.")
+@click.option("--kind", "kinds", multiple=True, metavar="KIND",
+              help="With --events: only events of this kind (repeatable).")
 @click.option("--json", "as_json", is_flag=True)
-def stats(host, lab, prometheus, as_json):
-    """Counters of the hosts' MRC endpoints (all hosts, or HOST)."""
+def stats(host, lab, prometheus, show_events, qpn, kinds, as_json):
+    """Counters of the hosts' MRC endpoints (all hosts, or HOST).
+
+    \b
+      twin stats r0h0
+      twin stats --events                    every sending QP's event log
+      twin stats r0h0 --events --qp 3 --kind retire --kind ev_state
+    An event log is bounded: its first and its latest events are kept, and the
+    header says how many fell in between. --json adds the acked bytes per 1 ms
+    bin and plane (acked_bins); docs/endpoint-stats.md describes both.
+    """
     from twin import endpoints
     from twin.mrc.stats import EndpointStats
+    from twin.mrc.transport import EVENT_KINDS
 
+    if not show_events and (qpn is not None or kinds):
+        raise UsageError("--qp and --kind go with --events")
+    if show_events and prometheus:
+        raise UsageError("--events and --prometheus are two different outputs: pick one")
+    unknown = sorted(set(kinds) - set(EVENT_KINDS))
+    if unknown:
+        raise UsageError(f"--kind {unknown[0]!r}: the kinds are {', '.join(EVENT_KINDS)}")
     att = L.attach(lab)
     every = [h.name for h in att.fabric.hosts]
     if host is not None and host not in every:
         raise UsageError(f"no host {host!r} in lab {att.lab} (hosts: {', '.join(every)})")
     hosts = [host] if host else every
     att.require_whole(hosts)
+    if show_events:
+        logs = {}
+        for h in hosts:
+            with endpoints.client(att.runtime, h) as c:
+                logs[h] = [{"qpn": q.qpn, "peer": q.peer, "mode": q.mode,
+                            **c.call("events", qpn=q.qpn)}
+                           for q in EndpointStats.from_dict(c.call("stats")).send_qps
+                           if qpn is None or q.qpn == qpn]
+        if qpn is not None and not any(logs.values()):
+            raise UsageError(f"no sending QP {qpn} on {', '.join(hosts)}: "
+                             "`twin stats` lists the QPs")
+        _show_events(logs, set(kinds), as_json)
+        return
     texts: dict[str, str] = {}
     data: dict[str, EndpointStats] = {}
     reply_ids = {}
@@ -166,3 +201,57 @@ def stats(host, lab, prometheus, as_json):
                   f"{tot.bytes_sent:,}", f"{tot.bytes_placed:,}", str(tot.retransmits),
                   str(d.bad_packets))
     out.print(t)
+
+
+# -- stats --events ---------------------------------------------------------------
+
+
+def event_view(log: dict, kinds: set[str]) -> dict:
+    """One QP's `events` reply as `twin stats --events --json` prints it: the events of
+    `kinds` only (all when empty), `shown` counting them, the rest as it came."""
+    events = [e for e in log["events"] if not kinds or e["kind"] in kinds]
+    return {**{k: v for k, v in log.items() if k not in ("events", "kinds", "id")},
+            "shown": len(events), "events": events}
+
+
+def event_rows(view: dict) -> list[tuple[str, ...]]:
+    """Table rows for people: ms since the QP's first write, kind, EV (hex, its plane and
+    T1), PSN, detail."""
+    from twin.fabric.paths import ev_fields
+
+    t0 = (view.get("acked_bins") or {}).get("first_write_ns")
+    if t0 is None:
+        t0 = view["events"][0]["t_ns"] if view["events"] else 0
+    rows = []
+    for e in view["events"]:
+        ev = "-"
+        if e["ev"]:
+            plane, t1, _ = ev_fields(e["ev"])
+            ev = f"{e['ev']:#010x} p{plane} t1-{t1}"
+        rows.append((f"{(e['t_ns'] - t0) / 1e6:.3f}", e["kind"], ev,
+                     str(e["psn"]) if e["psn"] >= 0 else "-", e["detail"]))
+    return rows
+
+
+def event_header(host: str, view: dict) -> str:
+    bound = (f"{view['dropped']:,} dropped by the log's bound (its first and latest events "
+             "are kept)") if view["dropped"] else "none dropped"
+    return (f"{host} QP {view['qpn']} -> {view['peer']} ({view['mode']}): "
+            f"{view['total']:,} events logged, {bound}; {view['shown']:,} shown")
+
+
+def _show_events(logs: dict[str, list[dict]], kinds: set[str], as_json: bool) -> None:
+    views = {h: [event_view(log, kinds) for log in qps] for h, qps in logs.items()}
+    if as_json:
+        emit_json(views)
+        return
+    if not any(views.values()):
+        out.print("no sending QPs")
+    for h, qps in views.items():
+        for view in qps:
+            t = Table(title=event_header(h, view), title_justify="left")
+            for col in ("ms", "kind", "EV", "PSN", "detail"):
+                t.add_column(col, justify="right" if col in ("ms", "PSN") else "left")
+            for row in event_rows(view):
+                t.add_row(*row)
+            out.print(t)

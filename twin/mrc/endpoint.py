@@ -30,7 +30,8 @@ per request (`wait` replies when its write completes). Requests:
     wait      {qpn, timeout}       reply when the QP is idle, failed or timed out
     digest    {qpn, size, offset}  sha256 of a QP's buffer (source or destination)
     guards                         whether every buffer's guard bytes are intact
-    events    {qpn}                a sending QP's event log (CLOCK_MONOTONIC us)
+    events    {qpn}                a sending QP's event log (CLOCK_MONOTONIC ns and us)
+                                   and its acked bytes per 1 ms bin and plane
     stats                          every QP's counters, as JSON (schema: twin.mrc.stats)
     metrics                        the same in Prometheus text format
     close     {qpn}
@@ -702,8 +703,7 @@ class Endpoint:
             if not isinstance(evs, list) or len(evs) > 1 << 16:
                 raise ValueError("evs must be a list of at most 65536 EVs")
             values = [_int_arg({"ev": ev}, "ev", 0, 0xFFFFFFFF) for ev in evs]
-            for ev in values:
-                qp.sender.evs.deny(ev)
+            qp.sender.deny(values, now_ns())
             return {"denied": len(qp.sender.evs.denylist)}
         if op == "wait":
             qp = self._send_qp_of(req)
@@ -720,9 +720,11 @@ class Endpoint:
         if op == "guards":
             return self.guards()
         if op == "events":
-            log = self._send_qp_of(req).sender.log
+            sender = self._send_qp_of(req).sender
+            log = sender.log
             return {"events": [e.to_dict() for e in log], "dropped": log.dropped,
-                    "total": log.total, "kinds": EVENT_KINDS}
+                    "total": log.total, "kinds": EVENT_KINDS,
+                    "acked_bins": sender.acked_bins.to_dict()}
         if op == "stats":
             return self.stats().to_dict()
         if op == "metrics":
@@ -825,7 +827,8 @@ class Endpoint:
             completions=tuple(MessageLatency(m.msn, (m.done_ns - m.posted_ns) / 1e3)
                               for m in list(sender.completed)[-16:]),
             events_logged=sender.log.total,
-            single_path=self._path(qp, single.value) if single is not None else None)
+            single_path=self._path(qp, single.value) if single is not None else None,
+            ev_skips_total=evs.skips, dead_paths_total=evs.dead_paths)
 
     def _recv_qp_stats(self, qp: RecvQp) -> RecvQpStats:
         return RecvQpStats(qp.qpn, qp.bad_rkey, qp.receiver.cum,

@@ -13,16 +13,40 @@ rotation. Each EV is in one state:
                  does not carry an outer CE mark to the inner header.)
     ASSUMED_BAD  a packet on it was lost (not merely late): retired at once and
                  replaced from the same plane, by a spare on another path (another
-                 T1) when there is one; background probes bring it back after
-                 `resurrect_after` good probes
+                 T1, so neither of the retired EV's T0-T1 links) when there is one;
+                 background probes bring it back after `resurrect_after` good probes
     DENIED       on the denylist: never used, and replaced like a loss (but no
                  loss is counted against its plane)
+
+Paths. With static SRv6 an EV's plane and T1 are its path: for one QP (one source,
+one destination) they fix every link it crosses, both T0-T1 links included. Each
+EV points at its `PathState`. A path is *dead* once `dead_after` packets sent on it
+were lost and nothing sent on it after the first of them was delivered: then every
+EV on it is retired at once (its siblings need not each lose a packet first), and
+replacements avoid it. One loss is not enough: under random loss a path often has
+had no chance yet to deliver the packet sent after the lost one; a second loss
+with still nothing delivered is as unlikely as the loss rate itself. A packet sent
+on a dead path after its death's first loss that is delivered after all proves it
+alive: the siblings go back into their slots, and their replacements to the spares.
+
+A path not yet *proven* (nothing delivered on it since the QP began, or since it
+was last shown dead) carries at most `unproven_cap` packets at a time (at least
+`dead_after`): a path dead from the start then costs a QP `dead_after` packets, not
+one per EV the rotation reaches before the first loss is detected. The first
+window is spread over every path anyway, so a healthy start is not held back.
 
 A plane whose NIC port is down (locally, or at the peer as its SACK
 port-state bitmap says) is left out of the rotation until it comes back. A
 plane every one of whose paths has lost a packet since the plane last
 delivered one is broken beyond its EVs (a T0 cut off from every T1, say):
 its lost EVs are not replaced until a probe brings one back.
+
+Every state change but GOOD <-> SKIP is reported to `on_change(ev, old, new, why)`
+when it is set (the sender logs them); `old` and `new` are state names, or "spare" /
+"new" for an EV coming into a slot from the spares or a fresh draw, "spare" for one
+leaving a slot for the spares. SKIPs are only counted (`skips`): on the lab a
+transfer skips an EV every few packets, and logging each would crowd the failures
+out of a bounded log.
 
 Everything is bounded: the slots, the spares, and the retired pool (at most
 `size + backup` EVs; the oldest are forgotten). Draws come from the set's own
@@ -33,7 +57,8 @@ from __future__ import annotations
 
 import random
 from collections import OrderedDict
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from enum import Enum
 
 from twin.fabric.paths import ev_encode
@@ -44,6 +69,24 @@ class EvState(Enum):
     SKIP = "skip"
     ASSUMED_BAD = "assumed_bad"
     DENIED = "denied"
+
+
+DEAD_AFTER = 2  # losses on a path, none delivered since the first, that show it dead
+
+
+@dataclass(slots=True, eq=False)
+class PathState:
+    """One path of the QP (plane, T1): every link an EV on it crosses."""
+
+    plane: int
+    t1: int
+    delivered_ns: int = -1  # latest send time of a packet on it that was delivered
+    losses: list[int] = field(default_factory=list)  # send times of losses since then
+    proven: bool = False  # delivered a packet since the QP began or it was last dead
+    inflight: int = 0  # packets outstanding on it while not proven
+    dead_since: int | None = None  # send time of the first loss that showed it dead
+    # (sibling retired with it, its replacement): what a proof of life puts back
+    victims: list[tuple[Ev, Ev | None]] = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -57,6 +100,9 @@ class Ev:
     sent: int = 0
     lost: int = 0
     rtt_ns: float = 0.0  # smoothed
+    path: PathState | None = None
+    first_loss_ns: int = -1  # when the sender first declared a packet on it lost
+    probed: str = ""  # the last probe answer logged while retired: "", "ok", "lost"
 
 
 class NoUsableEv(RuntimeError):
@@ -66,18 +112,26 @@ class NoUsableEv(RuntimeError):
 class EvSet:
     def __init__(self, planes: list[int], t1_per_plane: int, size: int = 128, backup: int = 32,
                  resurrect_after: int = 3, seed: int | None = None,
-                 denylist: set[int] | frozenset[int] = frozenset(), cross_rack: bool = True):
+                 denylist: set[int] | frozenset[int] = frozenset(), cross_rack: bool = True,
+                 dead_after: int = DEAD_AFTER):
         if not planes:
             raise ValueError("an EV set needs at least one plane")
         self.planes = list(planes)
         self.t1_per_plane = t1_per_plane
         self.resurrect_after = resurrect_after
         self.denylist = set(denylist)
+        self.dead_after = dead_after
+        self.on_change: Callable[[Ev, str, str, str], None] | None = None
         # Same-rack paths never reach a T1: every EV of a plane is then one path.
         self.paths_per_plane = t1_per_plane if cross_rack else 1
+        self.paths: dict[tuple[int, int], PathState] = {}
+        self.unproven_cap: int | None = dead_after  # None: no cap (spray-static)
+        self._proving = True  # some live path is not proven yet: next() checks the cap
+        self.dead_paths = 0  # events: a path shown dead (its EVs retired together)
+        self.paths_back = 0  # events: a dead path works again (a delivery, or a probe)
         self._rng = random.Random(seed)
         self._per_plane = per_plane = max(1, size // len(self.planes))
-        spare_per_plane = max(1, backup // len(self.planes))
+        self._spare_max = spare_per_plane = max(1, backup // len(self.planes))
         self.retired_max = per_plane * len(self.planes) + spare_per_plane * len(self.planes)
         # Recent draws, so no EV comes back as "fresh" while it may still be remembered
         # anywhere (slots, spares, retired pool, the sender's records): bounded too.
@@ -89,6 +143,7 @@ class EvSet:
         self.retirements = 0  # events: an EV went GOOD/SKIP -> ASSUMED_BAD
         self.revivals = 0  # events: a probe brought a retired EV back
         self.undone = 0  # events: a retirement that a late delivery proved spurious
+        self.skips = 0  # events: an EV went GOOD -> SKIP (congestion)
         columns = []
         for p in self.planes:
             evs = [self._fresh(p) for _ in range(per_plane + spare_per_plane)]
@@ -112,6 +167,17 @@ class EvSet:
     def path_of(self, ev: Ev) -> tuple[int, int]:
         return (ev.plane, ev.t1 if self.paths_per_plane > 1 else 0)
 
+    def _path(self, plane: int, t1: int) -> PathState:
+        key = (plane, t1 if self.paths_per_plane > 1 else 0)
+        path = self.paths.get(key)
+        if path is None:
+            path = self.paths[key] = PathState(*key)
+        return path
+
+    def _changed(self, ev: Ev, old: str, new: str, why: str) -> None:
+        if self.on_change is not None:
+            self.on_change(ev, old, new, why)
+
     def _fresh(self, plane: int, avoid_t1: set[int] | None = None) -> Ev:
         """A never-drawn EV of `plane`, not on the denylist, on a T1 outside `avoid_t1`
         when the plane has one."""
@@ -124,7 +190,7 @@ class EvSet:
                 self._seen[value] = None
                 if len(self._seen) > self._seen_max:
                     self._seen.popitem(last=False)
-                return Ev(value, plane, t1)
+                return Ev(value, plane, t1, path=self._path(plane, t1))
 
     # -- rotation ---------------------------------------------------------------
 
@@ -142,8 +208,40 @@ class EvSet:
             if ev.state is EvState.SKIP:
                 self._skipped.add(ev.value)
                 continue
+            if self._proving:
+                path = ev.path
+                if not path.proven and path.inflight >= self.unproven_cap:
+                    continue
             return ev
-        raise NoUsableEv(f"no usable EV: planes down {sorted(self.planes_down)}")
+        raise NoUsableEv(f"no usable EV: planes down {sorted(self.planes_down)}, "
+                         f"{self._capped()} unproven paths full")
+
+    def set_unproven_cap(self, cap: int | None) -> None:
+        """Packets a path not yet proven may carry at once (None: any number)."""
+        self.unproven_cap = None if cap is None else max(cap, self.dead_after)
+        self._update_proving()
+
+    def _update_proving(self) -> None:
+        self._proving = self.unproven_cap is not None and any(
+            not p.proven and p.dead_since is None for p in self.paths.values())
+
+    def _capped(self) -> int:
+        cap = self.unproven_cap
+        return 0 if cap is None else sum(
+            1 for p in self.paths.values() if not p.proven and p.inflight >= cap)
+
+    def sent(self, ev: Ev) -> None:
+        """A packet goes out on `ev` (counted against its path while it is unproven)."""
+        ev.sent += 1
+        path = ev.path
+        if not path.proven:
+            path.inflight += 1
+
+    def gone(self, ev: Ev) -> None:
+        """A packet on `ev` is no longer outstanding (acked, or declared lost)."""
+        path = ev.path
+        if not path.proven and path.inflight > 0:
+            path.inflight -= 1
 
     def _end_of_rotation(self) -> None:
         if self._skipped:
@@ -157,28 +255,60 @@ class EvSet:
     def congested(self, ev: Ev) -> None:
         if ev.state is EvState.GOOD:
             ev.state = EvState.SKIP
+            self.skips += 1  # counted, not reported: a busy QP skips EVs every rotation
 
-    def lost(self, ev: Ev) -> tuple[bool, Ev | None]:
+    def lost(self, ev: Ev, why: str = "loss") -> tuple[bool, Ev | None]:
         """A real loss on `ev`. Returns (retired now, its replacement). Only the first loss
         retires an EV; later ones on a retired EV change nothing."""
         ev.lost += 1
         if ev.state is EvState.ASSUMED_BAD or ev.state is EvState.DENIED:
             return False, None
+        return True, self._retire_slot(ev, why)
+
+    def _retire_slot(self, ev: Ev, why: str) -> Ev | None:
+        """ev goes ASSUMED_BAD; its slot gets a replacement, which is returned (None: it
+        held no slot, or its plane is broken here)."""
+        self._changed(ev, ev.state.value, "assumed_bad", why)
         ev.state = EvState.ASSUMED_BAD
         ev.probe_ok = 0
+        ev.probed = ""
         self.retirements += 1
         self._failed[ev.plane].add(self.path_of(ev))
         self._retire(ev)
         if ev.slot < 0:  # a spare or an evicted EV: nothing to refill
-            return True, None
+            return None
         if not self._plane_works(ev.plane):
             # Every path of this plane has failed since it last delivered: the plane
             # itself is broken here. The slot stays retired (rotation skips it) until a
             # probe brings an EV back.
-            return True, None
-        replacement = self._replacement(ev)
+            return None
+        replacement, origin = self._replacement_of(ev)
         self._put(ev.slot, replacement)
-        return True, replacement
+        self._changed(replacement, origin, replacement.state.value, f"replaces {ev.value:#x}")
+        return replacement
+
+    def path_lost(self, ev: Ev, sent_ns: int) -> list[tuple[Ev, Ev | None]]:
+        """A packet sent on `ev` at `sent_ns` was lost (the sender called `lost` first).
+        When that shows its path dead, every other EV in a slot on it is retired now:
+        returns those (EV, replacement) pairs, else []."""
+        path = ev.path
+        if path is None or path.dead_since is not None:
+            return []
+        losses = [t for t in path.losses if t > path.delivered_ns]
+        losses.append(sent_ns)
+        path.losses = losses[-self.dead_after:]
+        if len(losses) < self.dead_after:
+            return []
+        path.dead_since = min(losses)
+        path.proven, path.inflight = False, 0  # when it comes back, it is held until it delivers
+        self.dead_paths += 1
+        self._update_proving()
+        why = f"path dead: {len(losses)} lost on plane {path.plane} T1 {path.t1}, " \
+            "none delivered since"
+        for sibling in [e for e in self.active if e.path is path and
+                        (e.state is EvState.GOOD or e.state is EvState.SKIP)]:
+            path.victims.append((sibling, self._retire_slot(sibling, why)))
+        return path.victims
 
     def _retire(self, ev: Ev) -> None:
         self.retired[ev.value] = ev
@@ -189,14 +319,37 @@ class EvSet:
                 old.state = EvState.ASSUMED_BAD  # keeps its slot, still skipped
 
     def _replacement(self, ev: Ev) -> Ev:
-        """A spare of the same plane on a path with no retired EV, else a fresh draw there."""
-        bad_t1 = {e.t1 for e in self.retired.values() if e.plane == ev.plane}
+        return self._replacement_of(ev)[0]
+
+    def _replacement_of(self, ev: Ev) -> tuple[Ev, str]:
+        """A spare of the same plane on the best path ("spare"), else a fresh draw there
+        ("new"). The best paths are those not dead with the fewest retired EVs: a T1
+        with none when there is one, so never the retired EV's own T1 (nor so either of
+        its T0-T1 links) while another is clean; and never a dead path while another is
+        alive, even when every T1 has retired EVs (a spurious retirement on the healthy
+        one, say)."""
         pool = self.spare[ev.plane]
+        if self.paths_per_plane == 1:
+            for i, cand in enumerate(pool):
+                if cand.state is EvState.GOOD:
+                    return pool.pop(i), "spare"
+            return self._fresh(ev.plane), "new"
+        best = self._best_t1s(ev.plane)
         for i, cand in enumerate(pool):
-            if cand.state is EvState.GOOD and (cand.t1 not in bad_t1
-                                               or self.paths_per_plane == 1):
-                return pool.pop(i)
-        return self._fresh(ev.plane, bad_t1 if self.paths_per_plane > 1 else None)
+            if cand.state is EvState.GOOD and cand.t1 in best:
+                return pool.pop(i), "spare"
+        return self._fresh(ev.plane, set(range(self.t1_per_plane)) - best), "new"
+
+    def _best_t1s(self, plane: int) -> set[int]:
+        bad = dict.fromkeys(range(self.t1_per_plane), 0)
+        for e in self.retired.values():
+            if e.plane == plane:
+                bad[e.t1] += 1
+        for (p, t1), path in self.paths.items():
+            if p == plane and path.dead_since is not None:
+                bad[t1] += 1 << 30
+        least = min(bad.values())
+        return {t1 for t1, n in bad.items() if n == least}
 
     def _put(self, slot: int, ev: Ev) -> None:
         old = self.active[slot]
@@ -205,13 +358,54 @@ class EvSet:
         self.active[slot] = ev
 
     def _plane_works(self, plane: int) -> bool:
-        return len(self._failed[plane]) < self.paths_per_plane
+        if len(self._failed[plane]) >= self.paths_per_plane:
+            return False
+        dead = sum(1 for (p, _), path in self.paths.items()
+                   if p == plane and path.dead_since is not None)
+        return dead < self.paths_per_plane
 
-    def delivered(self, ev: Ev) -> None:
-        """A packet on `ev` got through: its plane works."""
+    def delivered(self, ev: Ev, sent_ns: int = -1) -> None:
+        """A packet sent on `ev` at `sent_ns` got through: its plane and its path work. A
+        dead path that delivers a packet sent after its death began was not dead."""
+        path = ev.path
+        if sent_ns > path.delivered_ns:
+            path.delivered_ns = sent_ns
+            if path.dead_since is not None and sent_ns >= path.dead_since:
+                self._path_alive(path, "a packet sent on it after its first loss arrived")
+            if not path.proven and path.dead_since is None:
+                path.proven, path.inflight = True, 0
+                self._update_proving()
         failed = self._failed[ev.plane]
         if failed:
             failed.clear()
+
+    def _path_alive(self, path: PathState, why: str) -> None:
+        """The path works: the EVs its death retired go back into their slots (their
+        replacements back to the spares), as if it had not happened. Counted as undone
+        retirements: the death was wrong, or is over (a probe got through)."""
+        path.dead_since = None
+        path.losses = []
+        self.paths_back += 1
+        self._update_proving()
+        self._failed[path.plane].discard((path.plane, path.t1))
+        victims, path.victims = path.victims, []
+        pool = self.spare[path.plane]
+        for ev, repl in victims:
+            if ev.state is not EvState.ASSUMED_BAD or self.retired.get(ev.value) is not ev:
+                continue  # revived, denied or forgotten since
+            del self.retired[ev.value]
+            self._changed(ev, "assumed_bad", "good", why)
+            ev.state = EvState.GOOD
+            ev.probe_ok = 0
+            self.undone += 1
+            if repl is not None and repl.slot >= 0 and ev.slot < 0 and \
+                    (repl.state is EvState.GOOD or repl.state is EvState.SKIP):
+                self._put(repl.slot, ev)  # the replacement leaves the slot for the spares
+                pool.insert(0, repl)
+                self._changed(repl, repl.state.value, "spare", f"slot back to {ev.value:#x}")
+            elif ev.slot < 0:
+                pool.insert(0, ev)
+        del pool[self._spare_max:]  # bounded: the spares a plane started with
 
     def _refill(self, plane: int) -> None:
         """Put good spares of `plane` into the slots its retired EVs still hold."""
@@ -220,7 +414,9 @@ class EvSet:
             if not pool:
                 return
             if ev.plane == plane and ev.state is EvState.ASSUMED_BAD:
-                self._put(i, pool.pop(0))
+                spare = pool.pop(0)
+                self._put(i, spare)
+                self._changed(spare, "spare", spare.state.value, f"refills {ev.value:#x}")
 
     def probe_candidates(self, n: int) -> list[Ev]:
         """Up to `n` retired EVs to probe, round robin: each call moves on, so EVs that
@@ -240,7 +436,7 @@ class EvSet:
         ev.probe_ok = ev.probe_ok + 1 if ok else 0
         if ev.probe_ok < self.resurrect_after:
             return False
-        self._restore(ev)
+        self._restore(ev, f"{ev.probe_ok} probes answered")
         self.revivals += 1
         return True
 
@@ -250,17 +446,22 @@ class EvSet:
         ev = self.retired.get(value)
         if ev is None or ev.state is not EvState.ASSUMED_BAD:
             return False
-        self._restore(ev)
+        self._restore(ev, "the copy declared lost arrived late")
         self.undone += 1
         return True
 
-    def _restore(self, ev: Ev) -> None:
+    def _restore(self, ev: Ev, why: str) -> None:
+        """ev works: back in its slot, or to the spares (and on into a retired slot). A
+        path its loss had shown dead works too: its other EVs come back with it."""
         del self.retired[ev.value]
+        self._changed(ev, "assumed_bad", "good" if ev.slot >= 0 else "spare", why)
         ev.state = EvState.GOOD
         ev.probe_ok = 0
         self._failed[ev.plane].discard(self.path_of(ev))
         if ev.slot < 0:
             self.spare[ev.plane].insert(0, ev)
+        if ev.path.dead_since is not None:
+            self._path_alive(ev.path, f"{ev.value:#x} on it works: {why}")
         self._refill(ev.plane)
 
     def deny(self, value: int) -> None:
@@ -275,8 +476,11 @@ class EvSet:
         self.retired.pop(value, None)
 
     def _deny_slot(self, ev: Ev) -> None:
+        self._changed(ev, ev.state.value, "denied", "on the denylist")
         ev.state = EvState.DENIED
-        self._put(ev.slot, self._replacement(ev))
+        replacement, origin = self._replacement_of(ev)
+        self._put(ev.slot, replacement)
+        self._changed(replacement, origin, replacement.state.value, f"replaces {ev.value:#x}")
 
     def set_plane(self, plane: int, up: bool) -> bool:
         """Mark a plane's port up or down; True when that changed anything."""

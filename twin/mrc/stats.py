@@ -24,8 +24,9 @@ integer 0 as its `elapsed_s`, and a fresh window is the integer 16. Parsing neve
 coerces, so a reply re-serialised is byte for byte the reply received. `from_dict`
 reads the keys it knows and ignores any others, such as the control reply's `id`.
 A missing key raises KeyError, except the keys added after the first schema (the
-drop counters: `drops`, `acks_unsent`, `out_of_window`), which read as 0: a lab kept
-up across an upgrade of twin has endpoints that do not send them yet.
+drop counters: `drops`, `acks_unsent`, `out_of_window`; `ev_skips_total`,
+`dead_paths_total`), which read as 0: a lab kept up across an upgrade of twin has
+endpoints that do not send them yet.
 
 Only the standard library: the endpoint imports this inside a host's namespace.
 """
@@ -119,6 +120,8 @@ class SendQpStats:
     completions: tuple[MessageLatency, ...]  # the latest (at most 16), oldest first
     events_logged: int  # events appended to the QP's event log (`events` op)
     single_path: str | None  # single-path's one uSID path, else None
+    ev_skips_total: int = 0  # an EV went GOOD -> SKIP for a rotation (congested RTT)
+    dead_paths_total: int = 0  # a path shown dead: its EVs retired together
 
     def to_dict(self) -> dict[str, Any]:
         return {"qpn": self.qpn, "peer": self.peer, "mode": self.mode, "idle": self.idle,
@@ -134,7 +137,9 @@ class SendQpStats:
                 "probes_sent": self.probes_sent,
                 "messages_completed": self.messages_completed,
                 "completions": [c.to_dict() for c in self.completions],
-                "events_logged": self.events_logged, "single_path": self.single_path}
+                "events_logged": self.events_logged, "single_path": self.single_path,
+                "ev_skips_total": self.ev_skips_total,
+                "dead_paths_total": self.dead_paths_total}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> SendQpStats:
@@ -146,7 +151,8 @@ class SendQpStats:
             d["ev_retirements_undone_total"], tuple(d["planes_in_use"]), d["send_errors"],
             d["probes_sent"], d["messages_completed"],
             tuple(MessageLatency.from_dict(c) for c in d["completions"]),
-            d["events_logged"], d["single_path"])
+            d["events_logged"], d["single_path"], d.get("ev_skips_total", 0),
+            d.get("dead_paths_total", 0))
 
 
 @dataclass(frozen=True)

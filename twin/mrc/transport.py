@@ -26,22 +26,29 @@ Sender
       timeout   the retransmit timer, last resort
     A lost packet is retransmitted selectively on another EV and (mode mrc)
     retires its EV, unless it timed out: a timeout names no path (a stalled
-    receiver looks the same). A copy declared lost that arrives after all (the
-    SACK echoes its number, or the receiver reports the resend as a duplicate)
-    was only late: its EV's retirement is undone and the reordering window
-    widens. The window covers how far RTTs reach above the lowest (a decaying
-    maximum, a whole srtt until 32 samples are in): on sprayed paths that is
-    how late a packet can be without being lost.
+    receiver looks the same). With static SRv6 an EV is a path (plane, T1: every
+    link it crosses), so a second loss on a path that has delivered nothing sent
+    since the first shows the path dead, and every EV on it retires at once
+    (evset.EvSet.path_lost); a later delivery of a packet sent on it puts them back.
+    A copy declared lost that arrives after all (the SACK echoes its number, or
+    the receiver reports the resend as a duplicate) was only late: its EV's
+    retirement is undone and the reordering window widens. The window covers how
+    far RTTs reach above the lowest (a decaying maximum, a whole srtt until 32
+    samples are in): on sprayed paths that is how late a packet can be without
+    being lost.
 
     Congestion: a window in packets, NSCC-style: it grows while the queueing
     delay (RTT above the lowest seen) is under `target_ns`, shrinks in
     proportion to the excess above it, and once per RTT on loss. An EV whose
     own delay is above target is SKIPped for a rotation.
 
-    Events: the first loss of each packet, EV retirements (with the reason),
-    retransmissions and their acks, port-state changes, revived and
-    un-retired EVs go into a bounded log with the caller's clock (the
-    endpoint passes CLOCK_MONOTONIC ns).
+    Events (EVENT_KINDS): each packet declared lost, the first loss on each EV,
+    every EV state change with its reason, EV retirements, retransmissions and
+    their acks, port-state changes (ours and the peer's), background probe answers
+    and revived or un-retired EVs go into a bounded log (EventLog) with the
+    caller's clock (the endpoint passes CLOCK_MONOTONIC ns). Acknowledged bytes
+    are summed per 1 ms bin and plane from the first write (AckedBins, bounded).
+    Both cost the per-packet path one add; events are per loss or state change.
 
 Modes (per QP)
     mrc            all of the above
@@ -68,7 +75,8 @@ from __future__ import annotations
 
 import collections
 import heapq
-from collections.abc import Callable, Iterator
+from array import array
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 
 from twin.mrc.evset import Ev, EvSet, NoUsableEv
@@ -89,13 +97,22 @@ REORDER_STEPS_MAX = 8
 REORDERING_DECAY = 1 - 1 / 256  # per RTT sample
 REORDERING_LEARNED = 32  # RTT samples before the reordering seen is trusted (before: srtt)
 
+BIN_NS = 1_000_000  # acked_bins: 1 ms
+BINS_MAX = 16_384  # acked_bins kept per QP (16 s of 1 ms bins); older ones are summed
+
 EVENT_KINDS = {
     "loss": "a packet declared lost (detail: how: per_ev, rack, nack, timeout)",
+    "first_loss": "the first packet declared lost on this EV (detail: how)",
+    "ev_state": "an EV changed state (detail: 'old->new: why'; states good, assumed_bad, "
+                "denied, and spare/new for an EV leaving or entering a slot; GOOD<->SKIP "
+                "is counted, not logged: ev_skips_total)",
     "retire": "an EV retired as ASSUMED_BAD (detail: why, and its replacement)",
     "retransmit": "a PSN sent again (ev: the new EV; detail: the EV of the copy before)",
     "repaired": "a resent PSN acknowledged (ev: the EV that delivered it)",
     "spurious": "a copy declared lost arrived after all: its EV's retirement undone",
-    "port": "a plane left or rejoined the rotation (detail: plane, up/down, local/peer)",
+    "port": "a NIC port changed, ours or the peer's (detail: plane, up/down, local/peer)",
+    "probe": "a background probe of a retired EV answered or timed out (detail: ok/lost; "
+             "every ok, and a lost only when the EV's previous answer was not)",
     "revive": "background probes brought a retired EV back",
 }
 
@@ -111,8 +128,8 @@ class Event:
     detail: str = ""
 
     def to_dict(self) -> dict:
-        return {"t_us": self.t_ns // 1000, "kind": self.kind, "ev": self.ev, "psn": self.psn,
-                "detail": self.detail}
+        return {"t_us": self.t_ns // 1000, "t_ns": self.t_ns, "kind": self.kind, "ev": self.ev,
+                "psn": self.psn, "detail": self.detail}
 
 
 class EventLog:
@@ -141,6 +158,78 @@ class EventLog:
 
     def __len__(self) -> int:
         return len(self._head) + len(self._tail)
+
+
+class AckedBins:
+    """Payload bytes newly acknowledged, per `bin_ns` bin and per plane of the EV that
+    carried the acked copy, from the QP's first write. Bounded: at most `max_bins` bins
+    (a little more between trims) are kept; older ones are dropped from the front, their
+    bytes summed per plane in `dropped_bytes` and counted in `dropped_bins`.
+
+    The per-ack cost is one list add: `at(now)` (once per SACK) returns the current
+    bin's counters, indexed by plane."""
+
+    def __init__(self, planes: Iterable[int], bin_ns: int = BIN_NS, max_bins: int = BINS_MAX):
+        self.planes = sorted(planes)
+        self.bin_ns, self.max_bins = bin_ns, max_bins
+        self.first_write_ns: int | None = None
+        self._bins = {p: array("q") for p in self.planes}  # closed bins, oldest first
+        self._first = 0  # bin number (since the first write) of _bins[p][0]
+        self._bin = 0  # bin number of `current`; _first + len(_bins[p]) == _bin
+        self.current = [0] * 16  # bytes per plane in bin _bin (an EV's plane is 4 bits)
+        self.dropped_bins = 0
+        self.dropped_bytes = dict.fromkeys(self.planes, 0)
+
+    def start(self, now: int) -> None:
+        if self.first_write_ns is None:
+            self.first_write_ns = now
+
+    def at(self, now: int) -> list[int]:
+        """The counters of the bin `now` falls in (later bins never come back)."""
+        if self.first_write_ns is None:
+            self.first_write_ns = now
+        n = (now - self.first_write_ns) // self.bin_ns
+        if n > self._bin:
+            self._advance(n)
+        return self.current
+
+    def _advance(self, n: int) -> None:
+        cur, bins, gap = self.current, self._bins, n - self._bin - 1
+        kept = self._bin - self._first + 1 + gap  # closed bins after this step
+        if kept > self.max_bins + gap // 2 and gap >= self.max_bins:  # all fall out
+            for p in self.planes:
+                self.dropped_bytes[p] += sum(bins[p]) + cur[p]
+                bins[p] = array("q")
+                cur[p] = 0
+            self.dropped_bins += kept
+            self._first = n
+        else:
+            zeros = array("q", bytes(8 * gap))
+            for p in self.planes:
+                arr = bins[p]
+                arr.append(cur[p])
+                arr.extend(zeros)
+                cur[p] = 0
+        self._bin = n
+        over = self._bin - self._first + 1 - self.max_bins
+        if over > self.max_bins // 8:  # trim in steps: deleting from the front is O(n)
+            for p in self.planes:
+                arr = bins[p]
+                self.dropped_bytes[p] += sum(arr[:over])
+                del arr[:over]
+            self.dropped_bins += over
+            self._first += over
+
+    def to_dict(self) -> dict:
+        """t0_ns: the start of the first bin kept (the first write, unless bins were
+        dropped: then first_write_ns + dropped_bins * bin_ns)."""
+        first = self.first_write_ns
+        return {"t0_ns": 0 if first is None else first + self._first * self.bin_ns,
+                "bin_ns": self.bin_ns, "first_write_ns": first,
+                "planes": {str(p): [] if first is None else [*self._bins[p], self.current[p]]
+                           for p in self.planes},
+                "dropped_bins": self.dropped_bins,
+                "dropped_bytes": {str(p): n for p, n in self.dropped_bytes.items()}}
 
 
 @dataclass(slots=True)  # made per packet: slots, not frozen (7x cheaper)
@@ -246,6 +335,15 @@ class Sender:
         self.rtt_samples = 0
         self.stats = SenderStats()
         self.log = EventLog()
+        self.acked_bins = AckedBins(evset.planes)
+        self._now = 0  # the time of the call being handled: stamps EV state changes
+        evset.on_change = self._ev_changed
+        # mrc holds a path not yet heard from to a few packets (EvSet.unproven_cap): a
+        # share of the first window, so a healthy start sprays as wide as ever.
+        paths = len(evset.planes) * evset.paths_per_plane
+        evset.set_unproven_cap(-(-int(self.cfg.init_window) // paths)
+                               if self.cfg.mode == "mrc" else None)
+        self._stuck = False  # no EV could take a packet: wait for an ack, timer or port
         self.failed: str | None = None
         self.local_ports = self.remote_ports = 0xFFFF
         self.posted_bytes = 0
@@ -282,6 +380,7 @@ class Sender:
             raise ValueError("a write moves at least one byte")
         n = -(-length // self.cfg.mtu)
         self.posted_bytes += length
+        self.acked_bins.start(now)
         msg = _Msg(self._next_msn, self._next_psn + n - 1, imm, now)
         self._next_msn += 1
         for i in range(n):
@@ -315,6 +414,15 @@ class Sender:
     def _event(self, now: int, kind: str, ev: int = 0, psn: int = -1, detail: str = "") -> None:
         self.log.append(Event(now, kind, ev, psn, detail))
 
+    def _ev_changed(self, ev: Ev, old: str, new: str, why: str) -> None:
+        self.log.append(Event(self._now, "ev_state", ev.value, -1, f"{old}->{new}: {why}"))
+
+    def deny(self, values: Iterable[int], now: int) -> None:
+        """Put EVs on the denylist (twin.mrc.evset.EvSet.deny), their changes logged."""
+        self._now = now
+        for value in values:
+            self.evs.deny(value)
+
     # -- sending ----------------------------------------------------------------
 
     def _pick_ev(self, avoid: Ev | None) -> Ev:
@@ -334,6 +442,7 @@ class Sender:
         """Packets to send now: retransmissions first, then new ones, within the window."""
         if self.failed:
             return []
+        self._now = now
         out = []
         # Retransmissions go first and are not held back by the window: the
         # window may be full of packets that arrived but sit above the hole
@@ -351,14 +460,16 @@ class Sender:
                 break
             try:
                 out.append(self._emit(tx, now, source))
-            except NoUsableEv:  # every plane is down: hold the packet until one returns
+            except NoUsableEv:  # every plane is down (or every unproven path is full):
+                # hold the packet until an ack, the timer or a port change frees one
                 (self._retx if tx.tries else self._unsent).appendleft(tx.psn)
+                self._stuck = True
                 break
         return out
 
     def wants_to_send(self) -> bool:
         """Packets are queued and the window (or a retransmission) lets one go now."""
-        return not self.failed and bool(
+        return not self.failed and not self._stuck and bool(
             self._retx or (self._unsent and self._inflight < int(self.window)))
 
     def _emit(self, tx: _Tx, now: int, source: memoryview) -> TxPacket:
@@ -377,7 +488,7 @@ class Sender:
         if q is None:
             q = self._per_ev[ev.value] = collections.deque()
         q.append((tx.seq, tx.psn))
-        ev.sent += 1
+        self.evs.sent(ev)
         st = self.stats
         st.packets += 1
         st.bytes += tx.length
@@ -400,7 +511,10 @@ class Sender:
             return
         if not self._names_sent(sack.psn, sack.cum):
             return
-        self._port_state(sack.port_state, self.local_ports, now)
+        self._now = now
+        self._stuck = False
+        if sack.port_state != self.remote_ports:
+            self._port_state(sack.port_state, self.local_ports, now)
         txs = self._txs
         c0 = self._cum
         if sack.cum > c0:
@@ -435,6 +549,7 @@ class Sender:
             self._late(sack.psn, now)
         rack_sent = -1
         newly = []
+        acked_bytes = self.acked_bins.at(now)  # this 1 ms bin's, indexed by plane
         for psn in acked:  # mark every PSN this SACK covers before judging any loss
             tx = txs.pop(psn, None)
             if tx is None or tx.acked:
@@ -443,7 +558,9 @@ class Sender:
             if tx.in_flight:
                 tx.in_flight = False
                 self._inflight -= 1
+                self.evs.gone(tx.ev)
             self.stats.acked += 1
+            acked_bytes[tx.ev.plane] += tx.length
             if tx.tries > 1:
                 self._event(now, "repaired", tx.ev.value, psn)
             # Only an ack that names one transmission can judge the packets sent
@@ -451,7 +568,7 @@ class Sender:
             if tx.tries == 1 or tx is exact:
                 rack_sent = max(rack_sent, tx.sent_ns)
                 newly.append(tx)
-                self.evs.delivered(tx.ev)
+                self.evs.delivered(tx.ev, tx.sent_ns)
         # A SACK speaks for PSNs below cum + 1 + 64 only; later ones may have
         # arrived unreported, so they are never judged lost on its word.
         covered = sack.cum + 1 + BITMAP_BITS
@@ -496,6 +613,7 @@ class Sender:
         """The receiver NAKs a PSN it has waited too long for: resend it now."""
         if not self._names_sent(psn):
             return
+        self._now = now
         tx = self._txs.get(psn)
         # Only the first copy: a NAK cannot say which transmission it missed (Karn). And
         # only once a packet sent a reordering window after it has arrived: the NAK says
@@ -508,22 +626,33 @@ class Sender:
         self._declare_lost(tx, now, "nack")
 
     def _port_state(self, remote: int, local: int, now: int) -> None:
-        """The peer's ports (from its SACK) and ours: a plane is used only if both are up."""
-        old_local = self.local_ports
+        """The peer's ports (from its SACK) and ours: a plane is used only if both are up.
+        Every change of either is logged, saying whose."""
+        old_remote, old_local = self.remote_ports, self.local_ports
         self.remote_ports, self.local_ports = remote, local
+        self._stuck = False
         both = remote & local
         for p in self.evs.planes:
-            up = bool(both >> p & 1)
-            if self.evs.set_plane(p, up):
-                side = "local" if (old_local ^ local) >> p & 1 else "peer"
-                self._event(now, "port", 0, -1,
-                            f"plane {p} {'up' if up else 'down'} ({side})")
+            for side, old, new in (("local", old_local, local), ("peer", old_remote, remote)):
+                if (old ^ new) >> p & 1:
+                    self._event(now, "port", 0, -1,
+                                f"plane {p} {'up' if new >> p & 1 else 'down'} ({side})")
+            self.evs.set_plane(p, bool(both >> p & 1))
 
     def set_local_ports(self, bitmap: int, now: int = 0) -> None:
-        self._port_state(self.remote_ports, bitmap, now)
+        if bitmap != self.local_ports:
+            self._now = now
+            self._port_state(self.remote_ports, bitmap, now)
 
     def probe_result(self, value: int, ok: bool, now: int) -> bool:
         """A background probe's answer (or its timeout) on a retired EV."""
+        self._now = now
+        ev = self.evs.retired.get(value)
+        if ev is not None:
+            answer = "ok" if ok else "lost"
+            if ok or ev.probed != answer:  # a dead path's probes are one line, not one each
+                self._event(now, "probe", value, -1, answer)
+            ev.probed = answer
         revived = self.evs.probe_result(value, ok)
         if revived:
             self._event(now, "revive", value)
@@ -590,6 +719,8 @@ class Sender:
     def on_timer(self, now: int) -> None:
         """Retransmit timer: anything outstanding longer than the RTO is lost. Costs the
         stale entries at the front plus the packets it judges, not the whole window."""
+        self._now = now
+        self._stuck = False
         rto = max(self.cfg.rto_min_ns, int(3 * self.srtt))
         backoff = self.cfg.mode != "single-path"  # RoCE's timer does not back off
         judgeable = self._cum + 1 + BITMAP_BITS  # beyond: received-but-unreported is likely
@@ -621,11 +752,15 @@ class Sender:
         self._inflight -= 1
         tx.losses += 1
         ev = tx.ev
+        self.evs.gone(ev)
         self._lost[tx.psn] = (ev.value, reason, tx.sent_ns)
         self._lost.move_to_end(tx.psn)
         if len(self._lost) > LOST_REMEMBERED:
             self._lost.popitem(last=False)
         self._event(now, "loss", ev.value, tx.psn, reason)
+        if ev.first_loss_ns < 0:
+            ev.first_loss_ns = now
+            self._event(now, "first_loss", ev.value, tx.psn, reason)
         mode = self.cfg.mode
         tx.timeouts = tx.timeouts + 1 if reason == "timeout" else 0
         if mode == "single-path":
@@ -642,12 +777,15 @@ class Sender:
         # peer (or the whole fabric) went quiet, as a stalled receiver does. Resend, but
         # blame no EV; a dead path is caught by per-EV and RACK, which compare paths.
         if mode == "mrc" and reason != "timeout":
-            retired, replacement = self.evs.lost(ev)
+            retired, replacement = self.evs.lost(ev, f"{reason} loss of PSN {tx.psn}")
             if retired:
                 self._per_ev.pop(ev.value, None)  # nothing more is sent on it
-                self._event(now, "retire", ev.value, tx.psn, reason + (
-                    f"; replaced by {replacement.value:#x}" if replacement is not None
-                    else "; not replaced: every path of its plane failed"))
+                self._event(now, "retire", ev.value, tx.psn, reason + _replaced(replacement))
+            # The path itself may be dead: then its other EVs go now, not one loss each.
+            for sibling, repl in self.evs.path_lost(ev, tx.sent_ns):
+                self._per_ev.pop(sibling.value, None)
+                self._event(now, "retire", sibling.value, tx.psn,
+                            f"path dead, as {ev.value:#x} showed" + _replaced(repl))
         if now - self._last_cut_ns > max(self.srtt, self.cfg.reorder_ns):
             self.window = max(self.cfg.min_window, self.window * 0.85)
             self._last_cut_ns = now
@@ -674,6 +812,11 @@ class Sender:
             low += 1
         self._low = low
         return low
+
+
+def _replaced(replacement: Ev | None) -> str:
+    return (f"; replaced by {replacement.value:#x}" if replacement is not None
+            else "; not replaced: every path of its plane failed")
 
 
 # -- receiver -----------------------------------------------------------------
