@@ -32,7 +32,7 @@ def lab(session_dirs):
         yield att
 
 
-def short(name: str, mib: int = 24) -> D.Drill:
+def short(name: str, mib: int = 64) -> D.Drill:
     """A shipped drill with a smaller transfer (its timeline and expectations as shipped)."""
     return D.load_drill(D.find(name)).resized(mib << 20)
 
@@ -53,7 +53,7 @@ def idle_endpoints(att) -> None:
 
 @pytest.mark.parametrize("name", ["t1-blackhole", "t0-t1-link-down", "startup-dead-link"])
 def test_a_short_shipped_drill_passes_and_rolls_back(lab, name):
-    (run,) = runner.run_all(lab, short(name), seed=3)
+    (run,) = runner.run_all(lab, short(name, 16 if name == "startup-dead-link" else 64), seed=3)
     data = run.data
     assert KEYS <= set(data)
     failed = [e for e in data["expectations"] if not e["ok"]]
@@ -70,7 +70,7 @@ def test_a_short_shipped_drill_passes_and_rolls_back(lab, name):
 
 
 def test_compare_runs_the_baseline_on_the_same_faults(lab):
-    runs = runner.run_all(lab, short("t0-t1-link-down", 16), compare="single-path", seed=5)
+    runs = runner.run_all(lab, short("t0-t1-link-down", 48), compare="single-path", seed=5)
     assert [r.mode for r in runs] == ["mrc", "single-path"]
     a, b = (r.data for r in runs)
     assert a["targets"] == b["targets"]

@@ -36,11 +36,12 @@ class AppliedFault:
 
     kind: str
     target: str
-    at_ns: int  # in force from here (the apply call returned)
+    at_ns: int  # the apply call began (the fault is in force by applied_ns)
     links: frozenset[str]  # link ids it takes out
     nodes: frozenset[str] = frozenset()  # switches it takes out whole
     reverted_ns: int | None = None
     step: str = ""  # the timeline step it came from
+    applied_ns: int | None = None  # the apply call returned
 
     def crosses(self, path_links, path_hops) -> bool:
         return bool(self.links.intersection(path_links) or self.nodes.intersection(path_hops))
@@ -100,6 +101,7 @@ def fault_figures(fabric: Fabric, flows: list[FlowLog], faults: list[AppliedFaul
         loc = _localization(f, localizations, fabric)
         out.append({
             "kind": f.kind, "target": f.target, "at_ns": f.at_ns,
+            "applied_us": None if f.applied_ns is None else (f.applied_ns - f.at_ns) // 1000,
             "reverted_ns": f.reverted_ns,
             "detection_us": None if detection is None else max(0, detection - f.at_ns) // 1000,
             "repair_us": (0 if not outstanding else
@@ -225,7 +227,7 @@ def goodput_figures(g: Goodput, faults: list[AppliedFault]) -> dict:
     first = min(f.at_ns for f in faults)
     fb = g.bin_of(first)
     end = _last_busy_bin(total) + 1
-    warm = fb // 5  # the ramp: the first fifth of the time before the fault is left out
+    warm = fb // 2  # the ramp (the window opening): the first half before the fault is left out
     pre = _mean(total[warm:fb])
     if not pre or fb >= end:
         return none

@@ -194,7 +194,16 @@ class Timeline(threading.Thread):
         self.held: dict[int, F.Fault] = {}  # id(planned) -> the fault in force
         self.error: BaseException | None = None
         self.done = 0
+        self.total = len(self.actions)
         self.lock = threading.Lock()
+
+    def before_start(self) -> None:
+        """Apply the steps at 0 now, before the traffic's first write: a job that starts
+        on a broken fabric (startup-dead-link) finds it broken from its first packet."""
+        while self.actions and self.actions[0].at_ns == 0 and not self.actions[0].up:
+            self._do(self.actions.pop(0))
+            self.done += 1
+        self.total = self.done + len(self.actions)
 
     def begin(self, t0_ns: int) -> None:
         self.t0_ns = t0_ns
@@ -229,18 +238,19 @@ class Timeline(threading.Thread):
                         break
                 self.log("revert", p, now)
                 return
+            # The kernel change lands somewhere inside the apply call (most of which is
+            # starting `ip`, `nft` or `tc`), and the endpoints may react before it
+            # returns: figures count from when it began, an upper bound by applied_us.
+            began = time.monotonic_ns()
             fault = _apply(self.att, p)
             now = time.monotonic_ns()
-            if p.step.fault is FaultKind.SWITCH_REBOOT:  # over when it returns
-                began = now
-            else:
+            if p.step.fault is not FaultKind.SWITCH_REBOOT:  # a reboot is over when it returns
                 self.held[key] = fault
-                began = now
             self.applied.append(M.AppliedFault(
                 p.step.fault.value, p.target, began, p.links, p.nodes,
                 reverted_ns=now if p.step.fault is FaultKind.SWITCH_REBOOT else None,
-                step=p.step.where))
-            self.log("apply", p, now)
+                step=p.step.where, applied_ns=now))
+            self.log("apply", p, began)
 
     def revert_all(self) -> list[str]:
         """Revert what is still in force (the timeline is stopped first)."""
@@ -325,9 +335,9 @@ def run(att: Attached, drill: Drill, *, mode: str | None = None, seed: int = 1,
     planned = plan_targets(drill, att, seed)  # 1: nothing applied before this passes
     in_force = F.active(att)
     if in_force:
-        raise UsageError(f"lab {att.lab} has faults in force "
-                         f"({', '.join(f.target for f in in_force)}); a drill starts from a "
-                         "clean fabric: `twin fault clear` first")
+        shown = ", ".join("hidden" if f.hidden else f.target for f in in_force)
+        raise UsageError(f"lab {att.lab} has faults in force ({shown}); a drill starts from "
+                         "a clean fabric: `twin fault clear` first")
     timeline_events: list[dict] = []
     checks: list[dict] = []
 
@@ -335,7 +345,8 @@ def run(att: Attached, drill: Drill, *, mode: str | None = None, seed: int = 1,
         timeline_events.append({"t_ns": t_ns, "source": "fault",  # kind: the fault, or revert
                                 "kind": p.step.fault.value if what == "apply" else "revert",
                                 "target": p.target, "detail": p.step.fault.value})
-        note(f"{(t_ns - timeline.t0_ns) / 1e6:8.1f} ms  {what} {p.step.fault.value} {p.target}")
+        when = f"{(t_ns - timeline.t0_ns) / 1e6:8.1f} ms" if timeline.t0_ns else "before traffic"
+        note(f"{when}  {what} {p.step.fault.value} {p.target}")
 
     timeline = Timeline(att, planned, log)
     run_data: T.Run | None = None
@@ -365,6 +376,7 @@ def run(att: Attached, drill: Drill, *, mode: str | None = None, seed: int = 1,
         if probe:
             prober = _start_prober(att, note)
         load_before = link_bytes(att)
+        timeline.before_start()
         note(f"traffic: {drill.traffic.pattern} {mode}, {len(flows)} flows; "
              f"{len(planned)} faults on the timeline")
         run_data = T.run(att.runtime, drill.traffic.pattern, flows, mode,
@@ -507,8 +519,8 @@ def _judge(att, drill: Drill, mode, seed, baseline_of, planned, timeline: Timeli
                              f">= {drill.goodput_floor_bps / 1e6:g} Mbit/s",
                              "got": f"{before / 1e6:.4g} Mbit/s",
                              "ok": before >= drill.goodput_floor_bps})
-    if run_data is not None and timeline.done < len(timeline.actions):
-        expectations.append({"what": "timeline ran", "want": f"{len(timeline.actions)} actions",
+    if run_data is not None and timeline.done < timeline.total:
+        expectations.append({"what": "timeline ran", "want": f"{timeline.total} actions",
                              "got": f"{timeline.done} (the traffic ended first: make it "
                              "bigger)", "ok": False})
     if run_data is not None:
