@@ -308,7 +308,7 @@ class EvSet:
         for sibling in [e for e in self.active if e.path is path and
                         (e.state is EvState.GOOD or e.state is EvState.SKIP)]:
             path.victims.append((sibling, self._retire_slot(sibling, why)))
-        return path.victims
+        return list(path.victims)
 
     def _retire(self, ev: Ev) -> None:
         self.retired[ev.value] = ev

@@ -420,6 +420,7 @@ class Sender:
     def deny(self, values: Iterable[int], now: int) -> None:
         """Put EVs on the denylist (twin.mrc.evset.EvSet.deny), their changes logged."""
         self._now = now
+        self._stuck = False
         for value in values:
             self.evs.deny(value)
 
@@ -655,6 +656,7 @@ class Sender:
             ev.probed = answer
         revived = self.evs.probe_result(value, ok)
         if revived:
+            self._stuck = False
             self._event(now, "revive", value)
         return revived
 
