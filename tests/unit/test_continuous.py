@@ -86,17 +86,23 @@ def test_the_thread_names_a_dead_t1_and_clears_it(att):
         assert cp.named() == [] and cp.snapshot()["probes_lost"] == 0
         FakeSockets.broken = staticmethod(lambda path: "t1-p1-1" in path.hops)
         fault_ns = time.monotonic_ns()
-        assert cp.wait_rounds(3, 5)
+        for _ in range(10):  # named after CONFIRM lost rounds (a round may straddle the fault)
+            assert cp.wait_rounds(1, 5)
+            if cp.named():
+                break
         [loc] = cp.named()
         assert (loc.target, loc.kind) == ("t1-p1-1", "switch")
         assert fault_ns < loc.first_failed_ns < loc.named_ns
         FakeSockets.broken = staticmethod(lambda path: False)
-        assert cp.wait_rounds(3, 5)
+        for _ in range(10):  # cleared after CLEAR good rounds (a round may straddle the fix)
+            assert cp.wait_rounds(1, 5)
+            if not cp.named():
+                break
         snap = cp.snapshot()
     assert not cp.running
     assert [(c.event, c.localization.target) for c in changes] == \
         [("named", "t1-p1-1"), ("cleared", "t1-p1-1")]
-    assert snap["named"] == [] and snap["error"] is None and snap["rounds"] >= 9
+    assert snap["named"] == [] and snap["error"] is None and snap["rounds"] >= 3 + 2 + 2
     assert snap["probes_lost"] >= 2 * 4  # 4 loop-t1s through it, at least 2 rounds
     assert cp.localizations()[0].cleared_ns is not None
 
