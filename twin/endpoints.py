@@ -48,16 +48,21 @@ class EndpointClient:
         self.sock.sendall(json.dumps({"op": op, "id": self._id, **args}).encode() + b"\n")
         if timeout is not None:
             self.sock.settimeout(timeout)
-        while b"\n" not in self._buf:
-            try:
-                chunk = self.sock.recv(1 << 20)
-            except TimeoutError:
-                raise LabError(f"endpoint {self.path}: no answer to {op} in time") from None
-            if not chunk:
-                raise LabError(f"endpoint {self.path} closed the connection during {op}")
-            self._buf += chunk
-        line, self._buf = self._buf.split(b"\n", 1)
-        reply = json.loads(line)
+        while True:
+            while b"\n" not in self._buf:
+                try:
+                    chunk = self.sock.recv(1 << 20)
+                except TimeoutError:
+                    raise LabError(f"endpoint {self.path}: no answer to {op} in time") from None
+                if not chunk:
+                    raise LabError(f"endpoint {self.path} closed the connection during {op}")
+                self._buf += chunk
+            line, self._buf = self._buf.split(b"\n", 1)
+            reply = json.loads(line)
+            # The answer to a call cut short (Ctrl-C, SIGTERM mid-recv) arrives before
+            # this one's: skipped, so each call gets its own reply.
+            if reply.get("id") in (None, self._id):
+                break
         if "error" in reply:
             raise LabError(f"endpoint {self.path}: {op}: {reply['error']}")
         return reply

@@ -196,3 +196,21 @@ def test_the_new_ev_counters_round_trip_and_read_as_0_from_an_older_endpoint():
     del d["ev_skips_total"], d["dead_paths_total"]
     old = SendQpStats.from_dict(d)
     assert (old.ev_skips_total, old.dead_paths_total) == (0, 0)
+
+
+def test_a_sender_is_freed_by_refcount_alone_not_left_for_the_cyclic_gc():
+    """Its packets are views of the QP's buffer: a sender kept by a cycle keeps it too."""
+    import gc
+    import weakref
+
+    from twin.mrc.evset import EvSet
+    from twin.mrc.transport import Sender
+
+    gc.disable()
+    try:
+        sender = Sender(EvSet([0, 1], 2, size=8, seed=1), remote_va=0)
+        ref = weakref.ref(sender)
+        del sender
+        assert ref() is None
+    finally:
+        gc.enable()

@@ -75,6 +75,7 @@ from __future__ import annotations
 
 import collections
 import heapq
+import weakref
 from array import array
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -318,6 +319,19 @@ class QpFailed(RuntimeError):
     pass
 
 
+def _weakly(sender: Sender) -> Callable[[Ev, str, str, str], None]:
+    """The sender's EV-change handler through a weak reference. A bound method would
+    make sender and EV set a cycle, which only the cyclic GC frees; an idle endpoint
+    seldom runs it, so a closed QP's packets, and the buffer they are views of, stayed."""
+    ref = weakref.ref(sender)
+
+    def changed(ev: Ev, old: str, new: str, why: str) -> None:
+        s = ref()
+        if s is not None:
+            s._ev_changed(ev, old, new, why)
+    return changed
+
+
 class Sender:
     def __init__(self, evset: EvSet, remote_va: int, config: SenderConfig | None = None):
         self.cfg = config or SenderConfig()
@@ -337,7 +351,7 @@ class Sender:
         self.log = EventLog()
         self.acked_bins = AckedBins(evset.planes)
         self._now = 0  # the time of the call being handled: stamps EV state changes
-        evset.on_change = self._ev_changed
+        evset.on_change = _weakly(self)  # not a cycle: a closed QP's buffers go at once
         # mrc holds a path not yet heard from to a few packets (EvSet.unproven_cap): a
         # share of the first window, so a healthy start sprays as wide as ever.
         paths = len(evset.planes) * evset.paths_per_plane
