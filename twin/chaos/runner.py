@@ -364,6 +364,8 @@ def run(att: Attached, drill: Drill, *, mode: str | None = None, seed: int = 1,
                 raise _SteadyStateFailed
         flows = _flows(drill, fabric)
         n_main = len(flows)
+        if probe:  # before the bystander's solo run: it and the loaded run share the load
+            prober = _start_prober(att, note)
         if drill.bystander:
             note("bystander alone")
             solo = T.run(att.runtime, "bulk", [T.Flow(drill.bystander.src, drill.bystander.dst,
@@ -373,8 +375,6 @@ def run(att: Attached, drill: Drill, *, mode: str | None = None, seed: int = 1,
             bystander_solo_gbps = alone.size * 8 / alone.completion_s / 1e9 \
                 if alone.completion_s else None
             flows.append(T.Flow(drill.bystander.src, drill.bystander.dst, drill.bystander.size))
-        if probe:
-            prober = _start_prober(att, note)
         load_before = link_bytes(att)
         timeline.before_start()
         note(f"traffic: {drill.traffic.pattern} {mode}, {len(flows)} flows; "
