@@ -230,9 +230,9 @@ class EvSet:
         return 0 if cap is None else sum(
             1 for p in self.paths.values() if not p.proven and p.inflight >= cap)
 
-    def sent(self, ev: Ev) -> None:
-        """A packet goes out on `ev` (counted against its path while it is unproven)."""
-        ev.sent += 1
+    def sent_unproven(self, ev: Ev) -> None:
+        """A packet goes out on `ev` while some path is unproven (the sender checks
+        `_proving` first: once every path is proven, sending costs nothing here)."""
         path = ev.path
         if not path.proven:
             path.inflight += 1

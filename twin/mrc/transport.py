@@ -503,7 +503,9 @@ class Sender:
         if q is None:
             q = self._per_ev[ev.value] = collections.deque()
         q.append((tx.seq, tx.psn))
-        self.evs.sent(ev)
+        ev.sent += 1
+        if self.evs._proving:  # EvSet.sent, inlined: only while a path is unproven
+            self.evs.sent_unproven(ev)
         st = self.stats
         st.packets += 1
         st.bytes += tx.length
@@ -565,6 +567,8 @@ class Sender:
         rack_sent = -1
         newly = []
         acked_bytes = self.acked_bins.at(now)  # this 1 ms bin's, indexed by plane
+        evs = self.evs
+        proving = evs._proving  # a path proven in this loop only makes gone() a no-op
         for psn in acked:  # mark every PSN this SACK covers before judging any loss
             tx = txs.pop(psn, None)
             if tx is None or tx.acked:
@@ -573,7 +577,8 @@ class Sender:
             if tx.in_flight:
                 tx.in_flight = False
                 self._inflight -= 1
-                self.evs.gone(tx.ev)
+                if proving:
+                    evs.gone(tx.ev)
             self.stats.acked += 1
             acked_bytes[tx.ev.plane] += tx.length
             if tx.tries > 1:
@@ -583,7 +588,7 @@ class Sender:
             if tx.tries == 1 or tx is exact:
                 rack_sent = max(rack_sent, tx.sent_ns)
                 newly.append(tx)
-                self.evs.delivered(tx.ev, tx.sent_ns)
+                evs.delivered(tx.ev, tx.sent_ns)
         # A SACK speaks for PSNs below cum + 1 + 64 only; later ones may have
         # arrived unreported, so they are never judged lost on its word.
         covered = sack.cum + 1 + BITMAP_BITS
