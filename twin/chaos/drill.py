@@ -40,7 +40,7 @@ from typing import Any
 import yaml
 
 from twin.errors import Problem, SpecError, UsageError
-from twin.fabric.spec import name_problem
+from twin.fabric.spec import name_problem, show_value, yaml_problem
 from twin.faults import FaultKind
 from twin.units import parse_duration_ns, parse_rate, parse_size
 
@@ -246,7 +246,7 @@ class _Checker:
 
     def mapping(self, data: Any, path: str, allowed: set[str], example: str) -> dict:
         if not isinstance(data, dict):
-            self.add(path or "(top level)", f"must be a mapping (got {_show(data)})",
+            self.add(path or "(top level)", f"must be a mapping (got {show_value(data)})",
                      f"e.g. {example}")
             return {}
         for key in data:
@@ -262,7 +262,7 @@ class _Checker:
         if value is None:
             return None
         if not isinstance(value, str) or not value:
-            self.add(f"{path}{key}", f"must be a string (got {_show(value)})", hint)
+            self.add(f"{path}{key}", f"must be a string (got {show_value(value)})", hint)
             return None
         return value
 
@@ -272,7 +272,7 @@ class _Checker:
         value = data[key]
         ns = parse_duration_ns(value) if isinstance(value, str) else None
         if ns is None:
-            self.add(f"{path}{key}", f"must be a duration such as 300ms (got {_show(value)})",
+            self.add(f"{path}{key}", f"must be a duration such as 300ms (got {show_value(value)})",
                      "units: us, ms, s")
             return None
         if ns > MAX_AT_NS:
@@ -286,19 +286,9 @@ class _Checker:
             return None
         value = data[key]
         if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
-            self.add(f"{path}{key}", f"must be an integer {lo} to {hi} (got {_show(value)})")
+            self.add(f"{path}{key}", f"must be an integer {lo} to {hi} (got {show_value(value)})")
             return None
         return value
-
-
-def _show(value: Any) -> str:
-    if isinstance(value, str):
-        return repr(value)
-    if isinstance(value, bool):
-        return str(value).lower()
-    if value is None:
-        return "nothing"
-    return repr(value) if isinstance(value, int | float) else type(value).__name__
 
 
 def load_drill(path: str | Path) -> Drill:
@@ -315,12 +305,7 @@ def parse_drill(text: str, source: str = "<drill>") -> Drill:
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "(file)"
-        raise SpecError(source, [Problem(where, f"YAML syntax error: "
-                                         f"{getattr(e, 'problem', None) or e}",
-                                         "check indentation and quoting there")],
-                        "drill file") from None
+        raise SpecError(source, [yaml_problem(e)], "drill file") from None
     c = _Checker()
     data = c.mapping(data, "", _TOP, "lab/drills/t1-blackhole.yml")
     if c.problems:
@@ -344,14 +329,14 @@ def _validate(data: dict, source: str, c: _Checker) -> Drill | None:
                        "{verify: true, goodput_floor: 100mbit}")
     verify = steady.get("verify", True)
     if not isinstance(verify, bool):
-        c.add("steady_state.verify", f"must be true or false (got {_show(verify)})")
+        c.add("steady_state.verify", f"must be true or false (got {show_value(verify)})")
     floor = None
     if "goodput_floor" in steady:
         value = steady["goodput_floor"]
         floor = parse_rate(value) if isinstance(value, str) else None
         if floor is None:
             c.add("steady_state.goodput_floor",
-                  f"must be a rate such as 100mbit (got {_show(value)})",
+                  f"must be a rate such as 100mbit (got {show_value(value)})",
                   "the goodput the traffic must reach before the first fault")
 
     if "method" not in data:
@@ -366,7 +351,7 @@ def _validate(data: dict, source: str, c: _Checker) -> Drill | None:
 
     compare = data.get("compare")
     if compare is not None and compare not in MODES:
-        c.add("compare", f"must be a mode: {', '.join(MODES)} (got {_show(compare)})",
+        c.add("compare", f"must be a mode: {', '.join(MODES)} (got {show_value(compare)})",
               "the baseline this drill always runs against")
     expect = _expectations(c, data.get("expect", {}), "expect", bool(timeline))
     baseline = _expectations(c, data.get("baseline_expect", {"exact": True}),
@@ -377,7 +362,7 @@ def _validate(data: dict, source: str, c: _Checker) -> Drill | None:
     rollback = c.mapping(data.get("rollback", {}), "rollback", _ROLLBACK, "{verify: true}")
     rollback_verify = rollback.get("verify", True)
     if not isinstance(rollback_verify, bool):
-        c.add("rollback.verify", f"must be true or false (got {_show(rollback_verify)})")
+        c.add("rollback.verify", f"must be true or false (got {show_value(rollback_verify)})")
     if c.problems or traffic is None:
         return None
     return Drill(name, description, source, traffic, tuple(timeline), tuple(expect),
@@ -394,7 +379,7 @@ def _traffic(c: _Checker, data: Any) -> Traffic | None:
                      "{pattern: bulk, src: r0h0, dst: r1h0, size: 64M}")
     pattern = data.get("pattern", "bulk")
     if pattern not in PATTERNS:
-        c.add(f"{path}pattern", f"must be one of {', '.join(PATTERNS)} (got {_show(pattern)})")
+        c.add(f"{path}pattern", f"must be one of {', '.join(PATTERNS)} (got {show_value(pattern)})")
     src, dst = c.string(data, "src", path), c.string(data, "dst", path)
     if pattern == "bulk" and (src is None or dst is None):
         c.add(f"{path}src" if src is None else f"{path}dst", "is required for bulk",
@@ -402,12 +387,12 @@ def _traffic(c: _Checker, data: Any) -> Traffic | None:
     size = _size(c, data, path, "64M")
     mode = data.get("mode", "mrc")
     if mode not in MODES:
-        c.add(f"{path}mode", f"must be one of {', '.join(MODES)} (got {_show(mode)})")
+        c.add(f"{path}mode", f"must be one of {', '.join(MODES)} (got {show_value(mode)})")
     evs = c.integer(data, "evs", path, 1, 4096) or 128
     qps = c.integer(data, "qps", path, 1, 64) or 1
     senders = data.get("senders", [])
     if not isinstance(senders, list) or not all(isinstance(h, str) for h in senders):
-        c.add(f"{path}senders", f"must be a list of hosts (got {_show(senders)})",
+        c.add(f"{path}senders", f"must be a list of hosts (got {show_value(senders)})",
               "e.g. senders: [r1h0, r1h1]")
         senders = []
     elif senders and pattern != "incast":
@@ -419,7 +404,7 @@ def _size(c: _Checker, data: dict, path: str, default: str) -> int | None:
     value = data.get("size", default)
     size = parse_size(str(value)) if isinstance(value, str | int) else None
     if size is None or size <= 0 or size > 1 << 32:
-        c.add(f"{path}size", f"must be a size such as 64M, at most 4G (got {_show(value)})",
+        c.add(f"{path}size", f"must be a size such as 64M, at most 4G (got {show_value(value)})",
               "bytes, or K/M/G (powers of 1024)")
         return None
     return size
@@ -440,7 +425,7 @@ def _bystander(c: _Checker, data: Any) -> Bystander | None:
 
 def _timeline(c: _Checker, data: Any) -> list[Step]:
     if not isinstance(data, list):
-        c.add("method.timeline", f"must be a list of steps (got {_show(data)})",
+        c.add("method.timeline", f"must be a list of steps (got {show_value(data)})",
               "e.g. - {at: 300ms, fault: link-down, target: t0-p0-r0:eth3}")
         return []
     if len(data) > MAX_STEPS:
@@ -472,7 +457,7 @@ def _step(c: _Checker, item: Any, where: str) -> Step | None:
         except ValueError:
             known = [k.value for k in FaultKind]
             close = difflib.get_close_matches(str(item["fault"]), known, n=1)
-            c.add(f"{path}fault", f"unknown fault {_show(item['fault'])}",
+            c.add(f"{path}fault", f"unknown fault {show_value(item['fault'])}",
                   f"did you mean '{close[0]}'?" if close else "known: " + ", ".join(known))
     target, random = _target(c, item.get("target"), kind, f"{path}target")
     for_ns = c.duration(item, "for", path)
@@ -482,11 +467,11 @@ def _step(c: _Checker, item: Any, where: str) -> Step | None:
         if isinstance(percent, bool) or not isinstance(percent, int | float) \
                 or not 0 < percent <= 100:
             c.add(f"{path}percent", f"must be a percentage above 0, at most 100 "
-                  f"(got {_show(percent)})", "link-loss needs percent: 20")
+                  f"(got {show_value(percent)})", "link-loss needs percent: 20")
     if kind is FaultKind.LINK_RATE:
         rate = item.get("rate")
         if not isinstance(rate, str) or parse_rate(rate) is None:
-            c.add(f"{path}rate", f"must be a rate such as 10mbit (got {_show(rate)})",
+            c.add(f"{path}rate", f"must be a rate such as 10mbit (got {show_value(rate)})",
                   "link-rate needs rate:")
     if kind is FaultKind.LINK_FLAP:
         count = c.integer(item, "count", path, 1, 1000)
@@ -523,7 +508,7 @@ def _target(c: _Checker, value: Any, kind: FaultKind | None, path: str):
             return None, None
         choice = value["random"]
         if choice not in RANDOM:
-            c.add(f"{path}.random", f"unknown random target {_show(choice)}",
+            c.add(f"{path}.random", f"unknown random target {show_value(choice)}",
                   "kinds: " + ", ".join(RANDOM))
             return None, None
         if kind is not None and kind not in RANDOM[choice]:
@@ -535,7 +520,7 @@ def _target(c: _Checker, value: Any, kind: FaultKind | None, path: str):
     if isinstance(value, int) and not isinstance(value, bool):
         value = str(value)  # plane-down: 2
     if not isinstance(value, str) or not value:
-        c.add(path, f"must be a name or {{random: KIND}} (got {_show(value)})", form)
+        c.add(path, f"must be a name or {{random: KIND}} (got {show_value(value)})", form)
         return None, None
     return value, None
 
@@ -549,13 +534,13 @@ def _expectations(c: _Checker, data: Any, path: str, faulted: bool) -> list[Expe
         where = f"{path}.{what}"
         if what == "exact":
             if not isinstance(value, bool):
-                c.add(where, f"must be true or false (got {_show(value)})")
+                c.add(where, f"must be true or false (got {show_value(value)})")
                 continue
             out.append(Expectation(what, None, value, where))
             continue
         if what == "localized":
             if value != "target":
-                c.add(where, f"must be 'target' (got {_show(value)})",
+                c.add(where, f"must be 'target' (got {show_value(value)})",
                       "each fault must be named by the prober as its own target")
                 continue
             if not faulted:
@@ -568,7 +553,7 @@ def _expectations(c: _Checker, data: Any, path: str, faulted: bool) -> list[Expe
         op = next((o for o in sorted(OPS, key=len, reverse=True)
                    if text and text.strip().startswith(o)), None)
         if text is None or op is None:
-            c.add(where, f"must be a comparison such as \"<= 5\" (got {_show(value)})",
+            c.add(where, f"must be a comparison such as \"<= 5\" (got {show_value(value)})",
                   "operators: <=, >=, <, >, ==; the right side may use "
                   + ", ".join(VARIABLES))
             continue

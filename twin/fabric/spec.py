@@ -120,7 +120,7 @@ class _Checker:
             return None
         value = data[key]
         if isinstance(value, bool) or not isinstance(value, int):
-            self.add(key, f"must be an integer (got {_show(value)})", hint)
+            self.add(key, f"must be an integer (got {show_value(value)})", hint)
             return None
         if value < lo:
             self.add(key, f"must be at least {lo} (got {value})", hint)
@@ -134,7 +134,7 @@ class _Checker:
         bps = parse_rate(value) if isinstance(value, str) else None
         if bps is not None:
             return bps
-        self.add(path, f"must be a rate such as 100mbit or 10gbit (got {_show(value)})",
+        self.add(path, f"must be a rate such as 100mbit or 10gbit (got {show_value(value)})",
                  "units are tc's: bit, kbit, mbit, gbit, tbit")
         return None
 
@@ -153,7 +153,8 @@ class _Checker:
         return net
 
 
-def _show(value: Any) -> str:
+def show_value(value: Any) -> str:
+    """A value as an error message quotes it (shared with drill files)."""
     if isinstance(value, str):
         return repr(value)
     if isinstance(value, bool):
@@ -161,6 +162,14 @@ def _show(value: Any) -> str:
     if value is None:
         return "nothing"
     return f"{value!r}" if isinstance(value, int | float) else type(value).__name__
+
+
+def yaml_problem(e: yaml.YAMLError) -> Problem:
+    """A YAML syntax error as a Problem at its line and column (shared with drill files)."""
+    mark = getattr(e, "problem_mark", None)
+    where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "(file)"
+    what = getattr(e, "problem", None) or str(e)
+    return Problem(where, f"YAML syntax error: {what}", "check indentation and quoting there")
 
 
 def load_spec(path: str | Path) -> FabricSpec:
@@ -179,13 +188,10 @@ def parse_spec(text: str, source: str = "<spec>") -> FabricSpec:
     try:
         data = yaml.safe_load(text)
     except yaml.YAMLError as e:
-        mark = getattr(e, "problem_mark", None)
-        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "(file)"
-        what = getattr(e, "problem", None) or str(e)
-        raise SpecError(source, [Problem(where, f"YAML syntax error: {what}",
-                                         "check indentation and quoting there")]) from None
+        raise SpecError(source, [yaml_problem(e)]) from None
     if not isinstance(data, dict):
-        raise SpecError(source, [Problem("(top level)", f"must be a mapping (got {_show(data)})",
+        raise SpecError(source, [Problem("(top level)",
+                                         f"must be a mapping (got {show_value(data)})",
                                          "start from lab/fabrics/mrc-4p.yml")])
     return _validate(data, source)
 
@@ -194,7 +200,7 @@ def name_problem(name) -> tuple[str, str] | None:
     """What is wrong with a lab name (the spec's `name:`, or `twin up --name`): (message,
     hint), or None."""
     if not isinstance(name, str) or not NAME_RE.match(name):
-        return (f"must be lowercase letters, digits and '-' (got {_show(name)})",
+        return (f"must be lowercase letters, digits and '-' (got {show_value(name)})",
                 "the name prefixes namespace and container names, e.g. mrc-4p")
     if len(name) > MAX_NAME:
         return (f"must be at most {MAX_NAME} characters (got {len(name)})",
@@ -217,7 +223,7 @@ def _validate(data: dict, source: str) -> FabricSpec:
             name = None
     description = data.get("description", "")
     if not isinstance(description, str):
-        c.add("description", f"must be a string (got {_show(description)})")
+        c.add("description", f"must be a string (got {show_value(description)})")
         description = ""
 
     planes = c.integer(data, "planes", 1, MAX_PLANES,
@@ -255,12 +261,12 @@ def _validate(data: dict, source: str) -> FabricSpec:
     block = ipaddress.IPv6Network(DEFAULT_BLOCK)
     srv6 = data.get("srv6", {})
     if not isinstance(srv6, dict):
-        c.add("srv6", f"must be a mapping (got {_show(srv6)})",
+        c.add("srv6", f"must be a mapping (got {show_value(srv6)})",
               "e.g. srv6: {block: fcbb:bb00::/32}")
         srv6 = {}
     c.unknown_keys(srv6, _SRV6_KEYS, "srv6.")
     if "format" in srv6 and srv6["format"] != "F3216":
-        c.add("srv6.format", f"only F3216 is supported (got {_show(srv6['format'])})",
+        c.add("srv6.format", f"only F3216 is supported (got {show_value(srv6['format'])})",
               "F3216 is a 32-bit block followed by 16-bit uSIDs, as MRC uses")
     if "block" in srv6:
         block = c.prefix("srv6.block", srv6["block"], 32, "fc00::/7",
