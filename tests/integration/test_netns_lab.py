@@ -25,7 +25,7 @@ from tests.integration.conftest import (
 from twin import faults as F
 from twin import lab as L
 from twin.cli import main
-from twin.errors import UsageError
+from twin.errors import CommandFailed, UsageError
 from twin.fabric import paths as P
 from twin.lab import phases
 from twin.progress import Steps
@@ -88,6 +88,27 @@ def test_link_down_fails_exactly_the_paths_over_that_link(lab4):
     finally:
         F.link_up(lab4, "t0-p0-r0:eth3")
     assert run_verify(lab4.runtime, lab4.plan).ok
+
+
+def test_link_state_is_set_from_this_process_and_a_missing_interface_is_named(lab4):
+    """set_link_state is an ioctl in the node's namespace (no `ip` started): a fault on
+    a drill's timeline lands microseconds after its stamp. `ip` reads it back."""
+    node, ifname = "t0-p0-r0", "eth3"
+
+    def flags() -> list[str]:
+        out = lab4.runtime.exec(node, ["ip", "-j", "link", "show", "dev", ifname]).stdout
+        return json.loads(out)[0]["flags"]
+
+    fault = F.link_down(lab4, f"{node}:{ifname}")
+    try:
+        assert "UP" not in flags()
+        assert 0 < fault.changed_ns <= time.monotonic_ns()  # stamped before the change
+        assert F.active(lab4)[0].changed_ns == 0  # a process's stamp, not on disk
+    finally:
+        F.link_up(lab4, f"{node}:{ifname}")
+    assert "UP" in flags() and run_verify(lab4.runtime, lab4.plan).ok
+    with pytest.raises(CommandFailed, match='Cannot find device "nope0"'):
+        lab4.runtime.set_link_state(node, "nope0", False)
 
 
 def test_switch_down_fails_exactly_the_paths_through_that_t1_and_clears(lab4):

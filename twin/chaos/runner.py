@@ -238,12 +238,13 @@ class Timeline(threading.Thread):
                         break
                 self.log("revert", p, now)
                 return
-            # The kernel change lands somewhere inside the apply call (most of which is
-            # starting `ip`, `nft` or `tc`), and the endpoints may react before it
-            # returns: figures count from when it began, an upper bound by applied_us.
-            began = time.monotonic_ns()
+            # Recording the fault on disk comes first, and takes ms on a loaded machine;
+            # figures count from just before the kernel change began (the fault's
+            # changed_ns), applied_us says how long the change itself took.
+            called = time.monotonic_ns()
             fault = _apply(self.att, p)
             now = time.monotonic_ns()
+            began = fault.changed_ns or called
             if p.step.fault is not FaultKind.SWITCH_REBOOT:  # a reboot is over when it returns
                 self.held[key] = fault
             self.applied.append(M.AppliedFault(

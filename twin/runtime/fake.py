@@ -148,6 +148,9 @@ class FakeRuntime(Runtime):
             raise CommandFailed(list(argv), rc, err)
         return subprocess.CompletedProcess(argv, rc, out, err)
 
+    def set_link_state(self, node: str, ifname: str, up: bool) -> None:
+        self.exec(node, ["ip", "link", "set", "dev", ifname, "up" if up else "down"])
+
     def destroy(self, nodes: list[str]) -> list[str]:
         there = self.existing(nodes)
         for name in there:
