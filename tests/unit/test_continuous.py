@@ -59,6 +59,7 @@ class FakeSockets:
                 self.cv.notify()
 
     def receive(self, timeout, limit=4096):
+        self.wakes = getattr(self, "wakes", 0) + 1
         with self.cv:
             if not self.back:
                 self.cv.wait(timeout)
@@ -116,6 +117,16 @@ def test_the_thread_stays_under_its_rate_cap(att):
     assert len(sent) / span_s <= 2000 * 1.05
     # The bucket holds 2 ms of the cap: any 10 ms carries at most 2000 * 12 ms = 24 probes.
     assert all(b - a > 10_000_000 for a, b in zip(sent, sent[24:], strict=False))
+
+
+def test_the_thread_wakes_once_a_batch_not_once_a_probe(att):
+    """At 5000 pps the bucket holds 10 probes: the thread sends them together, so it
+    wakes (and preempts the endpoints) about a quarter as often as it sends, where a
+    wake per probe was 0.6 (rounds to start and judge come on top)."""
+    with C.ContinuousProber(att, period_ms=1, rate_pps=5000) as cp:
+        assert cp.wait_rounds(10, 10)
+        sent, wakes = len(cp._sockets.sent_ns), cp._sockets.wakes
+    assert wakes <= sent / 3, (wakes, sent)
 
 
 def test_an_error_in_the_thread_is_kept_not_lost(att):
