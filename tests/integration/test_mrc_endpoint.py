@@ -255,6 +255,9 @@ def test_incast_into_a_shaped_host_link_is_shared_fairly(session_dirs, tmp_path)
     assert run.ok, run.to_dict()
     shares = [f.result.goodput_gbps for f in run.flows]
     assert min(shares) >= 0.7 * max(shares), shares  # the window keeps the shares even
+    # the window steers to two frames' time on the slowest link (200 Mbit/s), 400 µs at least
+    frame = run.flows[0].result.mtu + wire.MAX_FRAME - wire.MTU
+    assert {f.result.target_us for f in run.flows} == {max(400.0, 2 * frame * 8 // 200)}
 
 
 def test_acks_go_back_the_way_the_data_came(lab4):

@@ -20,6 +20,7 @@ from twin.mrc.transport import (
     SackReport,
     Sender,
     SenderConfig,
+    queueing_target_ns,
 )
 
 MiB = 1 << 20
@@ -664,3 +665,25 @@ def test_a_sender_with_no_usable_ev_waits_for_an_ack_instead_of_spinning():
     assert not sender.wants_to_send()  # the endpoint sleeps until an ack or its timer
     sender.on_sack(SackReport(1, 0, first[0].ev, first[0].psn, 0), 100_000)
     assert sender.wants_to_send() and sender.poll(100_001, src)
+
+
+def test_the_delay_target_allows_two_frames_queued_on_the_slowest_link():
+    assert queueing_target_ns(4220, None) == 400_000  # unshaped: the floor
+    assert queueing_target_ns(4220, 10**10) == 400_000  # fast links: the floor
+    assert queueing_target_ns(4220, 25_000_000) == 2 * 4220 * 8 * 40  # 2.7 ms at 25 Mbit/s
+
+
+def test_a_target_below_a_packets_time_leaves_a_slow_link_half_empty():
+    """On 25 Mbit/s paths one frame takes 1.35 ms: with the 400 µs floor as target,
+    one packet queued behind another reads as congestion and the window starves the
+    links; the rate's target fills them."""
+    rate = 25_000_000
+
+    def filled(target_ns: int) -> float:
+        fabric = SimFabric(default=PathModel(rate_bps=rate, delay_ns=100_000, jitter_ns=20_000))
+        r = run_transfer(4 * MiB, fabric, config=SenderConfig(target_ns=target_ns))
+        exactly_once(r, 4 * MiB)
+        return 4 * MiB * 8 / (r.elapsed_ns / 1e9) / (8 * rate)  # of 8 paths' capacity
+
+    floor, from_rate = filled(400_000), filled(queueing_target_ns(4220, rate))
+    assert floor < 0.65 and from_rate > 0.8, (floor, from_rate)

@@ -97,6 +97,7 @@ from twin.mrc.transport import (
     SackReport,
     Sender,
     SenderConfig,
+    queueing_target_ns,
 )
 
 RECV_BATCH = 256
@@ -783,8 +784,13 @@ class Endpoint:
         rkey = _int_arg(req, "rkey", 0, 0xFFFFFFFF)
         n_evs = _int_arg(req, "evs", 1, MAX_EVS, default=128)
         seed_arg = _seed_arg(req)
-        # Payload per packet: 4096, or less where the fabric's MTU cannot carry it.
-        cfg = SenderConfig(mode=mode, mtu=max_payload(self.fabric.spec.mtu))
+        # Payload per packet: 4096, or less where the fabric's MTU cannot carry it;
+        # the delay target from the slowest link a packet crosses.
+        payload = max_payload(self.fabric.spec.mtu)
+        spec = self.fabric.spec
+        rates = [r for r in (spec.host_rate_bps, spec.fabric_rate_bps) if r]
+        cfg = SenderConfig(mode=mode, mtu=payload, target_ns=queueing_target_ns(
+            payload + wire.MAX_FRAME - wire.MTU, min(rates) if rates else None))
         for key, (lo, hi) in _TUNABLES.items():
             if key in req:
                 setattr(cfg, key, type(getattr(cfg, key))(_num_arg(req, key, lo, hi)))
@@ -828,7 +834,8 @@ class Endpoint:
                               for m in list(sender.completed)[-16:]),
             events_logged=sender.log.total,
             single_path=self._path(qp, single.value) if single is not None else None,
-            ev_skips_total=evs.skips, dead_paths_total=evs.dead_paths)
+            ev_skips_total=evs.skips, dead_paths_total=evs.dead_paths,
+            target_us=sender.cfg.target_ns / 1000)
 
     def _recv_qp_stats(self, qp: RecvQp) -> RecvQpStats:
         return RecvQpStats(qp.qpn, qp.bad_rkey, qp.receiver.cum,

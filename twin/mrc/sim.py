@@ -14,10 +14,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from twin.fabric.paths import ENTROPY_SHIFT, ev_fields
+from twin.mrc import wire
 from twin.mrc.evset import EvSet
 from twin.mrc.transport import QpFailed, Receiver, RxPacket, Sender, SenderConfig
 
 DELAYED_ACK_NS = 50_000
+FRAME_OVERHEAD = wire.MAX_FRAME - wire.MTU  # the headers a data packet carries on the wire
 PATH_MASK = (1 << ENTROPY_SHIFT) - 1  # an EV's plane and T1
 
 
@@ -32,6 +34,7 @@ class PathModel:
     delay_ns: int = 20_000
     jitter_ns: int = 5_000  # reordering across paths (a path itself stays FIFO)
     dead: bool = False
+    rate_bps: int = 0  # a link that serializes: one packet at a time at this rate (0: none)
 
 
 @dataclass
@@ -44,14 +47,17 @@ class SimFabric:
         self.rng = random.Random(self.seed)
         self._burst: dict[tuple[int, int], tuple[int, int]] = {}  # key -> (left, ends at)
         self._last_arrival: dict[tuple[int, int], int] = {}
+        self._busy_until: dict[tuple[int, int], int] = {}  # a rated path's link, sending
 
     def model(self, ev: int) -> tuple[tuple[int, int], PathModel]:
         plane, t1, _ = ev_fields(ev)
         key = (plane, t1)
         return key, self.paths.get(key, self.default)
 
-    def arrivals(self, ev: int, now: int) -> list[int]:
-        """When copies of a packet sent now on `ev` arrive (empty: lost)."""
+    def arrivals(self, ev: int, now: int, size: int = 0) -> list[int]:
+        """When copies of a `size`-byte packet sent now on `ev` arrive (empty: lost).
+        On a rated path a packet waits for the ones before it to be serialized (a
+        queue at the link), and a reply (size 0) takes the other direction's FIFO."""
         key, m = self.model(ev)
         if m.dead:
             return []
@@ -64,9 +70,17 @@ class SimFabric:
             return []
         if m.loss and self.rng.random() < m.loss:
             return []
-        at = now + m.delay_ns + int(self.rng.random() * m.jitter_ns)
-        at = max(at, self._last_arrival.get(key, 0))  # one path is FIFO
-        self._last_arrival[key] = at
+        start = now
+        if m.rate_bps:
+            fifo = (key, size > 0)
+            if size:
+                start = max(now, self._busy_until.get(key, 0)) + size * 8 * 10**9 // m.rate_bps
+                self._busy_until[key] = start
+        else:
+            fifo = key
+        at = start + m.delay_ns + int(self.rng.random() * m.jitter_ns)
+        at = max(at, self._last_arrival.get(fifo, 0))  # one path is FIFO
+        self._last_arrival[fifo] = at
         copies = [at]
         if m.duplicate and self.rng.random() < m.duplicate:
             copies.append(at + 1)
@@ -128,7 +142,7 @@ def run_transfer(size: int, fabric: SimFabric, *, mode: str = "mrc", planes: int
             while pending_events and pending_events[0][0] <= now:
                 pending_events.pop(0)[1](fabric)
             for tx in sender.poll(now, view):
-                for at in fabric.arrivals(tx.ev, now):
+                for at in fabric.arrivals(tx.ev, now, len(tx.payload) + FRAME_OVERHEAD):
                     tie += 1
                     heapq.heappush(heap, (at, tie, "data", RxPacket(
                         tx.psn, tx.va, bytes(tx.payload), tx.imm, tx.ev, tx.tries,

@@ -122,6 +122,7 @@ class SendQpStats:
     single_path: str | None  # single-path's one uSID path, else None
     ev_skips_total: int = 0  # an EV went GOOD -> SKIP for a rotation (congested RTT)
     dead_paths_total: int = 0  # a path shown dead: its EVs retired together
+    target_us: float = 0.0  # the queueing delay the window steers to (from the link rates)
 
     def to_dict(self) -> dict[str, Any]:
         return {"qpn": self.qpn, "peer": self.peer, "mode": self.mode, "idle": self.idle,
@@ -139,7 +140,7 @@ class SendQpStats:
                 "completions": [c.to_dict() for c in self.completions],
                 "events_logged": self.events_logged, "single_path": self.single_path,
                 "ev_skips_total": self.ev_skips_total,
-                "dead_paths_total": self.dead_paths_total}
+                "dead_paths_total": self.dead_paths_total, "target_us": self.target_us}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> SendQpStats:
@@ -152,7 +153,7 @@ class SendQpStats:
             d["probes_sent"], d["messages_completed"],
             tuple(MessageLatency.from_dict(c) for c in d["completions"]),
             d["events_logged"], d["single_path"], d.get("ev_skips_total", 0),
-            d.get("dead_paths_total", 0))
+            d.get("dead_paths_total", 0), d.get("target_us", 0.0))
 
 
 @dataclass(frozen=True)

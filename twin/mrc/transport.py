@@ -40,7 +40,10 @@ Sender
     Congestion: a window in packets, NSCC-style: it grows while the queueing
     delay (RTT above the lowest seen) is under `target_ns`, shrinks in
     proportion to the excess above it, and once per RTT on loss. An EV whose
-    own delay is above target is SKIPped for a rotation.
+    own delay is above target is SKIPped for a rotation. The target is at least
+    QUEUE_PACKETS packets' time on the slowest link (queueing_target_ns): one
+    packet waiting behind another at a 25 Mbit/s port is 1.35 ms, and a target
+    below that reads a busy link as congested and pins the window at its floor.
 
     Events (EVENT_KINDS): each packet declared lost, the first loss on each EV,
     every EV state change with its reason, EV retirements, retransmissions and
@@ -260,6 +263,18 @@ class SackReport:
     dup: bool = False  # that packet was a duplicate: two copies of its PSN arrived
 
 
+TARGET_FLOOR_NS = 400_000  # the queueing-delay target on fast links
+QUEUE_PACKETS = 2  # packets queued at the bottleneck that are not yet congestion
+
+
+def queueing_target_ns(frame_bytes: int, slowest_bps: int | None) -> int:
+    """The window's queueing-delay target on a fabric whose slowest link runs at
+    `slowest_bps` (None: unshaped): QUEUE_PACKETS frames' time on it, 400 µs at least."""
+    if not slowest_bps:
+        return TARGET_FLOOR_NS
+    return max(TARGET_FLOOR_NS, QUEUE_PACKETS * frame_bytes * 8 * 1_000_000_000 // slowest_bps)
+
+
 @dataclass
 class SenderConfig:
     mode: str = "mrc"
@@ -267,7 +282,7 @@ class SenderConfig:
     init_window: float = 16
     min_window: float = 2
     max_window: float = 256
-    target_ns: int = 400_000  # queueing delay the window steers to
+    target_ns: int = TARGET_FLOOR_NS  # queueing delay the window steers to
     reorder_ns: int = 50_000  # RACK's floor; srtt/4 when larger; widened by late arrivals
     rto_min_ns: int = 10_000_000  # last resort; a noisy 2-core VM stalls for ms at times
     retry_limit: int = 7  # single-path: losses of one PSN; else: its timeouts in a row
