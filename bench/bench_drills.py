@@ -5,7 +5,7 @@
               detection µs, repair µs, packets lost per fault, time back to 90% of the
               goodput before, localization ms (the continuous prober), wall time per drill.
               Median and p90 over --repeat (>= 10).
-  shaped      on mrc-4p-shaped (every host link 50 Mbit/s, fabric links 100 Mbit/s), where the
+  shaped      on mrc-4p-shaped (every host link 25 Mbit/s, fabric links 50 Mbit/s), where the
               fabric and not the CPU is the bottleneck: one 8 MiB transfer sprayed (mrc) vs one
               path (single-path); 16 single-path QPs between the same two hosts (their ECMP
               hashes collide on paths: how many distinct paths they took) vs 1 mrc QP; the

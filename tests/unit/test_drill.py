@@ -191,3 +191,17 @@ method:
     assert actions == [(10, "t0-p0-r0:eth3", False), (20, "t1-p1-0", False),
                        (50, "t1-p1-0", True), (60, "t0-p0-r0:eth3", True),
                        (110, "t0-p0-r0:eth3", False), (160, "t0-p0-r0:eth3", True)]
+
+
+def test_with_several_labs_up_a_drill_runs_on_its_fabrics_lab(monkeypatch):
+    from twin import state
+    from twin.cli import drill as cli_drill
+
+    shaped = D.load_drill(D.find("t0-t1-flap"))  # fabric: mrc-4p-shaped
+    monkeypatch.setattr(state, "known_labs", lambda: ["mrc-4p", "mrc-4p-shaped"])
+    assert cli_drill._lab_for(shaped, None) == "mrc-4p-shaped"
+    assert cli_drill._lab_for(shaped, "mrc-4p") == "mrc-4p"  # --lab wins
+    monkeypatch.setattr(state, "known_labs", lambda: ["mrc-4p", "mine"])
+    assert cli_drill._lab_for(shaped, None) is None  # attach says: name one with --lab
+    monkeypatch.setattr(state, "known_labs", lambda: ["mine"])
+    assert cli_drill._lab_for(shaped, None) is None  # the one lab up

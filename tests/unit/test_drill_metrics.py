@@ -123,8 +123,18 @@ def test_a_lasting_loss_never_gets_back_and_settled_reads_the_last_half():
     f = M.AppliedFault("nic-down", "x", T0 + 100 * MS, frozenset())
     fig = M.goodput_figures(g, [f])
     assert fig["back_to_90_ms"] is None
+    assert fig["dip_ms"] == 98.0  # below 90% from bin 102 (the 5 ms average) to the end
     assert fig["settled_retained"] == 0.75
     assert fig["dip_depth"] == 0.25
+
+
+def test_the_dip_is_one_stretch_not_every_noisy_bin_below_90_percent():
+    # a 10 ms outage 20 ms after the fault, then 1 ms bins that dip below 90% now and then
+    noisy = [100, 100, 100, 100, 100, 100, 40] * 20
+    g = goodput([100] * 100 + [100] * 20 + [0] * 10 + noisy)
+    fig = M.goodput_figures(g, [M.AppliedFault("x", "x", T0 + 100 * MS, frozenset())])
+    assert fig["back_to_90_ms"] == 34.0  # the 5 ms average is back at bin 134
+    assert fig["dip_ms"] == 14.0  # from bin 120 (its first below) to 134
 
 
 def test_a_shallow_dip_is_back_at_once():

@@ -12,7 +12,9 @@ acked bytes in 1 ms bins per plane, and the prober's localizations.
                 acknowledged through another path (0: nothing was lost)
     lost        packets declared lost from the fault to the next one
     dip         over the 5 ms moving average of goodput: its depth below the
-                goodput before the first fault, and the time until it is back at 90%
+                goodput before the first fault, its length (from its first ms
+                below 90% of before until back at 90%, or to the end), and the
+                time from the fault until it is back at 90%
 
 A fault "crosses" a path when the path uses one of its links or one of its
 switches.
@@ -36,7 +38,7 @@ class AppliedFault:
 
     kind: str
     target: str
-    at_ns: int  # the apply call began (the fault is in force by applied_ns)
+    at_ns: int  # its kernel change began (recorded on disk before; in force by applied_ns)
     links: frozenset[str]  # link ids it takes out
     nodes: frozenset[str] = frozenset()  # switches it takes out whole
     reverted_ns: int | None = None
@@ -239,20 +241,18 @@ def goodput_figures(g: Goodput, faults: list[AppliedFault]) -> dict:
     settled = faulted[len(faulted) // 2:]
     s = smoothed(total)[fb:end]
     low = min(s)
-    below = [i for i, v in enumerate(s) if v < RECOVERED * pre]
-    back = None
-    if not below:
+    first_below = next((i for i, v in enumerate(s) if v < RECOVERED * pre), None)
+    back, dip = None, 0.0
+    if first_below is None:
         back = 0.0
-    else:
-        first_below = below[0]
-        for i in range(first_below, len(s)):
-            if s[i] >= RECOVERED * pre:
-                back = float(i)
-                break
+    else:  # the dip: from its first bin below 90% until back (else to the end)
+        back = next((float(i) for i in range(first_below, len(s))
+                     if s[i] >= RECOVERED * pre), None)
+        dip = (back if back is not None else float(len(s))) - first_below
     return {
         "pre_bps": pre * 8 * 1000,
         "dip_depth": round(max(0.0, 1 - low / pre), 4),
-        "dip_ms": float(len(below)),
+        "dip_ms": dip,
         "back_to_90_ms": back,
         "goodput_retained": round(_mean(after) / pre, 4),
         "settled_retained": round(_mean(settled) / pre, 4) if settled else None,

@@ -57,6 +57,16 @@ def drill_list(as_json):
     out.print("run one: twin drill run NAME [--compare single-path] [--report DIR]")
 
 
+def _lab_for(d, lab: str | None) -> str | None:
+    """--lab, else the one lab up, else the lab named after the drill's fabric."""
+    from twin.state import known_labs
+
+    up = known_labs()
+    if lab is None and len(up) > 1 and d.fabric in up:
+        return d.fabric
+    return lab
+
+
 @drill.command("run")
 @click.argument("ref", metavar="NAME|FILE")
 @click.option("--lab", default=None, help="The lab to run it on (default: the one lab up).")
@@ -85,13 +95,18 @@ def drill_run(ref, lab, mode, compare, seed, as_json, junit, report_dir):
     sigterm_as_interrupt()
     path = D.find(ref)
     d = D.load_drill(path)
-    att = L.attach(lab)
+    att = L.attach(_lab_for(d, lab))
     att.require_whole()
     started = time.monotonic()
 
     def note(text):
         if not as_json:
             err.print(f"[dim]{d.name}[/dim] {text}")
+
+    if d.fabric and att.fabric.spec.name != d.fabric:
+        on = att.lab if att.lab == att.fabric.spec.name else \
+            f"{att.lab} (fabric {att.fabric.spec.name})"
+        note(f"written for {d.fabric}, running on {on}: the figures are this fabric's")
 
     runs = runner.run_all(att, d, mode=mode, compare=compare, seed=seed, progress=note)
     results = {"drills": [r.data for r in runs]}
