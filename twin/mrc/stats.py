@@ -59,6 +59,7 @@ class SenderCounters:
     acked: int  # packets (PSNs) acknowledged
     per_plane_packets: Mapping[int, int]  # plane -> data packets sent on it
     acks_unsent: int  # SACKs and NAKs naming a PSN never sent (forged or corrupt): ignored
+    lost_dead_path: int = 0  # in flight on a path when it proved dead: resent at once
 
     def to_dict(self) -> dict[str, Any]:
         return {"packets": self.packets, "bytes": self.bytes, "retransmits": self.retransmits,
@@ -66,13 +67,14 @@ class SenderCounters:
                 "lost_timeout": self.lost_timeout, "lost_nack": self.lost_nack,
                 "spurious": self.spurious, "acked": self.acked,
                 "per_plane_packets": {str(p): n for p, n in self.per_plane_packets.items()},
-                "acks_unsent": self.acks_unsent}
+                "acks_unsent": self.acks_unsent, "lost_dead_path": self.lost_dead_path}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> SenderCounters:
         return cls(d["packets"], d["bytes"], d["retransmits"], d["lost_per_ev"],
                    d["lost_rack"], d["lost_timeout"], d["lost_nack"], d["spurious"],
-                   d["acked"], _plane_map(d["per_plane_packets"]), d.get("acks_unsent", 0))
+                   d["acked"], _plane_map(d["per_plane_packets"]), d.get("acks_unsent", 0),
+                   d.get("lost_dead_path", 0))
 
 
 @dataclass(frozen=True)

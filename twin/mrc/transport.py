@@ -15,7 +15,7 @@ Sender
     A SACK or NAK that names a PSN never sent is forged or corrupt: it is
     counted (acks_unsent) and ignored whole.
 
-    Loss, four ways, fastest first:
+    Loss, four ways, fastest first (and a fifth, below: a dead path's):
       per EV    a packet is lost when a packet sent after it *on the same EV*
                 is acked: one path is FIFO, so it was not merely late
       RACK      it is lost when a packet sent more than the reordering window
@@ -30,6 +30,9 @@ Sender
     link it crosses), so a second loss on a path that has delivered nothing sent
     since the first shows the path dead, and every EV on it retires at once
     (evset.EvSet.path_lost); a later delivery of a packet sent on it puts them back.
+    Whatever is still in flight on a path that just proved dead is declared lost
+    then too (dead_path) and resent, not left to RACK, which cannot judge a PSN
+    past the SACK bitmap while an earlier hole holds cum, nor to the timer.
     A copy declared lost that arrives after all (the SACK echoes its number, or
     the receiver reports the resend as a duplicate) was only late: its EV's
     retirement is undone and the reordering window widens. The window covers how
@@ -94,7 +97,7 @@ NACK_DISTANCE = BITMAP_BITS  # a hole this far behind the newest PSN is NAKed
 # would grow the receive bitmap without bound and claim a PSN not yet sent.
 RECV_WINDOW = 1 << 16
 TRY_MASK = 0x7F  # transmission numbers travel in 7 bits
-LOSS_REASONS = ("per_ev", "rack", "nack", "timeout")
+LOSS_REASONS = ("per_ev", "rack", "nack", "timeout", "dead_path")
 MESSAGES_KEPT = 64  # completed messages remembered for stats (the count is kept in full)
 LOST_REMEMBERED = 1024  # PSNs declared lost, remembered to recognise a late arrival
 REORDER_STEPS_MAX = 8
@@ -105,7 +108,7 @@ BIN_NS = 1_000_000  # acked_bins: 1 ms
 BINS_MAX = 16_384  # acked_bins kept per QP (16 s of 1 ms bins); older ones are summed
 
 EVENT_KINDS = {
-    "loss": "a packet declared lost (detail: how: per_ev, rack, nack, timeout)",
+    "loss": "a packet declared lost (detail: how: per_ev, rack, nack, timeout, dead_path)",
     "first_loss": "the first packet declared lost on this EV (detail: how)",
     "ev_state": "an EV changed state (detail: 'old->new: why'; states good, assumed_bad, "
                 "denied, and spare/new for an EV leaving or entering a slot; GOOD<->SKIP "
@@ -328,6 +331,7 @@ class SenderStats:
     acked: int = 0
     per_plane_packets: dict[int, int] = field(default_factory=dict)
     acks_unsent: int = 0  # SACKs and NAKs naming a PSN never sent: ignored whole
+    lost_dead_path: int = 0  # in flight on a path when it proved dead: resent at once
 
 
 class QpFailed(RuntimeError):
@@ -639,7 +643,7 @@ class Sender:
         undone = self.cfg.mode == "mrc" and self.evs.unretire(ev_value)
         self._event(now, "spurious", ev_value, psn,
                     f"{reason}; retirement undone" if undone else reason)
-        if reason != "timeout":  # reordering is deeper than the window allowed
+        if reason not in ("timeout", "dead_path"):  # reordering deeper than the window
             self.reordering_ns = max(self.reordering_ns, self._rack_sent - sent_ns)
             if self._reorder_steps < REORDER_STEPS_MAX:
                 self._reorder_steps += 1
@@ -812,16 +816,20 @@ class Sender:
         # A timeout names no path: nothing sent after the packet was acked either, so the
         # peer (or the whole fabric) went quiet, as a stalled receiver does. Resend, but
         # blame no EV; a dead path is caught by per-EV and RACK, which compare paths.
-        if mode == "mrc" and reason != "timeout":
+        # A packet resent because its path died has already been blamed.
+        died = False
+        if mode == "mrc" and reason not in ("timeout", "dead_path"):
             retired, replacement = self.evs.lost(ev, f"{reason} loss of PSN {tx.psn}")
             if retired:
                 self._per_ev.pop(ev.value, None)  # nothing more is sent on it
                 self._event(now, "retire", ev.value, tx.psn, reason + _replaced(replacement))
             # The path itself may be dead: then its other EVs go now, not one loss each.
+            alive = ev.path is not None and ev.path.dead_since is None
             for sibling, repl in self.evs.path_lost(ev, tx.sent_ns):
                 self._per_ev.pop(sibling.value, None)
                 self._event(now, "retire", sibling.value, tx.psn,
                             f"path dead, as {ev.value:#x} showed" + _replaced(repl))
+            died = alive and ev.path.dead_since is not None
         if now - self._last_cut_ns > max(self.srtt, self.cfg.reorder_ns):
             self.window = max(self.cfg.min_window, self.window * 0.85)
             self._last_cut_ns = now
@@ -834,6 +842,16 @@ class Sender:
             self._retx.extend([tx.psn, *later])
         else:
             self._retx.append(tx.psn)
+        if died:
+            self._resend_dead_path(ev.path, now)
+
+    def _resend_dead_path(self, path, now: int) -> None:
+        """`path` just proved dead: what is still in flight on it will not arrive.
+        Resend it now, on live EVs, instead of waiting for RACK (which cannot judge a
+        PSN past the SACK bitmap while an earlier hole holds cum) or the timer."""
+        for tx in [t for t in self._txs.values() if t.in_flight and t.ev.path is path]:
+            self.stats.lost_dead_path += 1
+            self._declare_lost(tx, now, "dead_path")
 
     def _complete(self, now: int) -> None:
         while self._msgs and self._msgs[0].last_psn < self._lowest_unacked():
