@@ -558,7 +558,23 @@ def _judge(att, drill: Drill, mode, seed, baseline_of, planned, timeline: Timeli
                     "events_dropped": run_data.events_dropped if run_data else 0},
         "targets": [p.target for p in planned],
         "variables": variables,
+        "flows": _flows_json(run_data, n_main),
     }
+
+
+def _flows_json(run_data: T.Run | None, n_main: int) -> list[dict]:
+    """Each QP: between whom, how it ended, and single-path's one path (which the
+    QP's ECMP hash chose: whether a fault hit it is read from here)."""
+    if run_data is None:
+        return []
+    out = []
+    for i, f in enumerate(run_data.flows):
+        r = f.result
+        out.append({"src": f.src, "dst": f.dst, "size": f.size, "bystander": i >= n_main,
+                    "exact": f.exact, "failed": r.failed if r is not None else None,
+                    "goodput_gbps": round(r.goodput_gbps, 4) if r is not None else None,
+                    "single_path": r.single_path if r is not None else None})
+    return out
 
 
 def _worst(faults: list[dict], key: str):
