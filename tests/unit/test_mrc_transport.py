@@ -92,7 +92,7 @@ def set_delay(delay_ns):
 
 def test_a_path_dying_mid_transfer_costs_mrc_little_and_is_in_the_event_log():
     size = 16 * MiB
-    ev0 = EvSet([0, 1, 2, 3], 2, seed=7).next().value  # single-path's EV, same seed
+    ev0 = EvSet([0, 1, 2, 3], 2, seed=7).hashed().value  # single-path's EV, same seed
     key = ev_fields(ev0)[:2]
     mrc = run_transfer(size, SimFabric(seed=2), mode="mrc", events=[(200_000, kill_path(key))])
     exactly_once(mrc, size)
@@ -695,3 +695,12 @@ def test_a_target_below_a_packets_time_leaves_a_slow_link_half_empty():
 
     floor, from_rate = filled(400_000), filled(queueing_target_ns(4220, rate))
     assert floor < 0.65 and from_rate > 0.8, (floor, from_rate)
+
+
+def test_single_path_qps_hash_onto_every_plane_and_t1():
+    """A RoCE QP's hash picks its NIC port and its ECMP path once: over many QPs every
+    one of the 8 paths is taken (the rotation's first EV was always plane 0's)."""
+    singles = [Sender(EvSet([0, 1, 2, 3], 2, seed=f"r0h0/send/{qpn}/1"), 0,
+                      SenderConfig(mode="single-path")).single_ev for qpn in range(64)]
+    paths = collections.Counter((ev.plane, ev.t1) for ev in singles)
+    assert set(paths) == {(p, t) for p in range(4) for t in range(2)}, paths

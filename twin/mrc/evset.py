@@ -194,6 +194,16 @@ class EvSet:
 
     # -- rotation ---------------------------------------------------------------
 
+    def hashed(self) -> Ev:
+        """One usable EV drawn with the set's seed from every slot, whatever its plane:
+        what a RoCE QP's hash picks once for its life (its NIC port, then its ECMP
+        path). The rotation's first EV would always be on the first plane."""
+        usable = [ev for ev in self.active if ev.plane not in self.planes_down
+                  and ev.state is not EvState.DENIED and ev.state is not EvState.ASSUMED_BAD]
+        if not usable:
+            return self.next()  # raises: nothing usable
+        return usable[self._rng.randrange(len(usable))]
+
     def next(self) -> Ev:
         """The next usable EV in rotation (SKIP ones are passed over once)."""
         n = len(self.active)

@@ -402,7 +402,7 @@ class Sender:
         self._low = 0  # lowest PSN not yet acked
         self._last_cut_ns = -1
         self._reorder_steps = 1  # the RACK window, in units of its base
-        self._single: Ev | None = evset.next() if self.cfg.mode == "single-path" else None
+        self._single: Ev | None = evset.hashed() if self.cfg.mode == "single-path" else None
 
     # -- posting ----------------------------------------------------------------
 
