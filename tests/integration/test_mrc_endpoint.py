@@ -82,12 +82,13 @@ def test_link_down_mid_transfer_mrc_recovers_single_path_does_not(lab4):
     # Replacements land elsewhere: fewer EVs are out now than there were events.
     assert flow.evs.get("assumed_bad", 0) <= flow.ev_retirements_total
 
-    # single-path: cut the T0-T1 link its one path crosses, mid-transfer
-    probe = bulk(lab4, 4 * MiB, mode="single-path")
-    plane, t1, _ = P.parse_path(lab4.fabric, probe.flows[0].result.single_path)
-    link_end = f"t0-p{plane}-r0:{lab4.fabric.t0_uplink(t1)}"
-
+    # single-path: cut the T0-T1 link its one path crosses (its QP's hash chose it:
+    # read it from the running QP), mid-transfer
     def cut_its_path():
+        with endpoints.client(lab4.runtime, "r0h0") as c:
+            (qp,) = EndpointStats.from_dict(c.call("stats")).send_qps
+        plane, t1, _ = P.parse_path(lab4.fabric, qp.single_path)
+        link_end = f"t0-p{plane}-r0:{lab4.fabric.t0_uplink(t1)}"
         F.link_down(lab4, link_end)
         return f"link-down {link_end}"
 
