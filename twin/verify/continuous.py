@@ -15,10 +15,9 @@ round after round, from a thread of the caller's process; the localizer
                rate_pps * (T + 2 ms) probes. The thread wakes when a batch is
                due (the bucket full, or what is left of the round), not once a
                probe: a wake-up per probe at thousands a second preempts the
-               endpoints it measures.
-    priority   the thread runs at nice NICE: on a machine with fewer cores than
-               busy endpoints, the prober must not take their CPU (a Clustermapper
-               does not run on the NICs it probes). Localization waits instead.
+               endpoints it measures. It runs at the caller's priority: a niced
+               thread preempted while it holds the GIL stalls every other thread
+               of the process (a drill's timeline applied faults 440 ms late).
     lost       a probe not back `timeout_ms` after the round's last send (default:
                the period, but 5 to 10 ms; rounds may overlap). The sockets are
                read once more after that deadline, so a thread slowed by a busy
@@ -37,7 +36,6 @@ starts (in the caller's thread, so a lab that is not there fails there).
 
 from __future__ import annotations
 
-import os
 import random
 import threading
 import time
@@ -59,7 +57,6 @@ TIMEOUT_MIN_MS = 5.0
 TIMEOUT_DEFAULT_MS = 10.0  # a lab's loopback round trip is tens of µs: the rest is headroom
 STRETCH_SLACK = 1.1  # a stretched period leaves a tenth to spare: rounds start on time
 BUCKET_S = 0.002  # the token bucket holds this much of the rate
-NICE = 10  # the prober thread's (Linux nice is per thread)
 STOP_WAIT_S = 5.0
 
 
@@ -211,10 +208,6 @@ class ContinuousProber:
 
     def _guarded(self) -> None:
         try:
-            try:
-                os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), NICE)
-            except OSError:  # not permitted: run at the caller's priority
-                pass
             self._loop()
         except Exception as e:  # the caller reads it from snapshot(); the thread ends
             self.error = f"{type(e).__name__}: {e}"
