@@ -1,0 +1,59 @@
+"""Every metric the exporter serves: its name, kind, help and labels (pure).
+
+The names are part of twin's interface: dashboards, alerts and users' queries are
+written against them, so they change only with a note in docs/metrics.md. Every
+series carries `lab`. Link series are per link end: `node`, `ifname`, the other end
+as `peer` (NODE:IF), the link's `plane` and its `tier` (host: a NIC port to its T0;
+fabric: T0 to T1).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+LINK_LABELS = ("lab", "node", "ifname", "peer", "plane", "tier")
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str
+    kind: str  # counter or gauge
+    help: str
+    labels: tuple[str, ...]
+
+
+_ALL = (
+    Metric("twin_endpoint_tx_bytes_total", "counter",
+           "Payload bytes of data packets an endpoint sent on a plane, retransmissions "
+           "included, over its life", ("lab", "host", "plane")),
+    Metric("twin_endpoint_rx_bytes_total", "counter",
+           "Payload bytes an endpoint placed from data packets that arrived on a plane "
+           "(duplicates excluded), over its life", ("lab", "host", "plane")),
+    Metric("twin_endpoint_retransmits_total", "counter",
+           "Data packets an endpoint sent again, over its life", ("lab", "host")),
+    Metric("twin_endpoint_evs", "gauge",
+           "EVs in the host's open sending QPs' sets, by state", ("lab", "host", "state")),
+    Metric("twin_endpoint_srtt_seconds", "gauge",
+           "The largest smoothed RTT over the host's open sending QPs", ("lab", "host")),
+    Metric("twin_endpoint_up", "gauge",
+           "1 if the host's endpoint answered this scrape, else 0", ("lab", "host")),
+    Metric("twin_link_tx_bytes_total", "counter", "Bytes sent out of a link end (kernel)",
+           LINK_LABELS),
+    Metric("twin_link_rx_bytes_total", "counter", "Bytes received at a link end (kernel)",
+           LINK_LABELS),
+    Metric("twin_link_drops_total", "counter",
+           "Packets dropped at a link end (kernel), by direction",
+           (*LINK_LABELS, "direction")),
+    Metric("twin_link_up", "gauge", "1 if the link end is operationally up, else 0",
+           LINK_LABELS),
+    Metric("twin_fault_active", "gauge",
+           "1 per fault in force (a blind drill's hidden fault: kind and target 'hidden')",
+           ("lab", "kind", "target")),
+    Metric("twin_verify_paths_failed", "gauge",
+           "Paths that failed in the last `twin verify` or `twin probe` round", ("lab",)),
+    Metric("twin_scrape_duration_seconds", "gauge",
+           "How long collecting this scrape took", ("lab",)),
+)
+
+METRICS: dict[str, Metric] = {m.name: m for m in _ALL}
+EV_STATES = ("good", "skip", "assumed_bad", "denied")
