@@ -17,7 +17,10 @@ DROPS = {"truncated": 1, "malformed": 0, "bad_icrc": 3, "unknown_qp": 2, "bad_rk
 def endpoint_wire() -> dict:
     return {"host": "r0h0", "ports": 0b1111, "bad_packets": 4, "unknown_qp": 2,
             "totals": {"bytes_sent": 1 << 20, "bytes_placed": 0, "retransmits": 0,
-                       "ev_retirements": 0},
+                       "ev_retirements": 0,
+                       "tx_bytes_per_plane": {"0": 1 << 18, "1": 1 << 18, "2": 1 << 18,
+                                              "3": 1 << 18},
+                       "rx_bytes_per_plane": {"0": 0, "1": 0, "2": 0, "3": 0}},
             "send_qps": [send_qp_stats().to_dict()], "recv_qps": [RECV], "drops": DROPS}
 
 
@@ -34,6 +37,14 @@ def test_typed_values_are_typed():
     assert qp.sender.per_plane_packets == {0: 64, 1: 64, 2: 64, 3: 64}  # planes are ints
     assert qp.planes_in_use == (0, 1, 2, 3) and qp.completions[0].msn == 0
     assert ep.recv_qp(2).completed == ((0, 42),) and ep.send_qp(99) is None
+
+
+def test_per_plane_totals_are_typed_and_an_older_endpoint_reads_as_none():
+    ep = S.EndpointStats.from_dict(endpoint_wire())
+    assert ep.totals.tx_bytes_per_plane == {0: 1 << 18, 1: 1 << 18, 2: 1 << 18, 3: 1 << 18}
+    older = endpoint_wire()
+    del older["totals"]["tx_bytes_per_plane"], older["totals"]["rx_bytes_per_plane"]
+    assert S.EndpointStats.from_dict(older).totals.rx_bytes_per_plane == {}
 
 
 def test_unknown_keys_are_ignored_and_a_missing_one_is_an_error():

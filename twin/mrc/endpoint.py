@@ -73,7 +73,7 @@ from pathlib import Path
 
 from twin import unixsock
 from twin.fabric.model import build_fabric
-from twin.fabric.paths import ENTROPY_SHIFT, ev_fields, route
+from twin.fabric.paths import ENTROPY_SHIFT, PLANE_BITS, ev_fields, route
 from twin.fabric.plan import nic_address
 from twin.fabric.spec import parse_spec
 from twin.mrc import wire
@@ -129,6 +129,7 @@ _ENDPOINT_DROPS = ("truncated", "malformed", "bad_icrc", "unknown_qp", "bad_rkey
 
 
 _PATH_MASK = (1 << ENTROPY_SHIFT) - 1  # an EV's plane and T1: which path it takes
+_PLANE_MASK = (1 << PLANE_BITS) - 1  # an EV's plane
 
 
 def now_ns() -> int:
@@ -202,6 +203,10 @@ class Endpoint:
         self.drops = dict.fromkeys(_ENDPOINT_DROPS, 0)
         self.totals = {"bytes_sent": 0, "bytes_placed": 0, "retransmits": 0,
                        "ev_retirements": 0}
+        # per plane, over the endpoint's life: payload sent (retransmissions included)
+        # and placed (duplicates not), for per-plane telemetry across QPs come and gone
+        self.tx_plane_bytes: dict[int, int] = {p: 0 for p in self.fabric.nic_planes}
+        self.rx_plane_bytes: dict[int, int] = {p: 0 for p in self.fabric.nic_planes}
         # the QPs' own drop counters, of QPs closed before
         self._closed_drops = {"duplicate": 0, "psn_window": 0, "ack_unsent": 0}
         self._clients = 0
@@ -327,6 +332,7 @@ class Endpoint:
                                 tx.imm)
                 try:
                     self.raw.sendto(pkt, (qp.paths[tx.ev], 0))
+                    self.tx_plane_bytes[tx.ev & _PLANE_MASK] += len(tx.payload)
                 except OSError:
                     qp.send_errors += 1  # no route (our port is down): lost, recovered
         return busy
@@ -403,7 +409,12 @@ class Endpoint:
         qp.peer_nic = qp.peer_nic or src
         qp.last_pkt = rp
         qp.last_data_ns = now_ns()
+        placed = rx.stats.bytes
         sack = rx.on_data(rp)
+        if rx.stats.bytes != placed:
+            plane = pkt.ev & _PLANE_MASK
+            if plane in self.rx_plane_bytes:
+                self.rx_plane_bytes[plane] += rx.stats.bytes - placed
         if sack is not None:
             self._send_sack(qp, sack)
         while rx.nacks:
@@ -866,7 +877,9 @@ class Endpoint:
             retransmits=self.totals["retransmits"]
             + sum(q.sender.stats.retransmits for q in sq),
             ev_retirements=self.totals["ev_retirements"]
-            + sum(q.sender.evs.retirements for q in sq))
+            + sum(q.sender.evs.retirements for q in sq),
+            tx_bytes_per_plane=dict(self.tx_plane_bytes),
+            rx_bytes_per_plane=dict(self.rx_plane_bytes))
         drops = self.drop_counts()
         bad = drops.truncated + drops.malformed + drops.bad_icrc
         return EndpointStats(self.host, self.port_bitmap, bad, drops.unknown_qp,

@@ -25,7 +25,8 @@ coerces, so a reply re-serialised is byte for byte the reply received. `from_dic
 reads the keys it knows and ignores any others, such as the control reply's `id`.
 A missing key raises KeyError, except the keys added after the first schema (the
 drop counters: `drops`, `acks_unsent`, `out_of_window`; `ev_skips_total`,
-`dead_paths_total`), which read as 0: a lab kept up across an upgrade of twin has
+`dead_paths_total`), which read as 0, and the per-plane totals
+(`tx_bytes_per_plane`, `rx_bytes_per_plane`), which read as empty: a lab kept up across an upgrade of twin has
 endpoints that do not send them yet.
 
 Only the standard library: the endpoint imports this inside a host's namespace.
@@ -34,7 +35,7 @@ Only the standard library: the endpoint imports this inside a host's namespace.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 
@@ -201,14 +202,22 @@ class EndpointTotals:
     bytes_placed: int  # payload bytes placed into receive buffers
     retransmits: int  # packets sent again
     ev_retirements: int  # EV retirement events
+    # plane -> payload bytes of data packets sent on it (retransmissions included)
+    tx_bytes_per_plane: Mapping[int, int] = field(default_factory=dict)
+    # plane -> payload bytes placed from data packets that came on it (not duplicates)
+    rx_bytes_per_plane: Mapping[int, int] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {"bytes_sent": self.bytes_sent, "bytes_placed": self.bytes_placed,
-                "retransmits": self.retransmits, "ev_retirements": self.ev_retirements}
+                "retransmits": self.retransmits, "ev_retirements": self.ev_retirements,
+                "tx_bytes_per_plane": {str(p): n for p, n in self.tx_bytes_per_plane.items()},
+                "rx_bytes_per_plane": {str(p): n for p, n in self.rx_bytes_per_plane.items()}}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> EndpointTotals:
-        return cls(d["bytes_sent"], d["bytes_placed"], d["retransmits"], d["ev_retirements"])
+        return cls(d["bytes_sent"], d["bytes_placed"], d["retransmits"], d["ev_retirements"],
+                   _plane_map(d.get("tx_bytes_per_plane", {})),
+                   _plane_map(d.get("rx_bytes_per_plane", {})))
 
 
 @dataclass(frozen=True)
