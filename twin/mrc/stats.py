@@ -26,8 +26,8 @@ reads the keys it knows and ignores any others, such as the control reply's `id`
 A missing key raises KeyError, except the keys added after the first schema (the
 drop counters: `drops`, `acks_unsent`, `out_of_window`; `ev_skips_total`,
 `dead_paths_total`), which read as 0, and the per-plane totals
-(`tx_bytes_per_plane`, `rx_bytes_per_plane`), which read as empty: a lab kept up across an upgrade of twin has
-endpoints that do not send them yet.
+(`tx_bytes_per_plane`, `rx_bytes_per_plane`), which read as empty: a lab kept up
+across an upgrade of twin has endpoints that do not send them yet.
 
 Only the standard library: the endpoint imports this inside a host's namespace.
 """
