@@ -12,9 +12,22 @@ One module per command group; each registers its commands on `main`:
     drill     drill list | run
     blind     drill blind | answer | reveal | scores   (on the drill group)
     probe     probe                            (continuous localization, root)
+    telemetry telemetry up | down | status, top (live metrics, Prometheus; root)
+    grafana   grafana dashboards | push        (dashboards generated from the fabric)
 """
 
-from twin.cli import blind, drill, engine, fabric, fault, lab, probe, traffic  # noqa: F401
+from twin.cli import (  # noqa: F401
+    blind,
+    drill,
+    engine,
+    fabric,
+    fault,
+    grafana,
+    lab,
+    probe,
+    telemetry,
+    traffic,
+)
 from twin.cli.base import main
 
 __all__ = ["main"]

@@ -15,6 +15,7 @@ from twin.cli.base import RUNTIME_CHOICES, RichSteps, emit_json, main, out, sigt
 from twin.errors import UsageError
 from twin.progress import Steps
 from twin.runtime import AUTO_ORDER
+from twin.telemetry.collect import record_verify
 from twin.verify import run_verify
 
 # -- lab lifecycle (root) -----------------------------------------------------
@@ -256,6 +257,10 @@ def verify(lab, as_json, junit, no_dataplane):
         report = run_verify(att.runtime, att.plan, dataplane=not no_dataplane, steps=steps)
     finally:
         steps.done()
+    if not no_dataplane:  # for twin_verify_paths_failed
+        summary = report.summary()
+        record_verify(att.state.dir, summary["paths"]["failed"] + summary["loopbacks"]["failed"],
+                      "verify")
     if junit:
         try:
             Path(junit).write_text(report.junit())

@@ -16,6 +16,7 @@ from rich.text import Text
 from twin import lab as L
 from twin.cli.base import emit_json, main, out, sigterm_as_interrupt
 from twin.errors import LabError, UsageError
+from twin.telemetry.collect import record_verify
 from twin.verify import continuous as C
 from twin.verify.localize import Change, Localization
 
@@ -66,6 +67,7 @@ def probe(lab, period_ms, rate_pps, once, duration, as_json):
         C.pace(1, period_ms, rate_pps)  # the same checks of what was typed
         localizer = C.probe_once(att, rate_pps=rate_pps)
         snap = {"lab": att.lab, "ok": not localizer.named(), **localizer.snapshot()}
+        record_verify(att.state.dir, len(snap["failing"]), "probe")
         if as_json:
             emit_json(snap)
         else:
@@ -80,6 +82,7 @@ def probe(lab, period_ms, rate_pps, once, duration, as_json):
                   f"{cp.pace.period_ms:g} ms under the {rate_pps:g} pps cap[/yellow]")
     deadline = time.monotonic() + (duration if duration is not None else DURATION_MAX_S)
     shown: list[str] = []
+    recorded = None  # failing paths last written for twin_verify_paths_failed
     live = Live(console=out, auto_refresh=False, transient=False) \
         if out.is_terminal and not as_json else None
     try:
@@ -99,14 +102,19 @@ def probe(lab, period_ms, rate_pps, once, duration, as_json):
                         shown = [*shown, line][-SHOWN:]
                     else:
                         out.print(line)
+                snap = cp.snapshot()
+                if len(snap["failing"]) != recorded:
+                    recorded = len(snap["failing"])
+                    record_verify(att.state.dir, recorded, "probe")
                 if live:
-                    live.update(_view(cp.snapshot(), shown), refresh=True)
+                    live.update(_view(snap, shown), refresh=True)
     except KeyboardInterrupt:
         pass  # stopping is what Ctrl-C and SIGTERM ask for: the summary follows
     finally:
         if live:
             live.stop()
     snap = cp.snapshot()
+    record_verify(att.state.dir, len(snap["failing"]), "probe")
     for c in _drain(changes):  # the last round's, judged as the thread stopped
         if as_json:
             click.echo(json.dumps({"event": c.event, "t_ns": c.t_ns, **c.localization.to_dict()}))

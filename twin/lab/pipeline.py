@@ -148,10 +148,20 @@ def down(lab: str) -> list[str]:
     state = LabState.load(lab)
     if state is None:
         raise UsageError(f"lab {lab} is not up (labs up: {', '.join(known_labs()) or 'none'})")
+    _stop_telemetry(state)
     _stop_processes(state.owner)
     removed = get_runtime(state.runtime, lab, state.build_dir, state.owner).destroy(state.nodes)
     state.remove()
     return removed
+
+
+def _stop_telemetry(state: LabState) -> None:
+    """The lab's Prometheus first, by its pid and with time to write its last block (and
+    to move its data where `telemetry up --keep-data` said), then its Grafana."""
+    from twin.telemetry import grafana_container, stack
+
+    stack.down(state.dir)
+    grafana_container.stop(state.lab, state.id, state.dir)
 
 
 def _stop_processes(owner: Owner) -> None:

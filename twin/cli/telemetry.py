@@ -1,0 +1,182 @@
+"""`twin telemetry up | down | status` and `twin top` (root)."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import click
+from rich.live import Live
+
+from twin import lab as L
+from twin.cli.base import RichSteps, emit_json, main, out, sigterm_as_interrupt
+from twin.errors import UsageError
+from twin.telemetry import prometheus as P
+from twin.telemetry import stack as S
+from twin.telemetry.exporter import DEFAULT_PORT
+
+TOP_PERIOD_S = 0.5
+
+
+@main.group()
+def telemetry():
+    """Live metrics of a lab in a real Prometheus.
+
+    \b
+      twin telemetry up           exporter on 127.0.0.1:9477, Prometheus on :9478,
+                                  scraping every second; waits for the first scrape
+      twin telemetry status       what runs, with its URLs
+      twin telemetry down         stop both; `twin down` does it too
+
+    Metric names: docs/metrics.md. Dashboards: `twin grafana push`.
+    The time series live in the lab's run directory and go with the lab,
+    unless `up --keep-data DIR`.
+    """
+
+
+@telemetry.command(name="up")
+@click.argument("lab", required=False)
+@click.option("--port", type=int, default=DEFAULT_PORT, show_default=True,
+              help="The exporter's port on 127.0.0.1.")
+@click.option("--prometheus-port", type=int, default=P.DEFAULT_PORT, show_default=True,
+              help="Prometheus's port on 127.0.0.1.")
+@click.option("--address", default="127.0.0.1", show_default=True,
+              help="Where the exporter listens: a loopback address only.")
+@click.option("--keep-data", metavar="DIR", default=None,
+              help="When the stack stops, move the time series to DIR instead of "
+                   "removing them with the lab.")
+@click.option("--grafana", is_flag=True,
+              help="Also run the grafana/grafana container with the lab's provisioning, "
+                   "where the Docker engine can get the image.")
+@click.option("--json", "as_json", is_flag=True, help="Print what runs as JSON.")
+def telemetry_up(lab, port, prometheus_port, address, keep_data, grafana, as_json):
+    """Start the lab's exporter and a Prometheus scraping it every second.
+
+    Installs Debian's prometheus if it is missing (its own service is not
+    started), writes its configuration under the lab's run directory and
+    waits until Prometheus reports the exporter up.
+    """
+    from twin.telemetry.exporter import check_address
+
+    check_address(address)
+    if address != "127.0.0.1":
+        raise UsageError(f"--address {address}: Prometheus scrapes 127.0.0.1; only 127.0.0.1 "
+                         "is supported for a lab's stack (run `python -m "
+                         "twin.telemetry.exporter --address` by hand for another)")
+    sigterm_as_interrupt()
+    att = L.attach(lab)
+    att.require_whole()
+    steps = RichSteps() if not as_json else None
+    try:
+        stack = S.up(att, port, prometheus_port, keep_data, steps)
+    finally:
+        if steps:
+            steps.done()
+    grafana_line = _grafana(att, stack) if grafana else None
+    if as_json:
+        emit_json({"lab": att.lab, **S.status(att.state.dir),
+                   **({"grafana": grafana_line} if grafana else {})})
+        return
+    out.print(f"[green]telemetry of lab {att.lab} is up[/green]")
+    out.print(f"  metrics:     {stack.exporter.url}")
+    out.print(f"  prometheus:  {stack.prometheus.url}  (scrapes every "
+              f"{P.SCRAPE_INTERVAL})")
+    out.print(f"  try:         curl -s {stack.prometheus.url}/api/v1/query --data-urlencode "
+              "'query=sum by (plane) (rate(twin_endpoint_rx_bytes_total[5s]))'")
+    out.print(f"  live view:   twin top --lab {att.lab}")
+    if grafana_line:
+        out.print(f"  grafana:     {grafana_line}")
+    out.print(f"  stop:        twin telemetry down {att.lab}")
+
+
+def _grafana(att, stack) -> str:
+    from twin.telemetry import grafana_container
+
+    return grafana_container.start(att, stack.prometheus.url)
+
+
+@telemetry.command(name="down")
+@click.argument("lab", required=False)
+def telemetry_down(lab):
+    """Stop the lab's Prometheus and exporter (the lab stays up)."""
+    att = L.attach(lab)
+    from twin.telemetry import grafana_container
+
+    done = [*S.down(att.state.dir), *grafana_container.stop(att.lab, att.state.id,
+                                                                    att.state.dir)]
+    out.print("\n".join(done) if done else f"no telemetry runs for lab {att.lab}")
+
+
+@telemetry.command(name="status")
+@click.argument("lab", required=False)
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def telemetry_status(lab, as_json):
+    """What telemetry runs for the lab, and where."""
+    att = L.attach(lab)
+    st = {"lab": att.lab, **S.status(att.state.dir)}
+    if as_json:
+        emit_json(st)
+        return
+    if "exporter" not in st:
+        out.print(f"no telemetry for lab {att.lab} (start it: twin telemetry up {att.lab})")
+        return
+    for name in ("exporter", "prometheus"):
+        p = st[name]
+        if p is None:
+            out.print(f"{name:<11} not started")
+            continue
+        state = "[green]running[/green]" if p["running"] else "[red]not running[/red]"
+        out.print(f"{name:<11} {state}  pid {p['pid']}  {p['url']}  log {p['log']}")
+    out.print(f"data        {st['data_dir']}"
+              + (f"  (kept in {st['keep_data']} at down)" if st["keep_data"] else ""))
+    if not st["running"]:
+        sys.exit(1)
+
+
+@main.command()
+@click.option("--lab", default=None, help="Lab (default: the one that is up).")
+@click.option("--period", type=float, default=TOP_PERIOD_S, show_default=True, metavar="S",
+              help="Refresh every S seconds.")
+@click.option("--once", is_flag=True,
+              help="One view over one period, printed (no live screen).")
+@click.option("--json", "as_json", is_flag=True, help="With --once: the view as JSON.")
+def top(lab, period, once, as_json):
+    """A live view of the lab for people without Grafana: goodput per plane,
+    the busiest links, EV states per host, faults in force. Ctrl-C quits.
+
+    It samples the same counters the exporter serves (endpoint control
+    sockets, kernel link counters), so it needs no telemetry stack.
+    """
+    from dataclasses import asdict
+
+    from twin.telemetry.collect import Collector
+    from twin.telemetry.top import rates, render
+
+    if not 0.1 <= period <= 60:
+        raise UsageError(f"--period {period}: between 0.1 and 60 seconds")
+    if as_json and not once:
+        raise UsageError("--json goes with --once (a live screen is for people)")
+    att = L.attach(lab)
+    att.require_whole()
+    collector = Collector(att)
+    try:
+        before = collector.sample()
+        if once:
+            time.sleep(period)
+            view = rates(before, collector.sample())
+            if as_json:
+                emit_json(asdict(view))
+            else:
+                out.print(render(view))
+            return
+        sigterm_as_interrupt()
+        with Live(console=out, refresh_per_second=4, screen=False) as live:
+            while True:
+                time.sleep(period)
+                after = collector.sample()
+                live.update(render(rates(before, after)))
+                before = after
+    except KeyboardInterrupt:
+        return
+    finally:
+        collector.close()

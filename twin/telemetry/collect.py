@@ -1,0 +1,229 @@
+"""One pass over a running lab: what the exporter serves and `twin top` shows.
+
+    Collector(att).sample() -> Sample
+        endpoints   every host's endpoint, through its control socket (`stats`)
+        links       every link end's kernel counters and oper state, read with pyroute2
+                    in the node's own namespace (one RTM_GETLINK dump per node)
+        faults      the faults in force (faults.json); a blind drill's stays hidden
+        verify      paths failed in the last `twin verify` or `twin probe` round
+
+A Collector keeps one netlink socket per node and one control connection per
+endpoint across samples, so a scrape of mrc-8p is a few dozen syscalls, not a
+few dozen process starts. A socket opened inside a namespace stays bound to it,
+so each sample first checks that the namespace file still names the same
+namespace (its inode): a restarted node (`twin restart`, a switch-reboot fault)
+gets a fresh socket instead of counters from the namespace that died.
+
+Every sample runs on the Collector's one thread, whoever asks (the exporter's HTTP
+server answers each scrape on a new thread). pyroute2's IPRoute opens its netlink
+socket per thread: used from another thread than the one that entered the node's
+namespace, it silently reads the host's interfaces instead.
+
+Nothing here raises for a node or endpoint that does not answer: a switch being
+rebooted has no interfaces for a moment, and an endpoint may be busy. Such a
+node's links are left out of that sample and an endpoint reads as down
+(twin_endpoint_up 0), which is what a dashboard should show.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from twin import nsenter
+from twin.errors import LabError
+from twin.state import read_json
+
+TIER_OF_KIND = {"host": "host", "fabric": "fabric"}  # a link's kind is its tier label
+EV_STATES = ("good", "skip", "assumed_bad", "denied")
+CONTROL_TIMEOUT_S = 2.0  # an endpoint that takes longer is left out of this sample
+
+
+@dataclass(frozen=True)
+class EndpointSample:
+    host: str
+    up: bool
+    tx_bytes: dict[int, int] = field(default_factory=dict)  # plane -> payload bytes sent
+    rx_bytes: dict[int, int] = field(default_factory=dict)  # plane -> payload bytes placed
+    retransmits: int = 0
+    evs: dict[str, int] = field(default_factory=dict)  # state -> EVs, over open send QPs
+    srtt_s: float = 0.0  # the largest smoothed RTT of the open send QPs (0: none open)
+    send_qps: int = 0
+
+
+@dataclass(frozen=True)
+class LinkSample:
+    node: str
+    ifname: str
+    peer: str  # NODE:IF at the other end
+    plane: int
+    tier: str  # host (NIC port to T0) or fabric (T0 to T1)
+    tx_bytes: int
+    rx_bytes: int
+    tx_drops: int
+    rx_drops: int
+    up: bool  # operationally up (carrier and admin)
+
+
+@dataclass(frozen=True)
+class FaultSample:
+    kind: str
+    target: str
+
+
+@dataclass(frozen=True)
+class Sample:
+    lab: str
+    t_wall: float
+    endpoints: tuple[EndpointSample, ...]
+    links: tuple[LinkSample, ...]
+    faults: tuple[FaultSample, ...]
+    verify_paths_failed: int | None  # None: no verify or probe has run on this lab
+    seconds: float  # how long collecting took
+
+
+def record_verify(lab_dir, failed: int, source: str) -> None:
+    """Remember how many paths the last verify or probe round failed, for
+    twin_verify_paths_failed (called by `twin verify` and `twin probe`)."""
+    from twin.state import write_json
+
+    write_json(lab_dir / "verify.json", {"paths_failed": failed, "source": source,
+                                         "t_wall": time.time()})
+
+
+class Collector:
+    """Samples one lab, again and again; thread-safe (one sample at a time)."""
+
+    def __init__(self, att) -> None:
+        self.att = att
+        self.lab = att.lab
+        self._lock = threading.Lock()
+        self._thread = ThreadPoolExecutor(1, thread_name_prefix=f"collect-{att.lab}")
+        self._nl: dict[str, tuple[int, object]] = {}  # node -> (netns inode, IPRoute)
+        self._ctl: dict[str, object] = {}  # host -> EndpointClient
+        # link ends by node: ifname -> (peer, plane, tier)
+        self._ends: dict[str, dict[str, tuple[str, int, str]]] = {}
+        for lk in att.fabric.links:
+            tier = TIER_OF_KIND.get(lk.kind, lk.kind)
+            self._ends.setdefault(lk.a.node, {})[lk.a.ifname] = (str(lk.b), lk.plane, tier)
+            self._ends.setdefault(lk.b.node, {})[lk.b.ifname] = (str(lk.a), lk.plane, tier)
+        self.hosts = [h.name for h in att.fabric.hosts]
+
+    def sample(self) -> Sample:
+        with self._lock:
+            return self._thread.submit(self._sample).result()
+
+    def _sample(self) -> Sample:
+        t0 = time.monotonic()
+        endpoints = tuple(self._endpoint(h) for h in self.hosts)
+        links: list[LinkSample] = []
+        for node in self._ends:
+            links.extend(self._links(node))
+        return Sample(self.lab, time.time(), endpoints, tuple(links), self._faults(),
+                      self._verify(), time.monotonic() - t0)
+
+    def close(self) -> None:
+        with self._lock:
+            self._thread.submit(self._close).result()
+            self._thread.shutdown()
+
+    def _close(self) -> None:
+        for _, ipr in self._nl.values():
+            ipr.close()
+        for c in self._ctl.values():
+            c.close()
+        self._nl.clear()
+        self._ctl.clear()
+
+    # -- endpoints ------------------------------------------------------------------
+
+    def _endpoint(self, host: str) -> EndpointSample:
+        from twin.mrc.stats import EndpointStats
+
+        try:
+            reply = self._client(host).call("stats", timeout=CONTROL_TIMEOUT_S)
+            st = EndpointStats.from_dict(reply)
+        except (LabError, OSError, KeyError, ValueError):
+            c = self._ctl.pop(host, None)
+            if c is not None:
+                c.close()
+            return EndpointSample(host, up=False)
+        evs = dict.fromkeys(EV_STATES, 0)
+        srtt_us = 0.0
+        for q in st.send_qps:
+            for state, n in q.evs.items():
+                evs[state] = evs.get(state, 0) + n
+            srtt_us = max(srtt_us, q.srtt_us)
+        planes = self.att.fabric.nic_planes
+        tx = {p: st.totals.tx_bytes_per_plane.get(p, 0) for p in planes}
+        rx = {p: st.totals.rx_bytes_per_plane.get(p, 0) for p in planes}
+        return EndpointSample(host, True, tx, rx, st.totals.retransmits, evs,
+                              srtt_us / 1e6, len(st.send_qps))
+
+    def _client(self, host: str):
+        from twin.endpoints import EndpointClient, control_path
+
+        c = self._ctl.get(host)
+        if c is None:
+            c = EndpointClient(control_path(self.att.runtime, host), timeout=CONTROL_TIMEOUT_S)
+            self._ctl[host] = c
+        return c
+
+    # -- links ----------------------------------------------------------------------
+
+    def _links(self, node: str) -> list[LinkSample]:
+        try:
+            dump = self._netlink(node).get_links()
+        except Exception:  # the node is gone or restarting: leave it out, try anew next time
+            stale = self._nl.pop(node, None)
+            if stale is not None:
+                stale[1].close()
+            return []
+        ends = self._ends[node]
+        out = []
+        for msg in dump:
+            ifname = msg.get_attr("IFLA_IFNAME")
+            if ifname not in ends:
+                continue
+            stats = msg.get_attr("IFLA_STATS64") or {}
+            peer, plane, tier = ends[ifname]
+            out.append(LinkSample(
+                node, ifname, peer, plane, tier,
+                tx_bytes=stats.get("tx_bytes", 0), rx_bytes=stats.get("rx_bytes", 0),
+                tx_drops=stats.get("tx_dropped", 0), rx_drops=stats.get("rx_dropped", 0),
+                up=msg.get_attr("IFLA_OPERSTATE") == "UP"))
+        return out
+
+    def _netlink(self, node: str):
+        from pyroute2 import IPRoute
+
+        path = self.att.runtime.netns_path(node)
+        inode = os.stat(path).st_ino  # a restarted node is a new namespace
+        held = self._nl.get(node)
+        if held is not None and held[0] == inode:
+            return held[1]
+        if held is not None:
+            held[1].close()
+        with nsenter.inside(path):
+            ipr = IPRoute()  # bound to the node's namespace for its life
+        self._nl[node] = (inode, ipr)
+        return ipr
+
+    # -- faults and verify ------------------------------------------------------------
+
+    def _faults(self) -> tuple[FaultSample, ...]:
+        from twin import faults as F
+
+        try:
+            inforce = F.active(self.att)
+        except Exception:  # a faults.json being rewritten: none this sample
+            return ()
+        return tuple(FaultSample("hidden", "hidden") if f.hidden
+                     else FaultSample(f.kind.value, f.target) for f in inforce)
+
+    def _verify(self) -> int | None:
+        got = read_json(self.att.state.dir / "verify.json", None)
+        return got.get("paths_failed") if isinstance(got, dict) else None

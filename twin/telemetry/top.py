@@ -1,0 +1,127 @@
+"""`twin top`: the lab now, from two samples of the same Collector the exporter uses.
+
+    rates(before, after) -> View     pure: per-plane goodput, the busiest links, EV
+                                     states per host, faults in force
+    render(view) -> rich renderable  the screen (twin.cli.telemetry runs it in Live)
+
+Goodput per plane is what the endpoints placed (rx payload bytes, duplicates not
+counted) per second; a link's load is its kernel tx bytes per second at the end
+that sends. Counters that went backwards (an endpoint restarted with its host) read
+as zero for that interval, not as a negative rate.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from rich.console import Group
+from rich.table import Table
+from rich.text import Text
+
+from twin.telemetry.collect import EV_STATES, Sample
+
+BUSIEST = 8  # links shown
+
+
+@dataclass(frozen=True)
+class LinkLoad:
+    end: str  # NODE:IF that sends
+    peer: str
+    plane: int
+    tier: str
+    bps: float
+    up: bool
+
+
+@dataclass(frozen=True)
+class View:
+    lab: str
+    interval_s: float
+    plane_bps: dict[int, float]  # plane -> goodput placed, bits/s
+    links: tuple[LinkLoad, ...]  # busiest first
+    links_down: tuple[str, ...]
+    evs: dict[str, dict[str, int]]  # host -> state -> EVs in open send QPs
+    endpoints_down: tuple[str, ...]
+    faults: tuple[tuple[str, str], ...]
+    retransmits_per_s: float
+    scrape_ms: float
+
+
+def _delta(a: int, b: int) -> int:
+    return b - a if b >= a else 0
+
+
+def rates(before: Sample, after: Sample) -> View:
+    dt = max(after.t_wall - before.t_wall, 1e-6)
+    old_ep = {e.host: e for e in before.endpoints}
+    plane_bps: dict[int, float] = {}
+    retx = 0
+    for ep in after.endpoints:
+        prev = old_ep.get(ep.host)
+        if not ep.up or prev is None or not prev.up:
+            continue
+        for plane, n in ep.rx_bytes.items():
+            plane_bps[plane] = plane_bps.get(plane, 0.0) + _delta(prev.rx_bytes.get(plane, 0),
+                                                                  n) * 8 / dt
+        retx += _delta(prev.retransmits, ep.retransmits)
+    old_lk = {(lk.node, lk.ifname): lk for lk in before.links}
+    loads = []
+    for lk in after.links:
+        prev = old_lk.get((lk.node, lk.ifname))
+        bps = _delta(prev.tx_bytes, lk.tx_bytes) * 8 / dt if prev else 0.0
+        loads.append(LinkLoad(f"{lk.node}:{lk.ifname}", lk.peer, lk.plane, lk.tier, bps, lk.up))
+    loads.sort(key=lambda x: (-x.bps, x.end))
+    return View(
+        after.lab, dt, dict(sorted(plane_bps.items())), tuple(loads[:BUSIEST]),
+        tuple(sorted(f"{lk.node}:{lk.ifname}" for lk in after.links if not lk.up)),
+        {e.host: dict(e.evs) for e in after.endpoints if e.up},
+        tuple(e.host for e in after.endpoints if not e.up),
+        tuple((f.kind, f.target) for f in after.faults), retx / dt, after.seconds * 1000)
+
+
+def _bps(v: float) -> str:
+    for unit, scale in (("Gbit/s", 1e9), ("Mbit/s", 1e6), ("kbit/s", 1e3)):
+        if v >= scale:
+            return f"{v / scale:.2f} {unit}"
+    return f"{v:.0f} bit/s"
+
+
+def render(view: View) -> Group:
+    head = Text.assemble((f"twin top  {view.lab}", "bold"),
+                         f"   every {view.interval_s:.1f}s   scrape {view.scrape_ms:.1f} ms"
+                         f"   retransmits {view.retransmits_per_s:.0f}/s")
+    planes = Table(title="goodput per plane (placed at the receivers)", title_justify="left",
+                   box=None, pad_edge=False)
+    planes.add_column("plane")
+    planes.add_column("goodput", justify="right")
+    total = sum(view.plane_bps.values())
+    for plane, bps in view.plane_bps.items():
+        planes.add_row(str(plane), _bps(bps))
+    planes.add_row("all", _bps(total), style="bold")
+
+    links = Table(title="busiest links (tx)", title_justify="left", box=None, pad_edge=False)
+    for col in ("link end", "to", "plane", "tier", "load"):
+        links.add_column(col, justify="right" if col == "load" else "left")
+    for lk in view.links:
+        style = None if lk.up else "red"
+        links.add_row(lk.end, lk.peer, str(lk.plane), lk.tier, _bps(lk.bps), style=style)
+
+    evs = Table(title="EVs of open sending QPs", title_justify="left", box=None,
+                pad_edge=False)
+    evs.add_column("host")
+    for state in EV_STATES:
+        evs.add_column(state, justify="right")
+    for host, by_state in view.evs.items():
+        evs.add_row(host, *(str(by_state.get(s, 0)) for s in EV_STATES))
+    for host in view.endpoints_down:
+        evs.add_row(host, Text("endpoint not answering", style="red"))
+
+    lines = [head, planes, links, evs]
+    if view.links_down:
+        lines.append(Text(f"links down: {', '.join(view.links_down)}", style="red"))
+    if view.faults:
+        lines.append(Text("faults in force: " + ", ".join(f"{k} {t}" for k, t in view.faults),
+                          style="yellow"))
+    else:
+        lines.append(Text("no fault in force", style="green"))
+    return Group(*lines)
