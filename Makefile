@@ -10,6 +10,8 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 LAB    ?= mrc-4p
 RUNTIME ?= auto
+# make lab-up TELEMETRY=0: no exporter, no Prometheus
+TELEMETRY ?= 1
 # Debian packages the kernel-facing layers call: ip/tc (iproute2), nsenter (util-linux),
 # nft (link-loss faults)
 
@@ -18,6 +20,7 @@ RUNTIME ?= auto
 help:
 	@echo "make lab-up     bring up $(LAB) as containers and verify every route and path"
 	@echo "                (RUNTIME=netns for bare namespaces; LAB=mrc-8p for the big one)"
+	@echo "                with live metrics in Prometheus on 127.0.0.1:9478 (TELEMETRY=0: none)"
 	@echo "make images     build the router and host images offline (cached)"
 	@echo "make engine     install docker.io if needed and start dockerd (no bridge, no iptables)"
 	@echo "make lab-down   remove $(LAB)"
@@ -60,6 +63,8 @@ lab-up: venv
 	@if [ "$(RUNTIME)" != netns ]; then $(MAKE) --no-print-directory images; fi
 	@$(BIN)/twin status $(LAB) >/dev/null 2>&1 && echo "lab $(LAB) is already up" || $(BIN)/twin up $(LAB) --runtime $(RUNTIME)
 	$(BIN)/twin verify $(LAB)
+	@if [ "$(TELEMETRY)" = 1 ]; then $(BIN)/twin telemetry status $(LAB) >/dev/null 2>&1 && \
+	  echo "telemetry of $(LAB) is already running" || $(BIN)/twin telemetry up $(LAB); fi
 	$(BIN)/twin traffic bulk --lab $(LAB) --src r0h0 --dst r1h0 --size 64M
 	@$(BIN)/twin status $(LAB)
 	@echo "inspect: $(BIN)/twin exec t0-p0-r0 -- ip -6 route    remove: make lab-down"
@@ -78,10 +83,14 @@ lint: venv
 # tshark checks the wire format with a standard dissector (its test skips without it).
 # Chromium is not installed here: it is ~360 MB (apt-get install chromium). Without it the
 # drill report's screenshot test (tests/unit/test_drill_report.py) skips and says so.
-test-deps: deps
+# Prometheus (Debian's, without its service): the telemetry tier and promtool's checks of
+# every dashboard query. twin installs it the same way on `twin telemetry up`.
+test-deps: venv
 	@command -v tshark >/dev/null || { [ "$$(id -u)" != 0 ] && echo "tshark missing: its test will skip" || \
 	  { echo "installing: tshark"; apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
 	    apt-get install -y -qq tshark >/dev/null; }; }
+	@command -v prometheus >/dev/null || { [ "$$(id -u)" != 0 ] && echo "prometheus missing: its tests will skip" || \
+	  $(BIN)/python -c 'from twin.telemetry.prometheus import install; print("installed", install())'; }
 
 test: lint test-deps
 	@$(BIN)/pytest; rc=$$?; \

@@ -6,6 +6,7 @@
     +-- LabError              a lab operation failed (exit 1)
     |   +-- RuntimeMissing    the chosen runtime cannot run here (root, binary, engine)
     |   +-- CommandFailed     a kernel-facing command failed; carries argv and stderr
+    |   +-- GrafanaError      a Grafana refused or did not answer; one line: URL, status, why
 """
 
 from __future__ import annotations
@@ -66,3 +67,12 @@ class CommandFailed(LabError):
         self.stderr = stderr.strip()
         super().__init__(f"`{' '.join(argv)}` exited {returncode}: {self.stderr or '(no output)'}")
 
+
+class GrafanaError(LabError):
+    """A Grafana (twin.telemetry.grafana) refused a request or could not be reached. The
+    message is one line naming the URL and the HTTP status, or `unreachable: <reason>`."""
+
+    def __init__(self, url: str, message: str, status: int | None = None):
+        self.url = url
+        self.status = status
+        super().__init__(f"grafana {url}: {message}")

@@ -195,3 +195,32 @@ def test_cli_report_writes_html_json_and_junit_from_a_real_run(lab, tmp_path):
     assert [s.get("name") for s in suites] == ["drill.t1-blackhole.mrc"]
     assert int(suites[0].get("tests")) == len(data["drills"][0]["expectations"])
     clean(lab)
+
+
+def test_a_drill_posts_its_faults_to_grafana_as_regions_while_it_runs(lab, tmp_path):
+    """--grafana-url: each fault an annotation region (apply to revert), tagged with the
+    lab, the fault and the drill, posted through grafana-client to the Grafana double."""
+    from tests.doubles.fake_grafana import FakeGrafana
+
+    path = tmp_path / "flap.yml"
+    path.write_text("""name: grafana-flap
+method:
+  traffic: {pattern: bulk, src: r0h0, dst: r1h0, size: 48M}
+  timeline:
+    - {at: 100ms, fault: link-down, target: t0-p0-r0:eth3, for: 200ms}
+expect: {exact: true}
+""")
+    with FakeGrafana() as g:
+        r = twin("drill", "run", str(path), "--lab", LAB, "--grafana-url", g.url,
+                 "--grafana-token", g.token)
+        assert r.returncode == 0, r.stderr + r.stdout
+        assert "annotations posted" in r.stderr, r.stderr
+        regions = [a for a in g.annotations.values() if "link-down" in a["tags"]]
+    assert len(regions) == 1, g.annotations
+    a = regions[0]
+    assert {LAB, "link-down", "grafana-flap"} <= set(a["tags"])
+    assert a["timeEnd"] > a["time"], a  # a region: apply to revert
+    assert 100 <= a["timeEnd"] - a["time"] < 5_000
+    bad = twin("drill", "run", str(path), "--lab", LAB, "--grafana-url", g.url)
+    assert bad.returncode == 1 and "grafana" in bad.stderr and "Traceback" not in bad.stderr
+    assert not F.active(lab)

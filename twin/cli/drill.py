@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from pathlib import Path
@@ -79,7 +80,16 @@ def _lab_for(d, lab: str | None) -> str | None:
 @click.option("--junit", "junit", default=None, metavar="FILE", help="JUnit XML of the verdicts.")
 @click.option("--report", "report_dir", default=None, metavar="DIR",
               help="Write report.html, report.json and junit.xml into DIR.")
-def drill_run(ref, lab, mode, compare, seed, as_json, junit, report_dir):
+@click.option("--grafana-url", default=None, metavar="URL",
+              help="Post each fault to this Grafana as it happens: an annotation region "
+                   "from apply to revert (docs/grafana.md).")
+@click.option("--grafana-token", default=None, envvar="GRAFANA_TOKEN", metavar="T",
+              help="With --grafana-url: a service account token (or $GRAFANA_TOKEN).")
+@click.option("--grafana-user", default=None, metavar="U",
+              help="With --grafana-url: basic auth instead of a token.")
+@click.option("--grafana-password", default=None, envvar="GRAFANA_PASSWORD", metavar="P")
+def drill_run(ref, lab, mode, compare, seed, as_json, junit, report_dir, grafana_url,
+              grafana_token, grafana_user, grafana_password):
     """Run a drill: steady state, faults on a timeline under traffic, the verdict.
 
     \b
@@ -108,7 +118,13 @@ def drill_run(ref, lab, mode, compare, seed, as_json, junit, report_dir):
             f"{att.lab} (fabric {att.fabric.spec.name})"
         note(f"written for {d.fabric}, running on {on}: the figures are this fabric's")
 
-    runs = runner.run_all(att, d, mode=mode, compare=compare, seed=seed, progress=note)
+    annotator = _annotator(att, d.name, grafana_url, grafana_token, grafana_user,
+                           grafana_password)  # before the drill: a bad URL changes nothing
+    try:
+        runs = runner.run_all(att, d, mode=mode, compare=compare, seed=seed, progress=note)
+    finally:
+        if annotator:
+            note(_close_annotator(*annotator))
     results = {"drills": [r.data for r in runs]}
     if report_dir:
         from twin.chaos import report
@@ -125,6 +141,30 @@ def drill_run(ref, lab, mode, compare, seed, as_json, junit, report_dir):
         _show(runs, time.monotonic() - started)
     if not all(r.ok for r in runs):
         sys.exit(1)
+
+
+def _annotator(att, drill_name: str, url, token, user, password):
+    """A LiveAnnotator fed by the lab's fault log as the drill writes it, or None."""
+    if not url:
+        if token and token != os.environ.get("GRAFANA_TOKEN") or user:
+            raise UsageError("--grafana-token and --grafana-user go with --grafana-url")
+        return None
+    from twin.chaos.live import FaultLogFollower
+    from twin.telemetry import grafana as G
+
+    live = G.LiveAnnotator(G.connect(url, token, user, password), att.lab,
+                           tags=["drill", drill_name])
+    follower = FaultLogFollower(att.state.dir / "events.jsonl", live.event)
+    follower.start()
+    return live, follower, url
+
+
+def _close_annotator(live, follower, url) -> str:
+    follower.close()
+    live.close()
+    if live.error:
+        return f"grafana {url}: annotations stopped: {live.error}"
+    return f"grafana {url}: {live.posted} annotations posted, {live.patched} made regions"
 
 
 def _show(runs, wall_s: float) -> None:

@@ -15,9 +15,10 @@ namespace (its inode): a restarted node (`twin restart`, a switch-reboot fault)
 gets a fresh socket instead of counters from the namespace that died.
 
 Every sample runs on the Collector's one thread, whoever asks (the exporter's HTTP
-server answers each scrape on a new thread). pyroute2's IPRoute opens its netlink
-socket per thread: used from another thread than the one that entered the node's
-namespace, it silently reads the host's interfaces instead.
+server answers each scrape on a new thread): whatever a sample holds is only ever
+used from that thread. (pyroute2's IPRoute, tried first, opens its netlink socket
+per thread: used from another thread than the one that entered the node's
+namespace, it silently read the host's interfaces instead.)
 
 Nothing here raises for a node or endpoint that does not answer: a switch being
 rebooted has no interfaces for a moment, and an endpoint may be busy. Such a
@@ -33,9 +34,9 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from twin import nsenter
 from twin.errors import LabError
 from twin.state import read_json
+from twin.telemetry.linkstats import LinkStats
 
 TIER_OF_KIND = {"host": "host", "fabric": "fabric"}  # a link's kind is its tier label
 EV_STATES = ("good", "skip", "assumed_bad", "denied")
@@ -102,7 +103,7 @@ class Collector:
         self.lab = att.lab
         self._lock = threading.Lock()
         self._thread = ThreadPoolExecutor(1, thread_name_prefix=f"collect-{att.lab}")
-        self._nl: dict[str, tuple[int, object]] = {}  # node -> (netns inode, IPRoute)
+        self._nl: dict[str, tuple[int, LinkStats]] = {}  # node -> (netns inode, reader)
         self._ctl: dict[str, object] = {}  # host -> EndpointClient
         # link ends by node: ifname -> (peer, plane, tier)
         self._ends: dict[str, dict[str, tuple[str, int, str]]] = {}
@@ -176,30 +177,23 @@ class Collector:
 
     def _links(self, node: str) -> list[LinkSample]:
         try:
-            dump = self._netlink(node).get_links()
-        except Exception:  # the node is gone or restarting: leave it out, try anew next time
+            dump = self._netlink(node).read()
+        except OSError:  # the node is gone or restarting: leave it out, try anew next time
             stale = self._nl.pop(node, None)
             if stale is not None:
                 stale[1].close()
             return []
-        ends = self._ends[node]
         out = []
-        for msg in dump:
-            ifname = msg.get_attr("IFLA_IFNAME")
-            if ifname not in ends:
+        for ifname, (peer, plane, tier) in self._ends[node].items():
+            c = dump.get(ifname)
+            if c is None:  # a link being wired again after a restart
                 continue
-            stats = msg.get_attr("IFLA_STATS64") or {}
-            peer, plane, tier = ends[ifname]
-            out.append(LinkSample(
-                node, ifname, peer, plane, tier,
-                tx_bytes=stats.get("tx_bytes", 0), rx_bytes=stats.get("rx_bytes", 0),
-                tx_drops=stats.get("tx_dropped", 0), rx_drops=stats.get("rx_dropped", 0),
-                up=msg.get_attr("IFLA_OPERSTATE") == "UP"))
+            out.append(LinkSample(node, ifname, peer, plane, tier, tx_bytes=c.tx_bytes,
+                                  rx_bytes=c.rx_bytes, tx_drops=c.tx_dropped,
+                                  rx_drops=c.rx_dropped, up=c.oper_up))
         return out
 
-    def _netlink(self, node: str):
-        from pyroute2 import IPRoute
-
+    def _netlink(self, node: str) -> LinkStats:
         path = self.att.runtime.netns_path(node)
         inode = os.stat(path).st_ino  # a restarted node is a new namespace
         held = self._nl.get(node)
@@ -207,10 +201,9 @@ class Collector:
             return held[1]
         if held is not None:
             held[1].close()
-        with nsenter.inside(path):
-            ipr = IPRoute()  # bound to the node's namespace for its life
-        self._nl[node] = (inode, ipr)
-        return ipr
+        reader = LinkStats.open_in(path)  # bound to the node's namespace for its life
+        self._nl[node] = (inode, reader)
+        return reader
 
     # -- faults and verify ------------------------------------------------------------
 
