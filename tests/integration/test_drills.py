@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import time
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -215,12 +216,17 @@ expect: {exact: true}
                  "--grafana-token", g.token)
         assert r.returncode == 0, r.stderr + r.stdout
         assert "annotations posted" in r.stderr, r.stderr
+        assert "drill dashboard: http://127.0.0.1" in r.stderr, r.stderr
         regions = [a for a in g.annotations.values() if "link-down" in a["tags"]]
+        boards = [b["dashboard"] for b in g.dashboards.values()]
     assert len(regions) == 1, g.annotations
     a = regions[0]
     assert {LAB, "link-down", "grafana-flap"} <= set(a["tags"])
     assert a["timeEnd"] > a["time"], a  # a region: apply to revert
     assert 100 <= a["timeEnd"] - a["time"] < 5_000
+    board = next(b for b in boards if "grafana-flap" in b["title"])  # over the drill's time
+    span = [datetime.fromisoformat(board["time"][k]).timestamp() * 1000 for k in ("from", "to")]
+    assert span[0] <= a["time"] and a["timeEnd"] <= span[1], (board["time"], a)
     bad = twin("drill", "run", str(path), "--lab", LAB, "--grafana-url", g.url)
     assert bad.returncode == 1 and "grafana" in bad.stderr and "Traceback" not in bad.stderr
     assert not F.active(lab)

@@ -259,3 +259,13 @@ def test_chromium_renders_the_page_and_it_is_not_blank(written, tmp_path):
     assert inked > 0.03, f"only {inked:.1%} of the page is drawn on"
     bands = [(pixels[y:y + 500].min(axis=2) < 0.9).mean() for y in range(0, 4000, 500)]
     assert min(bands) > 0.005, f"a blank stretch of the page: {bands}"
+
+
+def test_marks_outside_the_time_axis_sit_on_its_edge_with_their_time():
+    from twin.chaos.plots import Mark, within
+
+    marks = [Mark(-108.5, "link-down", "t0-p1-r0:eth3", "fault"),
+             Mark(50.0, "link-up", None, "recovery"), Mark(900.0, "named", "x", "localized")]
+    got = within(marks, 170.0)
+    assert [(m.ms, m.kind) for m in got] == [(0.0, "link-down (at -108 ms)"),
+                                             (50.0, "link-up"), (170.0, "named (at 900 ms)")]

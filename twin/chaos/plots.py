@@ -129,6 +129,20 @@ def fault_marks(run: dict) -> list[Mark]:
     return sorted(marks, key=lambda m: m.ms)
 
 
+def within(marks: list[Mark], span_ms: float) -> list[Mark]:
+    """Marks on an axis from 0 to span_ms: one before the first write (a job that starts
+    on a broken fabric) or after the last bin sits on the edge, its time in its label.
+    Drawn where it happened, its label would push the plot aside or off the figure."""
+    out = []
+    for m in marks:
+        if 0 <= m.ms <= span_ms:
+            out.append(m)
+            continue
+        edge = 0.0 if m.ms < 0 else span_ms
+        out.append(Mark(edge, f"{m.kind} (at {m.ms:.0f} ms)", m.target, m.style))
+    return out
+
+
 def _near(marks: list[Mark], ms: float, styles) -> bool:
     return any(abs(m.ms - ms) < 0.01 and m.style in styles for m in marks)
 
@@ -197,7 +211,7 @@ def goodput(run: dict) -> str | None:
             ax.set_ylim(0, _headroom([peak]))
         rows[0].set_title("per plane, Gbit/s", fontsize=8, loc="left", pad=2)
         _time_axis(rows[-1], span, total.k, bin_ms)
-        marks = fault_marks(run)
+        marks = within(fault_marks(run), span)
         for ax in axes:
             _fault_lines(ax, marks)
         _fault_labels(fig, strip, marks)
@@ -228,7 +242,7 @@ def ev_states(run: dict) -> str | None:
         ax.set_ylabel("EVs")
         ax.set_ylim(0, _headroom([top]))
         _time_axis(ax, span, k, bin_ms)
-        marks = fault_marks(run)
+        marks = within(fault_marks(run), span)
         _fault_lines(ax, marks)
         _fault_labels(fig, ax, marks)
         ax.legend(loc="upper left", bbox_to_anchor=(1.005, 1))

@@ -120,11 +120,14 @@ def drill_run(ref, lab, mode, compare, seed, as_json, junit, report_dir, grafana
 
     annotator = _annotator(att, d.name, grafana_url, grafana_token, grafana_user,
                            grafana_password)  # before the drill: a bad URL changes nothing
+    began_ms = int(time.time() * 1000)
     try:
         runs = runner.run_all(att, d, mode=mode, compare=compare, seed=seed, progress=note)
     finally:
         if annotator:
             note(_close_annotator(*annotator))
+    if annotator:
+        note(_push_drill_dashboard(att, d.name, annotator[0].grafana, began_ms))
     results = {"drills": [r.data for r in runs]}
     if report_dir:
         from twin.chaos import report
@@ -165,6 +168,27 @@ def _close_annotator(live, follower, url) -> str:
     if live.error:
         return f"grafana {url}: annotations stopped: {live.error}"
     return f"grafana {url}: {live.posted} annotations posted, {live.patched} made regions"
+
+
+def _push_drill_dashboard(att, name: str, grafana, began_ms: int) -> str:
+    """The drill's own dashboard, over its time range (a second either side), with its
+    faults as the annotation regions just posted. One line: its URL, or why not."""
+    from twin.errors import LabError
+    from twin.telemetry import dashboards as D
+    from twin.telemetry import provision as P
+    from twin.telemetry.grafana import recorded_prometheus_url
+
+    prom = recorded_prometheus_url(att.state.dir) or P.DEFAULT_PROMETHEUS_URL
+    try:
+        ds = grafana.ensure_datasource(P.datasource_name(att.lab), prom,
+                                       P.datasource_uid(att.lab))
+        folder = grafana.ensure_folder(P.FOLDER)
+        board = grafana.push_dashboard(
+            D.drill(att.fabric, att.lab, ds["uid"], began_ms - 1000,
+                    int(time.time() * 1000) + 1000, name), folder)
+    except LabError as e:
+        return f"drill dashboard not pushed: {e}"
+    return f"drill dashboard: {board['url']}"
 
 
 def _show(runs, wall_s: float) -> None:
