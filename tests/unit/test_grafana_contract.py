@@ -118,14 +118,14 @@ def test_a_changed_prometheus_url_updates_the_datasource_in_place(fake_grafana):
     result = push(fake_grafana)
     (ds,) = fake_grafana.datasources.values()
     assert result.datasource["action"] == "updated"
-    assert (ds["url"], ds["uid"], ds["version"]) == ("http://127.0.0.1:9090",
+    assert (ds["url"], ds["uid"], ds["version"]) == ("http://127.0.0.1:9478",
                                                      "twin-prom-mrc-4p", 2)
     assert ds["isDefault"] is True  # a user's default stays theirs
 
 
 def test_a_provisioned_datasource_is_kept_or_named(fake_grafana):
     fake_grafana.add_datasource(name="mrc-twin-mrc-4p", type="prometheus", access="proxy",
-                                url="http://127.0.0.1:9090", uid="twin-prom-mrc-4p",
+                                url="http://127.0.0.1:9478", uid="twin-prom-mrc-4p",
                                 jsonData={"timeInterval": "1s", "httpMethod": "POST"},
                                 readOnly=True)
     assert push(fake_grafana).datasource["action"] == "unchanged"

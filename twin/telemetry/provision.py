@@ -19,7 +19,7 @@ directories there, read-only:
     -v <dir>/dashboards:/var/lib/grafana/dashboards:ro     (the provider's `path`)
 
 and give the container the host's network (`--network host`), so the data source's
-http://127.0.0.1:9090 is the lab's Prometheus and not the container's own loopback;
+http://127.0.0.1:9478 is the lab's Prometheus and not the container's own loopback;
 GF_SERVER_HTTP_ADDR=127.0.0.1 keeps Grafana itself on loopback. `docker_run_argv`
 writes the whole command out.
 
@@ -35,8 +35,9 @@ import yaml
 
 from twin.fabric.model import Fabric
 from twin.telemetry import dashboards as D
+from twin.telemetry.prometheus import DEFAULT_PORT as PROMETHEUS_PORT
 
-DEFAULT_PROMETHEUS_URL = "http://127.0.0.1:9090"
+DEFAULT_PROMETHEUS_URL = f"http://127.0.0.1:{PROMETHEUS_PORT}"  # `twin telemetry up`'s
 SCRAPE_INTERVAL = "1s"  # the lab Prometheus's; Grafana's smallest step and $__interval floor
 CONTAINER_PROVISIONING = "/etc/grafana/provisioning"
 CONTAINER_DASHBOARDS = "/var/lib/grafana/dashboards"
