@@ -125,6 +125,30 @@ def test_restart_keeps_faults_in_force(docker4):
 
 
 @pytest.mark.docker
+def test_telemetry_reads_every_link_end_of_the_containers_and_follows_a_restart(docker4):
+    """The exporter's Collector on containers: every link end's counters, every endpoint
+    up; after a router restarts, its counters come from its new namespace, not the dead
+    one the old netlink socket still holds."""
+    from twin.telemetry.collect import Collector
+
+    c = Collector(docker4)
+    try:
+        run = T.run(docker4.runtime, "bulk", T.flows_for("bulk", [], 8 << 20, "r0h0", "r1h0"),
+                    "mrc", timeout_s=60)
+        assert run.ok
+        s = c.sample()
+        assert len(s.links) == 2 * len(docker4.fabric.links)
+        assert all(e.up for e in s.endpoints) and all(lk.up for lk in s.links)
+        t1 = {lk.ifname: lk.tx_bytes for lk in s.links if lk.node == "t1-p1-0"}
+        assert sum(t1.values()) > 1 << 20  # the transfer sprayed over it
+        L.restart(docker4, "t1-p1-0")
+        again = {lk.ifname: lk.tx_bytes for lk in c.sample().links if lk.node == "t1-p1-0"}
+        assert set(again) == set(t1) and sum(again.values()) < 1 << 16, again
+    finally:
+        c.close()
+
+
+@pytest.mark.docker
 def test_restarting_a_host_brings_its_endpoint_back(docker4):
     L.restart(docker4, "r1h1")
     run = T.run(docker4.runtime, "bulk", T.flows_for("bulk", [], 8 << 20, "r0h0", "r1h1"),

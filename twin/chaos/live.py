@@ -22,16 +22,16 @@ class FaultLogFollower(threading.Thread):
         self.path = path
         self.on_entry = on_entry
         self.offset = path.stat().st_size if path.exists() else 0  # only what comes next
-        self._stop = threading.Event()
+        self._halt = threading.Event()  # not _stop: threading.Thread has a method of that name
         self._partial = b""
 
     def run(self) -> None:
-        while not self._stop.wait(POLL_S):
+        while not self._halt.wait(POLL_S):
             self._read()
 
     def close(self) -> None:
         """Stop, after one last read: the rollback's reverts are in the log by now."""
-        self._stop.set()
+        self._halt.set()
         if self.is_alive():
             self.join(timeout=5)
         self._read()

@@ -7,6 +7,7 @@
         prometheus.yml     the scrape configuration (twin.telemetry.prometheus.config)
         data/              Prometheus's TSDB: removed with the lab, or moved to
                            --keep-data DIR when the stack stops
+        exporter.pid  prometheus.pid      each process's pid, as the usual pidfiles
         exporter.log  prometheus.log
 
 Both processes bind 127.0.0.1 only, are started in their own session with their
@@ -221,6 +222,7 @@ def _spawn(argv: list[str], program: str, url: str, log: Path, env: dict,
         child = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=f, stderr=f, env=env,
                                  start_new_session=True)
     started.append(child)
+    log.with_suffix(".pid").write_text(f"{child.pid}\n")
     return Process(child.pid, program, url, str(log))
 
 
