@@ -140,7 +140,7 @@ def test_telemetry_reads_every_link_end_of_the_containers_and_follows_a_restart(
         assert len(s.links) == 2 * len(docker4.fabric.links)
         assert all(e.up for e in s.endpoints) and all(lk.up for lk in s.links)
         t1 = {lk.ifname: lk.tx_bytes for lk in s.links if lk.node == "t1-p1-0"}
-        assert sum(t1.values()) > 1 << 20  # the transfer sprayed over it
+        assert sum(t1.values()) > 1 << 18  # the transfer sprayed over it (1/8 of 8 MiB)
         L.restart(docker4, "t1-p1-0")
         again = {lk.ifname: lk.tx_bytes for lk in c.sample().links if lk.node == "t1-p1-0"}
         assert set(again) == set(t1) and sum(again.values()) < 1 << 16, again

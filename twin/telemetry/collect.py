@@ -7,12 +7,13 @@
         faults      the faults in force (faults.json); a blind drill's stays hidden
         verify      paths failed in the last `twin verify` or `twin probe` round
 
-A Collector keeps one netlink socket per node and one control connection per
-endpoint across samples, so a scrape of mrc-8p is a few dozen syscalls, not a
-few dozen process starts. A socket opened inside a namespace stays bound to it,
-so each sample first checks that the namespace file still names the same
-namespace (its inode): a restarted node (`twin restart`, a switch-reboot fault)
-gets a fresh socket instead of counters from the namespace that died.
+A Collector keeps one control connection per endpoint across samples, and opens a
+netlink socket in each node's namespace for one dump, then closes it: a scrape of
+mrc-8p is a few hundred syscalls, not a few dozen process starts. It does not keep
+those sockets: a socket holds its namespace alive, so one held across a node's
+reboot (`twin restart`, a switch-reboot fault) would keep the dead namespace and
+its veths, and the rewiring of the rebooted node would find its peers' ends still
+there ("File exists").
 
 Every sample runs on the Collector's one thread, whoever asks (the exporter's HTTP
 server answers each scrape on a new thread): whatever a sample holds is only ever
@@ -28,7 +29,6 @@ node's links are left out of that sample and an endpoint reads as down
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -103,7 +103,6 @@ class Collector:
         self.lab = att.lab
         self._lock = threading.Lock()
         self._thread = ThreadPoolExecutor(1, thread_name_prefix=f"collect-{att.lab}")
-        self._nl: dict[str, tuple[int, LinkStats]] = {}  # node -> (netns inode, reader)
         self._ctl: dict[str, object] = {}  # host -> EndpointClient
         # link ends by node: ifname -> (peer, plane, tier)
         self._ends: dict[str, dict[str, tuple[str, int, str]]] = {}
@@ -132,11 +131,8 @@ class Collector:
             self._thread.shutdown()
 
     def _close(self) -> None:
-        for _, ipr in self._nl.values():
-            ipr.close()
         for c in self._ctl.values():
             c.close()
-        self._nl.clear()
         self._ctl.clear()
 
     # -- endpoints ------------------------------------------------------------------
@@ -177,12 +173,15 @@ class Collector:
 
     def _links(self, node: str) -> list[LinkSample]:
         try:
-            dump = self._netlink(node).read()
-        except OSError:  # the node is gone or restarting: leave it out, try anew next time
-            stale = self._nl.pop(node, None)
-            if stale is not None:
-                stale[1].close()
+            reader = LinkStats.open_in(self.att.runtime.netns_path(node))
+        except (OSError, LabError):  # the node is gone or restarting: not in this sample
             return []
+        try:
+            dump = reader.read()
+        except OSError:
+            return []
+        finally:
+            reader.close()  # held, it would keep a rebooted node's old namespace alive
         out = []
         for ifname, (peer, plane, tier) in self._ends[node].items():
             c = dump.get(ifname)
@@ -192,18 +191,6 @@ class Collector:
                                   rx_bytes=c.rx_bytes, tx_drops=c.tx_dropped,
                                   rx_drops=c.rx_dropped, up=c.oper_up))
         return out
-
-    def _netlink(self, node: str) -> LinkStats:
-        path = self.att.runtime.netns_path(node)
-        inode = os.stat(path).st_ino  # a restarted node is a new namespace
-        held = self._nl.get(node)
-        if held is not None and held[0] == inode:
-            return held[1]
-        if held is not None:
-            held[1].close()
-        reader = LinkStats.open_in(path)  # bound to the node's namespace for its life
-        self._nl[node] = (inode, reader)
-        return reader
 
     # -- faults and verify ------------------------------------------------------------
 
