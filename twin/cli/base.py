@@ -16,7 +16,14 @@ import sys
 
 import click
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TextColumn,
+    TimeElapsedColumn,
+    TimeRemainingColumn,
+)
 
 from twin.errors import SpecError, TwinError
 from twin.progress import Steps
@@ -29,11 +36,13 @@ RUNTIME_CHOICES = ["auto", *[n for n in sorted(RUNTIMES) if n != "fake"]]
 
 
 class RichSteps(Steps):
-    """Progress bars on stderr, one line per phase."""
+    """Progress bars on stderr, one line per phase: done of total, time so far, and the
+    ETA of the phase (a 320-node `twin up` runs for tens of seconds a phase)."""
 
     def __init__(self) -> None:
         self.progress = Progress(TextColumn("{task.description:<28}"), BarColumn(),
-                                 MofNCompleteColumn(), TimeElapsedColumn(), console=err,
+                                 MofNCompleteColumn(), TimeElapsedColumn(),
+                                 TextColumn("eta"), TimeRemainingColumn(), console=err,
                                  transient=False, disable=not err.is_terminal)
         self.task = None
         self.progress.start()

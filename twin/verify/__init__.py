@@ -7,6 +7,11 @@
     (c) loopbacks  from every host port, probes bounce off its T0 and off each
                    T1 of the plane and come back, so every link is probed
                    without a remote responder (as MRC's clustermapper does)
+
+Paths and loopbacks are exhaustive up to coverage.EXHAUSTIVE_MAX probes. Past that,
+or with `coverage=K`, verify sends the probes twin.verify.coverage chooses: every
+route, local SID and host port crossed by at least K probes (hosts x planes x T1s
+probes instead of hosts² x planes x T1s), and the report says the coverage achieved.
 """
 
 from __future__ import annotations
@@ -17,13 +22,20 @@ from twin.errors import LabError
 from twin.fabric import paths as P
 from twin.fabric.plan import Plan
 from twin.readback import read_node
+from twin.verify import coverage as C
 from twin.verify.prober import Prober, probe_hosts, probing_supported
 from twin.verify.report import VerifyReport, path_key
 
 __all__ = ["VerifyReport", "run_verify"]
 
 
-def run_verify(runtime, plan: Plan, *, dataplane: bool = True, steps=None) -> VerifyReport:
+AUTO = "auto"
+
+
+def run_verify(runtime, plan: Plan, *, dataplane: bool = True, steps=None,
+               coverage: int | str | None = AUTO) -> VerifyReport:
+    """`coverage`: None probes exhaustively, K probes for K-coverage, AUTO (the default)
+    is exhaustive up to coverage.EXHAUSTIVE_MAX probes and K = DEFAULT_K past it."""
     started = time.monotonic()
     fabric = plan.fabric
     nodes = []
@@ -41,8 +53,18 @@ def run_verify(runtime, plan: Plan, *, dataplane: bool = True, steps=None) -> Ve
         missing = probing_supported()
         if missing:
             raise LabError(missing)
-        forward = P.host_pairs_paths(fabric)
-        loops = P.loopback_paths(fabric)
+        if coverage == AUTO:
+            coverage = None if C.exhaustive_probes(fabric) <= C.EXHAUSTIVE_MAX \
+                else C.DEFAULT_K
+        if coverage is None:
+            forward = P.host_pairs_paths(fabric)
+            loops = P.loopback_paths(fabric)
+        else:
+            if steps:
+                steps.start(f"choosing probes for coverage {coverage}")
+            chosen = C.choose(fabric, int(coverage))
+            forward, loops = list(chosen.forward), list(chosen.loops)
+            report.coverage = chosen.to_dict()
         everything = loops + forward  # loops first: they resolve every first-hop neighbour
         reverse = {i: P.reverse(fabric, p) for i, p in enumerate(everything)
                    if p.kind not in ("loop-t0", "loop-t1")}

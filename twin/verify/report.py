@@ -26,6 +26,7 @@ class VerifyReport:
     reverse: dict[str, Path] = field(default_factory=dict)  # forward address+src -> reverse
     dataplane_skipped: str = ""
     seconds: float = 0.0
+    coverage: dict | None = None  # coverage verify: what was asked, achieved, sent
 
     @property
     def ok(self) -> bool:
@@ -67,6 +68,7 @@ class VerifyReport:
             "seconds": round(self.seconds, 3),
             "summary": self.summary(),
             "dataplane_skipped": self.dataplane_skipped,
+            "coverage": self.coverage,
             "suspect_links": self.suspect_links(),
             "nodes": [{"node": n.node, "ok": n.ok, "problems": n.problems()} for n in self.nodes],
             "paths": [_result_dict(r) for r in self.paths],
