@@ -47,8 +47,8 @@ def test_up_runs_every_phase_in_order():
     result = L.up("mrc-4p", "fake")
     assert result.state.phase == "up" and known_labs() == ["mrc-4p"]
     assert [p.name for p in result.phases] == [
-        "create", "wire", "configure", "carrier", "endpoints"]
-    assert [len(p.done) for p in result.phases] == [20, 32, 20, 20, 4]
+        "limits", "create", "wire", "configure", "carrier", "endpoints"]
+    assert [len(p.done) for p in result.phases] == [0, 20, 32, 20, 20, 4]
     kinds = [c[0] for c in fake.FakeRuntime.calls]
     assert kinds.index("configure") > max(i for i, k in enumerate(kinds) if k == "wire")
     assert kinds.index("endpoint") > max(i for i, k in enumerate(kinds) if k == "configure")
@@ -56,8 +56,8 @@ def test_up_runs_every_phase_in_order():
     assert {h for h, n in world().items() if n.endpoint} == {"r0h0", "r0h1", "r1h0", "r1h1"}
     assert all(i.up for n in world().values() for i in n.interfaces.values())
     saved = LabState.load("mrc-4p").phases
-    assert [p["phase"] for p in saved] == ["create", "wire", "configure", "carrier",
-                                           "endpoints"]
+    assert [p["phase"] for p in saved] == ["limits", "create", "wire", "configure",
+                                           "carrier", "endpoints"]
 
 
 def test_state_is_on_disk_before_the_first_node_exists(monkeypatch):
@@ -325,3 +325,11 @@ def test_cli_fault_list_json_keeps_its_shape(att):
     (row,) = json.loads(result.output)
     assert row["kind"] == "link-down" and row["ends"] == ["t0-p0-r0:eth3", "t1-p0-0:eth1"]
     assert set(row) == {"kind", "link", "ends", "since", "percent"}
+
+
+def test_the_neighbour_table_is_sized_for_the_lab_and_never_lowered():
+    from twin.lab.kernel import neighbour_thresholds
+
+    assert neighbour_thresholds(2560, (128, 512, 1024)) == (128, 5120, 10240)
+    assert neighbour_thresholds(32, (128, 512, 1024)) == (128, 512, 1024)  # enough already
+    assert neighbour_thresholds(32, (128, 4096, 16384)) == (128, 4096, 16384)

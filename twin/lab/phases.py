@@ -2,6 +2,7 @@
 what it did. `twin up` runs them in order (twin.lab.pipeline); `twin restart`
 runs the middle ones again for one node and its neighbours.
 
+    limits     machine-wide limits the lab needs  kernel: the IPv6 neighbour table
     create     the nodes                          Runtime.create_nodes
     wire       the links, as veth pairs            Runtime.wire_links
     configure  every node's plan                   kernel: pyroute2, ip, tc
@@ -45,6 +46,16 @@ class Restarted:
     node: str
     reprogrammed: tuple[str, ...]
     faults_again: tuple[str, ...]
+
+
+def limits(rt, links: list[Link], steps: Steps) -> Phase:
+    """Raise what the machine shares between namespaces to what the lab needs (never
+    lowered, not reverted at `down`: a capacity, not a state of the lab)."""
+    start = time.monotonic()
+    changed = kernel_of(rt).host_limits(len(links))
+    for line in changed:
+        steps.note(f"raised {line} (one table for every namespace; {len(links)} links)")
+    return Phase("limits", tuple(changed), time.monotonic() - start)
 
 
 def create(rt, nodes: list[NodePlan], steps: Steps) -> Phase:

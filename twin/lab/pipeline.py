@@ -1,6 +1,7 @@
 """The lab pipeline. Read `up` first: it is the table of contents.
 
-    compile -> render -> create -> wire -> configure -> carrier -> endpoints [-> verify]
+    compile -> render -> limits -> create -> wire -> configure -> carrier -> endpoints
+                                                                       [-> verify]
                                                                           (twin up)
     restart_node -> wire -> configure -> carrier -> endpoints -> faults again
                                                                      (twin restart)
@@ -63,6 +64,7 @@ def up(spec_ref: str, runtime: str = "auto", steps: Steps | None = None, *,
     nodes = list(plan.nodes.values())
     try:
         ran = [
+            phases.limits(rt, list(fabric.links), steps),
             phases.create(rt, nodes, steps),
             phases.wire(rt, list(fabric.links), steps),
             phases.configure(rt, nodes, steps),

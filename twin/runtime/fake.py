@@ -70,6 +70,9 @@ class FakeKernel:
             fn.interfaces[ifc.name].up = True
         fn.configured += 1
 
+    def host_limits(self, links: int) -> list[str]:
+        return []  # the model has no machine-wide tables
+
     def start_endpoints(self, rt: FakeRuntime, hosts: list[str], steps) -> None:
         steps.start(f"starting {len(hosts)} endpoints", len(hosts))
         for host in hosts:
