@@ -19,7 +19,7 @@ from pyroute2.netlink.exceptions import NetlinkError
 from twin import nsenter
 from twin.errors import LabError
 from twin.fabric.plan import NodePlan, Route
-from twin.fabric.render import tbf_burst
+from twin.fabric.render import tc_lines
 
 IFA_F_NODAD = 0x02
 RTPROT_STATIC = 4
@@ -41,17 +41,6 @@ def pyroute2_route(route: Route, oif: int) -> dict:
             encap["table"] = RT_TABLE_LOCAL if route.table == "local" else int(route.table)
         args["encap"] = encap
     return args
-
-
-def tc_lines(node: NodePlan) -> list[str]:
-    """`tc -batch` lines shaping every interface that has a rate."""
-    out = []
-    for ifc in node.interfaces:
-        if ifc.rate_bps:
-            burst = tbf_burst(ifc.rate_bps, ifc.mtu)
-            out.append(f"qdisc replace dev {ifc.name} root tbf rate {ifc.rate_bps}bit "
-                       f"burst {burst} latency 20ms")
-    return out
 
 
 def _ensure_anchor(ipr: IPRoute, name: str) -> int:

@@ -50,6 +50,7 @@ SUITE = "bookworm"
 LABEL = "mrc-twin.inputs"
 TITLE = "org.opencontainers.image.title"
 INSTALL_SCRIPT = "install-packages.sh"
+BOOT_SCRIPT = "mrc-twin-boot"  # every node's command (images/mrc-twin-boot)
 ROOTFS_PARENT = Path("/var/tmp")
 TAIL_LINES = 25
 BUILD_HINT = ("check the names in images/packages/*.txt; a registry base (debian:...) "
@@ -242,6 +243,7 @@ def inputs_hash(name: str, *, base: str | None = None, mirror: Mirror | None = N
         _, dockerfile, lists = _spec(name)
         add("Dockerfile", (images / dockerfile).read_bytes())
         add(INSTALL_SCRIPT, (images / INSTALL_SCRIPT).read_bytes())
+        add(BOOT_SCRIPT, (images / BOOT_SCRIPT).read_bytes())
         for f in lists:
             add(f, (images / "packages" / f).read_bytes())
         if base is None:

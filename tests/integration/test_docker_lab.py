@@ -1,5 +1,6 @@
 """The same labs as containers: Docker runtime, and containerlab's contract."""
 
+import json
 import os
 import subprocess
 import sys
@@ -91,6 +92,41 @@ def test_netns_and_docker_verify_identically(docker4, session_dirs):
         assert outcome(run_verify(att.runtime, att.plan)) == docker_outcome
     finally:
         L.down("twin4")
+
+
+@pytest.mark.docker
+def test_nodes_that_configure_themselves_at_boot_verify_as_twins_own(docker4, session_dirs):
+    """docker-boot: the rendered topology's MRC_TWIN_BOOT=1 reaches the containers and
+    twin programs nothing (images/mrc-twin-boot does, from /etc/mrc-twin): the fabric
+    verifies as the twin-programmed one does, route for route, and carries traffic from
+    the endpoints the hosts started themselves; a rebooted switch and host come back."""
+    name = lab_name("boot4-")
+    spec = own_spec(session_dirs, name, "mrc-4p")
+    up = L.up(spec, "docker-boot")
+    try:
+        att = L.attach(name)
+        assert outcome(run_verify(att.runtime, att.plan)) == \
+            outcome(run_verify(docker4.runtime, docker4.plan))
+        for node in ("t0-p2-r1", "t1-p3-0", "r1h0"):  # the kernel's own word, side by side
+            argv = ["ip", "-j", "-6", "route", "show", "proto", "static"]
+            assert routes(att, node, argv) == routes(docker4, node, argv), node
+        logs = Path(att.runtime.node_view("r0h0").from_host("/run/mrc-twin/endpoint.log"))
+        assert logs.exists()  # the host's own boot started its endpoint
+        run = T.run(att.runtime, "bulk", T.flows_for("bulk", [], 8 << 20, "r0h0", "r1h1"),
+                    "mrc", timeout_s=60)
+        assert run.ok, run.to_dict()
+        L.restart(att, "t1-p1-0")
+        L.restart(att, "r1h1")
+        assert run_verify(att.runtime, att.plan).ok
+    finally:
+        L.down(name)
+    assert [p.name for p in up.phases][-2:] == ["carrier", "endpoints"]
+
+
+def routes(att, node: str, argv: list[str]) -> list[dict]:
+    got = json.loads(att.runtime.exec(node, argv).stdout or "[]")
+    return sorted(({k: v for k, v in r.items() if k not in ("expires",)} for r in got),
+                  key=json.dumps)
 
 
 @pytest.mark.docker

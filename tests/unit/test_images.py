@@ -67,9 +67,22 @@ def test_dockerfiles_take_base_and_inputs_and_stay_alive(name):
     assert lines[1] == "FROM ${BASE}"
     assert "ARG INPUTS" in text and 'mrc-twin.inputs="${INPUTS}"' in text
     assert "org.opencontainers.image.title" in text
-    assert lines[-1] == 'CMD ["sleep", "infinity"]'
+    assert lines[-1] == 'CMD ["mrc-twin-boot"]'  # stays up; configures itself if asked
+    assert "COPY mrc-twin-boot /usr/local/bin/mrc-twin-boot" in text
+    ignore = (ROOT / "images" / ".dockerignore").read_text()
+    assert "!mrc-twin-boot" in ignore  # in the build context
     for f in I.IMAGES[getattr(I, f"{name.upper()}_IMAGE")][2]:
         assert f"packages/{f}" in text
+
+
+def test_the_boot_script_is_in_every_node_image_s_inputs(tmp_path):
+    import shutil
+
+    images = tmp_path / "images"
+    shutil.copytree(ROOT / "images", images)
+    before = I.inputs_hash("router", base="debian:bookworm-slim", images=images)
+    (images / "mrc-twin-boot").write_text("#!/bin/sh\nexec sleep infinity\n")
+    assert I.inputs_hash("router", base="debian:bookworm-slim", images=images) != before
 
 
 # --- apt's mirror ------------------------------------------------------------------------

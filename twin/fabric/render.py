@@ -34,6 +34,18 @@ def tbf_burst(rate_bps: int, mtu: int) -> int:
     return max(rate_bps // 8 // 250, 2 * (mtu + 14))
 
 
+def tc_lines(node: NodePlan) -> list[str]:
+    """`tc -batch` lines shaping every interface that has a rate."""
+    out = []
+    for ifc in node.interfaces:
+        if ifc.rate_bps:
+            burst = tbf_burst(ifc.rate_bps, ifc.mtu)
+            out.append(f"qdisc replace dev {ifc.name} root tbf rate {ifc.rate_bps}bit "
+                       f"burst {burst} latency 20ms")
+    return out
+
+
+BOOT_ENV = "MRC_TWIN_BOOT"  # a node with it set to 1 configures itself at boot
 CODE_MOUNT = "/opt/mrc-twin"  # the project's code, bind-mounted read-only into every node
 DEFAULT_CODE_DIR = "../../.."  # the checkout, seen from lab/build/<lab>/
 
@@ -54,6 +66,9 @@ def render(plan: Plan, code_dir: str = DEFAULT_CODE_DIR) -> dict[str, str]:
         files[f"config/{name}/sysctl.conf"] = sysctl_conf(node)
         if node.tier == "host":
             files[f"config/{name}/endpoint.json"] = endpoint_config(plan, name)
+        tc = tc_lines(node)
+        if tc:
+            files[f"config/{name}/tc.batch"] = "\n".join(tc) + "\n"
     return files
 
 
@@ -87,6 +102,7 @@ def clab_topology(plan: Plan, code_dir: str = DEFAULT_CODE_DIR) -> str:
             "image": HOST_IMAGE if n.tier.value == "host" else ROUTER_IMAGE,
             "group": n.tier.value,
             "network-mode": "none",
+            "env": {BOOT_ENV: "1"},  # images/mrc-twin-boot: configure from /etc/mrc-twin
             "labels": labels,
             "binds": [f"config/{n.name}:{CONFIG_MOUNT}:ro",
                       f"{code_dir}/twin:{CODE_MOUNT}/twin:ro"],
@@ -96,7 +112,9 @@ def clab_topology(plan: Plan, code_dir: str = DEFAULT_CODE_DIR) -> str:
     about = f"# {spec.description}\n" if spec.description else ""
     head = (f"# containerlab topology for lab {fabric.name}, rendered by mrc-twin.\n{about}"
             f"# Deploy with `twin up {fabric.name} --runtime containerlab|docker|netns`: each\n"
-            "# runtime deploys this file, then twin programs every node's routes.\n")
+            "# runtime deploys this file, then twin programs every node's routes. Deployed\n"
+            f"# by anything else (`containerlab deploy -t`), nodes with {BOOT_ENV}=1 program\n"
+            "# themselves at boot from config/<node>/ (images/mrc-twin-boot).\n")
     return head + yaml.safe_dump(doc, sort_keys=False, default_flow_style=False, width=100)
 
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 import os
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import ClassVar
 
 import yaml
 from pyroute2 import IPRoute
@@ -30,7 +31,7 @@ from twin import dockerd, nsenter
 from twin.errors import LabError, RuntimeMissing
 from twin.fabric.model import Link
 from twin.fabric.plan import NodePlan
-from twin.fabric.render import CODE_MOUNT, CONFIG_MOUNT
+from twin.fabric.render import BOOT_ENV, CODE_MOUNT, CONFIG_MOUNT
 from twin.owner import Owner
 from twin.runtime.base import NodeView, Resource, Runtime, register
 from twin.state import run_root
@@ -121,6 +122,13 @@ class DockerRuntime(Runtime):
         })
         return labels
 
+    # twin programs every node from the host; the topology's MRC_TWIN_BOOT (a node
+    # programming itself at boot, for other orchestrators) is not passed on.
+    programs_nodes: ClassVar[bool] = True
+
+    def _environment(self, spec: dict) -> dict[str, str]:
+        return {k: str(v) for k, v in (spec.get("env") or {}).items() if k != BOOT_ENV}
+
     def create_nodes(self, nodes: list[NodePlan]) -> None:
         topo = load_topology(self.build_dir, self.lab)
         base = Path(self.build_dir)
@@ -139,12 +147,13 @@ class DockerRuntime(Runtime):
                 spec["image"], name=self.container_name(node.name), hostname=node.name,
                 labels=self._labels(node.name, spec, topo_file), network_mode="none",
                 cap_add=CAPS, volumes=volumes, detach=True, init=True,
+                environment=self._environment(spec),
                 sysctls={"net.ipv6.conf.all.disable_ipv6": "0"})
             c.reload()
             self._pids[node.name] = c.attrs["State"]["Pid"]
-            # Before any link exists, so new interfaces inherit the defaults.
-            with nsenter.inside(self.netns_path(node.name)):
-                nsenter.write_sysctls(list(node.node_sysctls))
+            if self.programs_nodes:  # before any link exists: new interfaces inherit them
+                with nsenter.inside(self.netns_path(node.name)):
+                    nsenter.write_sysctls(list(node.node_sysctls))
 
         with ThreadPoolExecutor(WORKERS) as pool:
             for f in [pool.submit(start, n) for n in nodes]:
@@ -215,8 +224,9 @@ class DockerRuntime(Runtime):
         c = self.docker.containers.get(self.container_name(node.name))
         c.restart(timeout=2)
         self._pids.pop(node.name, None)
-        with nsenter.inside(self.netns_path(node.name)):
-            nsenter.write_sysctls(list(node.node_sysctls))
+        if self.programs_nodes:
+            with nsenter.inside(self.netns_path(node.name)):
+                nsenter.write_sysctls(list(node.node_sysctls))
 
     def destroy(self, nodes: list[str]) -> list[str]:
         wanted = set(nodes)
