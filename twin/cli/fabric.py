@@ -3,13 +3,18 @@ paths, size."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import click
 from rich.table import Table
 
+import twin
 from twin import lab as L
 from twin.cli.base import emit_json, main, out
 from twin.errors import UsageError
+from twin.fabric import clabernetes as K
 from twin.fabric import paths as P
+from twin.fabric import render as R
 from twin.fabric import size as S
 
 # -- pure commands (no root) --------------------------------------------------
@@ -47,8 +52,15 @@ def plan(spec, nodes, as_json):
 
 @main.command()
 @click.argument("spec")
+@click.option("--target", type=click.Choice(["lab", "clabernetes"]), default="lab",
+              show_default=True,
+              help="lab: the build directory every runtime deploys. clabernetes: one file of "
+                   "Kubernetes objects that runs the lab across a cluster.")
+@click.option("--namespace", default=None,
+              help=f"Kubernetes namespace of the objects (--target clabernetes; default "
+                   f"{K.DEFAULT_NAMESPACE}).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-def render(spec, as_json):
+def render(spec, target, namespace, as_json):
     """Write the containerlab topology and per-node configs under lab/build/<lab>/.
 
     \b
@@ -56,16 +68,49 @@ def render(spec, as_json):
     lab/build/<lab>/config/<node>/node.json  the node's full plan
     lab/build/<lab>/config/<node>/routes.batch   the same, as `ip -batch` input
     lab/build/<lab>/config/<node>/sysctl.conf
+
+    With --target clabernetes, write lab/build/<lab>/<lab>.clabernetes.yml instead: a
+    clabernetes Topology that embeds the topology, and ConfigMaps with every node's
+    files and the twin code hosts run (docs/scale-out.md).
     """
+    if namespace is not None and target != "clabernetes":
+        raise UsageError("--namespace: only for --target clabernetes")
     c = L.compile_spec(spec)
+    if target == "clabernetes":
+        _render_clabernetes(c, namespace or K.DEFAULT_NAMESPACE, as_json)
+        return
     build_dir = L.render_lab(c)
     files = sorted(str(p.relative_to(build_dir)) for p in build_dir.rglob("*") if p.is_file())
     if as_json:
-        emit_json({"lab": c.spec.name, "build_dir": str(build_dir), "files": files})
+        emit_json({"lab": c.spec.name, "target": target, "build_dir": str(build_dir),
+                   "files": files})
         return
     out.print(f"rendered {len(files)} files for {c.spec.name} in {build_dir}")
     out.print(f"  topology: {build_dir / (c.spec.name + '.clab.yml')}")
     out.print(f"  configs:  {build_dir / 'config'}/<node>/")
+
+
+def _render_clabernetes(c: L.Compiled, namespace: str, as_json: bool) -> None:
+    """The topology as a launcher pod sees it (code under code/), the code hosts run, one
+    YAML stream next to the lab's containerlab topology."""
+    files = R.render(c.plan, K.CODE_DIR)
+    code = K.read_code(Path(twin.__file__).resolve().parent)
+    objects = K.topology_resource(c.plan, files, namespace, code)
+    build_dir = c.build_dir()
+    name = f"{c.spec.name}.clabernetes.yml"
+    R.write_build({name: K.to_yaml(objects)}, build_dir)
+    path = build_dir / name
+    if as_json:
+        emit_json({"lab": c.spec.name, "target": "clabernetes", "build_dir": str(build_dir),
+                   "files": [name], "namespace": namespace,
+                   "objects": [{"kind": o["kind"], "name": o["metadata"]["name"]}
+                               for o in objects]})
+        return
+    maps = sum(o["kind"] == "ConfigMap" for o in objects)
+    out.print(f"rendered a clabernetes Topology and {maps} ConfigMaps for {c.spec.name}: {path}")
+    out.print(f"  kubectl create namespace {namespace}   # once")
+    out.print(f"  kubectl apply --server-side -f {path}")
+    out.print(f"  kubectl -n {namespace} get topology {c.spec.name}")
 
 
 @main.command()

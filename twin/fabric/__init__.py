@@ -5,6 +5,8 @@
     usid     the uSID addressing plan (F3216)
     paths    source-routed paths between hosts; the EV -> path formula
     plan     Fabric -> every node's routes, SIDs and addresses (NodePlan)
-    render   plan -> containerlab topology and per-node configs
+    render   plan -> containerlab topology and per-node configs (a node with
+             MRC_TWIN_BOOT=1 programs itself from them at boot: images/mrc-twin-boot)
+    clabernetes  the rendered lab as a clabernetes Topology + ConfigMaps (Kubernetes)
     size     the full-scale calculator (two-tier multi-plane vs three-tier)
 """
