@@ -108,6 +108,8 @@ def test_a_port_in_use_is_named_with_its_owner_and_nothing_starts(lab):
     assert "Traceback" not in r.stderr
     st = twin("telemetry", "status", LAB, "--json")
     assert '"running": false' in st.stdout  # the refusal started nothing
+    plain = twin("telemetry", "status", LAB)
+    assert plain.returncode == 1 and "no telemetry" in plain.stdout  # make lab-up reads it
 
 
 def test_prometheus_scrapes_the_exporter_every_second(stack):

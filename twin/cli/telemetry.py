@@ -111,7 +111,7 @@ def telemetry_down(lab):
 @click.argument("lab", required=False)
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def telemetry_status(lab, as_json):
-    """What telemetry runs for the lab, and where."""
+    """What telemetry runs for the lab, and where. Exit 0 only if all of it runs."""
     att = L.attach(lab)
     st = {"lab": att.lab, **S.status(att.state.dir)}
     if as_json:
@@ -119,7 +119,7 @@ def telemetry_status(lab, as_json):
         return
     if "exporter" not in st:
         out.print(f"no telemetry for lab {att.lab} (start it: twin telemetry up {att.lab})")
-        return
+        sys.exit(1)
     for name in ("exporter", "prometheus"):
         p = st[name]
         if p is None:
