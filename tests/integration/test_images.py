@@ -6,6 +6,8 @@ and the Debian mirror from apt's sources (about a minute for the base).
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from twin import images as I
@@ -88,9 +90,32 @@ def test_node_images_stay_up_with_no_command(client, built, image):
     try:
         c.reload()
         assert c.status == "running"
-        assert c.attrs["Config"]["Cmd"] == ["sleep", "infinity"]
+        assert c.attrs["Config"]["Cmd"] == ["mrc-twin-boot"]  # without MRC_TWIN_BOOT: stays up
     finally:
         try:
             c.remove(force=True)  # auto_remove may already be removing it
+        except docker.errors.APIError:
+            pass
+
+
+@pytest.mark.parametrize("image", [I.ROUTER_IMAGE, I.HOST_IMAGE])
+def test_a_node_asked_to_boot_without_its_config_says_why_and_stays_up(client, built, image,
+                                                                       tmp_path):
+    """MRC_TWIN_BOOT=1 and nothing at /etc/mrc-twin: the reason in boot-failed, the node up
+    (an orchestrator's restart loop would hide the reason)."""
+    c = client.containers.run(image, detach=True, network_mode="none", auto_remove=True,
+                              environment={"MRC_TWIN_BOOT": "1"},
+                              volumes={str(tmp_path): {"bind": "/run/mrc-twin", "mode": "rw"}})
+    try:
+        failed = tmp_path / "boot-failed"
+        deadline = time.monotonic() + 20
+        while not failed.exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert "no /etc/mrc-twin/node.json" in failed.read_text()
+        c.reload()
+        assert c.status == "running" and not (tmp_path / "booted").exists()
+    finally:
+        try:
+            c.remove(force=True)
         except docker.errors.APIError:
             pass
