@@ -35,11 +35,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from twin.errors import LabError
-from twin.state import read_json
+from twin.state import read_json, write_json
 from twin.telemetry.linkstats import LinkStats
+from twin.telemetry.names import EV_STATES
 
-TIER_OF_KIND = {"host": "host", "fabric": "fabric"}  # a link's kind is its tier label
-EV_STATES = ("good", "skip", "assumed_bad", "denied")
 CONTROL_TIMEOUT_S = 2.0  # an endpoint that takes longer is left out of this sample
 
 
@@ -89,8 +88,6 @@ class Sample:
 def record_verify(lab_dir, failed: int, source: str) -> None:
     """Remember how many paths the last verify or probe round failed, for
     twin_verify_paths_failed (called by `twin verify` and `twin probe`)."""
-    from twin.state import write_json
-
     write_json(lab_dir / "verify.json", {"paths_failed": failed, "source": source,
                                          "t_wall": time.time()})
 
@@ -107,7 +104,7 @@ class Collector:
         # link ends by node: ifname -> (peer, plane, tier)
         self._ends: dict[str, dict[str, tuple[str, int, str]]] = {}
         for lk in att.fabric.links:
-            tier = TIER_OF_KIND.get(lk.kind, lk.kind)
+            tier = lk.kind  # a link's kind (host, fabric) is its tier label
             self._ends.setdefault(lk.a.node, {})[lk.a.ifname] = (str(lk.b), lk.plane, tier)
             self._ends.setdefault(lk.b.node, {})[lk.b.ifname] = (str(lk.a), lk.plane, tier)
         self.hosts = [h.name for h in att.fabric.hosts]

@@ -18,7 +18,8 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from twin.telemetry.collect import EV_STATES, Sample
+from twin.telemetry.collect import Sample
+from twin.telemetry.names import EV_STATES
 
 BUSIEST = 8  # links shown
 
