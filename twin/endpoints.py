@@ -8,6 +8,8 @@ socket lives in the node's run directory:
     docker      the same host directory, bind-mounted at /run/mrc-twin in the container
     containerlab  /run/mrc-twin/endpoint.sock inside the container (its topology
                 cannot name a host path), reached as /proc/<pid>/root/run/mrc-twin/...
+    remote      /run/mrc-twin/endpoint.sock inside the node, reached through a relay
+                over exec (twin.remote.relay): the runtime's `endpoint_relay`
 
 The daemon's output goes to endpoint.log next to the socket. Endpoints die
 with their node, so `twin down` needs nothing extra.
@@ -26,20 +28,26 @@ from twin import owner, unixsock
 from twin.errors import LabError
 
 READY_S = 20.0
+REMOTE_SOCK = "/run/mrc-twin/endpoint.sock"  # where images/mrc-twin-boot starts it
 
 
 class EndpointClient:
     """One control connection: JSON lines, one reply per request."""
 
-    def __init__(self, path: str, timeout: float = 30.0):
+    def __init__(self, path: str, timeout: float = 30.0, sock: socket.socket | None = None,
+                 relay: subprocess.Popen | None = None):
+        """Connect to the socket at `path`; or talk over `sock`, already connected to
+        it through `relay` (a remote node's), which ends with the client."""
         self.path = path
-        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.relay = relay
+        self.sock = sock or socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.sock.settimeout(timeout)
-        try:
-            unixsock.connect(self.sock, path)
-        except OSError as e:
-            self.sock.close()
-            raise LabError(f"endpoint at {path} does not answer: {e.strerror}") from None
+        if sock is None:
+            try:
+                unixsock.connect(self.sock, path)
+            except OSError as e:
+                self.sock.close()
+                raise LabError(f"endpoint at {path} does not answer: {e.strerror}") from None
         self._buf = b""
         self._id = 0
 
@@ -69,6 +77,12 @@ class EndpointClient:
 
     def close(self) -> None:
         self.sock.close()
+        if self.relay is not None:  # its stdin closed with our end: it ends
+            try:
+                self.relay.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.relay.kill()
+                self.relay.wait()
 
     def __enter__(self) -> EndpointClient:
         return self
@@ -80,8 +94,11 @@ class EndpointClient:
 def _paths(rt, host: str) -> tuple[list[str], str, Path]:
     view = rt.node_view(host)
     sock_inside = f"{view.run_dir}/endpoint.sock"
+    datapath = os.environ.get("MRC_TWIN_DATAPATH")  # the endpoint's: auto, compiled, python
     argv = rt.shell_argv(host, ["env", f"PYTHONPATH={view.pythonpath}",
-                                f"{owner.ENV}={rt.owner.tag}", view.python, "-m",
+                                f"{owner.ENV}={rt.owner.tag}",
+                                *([f"MRC_TWIN_DATAPATH={datapath}"] if datapath else []),
+                                view.python, "-m",
                                 "twin.mrc.endpoint", "--config",
                                 f"{view.config_dir}/endpoint.json", "--control", sock_inside])
     return argv, view.from_host(sock_inside), Path(view.from_host(view.run_dir))
@@ -126,4 +143,8 @@ def start(rt, hosts: list[str], steps=None) -> None:
 
 
 def client(rt, host: str, timeout: float = 30.0) -> EndpointClient:
+    relay = getattr(rt, "endpoint_relay", None)  # a remote runtime's nodes: over exec
+    if relay is not None:
+        sock, proc = relay(host)
+        return EndpointClient(f"{host}:{REMOTE_SOCK} (relayed)", timeout, sock, proc)
     return EndpointClient(control_path(rt, host), timeout)

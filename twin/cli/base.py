@@ -32,7 +32,9 @@ from twin.runtime import RUNTIMES
 out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)  # an error is one line
 
-RUNTIME_CHOICES = ["auto", *[n for n in sorted(RUNTIMES) if n != "fake"]]
+# `twin up` creates nodes: runtimes that only attach (docker-remote, kubectl) are `twin attach`'s
+RUNTIME_CHOICES = ["auto", *[n for n in sorted(RUNTIMES)
+                             if n != "fake" and not RUNTIMES[n].attaches]]
 
 
 class RichSteps(Steps):

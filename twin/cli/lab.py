@@ -60,6 +60,71 @@ def up(spec, runtime, name, then_verify, as_json):
         sys.exit(1)
 
 
+@main.command(name="attach")
+@click.argument("spec")
+@click.option("--docker-host", metavar="URL", default=None,
+              help="The Docker engine that runs the nodes, as `docker -H` takes it: "
+                   "ssh://USER@HOST, tcp://HOST:2376, unix:///var/run/docker.sock "
+                   "(default: $DOCKER_HOST).")
+@click.option("--namespace", metavar="NS", default=None,
+              help="Or: the Kubernetes namespace where clabernetes runs the nodes "
+                   "(reached with kubectl exec).")
+@click.option("--context", default="", help="With --namespace: the kubeconfig context.")
+@click.option("--kubeconfig", default="", help="With --namespace: the kubeconfig file.")
+@click.option("--native", is_flag=True,
+              help="With --namespace: the pod's container is the node itself (no "
+                   "launcher Docker inside the pod).")
+@click.option("--topology", default=None,
+              help="The deployed topology's name (containerlab `name:`, clabernetes "
+                   "Topology), when it is not the lab's.")
+@click.option("--name", default=None, help="Lab name instead of the spec's `name:`.")
+@click.option("--json", "as_json", is_flag=True, help="Print the lab's state as JSON.")
+def attach(spec, docker_host, namespace, context, kubeconfig, native, topology, name,
+           as_json):
+    """Take on a fabric deployed elsewhere, to verify it and break it.
+
+    \b
+    The fabric was rendered from SPEC (`twin render SPEC`, or `--target
+    clabernetes`) and deployed by containerlab on another machine or by
+    clabernetes; its nodes configured themselves at boot. twin reaches them
+    only by running commands in them:
+      twin attach mrc-4p --docker-host ssh://lab@fabric1      # docker -H URL exec
+      twin attach mrc-4p --namespace mrc-twin                 # kubectl exec (clabernetes)
+    Then `twin verify`, `twin fault`, `twin stats`, `twin traffic`, `twin exec`
+    work as on a local lab. `twin down` reverts twin's faults and forgets the
+    lab: its nodes are left to their orchestrator.
+    """
+    from twin.remote.transport import DockerHost, Kubectl, parse_docker_url
+
+    sigterm_as_interrupt()
+    if docker_host and namespace:
+        raise UsageError("give --docker-host URL or --namespace NS, not both")
+    if (context or kubeconfig or native) and not namespace:
+        raise UsageError("--context, --kubeconfig and --native go with --namespace")
+    if namespace:
+        tr = Kubectl(namespace, context, kubeconfig, launcher=not native)
+    else:
+        url = docker_host or os.environ.get("DOCKER_HOST")
+        if not url:
+            raise UsageError("say where the nodes are: --docker-host URL (or $DOCKER_HOST), "
+                             "or --namespace NS for clabernetes")
+        tr = DockerHost(parse_docker_url(url))
+    steps = RichSteps()
+    try:
+        result = L.adopt(spec, tr, steps, name=name, topology=topology)
+    finally:
+        steps.done()
+    state = result.state
+    if as_json:
+        emit_json(L.status(state.lab)[0])
+        return
+    out.print(f"[green]lab {state.lab} is attached[/green]: {len(state.nodes)} nodes on "
+              f"runtime {state.runtime} ({tr.where()}), every one configured at boot")
+    out.print(f"  verify:      twin verify {state.lab}")
+    out.print(f"  forget it:   twin down {state.lab}   (reverts twin's faults; the nodes "
+              "stay)")
+
+
 def _print_next_steps(lab: str) -> None:
     att = L.attach(lab)
     host = att.fabric.hosts[0].name
@@ -114,6 +179,14 @@ def down(lab, all_, stray, ownerless, yes, dry_run, as_json):
         _left_alone(found)
         return
     name = L.resolve_lab(lab)
+    before = L.attach(name)
+    if before.runtime.attaches:
+        faults = len(F.active(before))
+        L.down(name)
+        out.print(f"forgot {name}: its {len(before.state.nodes)} nodes stay with their "
+                  f"orchestrator ({before.runtime.transport.where()}); "
+                  f"{faults} fault{'s' if faults != 1 else ''} reverted")
+        return
     nodes = L.down(name)
     out.print(f"removed {name}: {len(nodes)} nodes")
 

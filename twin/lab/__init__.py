@@ -5,11 +5,13 @@
     phases    create, wire, configure, carrier, endpoints, verify
     kernel    programming a node and starting its endpoint (Linux, or a model)
     attach    a running lab found again from its state on disk
+    adopt     `twin attach`: a fabric another orchestrator deployed, taken on as a lab
 
 `from twin import lab as L` gives the whole surface: L.up, L.attach, L.down ...
 """
 
 from twin.lab import sweep
+from twin.lab.adopt import adopt
 from twin.lab.attach import Attached, attach, resolve_lab, status
 from twin.lab.compile import (
     Compiled,
@@ -25,7 +27,7 @@ from twin.lab.phases import Phase, Restarted
 from twin.lab.pipeline import Up, down, down_all, down_stray, restart, up
 
 __all__ = [
-    "Attached", "Compiled", "Phase", "Restarted", "Up", "attach", "build_root",
+    "Attached", "Compiled", "Phase", "Restarted", "Up", "adopt", "attach", "build_root",
     "compile_loaded", "compile_spec", "down", "down_all", "down_stray", "fabrics_dir",
     "project_root", "render_lab", "require_node", "resolve_lab", "restart", "status", "sweep",
     "up",

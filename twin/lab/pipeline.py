@@ -6,6 +6,7 @@
     restart_node -> wire -> configure -> carrier -> endpoints -> faults again
                                                                      (twin restart)
     state on disk -> runtime -> destroy                              (twin down)
+    state on disk -> faults reverted -> forgotten       (twin down of an attached lab)
 
 A lab's state is claimed before anything is created (twin.state), so of two
 racing `twin up` of one lab only one proceeds, and a failure or interrupt in
@@ -146,15 +147,31 @@ def restart(att: Attached, node: str, steps: Steps | None = None) -> phases.Rest
 
 def down(lab: str) -> list[str]:
     """Remove a lab: the processes it runs outside its nodes (a blind drill's traffic),
-    every node (with its links and processes), then its state."""
+    every node (with its links and processes), then its state.
+
+    A lab twin attached to (`twin attach`: nodes another orchestrator deployed) keeps its
+    nodes: only what twin did to them is undone (every fault reverted, newest first),
+    then it is forgotten. If a fault cannot be reverted, the lab is kept, so that
+    `twin down` can be run again once its nodes answer."""
     state = LabState.load(lab)
     if state is None:
         raise UsageError(f"lab {lab} is not up (labs up: {', '.join(known_labs()) or 'none'})")
     _stop_telemetry(state)
     _stop_processes(state.owner)
-    removed = get_runtime(state.runtime, lab, state.build_dir, state.owner).destroy(state.nodes)
+    rt = get_runtime(state.runtime, lab, state.build_dir, state.owner)
+    if rt.attaches:
+        _revert_faults(lab)
+    removed = rt.destroy(state.nodes)
     state.remove()
     return removed
+
+
+def _revert_faults(lab: str) -> None:
+    from twin import faults  # faults build on the lab; the lab only calls back here
+
+    att = attach(lab)
+    if faults.active(att):
+        faults.clear(att)
 
 
 def _stop_telemetry(state: LabState) -> None:

@@ -6,6 +6,7 @@ from twin.runtime import (  # noqa: F401  (registration)
     docker_boot,
     fake,
     netns,
+    remote,
 )
 from twin.runtime.base import AUTO_ORDER, RUNTIMES, Runtime, get_runtime, pick_runtime
 

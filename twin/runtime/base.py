@@ -10,6 +10,8 @@ and `netns_path(node)`, the file that names a node's network namespace:
 
     netns          /run/netns/twin-<lab>-<node>
     docker, clab   /proc/<container pid>/ns/net
+    docker-remote, kubectl   none: their nodes are on another machine, reached only
+                   through exec (twin.runtime.remote); asking is a clear error
 
 Everything else a lab does (configure, carrier wait, endpoints, faults,
 restart, verify) is a phase in twin.lab built on these verbs, so the order
@@ -37,19 +39,27 @@ import sys
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from twin import nsenter
-from twin.errors import UsageError
+from twin.errors import LabError, UsageError
 from twin.fabric.model import Link
-from twin.fabric.plan import NodePlan
+from twin.fabric.plan import NodePlan, Plan
 from twin.owner import Owner
 from twin.state import run_root
+
+if TYPE_CHECKING:
+    from twin.fabric.paths import Path as FabricPath
+    from twin.verify.prober import ProbeResult
 
 
 class Runtime(ABC):
     name: ClassVar[str]
     kernel: ClassVar[object | None] = None  # None: Linux; a model of one (the fake)
+    # True: the runtime finds nodes another orchestrator deployed (`twin attach`) and
+    # never creates or removes them; `twin up` does not offer it
+    attaches: ClassVar[bool] = False
+    exec_workers: ClassVar[int] = 1  # commands verify may run in nodes at once
 
     def __init__(self, lab: str, build_dir: str | None = None, owner: Owner | None = None):
         self.lab = lab
@@ -108,6 +118,18 @@ class Runtime(ABC):
     def shell_argv(self, node: str, argv: list[str]) -> list[str]:
         """How a person runs a command inside the node (`twin exec`)."""
         return ["nsenter", f"--net={self.netns_path(node)}", "--", *argv]
+
+    def probe_paths(self, plan: Plan, paths: list[FabricPath], reverse: dict[int, FabricPath],
+                    progress=None) -> list[ProbeResult]:
+        """Send verify's probes (`reverse[i]`: the path back of paths[i]): by default one
+        process here holding a socket in every host's namespace (twin.verify.prober)."""
+        from twin.verify.prober import Prober, probe_hosts, probing_supported
+
+        missing = probing_supported()
+        if missing:
+            raise LabError(missing)
+        with Prober(probe_hosts(self, plan)) as prober:
+            return prober.run(paths, reverse, progress=progress)
 
     def describe(self, nodes: list[str]) -> dict[str, dict]:
         """Per-node facts for `twin status` (image, state); runtimes add what they know."""

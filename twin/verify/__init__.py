@@ -17,13 +17,12 @@ probes instead of hosts² x planes x T1s), and the report says the coverage achi
 from __future__ import annotations
 
 import time
+from concurrent.futures import ThreadPoolExecutor
 
-from twin.errors import LabError
 from twin.fabric import paths as P
 from twin.fabric.plan import Plan
 from twin.readback import read_node
 from twin.verify import coverage as C
-from twin.verify.prober import Prober, probe_hosts, probing_supported
 from twin.verify.report import VerifyReport, path_key
 
 __all__ = ["VerifyReport", "run_verify"]
@@ -42,17 +41,15 @@ def run_verify(runtime, plan: Plan, *, dataplane: bool = True, steps=None,
     names = list(plan.nodes)
     if steps:
         steps.start("reading routes back", len(names))
-    for name in names:
-        nodes.append(read_node(runtime, plan[name]))
-        if steps:
-            steps.advance()
+    with ThreadPoolExecutor(max(1, runtime.exec_workers)) as pool:  # remote: commands wait
+        for check in pool.map(lambda name: read_node(runtime, plan[name]), names):
+            nodes.append(check)
+            if steps:
+                steps.advance()
     report = VerifyReport(fabric.name, runtime.name, nodes)
     if not dataplane:
         report.dataplane_skipped = "skipped (--no-dataplane)"
     else:
-        missing = probing_supported()
-        if missing:
-            raise LabError(missing)
         if coverage == AUTO:
             coverage = None if C.exhaustive_probes(fabric) <= C.EXHAUSTIVE_MAX \
                 else C.DEFAULT_K
@@ -71,10 +68,9 @@ def run_verify(runtime, plan: Plan, *, dataplane: bool = True, steps=None,
         report.reverse = {path_key(everything[i]): back for i, back in reverse.items()}
         if steps:
             steps.start("probing paths", len(everything))
-        with Prober(probe_hosts(runtime, plan)) as prober:
-            results = prober.run(everything, reverse, progress=(
-                (lambda done, total, attempt: steps.update(done, total, attempt)) if steps
-                else None))
+        results = runtime.probe_paths(plan, everything, reverse, progress=(
+            (lambda done, total, attempt: steps.update(done, total, attempt)) if steps
+            else None))
         report.loops = results[:len(loops)]
         report.paths = results[len(loops):]
     if steps:

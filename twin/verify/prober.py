@@ -13,6 +13,12 @@ one-shot verify on top of it: probes are sent in chunks with the sockets
 drained in between, and those without an answer are retried a bounded
 number of times. The continuous prober (twin.verify.continuous) shares the
 same sockets and packets.
+
+The same classes run inside a host node of a remote fabric (twin.remote.agent):
+there the process holds only its own host's sockets, in the namespace it runs
+in (netns path None), knows the other hosts as `peers` (NIC address and UDP
+port of a socket another agent holds), sends only its own probes and answers
+the requests addressed to it (`Prober.run_ids`).
 """
 
 from __future__ import annotations
@@ -22,6 +28,7 @@ import random
 import select
 import socket
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass
 
 from twin import nsenter
@@ -77,13 +84,16 @@ class HostSockets:
     send a probe on a path, and read what came back. One-shot verify (`Prober`)
     and the continuous prober (twin.verify.continuous) both stand on this."""
 
-    def __init__(self, hosts: dict[str, tuple[str, str]]):
-        """hosts: name -> (netns path, NIC address)."""
+    def __init__(self, hosts: dict[str, tuple[str | None, str]],
+                 peers: dict[str, tuple[str, int]] | None = None):
+        """hosts: name -> (netns path, or None for this process's own; NIC address).
+        peers: hosts whose sockets another process holds: name -> (NIC address, port)."""
         self.hosts: dict[str, _Host] = {}
+        self.peers = dict(peers or {})
         self._by_fd: dict[int, _Host] = {}
         try:
             for name, (path, nic) in hosts.items():
-                with nsenter.inside(path):
+                with nsenter.inside(path) if path else nullcontext():
                     raw = socket.socket(socket.AF_INET6, socket.SOCK_RAW, socket.IPPROTO_RAW)
                     udp = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
                 udp.setblocking(False)
@@ -114,13 +124,19 @@ class HostSockets:
 
     def send(self, src: str, dst: str, path: Path, probe: packets.ProbeBody) -> None:
         """One probe from host `src` on `path`, addressed (inside) to host `dst`."""
-        s, d = self.hosts[src], self.hosts[dst]
-        pkt = packets.encapsulated(s.nic, path.address, flow_label(path.ev), s.nic, d.nic,
-                                   s.port, d.port, packets.probe_payload(probe))
+        s = self.hosts[src]
+        d_nic, d_port = self.address(dst)
+        pkt = packets.encapsulated(s.nic, path.address, flow_label(path.ev), s.nic, d_nic,
+                                   s.port, d_port, packets.probe_payload(probe))
         try:
             s.raw.sendto(pkt, (path.address, 0))
         except OSError:
             pass  # e.g. ENETUNREACH when the first hop's route is gone: counts as lost
+
+    def address(self, name: str) -> tuple[str, int]:
+        """(NIC address, UDP port) of a host's probe socket, ours or a peer's."""
+        h = self.hosts.get(name)
+        return (h.nic, h.port) if h else self.peers[name]
 
     def receive(self, timeout: float, limit: int = 4096) -> list[tuple[str, packets.ProbeBody]]:
         """Every probe waiting on any host's socket, (receiving host, body); waits up
@@ -152,44 +168,64 @@ class Prober(HostSockets):
             ) -> list[ProbeResult]:
         """Probe every path. `reverse[i]` is the answer path of forward[i] (not for loops).
         With `rate_pps`, requests are paced: chunks of 2 ms of the rate, no faster."""
-        run_id = random.getrandbits(32)
-        results = [ProbeResult(p) for p in forward]
+        results = self.run_ids(dict(enumerate(forward)), reverse, attempts=attempts,
+                               wait=wait, progress=progress, rate_pps=rate_pps)
+        return [results[i] for i in range(len(forward))]
+
+    def run_ids(self, probes: dict[int, Path], answers: dict[int, Path], *,
+                run_id: int | None = None, attempts: int = 3, wait: float = 0.3,
+                progress=None, rate_pps: float | None = None) -> dict[int, ProbeResult]:
+        """Send `probes` (probe id -> path, from hosts whose sockets we hold) and answer
+        the requests that arrive for `answers` (probe id -> the answer's path, from the
+        request's destination). One process holding every host does both for every
+        probe; an agent in one host does them for its own (twin.remote.agent)."""
+        self.run_id = random.getrandbits(32) if run_id is None else run_id
+        self.arrived: set[int] = set()  # requests that reached us (and were answered)
+        results = {i: ProbeResult(p) for i, p in probes.items()}
         chunk = CHUNK if rate_pps is None else max(1, min(CHUNK, int(rate_pps * 0.002)))
         for attempt in range(attempts):
-            pending = [i for i, r in enumerate(results) if not r.ok]
+            pending = [i for i, r in results.items() if not r.ok]
             if not pending:
                 break
             for start in range(0, len(pending), chunk):
                 began = time.monotonic()
                 for i in pending[start:start + chunk]:
-                    path = forward[i]
+                    path = probes[i]
                     kind = packets.LOOP if path.src == path.dst else packets.REQUEST
                     results[i].attempts += 1
                     self.send(path.src, path.dst, path,
-                              packets.ProbeBody(kind, run_id, i, time.monotonic_ns()))
-                self._drain(results, reverse, run_id, 0.0)
+                              packets.ProbeBody(kind, self.run_id, i, time.monotonic_ns()))
+                self.drain(results, answers, 0.0)
                 if rate_pps is not None:  # the chunk's share of time, spent draining
                     until = began + len(pending[start:start + chunk]) / rate_pps
                     while time.monotonic() < until:
-                        self._drain(results, reverse, run_id, max(0.0, until - time.monotonic()))
+                        self.drain(results, answers, max(0.0, until - time.monotonic()))
                 if progress:
                     progress(min(start + chunk, len(pending)), len(pending), attempt)
             deadline = time.monotonic() + wait * (attempt + 1)
             while time.monotonic() < deadline and not all(results[i].ok for i in pending):
-                self._drain(results, reverse, run_id, 0.02)
+                self.drain(results, answers, 0.02)
         return results
 
-    def _drain(self, results, reverse, run_id, timeout) -> None:
+    def drain(self, results: dict[int, ProbeResult], answers: dict[int, Path],
+              timeout: float) -> None:
+        """What came in: requests answered on their answer path, answers recorded."""
         for host, p in self.receive(timeout):
-            if p.run != run_id or not 0 <= p.probe < len(results):
+            if p.run != self.run_id:
                 continue
-            res = results[p.probe]
-            if p.kind == packets.REQUEST and host == res.path.dst:
-                res.forward = True
-                back = reverse[p.probe]
+            if p.kind == packets.REQUEST:
+                back = answers.get(p.probe)
+                if back is None or back.src != host:  # not for us, or to the wrong host
+                    continue
+                self.arrived.add(p.probe)
+                if p.probe in results:
+                    results[p.probe].forward = True
                 self.send(host, back.dst, back,
-                          packets.ProbeBody(packets.REPLY, run_id, p.probe, p.sent_ns))
-            elif p.kind in (packets.REPLY, packets.LOOP) and host == res.path.src:
+                          packets.ProbeBody(packets.REPLY, self.run_id, p.probe, p.sent_ns))
+            elif p.kind in (packets.REPLY, packets.LOOP):
+                res = results.get(p.probe)
+                if res is None or host != res.path.src:
+                    continue
                 res.forward = res.reply = True
                 if res.rtt_us is None:
                     res.rtt_us = (time.monotonic_ns() - p.sent_ns) / 1000

@@ -1,0 +1,230 @@
+"""Runtimes for a fabric on another machine: `docker-remote` and `kubectl`.
+
+Both attach to a fabric an orchestrator deployed (containerlab on a machine whose
+Docker engine answers at a URL, clabernetes in a Kubernetes namespace), whose nodes
+configured themselves at boot (images/mrc-twin-boot). They reach a node only by
+running a command in it (twin.remote.transport), so:
+
+    exec, set_link_state   through the transport (`ip link set dev IF down|up`)
+    configure              the node's plan again, as iproute2/sysctl/tc batches on the
+                           exec's stdin (RemoteKernel): how a link that came back up
+                           gets its addresses and routes, as on one machine
+    endpoints              started at boot; waited for, and reached, through a relay
+                           of their control socket over exec (twin.remote.relay)
+    verify's probes        an agent in every host (twin.remote.probe)
+    netns_path             none: a LabError naming what asked and why
+
+They never create, restart or remove a node: `twin attach` finds the nodes, and
+`twin down` of such a lab reverts twin's faults and forgets it, leaving the nodes
+to their orchestrator. What `twin attach` found (the transport, the topology's
+name, each node's container or pod) is kept next to lab.json in remote.json.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import time
+from typing import ClassVar
+
+from twin import endpoints
+from twin.errors import LabError, UsageError
+from twin.fabric.model import Link
+from twin.fabric.plan import NodePlan
+from twin.fabric.render import iproute2_batch, sysctl_conf, tc_lines
+from twin.owner import Owner
+from twin.remote import relay, transport
+from twin.remote.transport import NodeRef, Transport
+from twin.runtime.base import NodeView, Runtime, register
+from twin.state import read_json, run_root, write_json
+
+NODE_RUN_DIR = "/run/mrc-twin"  # images/mrc-twin-boot's: booted, boot-failed, endpoint.sock
+RECORD = "remote.json"
+ENDPOINT_WAIT_S = 60.0
+# What `twin` commands cannot do over exec yet, for the error netns_path raises.
+NOT_REMOTE = "twin probe, drills, telemetry and fuzz hold sockets in nodes' namespaces"
+
+
+def boot_state_argv() -> list[str]:
+    """One command that says whether a node finished mrc-twin-boot, and if not, why."""
+    return ["sh", "-c", f"if [ -f {NODE_RUN_DIR}/booted ]; then echo booted; "
+            f"elif [ -f {NODE_RUN_DIR}/boot-failed ]; then echo failed; "
+            f"cat {NODE_RUN_DIR}/boot-failed; else echo waiting; fi"]
+
+
+def parse_boot_state(text: str) -> tuple[str, str]:
+    """(booted | failed | waiting, the reason a boot failed) from boot_state_argv."""
+    first, _, rest = (text or "").strip().partition("\n")
+    state = first.strip() if first.strip() in ("booted", "failed", "waiting") else "waiting"
+    return state, rest.strip()
+
+
+def reconfigure_steps(lab: str, node: NodePlan) -> list[tuple[list[str], str]]:
+    """The node's plan as (argv, stdin) batches (pure): what mrc-twin-boot applied at
+    boot, again. The SID anchor exists since boot (it may be an ifb): not re-added."""
+    routes = "".join(line + "\n" for line in iproute2_batch(lab, node).splitlines()
+                     if not (node.anchor and line.startswith(f"link add {node.anchor} ")))
+    steps = [(["sysctl", "-q", "-p", "-"], sysctl_conf(node)),
+             (["ip", "-batch", "-"], routes)]
+    tc = tc_lines(node)
+    if tc:
+        steps.append((["tc", "-batch", "-"], "\n".join(tc) + "\n"))
+    return steps
+
+
+class RemoteKernel:
+    """Nodes were programmed at boot; twin re-programs (after a fault) and waits, over exec."""
+
+    def configure(self, rt: RemoteRuntime, node: NodePlan) -> None:
+        for argv, text in reconfigure_steps(rt.lab, node):
+            rt.exec(node.name, argv, input=text)
+
+    def start_endpoints(self, rt: RemoteRuntime, hosts: list[str], steps) -> None:
+        steps.start(f"waiting for {len(hosts)} endpoints", len(hosts))
+        deadline = time.monotonic() + ENDPOINT_WAIT_S
+        for host in hosts:
+            while True:
+                try:
+                    with endpoints.client(rt, host, timeout=10) as c:
+                        c.call("hello")
+                    break
+                except LabError as e:
+                    if time.monotonic() > deadline:
+                        raise LabError(f"{host}: its endpoint (started at boot) does not "
+                                       f"answer over {rt.transport.where()}: {e}; see its "
+                                       f"{NODE_RUN_DIR}/endpoint.log") from None
+                    time.sleep(0.5)
+            steps.advance()
+
+    def host_limits(self, links: int) -> list[str]:
+        return []  # the nodes' machine is the orchestrator's to size, not ours
+
+
+class RemoteRuntime(Runtime):
+    attaches = True
+    exec_workers = 8
+    kernel: ClassVar[object | None] = RemoteKernel()
+    transport_kind: ClassVar[str]
+
+    def __init__(self, lab: str, build_dir: str | None = None, owner: Owner | None = None):
+        super().__init__(lab, build_dir, owner)
+        rec = read_json(run_root() / lab / RECORD, None) if lab else None
+        self.transport: Transport | None = transport.from_dict(rec["transport"]) if rec else None
+        self.topology: str = rec["topology"] if rec else lab
+        self.refs: dict[str, NodeRef] = {d["node"]: NodeRef.from_dict(d)
+                                         for d in (rec or {}).get("nodes", [])}
+
+    @classmethod
+    def unavailable(cls) -> str | None:
+        where = "--docker-host URL" if cls.transport_kind == "docker" else "--namespace NS"
+        return (f"it attaches to a fabric deployed elsewhere, it does not create one: "
+                f"`twin attach SPEC {where}`")
+
+    @classmethod
+    def unavailable_for_cleanup(cls) -> str | None:
+        return "it creates nothing on any machine"
+
+    def bind(self, tr: Transport, topology: str, refs: list[NodeRef]) -> None:
+        """Record what `twin attach` found (before anything else is done with it)."""
+        self.transport, self.topology = tr, topology
+        self.refs = {r.node: r for r in refs}
+        write_json(run_root() / self.lab / RECORD, {
+            "transport": tr.to_dict(), "topology": topology,
+            "nodes": [r.to_dict() for r in refs]})
+
+    def ref(self, node: str) -> NodeRef:
+        if self.transport is None:
+            raise LabError(f"lab {self.lab}: no {RECORD} under {run_root() / self.lab}; "
+                           "attach it again with `twin attach`")
+        try:
+            return self.refs[node]
+        except KeyError:
+            raise LabError(f"node {node} was not found in topology {self.topology} "
+                           f"({self.transport.where()})") from None
+
+    # -- the verbs: attach, never create ----------------------------------------------
+
+    def _refuse(self, what: str) -> None:
+        raise UsageError(f"runtime {self.name} cannot {what}: its nodes are deployed by "
+                         "their own orchestrator (containerlab, clabernetes); twin attaches")
+
+    def create_nodes(self, nodes: list[NodePlan]) -> None:
+        self._refuse("create nodes")
+
+    def wire_links(self, links: list[Link]) -> None:
+        self._refuse("wire links")
+
+    def restart_node(self, node: NodePlan) -> None:
+        self._refuse(f"restart {node.name} (restart it with its orchestrator, then "
+                     f"`twin attach` again)")
+
+    def exec(self, node: str, argv: list[str], *, input: str | None = None,
+             check: bool = True, timeout: float = 60) -> subprocess.CompletedProcess:
+        return transport.exec_in(self.transport, self.ref(node), argv, input=input,
+                                 check=check, timeout=timeout)
+
+    def set_link_state(self, node: str, ifname: str, up: bool) -> None:
+        self.exec(node, ["ip", "link", "set", "dev", ifname, "up" if up else "down"])
+
+    def destroy(self, nodes: list[str]) -> list[str]:
+        return []  # never: not ours (twin down reverts faults and forgets the lab)
+
+    def netns_path(self, node: str) -> str:
+        where = self.transport.where() if self.transport else self.name
+        raise LabError(f"node {node} of lab {self.lab} is reached only through `{where} "
+                       f"exec`: there is no network namespace of it on this machine to open "
+                       f"({NOT_REMOTE}; verify, fault, stats, traffic and exec work remotely)")
+
+    # -- looking ---------------------------------------------------------------------------
+
+    def _live(self) -> dict[str, NodeRef]:
+        return {r.node: r for r in self.transport.find(self.topology)} if self.transport \
+            else {}
+
+    def existing(self, nodes: list[str]) -> list[str]:
+        live = self._live()
+        return [n for n in nodes if n in live and live[n].running]
+
+    def describe(self, nodes: list[str]) -> dict[str, dict]:
+        try:
+            live = self._live()
+        except LabError as e:  # status shows an unreachable fabric, it does not fail
+            return {n: {"state": f"unreachable ({e})", "image": "-"} for n in nodes}
+        return {n: ({"state": live[n].state.lower(), "image": live[n].image,
+                     "container": live[n].target} if n in live
+                    else {"state": "missing", "image": "-"}) for n in nodes}
+
+    def resource_name(self, node: str) -> str:
+        return self.refs[node].target if node in self.refs else node
+
+    def node_view(self, node: str) -> NodeView:
+        raise LabError(f"node {node} of lab {self.lab}: its files are inside the node "
+                       f"(reach them with `twin exec {node} -- ...`)")
+
+    def shell_argv(self, node: str, argv: list[str]) -> list[str]:
+        return self.transport.argv(self.ref(node), argv, stdin=True)
+
+    # -- what runs in the nodes for twin -------------------------------------------------------
+
+    def probe_paths(self, plan, paths, reverse, progress=None):
+        from twin.remote.probe import probe_paths
+
+        return probe_paths(self, plan, paths, reverse, progress)
+
+    def endpoint_relay(self, host: str):
+        return relay.open_relay(self.transport, self.ref(host), endpoints.REMOTE_SOCK)
+
+    def boot_state(self, node: str) -> tuple[str, str]:
+        proc = self.exec(node, boot_state_argv(), check=False, timeout=30)
+        return parse_boot_state(proc.stdout)
+
+
+@register
+class DockerRemoteRuntime(RemoteRuntime):
+    name = "docker-remote"
+    transport_kind = "docker"
+
+
+@register
+class KubectlRuntime(RemoteRuntime):
+    name = "kubectl"
+    transport_kind = "kubectl"
