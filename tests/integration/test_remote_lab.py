@@ -1,0 +1,142 @@
+"""A fabric deployed elsewhere, reached only through exec: `twin attach`.
+
+The fabric is deployed here by the docker-boot runtime (nodes configure themselves at
+boot, as under containerlab or clabernetes), then attached to as if it were remote:
+through the real `docker -H unix:///var/run/docker.sock`, and through kubectl, played
+by the contract double tests/doubles/fake_kubectl.py over the same containers. Every
+check compares with what the local runtime sees of the same nodes.
+"""
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.integration.conftest import lab_name, own_spec, set_env
+from tests.integration.test_docker_lab import containers_of, outcome
+from twin import faults as F
+from twin import lab as L
+from twin import traffic as T
+from twin.errors import LabError
+from twin.remote.transport import DockerHost, Kubectl
+from twin.verify import run_verify
+
+ROOT = Path(__file__).resolve().parents[2]
+SOCKET = "unix:///var/run/docker.sock"
+LINK = "t0-p0-r0:eth3--t1-p0-0:eth1"
+
+
+@pytest.fixture(scope="module")
+def deployed(session_dirs):
+    """The fabric, deployed and configured without twin's configure: docker-boot."""
+    set_env(session_dirs)
+    name = lab_name("remote4")
+    L.up(own_spec(session_dirs, name, "mrc-4p"), "docker-boot")
+    try:
+        yield L.attach(name)
+    finally:
+        set_env(session_dirs)
+        L.down(name)
+    assert containers_of(name) == []
+
+
+@pytest.fixture
+def fake_kubectl(tmp_path, monkeypatch):
+    """Put the kubectl test double on PATH; its pods are the lab's containers."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir()
+    exe = bindir / "kubectl"
+    exe.write_text(f"#!/bin/sh\ncd {ROOT} && exec {sys.executable} -m "
+                   "tests.doubles.fake_kubectl \"$@\"\n")
+    exe.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bindir}:{os.environ['PATH']}")
+    monkeypatch.setenv("FAKE_KUBECTL_NAMESPACE", "c9s-test")
+    return exe
+
+
+def attached(deployed, transport, suffix: str):
+    L.adopt(deployed.state.spec_path, transport, name=f"{deployed.lab}-{suffix}",
+            topology=deployed.lab)
+    return L.attach(f"{deployed.lab}-{suffix}")
+
+
+@pytest.mark.docker
+def test_docker_host_verifies_route_for_route_as_local(deployed):
+    remote = attached(deployed, DockerHost(SOCKET), "dh")
+    try:
+        assert remote.runtime.name == "docker-remote"
+        report = run_verify(remote.runtime, remote.plan)
+        assert report.ok, report.to_dict()["nodes"]
+        assert outcome(report) == outcome(run_verify(deployed.runtime, deployed.plan))
+        covered = run_verify(remote.runtime, remote.plan, coverage=1)
+        assert covered.ok and covered.coverage["achieved"] >= 1
+        assert len(covered.paths) < len(report.paths)  # fewer probes, every route crossed
+        with pytest.raises(LabError, match="reached only through `docker -H"):
+            remote.runtime.netns_path("r0h0")
+    finally:
+        L.down(remote.lab)
+    assert len(containers_of(deployed.lab)) == 20  # forgotten, never removed
+
+
+@pytest.mark.docker
+def test_remote_link_fault_is_localized_reverted_and_undone_by_down(deployed):
+    remote = attached(deployed, DockerHost(SOCKET), "fault")
+    try:
+        F.link_down(remote, "t0-p0-r0:eth3")
+        for att in (remote, deployed):  # applied in the fabric itself, seen by both
+            report = run_verify(att.runtime, att.plan)
+            assert not report.ok and report.suspect_links() == [LINK]
+            failed = [r for r in [*report.paths, *report.loops] if not r.ok]
+            assert failed and all(LINK in r.path.links or LINK in
+                                  report.reverse.get(_key(r), r.path).links for r in failed)
+        F.link_up(remote, "t0-p0-r0:eth3")
+        assert run_verify(remote.runtime, remote.plan).ok
+        F.link_down(remote, "t0-p1-r1:eth4")  # left in force: `down` reverts it
+    finally:
+        L.down(remote.lab)
+    assert run_verify(deployed.runtime, deployed.plan).ok
+    assert len(containers_of(deployed.lab)) == 20
+
+
+def _key(result):
+    from twin.verify.report import path_key
+
+    return path_key(result.path)
+
+
+@pytest.mark.docker
+def test_kubectl_contract_double_verify_fault_and_traffic(deployed, fake_kubectl):
+    remote = attached(deployed, Kubectl("c9s-test"), "k8s")
+    try:
+        assert remote.runtime.name == "kubectl"
+        assert remote.runtime.ref("r0h0").target.startswith(f"{deployed.lab}-r0h0-")
+        assert outcome(run_verify(remote.runtime, remote.plan)) == \
+            outcome(run_verify(deployed.runtime, deployed.plan))
+        F.link_down(remote, "t0-p1-r1:eth3")
+        assert run_verify(remote.runtime, remote.plan).suspect_links() == [
+            "t0-p1-r1:eth3--t1-p1-0:eth2"]
+        F.link_up(remote, "t0-p1-r1:eth3")
+        run = T.run(remote.runtime, "bulk", T.flows_for("bulk", [], 8 << 20, "r0h0", "r1h1"),
+                    "mrc", timeout_s=60)  # the endpoints, through relays over kubectl exec
+        assert run.ok, run.to_dict()
+        proc = remote.runtime.exec("r1h1", ["sh", "-c", "exit 3"], check=False)
+        assert proc.returncode == 3 and "command terminated with exit code 3" in proc.stderr
+    finally:
+        L.down(remote.lab)
+
+
+@pytest.mark.docker
+def test_attach_errors_name_what_is_missing(deployed, fake_kubectl):
+    with pytest.raises(LabError, match="no nodes of topology 'nosuch'"):
+        L.adopt(deployed.state.spec_path, DockerHost(SOCKET), name=lab_name("err1"),
+                topology="nosuch")
+    with pytest.raises(LabError, match="cannot list nodes"):
+        L.adopt(deployed.state.spec_path, DockerHost("unix:///nonexistent/docker.sock"),
+                name=lab_name("err2"), topology=deployed.lab)
+    with pytest.raises(LabError, match="no nodes of topology"):
+        L.adopt(deployed.state.spec_path, Kubectl("other-namespace"), name=lab_name("err3"),
+                topology=deployed.lab)
+    labs = [s["lab"] for s in L.status()]
+    assert not {lab_name(f"err{i}") for i in (1, 2, 3)} & set(labs)  # forgotten again
+    assert len(containers_of(deployed.lab)) == 20
