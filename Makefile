@@ -13,7 +13,7 @@ RUNTIME ?= auto
 # make lab-up TELEMETRY=0: no exporter, no Prometheus
 TELEMETRY ?= 1
 # Debian packages the kernel-facing layers call: ip/tc (iproute2), nsenter (util-linux),
-# nft (link-loss faults)
+# nft (link-loss faults); gcc and zlib's headers build the endpoint's compiled data path
 
 .PHONY: help deps test-deps venv engine images lab-up lab-down chaos test lint bench clean
 
@@ -35,6 +35,8 @@ deps:
 	command -v tc >/dev/null || missing="$$missing iproute2"; \
 	command -v nsenter >/dev/null || missing="$$missing util-linux"; \
 	command -v nft >/dev/null || missing="$$missing nftables"; \
+	command -v gcc >/dev/null || missing="$$missing gcc"; \
+	[ -f /usr/include/zlib.h ] || missing="$$missing zlib1g-dev"; \
 	$(PYTHON) -c 'import venv, ensurepip' 2>/dev/null || missing="$$missing python3-venv"; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" != 0 ]; then echo "missing:$$missing (run as root, or apt-get install$$missing)"; exit 1; fi; \
@@ -42,7 +44,8 @@ deps:
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
 	fi
 
-$(STAMP): pyproject.toml
+# setup.py builds the endpoint's compiled data path (twin/mrc/_fastpath.c) with gcc
+$(STAMP): pyproject.toml setup.py twin/mrc/_fastpath.c
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 	$(BIN)/pip install -q -e '.[dev]'

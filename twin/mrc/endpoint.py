@@ -9,7 +9,20 @@ Data path (one thread, one loop):
            [NIC]:4791 (UDP_NO_CHECK6_RX: checksum 0, integrity from the RoCEv2 ICRC,
            checked against the peer address, port and flow label the socket reports)
     acks   SACKs and NAKs go back the way the data packet came (its plane and T1,
-           reversed): one reverse EV per forward path, its entropy from the QP's rng
+           reversed): one reverse EV per forward path, its entropy from the QP's rng.
+           Coalesced per receive batch: of a QP's plain SACKs (every 2nd packet) only
+           the last of a batch is sent, since it says all the others did; a SACK that
+           answers a duplicate, an ACK request or a message's last packet goes at once.
+
+Two implementations of send and recv, the same bytes on the wire (MRC_TWIN_DATAPATH):
+    compiled  twin.mrc._fastpath, built by `pip install` from _fastpath.c: a window's
+              packets framed in C and sent with one sendmmsg straight from the source
+              buffer; recvmmsg of up to RX_SLOTS datagrams into a ring, ICRC checked
+              and headers parsed in C, payloads placed from the ring. The default where
+              it is built (MRC_TWIN_DATAPATH=auto).
+    python    the standard library only: one sendto / recvmsg per packet, wire's
+              encoder and decoder. Where the module is missing (a container whose
+              Python cannot load it), or asked for with MRC_TWIN_DATAPATH=python.
     ports  the host's NIC port state comes from netlink link events (RTNLGRP_LINK):
            a port that goes down stops its plane locally and, through the port-state
            bitmap in every SACK, at the peers
@@ -72,6 +85,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from twin import unixsock
+from twin.errors import UsageError
 from twin.fabric.model import build_fabric
 from twin.fabric.paths import ENTROPY_SHIFT, PLANE_BITS, ev_fields, route
 from twin.fabric.plan import nic_address
@@ -101,6 +115,7 @@ from twin.mrc.transport import (
 )
 
 RECV_BATCH = 256
+RX_SLOTS = 64  # datagrams per recvmmsg (compiled data path)
 RECV_BUF = wire.MTU + 256
 ANC_BUF = socket.CMSG_SPACE(4)  # one IPV6_FLOWINFO cmsg
 SEND_BUDGET = 64
@@ -134,6 +149,28 @@ _PLANE_MASK = (1 << PLANE_BITS) - 1  # an EV's plane
 
 def now_ns() -> int:
     return time.monotonic_ns()
+
+
+DATAPATHS = ("auto", "compiled", "python")
+DATAPATH_ENV = "MRC_TWIN_DATAPATH"
+
+
+def load_datapath(asked: str | None = None):
+    """(the compiled module or None, "compiled" or "python: why"), as MRC_TWIN_DATAPATH
+    asks: auto (compiled where it is built), compiled (refuse to run without it), python."""
+    asked = asked or os.environ.get(DATAPATH_ENV, "auto")
+    if asked not in DATAPATHS:
+        raise UsageError(f"{DATAPATH_ENV}={asked!r}: want one of {', '.join(DATAPATHS)}")
+    if asked == "python":
+        return None, "python: asked for"
+    try:
+        from twin.mrc import _fastpath
+    except ImportError as e:
+        if asked == "compiled":
+            raise UsageError(f"{DATAPATH_ENV}=compiled, but twin.mrc._fastpath does not "
+                             f"load ({e}); `pip install -e .` builds it with gcc") from e
+        return None, f"python: the compiled data path does not load ({e})"
+    return _fastpath, "compiled"
 
 
 @dataclass
@@ -210,6 +247,7 @@ class Endpoint:
         # the QPs' own drop counters, of QPs closed before
         self._closed_drops = {"duplicate": 0, "psn_window": 0, "ack_unsent": 0}
         self._clients = 0
+        self._pending_sacks: dict[int, tuple[RecvQp, SackReport]] = {}  # coalesced
         self._next_timer = self._next_probe = self._next_port_poll = 0
         self._open_sockets(control)
         self.port_bitmap = self._read_ports()
@@ -228,6 +266,11 @@ class Endpoint:
                 pass
         self.udp.bind((self.nic, wire.ROCE_PORT))
         self.udp.setblocking(False)
+        fast, self.datapath = load_datapath()
+        self.tx_batch = self.rx_ring = None
+        if fast is not None:
+            self.tx_batch = fast.TxQueue(self.raw.fileno(), SEND_BUDGET)
+            self.rx_ring = fast.RxRing(self.udp.fileno(), self.nic_packed, RX_SLOTS, RECV_BUF)
         Path(control).parent.mkdir(parents=True, exist_ok=True)
         if os.path.exists(control):
             os.unlink(control)
@@ -325,17 +368,42 @@ class Endpoint:
         for qp in self.send_qps.values():
             if qp.sender.idle or qp.sender.failed:
                 continue
-            for tx in qp.sender.poll(t, qp.src, SEND_BUDGET):
+            txs = qp.sender.poll(t, qp.src, SEND_BUDGET)
+            if txs:
                 busy = True
-                tpl = qp.templates.get(tx.ev) or self._template(qp, tx.ev)
-                pkt = tpl.build(tx.psn & 0xFFFFFF, tx.va, tx.payload, tx.tries, tx.ack_req,
-                                tx.imm)
-                try:
-                    self.raw.sendto(pkt, (qp.paths[tx.ev], 0))
-                    self.tx_plane_bytes[tx.ev & _PLANE_MASK] += len(tx.payload)
-                except OSError:
-                    qp.send_errors += 1  # no route (our port is down): lost, recovered
+                (self._send_python if self.tx_batch is None else self._send_batch)(qp, txs)
         return busy
+
+    def _send_python(self, qp: SendQp, txs: list) -> None:
+        for tx in txs:
+            tpl = qp.templates.get(tx.ev) or self._template(qp, tx.ev)
+            pkt = tpl.build(tx.psn & 0xFFFFFF, tx.va, tx.payload, tx.tries, tx.ack_req, tx.imm)
+            try:
+                self.raw.sendto(pkt, (qp.paths[tx.ev], 0))
+                self.tx_plane_bytes[tx.ev & _PLANE_MASK] += len(tx.payload)
+            except OSError:
+                qp.send_errors += 1  # no route (our port is down): lost, recovered
+
+    def _send_batch(self, qp: SendQp, txs: list) -> None:
+        """The window's packets framed in C (the same bytes as build) and posted to the
+        send queue, whose engine thread sends them with one sendmmsg while we go on."""
+        templates, planes, data = qp.templates, self.tx_plane_bytes, self.tx_batch.data
+        for tx in txs:
+            tpl = templates.get(tx.ev) or self._template(qp, tx.ev)
+            n = len(tx.payload)
+            head, seed = tpl.head(n, tx.imm is not None)
+            data(head, seed, (wire.ACK_REQ if tx.ack_req else 0)
+                 | (tx.tries & wire.TRY_MASK) << 24 | tx.psn & wire.PSN_MASK,
+                 tx.va, tpl.rkey, tx.payload, tx.imm, (qp, tx))
+            planes[tx.ev & _PLANE_MASK] += n
+        self._refused(self.tx_batch.flush())
+
+    def _refused(self, tags: list) -> None:
+        """Packets the kernel refused (no route: our port is down), reported by the
+        send queue after the fact: lost, and recovered by the transport."""
+        for qp, tx in tags:
+            qp.send_errors += 1
+            self.tx_plane_bytes[tx.ev & _PLANE_MASK] -= len(tx.payload)
 
     def _path(self, qp: SendQp, ev: int) -> str:
         """The uSID program an EV of this QP travels (computed once per EV)."""
@@ -365,6 +433,12 @@ class Endpoint:
         return packed
 
     def _recv_batch(self) -> int:
+        got = self._recv_python() if self.rx_ring is None else self._recv_ring()
+        if self._pending_sacks:
+            self._flush_sacks()
+        return got
+
+    def _recv_python(self) -> int:
         got = 0
         recvmsg = self.udp.recvmsg
         for _ in range(RECV_BATCH):
@@ -380,45 +454,90 @@ class Endpoint:
                 self.drops[_DROP_OF_REASON[e.reason]] += 1
                 continue
             if isinstance(pkt, wire.DataPacket):
-                self._on_data(pkt, addr[0])
-            elif isinstance(pkt, wire.Ack):
-                self._on_ack(pkt)
-            elif isinstance(pkt, wire.Nack):
-                qp = self.send_qps.get(pkt.dest_qp)
-                if qp is None:
-                    self.drops["unknown_qp"] += 1
-                else:
-                    qp.sender.on_nack(_unwrap24(pkt.psn, qp.sender.cum), now_ns())
-            elif isinstance(pkt, wire.Probe):
-                self._on_probe(pkt)
+                self._on_data(pkt.dest_qp, pkt.psn, pkt.va, pkt.rkey, pkt.payload, pkt.ev,
+                              pkt.tries, pkt.ack_req, pkt.imm, addr[0])
+            else:
+                self._on_control(pkt)
         return got
 
-    def _on_data(self, pkt: wire.DataPacket, src: str) -> None:
-        qp = self.recv_qps.get(pkt.dest_qp)
+    def _recv_ring(self) -> int:
+        """Up to RECV_BATCH datagrams, RX_SLOTS per recvmmsg, parsed in C. A payload is a
+        view into the ring, placed before the next recvmmsg overwrites it."""
+        got = 0
+        recv, on_data, drops = self.rx_ring.recv, self._on_data, self.drops
+        for _ in range(RECV_BATCH // RX_SLOTS):
+            items = recv()
+            got += len(items)
+            for item in items:
+                kind = item[0]
+                if kind == 1:  # (1, dest_qp, psn, va, rkey, payload, ev, tries, ack_req, imm, src)
+                    on_data(*item[1:])
+                elif kind == 0:  # (0, reason)
+                    drops[_DROP_OF_REASON[item[1]]] += 1
+                else:  # (2, whole, opcode, ...): the ICRC is checked, the rest is wire's
+                    _, whole, opcode, *_ = item
+                    try:
+                        pkt = wire.decode_checked(whole, opcode)
+                    except wire.BadPacket as e:
+                        drops[_DROP_OF_REASON[e.reason]] += 1
+                        continue
+                    self._on_control(pkt)
+            if len(items) < RX_SLOTS:
+                break
+        return got
+
+    def _on_control(self, pkt) -> None:
+        if isinstance(pkt, wire.Ack):
+            self._on_ack(pkt)
+        elif isinstance(pkt, wire.Nack):
+            qp = self.send_qps.get(pkt.dest_qp)
+            if qp is None:
+                self.drops["unknown_qp"] += 1
+            else:
+                qp.sender.on_nack(_unwrap24(pkt.psn, qp.sender.cum), now_ns())
+        elif isinstance(pkt, wire.Probe):
+            self._on_probe(pkt)
+
+    def _on_data(self, dest_qp: int, psn: int, va: int, rkey: int, payload, ev: int,
+                 tries: int, ack_req: bool, imm: int | None, src: str | bytes) -> None:
+        """One data packet, its fields as decoded; `src` the peer's address (text or
+        packed). The payload may be a view into the receive ring: placed now or never."""
+        qp = self.recv_qps.get(dest_qp)
         if qp is None:
             self.drops["unknown_qp"] += 1
             return
         # Python ints: VA near 2**64 plus a length does not wrap, it is just too large.
-        if pkt.rkey != qp.rkey or pkt.va + len(pkt.payload) > len(qp.buf):
+        if rkey != qp.rkey or va + len(payload) > len(qp.buf):
             qp.bad_rkey += 1
-            self.drops["bad_rkey" if pkt.rkey != qp.rkey else "out_of_bounds"] += 1
+            self.drops["bad_rkey" if rkey != qp.rkey else "out_of_bounds"] += 1
             return
         rx = qp.receiver
-        rp = RxPacket(_unwrap24(pkt.psn, rx.cum), pkt.va, pkt.payload, pkt.imm, pkt.ev,
-                      pkt.tries, pkt.ack_req)
-        qp.peer_nic = qp.peer_nic or src
-        qp.last_pkt = rp
+        rp = RxPacket(_unwrap24(psn, rx.cum), va, payload, imm, ev, tries, ack_req)
+        if qp.peer_nic is None:
+            qp.peer_nic = src if isinstance(src, str) else socket.inet_ntop(socket.AF_INET6,
+                                                                            src)
+        qp.last_pkt = rp  # for a delayed ACK: its PSN, EV and try (never its payload)
         qp.last_data_ns = now_ns()
         placed = rx.stats.bytes
         sack = rx.on_data(rp)
         if rx.stats.bytes != placed:
-            plane = pkt.ev & _PLANE_MASK
+            plane = ev & _PLANE_MASK
             if plane in self.rx_plane_bytes:
                 self.rx_plane_bytes[plane] += rx.stats.bytes - placed
         if sack is not None:
-            self._send_sack(qp, sack)
+            if sack.dup or ack_req or imm is not None:  # the sender waits on this one
+                self._pending_sacks.pop(qp.qpn, None)  # it says all a pending one would
+                self._send_sack(qp, sack)
+            else:
+                self._pending_sacks[qp.qpn] = (qp, sack)
         while rx.nacks:
-            self._send_nack(qp, rx.nacks.pop(), pkt.ev)
+            self._send_nack(qp, rx.nacks.pop(), ev)
+
+    def _flush_sacks(self) -> None:
+        """The last plain SACK of each QP in this receive batch (the others coalesced)."""
+        for qp, sack in self._pending_sacks.values():
+            self._send_sack(qp, sack)
+        self._pending_sacks.clear()
 
     def _reverse(self, qp: RecvQp, data_ev: int) -> tuple[wire.Framer, str] | None:
         """SACKs and NAKs go back the way the data packet came: the same plane and T1,
@@ -677,7 +796,7 @@ class Endpoint:
         op = req.get("op")
         if op == "hello":
             return {"host": self.host, "nic": self.nic, "planes": sorted(self.ports),
-                    "ports": self.port_bitmap, "pid": os.getpid()}
+                    "ports": self.port_bitmap, "pid": os.getpid(), "datapath": self.datapath}
         if op == "recv_qp":
             size = _int_arg(req, "size", 1, _buffer_limit())
             seed = _seed_arg(req)
@@ -744,6 +863,8 @@ class Endpoint:
         if op == "close":
             qpn = _int_arg(req, "qpn", 0, 1 << 62)
             sq, rq = self.send_qps.pop(qpn, None), self.recv_qps.pop(qpn, None)
+            if sq is not None and self.tx_batch is not None:  # its buffer leaves the queue
+                self._refused(self.tx_batch.drain())
             if sq is not None:  # closed QPs still count in the endpoint's totals
                 self.totals["bytes_sent"] += sq.sender.stats.bytes
                 self.totals["retransmits"] += sq.sender.stats.retransmits
@@ -1013,9 +1134,13 @@ def main(argv: list[str] | None = None) -> None:
     ap.add_argument("--control", required=True, help="unix socket path for the control API")
     args = ap.parse_args(argv)
     config = json.loads(Path(args.config).read_text())
-    ep = Endpoint(config, args.control)
+    try:
+        ep = Endpoint(config, args.control)
+    except UsageError as e:
+        raise SystemExit(f"mrc endpoint: {e}") from None
     gc.freeze()  # long-lived setup objects leave the collector's generations
-    print(f"mrc endpoint {ep.host} ({ep.nic}) up, control {args.control}", flush=True)
+    print(f"mrc endpoint {ep.host} ({ep.nic}) up, control {args.control}, "
+          f"data path {ep.datapath}", flush=True)
     try:
         ep.run()
     except KeyboardInterrupt:

@@ -483,6 +483,13 @@ class DataTemplate(Framer):
         out = self._data[opcode, udp_payload_len] = (head + bth8, seed)
         return out
 
+    def head(self, n: int, imm: bool) -> tuple[bytes, int]:
+        """The 96 fixed bytes (IPv6/IPv6/UDP and BTH 0..7) of a packet with an n-byte
+        payload, with an ImmDt or not, and the ICRC state after them: what the compiled
+        data path (twin.mrc._fastpath) builds a packet from."""
+        key = (RDMA_WRITE_ONLY_WITH_IMMEDIATE, n + 36) if imm else (RDMA_WRITE_ONLY, n + 32)
+        return self._data.get(key) or self._for(*key)
+
     def build(self, psn: int, va: int, payload: bytes | memoryview, tries: int = 0,
               ack_req: bool = False, imm: int | None = None) -> bytes:
         """The whole packet for an IPPROTO_RAW socket; equal to frame(..., encode_data(...))."""
@@ -549,6 +556,11 @@ def decode(data: bytes | bytearray | memoryview, src: bytes, dst: bytes, sport: 
     return DataPacket(qp & PSN_MASK, word & PSN_MASK, va, rkey, view[start:-4],
                       ev_of(flow, sport), (word >> _TRY_SHIFT) & TRY_MASK,
                       bool(word & ACK_REQ), imm)
+
+
+def decode_checked(data: bytes | bytearray | memoryview, opcode: int) -> Packet:
+    """A non-data packet whose ICRC the compiled receive path already checked."""
+    return _decode_control(data, len(data), opcode)
 
 
 def _decode_control(data: bytes | bytearray | memoryview, n: int, opcode: int) -> Packet:

@@ -1,0 +1,14 @@
+"""The one compiled part of mrc-twin: the MRC endpoint's data path (twin/mrc/_fastpath.c).
+
+`pip install -e .` (what `make venv` runs) builds it with the machine's gcc against zlib.
+It is optional: where it cannot be built, the install still succeeds and the endpoint
+runs its pure-Python data path, and says so when it starts.
+"""
+
+from setuptools import Extension, setup
+
+setup(ext_modules=[Extension(
+    "twin.mrc._fastpath", ["twin/mrc/_fastpath.c"], libraries=["z", "pthread"],
+    extra_compile_args=["-O2", "-Wall", "-Wextra", "-Wno-missing-field-initializers",
+                        "-Wno-cast-function-type"],
+    optional=True)])
