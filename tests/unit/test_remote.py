@@ -189,3 +189,14 @@ def test_check_found_names_what_is_wrong():
     with pytest.raises(LabError, match="1 nodes of topology 't' are not running: b \\(exited\\)"):
         check_found("t", "docker -H x", ["a", "b"], refs)
     check_found("t", "docker -H x", ["a"], refs)
+
+
+def test_what_needs_the_nodes_here_is_refused_in_one_line():
+    from types import SimpleNamespace
+
+    from twin.lab.attach import Attached
+
+    att = Attached(SimpleNamespace(lab="far"), None, get_runtime("kubectl", ""))
+    with pytest.raises(UsageError, match="^twin drill run: lab far is attached \\(kubectl"):
+        att.require_local("twin drill run", "why")
+    Attached(SimpleNamespace(lab="near"), None, get_runtime("fake", "")).require_local("x", "y")

@@ -106,6 +106,10 @@ def drill_run(ref, lab, mode, compare, seed, as_json, junit, report_dir, grafana
     path = D.find(ref)
     d = D.load_drill(path)
     att = L.attach(_lab_for(d, lab))
+    att.require_local("twin drill run", "a drill's figures compare the fault's time "
+                      "with the endpoints' event logs on one CLOCK_MONOTONIC (the nodes' "
+                      "machine's, not this one's), and its prober holds sockets in every "
+                      "host's namespace here")
     att.require_whole()
     started = time.monotonic()
 

@@ -65,6 +65,8 @@ def telemetry_up(lab, port, prometheus_port, address, keep_data, grafana, as_jso
                          "twin.telemetry.exporter --address` by hand for another)")
     sigterm_as_interrupt()
     att = L.attach(lab)
+    att.require_local("twin telemetry up", "its exporter reads link counters through "
+                      "netlink sockets in every node's namespace on this machine")
     att.require_whole()
     steps = RichSteps() if not as_json else None
     try:

@@ -56,6 +56,15 @@ class Attached:
                              f"{self.lab}`, and `twin down {self.lab}` to remove the rest")
 
 
+    def require_local(self, what: str, why: str) -> None:
+        """Refuse, in one line, what needs the nodes on this machine on a lab twin
+        reaches only through exec (`twin attach`): what, and why."""
+        if self.runtime.attaches:
+            raise UsageError(f"{what}: lab {self.lab} is attached ({self.runtime.name}, "
+                             f"reached only through exec), and {why}; on it, verify, fault, "
+                             "stats, traffic and exec work")
+
+
 def resolve_lab(lab: str | None) -> str:
     labs = known_labs()
     if lab:
