@@ -1,12 +1,22 @@
-"""Endpoint benchmark: MRC endpoint goodput, CPU/GB and link-failure recovery, against a ceiling.
+"""Endpoint benchmark: MRC endpoint goodput, CPU/GB, RTT under load and link-failure recovery,
+against kernel TCP and raw-socket ceilings on the same path.
 
-On a netns lab shaped like mrc-4p (named bench-ep), cross-rack r0h0 -> r1h0:
-  ceiling   one Python process sends a prebuilt 4 KiB-payload MRC frame (UDP dport patched to a
-            counting socket's) from a raw socket in r0h0 over plane 0 / T1 0, as fast as it can;
-            a forked process drains it in r1h0. What the kernel path leaves one sending core.
-  goodput   twin.traffic bulk, mode mrc and single-path, through the endpoint daemons.
-  CPU/GB    utime+stime of both endpoint processes between the first and last goodput sample,
-            per GB acked; the switches' softirq forwarding is billed to the task it interrupts.
+On a netns lab shaped like mrc-4p (named bench-ep), cross-rack r0h0 -> r1h0, plane 0 / T1 0:
+  blaster   one Python process sends a prebuilt 4 KiB-payload MRC frame (UDP dport patched to a
+            counting socket's) from a raw socket in r0h0, one sendto each, as fast as it can;
+            a forked process drains it in r1h0. What the kernel path leaves one Python core.
+  compiled  the same frames through the endpoint's compiled send queue (twin.mrc._fastpath,
+            unthreaded: one sendmmsg per 64): the ceiling of the kernel path itself for one
+            core, no transport at all. Any transport of one 4 KiB packet per skb is under it.
+  tcp       kernel TCP, a plain socket pair (4 MiB sendall, 1 MiB recv_into), over temporary
+            `seg6 encap.red` routes on the same uSID paths both ways (removed afterwards);
+            GSO/GRO carry 64 KiB per skb through the routers. tcpi_rtt sampled under load.
+  goodput   twin.traffic bulk through the endpoint daemons: mrc and single-path on the
+            compiled data path, and mrc on the pure-Python one (MRC_TWIN_DATAPATH=python,
+            the two endpoints restarted for it). srtt is the sender's, at the end: under load.
+  CPU/GB    utime+stime of both processes (endpoints: between the first and last goodput
+            sample) per GB delivered; the switches' softirq forwarding is billed to the task it
+            interrupts, and the send queue's engine thread is the sender's.
   recovery  a 256 MiB bulk whose T0-T1 link goes down at 0.4 s (mrc: t0-p0-r0:eth3; single-path:
             the uplink of its one path): detection and repair µs from the QPs' event logs
             (twin.failover), Run.recovery_s, how low goodput fell, retransmits, EV retirements;
@@ -41,11 +51,14 @@ from twin.errors import LabError
 from twin.fabric import paths as P
 from twin.fabric.plan import nic_address
 from twin.mrc import wire
+from twin.mrc.endpoint import load_datapath
 from twin.runtime.netns import list_netns, pids_in
 from twin.state import known_labs
 
 RESULTS = Path(__file__).resolve().parent / "results" / "endpoint.json"
-NAME, SHAPE, SRC, DST, MODES = "bench-ep", (4, 2, 2, 2), "r0h0", "r1h0", ("mrc", "single-path")
+NAME, SHAPE, SRC, DST = "bench-ep", (4, 2, 2, 2), "r0h0", "r1h0"
+MODES = ("mrc", "single-path", "mrc/python")  # transport / data path (compiled unless named)
+TCP_PORT, TCP_CHUNK, TCP_INFO_RTT = 5201, 4 * (1 << 20), 68  # tcp_info.tcpi_rtt offset (µs)
 MiB, TICK, SO_RCVBUFFORCE, BLAST_PORT = 1 << 20, os.sysconf("SC_CLK_TCK"), 33, 4792  # not 4791
 FAULT_AT, STALL_S, SETTLE_S, RECOVERY_BYTES = 0.4, 15.0, 1.0, 256 * MiB
 
@@ -112,9 +125,175 @@ def blast(att, count: int, limit_s: float) -> dict:
             "rx_cpu_s_per_gb": rx_cpu / max(got * gb, 1e-9)}
 
 
+def blast_compiled(att, count: int, limit_s: float) -> dict:
+    """The blaster's frames through the compiled send queue (one sendmmsg per 64)."""
+    fast, why = load_datapath("auto")
+    if fast is None:
+        return {"unavailable": why}
+    fab, rt, src, dst = att.fabric, att.runtime, att.fabric.node(SRC), att.fabric.node(DST)
+    s_nic, d_nic, path = str(nic_address(fab, src)), str(nic_address(fab, dst)), P.route(
+        fab, src, dst, 0, 0)
+    tpl = wire.DataTemplate(s_nic, path.address, s_nic, d_nic, path.ev, 1, 0)
+    head, seed = tpl.head(wire.MTU, False)
+    head = head[:2 * wire.IP6.size + 2] + BLAST_PORT.to_bytes(2, "big") + \
+        head[2 * wire.IP6.size + 4:]  # dport, which the ICRC does not mask: the drain's own
+    payload = bytes(wire.MTU)
+    with nsenter.inside(rt.netns_path(DST)):
+        rx = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+        wire.allow_zero_udp_checksum(rx)
+        rx.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, 32 << 20)
+        rx.bind((d_nic, BLAST_PORT))
+    with nsenter.inside(rt.netns_path(SRC)):
+        tx = socket.socket(socket.AF_INET6, socket.SOCK_RAW, socket.IPPROTO_RAW)
+    q = fast.TxQueue(tx.fileno(), 64, threaded=False)
+    parent, child = multiprocessing.Pipe()
+    proc = multiprocessing.get_context("fork").Process(target=_drain, args=(rx, child))
+    me, sent = [os.getpid()], 0
+    try:
+        proc.start()
+        parent.recv()
+        c0, t0 = cpu_s(me), time.perf_counter()
+        while sent < count and time.perf_counter() < t0 + limit_s:
+            n = min(64, count - sent)
+            for i in range(n):
+                q.data(head, seed, i, 0, 0, payload, None, None)
+            refused = q.flush()
+            sent += n - len(refused)
+        send_s, tx_cpu = time.perf_counter() - t0, cpu_s(me) - c0
+        parent.send("stop")
+        got, first, last, rx_cpu = parent.recv()
+    finally:
+        proc.join(5)
+        tx.close()
+        rx.close()
+    recv_s, gb = max(last - first, 1e-9), wire.MTU / 1e9
+    return {"sent": sent, "received": got, "send_s": send_s, "sent_pps": sent / send_s,
+            "received_pps": got / recv_s, "loss": 1 - got / max(sent, 1),
+            "gbps": got * wire.MTU * 8 / recv_s / 1e9, "tx_cpu_s_per_gb": tx_cpu / (sent * gb),
+            "rx_cpu_s_per_gb": rx_cpu / max(got * gb, 1e-9)}
+
+
+def _tcp_server(ns: str, addr: str, conn) -> None:
+    """Child: accept one connection in DST, count what arrives until EOF."""
+    with nsenter.inside(ns):
+        s = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind((addr, TCP_PORT))
+    s.listen(1)
+    s.settimeout(10)
+    conn.send("ready")
+    c, _ = s.accept()
+    c0, buf, n, first, last = cpu_s([os.getpid()]), bytearray(1 << 20), 0, 0.0, 0.0
+    while k := c.recv_into(buf):
+        n, last = n + k, time.perf_counter()
+        first = first or last
+    c.close()
+    s.close()
+    conn.send((n, first, last, cpu_s([os.getpid()]) - c0))
+
+
+def _tcp_client(ns: str, src: str, dst: str, size: int, conn) -> None:
+    """Child: connect from SRC, send `size` bytes, sample tcpi_rtt after every chunk."""
+    with nsenter.inside(ns):
+        c = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
+    c.bind((src, 0))
+    c.settimeout(30)
+    c.connect((dst, TCP_PORT))
+    data, rtts, sent, c0 = bytes(TCP_CHUNK), [], 0, cpu_s([os.getpid()])
+    while sent < size:
+        c.sendall(data)
+        sent += len(data)
+        info = c.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 104)
+        rtts.append(int.from_bytes(info[TCP_INFO_RTT:TCP_INFO_RTT + 4], "little"))
+    c.shutdown(socket.SHUT_WR)
+    c.recv(1)  # the server's close: everything arrived
+    c.close()
+    conn.send((sent, cpu_s([os.getpid()]) - c0, rtts))
+
+
+def _encap_routes(att) -> list[tuple[str, list[str]]]:
+    """(host, route) for TCP between SRC and DST on plane 0 / T1 0, both ways: the same
+    uSID paths the endpoints and the blasters use, without an SRH (encap.red)."""
+    fab, out = att.fabric, []
+    for me, peer in ((SRC, DST), (DST, SRC)):
+        a, b = fab.node(me), fab.node(peer)
+        out.append((me, [f"{nic_address(fab, b)}/128", "encap", "seg6", "mode", "encap.red",
+                         "segs", P.route(fab, a, b, 0, 0).address, "dev", fab.host_port(0),
+                         "src", str(nic_address(fab, a))]))
+    return out
+
+
+def tcp(att, size: int) -> dict:
+    """Kernel TCP SRC -> DST over temporary seg6 encap routes, removed afterwards."""
+    rt, fab = att.runtime, att.fabric
+    routes, added = _encap_routes(att), []
+    try:
+        for host, route in routes:
+            r = rt.exec(host, ["ip", "-6", "route", "add", *route], check=False)
+            if r.returncode != 0:
+                return {"unavailable": f"ip route add ... encap seg6 mode encap.red on {host}: "
+                                       f"{r.stderr.strip()}"}
+            added.append((host, route))
+        ctx = multiprocessing.get_context("fork")
+        sp, sc = multiprocessing.Pipe()
+        cp, cc = multiprocessing.Pipe()
+        server = ctx.Process(target=_tcp_server, args=(
+            rt.netns_path(DST), str(nic_address(fab, fab.node(DST))), sc))
+        client = ctx.Process(target=_tcp_client, args=(
+            rt.netns_path(SRC), str(nic_address(fab, fab.node(SRC))),
+            str(nic_address(fab, fab.node(DST))), size, cc))
+        server.start()
+        if not sp.poll(10):
+            return {"unavailable": "the TCP server did not start"}
+        sp.recv()
+        client.start()
+        try:
+            if not cp.poll(120) or not sp.poll(10):
+                return {"unavailable": "the TCP transfer did not finish in 120 s"}
+            sent, tx_cpu, rtts = cp.recv()
+            got, first, last, rx_cpu = sp.recv()
+        finally:
+            for proc in (client, server):
+                proc.join(5)
+                if proc.is_alive():
+                    proc.kill()
+    finally:
+        for host, route in added:
+            rt.exec(host, ["ip", "-6", "route", "del", *route], check=False)
+    gb, secs = got / 1e9, max(last - first, 1e-9)
+    return {"sent": sent, "received": got, "gbps": got * 8 / secs / 1e9, "elapsed_s": secs,
+            "tx_cpu_s_per_gb": tx_cpu / gb, "rx_cpu_s_per_gb": rx_cpu / gb,
+            "rtt_us": statistics.median(rtts) if rtts else None,
+            "rtt_us_max": max(rtts) if rtts else None}
+
+
+def restart_endpoints(att, datapath: str) -> dict:
+    """Restart SRC's and DST's endpoints on this data path; their new pids."""
+    rt = att.runtime
+    for pid in pids_in([rt.netns_path(h) for h in (SRC, DST)]).values():
+        for p in pid:
+            try:
+                os.kill(p, 15)
+            except ProcessLookupError:
+                pass
+    deadline = time.monotonic() + 5
+    while any(pids_in([rt.netns_path(h) for h in (SRC, DST)]).values()) \
+            and time.monotonic() < deadline:
+        time.sleep(0.02)
+    os.environ["MRC_TWIN_DATAPATH"] = datapath
+    try:
+        endpoints.start(rt, [SRC, DST])
+    finally:
+        del os.environ["MRC_TWIN_DATAPATH"]
+    found = pids_in([rt.netns_path(h) for h in (SRC, DST)])
+    return {h: found[rt.netns_path(h)] for h in (SRC, DST)}
+
+
 def transfer(att, pids: dict, mode: str, size: int, fault: bool = False) -> dict:
-    """One bulk SRC -> DST; with `fault`, the T0-T1 link on its path goes down at FAULT_AT."""
-    fab, flows = att.fabric, T.flows_for("bulk", [], size, SRC, DST)
+    """One bulk SRC -> DST; with `fault`, the T0-T1 link on its path goes down at FAULT_AT.
+    `mode` is a transport mode, with "/python" when the endpoints run that data path."""
+    fab, flows, label, mode = att.fabric, T.flows_for("bulk", [], size, SRC, DST), mode, \
+        mode.split("/")[0]
     marks: list[tuple] = []  # (t, acked, sender cpu, receiver cpu, monotonic)
     cuts: list[dict] = []  # what traffic.run records, kept here for the stall
 
@@ -149,8 +328,9 @@ def transfer(att, pids: dict, mode: str, size: int, fault: bool = False) -> dict
     r = flows[0].result.to_dict() if flows[0].result is not None else {}  # typed since d12a602
     (_, a0, s0, d0, _), (_, a1, s1, d1, _) = marks[0], marks[-1]
     gb = max(a1 - a0, 1) / 1e9
-    out = {"mode": mode, "fault": fault, "outcome": outcome, "elapsed_s": run.elapsed_s,
+    out = {"mode": label, "fault": fault, "outcome": outcome, "elapsed_s": run.elapsed_s,
            "goodput_gbps": r.get("goodput_gbps"), "acked_mib": a1 / MiB,
+           "srtt_us": r.get("srtt_us"),
            "retransmits": r.get("sender", {}).get("retransmits"), "evs": r.get("evs"),
            "ev_retirements": r.get("ev_retirements_total"),
            "ev_revivals": r.get("ev_revivals_total"),
@@ -189,17 +369,28 @@ def kind(outcome: str) -> str:
     return "retry limit" if "retry limit" in outcome else outcome.split(":")[0]
 
 
+RECOVERY_MODES = ("mrc", "single-path")
+IDLE_BYTES = 64 * 1024  # one flight of 16 packets: nothing queues, its srtt is the idle fabric's
+
+
 def report(res: dict) -> tuple[str, dict]:
-    bl, bulk, rec = res["blast"], res["bulk"], res["recovery"]
+    bl, cb, tc, bulk, rec = (res[k] for k in ("blast", "compiled", "tcp", "bulk", "recovery"))
+    cb, tc = [x for x in cb if "gbps" in x], [x for x in tc if "gbps" in x]
+
+    def ceiling(name: str, xs: list, rtt: str = "-") -> list:
+        return [name, fmt(xs, "sent_pps", 0, "received_pps") if "sent_pps" in (xs or [{}])[0]
+                else "-", fmt(xs, "gbps"), fmt(xs, "tx_cpu_s_per_gb", 2, "rx_cpu_s_per_gb"),
+                rtt, f"loss {fmt(xs, 'loss', 4)}" if xs and "loss" in xs[0] else "-"]
+
     t1 = B.markdown(
         ["measurement", "pps sent / received", "Gbit/s payload", "CPU s/GB send / recv",
-         "loss or retransmits", "elapsed s"],
-        [["blaster (ceiling)", fmt(bl, "sent_pps", 0, "received_pps"), fmt(bl, "gbps"),
-          fmt(bl, "tx_cpu_s_per_gb", 2, "rx_cpu_s_per_gb"), f"loss {fmt(bl, 'loss', 4)}",
-          fmt(bl, "send_s")]]
-        + [[f"endpoint {m}", "-", fmt(x, "goodput_gbps"),
-            fmt(x, "sender_cpu_s_per_gb", 2, "receiver_cpu_s_per_gb"),
-            f"retx {fmt(x, 'retransmits', 0)}", fmt(x, "elapsed_s")] for m, x in bulk.items()])
+         "RTT under load µs", "loss or retransmits"],
+        [ceiling("kernel TCP (seg6 encap.red, GSO)", tc, fmt(tc, "rtt_us", 0)),
+         ceiling("compiled blaster (kernel path, one core)", cb),
+         ceiling("Python blaster", bl)]
+        + [[f"endpoint {m}" + ("" if "/" in m else " (compiled)"), "-",
+            fmt(x, "goodput_gbps"), fmt(x, "sender_cpu_s_per_gb", 2, "receiver_cpu_s_per_gb"),
+            fmt(x, "srtt_us", 0), f"retx {fmt(x, 'retransmits', 0)}"] for m, x in bulk.items()])
     t2 = B.markdown(
         ["mode", "outcomes", "pre-fault Gbit/s", "detection µs", "repair µs",
          "recovery s (90%)", "lowest / pre-fault", "retransmits", "EV retirements",
@@ -209,15 +400,39 @@ def report(res: dict) -> tuple[str, dict]:
           *(fmt(x, k) for k in ("recovery_s", "min_vs_prefault")),
           *(fmt(x, k, 0) for k in ("retransmits", "ev_retirements", "acked_mib")),
           fmt(x, "elapsed_s")] for m, x in rec.items()])
-    med = {m: stats(x, "goodput_gbps")["median"] for m, x in bulk.items()}
-    cpu = {m: [stats(x, f"{k}_cpu_s_per_gb")["median"] for k in ("sender", "receiver")]
+    med = {m: stats(x, "goodput_gbps").get("median") for m, x in bulk.items()}
+    cpu = {m: [stats(x, f"{k}_cpu_s_per_gb").get("median") for k in ("sender", "receiver")]
            for m, x in bulk.items()} | {
-        "blaster": [stats(bl, f"{k}_cpu_s_per_gb")["median"] for k in ("tx", "rx")]}
-    return f"{t1}\n\n{t2}", {
-        "mrc_goodput_vs_ceiling": med["mrc"] / stats(bl, "gbps")["median"],
-        "single_vs_mrc_goodput": med["single-path"] / med["mrc"],
-        **{f"cpu_per_gb_{a}_vs_{b} (sender/receiver)": [x / y for x, y in zip(
-            cpu[a], cpu[b], strict=True)] for a, b in (("single-path", "mrc"), ("mrc", "blaster"))}}
+        name: [stats(xs, f"{k}_cpu_s_per_gb").get("median") for k in ("tx", "rx")]
+        for name, xs in (("blaster", bl), ("compiled", cb), ("tcp", tc))}
+    gbps = {name: stats(xs, "gbps").get("median") for name, xs in
+            (("blaster", bl), ("compiled", cb), ("tcp", tc))}
+
+    def ratio(a, b):
+        return a / b if a is not None and b else None
+
+    def total(name):
+        return sum(cpu[name]) if all(v is not None for v in cpu[name]) else None
+
+    ratios = {
+        "mrc_goodput_vs_tcp (goal >= 0.5)": ratio(med["mrc"], gbps["tcp"]),
+        "mrc_goodput_vs_python_blaster (goal >= 1.0)": ratio(med["mrc"], gbps["blaster"]),
+        "mrc_cpu_per_gb_vs_tcp (send+recv; goal <= 1.5)": ratio(total("mrc"), total("tcp")),
+        "compiled_blaster_vs_tcp (ceiling of one 4 KiB packet per skb)":
+            ratio(gbps["compiled"], gbps["tcp"]),
+        "mrc_goodput_vs_compiled_blaster": ratio(med["mrc"], gbps["compiled"]),
+        "mrc_compiled_vs_python_datapath": ratio(med["mrc"], med["mrc/python"]),
+        "single_vs_mrc_goodput": ratio(med["single-path"], med["mrc"]),
+        "mrc_srtt_under_load_vs_idle": ratio(stats(bulk["mrc"], "srtt_us").get("median"),
+                                             stats(res["idle"], "srtt_us").get("median")),
+        "cpu_per_gb_mrc_vs_python_blaster (sender/receiver)": [
+            ratio(x, y) for x, y in zip(cpu["mrc"], cpu["blaster"], strict=True)]}
+    return f"{t1}\n\n{t2}", ratios
+
+
+def _show(v) -> str:
+    vs = v if isinstance(v, list) else [v]
+    return "/".join("-" if w is None else f"{w:.2f}" for w in vs)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -227,26 +442,42 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     repeat = 1 if args.quick else max(1, args.repeat)
     size, count, limit_s = (64 * MiB, 20_000, 2.0) if args.quick else (256 * MiB, 100_000, 5.0)
-    res: dict = {"blast": [], "bulk": {m: [] for m in MODES}, "recovery": {m: [] for m in MODES}}
+    tcp_size = 4 * size
+    res: dict = {"blast": [], "compiled": [], "tcp": [], "idle": [],
+                 "bulk": {m: [] for m in MODES}, "recovery": {m: [] for m in RECOVERY_MODES}}
     if any(n.startswith(f"twin-{NAME}-") for n in list_netns()):
         sys.exit(f"namespaces of lab {NAME} exist: another bench run is using it")
     before, started = B.machine(), time.perf_counter()
     try:
         lab.up(str(B.write_spec(SHAPE, B.TMP, NAME)), "netns")
         att = lab.attach(NAME)
-        found = pids_in([att.runtime.netns_path(h) for h in (SRC, DST)])
-        pids = {h: found[att.runtime.netns_path(h)] for h in (SRC, DST)}
+        pids = restart_endpoints(att, "auto")
+        datapath = "auto"
         for rep in range(repeat):
+            tag = f"  {rep + 1}/{repeat}"
+            res["tcp"].append(t := tcp(att, tcp_size))
+            print(f"{tag} kernel TCP: " + (f"{t['gbps']:.2f} Gbit/s, rtt {t['rtt_us']} µs"
+                                           if "gbps" in t else t["unavailable"]), flush=True)
+            res["compiled"].append(c := blast_compiled(att, count, limit_s))
+            print(f"{tag} compiled blaster: " + (f"{c['gbps']:.2f} Gbit/s received"
+                                                 if "gbps" in c else c["unavailable"]))
             res["blast"].append(b := blast(att, count, limit_s))
-            print(f"  {rep + 1}/{repeat} blaster: {b['sent_pps']:,.0f} pps sent, "
+            print(f"{tag} blaster: {b['sent_pps']:,.0f} pps sent, "
                   f"{b['gbps']:.2f} Gbit/s received, loss {b['loss']:.4f}", flush=True)
             for fault in (False, True):
-                for m in MODES if rep % 2 == 0 else MODES[::-1]:
+                modes = RECOVERY_MODES if fault else MODES
+                for m in modes if rep % 2 == 0 else modes[::-1]:
+                    want = m.split("/")[1] if "/" in m else "auto"
+                    if want != datapath:
+                        pids, datapath = restart_endpoints(att, want), want
+                    if not fault and m == "mrc" and len(res["idle"]) <= rep:
+                        res["idle"].append(transfer(att, pids, m, IDLE_BYTES))
                     x = transfer(att, pids, m, RECOVERY_BYTES if fault else size, fault)
                     res["recovery" if fault else "bulk"][m].append(x)
-                    print(f"  {rep + 1}/{repeat} {m}{' + link-down' if fault else ''}: "
+                    print(f"{tag} {m}{' + link-down' if fault else ''}: "
                           f"{x['outcome'][:60]}, {x['goodput_gbps'] or 0:.2f} Gbit/s, "
-                          f"retx {x['retransmits']}, recovery {x.get('recovery_s')}", flush=True)
+                          f"srtt {x['srtt_us'] or 0:.0f} µs, retx {x['retransmits']}, "
+                          f"recovery {x.get('recovery_s')}", flush=True)
                     time.sleep(SETTLE_S if fault else 0)
     finally:
         if NAME in known_labs():  # our private run dir only: never another lab
@@ -254,16 +485,16 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(B.TMP, ignore_errors=True)
     text, ratios = report(res)
     print(text, "ratios in this run: " + ", ".join(
-        f"{k} " + "/".join(f"{w:.2f}" for w in (v if isinstance(v, list) else [v]))
-        for k, v in ratios.items()), sep="\n")
+        f"{k} {_show(v)}" for k, v in ratios.items()), sep="\n")
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps({
         "machine": before, "machine_after": B.machine(), "repeat": repeat, "quick": args.quick,
-        "bulk_bytes": size, "recovery_bytes": RECOVERY_BYTES, "blast_count": count,
-        "pids": pids, "fault_at_s": FAULT_AT, "stall_s": STALL_S,
+        "bulk_bytes": size, "tcp_bytes": tcp_size, "recovery_bytes": RECOVERY_BYTES,
+        "blast_count": count, "pids": pids, "fault_at_s": FAULT_AT, "stall_s": STALL_S,
         "wall_s": time.perf_counter() - started, "ratios": ratios, **res}, indent=2) + "\n")
     print(f"wrote {RESULTS}")
-    bad = [x for x in (*res["bulk"]["mrc"], *res["bulk"]["single-path"], *res["recovery"]["mrc"])
+    bad = [x for x in (*res["bulk"]["mrc"], *res["bulk"]["single-path"],
+                       *res["bulk"]["mrc/python"], *res["recovery"]["mrc"])
            if x["outcome"] != "done"]
     print(*(f"NOT DONE: {x['mode']} fault={x['fault']}: {x['outcome']}" for x in bad),
           sep="\n", file=sys.stderr, end="\n" if bad else "")

@@ -399,3 +399,50 @@ def test_a_t0_losing_every_uplink_mid_transfer_only_costs_its_plane(lab4):
     finally:
         F.clear(lab4)
     assert run.ok, run.to_dict()
+
+
+def _restart_endpoints(att, hosts, datapath, monkeypatch):
+    """Restart these hosts' endpoints with MRC_TWIN_DATAPATH=datapath (twin forwards it)."""
+    from twin.runtime.netns import pids_in
+
+    paths = [att.runtime.netns_path(h) for h in hosts]
+    for pids in pids_in(paths).values():
+        for pid in pids:
+            subprocess.run(["kill", str(pid)], check=False)
+    deadline = time.monotonic() + 5
+    while any(pids_in(paths).values()) and time.monotonic() < deadline:
+        time.sleep(0.02)
+    monkeypatch.setenv("MRC_TWIN_DATAPATH", datapath)
+    endpoints.start(att.runtime, hosts)
+    monkeypatch.delenv("MRC_TWIN_DATAPATH")
+
+
+def test_both_data_paths_move_the_same_bytes_and_talk_to_each_other(lab4, monkeypatch):
+    """The compiled data path (the default where it is built) and the pure-Python one
+    put the same wire on the fabric: each sends to the other, byte-exact, with a cut."""
+    hosts = ["r0h0", "r1h0"]
+    try:
+        _restart_endpoints(lab4, ["r0h0"], "python", monkeypatch)
+        with endpoints.client(lab4.runtime, "r0h0") as a, \
+                endpoints.client(lab4.runtime, "r1h0") as b:
+            assert a.call("hello")["datapath"] == "python: asked for"
+            assert b.call("hello")["datapath"] == "compiled"
+        for src, dst in (("r0h0", "r1h0"), ("r1h0", "r0h0")):
+            run = bulk(lab4, 32 * MiB, src=src, dst=dst)
+            assert run.ok, run.to_dict()
+            assert run.flows[0].result.sender.retransmits < 64
+        run = bulk(lab4, 64 * MiB, faults=[(0.2, lambda: F.link_down(lab4, "t0-p1-r0:eth3"))])
+        assert run.ok and run.flows[0].result.ev_retirements_total > 0, run.to_dict()
+    finally:
+        F.clear(lab4)
+        _restart_endpoints(lab4, hosts, "auto", monkeypatch)
+    with endpoints.client(lab4.runtime, "r0h0") as a:
+        assert a.call("hello")["datapath"] == "compiled"
+
+
+def test_an_endpoint_asked_for_a_data_path_it_cannot_have_says_so():
+    from twin.mrc.endpoint import load_datapath
+
+    with pytest.raises(Exception, match="MRC_TWIN_DATAPATH='fast'"):
+        load_datapath("fast")
+    assert load_datapath("python") == (None, "python: asked for")
