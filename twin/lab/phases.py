@@ -48,6 +48,9 @@ class Restarted:
     faults_again: tuple[str, ...]
 
 
+PARTS, PART_MIN = 20, 16  # create and wire: progress in about 20 steps, 16 items at least
+
+
 def limits(rt, links: list[Link], steps: Steps) -> Phase:
     """Raise what the machine shares between namespaces to what the lab needs (never
     lowered, not reverted at `down`: a capacity, not a state of the lab)."""
@@ -58,17 +61,27 @@ def limits(rt, links: list[Link], steps: Steps) -> Phase:
     return Phase("limits", tuple(changed), time.monotonic() - start)
 
 
+def _in_parts(rt, items: list, label: str, verb, steps: Steps) -> None:
+    """Call the runtime's verb on parts of the items (about PARTS of them, PART_MIN
+    at least), so a big lab's create and wire show progress and an ETA; a runtime
+    that must have them all at once (containerlab deploys the topology) gets one part."""
+    steps.start(label, len(items))
+    size = len(items) if not rt.incremental else max(PART_MIN, -(-len(items) // PARTS))
+    for i in range(0, len(items), max(size, 1)):
+        part = items[i:i + size]
+        verb(part)
+        steps.advance(len(part))
+
+
 def create(rt, nodes: list[NodePlan], steps: Steps) -> Phase:
-    steps.start(f"creating {len(nodes)} nodes", 1)
     start = time.monotonic()
-    rt.create_nodes(nodes)
+    _in_parts(rt, nodes, f"creating {len(nodes)} nodes", rt.create_nodes, steps)
     return Phase("create", tuple(n.name for n in nodes), time.monotonic() - start)
 
 
 def wire(rt, links: list[Link], steps: Steps) -> Phase:
-    steps.start(f"wiring {len(links)} links", 1)
     start = time.monotonic()
-    rt.wire_links(links)
+    _in_parts(rt, links, f"wiring {len(links)} links", rt.wire_links, steps)
     return Phase("wire", tuple(lk.id for lk in links), time.monotonic() - start)
 
 

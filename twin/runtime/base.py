@@ -56,6 +56,9 @@ if TYPE_CHECKING:
 class Runtime(ABC):
     name: ClassVar[str]
     kernel: ClassVar[object | None] = None  # None: Linux; a model of one (the fake)
+    # create_nodes and wire_links may be called on parts of a lab, one after another
+    # (`twin up` does, for progress); False: all at once (containerlab deploys in one go)
+    incremental: ClassVar[bool] = True
     # True: the runtime finds nodes another orchestrator deployed (`twin attach`) and
     # never creates or removes them; `twin up` does not offer it
     attaches: ClassVar[bool] = False

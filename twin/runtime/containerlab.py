@@ -29,6 +29,7 @@ BINARY = "containerlab"
 @register
 class ContainerlabRuntime(DockerRuntime):
     name = "containerlab"
+    incremental = False  # `containerlab deploy` creates every node and link at once
 
     @classmethod
     def unavailable(cls) -> str | None:
