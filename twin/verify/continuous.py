@@ -116,19 +116,18 @@ class _Round:
     last_sent_ns: int = 0
 
 
-class ContinuousProber:
-    """Loopback probes from every host port of a running lab, every period, from a
-    background thread; see the module docstring."""
+class LoopRounds:
+    """Rounds of loopback probes on `paths` from the sockets of `hosts`, every period,
+    from a background thread; each judged round goes to `round_judged`. The
+    continuous prober below localizes them; on a remote fabric an agent in each host
+    runs one of these for that host's own paths (twin.remote.loop_agent)."""
 
-    def __init__(self, att, period_ms: float = 20, rate_pps: float = RATE_PPS, *,
-                 timeout_ms: float | None = None, confirm: int = CONFIRM, clear: int = CLEAR,
-                 on_change: Callable[[Change], None] | None = None):
-        self.lab = att.lab
-        self.paths: list[Path] = loopback_paths(att.fabric)
-        self.pace = pace(len(self.paths), period_ms, rate_pps, timeout_ms)
-        self.localizer = Localizer(att.fabric, self.paths, confirm=confirm, clear=clear)
-        self.on_change = on_change
-        self._hosts = probe_hosts(att.runtime, att.plan)
+    def __init__(self, name: str, paths: list[Path], hosts: dict[str, tuple[str | None, str]],
+                 pace_: Pace):
+        self.lab = name
+        self.paths = paths
+        self.pace = pace_
+        self._hosts = hosts
         self._sockets: HostSockets | None = None
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -141,9 +140,16 @@ class ContinuousProber:
         self.rounds_late = 0  # rounds started over a tenth of a period (1 ms at least) late
         self.last_round: dict = {}
 
+    on_change: Callable[[Change], None] | None = None
+
+    def round_judged(self, outcomes: list[Outcome], now_ns: int) -> list[Change]:
+        """One round's outcomes, path by path, judged at now_ns (the prober's thread,
+        holding self._lock); what changed, for on_change."""
+        return []
+
     # -- lifecycle -----------------------------------------------------------------------
 
-    def start(self) -> ContinuousProber:
+    def start(self):
         missing = probing_supported()
         if missing:
             raise LabError(missing)
@@ -163,7 +169,7 @@ class ContinuousProber:
         if self._sockets is not None and not (self._thread and self._thread.is_alive()):
             self._sockets.close()
 
-    def __enter__(self) -> ContinuousProber:
+    def __enter__(self):
         return self.start()
 
     def __exit__(self, *exc) -> None:
@@ -173,36 +179,6 @@ class ContinuousProber:
     def running(self) -> bool:
         return self._thread is not None and self._thread.is_alive()
 
-    # -- what callers read (any thread) -----------------------------------------------------
-
-    def localizations(self) -> list[Localization]:
-        """Every localization so far, oldest first; copies (the thread goes on)."""
-        with self._lock:
-            return [replace(loc) for loc in self.localizer.localizations()]
-
-    def named(self) -> list[Localization]:
-        with self._lock:
-            return [replace(loc) for loc in self.localizer.named()]
-
-    def snapshot(self) -> dict:
-        with self._lock:
-            return {"lab": self.lab, "running": self.running, "error": self.error,
-                    **self.pace.to_dict(),
-                    "probes_sent": self.probes_sent, "probes_lost": self.probes_lost,
-                    "rounds_late": self.rounds_late, "last_round": dict(self.last_round),
-                    **self.localizer.snapshot()}
-
-    def wait_rounds(self, n: int, timeout_s: float) -> bool:
-        """Block until `n` more rounds are judged (or the thread stops, or time runs out)."""
-        with self._lock:
-            want = self.localizer.rounds + n
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline and self.running:
-            with self._lock:
-                if self.localizer.rounds >= want:
-                    return True
-            time.sleep(min(0.005, self.pace.period_ms / 4000))
-        return False
 
     # -- the thread ---------------------------------------------------------------------
 
@@ -285,7 +261,7 @@ class ContinuousProber:
         outcomes = [Outcome(ok, sent) for ok, sent in zip(r.back, r.sent_ns, strict=True)]
         lost = r.back.count(False)
         with self._lock:
-            changes = self.localizer.observe(outcomes, now)
+            changes = self.round_judged(outcomes, now)
             self.probes_lost += lost
             self.last_round = {"round": r.number, "started_ns": r.started_ns, "judged_ns": now,
                                "lost": lost, "sent": len(r.seqs)}
@@ -293,6 +269,53 @@ class ContinuousProber:
             for c in changes:
                 self.on_change(c)
 
+
+class ContinuousProber(LoopRounds):
+    """Loopback probes from every host port of a running lab, every period, from a
+    background thread; see the module docstring."""
+
+    def __init__(self, att, period_ms: float = 20, rate_pps: float = RATE_PPS, *,
+                 timeout_ms: float | None = None, confirm: int = CONFIRM, clear: int = CLEAR,
+                 on_change: Callable[[Change], None] | None = None):
+        paths = loopback_paths(att.fabric)
+        super().__init__(att.lab, paths, probe_hosts(att.runtime, att.plan),
+                         pace(len(paths), period_ms, rate_pps, timeout_ms))
+        self.localizer = Localizer(att.fabric, self.paths, confirm=confirm, clear=clear)
+        self.on_change = on_change
+
+    def round_judged(self, outcomes: list[Outcome], now_ns: int) -> list[Change]:
+        return self.localizer.observe(outcomes, now_ns)
+
+    # -- what callers read (any thread) -----------------------------------------------------
+
+    def localizations(self) -> list[Localization]:
+        """Every localization so far, oldest first; copies (the thread goes on)."""
+        with self._lock:
+            return [replace(loc) for loc in self.localizer.localizations()]
+
+    def named(self) -> list[Localization]:
+        with self._lock:
+            return [replace(loc) for loc in self.localizer.named()]
+
+    def snapshot(self) -> dict:
+        with self._lock:
+            return {"lab": self.lab, "running": self.running, "error": self.error,
+                    **self.pace.to_dict(),
+                    "probes_sent": self.probes_sent, "probes_lost": self.probes_lost,
+                    "rounds_late": self.rounds_late, "last_round": dict(self.last_round),
+                    **self.localizer.snapshot()}
+
+    def wait_rounds(self, n: int, timeout_s: float) -> bool:
+        """Block until `n` more rounds are judged (or the thread stops, or time runs out)."""
+        with self._lock:
+            want = self.localizer.rounds + n
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline and self.running:
+            with self._lock:
+                if self.localizer.rounds >= want:
+                    return True
+            time.sleep(min(0.005, self.pace.period_ms / 4000))
+        return False
 
 def probe_once(att, rate_pps: float = RATE_PPS, timeout_ms: float = 300) -> Localizer:
     """One round and a verdict (`twin probe --once`): every loopback path probed, a lost
