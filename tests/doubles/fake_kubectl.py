@@ -12,7 +12,9 @@ containers standing in for the nodes, and holds twin to kubectl's contract:
     named <lab>-<node>-<10 chars>-<5 chars> (a Deployment's pod), labelled
     clabernetes/app, clabernetes/name, clabernetes/topologyOwner=<lab>,
     clabernetes/topologyNode=<node>, one container named <node>, phase Running when
-    the container runs. Other namespaces hold no pods (an empty List, and kubectl's
+    the container runs, scheduled (spec.nodeName) on one of the Kubernetes nodes named
+    in $FAKE_KUBECTL_MACHINES (comma-separated; default fake-worker-0), chosen by a
+    hash of the node's name. Other namespaces hold no pods (an empty List, and kubectl's
     "No resources found" on stderr). Only -o json is printed;
   * `exec [-n NS] POD [-c C] [-i] [-t] [-q] -- COMMAND...`: the `--` is required, as
     kubectl requires it; an unknown pod is `Error from server (NotFound): pods "P"
@@ -38,6 +40,7 @@ import subprocess
 import sys
 
 NS_ENV, NATIVE_ENV = "FAKE_KUBECTL_NAMESPACE", "FAKE_KUBECTL_NATIVE"
+MACHINES_ENV = "FAKE_KUBECTL_MACHINES"
 OWNER, NODE = "clabernetes/topologyOwner", "clabernetes/topologyNode"
 
 
@@ -76,11 +79,17 @@ def _pod(c: dict) -> dict:
             "clabernetes/app": "clabernetes", "clabernetes/name": f"{c['lab']}-{c['node']}",
             OWNER: c["lab"], NODE: c["node"], "pod-template-hash": h[:10]}},
         "spec": {"containers": [{"name": c["node"],
-                                 "image": "ghcr.io/srl-labs/clabernetes/clabernetes-launcher"}]},
+                                 "image": "ghcr.io/srl-labs/clabernetes/clabernetes-launcher"}],
+                 "nodeName": _machine(c["node"])},
         "status": {"phase": "Running" if running else "Pending", "containerStatuses": [
             {"name": c["node"], "ready": running, "started": running}]},
         "_container": c["container"],
     }
+
+
+def _machine(node: str) -> str:
+    machines = [m for m in os.environ.get(MACHINES_ENV, "fake-worker-0").split(",") if m]
+    return machines[int(hashlib.sha256(node.encode()).hexdigest(), 16) % len(machines)]
 
 
 def pods(namespace: str) -> list[dict]:

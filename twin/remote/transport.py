@@ -48,6 +48,7 @@ class NodeRef:
     image: str = "-"
     container: str = ""  # kubectl: the pod's container the command runs in
     labels: tuple[tuple[str, str], ...] = ()
+    machine: str = ""  # whose kernel (and clock) it runs on: the engine, the pod's nodeName
 
     @property
     def running(self) -> bool:
@@ -58,12 +59,12 @@ class NodeRef:
 
     def to_dict(self) -> dict:
         return {"node": self.node, "target": self.target, "state": self.state,
-                "image": self.image, "container": self.container}
+                "image": self.image, "container": self.container, "machine": self.machine}
 
     @classmethod
     def from_dict(cls, d: dict) -> NodeRef:
         return cls(d["node"], d["target"], d.get("state", "?"), d.get("image", "-"),
-                   d.get("container", ""))
+                   d.get("container", ""), machine=d.get("machine", ""))
 
 
 class Transport(ABC):
@@ -150,7 +151,8 @@ class DockerHost(Transport):
             name, node, state, image, run_dir, lab_id = (line.split("\t") + [""] * 6)[:6]
             if node:
                 refs.append(NodeRef(node, name, state, image, labels=(
-                    ("mrc-twin.run-dir", run_dir), ("mrc-twin.lab-id", lab_id))))
+                    ("mrc-twin.run-dir", run_dir), ("mrc-twin.lab-id", lab_id)),
+                    machine=self.url))  # one engine's containers share its kernel
         return refs
 
     def argv(self, ref: NodeRef, argv: list[str], *, stdin: bool = False) -> list[str]:
@@ -215,7 +217,8 @@ class Kubectl(Transport):
             image = next((c.get("image", "-") for c in (pod.get("spec") or {}).get(
                 "containers") or [] if c.get("name") == container), "-")
             refs.append(NodeRef(node, meta.get("name", ""), status.get("phase", "?"), image,
-                                container))
+                                container, machine=(pod.get("spec") or {}).get("nodeName")
+                                or ""))
         return refs
 
     def argv(self, ref: NodeRef, argv: list[str], *, stdin: bool = False) -> list[str]:

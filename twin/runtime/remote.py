@@ -12,6 +12,10 @@ running a command in it (twin.remote.transport), so:
     endpoints              started at boot; waited for, and reached, through a relay
                            of their control socket over exec (twin.remote.relay)
     verify's probes        an agent in every host (twin.remote.probe)
+    drills                 commands through a persistent stream per node they break,
+                           stamped on the nodes' clock (twin.remote.stream, .clock);
+                           the continuous prober as an agent in every host
+                           (twin.remote.continuous)
     netns_path             none: a LabError naming what asked and why
 
 They never create, restart or remove a node: `twin attach` finds the nodes, and
@@ -23,16 +27,21 @@ name, each node's container or pod) is kept next to lab.json in remote.json.
 from __future__ import annotations
 
 import subprocess
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import ClassVar
 
 from twin import endpoints
-from twin.errors import LabError, UsageError
+from twin.errors import CommandFailed, LabError, UsageError
 from twin.fabric.model import Link
 from twin.fabric.plan import NodePlan
 from twin.fabric.render import iproute2_batch, sysctl_conf, tc_lines
 from twin.owner import Owner
 from twin.remote import relay, transport
+from twin.remote.clock import Stamp
+from twin.remote.stream import NodeStream, StreamBroken
 from twin.remote.transport import NodeRef, Transport
 from twin.runtime.base import NodeView, Runtime, register
 from twin.state import read_json, run_root, write_json
@@ -41,7 +50,7 @@ NODE_RUN_DIR = "/run/mrc-twin"  # images/mrc-twin-boot's: booted, boot-failed, e
 RECORD = "remote.json"
 ENDPOINT_WAIT_S = 60.0
 # What `twin` commands cannot do over exec yet, for the error netns_path raises.
-NOT_REMOTE = "twin probe, drills, telemetry and fuzz hold sockets in nodes' namespaces"
+NOT_REMOTE = "twin probe, telemetry and fuzz hold sockets in nodes' namespaces"
 
 
 def boot_state_argv() -> list[str]:
@@ -112,6 +121,8 @@ class RemoteRuntime(Runtime):
         self.topology: str = rec["topology"] if rec else lab
         self.refs: dict[str, NodeRef] = {d["node"]: NodeRef.from_dict(d)
                                          for d in (rec or {}).get("nodes", [])}
+        self._streams: dict[str, NodeStream] = {}
+        self._stamps = threading.local()
 
     @classmethod
     def unavailable(cls) -> str | None:
@@ -159,11 +170,72 @@ class RemoteRuntime(Runtime):
 
     def exec(self, node: str, argv: list[str], *, input: str | None = None,
              check: bool = True, timeout: float = 60) -> subprocess.CompletedProcess:
+        proc = self._streamed(node, argv, check, lambda s: s.run(argv, input=input,
+                                                                  timeout=timeout))
+        if proc is not None:
+            return proc
         return transport.exec_in(self.transport, self.ref(node), argv, input=input,
                                  check=check, timeout=timeout)
 
+    def _streamed(self, node: str, argv: list[str], check: bool, ask
+                  ) -> subprocess.CompletedProcess | None:
+        """`ask` the node's stream, its stamp recorded; None: no stream (any more)."""
+        stream = self._streams.get(node)
+        if stream is None or not stream.alive:
+            return None
+        try:
+            proc, stamp = ask(stream)
+        except StreamBroken:
+            self._streams.pop(node, None)  # a one-shot exec from now on
+            return None
+        record = getattr(self._stamps, "list", None)
+        if record is not None:
+            record.append(stamp)
+        if check and proc.returncode != 0:
+            raise CommandFailed([f"{node}:", *argv], proc.returncode, proc.stderr or proc.stdout)
+        return proc
+
+    # -- streams: what a drill runs in nodes, stamped on their clock ---------------------
+
+    def open_streams(self, nodes: list[str]) -> dict[str, str]:
+        """A command stream into each node (twin.remote.stream); from now on `exec`
+        there goes through it. The nodes none could be opened in, and why."""
+        failed: dict[str, str] = {}
+        for node in nodes:
+            if node in self._streams and self._streams[node].alive:
+                continue
+            try:
+                self._streams[node] = NodeStream(self.transport, self.ref(node))
+            except LabError as e:
+                failed[node] = str(e)
+        return failed
+
+    def stream(self, node: str) -> NodeStream | None:
+        s = self._streams.get(node)
+        return s if s is not None and s.alive else None
+
+    def close_streams(self) -> None:
+        streams, self._streams = list(self._streams.values()), {}
+        for s in streams:
+            s.close()
+
+    @contextmanager
+    def stamping(self) -> Iterator[list[Stamp]]:
+        """The stamps of the commands this thread runs through streams, in order."""
+        self._stamps.list = stamps = []
+        try:
+            yield stamps
+        finally:
+            self._stamps.list = None
+
+    def machines(self) -> dict[str, str]:
+        """Each node's machine, as the transport sees it now (whose clock it reads)."""
+        return {r.node: r.machine for r in self._live().values() if r.node in self.refs}
+
     def set_link_state(self, node: str, ifname: str, up: bool) -> None:
-        self.exec(node, ["ip", "link", "set", "dev", ifname, "up" if up else "down"])
+        argv = ["ip", "link", "set", "dev", ifname, "up" if up else "down"]
+        if self._streamed(node, argv, True, lambda s: s.set_link(ifname, up)) is None:
+            self.exec(node, argv)
 
     def destroy(self, nodes: list[str]) -> list[str]:
         return []  # never: not ours (twin down reverts faults and forgets the lab)

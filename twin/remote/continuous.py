@@ -1,0 +1,193 @@
+"""The continuous prober on a remote fabric: an agent in every host, one localizer here.
+
+Each host's agent (twin.remote.loop_agent) runs that host's loopback rounds in the
+node and reports every round's lost probes, stamped on the node's clock. Here the
+reports are merged round by round: global round K is every agent's K-th round
+(they start together and run at one period), its time the latest agent's, and the
+same Localizer as on one machine (twin.verify.localize) names what fails, with
+`named_ns` on the nodes' clock, the clock the endpoints stamp their events with.
+
+The interface is the local ContinuousProber's that a drill uses (start/stop,
+`localizations()`, `snapshot()`). Every wait has a deadline; the agents run in
+sessions of their own (a Ctrl-C at twin's terminal is twin's to handle) and are
+ended in `stop`, which a drill's rollback always calls.
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import subprocess
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
+
+from twin.errors import LabError
+from twin.fabric.paths import loopback_paths
+from twin.remote import ship, transport
+from twin.remote.agent import path_to_dict
+from twin.verify.continuous import RATE_PPS, pace
+from twin.verify.localize import Localization, Localizer, Outcome
+
+AGENT = "twin.remote.loop_agent"
+STARTERS = 8
+READY_S = 60.0  # from start to every agent's sockets bound
+STOP_S = 10.0  # from closing an agent's stdin to its exit
+
+
+class RemoteContinuousProber:
+    def __init__(self, att, period_ms: float = 20, rate_pps: float = RATE_PPS):
+        self.rt = att.runtime
+        self.lab = att.lab
+        self.paths = loopback_paths(att.fabric)
+        self.pace = pace(len(self.paths), period_ms, rate_pps)  # checks the request
+        self.localizer = Localizer(att.fabric, self.paths)
+        self.hosts = {h.name: str(att.plan.nic_address(h.name)) for h in att.fabric.hosts}
+        self.mine = {h: [i for i, p in enumerate(self.paths) if p.src == h] for h in self.hosts}
+        self.share = max(1.0, rate_pps / max(1, len(self.hosts)))  # each agent's cap
+        self.procs: dict[str, subprocess.Popen] = {}
+        self.inbox: queue.Queue = queue.Queue()
+        self.lock = threading.Lock()
+        self.error: str | None = None
+        self.rounds = 0
+        self.probes_lost = 0
+        self.stopped: dict[str, dict] = {}
+        self._pending: dict[str, list[dict]] = {h: [] for h in self.hosts}
+        self._thread: threading.Thread | None = None
+
+    # -- lifecycle -----------------------------------------------------------------------
+
+    def start(self) -> RemoteContinuousProber:
+        try:
+            with ThreadPoolExecutor(STARTERS) as pool:
+                for f in [pool.submit(self._start, h) for h in self.hosts]:
+                    f.result()
+            waiting = set(self.hosts)
+            deadline = time.monotonic() + READY_S
+            while waiting:
+                try:
+                    host, msg = self.inbox.get(timeout=max(0.0, deadline - time.monotonic()))
+                except queue.Empty:
+                    raise LabError(f"{sorted(waiting)[0]}: its loop agent was not ready in "
+                                   f"{READY_S:.0f}s ({len(waiting)} waiting)") from None
+                if msg is None or "error" in msg:
+                    raise LabError(f"{host}: its loop agent failed: "
+                                   f"{(msg or {}).get('error') or 'it ended'}")
+                if "ready" in msg:
+                    waiting.discard(host)
+        except BaseException:
+            self.stop()
+            raise
+        self._thread = threading.Thread(target=self._merge, name=f"twin-rprobe-{self.lab}",
+                                        daemon=True)
+        self._thread.start()
+        return self
+
+    def _start(self, host: str) -> None:
+        proc = transport.popen(self.rt.transport, self.rt.ref(host), ship.boot_argv(AGENT),
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                               stderr=subprocess.DEVNULL, start_new_session=True)
+        with self.lock:
+            self.procs[host] = proc
+        threading.Thread(target=self._read, args=(host, proc), daemon=True).start()
+        hello = {"host": host, "nic": self.hosts[host],
+                 "paths": [path_to_dict(self.paths[i]) for i in self.mine[host]],
+                 "period_ms": self.pace.period_ms, "rate_pps": self.share, "timeout_ms": None}
+        proc.stdin.write(ship.preamble(AGENT) + json.dumps(hello).encode() + b"\n")
+        proc.stdin.flush()
+
+    def _read(self, host: str, proc: subprocess.Popen) -> None:
+        for line in proc.stdout:
+            try:
+                self.inbox.put((host, json.loads(line)))
+            except ValueError:
+                continue
+        self.inbox.put((host, None))
+
+    def stop(self) -> None:
+        """End every agent (stdin closed; killed past STOP_S) and the merging thread."""
+        with self.lock:
+            procs = list(self.procs.items())
+        for _, proc in procs:
+            try:
+                proc.stdin.close()
+            except OSError:
+                pass
+        deadline = time.monotonic() + STOP_S
+        for _, proc in procs:
+            try:
+                proc.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        if self._thread is not None:
+            self.inbox.put(("", None))  # wake it
+            self._thread.join(STOP_S)
+
+    def __enter__(self) -> RemoteContinuousProber:
+        return self.start()
+
+    def __exit__(self, *exc) -> None:
+        self.stop()
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    # -- merging ---------------------------------------------------------------------------
+
+    def _merge(self) -> None:
+        ended: set[str] = set()
+        while True:
+            host, msg = self.inbox.get()
+            if not host:
+                return
+            if msg is None:
+                if host not in self.stopped and self.error is None:
+                    self.error = f"{host}: its loop agent ended; localization stopped"
+                ended.add(host)
+                if ended >= set(self.hosts):
+                    return
+                continue
+            if "error" in msg:
+                self.error = f"{host}: {msg['error']}"
+            elif "stopped" in msg:
+                self.stopped[host] = msg["stopped"]
+            elif "round" in msg:
+                self._pending[host].append(msg)
+                while all(self._pending.values()):
+                    self._observe({h: q.pop(0) for h, q in self._pending.items()})
+
+    def _observe(self, reports: dict[str, dict]) -> None:
+        outcomes, now = merge_round(self.mine, reports, len(self.paths))
+        with self.lock:
+            self.localizer.observe(outcomes, now)
+            self.rounds += 1
+            self.probes_lost += sum(not o.ok for o in outcomes)
+
+    # -- what callers read -----------------------------------------------------------------
+
+    def localizations(self) -> list[Localization]:
+        with self.lock:
+            return [replace(loc) for loc in self.localizer.localizations()]
+
+    def snapshot(self) -> dict:
+        with self.lock:
+            return {"lab": self.lab, "running": self.running, "error": self.error,
+                    "agents": len(self.hosts), "rounds": self.rounds,
+                    "probes_lost": self.probes_lost, **self.pace.to_dict()}
+
+
+def merge_round(mine: dict[str, list[int]], reports: dict[str, dict], n: int
+                ) -> tuple[list[Outcome], int]:
+    """One global round from each host's report of its own round (pure): every path's
+    outcome (a lost probe with the time it was sent), and the round's time, the
+    latest agent's."""
+    now = max(r["t"] for r in reports.values())
+    outcomes = [Outcome(True, now)] * n
+    for host, r in reports.items():
+        own = mine[host]
+        for i, sent in r["lost"]:
+            outcomes[own[i]] = Outcome(False, sent)
+    return outcomes, now
