@@ -1,7 +1,9 @@
 """Per-fault figures of a drill, from the endpoints' event logs (pure).
 
-The inputs are stamped with CLOCK_MONOTONIC ns, which every namespace and
-container of the machine shares: the faults the timeline applied, each QP's
+The inputs are stamped with the endpoints' CLOCK_MONOTONIC ns, which every
+namespace and container of a machine shares (on an attached fabric, the nodes'
+machine's: twin.chaos.clock puts every input on it first): the faults the timeline
+applied (each with the uncertainty of its start), each QP's
 events (`events` op: loss, retire, retransmit, repaired, port, ...), each QP's
 acked bytes in 1 ms bins per plane, and the prober's localizations.
 
@@ -44,6 +46,7 @@ class AppliedFault:
     reverted_ns: int | None = None
     step: str = ""  # the timeline step it came from
     applied_ns: int | None = None  # the apply call returned
+    uncertainty_ns: int | None = None  # at_ns is right to within this (twin.chaos.clock)
 
     def crosses(self, path_links, path_hops) -> bool:
         return bool(self.links.intersection(path_links) or self.nodes.intersection(path_hops))
@@ -104,6 +107,7 @@ def fault_figures(fabric: Fabric, flows: list[FlowLog], faults: list[AppliedFaul
         out.append({
             "kind": f.kind, "target": f.target, "at_ns": f.at_ns,
             "applied_us": None if f.applied_ns is None else (f.applied_ns - f.at_ns) // 1000,
+            "at_uncertainty_us": None if f.uncertainty_ns is None else f.uncertainty_ns // 1000,
             "reverted_ns": f.reverted_ns,
             "detection_us": None if detection is None else max(0, detection - f.at_ns) // 1000,
             "repair_us": (0 if not outstanding else

@@ -12,8 +12,10 @@ The results are what `twin drill run --json` prints (twin/chaos/runner.py):
 
     {"drills": [{"name", "description", "lab", "mode", "baseline_of", "seed", "verdict",
                  "expectations": [{"what", "want", "got", "ok"}],
-                 "faults": [{"kind", "target", "at_ns", "detection_us", "repair_us",
-                             "packets_lost", "localized", "localized_us"}],
+                 "faults": [{"kind", "target", "at_ns", "at_uncertainty_us", "detection_us",
+                             "repair_us", "packets_lost", "localized", "localized_us"}],
+                 "clock": {"kind": "local" | "nodes", "machine", "offset": {"offset_us",
+                           "error_us"}, ...}   (twin.chaos.clock: what the times are on)
                  "goodput_retained", "exact", "wall_s", "t0_ns",
                  "goodput": {"bin_ns", "planes": {"0": [bytes per bin, ...]}},
                  "ev_states": {"bin_ns", "series": {"good": [...], ...}},
@@ -270,6 +272,7 @@ def _run_section(run: dict, plots, figures: _Figures) -> str:
                             ("dip length", "dip_ms", "{:.1f} ms"),
                             ("back to 90%", "back_to_90_ms", "{:.1f} ms")):
         facts.append((label, _number(_metric(run, key), fmt, None)))
+    facts.append(("clock", _clock(run.get("clock"))))
     dl = "".join(f"<div><dt>{escape(k)}</dt><dd>{_text(v)}</dd></div>"
                  for k, v in facts if v is not None)
     return (
@@ -309,15 +312,29 @@ def _faults(run: dict) -> str:
                 _text(f.get("kind")), _text(f.get("target")),
                 _number((at - t0) / 1e6 if isinstance(at, int) and t0 is not None else None,
                         "{:.1f}"),
+                _number(f.get("at_uncertainty_us"), "± {:.0f}"),
                 _number(f.get("detection_us"), "{:.0f}"),
                 _number(f.get("repair_us"), "{:.0f}"),
                 _number(f.get("packets_lost"), "{:.0f}"),
                 _yes_no(f.get("localized")),
                 _number(f.get("localized_us"), "{:.1f}", scale=1e-3))) + "</tr>")
-    return ('<table><thead><tr><th>kind</th><th>target</th><th>at (ms)</th>'
+    return ('<table><thead><tr><th>kind</th><th>target</th><th>at (ms)</th><th>± (µs)</th>'
             '<th>detection (µs)</th><th>repair (µs)</th><th>packets lost</th>'
             '<th>localized</th><th>localized (ms)</th></tr></thead><tbody>'
             + "".join(rows) + "</tbody></table>")
+
+
+def _clock(clock) -> str | None:
+    """What the run's times are on, in a line (None: an older run says nothing)."""
+    if not isinstance(clock, dict):
+        return None
+    if clock.get("kind") != "nodes":
+        return "this machine's CLOCK_MONOTONIC (twin's, the nodes', the endpoints')"
+    off = clock.get("offset") or {}
+    return (f"the nodes' CLOCK_MONOTONIC ({clock.get('machine')}): faults stamped in the "
+            f"nodes ({clock.get('stamped_changes', 0)} changes; "
+            f"{clock.get('unstamped_changes', 0)} timed by twin), twin's times converted at "
+            f"{off.get('offset_us', 0):.0f} ± {off.get('error_us', 0):.0f} µs")
 
 
 def _timeline(run: dict) -> str:

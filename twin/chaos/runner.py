@@ -13,6 +13,11 @@ rollback that always runs.
 
 Faults go through twin.faults, so each is recorded on disk before it is applied
 and `twin fault clear` reverts it after a crash, as with a typed fault.
+
+Every time the figures compare is on the endpoints' clock: twin's own on one
+machine, the nodes' on an attached fabric, where the faults are stamped in the
+nodes and the prober runs as an agent in every host (twin.chaos.clock, injected
+here; the metrics stay pure).
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from dataclasses import dataclass, field
 from twin import faults as F
 from twin import traffic as T
 from twin.chaos import metrics as M
+from twin.chaos.clock import LocalClock, clock_for
 from twin.chaos.drill import OPS, Drill, Expectation, Step
 from twin.errors import LabError, TwinError, UsageError
 from twin.fabric.model import Fabric, Tier
@@ -73,6 +79,10 @@ def plan_targets(drill: Drill, att: Attached, seed: int) -> list[Planned]:
     rng = random.Random(seed)
     out = []
     for step in drill.timeline:
+        if step.fault is FaultKind.SWITCH_REBOOT and att.runtime.attaches:
+            raise UsageError(f"{drill.source}: {step.where}: lab {att.lab} is attached "
+                             f"({att.runtime.name}), and a switch-reboot restarts a node, "
+                             "which only the fabric's own orchestrator does")
         target = step.target if step.target is not None else \
             _draw(step.random, fabric, pairs, rng)
         try:
@@ -183,9 +193,11 @@ def _apply(att: Attached, p: Planned) -> F.Fault:
 class Timeline(threading.Thread):
     """Applies the actions at their offsets after t0; stops early when asked."""
 
-    def __init__(self, att: Attached, planned: list[Planned], log):
+    def __init__(self, att: Attached, planned: list[Planned], log, clock=None):
         super().__init__(name="drill-timeline", daemon=True)
         self.att = att
+        self.clock = clock or LocalClock()
+        self.t0_fig_ns = 0  # t0 on the figures' clock
         self.actions = _actions(planned)
         self.log = log
         self.t0_ns = 0
@@ -207,6 +219,7 @@ class Timeline(threading.Thread):
 
     def begin(self, t0_ns: int) -> None:
         self.t0_ns = t0_ns
+        self.t0_fig_ns = self.clock.to_fig(t0_ns)
         self.start()
 
     def run(self) -> None:
@@ -230,8 +243,7 @@ class Timeline(threading.Thread):
                 fault = self.held.pop(key, None)
                 if fault is None:
                     return
-                F.clear(self.att, fault.target)
-                now = time.monotonic_ns()
+                _, _, now, _ = self.clock.change(lambda: F.clear(self.att, fault.target))
                 for a in reversed(self.applied):
                     if a.step == p.step.where and a.reverted_ns is None:
                         a.reverted_ns = now
@@ -241,16 +253,13 @@ class Timeline(threading.Thread):
             # Recording the fault on disk comes first, and takes ms on a loaded machine;
             # figures count from just before the kernel change began (the fault's
             # changed_ns), applied_us says how long the change itself took.
-            called = time.monotonic_ns()
-            fault = _apply(self.att, p)
-            now = time.monotonic_ns()
-            began = fault.changed_ns or called
+            fault, began, now, uncertainty = self.clock.change(lambda: _apply(self.att, p))
             if p.step.fault is not FaultKind.SWITCH_REBOOT:  # a reboot is over when it returns
                 self.held[key] = fault
             self.applied.append(M.AppliedFault(
                 p.step.fault.value, p.target, began, p.links, p.nodes,
                 reverted_ns=now if p.step.fault is FaultKind.SWITCH_REBOOT else None,
-                step=p.step.where, applied_ns=now))
+                step=p.step.where, applied_ns=now, uncertainty_ns=uncertainty))
             self.log("apply", p, began)
 
     def revert_all(self) -> list[str]:
@@ -262,10 +271,9 @@ class Timeline(threading.Thread):
         with self.lock:
             for key, fault in list(self.held.items()):
                 try:
-                    F.clear(self.att, fault.target)
+                    _, _, now, _ = self.clock.change(lambda t=fault.target: F.clear(self.att, t))
                 except UsageError:
-                    pass  # already gone (cleared by hand)
-                now = time.monotonic_ns()
+                    now = self.clock.to_fig(time.monotonic_ns())  # already gone (by hand)
                 for a in self.applied:
                     if a.reverted_ns is None and a.target == fault.target:
                         a.reverted_ns = now
@@ -346,10 +354,12 @@ def run(att: Attached, drill: Drill, *, mode: str | None = None, seed: int = 1,
         timeline_events.append({"t_ns": t_ns, "source": "fault",  # kind: the fault, or revert
                                 "kind": p.step.fault.value if what == "apply" else "revert",
                                 "target": p.target, "detail": p.step.fault.value})
-        when = f"{(t_ns - timeline.t0_ns) / 1e6:8.1f} ms" if timeline.t0_ns else "before traffic"
+        when = f"{(t_ns - timeline.t0_fig_ns) / 1e6:8.1f} ms" if timeline.t0_ns \
+            else "before traffic"
         note(f"{when}  {what} {p.step.fault.value} {p.target}")
 
-    timeline = Timeline(att, planned, log)
+    clock = clock_for(att)  # an attached fabric over several machines is refused here
+    timeline = Timeline(att, planned, log, clock)
     run_data: T.Run | None = None
     bystander_solo_gbps = None
     n_main = 0
@@ -357,6 +367,8 @@ def run(att: Attached, drill: Drill, *, mode: str | None = None, seed: int = 1,
     load_before: dict[str, int] = {}
     load_after: dict[str, int] = {}
     try:
+        for text in clock.open(_touched(att, planned)):
+            note(text)
         if drill.verify:  # 2
             note("steady state: verify")
             ok, got = _verify(att)
@@ -388,13 +400,26 @@ def run(att: Attached, drill: Drill, *, mode: str | None = None, seed: int = 1,
         pass
     finally:  # 4: rollback, always (a second Ctrl-C does not cut it short)
         with _uninterrupted():
-            _rollback(att, drill, planned, timeline, prober, checks, note)
+            try:
+                _rollback(att, drill, planned, timeline, prober, checks, note)
+            finally:
+                clock.close()
     if timeline.error is not None:
         raise LabError(f"the timeline failed: {timeline.error}") from timeline.error
     result.data = _judge(att, drill, mode, seed, baseline_of, planned, timeline, run_data,
                          n_main, checks, prober, timeline_events, load_before, load_after,
-                         bystander_solo_gbps, time.monotonic() - started)
+                         bystander_solo_gbps, time.monotonic() - started, clock)
     return result
+
+
+def _touched(att: Attached, planned: list[Planned]) -> list[str]:
+    """The nodes the drill's faults change, and mend (both ends of every link), after
+    one host: the node an attached fabric's clock is read in (twin.chaos.clock)."""
+    ends = {n for lk in att.fabric.links if any(lk.id in p.links for p in planned)
+            for n in (lk.a.node, lk.b.node)}
+    nodes = sorted(ends | {n for p in planned for n in p.nodes})
+    host = att.fabric.hosts[0].name
+    return [host, *[n for n in nodes if n != host]]
 
 
 class _SteadyStateFailed(Exception):
@@ -447,6 +472,8 @@ def _start_prober(att: Attached, note):
     except ImportError:
         note("prober: not available in this build; faults are not localized")
         return None
+    if att.runtime.attaches:  # an agent in every host, stamped on the nodes' clock
+        from twin.remote.continuous import RemoteContinuousProber as ContinuousProber
     try:
         cp = ContinuousProber(att)
         cp.__enter__()
@@ -470,7 +497,8 @@ class _Prober:
 
 def _judge(att, drill: Drill, mode, seed, baseline_of, planned, timeline: Timeline,
            run_data: T.Run | None, n_main: int, checks, prober, timeline_events, load_before,
-           load_after, bystander_solo_gbps, wall_s) -> dict:
+           load_after, bystander_solo_gbps, wall_s, clock=None) -> dict:
+    clock = clock or LocalClock()
     fabric = att.fabric
     logs = _flow_logs(run_data, n_main) if run_data else []
     localizations = prober.found if prober else []
@@ -541,7 +569,8 @@ def _judge(att, drill: Drill, mode, seed, baseline_of, planned, timeline: Timeli
         "faults": faults,
         "goodput_retained": figures["goodput_retained"], "exact": exact,
         "wall_s": round(wall_s, 3),
-        "t0_ns": g.t0_ns or (run_data.start_us * 1000 if run_data else 0),
+        "t0_ns": g.t0_ns or (clock.to_fig(run_data.start_us * 1000) if run_data else 0),
+        "clock": clock.to_dict(),
         "goodput": {"bin_ns": M.BIN_NS, "planes": {str(p): v for p, v in g.planes.items()}},
         "ev_states": M.ev_state_series(main_logs, g, drill.traffic.evs) if main_logs
         else {"bin_ns": M.BIN_NS, "series": {}},

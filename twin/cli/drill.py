@@ -106,10 +106,6 @@ def drill_run(ref, lab, mode, compare, seed, as_json, junit, report_dir, grafana
     path = D.find(ref)
     d = D.load_drill(path)
     att = L.attach(_lab_for(d, lab))
-    att.require_local("twin drill run", "a drill's figures compare the fault's time "
-                      "with the endpoints' event logs on one CLOCK_MONOTONIC (the nodes' "
-                      "machine's, not this one's), and its prober holds sockets in every "
-                      "host's namespace here")
     att.require_whole()
     started = time.monotonic()
 
@@ -209,16 +205,24 @@ def _show(runs, wall_s: float) -> None:
         out.print(t)
         if data["faults"]:
             f = Table(show_header=True, box=None)
-            for col in ("fault", "target", "at ms", "detection µs", "repair µs", "lost",
+            for col in ("fault", "target", "at ms", "± µs", "detection µs", "repair µs", "lost",
                         "localized", "named after ms"):
                 f.add_column(col)
             t0 = data["t0_ns"]
             for x in data["faults"]:
                 f.add_row(x["kind"], x["target"], f"{(x['at_ns'] - t0) / 1e6:.1f}" if t0 else "-",
-                          _n(x["detection_us"]), _n(x["repair_us"]), str(x["packets_lost"]),
+                          _n(x.get("at_uncertainty_us")), _n(x["detection_us"]),
+                          _n(x["repair_us"]), str(x["packets_lost"]),
                           x["localized_as"] or "-",
                           _n(x["localized_us"], 1000))
             out.print(f)
+        clock = data.get("clock") or {}
+        if clock.get("kind") == "nodes":
+            off = clock["offset"]
+            out.print(f"clock: the nodes' ({clock['machine']}); faults stamped in the nodes "
+                      f"({clock['stamped_changes']} changes, {clock['unstamped_changes']} "
+                      f"timed by twin); twin's times converted, offset {off['offset_us']:.0f} "
+                      f"± {off['error_us']:.0f} µs")
         m = data["metrics"]
         out.print(f"goodput {_n(m['goodput_gbps'])} Gbit/s, completion {_n(m['completion_s'])} s,"
                   f" retained {_n(data['goodput_retained'])}, dip {_n(m['dip_depth'])} for "
