@@ -8,7 +8,7 @@ runs its pure-Python data path, and says so when it starts.
 from setuptools import Extension, setup
 
 setup(ext_modules=[Extension(
-    "twin.mrc._fastpath", ["twin/mrc/_fastpath.c"], libraries=["z", "pthread"],
+    "twin.mrc._fastpath", ["twin/mrc/_fastpath.c"], libraries=["z"],
     extra_compile_args=["-O2", "-Wall", "-Wextra", "-Wno-missing-field-initializers",
                         "-Wno-cast-function-type"],
     optional=True)])

@@ -5,9 +5,9 @@
   every hostile packet of twin.mrc.fuzz's plan;
 - RxRing over a real UDP socket gives what recvmsg + decode give, the peer, the port
   and the flow label included;
-- TxQueue sends exactly build's bytes (read back from a raw socket in a namespace of
-  the test's own), in the order posted, threaded or not, and returns the tags of
-  packets the kernel refuses.
+- TxBatch sends exactly build's bytes (read back from a raw socket in a namespace of
+  the test's own), in order, whether added one by one or posted as a window of the
+  transport's TxPackets, and returns the tags of packets the kernel refuses.
 """
 
 from __future__ import annotations
@@ -201,15 +201,15 @@ def _raw_pair(netns):
     with nsenter.inside(netns):
         tx = socket.socket(socket.AF_INET6, socket.SOCK_RAW, socket.IPPROTO_RAW)
         rx = socket.socket(socket.AF_INET6, socket.SOCK_RAW, wire.NH_IPV6)
+    rx.setsockopt(socket.SOL_SOCKET, 33, 16 << 20)  # SO_RCVBUFFORCE: every packet waits
     rx.settimeout(2)
     return tx, rx
 
 
 @root
-@pytest.mark.parametrize("threaded", [True, False])
-def test_txqueue_sends_builds_bytes_in_order(netns, threaded):
+def test_txbatch_sends_builds_bytes_in_order(netns):
     tx, rx = _raw_pair(netns)
-    q = fp.TxQueue(tx.fileno(), 8, threaded=threaded)
+    q = fp.TxBatch(tx.fileno(), 8)
     rng, sent = random.Random(3), []
     with tx, rx:
         for i, (tpl, psn, va, payload, tries, ack, imm) in enumerate(_packets(rng, 40)):
@@ -219,7 +219,7 @@ def test_txqueue_sends_builds_bytes_in_order(netns, threaded):
             sent.append(tpl.build(psn, va, payload, tries, ack, imm))
             if full:
                 assert q.flush() == []
-        assert q.drain() == []
+        assert q.flush() == []
         got = [rx.recv(16384) for _ in sent]
     assert got == [frame[wire.IP6.size:] for frame in sent]
     packets, refused, batches = q.counters
@@ -227,20 +227,55 @@ def test_txqueue_sends_builds_bytes_in_order(netns, threaded):
 
 
 @root
-def test_txqueue_returns_the_tags_of_packets_the_kernel_refuses(netns):
+def test_post_builds_a_window_of_tx_packets_as_build_does(netns):
+    """post(): TxPackets and their templates (one made on a miss) in, build's bytes out,
+    in order, and the payload counted on each EV's plane."""
+    from twin.mrc.transport import TxPacket
+
+    tx, rx = _raw_pair(netns)
+    q, rng = fp.TxBatch(tx.fileno(), 16), random.Random(4)
+    templates, made, txs, sent, planes = {}, [], [], [], {}
+    src = memoryview(rng.randbytes(1 << 16))
+
+    def miss(ev):
+        made.append(ev)
+        tpl = templates[ev] = wire.DataTemplate("::1", "::1", SRC, DST, ev, 9, 0xC0FFEE)
+        return tpl
+
+    for i in range(40):
+        ev = rng.choice([0x10, 0x21, 0x32, 0x43]) | rng.getrandbits(20) << 8
+        n = rng.choice([4096, 4096, 4096, 100, 1])
+        off = rng.randrange(len(src) - n)
+        imm = rng.getrandbits(32) if i % 9 == 8 else None
+        txs.append(TxPacket(i, ev, 1 << 40 | off, src[off:off + n], i % 3, i % 2 == 0, imm))
+    with tx, rx:
+        for part in (txs[:25], txs[25:]):  # a window bigger than a batch, then the rest
+            assert q.post(part, templates, miss, "qp") == []
+        got = [rx.recv(16384) for _ in txs]
+    for t in txs:
+        frame = templates[t.ev].build(t.psn, t.va, t.payload, t.tries, t.ack_req, t.imm)
+        sent.append(frame[wire.IP6.size:])
+        planes[t.ev & 0xF] = planes.get(t.ev & 0xF, 0) + len(t.payload)
+    assert got == sent
+    assert sorted(made) == sorted(set(t.ev for t in txs))  # one template per EV, on a miss
+    assert q.plane_bytes == planes
+
+
+@root
+def test_txbatch_returns_the_tags_of_packets_the_kernel_refuses(netns):
     tx, _ = _raw_pair(netns)
-    q = fp.TxQueue(tx.fileno(), 4)
+    q = fp.TxBatch(tx.fileno(), 4)
     tpl = wire.DataTemplate("::1", "fcbb:bb00:100::", SRC, DST, 1, 2, 3)  # no route here
     head, seed = tpl.head(64, False)
     with tx:
         for tag in ("a", "b", "c"):
             q.data(head, seed, 0, 0, 3, bytes(64), None, tag)
-        refused = q.drain()
+        refused = q.flush()
     assert refused == ["a", "b", "c"] and q.counters[:2] == (0, 3)
 
 
-def test_txqueue_refuses_a_full_batch_and_bad_arguments():
-    q = fp.TxQueue(-1, 1, threaded=False)
+def test_txbatch_refuses_a_full_batch_and_bad_arguments():
+    q = fp.TxBatch(-1, 1)
     tpl = wire.DataTemplate(SRC, PATH, SRC, DST, 1, 2, 3)
     head, seed = tpl.head(1, False)
     assert q.data(head, seed, 0, 0, 3, b"x", None, None) is True
@@ -250,4 +285,4 @@ def test_txqueue_refuses_a_full_batch_and_bad_arguments():
         q.data(head, seed, 0, 0, 3, b"x", None)
     assert q.flush() == [None]  # fd -1: the kernel refuses it (EBADF), its tag comes back
     with pytest.raises(ValueError, match="capacity"):
-        fp.TxQueue(-1, 0)
+        fp.TxBatch(-1, 0)

@@ -4,8 +4,8 @@
  * window) stays in Python (twin.mrc.transport); this module only does what costs per
  * byte or per syscall, and it does it exactly as twin.mrc.wire does, byte for byte:
  *
- *   TxQueue   data packets of a window, posted one call each, sent with one sendmmsg by
- *             an engine thread (a NIC's send queue). A packet is four iovecs: the DataTemplate's 96 fixed bytes (IPv6/IPv6/UDP
+ *   TxBatch   a window's data packets, built from the transport's TxPackets and their
+ *             DataTemplates in one call, sent with one sendmmsg. A packet is four iovecs: the DataTemplate's 96 fixed bytes (IPv6/IPv6/UDP
  *             and BTH bytes 0..7), its 20- or 24-byte variable part (BTH 8..11, RETH,
  *             ImmDt), the payload straight from the registered source buffer, the ICRC.
  *             Nothing is copied in userspace: the kernel copies the payload once.
@@ -16,7 +16,7 @@
  *             the registered buffer. Other opcodes go back whole to wire's decoder.
  *   parse     the same parse on one UDP payload (what RxRing does per datagram); the
  *             differential tests hold it to wire.decode.
- *   build     one data packet as bytes, as TxQueue would send it (DataTemplate.build).
+ *   build     one data packet as bytes, as TxBatch would send it (DataTemplate.build).
  *
  * The CRC is zlib's crc32 (RoCEv2's ICRC is CRC-32, IBA Annex A17), sent least
  * significant byte first as Linux rxe stores it.
@@ -28,7 +28,6 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <netinet/in.h>
-#include <pthread.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -155,25 +154,21 @@ static int data_args(PyObject *const *args, Py_ssize_t nargs, DataArgs *d, Py_bu
     return 0;
 }
 
-/* -- TxQueue ---------------------------------------------------------------------------- */
+/* -- TxBatch ---------------------------------------------------------------------------- */
 
-/* A send queue and the engine that drains it, as a NIC has: the transport posts a
- * window's packets (`data`, one call each) and rings the doorbell (`flush`); an engine
- * thread of its own sends each batch with sendmmsg, without the GIL, while the
- * transport goes on. A sendmmsg costs the kernel's whole forwarding path through the
- * fabric's routers (all of it runs in the sender's softirq), so this is what lets the
- * transport's Python and the kernel's forwarding use both cores. Batches are sent in the
- * order they were posted. A batch's references (the template bytes, the source buffer's
- * export, the caller's tags) are dropped by the posting thread once the batch is sent,
- * and a packet the kernel refused (no route: a NIC port down) comes back from a later
- * flush as its tag, as a completion queue reports an error. With threaded=False the
- * doorbell sends at once, in the caller's thread. */
+/* A window's data packets, built here and sent with one sendmmsg. A packet is four
+ * iovecs: the DataTemplate's 96 fixed bytes, its 20- or 24-byte variable part, the
+ * payload straight from the registered source buffer, and the ICRC; nothing is copied
+ * in userspace. The batch holds its references (the template bytes, the source
+ * buffer's export, the caller's tag) until it is sent. A packet the kernel refuses (no
+ * route: a NIC port down) comes back as its tag. */
 
-#define TX_BATCHES 4
+#define PLANES 16           /* an EV's plane is its low 4 bits (twin.fabric.paths) */
 
 typedef struct {
     unsigned char var[24];
     unsigned char icrc[4];
+    int plane;           /* the EV's plane (the flow label's low bits): bytes per plane */
     struct sockaddr_in6 to;
     struct iovec iov[4];
     PyObject *head;      /* held until the batch is sent */
@@ -182,313 +177,284 @@ typedef struct {
 } TxSlot;
 
 typedef struct {
+    PyObject_HEAD
+    int fd, cap, n;
     TxSlot *slots;
     struct mmsghdr *msgs;
-    int *refused;        /* indexes the kernel refused */
-    int n, n_refused;
-    int state;           /* TX_FREE (being filled), TX_POSTED, TX_SENT */
-} TxBatchBuf;
-
-enum { TX_FREE = 0, TX_POSTED = 1, TX_SENT = 2 };
-
-typedef struct {
-    PyObject_HEAD
-    int fd, cap, threaded, started, stop;
-    int cur;             /* the batch being filled */
-    int next_send;       /* the engine's next batch */
-    TxBatchBuf b[TX_BATCHES];
-    pthread_t thread;
-    pthread_mutex_t mu;
-    pthread_cond_t posted, sent;
-    PyObject *refused;   /* tags of refused packets, not yet returned */
     unsigned long long packets, errors, batches;
-} TxQueue;
+    unsigned long long plane_bytes[PLANES];  /* payload sent, per plane (refused: not) */
+} TxBatch;
 
-/* Send one batch; the refused indexes are recorded. No Python here: any thread. */
-static void send_batch(int fd, TxBatchBuf *b, unsigned long long *packets,
-                       unsigned long long *errors) {
-    int i = 0;
-    b->n_refused = 0;
-    while (i < b->n) {
-        int r = sendmmsg(fd, b->msgs + i, b->n - i, 0);
-        if (r < 0) {
-            if (errno == EINTR) continue;
-            b->refused[b->n_refused++] = i++;  /* lost, and recovered by the transport */
-            (*errors)++;
-            continue;
-        }
-        *packets += r;
-        i += r;
+static void txbatch_release(TxBatch *self) {
+    for (int i = 0; i < self->n; i++) {
+        Py_CLEAR(self->slots[i].head);
+        Py_CLEAR(self->slots[i].tag);
+        PyBuffer_Release(&self->slots[i].payload);
     }
+    self->n = 0;
 }
 
-static void *tx_engine(void *arg) {
-    TxQueue *q = arg;
-    pthread_mutex_lock(&q->mu);
-    for (;;) {
-        TxBatchBuf *b = &q->b[q->next_send];
-        while (b->state != TX_POSTED && !q->stop) pthread_cond_wait(&q->posted, &q->mu);
-        if (b->state != TX_POSTED) break;  /* stopping, and nothing is posted */
-        pthread_mutex_unlock(&q->mu);
-        unsigned long long packets = 0, errors = 0;
-        send_batch(q->fd, b, &packets, &errors);
-        pthread_mutex_lock(&q->mu);
-        q->packets += packets;
-        q->errors += errors;
-        b->state = TX_SENT;
-        q->next_send = (q->next_send + 1) % TX_BATCHES;
-        pthread_cond_broadcast(&q->sent);
-    }
-    pthread_mutex_unlock(&q->mu);
-    return NULL;
-}
-
-/* With the GIL: drop a sent batch's references, its refused tags to q->refused. */
-static int reclaim(TxQueue *q, TxBatchBuf *b) {
-    int rc = 0;
-    for (int k = 0; k < b->n_refused; k++) {
-        PyObject *tag = b->slots[b->refused[k]].tag;
-        if (rc == 0 && PyList_Append(q->refused, tag ? tag : Py_None) < 0) rc = -1;
-    }
-    for (int i = 0; i < b->n; i++) {
-        Py_CLEAR(b->slots[i].head);
-        Py_CLEAR(b->slots[i].tag);
-        PyBuffer_Release(&b->slots[i].payload);
-    }
-    b->n = b->n_refused = 0;
-    pthread_mutex_lock(&q->mu);
-    b->state = TX_FREE;
-    pthread_mutex_unlock(&q->mu);
-    return rc;
-}
-
-/* Wait (without the GIL) until the engine has sent batch b; then reclaim it. */
-static int wait_sent(TxQueue *q, TxBatchBuf *b) {
-    if (b->state == TX_POSTED) {
-        Py_BEGIN_ALLOW_THREADS
-        pthread_mutex_lock(&q->mu);
-        while (b->state == TX_POSTED) pthread_cond_wait(&q->sent, &q->mu);
-        pthread_mutex_unlock(&q->mu);
-        Py_END_ALLOW_THREADS
-    }
-    if (b->state == TX_SENT) return reclaim(q, b);
-    return 0;
-}
-
-/* Reclaim every batch the engine has finished, without waiting. */
-static int reclaim_sent(TxQueue *q) {
-    int rc = 0;
-    for (int i = 0; i < TX_BATCHES; i++) {
-        if (i == q->cur) continue;
-        int sent;
-        pthread_mutex_lock(&q->mu);
-        sent = q->b[i].state == TX_SENT;
-        pthread_mutex_unlock(&q->mu);
-        if (sent && reclaim(q, &q->b[i]) < 0) rc = -1;
-    }
-    return rc;
-}
-
-static void txqueue_stop(TxQueue *q) {
-    if (!q->started) return;
-    Py_BEGIN_ALLOW_THREADS
-    pthread_mutex_lock(&q->mu);
-    q->stop = 1;
-    pthread_cond_broadcast(&q->posted);
-    pthread_mutex_unlock(&q->mu);
-    pthread_join(q->thread, NULL);  /* it sends what was posted first */
-    Py_END_ALLOW_THREADS
-    q->started = 0;
-}
-
-static void txqueue_dealloc(TxQueue *self) {
-    txqueue_stop(self);
-    for (int i = 0; i < TX_BATCHES; i++) {
-        TxBatchBuf *b = &self->b[i];
-        if (b->slots && self->cap && self->refused) {  /* initialised: drop what it holds */
-            b->state = TX_SENT;
-            b->n_refused = 0;
-            reclaim(self, b);
-        }
-        PyMem_Free(b->slots);
-        PyMem_Free(b->msgs);
-        PyMem_Free(b->refused);
-    }
-    Py_CLEAR(self->refused);
-    if (self->cap) {
-        pthread_mutex_destroy(&self->mu);
-        pthread_cond_destroy(&self->posted);
-        pthread_cond_destroy(&self->sent);
-    }
+static void txbatch_dealloc(TxBatch *self) {
+    if (self->slots) txbatch_release(self);
+    PyMem_Free(self->slots);
+    PyMem_Free(self->msgs);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-static int txqueue_init(TxQueue *self, PyObject *args, PyObject *kw) {
-    static char *names[] = {"fd", "capacity", "threaded", NULL};
-    int fd, cap = 64, threaded = 1;
-    if (self->cap) {
-        PyErr_SetString(PyExc_RuntimeError, "TxQueue is initialised once");
+static int txbatch_init(TxBatch *self, PyObject *args, PyObject *kw) {
+    static char *names[] = {"fd", "capacity", NULL};
+    int fd, cap = 64;
+    if (self->slots) {
+        PyErr_SetString(PyExc_RuntimeError, "TxBatch is initialised once");
         return -1;
     }
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "i|ip", names, &fd, &cap, &threaded))
-        return -1;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "i|i", names, &fd, &cap)) return -1;
     if (cap < 1 || cap > 1024) {
         PyErr_SetString(PyExc_ValueError, "capacity must be in 1..1024");
         return -1;
     }
-    for (int i = 0; i < TX_BATCHES; i++) {
-        TxBatchBuf *b = &self->b[i];
-        b->slots = PyMem_Calloc(cap, sizeof(TxSlot));
-        b->msgs = PyMem_Calloc(cap, sizeof(struct mmsghdr));
-        b->refused = PyMem_Calloc(cap, sizeof(int));
-        if (!b->slots || !b->msgs || !b->refused) { PyErr_NoMemory(); return -1; }
-    }
-    self->refused = PyList_New(0);
-    if (!self->refused) return -1;
+    self->slots = PyMem_Calloc(cap, sizeof(TxSlot));
+    self->msgs = PyMem_Calloc(cap, sizeof(struct mmsghdr));
+    if (!self->slots || !self->msgs) { PyErr_NoMemory(); return -1; }
     self->fd = fd;
     self->cap = cap;
-    self->threaded = threaded;
-    pthread_mutex_init(&self->mu, NULL);
-    pthread_cond_init(&self->posted, NULL);
-    pthread_cond_init(&self->sent, NULL);
-    if (threaded) {
-        int e = pthread_create(&self->thread, NULL, tx_engine, self);
-        if (e) {
-            errno = e;
-            PyErr_SetFromErrno(PyExc_OSError);
-            return -1;
-        }
-        self->started = 1;
-    }
     return 0;
 }
 
-/* data(head, seed, word, va, rkey, payload, imm, tag): post one data packet to the
- * batch being filled. Returns True when that batch is full (the caller flushes). */
-static PyObject *txqueue_data(TxQueue *self, PyObject *const *args, Py_ssize_t nargs) {
-    TxBatchBuf *b = &self->b[self->cur];
-    if (nargs != 8) {
-        PyErr_SetString(PyExc_TypeError,
-                        "want (head, seed, word, va, rkey, payload, imm, tag)");
-        return NULL;
-    }
-    if (b->n >= self->cap) {
-        PyErr_SetString(PyExc_OverflowError, "batch full: flush it first");
-        return NULL;
-    }
-    TxSlot *s = &b->slots[b->n];
-    DataArgs d;
-    if (data_args(args, 7, &d, &s->payload) < 0) return NULL;
+/* Fill the next slot: its payload buffer is already in s->payload; the ICRC is done. */
+static void fill_slot(TxBatch *self, PyObject *head_obj, const DataArgs *d, PyObject *tag) {
+    TxSlot *s = &self->slots[self->n];
     uint32_t len = (uint32_t)s->payload.len;
-    int vlen = data_var(s->var, d.word, d.va, d.rkey, len, d.has_imm, d.imm);
-    uint32_t crc = (uint32_t)crc32(d.seed, s->var, vlen);
-    crc = (uint32_t)crc32(crc, s->payload.buf, len);
-    put_icrc(s->icrc, crc);
-    s->head = Py_NewRef(args[0]);
-    s->tag = Py_NewRef(args[7]);
+    int vlen = data_var(s->var, d->word, d->va, d->rkey, len, d->has_imm, d->imm);
+    uint32_t crc = (uint32_t)crc32(d->seed, s->var, vlen);
+    put_icrc(s->icrc, (uint32_t)crc32(crc, s->payload.buf, len));
+    s->plane = d->head[3] & (PLANES - 1);  /* the outer flow label's low bits: the EV's */
+    s->head = Py_NewRef(head_obj);
+    s->tag = Py_NewRef(tag);
     memset(&s->to, 0, sizeof s->to);
     s->to.sin6_family = AF_INET6;
-    memcpy(&s->to.sin6_addr, d.head + OUTER_DST, 16);
-    s->iov[0] = (struct iovec){(void *)d.head, HEAD_BYTES};
+    memcpy(&s->to.sin6_addr, d->head + OUTER_DST, 16);
+    s->iov[0] = (struct iovec){(void *)d->head, HEAD_BYTES};
     s->iov[1] = (struct iovec){s->var, (size_t)vlen};
     s->iov[2] = (struct iovec){s->payload.buf, len};
     s->iov[3] = (struct iovec){s->icrc, 4};
-    struct msghdr *m = &b->msgs[b->n].msg_hdr;
+    struct msghdr *m = &self->msgs[self->n].msg_hdr;
     memset(m, 0, sizeof *m);
     m->msg_name = &s->to;
     m->msg_namelen = sizeof s->to;
     m->msg_iov = s->iov;
     m->msg_iovlen = 4;
-    b->n++;
-    return PyBool_FromLong(b->n >= self->cap);
+    self->n++;
 }
 
-/* flush() -> [tag, ...]: ring the doorbell for what is posted; return the tags of
- * packets the kernel refused since the last flush (of this or earlier batches). */
-static PyObject *txqueue_flush(TxQueue *self, PyObject *Py_UNUSED(ignored)) {
-    TxBatchBuf *b = &self->b[self->cur];
-    if (b->n) {
-        self->batches++;
-        if (self->threaded) {
-            pthread_mutex_lock(&self->mu);
-            b->state = TX_POSTED;
-            pthread_cond_signal(&self->posted);
-            pthread_mutex_unlock(&self->mu);
-            self->cur = (self->cur + 1) % TX_BATCHES;
-            /* the next batch to fill may still be in the engine's hands: wait for it */
-            if (wait_sent(self, &self->b[self->cur]) < 0) return NULL;
-        } else {
-            Py_BEGIN_ALLOW_THREADS
-            send_batch(self->fd, b, &self->packets, &self->errors);
-            Py_END_ALLOW_THREADS
-            b->state = TX_SENT;
-            if (reclaim(self, b) < 0) return NULL;
+/* Send what is batched; append the tags of packets the kernel refused to `refused`. */
+static int send_all(TxBatch *self, PyObject *refused) {
+    if (!self->n) return 0;
+    int i = 0, rc = 0;
+    self->batches++;
+    while (i < self->n) {
+        int r;
+        Py_BEGIN_ALLOW_THREADS
+        r = sendmmsg(self->fd, self->msgs + i, self->n - i, 0);
+        Py_END_ALLOW_THREADS
+        if (r < 0) {
+            if (errno == EINTR) continue;
+            self->errors++;  /* lost, and recovered by the transport */
+            if (rc == 0 && PyList_Append(refused, self->slots[i].tag) < 0) rc = -1;
+            i++;
+            continue;
+        }
+        for (int k = i; k < i + r; k++)
+            self->plane_bytes[self->slots[k].plane] += self->slots[k].payload.len;
+        self->packets += r;
+        i += r;
+    }
+    txbatch_release(self);
+    return rc;
+}
+
+/* data(head, seed, word, va, rkey, payload, imm, tag): add one data packet to the
+ * batch. Returns True when the batch is full (the caller flushes). */
+static PyObject *txbatch_data(TxBatch *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 8) {
+        PyErr_SetString(PyExc_TypeError,
+                        "want (head, seed, word, va, rkey, payload, imm, tag)");
+        return NULL;
+    }
+    if (self->n >= self->cap) {
+        PyErr_SetString(PyExc_OverflowError, "batch full: flush it first");
+        return NULL;
+    }
+    DataArgs d;
+    if (data_args(args, 7, &d, &self->slots[self->n].payload) < 0) return NULL;
+    fill_slot(self, args[0], &d, args[7]);
+    return PyBool_FromLong(self->n >= self->cap);
+}
+
+/* flush() -> [tag, ...]: send the batch; the tags of packets the kernel refused. */
+static PyObject *txbatch_flush(TxBatch *self, PyObject *Py_UNUSED(ignored)) {
+    PyObject *refused = PyList_New(0);
+    if (!refused) return NULL;
+    if (send_all(self, refused) < 0) { Py_DECREF(refused); return NULL; }
+    return refused;
+}
+
+static PyObject *s_ev, *s_psn, *s_va, *s_payload, *s_tries, *s_ack_req, *s_imm, *s_common,
+    *s_rkey;
+
+static int attr_u64(PyObject *o, PyObject *name, uint64_t *out) {
+    PyObject *v = PyObject_GetAttr(o, name);
+    if (!v) return -1;
+    int rc = as_u64(v, out, PyUnicode_AsUTF8(name));
+    Py_DECREF(v);
+    return rc;
+}
+
+/* One TxPacket (twin.mrc.transport) into the batch, which has room for it. */
+static int add_tx(TxBatch *self, PyObject *tx, PyObject *templates, PyObject *miss,
+                  PyObject *tag) {
+    int rc = -1;
+    PyObject *ev = NULL, *tpl = NULL, *payload = NULL, *imm = NULL, *common = NULL,
+             *pair = NULL, *flag = NULL, *head_obj, *seed_obj;
+    DataArgs d = {0};
+    uint64_t psn, tries, va, rkey;
+    if (!(ev = PyObject_GetAttr(tx, s_ev))) goto out;
+    tpl = PyDict_GetItemWithError(templates, ev);
+    if (tpl) Py_INCREF(tpl);
+    else if (PyErr_Occurred() || !(tpl = PyObject_CallOneArg(miss, ev))) goto out;
+    if (!(payload = PyObject_GetAttr(tx, s_payload)) || !(imm = PyObject_GetAttr(tx, s_imm))
+        || !(flag = PyObject_GetAttr(tx, s_ack_req)))
+        goto out;
+    if (attr_u64(tx, s_psn, &psn) < 0 || attr_u64(tx, s_tries, &tries) < 0
+        || attr_u64(tx, s_va, &va) < 0 || attr_u64(tpl, s_rkey, &rkey) < 0)
+        goto out;
+    int ack = PyObject_IsTrue(flag);
+    Py_ssize_t n = PyObject_Length(payload);
+    if (ack < 0 || n < 0) goto out;
+    /* (head, seed): the template's last no-ImmDt pair where the size matches (nearly
+     * every packet), else its head() */
+    if (imm == Py_None && (common = PyObject_GetAttr(tpl, s_common)) && PyTuple_Check(common)
+        && PyTuple_GET_SIZE(common) == 3
+        && PyLong_AsSsize_t(PyTuple_GET_ITEM(common, 0)) == n) {
+        head_obj = PyTuple_GET_ITEM(common, 1);
+        seed_obj = PyTuple_GET_ITEM(common, 2);
+    } else {
+        if (PyErr_Occurred()) goto out;
+        pair = PyObject_CallMethod(tpl, "head", "nO", n, imm == Py_None ? Py_False : Py_True);
+        if (!pair) goto out;
+        if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2) {
+            PyErr_SetString(PyExc_TypeError, "DataTemplate.head gives (head, seed)");
+            goto out;
+        }
+        head_obj = PyTuple_GET_ITEM(pair, 0);
+        seed_obj = PyTuple_GET_ITEM(pair, 1);
+    }
+    if (!PyBytes_Check(head_obj) || PyBytes_GET_SIZE(head_obj) != HEAD_BYTES) {
+        PyErr_Format(PyExc_ValueError, "head must be %d bytes", HEAD_BYTES);
+        goto out;
+    }
+    if (rkey > 0xFFFFFFFFu) { PyErr_SetString(PyExc_ValueError, "rkey is 32 bits"); goto out; }
+    d.head = (const unsigned char *)PyBytes_AS_STRING(head_obj);
+    if (as_u32(seed_obj, &d.seed, "seed") < 0) goto out;
+    d.rkey = (uint32_t)rkey;
+    d.va = va;
+    d.word = (ack ? ACK_REQ : 0) | (uint32_t)(tries & TRY_MASK) << 24
+             | (uint32_t)(psn & PSN_MASK);
+    d.has_imm = imm != Py_None;
+    if (d.has_imm && as_u32(imm, &d.imm, "imm") < 0) goto out;
+    TxSlot *s = &self->slots[self->n];
+    if (PyObject_GetBuffer(payload, &s->payload, PyBUF_SIMPLE) < 0) goto out;
+    if (s->payload.len > MTU) {
+        PyErr_Format(PyExc_ValueError, "payload is at most %d bytes", MTU);
+        PyBuffer_Release(&s->payload);
+        goto out;
+    }
+    fill_slot(self, head_obj, &d, tag);
+    rc = 0;
+out:
+    Py_XDECREF(ev); Py_XDECREF(tpl); Py_XDECREF(payload); Py_XDECREF(imm);
+    Py_XDECREF(common); Py_XDECREF(pair); Py_XDECREF(flag);
+    return rc;
+}
+
+/* post(txs, templates, miss, tag) -> [tag, ...]: a window's TxPackets built and sent in
+ * one call (one sendmmsg per `capacity`): each packet's template is templates[tx.ev],
+ * or miss(tx.ev) where there is none. Returns the refused tags, as flush does. */
+static PyObject *txbatch_post(TxBatch *self, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 4 || !PyList_Check(args[0]) || !PyDict_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "want (txs: list, templates: dict, miss, tag)");
+        return NULL;
+    }
+    PyObject *txs = args[0], *refused = PyList_New(0);
+    if (!refused) return NULL;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(txs); i++) {
+        if ((self->n >= self->cap && send_all(self, refused) < 0)
+            || add_tx(self, PyList_GET_ITEM(txs, i), args[1], args[2], args[3]) < 0) {
+            PyObject *type, *value, *trace;
+            PyErr_Fetch(&type, &value, &trace);
+            send_all(self, refused);  /* what was built before the bad one still goes */
+            PyErr_Restore(type, value, trace);
+            Py_DECREF(refused);
+            return NULL;
         }
     }
-    if (self->threaded && reclaim_sent(self) < 0) return NULL;
-    PyObject *out = self->refused;
-    self->refused = PyList_New(0);
-    if (!self->refused) { self->refused = out; return NULL; }
+    if (send_all(self, refused) < 0) { Py_DECREF(refused); return NULL; }
+    return refused;
+}
+
+static PyObject *txbatch_plane_bytes(TxBatch *self, void *Py_UNUSED(closure)) {
+    PyObject *out = PyDict_New();
+    if (!out) return NULL;
+    for (int p = 0; p < PLANES; p++) {
+        if (!self->plane_bytes[p]) continue;
+        PyObject *k = PyLong_FromLong(p), *v = PyLong_FromUnsignedLongLong(self->plane_bytes[p]);
+        if (!k || !v || PyDict_SetItem(out, k, v) < 0) {
+            Py_XDECREF(k); Py_XDECREF(v); Py_DECREF(out);
+            return NULL;
+        }
+        Py_DECREF(k); Py_DECREF(v);
+    }
     return out;
 }
 
-/* drain() -> [tag, ...]: wait until everything posted is sent (a QP closing, a test). */
-static PyObject *txqueue_drain(TxQueue *self, PyObject *Py_UNUSED(ignored)) {
-    PyObject *first = txqueue_flush(self, NULL);
-    if (!first) return NULL;
-    for (int i = 0; i < TX_BATCHES; i++) {
-        if (wait_sent(self, &self->b[i]) < 0) { Py_DECREF(first); return NULL; }
-    }
-    Py_ssize_t n = PyList_GET_SIZE(first);
-    if (PyList_SetSlice(first, n, n, self->refused) < 0
-        || PyList_SetSlice(self->refused, 0, PyList_GET_SIZE(self->refused), NULL) < 0) {
-        Py_DECREF(first);
-        return NULL;
-    }
-    return first;
+static PyObject *txbatch_counters(TxBatch *self, void *Py_UNUSED(closure)) {
+    return Py_BuildValue("(KKK)", self->packets, self->errors, self->batches);
 }
 
-static PyObject *txqueue_counters(TxQueue *self, void *Py_UNUSED(closure)) {
-    unsigned long long p, e;
-    pthread_mutex_lock(&self->mu);
-    p = self->packets;
-    e = self->errors;
-    pthread_mutex_unlock(&self->mu);
-    return Py_BuildValue("(KKK)", p, e, self->batches);
+static PyObject *txbatch_queued(TxBatch *self, void *Py_UNUSED(closure)) {
+    return PyLong_FromLong(self->n);
 }
 
-static PyObject *txqueue_queued(TxQueue *self, void *Py_UNUSED(closure)) {
-    return PyLong_FromLong(self->b[self->cur].n);
-}
-
-static PyMethodDef txqueue_methods[] = {
-    {"data", (PyCFunction)(void (*)(void))txqueue_data, METH_FASTCALL,
-     "data(head, seed, word, va, rkey, payload, imm, tag) -> full: post one data packet"},
-    {"flush", (PyCFunction)txqueue_flush, METH_NOARGS,
-     "flush() -> [tag, ...]: send what is posted; tags of packets the kernel refused"},
-    {"drain", (PyCFunction)txqueue_drain, METH_NOARGS,
-     "drain() -> [tag, ...]: flush, and wait until every posted packet is sent"},
+static PyMethodDef txbatch_methods[] = {
+    {"post", (PyCFunction)(void (*)(void))txbatch_post, METH_FASTCALL,
+     "post(txs, templates, miss, tag) -> [tag, ...]: build and send a window of TxPackets"},
+    {"data", (PyCFunction)(void (*)(void))txbatch_data, METH_FASTCALL,
+     "data(head, seed, word, va, rkey, payload, imm, tag) -> full: add one data packet"},
+    {"flush", (PyCFunction)txbatch_flush, METH_NOARGS,
+     "flush() -> [tag, ...]: sendmmsg the batch; the tags of packets the kernel refused"},
     {NULL}
 };
 
-static PyGetSetDef txqueue_getset[] = {
-    {"queued", (getter)txqueue_queued, NULL, "packets posted to the batch being filled", NULL},
-    {"counters", (getter)txqueue_counters, NULL,
-     "(packets sent, packets refused, batches)", NULL},
+static PyGetSetDef txbatch_getset[] = {
+    {"queued", (getter)txbatch_queued, NULL, "packets in the batch, not yet sent", NULL},
+    {"counters", (getter)txbatch_counters, NULL,
+     "(packets sent, packets refused, sendmmsg batches)", NULL},
+    {"plane_bytes", (getter)txbatch_plane_bytes, NULL,
+     "{plane: payload bytes sent}: what the kernel took, per the EV's plane", NULL},
     {NULL}
 };
 
-static PyTypeObject TxQueueType = {
+static PyTypeObject TxBatchType = {
     PyVarObject_HEAD_INIT(NULL, 0)
-    .tp_name = "twin.mrc._fastpath.TxQueue",
-    .tp_basicsize = sizeof(TxQueue),
+    .tp_name = "twin.mrc._fastpath.TxBatch",
+    .tp_basicsize = sizeof(TxBatch),
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "TxQueue(fd, capacity=64, threaded=True): a send queue and its engine",
+    .tp_doc = "TxBatch(fd, capacity=64): a window's data packets, sent with one sendmmsg",
     .tp_new = PyType_GenericNew,
-    .tp_init = (initproc)txqueue_init,
-    .tp_dealloc = (destructor)txqueue_dealloc,
-    .tp_methods = txqueue_methods,
-    .tp_getset = txqueue_getset,
+    .tp_init = (initproc)txbatch_init,
+    .tp_dealloc = (destructor)txbatch_dealloc,
+    .tp_methods = txbatch_methods,
+    .tp_getset = txbatch_getset,
 };
 
 /* -- parsing ---------------------------------------------------------------------------- */
@@ -761,14 +727,18 @@ static struct PyModuleDef fp_module = {
 };
 
 PyMODINIT_FUNC PyInit__fastpath(void) {
-    if (PyType_Ready(&TxQueueType) < 0 || PyType_Ready(&RxRingType) < 0) return NULL;
+    if (PyType_Ready(&TxBatchType) < 0 || PyType_Ready(&RxRingType) < 0) return NULL;
+#define INTERN(var, text) if (!(var = PyUnicode_InternFromString(text))) return NULL
+    INTERN(s_ev, "ev"); INTERN(s_psn, "psn"); INTERN(s_va, "va"); INTERN(s_payload, "payload");
+    INTERN(s_tries, "tries"); INTERN(s_ack_req, "ack_req"); INTERN(s_imm, "imm");
+    INTERN(s_common, "common"); INTERN(s_rkey, "rkey");
     reason_short = PyUnicode_InternFromString("short");
     reason_icrc = PyUnicode_InternFromString("icrc");
     reason_length = PyUnicode_InternFromString("length");
     if (!reason_short || !reason_icrc || !reason_length) return NULL;
     PyObject *m = PyModule_Create(&fp_module);
     if (!m) return NULL;
-    if (PyModule_AddObjectRef(m, "TxQueue", (PyObject *)&TxQueueType) < 0
+    if (PyModule_AddObjectRef(m, "TxBatch", (PyObject *)&TxBatchType) < 0
         || PyModule_AddObjectRef(m, "RxRing", (PyObject *)&RxRingType) < 0
         || PyModule_AddIntConstant(m, "HEAD_BYTES", HEAD_BYTES) < 0) {
         Py_DECREF(m);

@@ -13,19 +13,19 @@ Data path (one thread, one loop):
            Coalesced per receive batch: of a QP's plain SACKs (every 2nd packet) only
            the last of a batch is sent, since it says all the others did; a SACK that
            answers a duplicate, an ACK request or a message's last packet goes at once.
-
-Two implementations of send and recv, the same bytes on the wire (MRC_TWIN_DATAPATH):
-    compiled  twin.mrc._fastpath, built by `pip install` from _fastpath.c: a window's
-              packets framed in C and sent with one sendmmsg straight from the source
-              buffer; recvmmsg of up to RX_SLOTS datagrams into a ring, ICRC checked
-              and headers parsed in C, payloads placed from the ring. The default where
-              it is built (MRC_TWIN_DATAPATH=auto).
-    python    the standard library only: one sendto / recvmsg per packet, wire's
-              encoder and decoder. Where the module is missing (a container whose
-              Python cannot load it), or asked for with MRC_TWIN_DATAPATH=python.
     ports  the host's NIC port state comes from netlink link events (RTNLGRP_LINK):
            a port that goes down stops its plane locally and, through the port-state
            bitmap in every SACK, at the peers
+
+Two implementations of send and recv, the same bytes on the wire (MRC_TWIN_DATAPATH):
+    compiled  twin.mrc._fastpath, built by `pip install` from _fastpath.c: a window's
+              packets built in C from the transport's TxPackets and sent with one
+              sendmmsg straight from the source buffer; recvmmsg of up to RX_SLOTS
+              datagrams into a ring, ICRC checked and headers parsed in C, payloads
+              placed from the ring. The default where it is built (auto).
+    python    the standard library only: one sendto / recvmsg per packet, wire's
+              encoder and decoder. Where the module is missing (a container whose
+              Python cannot load it), or asked for with MRC_TWIN_DATAPATH=python.
 
 Idle, the loop blocks in its selector (UDP, control, netlink sockets) with no
 timeout; the 1 ms transport timer and the probe timer run only while a QP has
@@ -269,7 +269,7 @@ class Endpoint:
         fast, self.datapath = load_datapath()
         self.tx_batch = self.rx_ring = None
         if fast is not None:
-            self.tx_batch = fast.TxQueue(self.raw.fileno(), SEND_BUDGET)
+            self.tx_batch = fast.TxBatch(self.raw.fileno(), SEND_BUDGET)
             self.rx_ring = fast.RxRing(self.udp.fileno(), self.nic_packed, RX_SLOTS, RECV_BUF)
         Path(control).parent.mkdir(parents=True, exist_ok=True)
         if os.path.exists(control):
@@ -374,6 +374,15 @@ class Endpoint:
                 (self._send_python if self.tx_batch is None else self._send_batch)(qp, txs)
         return busy
 
+    def _batching(self) -> dict:
+        """The compiled data path's counters: packets per sendmmsg and per recvmmsg."""
+        if self.tx_batch is None:
+            return {}
+        sent, refused, batches = self.tx_batch.counters
+        datagrams, reads = self.rx_ring.counters
+        return {"tx": {"packets": sent, "refused": refused, "batches": batches},
+                "rx": {"datagrams": datagrams, "batches": reads}}
+
     def _send_python(self, qp: SendQp, txs: list) -> None:
         for tx in txs:
             tpl = qp.templates.get(tx.ev) or self._template(qp, tx.ev)
@@ -385,25 +394,23 @@ class Endpoint:
                 qp.send_errors += 1  # no route (our port is down): lost, recovered
 
     def _send_batch(self, qp: SendQp, txs: list) -> None:
-        """The window's packets framed in C (the same bytes as build) and posted to the
-        send queue, whose engine thread sends them with one sendmmsg while we go on."""
-        templates, planes, data = qp.templates, self.tx_plane_bytes, self.tx_batch.data
-        for tx in txs:
-            tpl = templates.get(tx.ev) or self._template(qp, tx.ev)
-            n = len(tx.payload)
-            head, seed = tpl.head(n, tx.imm is not None)
-            data(head, seed, (wire.ACK_REQ if tx.ack_req else 0)
-                 | (tx.tries & wire.TRY_MASK) << 24 | tx.psn & wire.PSN_MASK,
-                 tx.va, tpl.rkey, tx.payload, tx.imm, (qp, tx))
-            planes[tx.ev & _PLANE_MASK] += n
-        self._refused(self.tx_batch.flush())
+        """The window's packets built in C from their templates (the same bytes as
+        build) and sent with one sendmmsg, straight from the source buffer."""
+        self._refused(self.tx_batch.post(txs, qp.templates,
+                                         lambda ev: self._template(qp, ev), qp))
 
-    def _refused(self, tags: list) -> None:
-        """Packets the kernel refused (no route: our port is down), reported by the
-        send queue after the fact: lost, and recovered by the transport."""
-        for qp, tx in tags:
+    def _refused(self, qps: list) -> None:
+        """Packets the kernel refused (no route: our port is down): lost, and
+        recovered by the transport."""
+        for qp in qps:
             qp.send_errors += 1
-            self.tx_plane_bytes[tx.ev & _PLANE_MASK] -= len(tx.payload)
+
+    def tx_bytes_per_plane(self) -> dict[int, int]:
+        """Payload the kernel took, per plane, over the endpoint's life."""
+        if self.tx_batch is None:
+            return dict(self.tx_plane_bytes)
+        sent = self.tx_batch.plane_bytes
+        return {p: sent.get(p, 0) for p in self.tx_plane_bytes}
 
     def _path(self, qp: SendQp, ev: int) -> str:
         """The uSID program an EV of this QP travels (computed once per EV)."""
@@ -418,8 +425,9 @@ class Endpoint:
     def _template(self, qp: SendQp, ev: int) -> wire.DataTemplate:
         if len(qp.templates) >= qp.cache_max:  # bounded: keep the EVs still in slots
             live = {e.value for e in qp.sender.evs.active}
-            qp.templates = {k: v for k, v in qp.templates.items() if k in live}
-            qp.paths = {k: v for k, v in qp.paths.items() if k in live}
+            for cache in (qp.templates, qp.paths):  # in place: the send queue holds them
+                for k in [k for k in cache if k not in live]:
+                    del cache[k]
         tpl = qp.templates[ev] = wire.DataTemplate(self.nic, self._path(qp, ev), self.nic,
                                                    qp.peer_nic, ev, qp.peer_qpn, qp.rkey)
         return tpl
@@ -796,7 +804,8 @@ class Endpoint:
         op = req.get("op")
         if op == "hello":
             return {"host": self.host, "nic": self.nic, "planes": sorted(self.ports),
-                    "ports": self.port_bitmap, "pid": os.getpid(), "datapath": self.datapath}
+                    "ports": self.port_bitmap, "pid": os.getpid(), "datapath": self.datapath,
+                    **self._batching()}
         if op == "recv_qp":
             size = _int_arg(req, "size", 1, _buffer_limit())
             seed = _seed_arg(req)
@@ -863,8 +872,6 @@ class Endpoint:
         if op == "close":
             qpn = _int_arg(req, "qpn", 0, 1 << 62)
             sq, rq = self.send_qps.pop(qpn, None), self.recv_qps.pop(qpn, None)
-            if sq is not None and self.tx_batch is not None:  # its buffer leaves the queue
-                self._refused(self.tx_batch.drain())
             if sq is not None:  # closed QPs still count in the endpoint's totals
                 self.totals["bytes_sent"] += sq.sender.stats.bytes
                 self.totals["retransmits"] += sq.sender.stats.retransmits
@@ -999,7 +1006,7 @@ class Endpoint:
             + sum(q.sender.stats.retransmits for q in sq),
             ev_retirements=self.totals["ev_retirements"]
             + sum(q.sender.evs.retirements for q in sq),
-            tx_bytes_per_plane=dict(self.tx_plane_bytes),
+            tx_bytes_per_plane=self.tx_bytes_per_plane(),
             rx_bytes_per_plane=dict(self.rx_plane_bytes))
         drops = self.drop_counts()
         bad = drops.truncated + drops.malformed + drops.bad_icrc

@@ -460,7 +460,7 @@ class DataTemplate(Framer):
     bytes (opcode .. DestQP) are fixed, so the ICRC state after them is cached too, and a
     packet costs one 20-byte pack, two crc32 calls and one join."""
 
-    __slots__ = ("dest_qp", "rkey", "_bth8", "_data")
+    __slots__ = ("dest_qp", "rkey", "_bth8", "_data", "common")
 
     def __init__(self, outer_src: Addr, path: Addr, inner_src: Addr, inner_dst: Addr, ev: int,
                  dest_qp: int, rkey: int):
@@ -473,6 +473,7 @@ class DataTemplate(Framer):
         self._bth8 = {op: BTH.pack(op, 0, PKEY, dest_qp, 0)[:8]
                       for op in (RDMA_WRITE_ONLY, RDMA_WRITE_ONLY_WITH_IMMEDIATE)}
         self._data: dict[tuple[int, int], tuple[bytes, int]] = {}
+        self.common: tuple[int, bytes, int] | None = None  # the last (n, head, seed), no ImmDt
 
     def _for(self, opcode: int, udp_payload_len: int) -> tuple[bytes, int]:
         head, seed = self._headers(udp_payload_len)
@@ -487,8 +488,13 @@ class DataTemplate(Framer):
         """The 96 fixed bytes (IPv6/IPv6/UDP and BTH 0..7) of a packet with an n-byte
         payload, with an ImmDt or not, and the ICRC state after them: what the compiled
         data path (twin.mrc._fastpath) builds a packet from."""
-        key = (RDMA_WRITE_ONLY_WITH_IMMEDIATE, n + 36) if imm else (RDMA_WRITE_ONLY, n + 32)
-        return self._data.get(key) or self._for(*key)
+        if imm:
+            key = (RDMA_WRITE_ONLY_WITH_IMMEDIATE, n + 36)
+            return self._data.get(key) or self._for(*key)
+        key = (RDMA_WRITE_ONLY, n + 32)
+        head, seed = self._data.get(key) or self._for(*key)
+        self.common = (n, head, seed)  # what the compiled path reads first
+        return head, seed
 
     def build(self, psn: int, va: int, payload: bytes | memoryview, tries: int = 0,
               ack_req: bool = False, imm: int | None = None) -> bytes:
