@@ -140,3 +140,63 @@ def test_attach_errors_name_what_is_missing(deployed, fake_kubectl):
     labs = [s["lab"] for s in L.status()]
     assert not {lab_name(f"err{i}") for i in (1, 2, 3)} & set(labs)  # forgotten again
     assert len(containers_of(deployed.lab)) == 20
+
+
+@pytest.mark.docker
+def test_drill_runs_on_an_attached_lab_on_the_nodes_clock(deployed, tmp_path):
+    """t0-t1-link-down over docker -H: faults stamped in the nodes, the prober as agents
+    in the hosts, figures on the nodes' clock (which is this machine's here: the offset
+    measured must be 0 within its bound), localized to the link, rolled back."""
+    from twin.chaos import drill as D
+    from twin.chaos import report, runner
+
+    remote = attached(deployed, DockerHost(SOCKET), "drill")
+    try:
+        run = runner.run(remote, D.load_drill(D.find("t0-t1-link-down")), seed=1)
+        data = run.data
+        clock = data["clock"]
+        assert clock["kind"] == "nodes" and clock["machine"] == SOCKET
+        assert clock["stamped_changes"] >= 2 and clock["unstamped_changes"] == 0
+        assert abs(clock["offset"]["offset_us"]) <= clock["offset"]["error_us"] + 1000
+        [fault] = data["faults"]
+        link = remote.fabric.link_at(F.parse_endpoint(remote, fault["target"])).id
+        assert fault["localized"] and fault["localized_as"] in (link, fault["target"])
+        assert fault["detection_us"] is not None and fault["repair_us"] is not None
+        assert 0 <= fault["at_uncertainty_us"] < 50_000  # one ioctl in the node, not an exec
+        got = {e["what"]: e for e in data["expectations"]}
+        for what in ("steady state: verify", "exact", "localized", "rollback: verify"):
+            assert got[what]["ok"], got[what]
+        assert F.active(remote) == [] and remote.runtime.stream("r0h0") is None
+        html = report.write({"drills": [data]}, tmp_path)["html"].read_text()
+        assert "the nodes&#x27; CLOCK_MONOTONIC" in html and "± (µs)" in html
+    finally:
+        L.down(remote.lab)
+    assert run_verify(deployed.runtime, deployed.plan).ok
+
+
+@pytest.mark.docker
+def test_kubectl_drill_clock_streams_and_its_one_machine(deployed, fake_kubectl, monkeypatch):
+    from twin.chaos import drill as D
+    from twin.chaos import runner
+    from twin.chaos.clock import NodesClock
+    from twin.errors import UsageError
+
+    remote = attached(deployed, Kubectl("c9s-test"), "k8sclock")
+    try:
+        clock = NodesClock(remote.runtime, remote.lab)
+        assert clock.machine == "fake-worker-0"
+        assert clock.open(["r0h0", "t0-p0-r0"]) == []  # kubectl exec -i -- docker exec -i
+        try:
+            _, began, done, width = clock.change(
+                lambda: remote.runtime.exec("t0-p0-r0", ["true"]))
+            assert clock.stamped == 1 and began <= done and width == done - began
+        finally:
+            clock.close()
+        assert remote.runtime.stream("r0h0") is None and clock.after is not None
+        monkeypatch.setenv("FAKE_KUBECTL_MACHINES", "kind-worker,kind-worker2")
+        with pytest.raises(UsageError, match=r"^twin drill run: lab \S+ runs on 2 machines "
+                           r"\(kind-worker \("):
+            runner.run(remote, D.load_drill(D.find("t0-t1-link-down")))
+        assert F.active(remote) == []  # refused before anything was applied
+    finally:
+        L.down(remote.lab)

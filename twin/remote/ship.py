@@ -19,6 +19,7 @@ python3-yaml) is taken from the node's image.
 from __future__ import annotations
 
 import io
+import threading
 import zipfile
 from functools import lru_cache
 from pathlib import Path
@@ -45,9 +46,20 @@ sys.exit(code)
 """
 
 
-@lru_cache(maxsize=8)
+# One thread builds a bundle at a time: agents start from a thread pool, and CPython
+# 3.11's ast.parse run in several threads at once fails ("AST constructor recursion
+# depth mismatch", CPython gh-106905).
+_BUILDING = threading.Lock()
+
+
 def bundle(module: str) -> bytes:
     """The zip of `module`'s closure."""
+    with _BUILDING:
+        return _bundle(module)
+
+
+@lru_cache(maxsize=8)
+def _bundle(module: str) -> bytes:
     files = code_closure(read_code(PACKAGE_DIR), (module,))
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as z:
