@@ -24,6 +24,10 @@ round after round, from a thread of the caller's process; the localizer
                machine may see a probe late, never count as lost one the kernel
                delivered in time.
 
+The rounds are `LoopRounds`, which hands each judged round to `round_judged`: the
+ContinuousProber below localizes it; on an attached fabric an agent in each host runs
+the same rounds for its own paths and reports them (twin.remote.loop_agent).
+
 The sockets and packets are one-shot verify's (twin.verify.prober.HostSockets):
 a raw and a UDP socket in every host's namespace, opened when the prober
 starts (in the caller's thread, so a lab that is not there fails there).
