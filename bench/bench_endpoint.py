@@ -86,58 +86,18 @@ def _drain(sock: socket.socket, conn) -> None:
     conn.send((n, first, last, cpu_s([os.getpid()]) - c0))
 
 
-def blast(att, count: int, limit_s: float) -> dict:
-    fab, rt, src, dst = att.fabric, att.runtime, att.fabric.node(SRC), att.fabric.node(DST)
-    s_nic, d_nic, path = str(nic_address(fab, src)), str(nic_address(fab, dst)), P.route(
-        fab, src, dst, 0, 0)
-    pkt = bytearray(wire.frame(s_nic, path.address, path.ev, s_nic, d_nic, wire.encode_data(
-        1, 0, 0, 0, bytes(wire.MTU))))
-    pkt[2 * wire.IP6.size + 2:2 * wire.IP6.size + 4] = BLAST_PORT.to_bytes(2, "big")
-    with nsenter.inside(rt.netns_path(DST)):
-        rx = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
-        wire.allow_zero_udp_checksum(rx)
-        rx.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, 32 << 20)
-        rx.bind((d_nic, BLAST_PORT))
-    with nsenter.inside(rt.netns_path(SRC)):
-        tx = socket.socket(socket.AF_INET6, socket.SOCK_RAW, socket.IPPROTO_RAW)
-    parent, child = multiprocessing.Pipe()
-    proc = multiprocessing.get_context("fork").Process(target=_drain, args=(rx, child))
-    send, pkt, addr, me, sent = tx.sendto, bytes(pkt), (path.address, 0), [os.getpid()], 0
-    try:
-        proc.start()
-        parent.recv()
-        c0, t0 = cpu_s(me), time.perf_counter()
-        while sent < count and time.perf_counter() < t0 + limit_s:
-            for _ in range(n := min(256, count - sent)):
-                send(pkt, addr)
-            sent += n
-        send_s, tx_cpu = time.perf_counter() - t0, cpu_s(me) - c0
-        parent.send("stop")
-        got, first, last, rx_cpu = parent.recv()
-    finally:
-        proc.join(5)
-        tx.close()
-        rx.close()
-    recv_s, gb = max(last - first, 1e-9), wire.MTU / 1e9
-    return {"sent": sent, "received": got, "send_s": send_s, "sent_pps": sent / send_s,
-            "received_pps": got / recv_s, "loss": 1 - got / sent,
-            "gbps": got * wire.MTU * 8 / recv_s / 1e9, "tx_cpu_s_per_gb": tx_cpu / (sent * gb),
-            "rx_cpu_s_per_gb": rx_cpu / max(got * gb, 1e-9)}
-
-
-def blast_compiled(att, count: int, limit_s: float) -> dict:
-    """The blaster's packets through the compiled send path (one sendmmsg per 64)."""
-    fast, why = load_datapath("auto")
-    if fast is None:
-        return {"unavailable": why}
+def _blast(att, count: int, limit_s: float, sender) -> dict:
+    """Send `count` 4 KiB-payload packets SRC -> DST on plane 0 / T1 0 (UDP port patched
+    to a counting socket's in DST, drained by a forked process) for at most limit_s.
+    `sender(tx, head, seed, frame, path)` returns send(n) -> packets the kernel took."""
     fab, rt, src, dst = att.fabric, att.runtime, att.fabric.node(SRC), att.fabric.node(DST)
     s_nic, d_nic, path = str(nic_address(fab, src)), str(nic_address(fab, dst)), P.route(
         fab, src, dst, 0, 0)
     tpl = wire.DataTemplate(s_nic, path.address, s_nic, d_nic, path.ev, 1, 0)
     head, seed = tpl.head(wire.MTU, False)
-    head = head[:2 * wire.IP6.size + 2] + BLAST_PORT.to_bytes(2, "big") + \
-        head[2 * wire.IP6.size + 4:]  # dport, which the ICRC does not mask: the drain's own
-    payload = bytes(wire.MTU)
+    dport = 2 * wire.IP6.size + 2  # the ICRC does not mask it: the drain's own port
+    head = head[:dport] + BLAST_PORT.to_bytes(2, "big") + head[dport + 2:]
+    frame = head + tpl.build(0, 0, bytes(wire.MTU))[len(head):]
     with nsenter.inside(rt.netns_path(DST)):
         rx = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
         wire.allow_zero_udp_checksum(rx)
@@ -145,7 +105,7 @@ def blast_compiled(att, count: int, limit_s: float) -> dict:
         rx.bind((d_nic, BLAST_PORT))
     with nsenter.inside(rt.netns_path(SRC)):
         tx = socket.socket(socket.AF_INET6, socket.SOCK_RAW, socket.IPPROTO_RAW)
-    q = fast.TxBatch(tx.fileno(), 64)
+    send = sender(tx, head, seed, frame, path.address)
     parent, child = multiprocessing.Pipe()
     proc = multiprocessing.get_context("fork").Process(target=_drain, args=(rx, child))
     me, sent = [os.getpid()], 0
@@ -154,11 +114,7 @@ def blast_compiled(att, count: int, limit_s: float) -> dict:
         parent.recv()
         c0, t0 = cpu_s(me), time.perf_counter()
         while sent < count and time.perf_counter() < t0 + limit_s:
-            n = min(64, count - sent)
-            for i in range(n):
-                q.data(head, seed, i, 0, 0, payload, None, None)
-            refused = q.flush()
-            sent += n - len(refused)
+            sent += send(min(64, count - sent))
         send_s, tx_cpu = time.perf_counter() - t0, cpu_s(me) - c0
         parent.send("stop")
         got, first, last, rx_cpu = parent.recv()
@@ -171,6 +127,35 @@ def blast_compiled(att, count: int, limit_s: float) -> dict:
             "received_pps": got / recv_s, "loss": 1 - got / max(sent, 1),
             "gbps": got * wire.MTU * 8 / recv_s / 1e9, "tx_cpu_s_per_gb": tx_cpu / (sent * gb),
             "rx_cpu_s_per_gb": rx_cpu / max(got * gb, 1e-9)}
+
+
+def blast(att, count: int, limit_s: float) -> dict:
+    """The prebuilt frame, one sendto each, from Python."""
+    def sender(tx, _head, _seed, frame, path):
+        def send(n: int) -> int:
+            for _ in range(n):
+                tx.sendto(frame, (path, 0))
+            return n
+        return send
+    return _blast(att, count, limit_s, sender)
+
+
+def blast_compiled(att, count: int, limit_s: float) -> dict:
+    """The same packets through the compiled send path: built in C, one sendmmsg per 64."""
+    fast, why = load_datapath("auto")
+    if fast is None:
+        return {"unavailable": why}
+    payload = bytes(wire.MTU)
+
+    def sender(tx, head, seed, _frame, _path):
+        batch = fast.TxBatch(tx.fileno(), 64)
+
+        def send(n: int) -> int:
+            for i in range(n):
+                batch.data(head, seed, i, 0, 0, payload, None, None)
+            return n - len(batch.flush())
+        return send
+    return _blast(att, count, limit_s, sender)
 
 
 def _tcp_server(ns: str, addr: str, conn) -> None:
