@@ -99,7 +99,8 @@ def test_nodes_that_configure_themselves_at_boot_verify_as_twins_own(docker4, se
     """docker-boot: the rendered topology's MRC_TWIN_BOOT=1 reaches the containers and
     twin programs nothing (images/mrc-twin-boot does, from /etc/mrc-twin): the fabric
     verifies as the twin-programmed one does, route for route, and carries traffic from
-    the endpoints the hosts started themselves; a rebooted switch and host come back."""
+    the endpoints the hosts started themselves; a link brought back after a fault, and a
+    rebooted switch and host, come back."""
     name = lab_name("boot4-")
     spec = own_spec(session_dirs, name, "mrc-4p")
     up = L.up(spec, "docker-boot")
@@ -115,6 +116,9 @@ def test_nodes_that_configure_themselves_at_boot_verify_as_twins_own(docker4, se
         run = T.run(att.runtime, "bulk", T.flows_for("bulk", [], 8 << 20, "r0h0", "r1h1"),
                     "mrc", timeout_s=60)
         assert run.ok, run.to_dict()
+        F.link_down(att, "t0-p0-r0:eth3")  # set down, its addresses and routes go with it
+        F.link_up(att, "t0-p0-r0:eth3")
+        assert run_verify(att.runtime, att.plan).ok
         L.restart(att, "t1-p1-0")
         L.restart(att, "r1h1")
         assert run_verify(att.runtime, att.plan).ok

@@ -51,16 +51,20 @@ def _all_up(rt, node: NodePlan) -> bool:
 
 
 class BootKernel:
-    """Nodes program themselves: wait for them. A node that did not reboot but got new
-    link ends (the peer of a node `twin restart` rebooted) is programmed from the host,
-    as the docker runtime does: its boot is long over, and nothing else would."""
+    """Nodes program themselves: wait for them. A booted node whose state is not its
+    plan is programmed from the host, as the docker runtime does: its boot is long over,
+    and nothing else would. That is a node that got new link ends (the peer of a node
+    `twin restart` rebooted), or a link brought back up after a fault (an interface set
+    down loses its addresses and the routes through it)."""
 
     def configure(self, rt, node: NodePlan) -> None:
+        from twin.readback import read_node
+
         done, failed = _booted(rt, node.name)
         deadline = time.monotonic() + BOOT_WAIT_S
         while time.monotonic() < deadline:
             if os.path.exists(done):
-                if not _all_up(rt, node):
+                if not _all_up(rt, node) or not read_node(rt, node).ok:
                     from twin.lab.kernel import LINUX
 
                     LINUX.configure(rt, node)  # idempotent: on top of what it booted with
