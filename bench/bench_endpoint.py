@@ -355,7 +355,6 @@ def kind(outcome: str) -> str:
 
 
 RECOVERY_MODES = ("mrc", "single-path")
-IDLE_BYTES = 64 * 1024  # one flight of 16 packets: nothing queues, its srtt is the idle fabric's
 
 
 def report(res: dict) -> tuple[str, dict]:
@@ -408,8 +407,6 @@ def report(res: dict) -> tuple[str, dict]:
         "mrc_goodput_vs_compiled_blaster": ratio(med["mrc"], gbps["compiled"]),
         "mrc_compiled_vs_python_datapath": ratio(med["mrc"], med["mrc/python"]),
         "single_vs_mrc_goodput": ratio(med["single-path"], med["mrc"]),
-        "mrc_srtt_under_load_vs_idle": ratio(stats(bulk["mrc"], "srtt_us").get("median"),
-                                             stats(res["idle"], "srtt_us").get("median")),
         "cpu_per_gb_mrc_vs_python_blaster (sender/receiver)": [
             ratio(x, y) for x, y in zip(cpu["mrc"], cpu["blaster"], strict=True)]}
     return f"{t1}\n\n{t2}", ratios
@@ -428,7 +425,7 @@ def main(argv: list[str] | None = None) -> int:
     repeat = 1 if args.quick else max(1, args.repeat)
     size, count, limit_s = (64 * MiB, 20_000, 2.0) if args.quick else (256 * MiB, 100_000, 5.0)
     tcp_size = 4 * size
-    res: dict = {"blast": [], "compiled": [], "tcp": [], "idle": [],
+    res: dict = {"blast": [], "compiled": [], "tcp": [],
                  "bulk": {m: [] for m in MODES}, "recovery": {m: [] for m in RECOVERY_MODES}}
     if any(n.startswith(f"twin-{NAME}-") for n in list_netns()):
         sys.exit(f"namespaces of lab {NAME} exist: another bench run is using it")
@@ -455,8 +452,6 @@ def main(argv: list[str] | None = None) -> int:
                     want = m.split("/")[1] if "/" in m else "auto"
                     if want != datapath:
                         pids, datapath = restart_endpoints(att, want), want
-                    if not fault and m == "mrc" and len(res["idle"]) <= rep:
-                        res["idle"].append(transfer(att, pids, m, IDLE_BYTES))
                     x = transfer(att, pids, m, RECOVERY_BYTES if fault else size, fault)
                     res["recovery" if fault else "bulk"][m].append(x)
                     print(f"{tag} {m}{' + link-down' if fault else ''}: "

@@ -126,6 +126,7 @@ PROBE_NS = 10_000_000  # background EV probes of retired EVs, per QP
 PROBE_TIMEOUT_NS = 50_000_000
 PROBES_PER_ROUND = 8
 PEERS_CACHED = 1024
+ROUTES_CACHED = 1 << 16  # (host, plane, T1): every path of a 64-host, 8x16 fabric fits
 SO_RCVBUFFORCE, SO_SNDBUFFORCE = 33, 32
 SIOCGIFFLAGS, IFF_UP, IFF_RUNNING = 0x8913, 0x1, 0x40
 RTMGRP_LINK = 1
@@ -229,6 +230,7 @@ class Endpoint:
         self.me = self.fabric.node(self.host)
         self._hosts_by_nic = {str(nic_address(self.fabric, h)): h for h in self.fabric.hosts}
         self._peers: dict[str, bytes] = {}  # peer address text -> packed
+        self._routes: dict[tuple[str, int, int], str] = {}  # (host, plane, T1) -> uSIDs
         # The paths (plane | t1 << 4) of this fabric. An EV from the wire may name any
         # (its plane and T1 are flow-label bits anyone can set): replies use these only.
         self._path_keys = sorted(p | t << 4 for p in self.fabric.nic_planes
@@ -413,14 +415,32 @@ class Endpoint:
         return {p: sent.get(p, 0) for p in self.tx_plane_bytes}
 
     def _path(self, qp: SendQp, ev: int) -> str:
-        """The uSID program an EV of this QP travels (computed once per EV)."""
+        """The uSID program an EV of this QP travels."""
         path = qp.paths.get(ev)
         if path is None:
             plane, t1, _ = ev_fields(ev)
-            peer = self.fabric.node(qp.peer)
-            path = qp.paths[ev] = route(self.fabric, self.me, peer, plane,
-                                        None if peer.rack == self.me.rack else t1).address
+            path = qp.paths[ev] = self._route(self.fabric.node(qp.peer), plane, t1)
         return path
+
+    def _route(self, peer, plane: int, t1: int) -> str:
+        """The uSID program to a host on a plane and T1: computed once per endpoint
+        (route() costs ~130 µs, and a new EV, a replacement in a failover included,
+        would otherwise pay it in the datapath), only the paths there are."""
+        same_rack = peer.rack == self.me.rack
+        key = (peer.name, plane, 0 if same_rack else t1)
+        path = self._routes.get(key)
+        if path is None:
+            if len(self._routes) >= ROUTES_CACHED:
+                self._routes.clear()
+            path = self._routes[key] = route(self.fabric, self.me, peer, plane,
+                                             None if same_rack else t1).address
+        return path
+
+    def _warm_routes(self, peer) -> None:
+        """Every path to `peer`, before its QP's first packet (on the control path)."""
+        for plane in self.fabric.nic_planes:
+            for t1 in range(self.fabric.spec.t1_per_plane):
+                self._route(peer, plane, t1)
 
     def _template(self, qp: SendQp, ev: int) -> wire.DataTemplate:
         if len(qp.templates) >= qp.cache_max:  # bounded: keep the EVs still in slots
@@ -683,9 +703,7 @@ class Endpoint:
 
     def _reverse_path(self, qp: RecvQp, ev: int) -> str:
         plane, t1, _ = ev_fields(ev)
-        sender_host = self._host_of(qp.peer_nic)
-        return route(self.fabric, self.me, sender_host, plane,
-                     None if sender_host.rack == self.me.rack else t1).address
+        return self._route(self._host_of(qp.peer_nic), plane, t1)
 
     def _on_netlink(self) -> None:
         """A link changed somewhere in our namespace: drain the events, read our ports."""
@@ -822,8 +840,10 @@ class Endpoint:
         if op == "connect":  # tell a receiving QP which QP at which peer sends to it
             qp = self._recv_qp_of(req)
             peer_qpn = _int_arg(req, "peer_qpn", 0, wire.PSN_MASK)
-            qp.peer_nic = str(nic_address(self.fabric, self._host_arg(req, "peer")))
+            peer = self._host_arg(req, "peer")
+            qp.peer_nic = str(nic_address(self.fabric, peer))
             qp.peer_qpn = peer_qpn
+            self._warm_routes(peer)
             return {"qpn": qp.qpn}
         if op == "write":
             qp = self._send_qp_of(req)
@@ -945,6 +965,7 @@ class Endpoint:
         qp = SendQp(qpn, peer.name, str(nic_address(self.fabric, peer)), peer_qpn, rkey, mem,
                     mem.view, sender, mode, started_ns=t)
         self.send_qps[qpn] = qp
+        self._warm_routes(peer)
         return {"qpn": qpn, "planes": planes}
 
     # -- reporting ------------------------------------------------------------------
