@@ -75,15 +75,7 @@ class _Agent:
         return " | ".join(tail) if tail else f"it exited {self.proc.poll()}"
 
     def end(self) -> None:
-        try:
-            self.proc.stdin.close()
-        except OSError:
-            pass
-        try:
-            self.proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        transport.end(self.proc)
 
 
 def jobs(paths: list[Path], reverse: dict[int, Path]) -> dict[str, dict[str, dict]]:

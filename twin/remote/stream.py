@@ -172,12 +172,4 @@ class NodeStream:
         return [self.sample() for _ in range(n)]
 
     def close(self) -> None:
-        try:
-            self.proc.stdin.close()
-        except OSError:
-            pass
-        try:
-            self.proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait()
+        transport.end(self.proc)

@@ -293,3 +293,17 @@ def popen(transport: Transport, ref: NodeRef, argv: list[str], **kw) -> subproce
         return subprocess.Popen(transport.argv(ref, argv, stdin=True), **kw)
     except FileNotFoundError:
         raise RuntimeMissing(f"{transport.where()}: {transport.missing()}") from None
+
+
+def end(proc: subprocess.Popen, timeout: float = 5) -> None:
+    """End a command whose stdin we hold: close it (the command's cue to finish), wait,
+    and kill it if it does not."""
+    try:
+        proc.stdin.close()
+    except OSError:
+        pass
+    try:
+        proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
