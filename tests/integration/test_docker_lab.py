@@ -81,6 +81,20 @@ def test_code_and_config_are_bind_mounted(docker4):
 
 
 @pytest.mark.docker
+def test_a_host_container_runs_the_compiled_data_path_built_here(docker4):
+    """The bind-mounted code includes the module pip built with this machine's gcc; the
+    image's own python3 loads it (the same CPython minor version)."""
+    from twin import endpoints
+    from twin.mrc.endpoint import load_datapath
+
+    if load_datapath("auto")[0] is None:
+        pytest.skip("the compiled data path is not built on this machine")
+    with endpoints.client(docker4.runtime, "r0h0") as c:
+        hello = c.call("hello")
+    assert hello["datapath"] == "compiled", hello
+
+
+@pytest.mark.docker
 def test_netns_and_docker_verify_identically(docker4, session_dirs):
     docker_outcome = outcome(run_verify(docker4.runtime, docker4.plan))
     spec = session_dirs / "twin4.yml"

@@ -35,7 +35,9 @@ images carry no code. The code travels as ConfigMaps too:
   the daemon twin/endpoints.py starts, so it gets that module and every twin module the
   module imports, anywhere in its source. The imports are found by reading the import
   statements (`code_closure`): about 17 files and 200 KB today. A switch runs no twin code.
-  It gets only twin/__init__.py, so that its bind still has a source.
+  It gets only twin/__init__.py, so that its bind still has a source. The endpoint's
+  compiled data path (twin/mrc/_fastpath, a build of this machine's) is not sent: the
+  hosts run the pure-Python one, and their endpoint log says so.
 - The files are packed into as few ConfigMaps as fit the API server's limit of 1 MiB of
   keys and values per ConfigMap (`CONFIGMAP_LIMIT`). One ConfigMap is named <lab>-code.
   When the files are split, the ConfigMaps are <lab>-code-0, <lab>-code-1, ...
