@@ -11,6 +11,10 @@ On a netns lab shaped like mrc-4p (named bench-ep), cross-rack r0h0 -> r1h0, pla
   tcp       kernel TCP, a plain socket pair (4 MiB sendall, 1 MiB recv_into), over temporary
             `seg6 encap.red` routes on the same uSID paths both ways (removed afterwards);
             GSO/GRO carry 64 KiB per skb through the routers. tcpi_rtt sampled under load.
+  udp-gso   the same routes, a UDP socket sending 15 RoCE-sized (4128-byte) segments per
+            sendmsg with UDP_SEGMENT: one 64 KiB skb through the routers per 15 packets.
+            Not MRC's wire (one EV for 15 packets, a UDP checksum); it measures what a
+            data path carrying several packets per skb would leave.
   goodput   twin.traffic bulk through the endpoint daemons: mrc and single-path on the
             compiled data path, and mrc on the pure-Python one (MRC_TWIN_DATAPATH=python,
             the two endpoints restarted for it). srtt is the sender's, at the end: under load.
@@ -59,6 +63,7 @@ RESULTS = Path(__file__).resolve().parent / "results" / "endpoint.json"
 NAME, SHAPE, SRC, DST = "bench-ep", (4, 2, 2, 2), "r0h0", "r1h0"
 MODES = ("mrc", "single-path", "mrc/python")  # transport / data path (compiled unless named)
 TCP_PORT, TCP_CHUNK, TCP_INFO_RTT = 5201, 4 * (1 << 20), 68  # tcp_info.tcpi_rtt offset (µs)
+GSO_PORT, GSO_SEGMENTS, UDP_SEGMENT = 4793, 15, 103  # 15 x 4128 B: one 64 KiB skb
 MiB, TICK, SO_RCVBUFFORCE, BLAST_PORT = 1 << 20, os.sysconf("SC_CLK_TCK"), 33, 4792  # not 4791
 FAULT_AT, STALL_S, SETTLE_S, RECOVERY_BYTES = 0.4, 15.0, 1.0, 256 * MiB
 
@@ -208,9 +213,50 @@ def _encap_routes(att) -> list[tuple[str, list[str]]]:
     return out
 
 
-def tcp(att, size: int) -> dict:
-    """Kernel TCP SRC -> DST over temporary seg6 encap routes, removed afterwards."""
+def _gso_server(ns: str, addr: str, conn) -> None:
+    """Child: count UDP payload bytes on DST until 1 s passes without one."""
+    with nsenter.inside(ns):
+        s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+    s.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, 64 << 20)
+    s.bind((addr, GSO_PORT))
+    s.settimeout(1.0)
+    conn.send("ready")
+    c0, buf, n, first, last = cpu_s([os.getpid()]), bytearray(1 << 16), 0, 0.0, 0.0
+    try:
+        while True:
+            n += s.recv_into(buf)
+            last = time.perf_counter()
+            first = first or last
+    except TimeoutError:
+        pass
+    s.close()
+    conn.send((n, first, last, cpu_s([os.getpid()]) - c0))
+
+
+def _gso_client(ns: str, src: str, dst: str, size: int, conn) -> None:
+    """Child: send `size` bytes as UDP GSO super-packets of GSO_SEGMENTS RoCE-sized
+    segments: one skb through the routers for every GSO_SEGMENTS packets."""
+    with nsenter.inside(ns):
+        c = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+    c.bind((src, 0))
+    seg = wire.MTU + wire.DATA_OVERHEAD  # a RoCE WRITE's UDP payload
+    data, sent, c0 = bytes(seg * GSO_SEGMENTS), 0, cpu_s([os.getpid()])
+    cmsg = [(socket.IPPROTO_UDP, UDP_SEGMENT, seg.to_bytes(2, sys.byteorder))]
+    while sent < size:
+        try:
+            sent += c.sendmsg([data], cmsg, 0, (dst, GSO_PORT))
+        except OSError:  # ENOBUFS under a full queue: what UDP does, counted as loss
+            time.sleep(0.0001)
+    c.close()
+    conn.send((sent, cpu_s([os.getpid()]) - c0, []))
+
+
+def kernel_pair(att, size: int, kind: str) -> dict:
+    """Kernel TCP, or UDP GSO, SRC -> DST over temporary seg6 encap routes on the same
+    uSID paths, removed afterwards."""
     rt, fab = att.runtime, att.fabric
+    server_fn, client_fn = {"tcp": (_tcp_server, _tcp_client),
+                            "udp-gso": (_gso_server, _gso_client)}[kind]
     routes, added = _encap_routes(att), []
     try:
         for host, route in routes:
@@ -222,19 +268,19 @@ def tcp(att, size: int) -> dict:
         ctx = multiprocessing.get_context("fork")
         sp, sc = multiprocessing.Pipe()
         cp, cc = multiprocessing.Pipe()
-        server = ctx.Process(target=_tcp_server, args=(
+        server = ctx.Process(target=server_fn, args=(
             rt.netns_path(DST), str(nic_address(fab, fab.node(DST))), sc))
-        client = ctx.Process(target=_tcp_client, args=(
+        client = ctx.Process(target=client_fn, args=(
             rt.netns_path(SRC), str(nic_address(fab, fab.node(SRC))),
             str(nic_address(fab, fab.node(DST))), size, cc))
         server.start()
         if not sp.poll(10):
-            return {"unavailable": "the TCP server did not start"}
+            return {"unavailable": f"the {kind} receiver did not start"}
         sp.recv()
         client.start()
         try:
             if not cp.poll(120) or not sp.poll(10):
-                return {"unavailable": "the TCP transfer did not finish in 120 s"}
+                return {"unavailable": f"the {kind} transfer did not finish in 120 s"}
             sent, tx_cpu, rtts = cp.recv()
             got, first, last, rx_cpu = sp.recv()
         finally:
@@ -245,9 +291,10 @@ def tcp(att, size: int) -> dict:
     finally:
         for host, route in added:
             rt.exec(host, ["ip", "-6", "route", "del", *route], check=False)
-    gb, secs = got / 1e9, max(last - first, 1e-9)
-    return {"sent": sent, "received": got, "gbps": got * 8 / secs / 1e9, "elapsed_s": secs,
-            "tx_cpu_s_per_gb": tx_cpu / gb, "rx_cpu_s_per_gb": rx_cpu / gb,
+    gb, secs = max(got, 1) / 1e9, max(last - first, 1e-9)
+    return {"sent": sent, "received": got, "loss": 1 - got / max(sent, 1),
+            "gbps": got * 8 / secs / 1e9, "elapsed_s": secs,
+            "tx_cpu_s_per_gb": tx_cpu / (sent / 1e9), "rx_cpu_s_per_gb": rx_cpu / gb,
             "rtt_us": statistics.median(rtts) if rtts else None,
             "rtt_us_max": max(rtts) if rtts else None}
 
@@ -358,8 +405,9 @@ RECOVERY_MODES = ("mrc", "single-path")
 
 
 def report(res: dict) -> tuple[str, dict]:
-    bl, cb, tc, bulk, rec = (res[k] for k in ("blast", "compiled", "tcp", "bulk", "recovery"))
-    cb, tc = [x for x in cb if "gbps" in x], [x for x in tc if "gbps" in x]
+    bl, cb, tc, gs, bulk, rec = (res[k] for k in ("blast", "compiled", "tcp", "gso", "bulk",
+                                                  "recovery"))
+    cb, tc, gs = ([x for x in xs if "gbps" in x] for xs in (cb, tc, gs))
 
     def ceiling(name: str, xs: list, rtt: str = "-") -> list:
         return [name, fmt(xs, "sent_pps", 0, "received_pps") if "sent_pps" in (xs or [{}])[0]
@@ -370,6 +418,7 @@ def report(res: dict) -> tuple[str, dict]:
         ["measurement", "pps sent / received", "Gbit/s payload", "CPU s/GB send / recv",
          "RTT under load µs", "loss or retransmits"],
         [ceiling("kernel TCP (seg6 encap.red, GSO)", tc, fmt(tc, "rtt_us", 0)),
+         ceiling(f"UDP GSO, {GSO_SEGMENTS} RoCE-sized packets per skb (not MRC's wire)", gs),
          ceiling("compiled blaster (data path, no transport)", cb),
          ceiling("Python blaster", bl)]
         + [[f"endpoint {m}" + ("" if "/" in m else " (compiled)"), "-",
@@ -388,9 +437,9 @@ def report(res: dict) -> tuple[str, dict]:
     cpu = {m: [stats(x, f"{k}_cpu_s_per_gb").get("median") for k in ("sender", "receiver")]
            for m, x in bulk.items()} | {
         name: [stats(xs, f"{k}_cpu_s_per_gb").get("median") for k in ("tx", "rx")]
-        for name, xs in (("blaster", bl), ("compiled", cb), ("tcp", tc))}
+        for name, xs in (("blaster", bl), ("compiled", cb), ("tcp", tc), ("gso", gs))}
     gbps = {name: stats(xs, "gbps").get("median") for name, xs in
-            (("blaster", bl), ("compiled", cb), ("tcp", tc))}
+            (("blaster", bl), ("compiled", cb), ("tcp", tc), ("gso", gs))}
 
     def ratio(a, b):
         return a / b if a is not None and b else None
@@ -404,6 +453,7 @@ def report(res: dict) -> tuple[str, dict]:
         "mrc_cpu_per_gb_vs_tcp (send+recv; goal <= 1.5)": ratio(total("mrc"), total("tcp")),
         "compiled_blaster_vs_tcp (one 4 KiB packet per skb, no transport)":
             ratio(gbps["compiled"], gbps["tcp"]),
+        "udp_gso_vs_tcp (RoCE-sized packets, 15 per skb)": ratio(gbps["gso"], gbps["tcp"]),
         "mrc_goodput_vs_compiled_blaster": ratio(med["mrc"], gbps["compiled"]),
         "mrc_compiled_vs_python_datapath": ratio(med["mrc"], med["mrc/python"]),
         "single_vs_mrc_goodput": ratio(med["single-path"], med["mrc"]),
@@ -425,7 +475,7 @@ def main(argv: list[str] | None = None) -> int:
     repeat = 1 if args.quick else max(1, args.repeat)
     size, count, limit_s = (64 * MiB, 20_000, 2.0) if args.quick else (256 * MiB, 100_000, 5.0)
     tcp_size = 4 * size
-    res: dict = {"blast": [], "compiled": [], "tcp": [],
+    res: dict = {"blast": [], "compiled": [], "tcp": [], "gso": [],
                  "bulk": {m: [] for m in MODES}, "recovery": {m: [] for m in RECOVERY_MODES}}
     if any(n.startswith(f"twin-{NAME}-") for n in list_netns()):
         sys.exit(f"namespaces of lab {NAME} exist: another bench run is using it")
@@ -437,9 +487,12 @@ def main(argv: list[str] | None = None) -> int:
         datapath = "auto"
         for rep in range(repeat):
             tag = f"  {rep + 1}/{repeat}"
-            res["tcp"].append(t := tcp(att, tcp_size))
+            res["tcp"].append(t := kernel_pair(att, tcp_size, "tcp"))
             print(f"{tag} kernel TCP: " + (f"{t['gbps']:.2f} Gbit/s, rtt {t['rtt_us']} µs"
                                            if "gbps" in t else t["unavailable"]), flush=True)
+            res["gso"].append(g := kernel_pair(att, tcp_size, "udp-gso"))
+            print(f"{tag} UDP GSO: " + (f"{g['gbps']:.2f} Gbit/s received, loss {g['loss']:.3f}"
+                                        if "gbps" in g else g["unavailable"]), flush=True)
             res["compiled"].append(c := blast_compiled(att, count, limit_s))
             print(f"{tag} compiled blaster: " + (f"{c['gbps']:.2f} Gbit/s received"
                                                  if "gbps" in c else c["unavailable"]))
