@@ -445,7 +445,7 @@ class Endpoint:
     def _template(self, qp: SendQp, ev: int) -> wire.DataTemplate:
         if len(qp.templates) >= qp.cache_max:  # bounded: keep the EVs still in slots
             live = {e.value for e in qp.sender.evs.active}
-            for cache in (qp.templates, qp.paths):  # in place: the send queue holds them
+            for cache in (qp.templates, qp.paths):  # in place: TxBatch.post holds the dict
                 for k in [k for k in cache if k not in live]:
                     del cache[k]
         tpl = qp.templates[ev] = wire.DataTemplate(self.nic, self._path(qp, ev), self.nic,
