@@ -27,9 +27,11 @@ On a netns lab shaped like mrc-4p (named bench-ep), cross-rack r0h0 -> r1h0, pla
             single-path's outcome (retry limit, or a stall cut at STALL_S).
 Side by side in one run, round-robin (the modes swap order every repetition), so drift on the
 noisy 2-core machine hits the ceiling and both modes alike and ratios within the run mean
-something. Medians (min-max). Private dirs, spec, tables, machine facts: bench_lab's. Exits 1 if
-a fault-free transfer or mrc's recovery did not finish byte-exact.
-Usage: .venv/bin/python bench/bench_endpoint.py [--repeat N] [--quick]
+something. Every sender (blasters, TCP and GSO clients, r0h0's endpoint) is pinned to the first
+CPU and every receiver to the second, so placement is the same for all (--no-pin: the
+scheduler's). Medians (min-max). Private dirs, spec, tables, machine facts: bench_lab's. Exits 1
+if a fault-free transfer or mrc's recovery did not finish byte-exact.
+Usage: .venv/bin/python bench/bench_endpoint.py [--repeat N] [--quick] [--no-pin]
 """
 
 from __future__ import annotations
@@ -64,6 +66,15 @@ NAME, SHAPE, SRC, DST = "bench-ep", (4, 2, 2, 2), "r0h0", "r1h0"
 MODES = ("mrc", "single-path", "mrc/python")  # transport / data path (compiled unless named)
 TCP_PORT, TCP_CHUNK, TCP_INFO_RTT = 5201, 4 * (1 << 20), 68  # tcp_info.tcpi_rtt offset (µs)
 GSO_PORT, GSO_SEGMENTS, UDP_SEGMENT = 4793, 15, 103  # 15 x 4128 B: one 64 KiB skb
+# --pin (the default on 2+ cores): every sender on CPU 0, every receiver on CPU 1, so each
+# measurement gets the same placement (the sender's softirq forwarding follows it)
+PIN: dict[str, set[int]] = {}
+
+
+def pin(role: str, pid: int = 0) -> None:
+    """Put a process (0: this one) on its role's CPU, when pinning."""
+    if role in PIN:
+        os.sched_setaffinity(pid, PIN[role])
 MiB, TICK, SO_RCVBUFFORCE, BLAST_PORT = 1 << 20, os.sysconf("SC_CLK_TCK"), 33, 4792  # not 4791
 FAULT_AT, STALL_S, SETTLE_S, RECOVERY_BYTES = 0.4, 15.0, 1.0, 256 * MiB
 
@@ -78,6 +89,7 @@ def _drain(sock: socket.socket, conn) -> None:
     """Child: count datagrams until the parent says stop and 0.2 s pass without one."""
     sock.settimeout(0.2)
     buf, n, first, last, c0 = bytearray(wire.MAX_FRAME), 0, 0.0, 0.0, cpu_s([os.getpid()])
+    pin("recv")
     conn.send("ready")
     while True:
         try:
@@ -113,14 +125,16 @@ def _blast(att, count: int, limit_s: float, sender) -> dict:
     send = sender(tx, head, seed, frame, path.address)
     parent, child = multiprocessing.Pipe()
     proc = multiprocessing.get_context("fork").Process(target=_drain, args=(rx, child))
-    me, sent = [os.getpid()], 0
+    me, sent, home = [os.getpid()], 0, os.sched_getaffinity(0)
     try:
         proc.start()
         parent.recv()
+        pin("send")
         c0, t0 = cpu_s(me), time.perf_counter()
         while sent < count and time.perf_counter() < t0 + limit_s:
             sent += send(min(64, count - sent))
         send_s, tx_cpu = time.perf_counter() - t0, cpu_s(me) - c0
+        os.sched_setaffinity(0, home)
         parent.send("stop")
         got, first, last, rx_cpu = parent.recv()
     finally:
@@ -169,6 +183,7 @@ def _tcp_server(ns: str, addr: str, conn) -> None:
         s = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
     s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     s.bind((addr, TCP_PORT))
+    pin("recv")
     s.listen(1)
     s.settimeout(10)
     conn.send("ready")
@@ -188,6 +203,7 @@ def _tcp_client(ns: str, src: str, dst: str, size: int, conn) -> None:
         c = socket.socket(socket.AF_INET6, socket.SOCK_STREAM)
     c.bind((src, 0))
     c.settimeout(30)
+    pin("send")
     c.connect((dst, TCP_PORT))
     data, rtts, sent, c0 = bytes(TCP_CHUNK), [], 0, cpu_s([os.getpid()])
     while sent < size:
@@ -219,6 +235,7 @@ def _gso_server(ns: str, addr: str, conn) -> None:
         s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
     s.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, 64 << 20)
     s.bind((addr, GSO_PORT))
+    pin("recv")
     s.settimeout(1.0)
     conn.send("ready")
     c0, buf, n, first, last = cpu_s([os.getpid()]), bytearray(1 << 16), 0, 0.0, 0.0
@@ -239,6 +256,7 @@ def _gso_client(ns: str, src: str, dst: str, size: int, conn) -> None:
     with nsenter.inside(ns):
         c = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
     c.bind((src, 0))
+    pin("send")
     seg = wire.MTU + wire.DATA_OVERHEAD  # a RoCE WRITE's UDP payload
     data, sent, c0 = bytes(seg * GSO_SEGMENTS), 0, cpu_s([os.getpid()])
     cmsg = [(socket.IPPROTO_UDP, UDP_SEGMENT, seg.to_bytes(2, sys.byteorder))]
@@ -318,7 +336,11 @@ def restart_endpoints(att, datapath: str) -> dict:
     finally:
         del os.environ["MRC_TWIN_DATAPATH"]
     found = pids_in([rt.netns_path(h) for h in (SRC, DST)])
-    return {h: found[rt.netns_path(h)] for h in (SRC, DST)}
+    pids = {h: found[rt.netns_path(h)] for h in (SRC, DST)}
+    for host, role in ((SRC, "send"), (DST, "recv")):
+        for pid in pids[host]:
+            pin(role, pid)
+    return pids
 
 
 def transfer(att, pids: dict, mode: str, size: int, fault: bool = False) -> dict:
@@ -471,7 +493,13 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=3, help="repetitions (default 3)")
     ap.add_argument("--quick", action="store_true", help="1 repetition, smaller sizes")
+    ap.add_argument("--no-pin", action="store_true",
+                    help="leave placement to the scheduler (default: senders on CPU 0, "
+                         "receivers on CPU 1)")
     args = ap.parse_args(argv)
+    if not args.no_pin and len(os.sched_getaffinity(0)) >= 2:
+        cpus = sorted(os.sched_getaffinity(0))
+        PIN.update(send={cpus[0]}, recv={cpus[1]})
     repeat = 1 if args.quick else max(1, args.repeat)
     size, count, limit_s = (64 * MiB, 20_000, 2.0) if args.quick else (256 * MiB, 100_000, 5.0)
     tcp_size = 4 * size
@@ -523,7 +551,8 @@ def main(argv: list[str] | None = None) -> int:
     RESULTS.write_text(json.dumps({
         "machine": before, "machine_after": B.machine(), "repeat": repeat, "quick": args.quick,
         "bulk_bytes": size, "tcp_bytes": tcp_size, "recovery_bytes": RECOVERY_BYTES,
-        "blast_count": count, "pids": pids, "fault_at_s": FAULT_AT, "stall_s": STALL_S,
+        "blast_count": count, "pids": pids, "pinned": {k: sorted(v) for k, v in PIN.items()},
+        "fault_at_s": FAULT_AT, "stall_s": STALL_S,
         "wall_s": time.perf_counter() - started, "ratios": ratios, **res}, indent=2) + "\n")
     print(f"wrote {RESULTS}")
     bad = [x for x in (*res["bulk"]["mrc"], *res["bulk"]["single-path"],
