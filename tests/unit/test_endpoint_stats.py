@@ -21,7 +21,8 @@ def endpoint_wire() -> dict:
                        "tx_bytes_per_plane": {"0": 1 << 18, "1": 1 << 18, "2": 1 << 18,
                                               "3": 1 << 18},
                        "rx_bytes_per_plane": {"0": 0, "1": 0, "2": 0, "3": 0}},
-            "send_qps": [send_qp_stats().to_dict()], "recv_qps": [RECV], "drops": DROPS}
+            "send_qps": [send_qp_stats().to_dict()], "recv_qps": [RECV], "drops": DROPS,
+            "datapath": "compiled"}
 
 
 def test_a_reply_parses_and_serialises_back_byte_for_byte():

@@ -193,13 +193,13 @@ def stats(host, lab, prometheus, show_events, qpn, kinds, as_json):
         return
     t = Table(title=f"endpoints of {att.state.lab}")
     for col in ("host", "ports up", "send QPs", "recv QPs", "bytes sent", "bytes placed",
-                "retx", "bad packets"):
+                "retx", "bad packets", "data path"):
         t.add_column(col)
     for h, d in data.items():
         tot = d.totals
         t.add_row(h, f"{d.ports:#06b}", str(len(d.send_qps)), str(len(d.recv_qps)),
                   f"{tot.bytes_sent:,}", f"{tot.bytes_placed:,}", str(tot.retransmits),
-                  str(d.bad_packets))
+                  str(d.bad_packets), d.datapath.split(":")[0])
     out.print(t)
 
 

@@ -1033,7 +1033,8 @@ class Endpoint:
         bad = drops.truncated + drops.malformed + drops.bad_icrc
         return EndpointStats(self.host, self.port_bitmap, bad, drops.unknown_qp,
                              totals, tuple(self._qp_stats(q) for q in sq),
-                             tuple(self._recv_qp_stats(q) for q in rq), drops)
+                             tuple(self._recv_qp_stats(q) for q in rq), drops,
+                             self.datapath)
 
     def metrics(self) -> str:
         """Prometheus text exposition of this endpoint's counters."""

@@ -267,13 +267,14 @@ class EndpointStats:
     send_qps: tuple[SendQpStats, ...]  # in the order they were opened
     recv_qps: tuple[RecvQpStats, ...]
     drops: EndpointDrops  # every dropped packet, by reason
+    datapath: str = "python"  # "compiled", or "python: why" (twin.mrc.endpoint)
 
     def to_dict(self) -> dict[str, Any]:
         return {"host": self.host, "ports": self.ports, "bad_packets": self.bad_packets,
                 "unknown_qp": self.unknown_qp, "totals": self.totals.to_dict(),
                 "send_qps": [q.to_dict() for q in self.send_qps],
                 "recv_qps": [q.to_dict() for q in self.recv_qps],
-                "drops": self.drops.to_dict()}
+                "drops": self.drops.to_dict(), "datapath": self.datapath}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> EndpointStats:
@@ -281,7 +282,8 @@ class EndpointStats:
                    EndpointTotals.from_dict(d["totals"]),
                    tuple(SendQpStats.from_dict(q) for q in d["send_qps"]),
                    tuple(RecvQpStats.from_dict(q) for q in d["recv_qps"]),
-                   EndpointDrops.from_dict(d.get("drops") or EndpointDrops.NONE))
+                   EndpointDrops.from_dict(d.get("drops") or EndpointDrops.NONE),
+                   d.get("datapath", "python"))
 
     def send_qp(self, qpn: int) -> SendQpStats | None:
         return next((q for q in self.send_qps if q.qpn == qpn), None)
