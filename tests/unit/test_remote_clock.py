@@ -5,6 +5,7 @@ import json
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -125,3 +126,45 @@ def test_loop_agent_boots_from_its_zip_and_refuses_no_paths(tmp_path):
                           capture_output=True, timeout=30, cwd=tmp_path)
     assert proc.returncode == 1, proc.stderr.decode()
     assert "no loopback paths" in json.loads(proc.stdout)["error"]
+
+
+def _prober(**kw):
+    from types import SimpleNamespace
+
+    from twin.fabric.model import build_fabric
+    from twin.fabric.plan import build_plan
+    from twin.fabric.spec import load_spec
+    from twin.remote.continuous import RemoteContinuousProber
+    from twin.verify.continuous import ContinuousProber
+
+    root = Path(__file__).resolve().parents[2]
+    fabric = build_fabric(load_spec(root / "lab/fabrics/mrc-4p.yml"))
+    att = SimpleNamespace(lab="far", fabric=fabric, plan=build_plan(fabric),
+                          runtime=SimpleNamespace(attaches=True, netns_path=lambda n: "/x"))
+    return RemoteContinuousProber(att, **kw), ContinuousProber(att)
+
+
+def test_merged_rounds_localize_and_snapshot_as_the_local_prober():
+    changes = []
+    cp, local = _prober(on_change=changes.append)
+    link = "t0-p0-r0:eth3--t1-p0-0:eth1"
+    for k, t in ((1, 1_000), (2, 2_000)):
+        reports = {h: {"round": k, "t": t, "started": t - 500, "sent": 12 * k, "late": 0,
+                       "lost": [[j, t - 400] for j, i in enumerate(cp.mine[h])
+                                if link in cp.paths[i].links]} for h in cp.hosts}
+        cp._observe(reports)
+    snap = cp.snapshot()
+    assert snap.keys() == local.snapshot().keys()  # `twin probe --json` reads either
+    assert [d["target"] for d in snap["named"]] == [link] == [c.localization.target
+                                                              for c in changes]
+    assert (snap["probes_sent"], snap["rounds"], snap["last_round"]["started_ns"]) == \
+        (96, 2, 1_500)
+
+
+def test_once_takes_a_path_lost_only_if_lost_in_every_round():
+    from twin.remote.continuous import once_outcomes
+
+    first = [Outcome(False, 10), Outcome(False, 11), Outcome(True, 50)]
+    second = [Outcome(True, 90), Outcome(False, 61), Outcome(False, 62)]
+    assert once_outcomes([(first, 50), (second, 90)]) == [
+        Outcome(True, 90), Outcome(False, 11), Outcome(True, 50)]

@@ -7,10 +7,15 @@ reports are merged round by round: global round K is every agent's K-th round
 same Localizer as on one machine (twin.verify.localize) names what fails, with
 `named_ns` on the nodes' clock, the clock the endpoints stamp their events with.
 
-The interface is the local ContinuousProber's that a drill uses (start/stop,
-`localizations()`, `snapshot()`). Every wait has a deadline; the agents run in
+The interface is the local ContinuousProber's, which a drill and `twin probe` use
+(twin.verify.continuous.prober_for chooses): start/stop, `on_change`,
+`localizations()`, `snapshot()` with the same keys, and `once` for `twin probe
+--once`. Three figures are the agents' sums: `probes_sent`, `rounds_late` (agents'
+rounds started late) and the last round's. `now_ns()` is the nodes' clock as
+estimated from the agents' ready lines (late by at most their delivery): only the
+live view's "since" column reads it. Every wait has a deadline; the agents run in
 sessions of their own (a Ctrl-C at twin's terminal is twin's to handle) and are
-ended in `stop`, which a drill's rollback always calls.
+ended in `stop`, which a drill's rollback and `twin probe` always call.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import queue
 import subprocess
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 
@@ -27,21 +33,27 @@ from twin.errors import LabError
 from twin.fabric.paths import loopback_paths
 from twin.remote import ship, transport
 from twin.remote.agent import path_to_dict
-from twin.verify.continuous import RATE_PPS, pace
-from twin.verify.localize import Localization, Localizer, Outcome
+from twin.verify.continuous import PERIOD_MIN_MS, RATE_PPS, pace
+from twin.verify.localize import CONFIRM, Change, Localization, Localizer, Outcome
 
 AGENT = "twin.remote.loop_agent"
 STARTERS = 8
 READY_S = 60.0  # from start to every agent's sockets bound
 STOP_S = 10.0  # from closing an agent's stdin to its exit
+ONCE_TIMEOUT_MS = 300.0  # --once: a probe is lost if not back in this (local once's wait)
+ONCE_S = 30.0  # --once: from every agent ready to CONFIRM rounds merged
 
 
 class RemoteContinuousProber:
-    def __init__(self, att, period_ms: float = 20, rate_pps: float = RATE_PPS):
+    def __init__(self, att, period_ms: float = 20, rate_pps: float = RATE_PPS, *,
+                 timeout_ms: float | None = None,
+                 on_change: Callable[[Change], None] | None = None):
         self.rt = att.runtime
         self.lab = att.lab
         self.paths = loopback_paths(att.fabric)
-        self.pace = pace(len(self.paths), period_ms, rate_pps)  # checks the request
+        self.pace = pace(len(self.paths), period_ms, rate_pps, timeout_ms)  # checks it
+        self.timeout_ms = timeout_ms  # None: each agent's default, from the period
+        self.on_change = on_change
         self.localizer = Localizer(att.fabric, self.paths)
         self.hosts = {h.name: str(att.plan.nic_address(h.name)) for h in att.fabric.hosts}
         self.mine = {h: [i for i, p in enumerate(self.paths) if p.src == h] for h in self.hosts}
@@ -52,6 +64,11 @@ class RemoteContinuousProber:
         self.error: str | None = None
         self.rounds = 0
         self.probes_lost = 0
+        self.probes_sent = 0
+        self.rounds_late = 0
+        self.last_round: dict = {}
+        self.started_ns = 0  # the first agent's ready, on the nodes' clock
+        self._offset_ns: int | None = None  # nodes' clock minus ours, from the ready lines
         self.stopped: dict[str, dict] = {}
         self._pending: dict[str, list[dict]] = {h: [] for h in self.hosts}
         self._thread: threading.Thread | None = None
@@ -76,6 +93,9 @@ class RemoteContinuousProber:
                                    f"{(msg or {}).get('error') or 'it ended'}")
                 if "ready" in msg:
                     waiting.discard(host)
+                    offset = msg["t"] - time.monotonic_ns()  # at most the true one
+                    self._offset_ns = max(offset, self._offset_ns or offset)
+                    self.started_ns = min(msg["t"], self.started_ns or msg["t"])
         except BaseException:
             self.stop()
             raise
@@ -93,7 +113,8 @@ class RemoteContinuousProber:
         threading.Thread(target=self._read, args=(host, proc), daemon=True).start()
         hello = {"host": host, "nic": self.hosts[host],
                  "paths": [path_to_dict(self.paths[i]) for i in self.mine[host]],
-                 "period_ms": self.pace.period_ms, "rate_pps": self.share, "timeout_ms": None}
+                 "period_ms": self.pace.period_ms, "rate_pps": self.share,
+                 "timeout_ms": self.timeout_ms}
         proc.stdin.write(ship.preamble(AGENT) + json.dumps(hello).encode() + b"\n")
         proc.stdin.flush()
 
@@ -133,7 +154,12 @@ class RemoteContinuousProber:
 
     @property
     def running(self) -> bool:
-        return self._thread is not None and self._thread.is_alive()
+        """Merging rounds: an agent that failed or ended stops localization."""
+        return self._thread is not None and self._thread.is_alive() and self.error is None
+
+    def now_ns(self) -> int:
+        """The nodes' clock now, as estimated at start (see the module docstring)."""
+        return time.monotonic_ns() + (self._offset_ns or 0)
 
     # -- merging ---------------------------------------------------------------------------
 
@@ -161,10 +187,23 @@ class RemoteContinuousProber:
 
     def _observe(self, reports: dict[str, dict]) -> None:
         outcomes, now = merge_round(self.mine, reports, len(self.paths))
+        lost = sum(not o.ok for o in outcomes)
         with self.lock:
-            self.localizer.observe(outcomes, now)
+            changes = self.round_judged(outcomes, now)
             self.rounds += 1
-            self.probes_lost += sum(not o.ok for o in outcomes)
+            self.probes_lost += lost
+            self.probes_sent = sum(r.get("sent", 0) for r in reports.values())
+            self.rounds_late = sum(r.get("late", 0) for r in reports.values())
+            self.last_round = {"round": self.rounds, "judged_ns": now, "lost": lost,
+                               "sent": len(outcomes), "started_ns": min(
+                                   r.get("started", now) for r in reports.values())}
+        if self.on_change:
+            for c in changes:
+                self.on_change(c)
+
+    def round_judged(self, outcomes: list[Outcome], now_ns: int) -> list[Change]:
+        """One merged round (the merging thread, holding self.lock); what changed."""
+        return self.localizer.observe(outcomes, now_ns)
 
     # -- what callers read -----------------------------------------------------------------
 
@@ -173,10 +212,53 @@ class RemoteContinuousProber:
             return [replace(loc) for loc in self.localizer.localizations()]
 
     def snapshot(self) -> dict:
+        """The local prober's snapshot, key for key (JSON-able)."""
         with self.lock:
             return {"lab": self.lab, "running": self.running, "error": self.error,
-                    "agents": len(self.hosts), "rounds": self.rounds,
-                    "probes_lost": self.probes_lost, **self.pace.to_dict()}
+                    **self.pace.to_dict(),
+                    "probes_sent": self.probes_sent, "probes_lost": self.probes_lost,
+                    "rounds_late": self.rounds_late, "last_round": dict(self.last_round),
+                    **self.localizer.snapshot()}
+
+    # -- twin probe --once -------------------------------------------------------------------
+
+    @classmethod
+    def once(cls, att, rate_pps: float = RATE_PPS) -> Localizer:
+        """`twin probe --once` by the agents: CONFIRM rounds of every loopback path, each
+        probe waited for ONCE_TIMEOUT_MS; a path lost in every one is lost (local once
+        sends a lost probe again once: the same rule). The localizer, having seen that
+        as one round."""
+        with _Kept(att, PERIOD_MIN_MS, rate_pps, timeout_ms=ONCE_TIMEOUT_MS) as cp:
+            deadline = time.monotonic() + ONCE_S
+            while len(cp.kept) < CONFIRM and cp.running and time.monotonic() < deadline:
+                time.sleep(0.01)
+            with cp.lock:
+                rounds = cp.kept[:CONFIRM]
+        if len(rounds) < CONFIRM:
+            raise LabError(cp.error or f"lab {cp.lab}: the loop agents reported "
+                           f"{len(rounds)} of {CONFIRM} rounds in {ONCE_S:.0f}s")
+        loc = Localizer(att.fabric, cp.paths, confirm=1)
+        loc.observe(once_outcomes(rounds), max(now for _, now in rounds))
+        return loc
+
+
+class _Kept(RemoteContinuousProber):
+    """Keeps each merged round's outcomes (--once), localizing none."""
+
+    def __init__(self, *args, **kw):
+        super().__init__(*args, **kw)
+        self.kept: list[tuple[list[Outcome], int]] = []
+
+    def round_judged(self, outcomes: list[Outcome], now_ns: int) -> list[Change]:
+        self.kept.append((outcomes, now_ns))
+        return []
+
+
+def once_outcomes(rounds: list[tuple[list[Outcome], int]]) -> list[Outcome]:
+    """Each path's outcome over several rounds (pure): back in any of them is back (at
+    that round's time); lost in all is lost, as sent in the first."""
+    return [next((o for o in tries if o.ok), tries[0])
+            for tries in zip(*(outcomes for outcomes, _ in rounds), strict=True)]
 
 
 def merge_round(mine: dict[str, list[int]], reports: dict[str, dict], n: int

@@ -10,7 +10,8 @@ twin.verify.continuous's LoopRounds, unchanged.
     twin -> agent   {"host": H, "nic": ADDR, "paths": [path, ...], "period_ms": P,
                      "rate_pps": R, "timeout_ms": T|null}
     agent -> twin   {"ready": N, "t": NS}                 N paths; the node's clock
-    agent -> twin   {"round": K, "t": NS, "lost": [[i, sent_ns], ...]}   every round
+    agent -> twin   {"round": K, "t": NS, "started": NS, "sent": n, "late": n,
+                     "lost": [[i, sent_ns], ...]}      every round; sent, late: so far
     twin -> agent   stdin closes (or {"stop": true})
     agent -> twin   {"stopped": {"sent": n, "lost": n, "late": n}}
 
@@ -41,7 +42,9 @@ class _Reporting(LoopRounds):
     def round_judged(self, outcomes: list[Outcome], now_ns: int) -> list:
         self.number += 1
         lost = [[i, o.sent_ns] for i, o in enumerate(outcomes) if not o.ok]
-        _say(self.out, self.write, round=self.number, t=now_ns, lost=lost)
+        _say(self.out, self.write, round=self.number, t=now_ns,
+             started=min(o.sent_ns for o in outcomes), sent=self.probes_sent,
+             late=self.rounds_late, lost=lost)
         return []
 
 
