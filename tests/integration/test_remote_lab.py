@@ -7,8 +7,11 @@ by the contract double tests/doubles/fake_kubectl.py over the same containers. E
 check compares with what the local runtime sees of the same nodes.
 """
 
+import json
 import os
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -97,6 +100,58 @@ def test_remote_link_fault_is_localized_reverted_and_undone_by_down(deployed):
         L.down(remote.lab)
     assert run_verify(deployed.runtime, deployed.plan).ok
     assert len(containers_of(deployed.lab)) == 20
+
+
+def _probe(lab: str, *args: str, bound_s: float = 90) -> tuple[int, list[dict], float]:
+    """`twin probe --lab LAB ARGS --json` as a user runs it, killed past bound_s: its exit
+    status, its JSON (--once: one document; live: a line each), and how long it took."""
+    began = time.monotonic()
+    proc = subprocess.run([sys.executable, "-m", "twin", "probe", "--lab", lab, *args,
+                           "--json"], capture_output=True, text=True, timeout=bound_s,
+                          env=dict(os.environ))
+    assert proc.returncode in (0, 1), proc.stderr
+    docs = [json.loads(proc.stdout)] if "--once" in args else \
+        [json.loads(x) for x in proc.stdout.splitlines()]
+    return proc.returncode, docs, time.monotonic() - began
+
+
+@pytest.mark.docker
+def test_probe_runs_as_loop_agents_and_names_a_remote_link_fault(deployed):
+    """`twin probe` over docker -H: the loop agents drills use, the local JSON."""
+    from twin.verify.localize import Localizer
+
+    keys = {"lab", "ok", *Localizer(deployed.fabric, []).snapshot()}  # --once's schema
+    remote = attached(deployed, DockerHost(SOCKET), "probe")
+    try:
+        code, [healthy], took = _probe(remote.lab, "--once")
+        assert code == 0 and healthy.keys() == keys, healthy
+        assert healthy["ok"] and healthy["named"] == healthy["failing"] == [], healthy
+        assert took < 60
+        F.link_down(remote, "t0-p0-r0:eth3")
+        code, [broken], took = _probe(remote.lab, "--once")
+        assert code == 1 and broken.keys() == keys and took < 60
+        assert [(d["target"], d["kind"]) for d in broken["named"]] == [(LINK, "link")], broken
+        code, lines, took = _probe(remote.lab, "--duration", "3", "--period", "20")
+        assert code == 1 and took < 60, lines  # live: agents started, named, stopped
+        assert [x["target"] for x in lines if x.get("event") == "named"] == [LINK]
+        end = lines[-1]
+        assert end["event"] == "end" and end["error"] is None and end["rounds"] >= 2
+        assert [d["target"] for d in end["named"]] == [LINK] and end["probes_sent"] > 0
+        assert _agents(deployed.lab) == []  # every loop agent ended with twin probe
+    finally:
+        L.down(remote.lab)
+    assert run_verify(deployed.runtime, deployed.plan).ok
+
+
+def _agents(lab: str) -> list[str]:
+    """Loop agents still running in the lab's hosts."""
+    found = []
+    for c in containers_of(lab):
+        proc = subprocess.run(["docker", "exec", c, "sh", "-c",
+                               "grep -l 'loop_[a]gent' /proc/[0-9]*/cmdline || true"],
+                              capture_output=True, text=True, timeout=30)
+        found += [f"{c}: {x}" for x in proc.stdout.split()]
+    return found
 
 
 def _key(result):

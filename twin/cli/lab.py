@@ -90,10 +90,11 @@ def attach(spec, docker_host, namespace, context, kubeconfig, native, topology, 
     only by running commands in them:
       twin attach mrc-4p --docker-host ssh://lab@fabric1      # docker -H URL exec
       twin attach mrc-4p --namespace mrc-twin                 # kubectl exec (clabernetes)
-    Then `twin verify`, `twin fault`, `twin stats`, `twin traffic`, `twin exec`
-    and `twin drill run` (its times on the nodes' clock, each fault's with its
-    uncertainty) work as on a local lab. `twin down` reverts twin's faults and
-    forgets the lab: its nodes are left to their orchestrator.
+    Then `twin verify`, `twin fault`, `twin stats`, `twin traffic`, `twin exec`,
+    `twin probe` (an agent in every host) and `twin drill run` (its times on the
+    nodes' clock, each fault's with its uncertainty) work as on a local lab.
+    `twin down` reverts twin's faults and forgets the lab: its nodes are left to
+    their orchestrator.
     """
     from twin.remote.transport import DockerHost, Kubectl, parse_docker_url
 

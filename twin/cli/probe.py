@@ -54,6 +54,8 @@ def probe(lab, period_ms, rate_pps, once, duration, as_json):
     --once: every probe, a lost one sent again once; the verdict.
     Live: a line per change (a live table on a terminal) until Ctrl-C,
     SIGTERM or --duration.
+    Attached lab (twin attach): the rounds run in an agent in every host,
+    --once as two rounds; the same output.
     Exit 1 if something is named at the end, 0 if nothing is.
     """
     if once and duration is not None:
@@ -63,9 +65,10 @@ def probe(lab, period_ms, rate_pps, once, duration, as_json):
                          f"seconds (got {duration})")
     att = L.attach(lab)
     att.require_whole()
+    prober = C.prober_for(att)  # on an attached lab: an agent in every host
     if once:
         C.pace(1, period_ms, rate_pps)  # the same checks of what was typed
-        localizer = C.probe_once(att, rate_pps=rate_pps)
+        localizer = prober.once(att, rate_pps=rate_pps)
         snap = {"lab": att.lab, "ok": not localizer.named(), **localizer.snapshot()}
         record_verify(att.state.dir, len(snap["failing"]), "probe")
         if as_json:
@@ -75,7 +78,7 @@ def probe(lab, period_ms, rate_pps, once, duration, as_json):
         sys.exit(1 if localizer.named() else 0)
     sigterm_as_interrupt()
     changes: queue.SimpleQueue[Change] = queue.SimpleQueue()
-    cp = C.ContinuousProber(att, period_ms, rate_pps, on_change=changes.put)
+    cp = prober(att, period_ms, rate_pps, on_change=changes.put)
     if cp.pace.stretched and not as_json:
         need = cp.pace.paths * 1000 / period_ms
         out.print(f"[yellow]period {period_ms:g} ms would need {need:,.0f} pps: stretched to "
@@ -107,7 +110,7 @@ def probe(lab, period_ms, rate_pps, once, duration, as_json):
                     recorded = len(snap["failing"])
                     record_verify(att.state.dir, recorded, "probe")
                 if live:
-                    live.update(_view(snap, shown), refresh=True)
+                    live.update(_view(snap, shown, cp.now_ns()), refresh=True)
     except KeyboardInterrupt:
         pass  # stopping is what Ctrl-C and SIGTERM ask for: the summary follows
     finally:
@@ -169,11 +172,10 @@ def _header(snap: dict) -> str:
             "Ctrl-C stops")
 
 
-def _view(snap: dict, shown: list[str]) -> Group:
+def _view(snap: dict, shown: list[str], now: int) -> Group:
     t = Table(show_edge=False, box=None, pad_edge=False, title=None)
     for col in ("named", "since", "probes lost"):
         t.add_column(col)
-    now = time.monotonic_ns()
     for d in snap["named"]:
         t.add_row(f"[red]{_describe(d)}[/red]", _ms(now - d["named_ns"]), str(d["failed_probes"]))
     if not snap["named"]:

@@ -13,9 +13,9 @@ running a command in it (twin.remote.transport), so:
                            of their control socket over exec (twin.remote.relay)
     verify's probes        an agent in every host (twin.remote.probe)
     drills                 commands through a persistent stream per node they break,
-                           stamped on the nodes' clock (twin.remote.stream, .clock);
-                           the continuous prober as an agent in every host
-                           (twin.remote.continuous)
+                           stamped on the nodes' clock (twin.remote.stream, .clock)
+    the continuous prober  an agent in every host (twin.remote.continuous), for
+                           drills and `twin probe`
     netns_path             none: a LabError naming what asked and why
 
 They never create, restart or remove a node: `twin attach` finds the nodes, and
@@ -50,7 +50,7 @@ NODE_RUN_DIR = "/run/mrc-twin"  # images/mrc-twin-boot's: booted, boot-failed, e
 RECORD = "remote.json"
 ENDPOINT_WAIT_S = 60.0
 # What `twin` commands cannot do over exec yet, for the error netns_path raises.
-NOT_REMOTE = "twin probe, telemetry and fuzz hold sockets in nodes' namespaces"
+NOT_REMOTE = "twin telemetry, top and fuzz hold sockets in nodes' namespaces"
 
 
 def boot_state_argv() -> list[str]:
@@ -244,7 +244,8 @@ class RemoteRuntime(Runtime):
         where = self.transport.where() if self.transport else self.name
         raise LabError(f"node {node} of lab {self.lab} is reached only through `{where} "
                        f"exec`: there is no network namespace of it on this machine to open "
-                       f"({NOT_REMOTE}; verify, fault, stats, traffic and exec work remotely)")
+                       f"({NOT_REMOTE}; verify, probe, fault, stats, traffic, exec and drills work "
+                       "remotely)")
 
     # -- looking ---------------------------------------------------------------------------
 

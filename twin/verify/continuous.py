@@ -28,6 +28,10 @@ The rounds are `LoopRounds`, which hands each judged round to `round_judged`: th
 ContinuousProber below localizes it; on an attached fabric an agent in each host runs
 the same rounds for its own paths and reports them (twin.remote.loop_agent).
 
+Which prober a lab gets is `prober_for(att)`'s to say: this one, or on a lab twin
+attached to (twin.runtime.remote) the agents' (twin.remote.continuous), with the
+same interface; `twin probe` and drills both ask it.
+
 The sockets and packets are one-shot verify's (twin.verify.prober.HostSockets):
 a raw and a UDP socket in every host's namespace, opened when the prober
 starts (in the caller's thread, so a lab that is not there fails there).
@@ -301,6 +305,14 @@ class ContinuousProber(LoopRounds):
         with self._lock:
             return [replace(loc) for loc in self.localizer.named()]
 
+    def now_ns(self) -> int:
+        """The clock `named_ns` and changes are on: this machine's."""
+        return time.monotonic_ns()
+
+    @staticmethod
+    def once(att, rate_pps: float = RATE_PPS) -> Localizer:
+        return probe_once(att, rate_pps)
+
     def snapshot(self) -> dict:
         with self._lock:
             return {"lab": self.lab, "running": self.running, "error": self.error,
@@ -320,6 +332,18 @@ class ContinuousProber(LoopRounds):
                     return True
             time.sleep(min(0.005, self.pace.period_ms / 4000))
         return False
+
+
+def prober_for(att) -> type:
+    """The continuous prober of a lab: a thread here holding sockets in the hosts'
+    namespaces, or, on an attached lab (no namespace of it here), an agent in every
+    host (twin.remote.continuous)."""
+    if att.runtime.attaches:
+        from twin.remote.continuous import RemoteContinuousProber
+
+        return RemoteContinuousProber
+    return ContinuousProber
+
 
 def probe_once(att, rate_pps: float = RATE_PPS, timeout_ms: float = 300) -> Localizer:
     """One round and a verdict (`twin probe --once`): every loopback path probed, a lost
