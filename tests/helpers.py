@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
@@ -78,3 +79,15 @@ def send_qp_stats(**changes):
             "completions": [{"msn": 0, "latency_us": 500000.0}], "events_logged": 0,
             "single_path": None, **changes}
     return SendQpStats.from_dict(wire)
+
+
+def double_on_path(tmp_path: Path, monkeypatch, command: str, module: str) -> Path:
+    """Put a test double on PATH as `command`: a script running `python -m module`."""
+    bindir = tmp_path / "bin"
+    bindir.mkdir(exist_ok=True)
+    exe = bindir / command
+    root = Path(__file__).resolve().parents[1]
+    exe.write_text(f"#!/bin/sh\ncd {root} && exec {sys.executable} -m {module} \"$@\"\n")
+    exe.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bindir}:{os.environ['PATH']}")
+    return exe

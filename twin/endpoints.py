@@ -142,6 +142,27 @@ def start(rt, hosts: list[str], steps=None) -> None:
                        f"its log {log} ends:\n{tail}")
 
 
+def wait_started(rt, hosts: list[str], steps, wait_s: float, *, call_timeout: float = 2,
+                 pause_s: float = 0.05, where: str = "", log: str = "endpoint.log") -> None:
+    """Wait until each host's endpoint, started by the node itself at boot, answers
+    `hello`; LabError naming the host (and `where` it was asked) once wait_s is up."""
+    steps.start(f"waiting for {len(hosts)} endpoints", len(hosts))
+    deadline = time.monotonic() + wait_s
+    for host in hosts:
+        while True:
+            try:
+                with client(rt, host, timeout=call_timeout) as c:
+                    c.call("hello")
+                break
+            except LabError as e:
+                if time.monotonic() > deadline:
+                    over = f" over {where}: {e}" if where else ""
+                    raise LabError(f"{host}: its endpoint, started at boot, does not "
+                                   f"answer{over}; see its {log}") from None
+                time.sleep(pause_s)
+        steps.advance()
+
+
 def client(rt, host: str, timeout: float = 30.0) -> EndpointClient:
     relay = getattr(rt, "endpoint_relay", None)  # a remote runtime's nodes: over exec
     if relay is not None:

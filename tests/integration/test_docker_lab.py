@@ -1,13 +1,13 @@
 """The same labs as containers: Docker runtime, and containerlab's contract."""
 
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+from tests.helpers import double_on_path
 from tests.integration.conftest import (
     LAB4,
     LAB8,
@@ -236,14 +236,8 @@ def test_mrc_8p_as_80_containers_verifies(session_dirs):
 @pytest.fixture
 def fake_containerlab(tmp_path, monkeypatch):
     """Put the containerlab test double on PATH."""
-    bindir = tmp_path / "bin"
-    bindir.mkdir()
-    exe = bindir / "containerlab"
-    exe.write_text(f"#!/bin/sh\ncd {ROOT} && exec {sys.executable} -m "
-                   "tests.doubles.fake_containerlab \"$@\"\n")
-    exe.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bindir}:{os.environ['PATH']}")
-    return exe
+    return double_on_path(tmp_path, monkeypatch, "containerlab",
+                          "tests.doubles.fake_containerlab")
 
 
 @pytest.mark.docker

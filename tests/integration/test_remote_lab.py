@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import double_on_path
 from tests.integration.conftest import lab_name, own_spec, set_env
 from tests.integration.test_docker_lab import containers_of, outcome
 from twin import faults as F
@@ -47,13 +48,7 @@ def deployed(session_dirs):
 @pytest.fixture
 def fake_kubectl(tmp_path, monkeypatch):
     """Put the kubectl test double on PATH; its pods are the lab's containers."""
-    bindir = tmp_path / "bin"
-    bindir.mkdir()
-    exe = bindir / "kubectl"
-    exe.write_text(f"#!/bin/sh\ncd {ROOT} && exec {sys.executable} -m "
-                   "tests.doubles.fake_kubectl \"$@\"\n")
-    exe.chmod(0o755)
-    monkeypatch.setenv("PATH", f"{bindir}:{os.environ['PATH']}")
+    exe = double_on_path(tmp_path, monkeypatch, "kubectl", "tests.doubles.fake_kubectl")
     monkeypatch.setenv("FAKE_KUBECTL_NAMESPACE", "c9s-test")
     return exe
 

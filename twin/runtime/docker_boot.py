@@ -79,20 +79,8 @@ class BootKernel:
                        f"{NODE_RUN_DIR}/boot-ip.log`)")
 
     def start_endpoints(self, rt, hosts: list[str], steps) -> None:
-        steps.start(f"waiting for {len(hosts)} endpoints", len(hosts))
-        deadline = time.monotonic() + BOOT_WAIT_S
-        for host in hosts:
-            while True:
-                try:
-                    with endpoints.client(rt, host, timeout=2) as c:
-                        c.call("hello")
-                    break
-                except LabError:
-                    if time.monotonic() > deadline:
-                        raise LabError(f"{host}: its endpoint, started at boot, does not "
-                                       f"answer; see its {NODE_RUN_DIR}/endpoint.log") from None
-                    time.sleep(0.05)
-            steps.advance()
+        endpoints.wait_started(rt, hosts, steps, BOOT_WAIT_S,
+                               log=f"{NODE_RUN_DIR}/endpoint.log")
 
     def host_limits(self, links: int) -> list[str]:
         from twin.lab.kernel import LINUX  # the lab imports the runtimes, not the reverse

@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import subprocess
 import threading
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import ClassVar
@@ -88,21 +87,9 @@ class RemoteKernel:
             rt.exec(node.name, argv, input=text)
 
     def start_endpoints(self, rt: RemoteRuntime, hosts: list[str], steps) -> None:
-        steps.start(f"waiting for {len(hosts)} endpoints", len(hosts))
-        deadline = time.monotonic() + ENDPOINT_WAIT_S
-        for host in hosts:
-            while True:
-                try:
-                    with endpoints.client(rt, host, timeout=10) as c:
-                        c.call("hello")
-                    break
-                except LabError as e:
-                    if time.monotonic() > deadline:
-                        raise LabError(f"{host}: its endpoint (started at boot) does not "
-                                       f"answer over {rt.transport.where()}: {e}; see its "
-                                       f"{NODE_RUN_DIR}/endpoint.log") from None
-                    time.sleep(0.5)
-            steps.advance()
+        endpoints.wait_started(rt, hosts, steps, ENDPOINT_WAIT_S, call_timeout=10,
+                               pause_s=0.5, where=rt.transport.where(),
+                               log=f"{NODE_RUN_DIR}/endpoint.log")
 
     def host_limits(self, links: int) -> list[str]:
         return []  # the nodes' machine is the orchestrator's to size, not ours
