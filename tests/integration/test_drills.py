@@ -136,6 +136,13 @@ def test_a_drill_refuses_a_lab_with_faults_in_force(lab):
         F.clear(lab)
 
 
+def _default_sigint():
+    """Ctrl-C as at a terminal, even when pytest itself was started in the background
+    (a shell's `&` without job control starts it with SIGINT ignored, and Python then
+    leaves SIGINT ignored in every child)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 @pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
 def test_ctrl_c_mid_drill_stops_traffic_reverts_every_fault_and_verifies(lab, tmp_path, sig):
     path = tmp_path / "long.yml"
@@ -149,7 +156,7 @@ expect: {exact: true}
 """)
     proc = subprocess.Popen([sys.executable, "-m", "twin", "drill", "run", str(path),
                              "--lab", LAB], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True, env=dict(os.environ))
+                            text=True, env=dict(os.environ), preexec_fn=_default_sigint)
     try:
         deadline = time.monotonic() + 60
         while len(F.active(lab)) < 2 and time.monotonic() < deadline and proc.poll() is None:
