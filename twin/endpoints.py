@@ -168,4 +168,28 @@ def client(rt, host: str, timeout: float = 30.0) -> EndpointClient:
     if relay is not None:
         sock, proc = relay(host)
         return EndpointClient(f"{host}:{REMOTE_SOCK} (relayed)", timeout, sock, proc)
-    return EndpointClient(control_path(rt, host), timeout)
+    path = control_path(rt, host)
+    try:
+        return EndpointClient(path, timeout)
+    except LabError as e:
+        raise LabError(_not_running(rt, host, path, e)) from None
+
+
+def _not_running(rt, host: str, path: str, e: LabError) -> str:
+    """What a user needs when a host's endpoint is gone: that it is gone, how it ended
+    (its log's last lines: a crash's traceback, or the signal that stopped it), and
+    how to bring it back."""
+    if not os.path.exists(path):
+        what = f"{host}: its MRC endpoint is not running (no control socket at {path})"
+    elif "refused" in str(e):
+        what = (f"{host}: its MRC endpoint is not running (nothing listens on {path}: "
+                "it ended)")
+    else:
+        return str(e)
+    log = Path(path).with_name("endpoint.log")
+    try:
+        tail = "\n  ".join(log.read_text(errors="replace").splitlines()[-8:]) or "(empty)"
+        what += f"; its log {log} ends:\n  {tail}"
+    except OSError:
+        pass
+    return f"{what}\n`twin restart {host} --lab {rt.owner.lab}` starts it again"

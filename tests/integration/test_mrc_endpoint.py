@@ -446,3 +446,30 @@ def test_an_endpoint_asked_for_a_data_path_it_cannot_have_says_so():
     with pytest.raises(Exception, match="MRC_TWIN_DATAPATH='fast'"):
         load_datapath("fast")
     assert load_datapath("python") == (None, "python: asked for")
+
+
+def test_an_endpoint_that_ended_is_named_with_its_log_and_restart_brings_it_back(lab4):
+    """A host whose endpoint died (here: SIGTERM from outside) is not `does not answer`:
+    twin says the endpoint ended, shows its log's last lines (how it ended), and the
+    command that starts it again; `twin restart HOST` does."""
+    from twin.runtime.netns import pids_in
+
+    host = "r1h1"
+    (pid,) = pids_in([lab4.runtime.netns_path(host)])[lab4.runtime.netns_path(host)]
+    subprocess.run(["kill", str(pid)], check=True)
+    deadline = time.monotonic() + 10
+    while pids_in([lab4.runtime.netns_path(host)])[lab4.runtime.netns_path(host)] \
+            and time.monotonic() < deadline:
+        time.sleep(0.02)
+    runner = CliRunner()
+    got = runner.invoke(main, ["traffic", "bulk", "--lab", LAB4, "--src", "r0h1", "--dst",
+                               host, "--size", "1M"])
+    assert got.exit_code == 1, got.output
+    assert f"{host}: its MRC endpoint is not running" in got.output, got.output
+    assert "mrc endpoint: stopped by SIGTERM" in got.output, got.output
+    assert f"twin restart {host} --lab {LAB4}" in got.output, got.output
+    assert "Traceback" not in got.output
+    got = runner.invoke(main, ["restart", host, "--lab", LAB4])
+    assert got.exit_code == 0, got.output
+    run = bulk(lab4, 4 * MiB, src="r0h1", dst=host)
+    assert run.ok, run.to_dict()

@@ -70,6 +70,7 @@ the bind-mounted code inside a host container.
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import fcntl
 import gc
 import hashlib
@@ -78,6 +79,7 @@ import math
 import os
 import random
 import selectors
+import signal
 import socket
 import struct
 import time
@@ -1157,11 +1159,20 @@ def _unwrap24(psn: int, ref: int) -> int:
     return full
 
 
+def _stopped_by_signal(signum, frame) -> None:
+    """Say in the log how the endpoint ended, then end as the signal would."""
+    print(f"mrc endpoint: stopped by {signal.Signals(signum).name}", flush=True)
+    signal.signal(signum, signal.SIG_DFL)
+    os.kill(os.getpid(), signum)
+
+
 def main(argv: list[str] | None = None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--config", required=True, help="endpoint.json rendered for this host")
     ap.add_argument("--control", required=True, help="unix socket path for the control API")
     args = ap.parse_args(argv)
+    faulthandler.enable()  # a crash leaves its traceback in endpoint.log (stderr)
+    signal.signal(signal.SIGTERM, _stopped_by_signal)
     config = json.loads(Path(args.config).read_text())
     try:
         ep = Endpoint(config, args.control)
@@ -1173,7 +1184,7 @@ def main(argv: list[str] | None = None) -> None:
     try:
         ep.run()
     except KeyboardInterrupt:
-        pass
+        print("mrc endpoint: stopped by SIGINT", flush=True)
 
 
 if __name__ == "__main__":
