@@ -48,6 +48,44 @@ def pytest_collection_modifyitems(config, items):
                                      if m.name in rank), default=1))
 
 
+class Bystander:
+    """The user's lab test_users_lab.py watches: its hosts' endpoint sockets, checked
+    after every module, so that a failure names the first module after which they
+    stopped answering."""
+    sockets: list[str] = []
+    broken_after: str | None = None
+
+
+def _answers(sock: str) -> bool:
+    from twin.endpoints import EndpointClient
+    from twin.errors import LabError
+
+    try:
+        with EndpointClient(sock, timeout=5) as c:
+            c.call("hello")
+        return True
+    except (LabError, OSError, ValueError):
+        return False
+
+
+@pytest.fixture(autouse=True, scope="module")
+def bystander_watch(request):
+    yield
+    if Bystander.sockets and Bystander.broken_after is None:
+        dead = [s for s in Bystander.sockets if not _answers(s)]
+        if dead:
+            logs = "\n".join(f"{s}: its log ends {_tail(Path(s).with_name('endpoint.log'))}"
+                              for s in dead)
+            Bystander.broken_after = f"{request.module.__name__}:\n{logs}"
+
+
+def _tail(log: Path) -> str:
+    try:
+        return repr(log.read_text(errors="replace").splitlines()[-4:])
+    except OSError as e:
+        return f"(unreadable: {e.strerror})"
+
+
 @pytest.fixture(scope="session")
 def session_dirs(tmp_path_factory):
     base = tmp_path_factory.mktemp("twin")

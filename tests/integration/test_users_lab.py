@@ -5,7 +5,9 @@ the *default* run directory, as `make lab-up` leaves it, with a fault in
 force; every other integration test then creates, breaks and destroys its
 own labs, including `twin down --all` and `--stray` from their run
 directories; the last test checks the user's lab still verifies, still
-moves 16 MiB byte-exact, and has the same faults, nodes and owner.
+moves 16 MiB byte-exact, and has the same faults, nodes and owner. Its hosts'
+endpoints are also asked `hello` after every module (conftest's Bystander), so a
+test that breaks them is named by its module.
 
 A user's own mrc-4p is only looked at, never changed. One that another test
 session brought up (its marker file names a live pid) is left to it, and
@@ -14,6 +16,7 @@ this session uses a lab of its own in the default run directory instead.
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import subprocess
@@ -22,7 +25,7 @@ from contextlib import contextmanager
 
 import pytest
 
-from tests.integration.conftest import lab_name
+from tests.integration.conftest import Bystander, lab_name
 from twin import lab as L
 
 pytestmark = pytest.mark.netns
@@ -100,6 +103,8 @@ def test_a_users_lab_is_up_in_the_default_run_directory():
     UsersLab.before = snapshot(UsersLab.lab)
     assert UsersLab.before["nodes"]
     assert set(UsersLab.before["nodes"].values()) == {"running"}
+    Bystander.sockets = sorted(glob.glob(f"{DEFAULT_RUN_DIR}/{UsersLab.lab}/nodes/*/endpoint.sock"))
+    assert Bystander.sockets
 
 
 @pytest.mark.last
@@ -108,6 +113,8 @@ def test_the_users_lab_survived_every_other_test():
     if lab is None:
         pytest.skip("the first test of this module did not run")
     try:
+        assert Bystander.broken_after is None, \
+            f"its endpoints stopped answering after {Bystander.broken_after}"
         after = snapshot(lab)
         assert after == UsersLab.before
         verify = json.loads(twin("verify", lab, "--json", check=False).stdout)
@@ -117,5 +124,6 @@ def test_the_users_lab_survived_every_other_test():
         assert moved["ok"] and moved["flows"][0]["bytes"] == 16 << 20
         assert snapshot(lab)["faults"] == UsersLab.before["faults"]
     finally:
+        Bystander.sockets = []
         if UsersLab.ours:
             twin("down", lab, check=False)
