@@ -13,6 +13,7 @@ from twin.fabric.paths import ev_fields
 from twin.mrc.evset import EvSet, EvState
 from twin.mrc.sim import PathModel, SimFabric, run_transfer
 from twin.mrc.transport import (
+    BUILD_CHUNK,
     Event,
     EventLog,
     Receiver,
@@ -394,6 +395,27 @@ def test_a_hole_beyond_the_bitmap_is_naked_and_resent_once_newer_packets_arrived
     sender.on_sack(SackReport(0, 1 << 6, first[7].ev, 7, 0), 1_000_000)
     sender.on_nack(0, 1_000_001)
     assert sender.stats.lost_nack == 0
+
+
+def test_a_posted_write_builds_its_packet_records_as_the_window_reaches_them():
+    """Posting 1 GiB builds nothing (it was a second of the event loop, before the first
+    packet); the records are built BUILD_CHUNK at a time, and a transfer of several
+    chunks and two writes, with loss and resends across chunk edges, is still exact."""
+    s = Sender(EvSet([0, 1, 2, 3], 2, seed=1), 0, SenderConfig(mtu=4096))
+    s.post(1 << 30)
+    assert len(s._txs) == 0 and not s.idle and s.wants_to_send()
+    sent = s.poll(0, memoryview(bytearray(1 << 20)))  # the first packets' bytes
+    assert sent and len(s._txs) == BUILD_CHUNK and sent[0].psn == 0
+
+    mtu, packets = 256, 5 * BUILD_CHUNK + 7
+    seen = []
+    lossy = {(0, 0): PathModel(loss=0.05), (1, 1): PathModel(loss=0.05)}
+    r = run_transfer(packets * mtu, SimFabric(paths=lossy, seed=5), repeat=2,
+                     config=SenderConfig(mtu=mtu), limit_ns=10**12,
+                     checkpoint=(BUILD_CHUNK // 2, lambda tx, rx: seen.append(len(tx._txs))))
+    assert r.ok and r.exact and r.sender.stats.retransmits > 0
+    assert r.sender.messages_completed == 2 and r.sender.idle
+    assert max(seen) <= BUILD_CHUNK + int(r.sender.cfg.max_window), seen
 
 
 def test_event_log_keeps_its_head_and_tail():

@@ -100,6 +100,11 @@ TRY_MASK = 0x7F  # transmission numbers travel in 7 bits
 LOSS_REASONS = ("per_ev", "rack", "nack", "timeout", "dead_path")
 MESSAGES_KEPT = 64  # completed messages remembered for stats (the count is kept in full)
 LOST_REMEMBERED = 1024  # PSNs declared lost, remembered to recognise a late arrival
+# A posted write's packet records are built as the window reaches them, this many at
+# a time: posting 2 GiB costs nothing up front (it was ~1 s of the event loop, before
+# the first packet and while every other QP's acks waited), and a QP holds records for
+# what is near the window only.
+BUILD_CHUNK = 1024
 REORDER_STEPS_MAX = 8
 REORDERING_DECAY = 1 - 1 / 256  # per RTT sample
 REORDERING_LEARNED = 32  # RTT samples before the reordering seen is trusted (before: srtt)
@@ -386,7 +391,10 @@ class Sender:
         self._order: collections.deque = collections.deque()  # (seq, psn) in send order
         self._per_ev: dict[int, collections.deque] = {}  # ev -> deque of (seq, psn)
         self._retx: collections.deque = collections.deque()  # PSNs to resend first
-        self._unsent: collections.deque = collections.deque()  # PSNs never sent
+        self._unsent: collections.deque = collections.deque()  # PSNs built, never sent
+        # posted, records not yet built: [msg, offset of its next packet, end, next PSN]
+        self._pending: collections.deque[list] = collections.deque()
+        self._built_psn = 0  # every PSN below has (or had: acked) its record
         # PSN -> (EV, reason, send time) of a copy declared lost, until it is resent and acked
         self._lost: collections.OrderedDict[int, tuple[int, str, int]] = \
             collections.OrderedDict()
@@ -416,18 +424,35 @@ class Sender:
         self.acked_bins.start(now)
         msg = _Msg(self._next_msn, self._next_psn + n - 1, imm, now)
         self._next_msn += 1
-        for i in range(n):
-            off = offset + i * self.cfg.mtu
-            size = min(self.cfg.mtu, offset + length - off)
-            self._txs[self._next_psn] = _Tx(self._next_psn, msg, off, size)
-            self._unsent.append(self._next_psn)
-            self._next_psn += 1
+        self._pending.append([msg, offset, offset + length, self._next_psn])
+        self._next_psn += n
         self._msgs.append(msg)
         return msg.msn
 
+    def _build(self, count: int = BUILD_CHUNK) -> int:
+        """Build the records of the next `count` posted packets (in PSN order) and queue
+        them to send; how many were built."""
+        built, mtu, txs, unsent = 0, self.cfg.mtu, self._txs, self._unsent
+        while built < count and self._pending:
+            seg = self._pending[0]
+            msg, off, end, psn = seg
+            while built < count and off < end:
+                size = min(mtu, end - off)
+                txs[psn] = _Tx(psn, msg, off, size)
+                unsent.append(psn)
+                off += size
+                psn += 1
+                built += 1
+            if off < end:
+                seg[1], seg[3] = off, psn
+            else:
+                self._pending.popleft()
+            self._built_psn = psn
+        return built
+
     @property
     def idle(self) -> bool:
-        return not self._txs
+        return not self._txs and not self._pending
 
     @property
     def cum(self) -> int:
@@ -487,7 +512,7 @@ class Sender:
                 tx = self._txs.get(psn)
                 if tx is None or tx.acked or tx.in_flight:
                     continue
-            elif self._unsent:
+            elif self._unsent or (self._pending and self._build()):
                 psn = self._unsent.popleft()
                 tx = self._txs[psn]
             else:
@@ -504,7 +529,8 @@ class Sender:
     def wants_to_send(self) -> bool:
         """Packets are queued and the window (or a retransmission) lets one go now."""
         return not self.failed and not self._stuck and bool(
-            self._retx or (self._unsent and self._inflight < int(self.window)))
+            self._retx or ((self._unsent or self._pending)
+                           and self._inflight < int(self.window)))
 
     def _emit(self, tx: _Tx, now: int, source: memoryview) -> TxPacket:
         retransmit = tx.tries > 0
@@ -535,7 +561,7 @@ class Sender:
                         if before is not None else "")
         last = tx.psn == tx.msg.last_psn
         # Ask for an ack now where nothing may follow soon, or where a message ends.
-        ack_req = retransmit or last or not self._unsent
+        ack_req = retransmit or last or not (self._unsent or self._pending)
         return TxPacket(tx.psn, ev.value, self.remote_va + tx.offset,
                         source[tx.offset:tx.offset + tx.length], (tx.tries - 1) & TRY_MASK,
                         ack_req, tx.msg.imm if last else None)
@@ -862,7 +888,7 @@ class Sender:
 
     def _lowest_unacked(self) -> int:
         low = self._low
-        while low < self._next_psn and low not in self._txs:
+        while low < self._built_psn and low not in self._txs:
             low += 1
         self._low = low
         return low
