@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from twin import endpoints, failover
@@ -175,17 +176,24 @@ def run(rt, pattern: str, flows: list[Flow], mode: str = "mrc", *, evs: int = 12
         timeout_s: float = 300.0, sample_s: float = 0.02,
         faults: list[tuple[float, Callable[[], str]]] | None = None,
         progress: Callable[[int, int, float], None] | None = None,
-        on_start: Callable[[int], None] | None = None) -> Run:
+        on_start: Callable[[int], None] | None = None,
+        note: Callable[[str], None] | None = None) -> Run:
     """Run the flows to completion (or failure, or timeout). `faults` are (seconds
     after the first write, action); an action applies a fault and says what it did.
     `on_start(t0_ns)` is called once every write is posted (t0_ns: CLOCK_MONOTONIC
-    before the first), e.g. to start a timeline of its own."""
+    before the first), e.g. to start a timeline of its own. `note(text)` is told of
+    the steps before and after the writes that take seconds at GiB sizes: registering
+    the buffers, and hashing both ends."""
     if mode not in MODES:
         raise UsageError(f"unknown mode {mode!r}; modes: {', '.join(MODES)}")
     check_fits(flows)
     hosts = sorted({f.src for f in flows} | {f.dst for f in flows})
     clients = {h: endpoints.client(rt, h) for h in hosts}
     result = Run(pattern, mode, flows)
+    total = sum(f.size for f in flows)
+    if note:
+        note(f"registering buffers: {len(flows)} QP{'s' * (len(flows) != 1)}, "
+             f"{total / 2**20:,.0f} MiB at each end")
     try:
         for i, f in enumerate(flows):
             r = clients[f.dst].call("recv_qp", size=f.size)
@@ -194,7 +202,6 @@ def run(rt, pattern: str, flows: list[Flow], mode: str = "mrc", *, evs: int = 12
             clients[f.dst].call("connect", qpn=r["qpn"], peer=f.src, peer_qpn=s["qpn"])
             f.send_qpn, f.recv_qpn = s["qpn"], r["qpn"]
         pending = sorted(faults or [], key=lambda e: e[0])
-        total = sum(f.size for f in flows)
         start = time.monotonic()
         t0_ns = time.monotonic_ns()
         result.start_us = t0_ns // 1000
@@ -223,10 +230,9 @@ def run(rt, pattern: str, flows: list[Flow], mode: str = "mrc", *, evs: int = 12
                                f"({acked}/{total} bytes acked)")
             time.sleep(sample_s)
         result.elapsed_s = time.monotonic() - start
-        for f in flows:
-            a = clients[f.src].call("digest", qpn=f.send_qpn)["sha256"]
-            b = clients[f.dst].call("digest", qpn=f.recv_qpn)["sha256"]
-            f.exact = a == b
+        if note:
+            note(f"checking bytes: sha256 of {total / 2**20:,.0f} MiB at each end")
+        _compare(clients, flows)
     finally:
         _collect_events(clients, flows, result)
         for f in flows:  # also after a timeout: a stalled QP must not keep retrying
@@ -239,6 +245,26 @@ def run(rt, pattern: str, flows: list[Flow], mode: str = "mrc", *, evs: int = 12
         for c in clients.values():
             c.close()
     return result
+
+
+def _compare(clients, flows: list[Flow]) -> None:
+    """Each flow's destination buffer against its source, by sha256: every host hashes
+    its own buffers, all hosts at once (at GiB sizes, seconds each)."""
+    asks: dict[str, list[tuple[int, int]]] = {}  # host -> (flow, qpn) in flow order
+    for i, f in enumerate(flows):
+        asks.setdefault(f.src, []).append((i, f.send_qpn))
+        asks.setdefault(f.dst, []).append((i, f.recv_qpn))
+
+    def hash_at(host: str) -> list[tuple[int, int, str]]:
+        return [(i, qpn, clients[host].call("digest", qpn=qpn)["sha256"])
+                for i, qpn in asks[host]]
+
+    got: dict[tuple[int, int], str] = {}
+    with ThreadPoolExecutor(max_workers=min(len(asks), 16)) as pool:
+        for answers in pool.map(hash_at, asks):
+            got.update({(i, qpn): digest for i, qpn, digest in answers})
+    for i, f in enumerate(flows):
+        f.exact = got[i, f.send_qpn] == got[i, f.recv_qpn]
 
 
 def _collect_events(clients, flows: list[Flow], result: Run) -> None:

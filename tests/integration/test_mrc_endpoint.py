@@ -473,3 +473,21 @@ def test_an_endpoint_that_ended_is_named_with_its_log_and_restart_brings_it_back
     assert got.exit_code == 0, got.output
     run = bulk(lab4, 4 * MiB, src="r0h1", dst=host)
     assert run.ok, run.to_dict()
+
+
+def test_traffic_says_what_it_does_before_and_after_the_writes(lab4):
+    """The seconds around the writes at GiB sizes are named (registering, hashing), and
+    every host hashes its own buffers at once: a ring, where each host is a source and
+    a destination, is compared flow by flow."""
+    runner = CliRunner()
+    got = runner.invoke(main, ["traffic", "bulk", "--lab", LAB4, "--src", "r0h0", "--dst",
+                               "r1h0", "--size", "2M"])
+    assert got.exit_code == 0, got.output
+    lines = got.output.splitlines()
+    assert lines[0] == "registering buffers: 1 QP, 2 MiB at each end", lines
+    assert "checking bytes: sha256 of 2 MiB at each end" in lines, lines
+    got = runner.invoke(main, ["traffic", "ring", "--lab", LAB4, "--size", "1M", "--json"])
+    assert got.exit_code == 0, got.output
+    flows = json.loads(got.output)["flows"]
+    assert len(flows) == 4 and all(f["exact"] for f in flows), flows
+    assert {f["src"] for f in flows} == {f["dst"] for f in flows}

@@ -93,17 +93,27 @@ def traffic(pattern, src, dst, size, mode, evs, cut, cut_at, lab, as_json):
         line = (f"{pattern} {mode}: {acked / total:6.1%} of {total / 2**20:.0f} MiB, "
                 f"{rate:5.2f} Gbit/s, {t:5.1f}s")
         err.print(f"\r{line}" if err.is_terminal else line, end="" if err.is_terminal else "\n")
+        live[0] = err.is_terminal
+
+    live = [False]  # a terminal's live progress line is open
+
+    def note(text):
+        """A step around the writes, on a line of its own."""
+        if live[0]:
+            err.print()
+            live[0] = False
+        err.print(text, highlight=False)
 
     try:
         result = T.run(att.runtime, pattern, flows, mode, evs=evs, progress=progress,
-                       faults=scheduled)
+                       faults=scheduled, note=None if as_json else note)
     finally:
         if applied:
             F.link_up(att, cut)
     if as_json:
         emit_json(result.to_dict())
     else:
-        if err.is_terminal:
+        if live[0]:
             err.print()
         t = Table(title=f"{pattern}, mode {mode}, {result.elapsed_s:.2f}s")
         for col in ("flow", "bytes", "Gbit/s", "retx", "EV retirements", "planes", "exact"):
