@@ -13,7 +13,8 @@ RUNTIME ?= auto
 # make lab-up TELEMETRY=0: no exporter, no Prometheus
 TELEMETRY ?= 1
 # Debian packages the kernel-facing layers call: ip/tc (iproute2), nsenter (util-linux),
-# nft (link-loss faults); gcc and zlib's headers build the endpoint's compiled data path
+# nft (link-loss faults); gcc and zlib's headers build the endpoint's compiled data path,
+# which computes the ICRC with ISA-L (libisal2) where it loads, else with zlib
 
 .PHONY: help deps test-deps venv engine images lab-up lab-down chaos test lint bench clean
 
@@ -37,6 +38,7 @@ deps:
 	command -v nft >/dev/null || missing="$$missing nftables"; \
 	command -v gcc >/dev/null || missing="$$missing gcc"; \
 	[ -f /usr/include/zlib.h ] || missing="$$missing zlib1g-dev"; \
+	ldconfig -p 2>/dev/null | grep -q 'libisal\.so\.2 ' || missing="$$missing libisal2"; \
 	$(PYTHON) -c 'import venv, ensurepip' 2>/dev/null || missing="$$missing python3-venv"; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" != 0 ]; then echo "missing:$$missing (run as root, or apt-get install$$missing)"; exit 1; fi; \

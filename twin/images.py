@@ -1,7 +1,8 @@
 """The node container images, and how they are built with no image registry.
 
     mrc-twin/router:latest   every switch (T0, T1): iproute2, nftables, tcpdump, ...
-    mrc-twin/host:latest     every GPU host: the router's packages plus python3-yaml
+    mrc-twin/host:latest     every GPU host: the router's packages plus python3-yaml and
+                             libisal2 (the endpoint's ICRC)
     mrc-twin/base:bookworm   the offline base both are built on (when no registry base)
 
 What goes into each image is written down once, in images/packages/*.txt

@@ -83,7 +83,8 @@ def test_code_and_config_are_bind_mounted(docker4):
 @pytest.mark.docker
 def test_a_host_container_runs_the_compiled_data_path_built_here(docker4):
     """The bind-mounted code includes the module pip built with this machine's gcc; the
-    image's own python3 loads it (the same CPython minor version)."""
+    image's own python3 loads it (the same CPython minor version), and the host image's
+    libisal2 computes its ICRC."""
     from twin import endpoints
     from twin.mrc.endpoint import load_datapath
 
@@ -91,7 +92,7 @@ def test_a_host_container_runs_the_compiled_data_path_built_here(docker4):
         pytest.skip("the compiled data path is not built on this machine")
     with endpoints.client(docker4.runtime, "r0h0") as c:
         hello = c.call("hello")
-    assert hello["datapath"] == "compiled", hello
+    assert hello["datapath"] == "compiled" and hello["icrc"] == "isa-l", hello
 
 
 @pytest.mark.docker

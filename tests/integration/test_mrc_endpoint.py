@@ -419,14 +419,19 @@ def _restart_endpoints(att, hosts, datapath, monkeypatch):
 
 def test_both_data_paths_move_the_same_bytes_and_talk_to_each_other(lab4, monkeypatch):
     """The compiled data path (the default where it is built) and the pure-Python one
-    put the same wire on the fabric: each sends to the other, byte-exact, with a cut."""
+    put the same wire on the fabric: each sends to the other, byte-exact, with a cut
+    (the compiled one's ICRC by ISA-L where it loads, the Python one's by zlib)."""
+    from twin.mrc import _fastpath
+
     hosts = ["r0h0", "r1h0"]
     try:
         _restart_endpoints(lab4, ["r0h0"], "python", monkeypatch)
         with endpoints.client(lab4.runtime, "r0h0") as a, \
                 endpoints.client(lab4.runtime, "r1h0") as b:
             assert a.call("hello")["datapath"] == "python: asked for"
+            assert a.call("hello")["icrc"] == "zlib (python)"
             assert b.call("hello")["datapath"] == "compiled"
+            assert b.call("hello")["icrc"] == _fastpath.ICRC  # isa-l where libisal2 is
         for src, dst in (("r0h0", "r1h0"), ("r1h0", "r0h0")):
             run = bulk(lab4, 32 * MiB, src=src, dst=dst)
             assert run.ok, run.to_dict()

@@ -12,11 +12,13 @@
 
 from __future__ import annotations
 
+import ctypes.util
 import os
 import random
 import shutil
 import socket
 import subprocess
+import sys
 import time
 
 import pytest
@@ -35,6 +37,43 @@ PATH = "fcbb:bb00:100:200:101:302::"
 
 def test_the_compiled_data_path_is_built_where_gcc_is():
     assert fp is not None, f"pip install -e . did not build twin.mrc._fastpath: {why}"
+
+
+BUILD_AND_PARSE = """
+import hashlib, random, sys
+sys.path.insert(0, sys.argv[1])
+from tests.unit.test_fastpath import _inner, _packets, _word
+from twin.mrc import _fastpath as fp
+h = hashlib.sha256()
+rng = random.Random(4)
+for tpl, psn, va, payload, tries, ack, imm in _packets(rng, 300):
+    head, seed = tpl.head(len(payload), imm is not None)
+    pkt = fp.build(head, seed, _word(psn, tries, ack), va, tpl.rkey, payload, imm)
+    data, src, dst, sport, flow = _inner(pkt)
+    damaged = bytearray(data)
+    damaged[rng.randrange(len(data))] ^= 1
+    for d in (data, bytes(damaged)):
+        h.update(pkt + repr(fp.parse(d, src, dst, sport, flow)[0]).encode())
+print(fp.ICRC, h.hexdigest())
+"""
+
+
+def test_the_icrc_is_the_same_by_isa_l_and_by_zlib():
+    """ISA-L (where libisal.so.2 loads) and zlib give the same packets and the same
+    verdicts; MRC_TWIN_ICRC=zlib chooses zlib."""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    got = {}
+    for choice in ("auto", "zlib"):
+        env = {**os.environ, "MRC_TWIN_ICRC": choice}
+        run = subprocess.run([sys.executable, "-c", BUILD_AND_PARSE, root], env=env,
+                             capture_output=True, text=True, timeout=60, check=True)
+        impl, digest = run.stdout.rsplit(" ", 1)
+        got[choice] = (impl, digest.strip())
+    assert got["zlib"][0] == "zlib (MRC_TWIN_ICRC=zlib)"
+    assert got["auto"][0] == fp.ICRC
+    if ctypes.util.find_library("isal"):
+        assert fp.ICRC == "isa-l"
+    assert got["auto"][1] == got["zlib"][1]
 
 
 def _packets(rng: random.Random, n: int):

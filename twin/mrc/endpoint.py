@@ -271,6 +271,8 @@ class Endpoint:
         self.udp.bind((self.nic, wire.ROCE_PORT))
         self.udp.setblocking(False)
         fast, self.datapath = load_datapath()
+        # who computes the ICRC: the compiled path's ISA-L or zlib; Python's zlib.crc32
+        self.icrc = getattr(fast, "ICRC", "zlib") if fast is not None else "zlib (python)"
         self.tx_batch = self.rx_ring = None
         if fast is not None:
             self.tx_batch = fast.TxBatch(self.raw.fileno(), SEND_BUDGET)
@@ -825,7 +827,7 @@ class Endpoint:
         if op == "hello":
             return {"host": self.host, "nic": self.nic, "planes": sorted(self.ports),
                     "ports": self.port_bitmap, "pid": os.getpid(), "datapath": self.datapath,
-                    **self._batching()}
+                    "icrc": self.icrc, **self._batching()}
         if op == "recv_qp":
             size = _int_arg(req, "size", 1, _buffer_limit())
             seed = _seed_arg(req)
@@ -1180,7 +1182,7 @@ def main(argv: list[str] | None = None) -> None:
         raise SystemExit(f"mrc endpoint: {e}") from None
     gc.freeze()  # long-lived setup objects leave the collector's generations
     print(f"mrc endpoint {ep.host} ({ep.nic}) up, control {args.control}, "
-          f"data path {ep.datapath}", flush=True)
+          f"data path {ep.datapath}, ICRC by {ep.icrc}", flush=True)
     try:
         ep.run()
     except KeyboardInterrupt:
