@@ -16,8 +16,9 @@ On a netns lab shaped like mrc-4p (named bench-ep), cross-rack r0h0 -> r1h0, pla
             Not MRC's wire (one EV for 15 packets, a UDP checksum); it measures what a
             data path carrying several packets per skb would leave.
   goodput   twin.traffic bulk through the endpoint daemons: mrc and single-path on the
-            compiled data path, and mrc on the pure-Python one (MRC_TWIN_DATAPATH=python,
-            the two endpoints restarted for it). srtt is the sender's, at the end: under load.
+            compiled data path, mrc on it with the ICRC by zlib instead of ISA-L
+            (MRC_TWIN_ICRC=zlib), and mrc on the pure-Python one (MRC_TWIN_DATAPATH=python;
+            the two endpoints restarted for each). srtt is the sender's, at the end: under load.
   CPU/GB    utime+stime of both processes (endpoints: between the first and last goodput
             sample) per GB delivered; the switches' softirq forwarding is billed to the task it
             interrupts.
@@ -63,7 +64,9 @@ from twin.state import known_labs
 
 RESULTS = Path(__file__).resolve().parent / "results" / "endpoint.json"
 NAME, SHAPE, SRC, DST = "bench-ep", (4, 2, 2, 2), "r0h0", "r1h0"
-MODES = ("mrc", "single-path", "mrc/python")  # transport / data path (compiled unless named)
+# transport / data path (compiled, ICRC by ISA-L where it loads, unless named): zlib is the
+# compiled path with MRC_TWIN_ICRC=zlib, python the pure-Python one
+MODES = ("mrc", "single-path", "mrc/zlib", "mrc/python")
 TCP_PORT, TCP_CHUNK, TCP_INFO_RTT = 5201, 4 * (1 << 20), 68  # tcp_info.tcpi_rtt offset (µs)
 GSO_PORT, GSO_SEGMENTS, UDP_SEGMENT = 4793, 15, 103  # 15 x 4128 B: one 64 KiB skb
 # --pin (the default on 2+ cores): every sender on CPU 0, every receiver on CPU 1, so each
@@ -318,7 +321,8 @@ def kernel_pair(att, size: int, kind: str) -> dict:
 
 
 def restart_endpoints(att, datapath: str) -> dict:
-    """Restart SRC's and DST's endpoints on this data path; their new pids."""
+    """Restart SRC's and DST's endpoints on this data path (auto, python, or zlib: the
+    compiled one with its ICRC by zlib); their new pids."""
     rt = att.runtime
     for pid in pids_in([rt.netns_path(h) for h in (SRC, DST)]).values():
         for p in pid:
@@ -330,11 +334,12 @@ def restart_endpoints(att, datapath: str) -> dict:
     while any(pids_in([rt.netns_path(h) for h in (SRC, DST)]).values()) \
             and time.monotonic() < deadline:
         time.sleep(0.02)
-    os.environ["MRC_TWIN_DATAPATH"] = datapath
+    os.environ["MRC_TWIN_DATAPATH"] = "auto" if datapath == "zlib" else datapath
+    os.environ["MRC_TWIN_ICRC"] = "zlib" if datapath == "zlib" else "auto"
     try:
-        endpoints.start(rt, [SRC, DST])
+        endpoints.start(rt, [SRC, DST])  # their environment is ours
     finally:
-        del os.environ["MRC_TWIN_DATAPATH"]
+        del os.environ["MRC_TWIN_DATAPATH"], os.environ["MRC_TWIN_ICRC"]
     found = pids_in([rt.netns_path(h) for h in (SRC, DST)])
     pids = {h: found[rt.netns_path(h)] for h in (SRC, DST)}
     for host, role in ((SRC, "send"), (DST, "recv")):
@@ -443,7 +448,8 @@ def report(res: dict) -> tuple[str, dict]:
          ceiling(f"UDP GSO, {GSO_SEGMENTS} RoCE-sized packets per skb (not MRC's wire)", gs),
          ceiling("compiled blaster (data path, no transport)", cb),
          ceiling("Python blaster", bl)]
-        + [[f"endpoint {m}" + ("" if "/" in m else " (compiled)"), "-",
+        + [[f"endpoint {m}" + {"": " (compiled)", "zlib": " (compiled, ICRC by zlib)"}.get(
+            m.partition("/")[2], ""), "-",
             fmt(x, "goodput_gbps"), fmt(x, "sender_cpu_s_per_gb", 2, "receiver_cpu_s_per_gb"),
             fmt(x, "srtt_us", 0), f"retx {fmt(x, 'retransmits', 0)}"] for m, x in bulk.items()])
     t2 = B.markdown(
@@ -478,6 +484,9 @@ def report(res: dict) -> tuple[str, dict]:
         "udp_gso_vs_tcp (RoCE-sized packets, 15 per skb)": ratio(gbps["gso"], gbps["tcp"]),
         "mrc_goodput_vs_compiled_blaster": ratio(med["mrc"], gbps["compiled"]),
         "mrc_compiled_vs_python_datapath": ratio(med["mrc"], med["mrc/python"]),
+        "mrc_icrc_isal_vs_zlib (goodput; CPU/GB send/recv)": [
+            ratio(med["mrc"], med["mrc/zlib"]),
+            *(ratio(x, y) for x, y in zip(cpu["mrc"], cpu["mrc/zlib"], strict=True))],
         "single_vs_mrc_goodput": ratio(med["single-path"], med["mrc"]),
         "cpu_per_gb_mrc_vs_python_blaster (sender/receiver)": [
             ratio(x, y) for x, y in zip(cpu["mrc"], cpu["blaster"], strict=True)]}
