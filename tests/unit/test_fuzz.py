@@ -114,14 +114,24 @@ def test_a_guarded_buffer_is_its_view_and_notices_a_stray_write():
 
 
 def test_a_guarded_source_holds_the_same_bytes_as_before():
-    """Placement and digests must not move: the fill is the old _pattern, byte for byte."""
+    """Placement and digests must not move: the fill is the old _pattern, byte for byte,
+    in a send buffer (an mmap, filled once) as in a zeroed one."""
+    import hashlib
     import random
 
-    g = GuardedBuffer(200_000)
-    g.fill(3)
     block = random.Random(3).randbytes(1 << 16)
-    assert bytes(g.view[:1 << 16]) == block and bytes(g.view[1 << 16:2 << 16]) == block
-    assert g.intact()
+    digests = set()
+    zeroed = GuardedBuffer(200_000)
+    zeroed.fill(3)
+    for g in (GuardedBuffer.filled(200_000, 3), zeroed):
+        assert bytes(g.view[:1 << 16]) == block and bytes(g.view[1 << 16:2 << 16]) == block
+        assert g.intact() and len(g.view) == 200_000
+        digests.add(hashlib.sha256(g.view).hexdigest())
+        g.view[199_999] ^= 1
+        assert g.intact()
+        g._raw[GUARD_BYTES + 200_000] ^= 1  # a stray write just past the end
+        assert not g.intact()
+    assert len(digests) == 1
 
 
 def test_a_receiver_drops_a_psn_too_far_ahead_without_placing_it():

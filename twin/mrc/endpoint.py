@@ -957,8 +957,7 @@ class Endpoint:
         for key, (lo, hi) in _TUNABLES.items():
             if key in req:
                 setattr(cfg, key, type(getattr(cfg, key))(_num_arg(req, key, lo, hi)))
-        mem = GuardedBuffer(size)
-        mem.fill(seed_arg)
+        mem = GuardedBuffer.filled(size, seed_arg)
         qpn = self._qpn()
         seed = f"{self.host}/send/{qpn}/{seed_arg}"
         evs = EvSet(planes, self.fabric.spec.t1_per_plane, size=n_evs,
