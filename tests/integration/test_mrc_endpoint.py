@@ -65,8 +65,13 @@ def test_link_down_mid_transfer_mrc_recovers_single_path_does_not(lab4):
     finally:
         F.clear(lab4)
     assert mrc.ok and mrc.events, mrc.to_dict()
-    recovery = mrc.recovery_s(mrc.faults[0]["t_s"])
-    assert recovery is not None  # goodput came back above 90% of its pre-fault level
+    # Goodput came back above 60% of its pre-fault level (7 of 8 paths are left). Not
+    # 90%: the sender is CPU-bound on a noisy 2-core VM, and its 0.4 s pre-fault level
+    # alone swings 1.0-1.95 Gbit/s between runs (after the cut: 1.2-1.5), so a high
+    # pre-fault reading left 90% out of reach for the rest of a 256 MiB transfer in
+    # about 1 run in 12, on a transport that had retired its dead EVs in 100 ms.
+    recovery = mrc.recovery_s(mrc.faults[0]["t_s"], threshold=0.6)
+    assert recovery is not None, mrc.goodput_series()
     # The failover, from the endpoint's own event log: detected, repaired, EVs retired.
     # From when applying the cut began: `t_us` says when it was in force by, and a dead
     # path is now retired whole at its first detection, which a slow `ip link` (a
