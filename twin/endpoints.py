@@ -175,6 +175,26 @@ def client(rt, host: str, timeout: float = 30.0) -> EndpointClient:
         raise LabError(_not_running(rt, host, path, e)) from None
 
 
+def liveness(rt, node: str, timeout: float = 1.0) -> dict | None:
+    """Whether a node's endpoint answers, for `twin status`: None where the node has
+    none (a switch, or a host whose endpoint never started) or where asking would cost
+    an exec (a remote runtime's nodes); else {"state": "up", "pid", "datapath", "icrc"}
+    or {"state": "ended", "log"}: its socket is there and nothing answers."""
+    if getattr(rt, "endpoint_relay", None) is not None:
+        return None
+    path = control_path(rt, node)
+    log = Path(path).with_name("endpoint.log")
+    if not os.path.exists(path) and not log.exists():
+        return None
+    try:
+        with EndpointClient(path, timeout) as c:
+            hello = c.call("hello")
+    except (LabError, OSError, ValueError):
+        return {"state": "ended", "log": str(log)}
+    return {"state": "up", "pid": hello.get("pid"), "datapath": hello.get("datapath"),
+            "icrc": hello.get("icrc")}
+
+
 def _not_running(rt, host: str, path: str, e: LabError) -> str:
     """What a user needs when a host's endpoint is gone: that it is gone, how it ended
     (its log's last lines: a crash's traceback, or the signal that stopped it), and

@@ -458,10 +458,18 @@ def test_an_endpoint_asked_for_a_data_path_it_cannot_have_says_so():
     assert load_datapath("python") == (None, "python: asked for")
 
 
+def _endpoint_in_status(runner, node: str) -> dict | None:
+    got = runner.invoke(main, ["status", LAB4, "--json"])
+    assert got.exit_code == 0, got.output
+    (lab,) = json.loads(got.output)
+    return next(n for n in lab["nodes"] if n["node"] == node)["endpoint"]
+
+
 def test_an_endpoint_that_ended_is_named_with_its_log_and_restart_brings_it_back(lab4):
     """A host whose endpoint died (here: SIGTERM from outside) is not `does not answer`:
     twin says the endpoint ended, shows its log's last lines (how it ended), and the
-    command that starts it again; `twin restart HOST` does."""
+    command that starts it again; `twin status` shows it ended; `twin restart HOST`
+    starts it again."""
     from twin.runtime.netns import pids_in
 
     host = "r1h1"
@@ -479,8 +487,14 @@ def test_an_endpoint_that_ended_is_named_with_its_log_and_restart_brings_it_back
     assert "mrc endpoint: stopped by SIGTERM" in got.output, got.output
     assert f"twin restart {host} --lab {LAB4}" in got.output, got.output
     assert "Traceback" not in got.output
+    assert _endpoint_in_status(runner, host)["state"] == "ended"
+    got = runner.invoke(main, ["status", LAB4])
+    assert f"endpoint ended: {host}" in got.output, got.output
     got = runner.invoke(main, ["restart", host, "--lab", LAB4])
     assert got.exit_code == 0, got.output
+    up = _endpoint_in_status(runner, host)
+    assert up["state"] == "up" and up["datapath"] == "compiled", up
+    assert _endpoint_in_status(runner, "t0-p0-r0") is None  # a switch has none
     run = bulk(lab4, 4 * MiB, src="r0h1", dst=host)
     assert run.ok, run.to_dict()
 

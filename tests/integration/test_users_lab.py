@@ -65,13 +65,16 @@ def default_dirs():
 
 
 def snapshot(lab: str) -> dict:
-    """What must not change: its id and nodes, its faults, its switches' nft tables."""
+    """What must not change: its id and nodes, its hosts' endpoints (up), its faults,
+    its switches' nft tables."""
     status = json.loads(twin("status", lab, "--json").stdout)[0]
     with default_dirs():
         att = L.attach(lab)
         tables = {n: att.runtime.exec(n, ["nft", "list", "tables"]).stdout
                   for n in att.plan.nodes if n.startswith("t0-")}
     return {"id": status["id"], "nodes": {n["node"]: n["state"] for n in status["nodes"]},
+            "endpoints": {n["node"]: n["endpoint"]["state"] for n in status["nodes"]
+                          if n.get("endpoint")},
             "faults": json.loads(twin("fault", "list", "--lab", lab, "--json").stdout),
             "nft": tables}
 
@@ -103,6 +106,8 @@ def test_a_users_lab_is_up_in_the_default_run_directory():
     UsersLab.before = snapshot(UsersLab.lab)
     assert UsersLab.before["nodes"]
     assert set(UsersLab.before["nodes"].values()) == {"running"}
+    if UsersLab.ours:  # a user's own is compared with itself only, as it was found
+        assert set(UsersLab.before["endpoints"].values()) == {"up"}, UsersLab.before
     Bystander.sockets = sorted(glob.glob(f"{DEFAULT_RUN_DIR}/{UsersLab.lab}/nodes/*/endpoint.sock"))
     assert Bystander.sockets
 

@@ -263,16 +263,22 @@ def status(lab, as_json):
     out.print(f"[dim]run directory {labs[0]['run_dir']}[/dim]")
     for s in labs:
         running = sum(n["state"] == "running" for n in s["nodes"])
+        ended = [n["node"] for n in s["nodes"] if (n["endpoint"] or {}).get("state") == "ended"]
         out.print(f"[bold]{s['lab']}[/bold]  id {s['id'] or '-'}  runtime {s['runtime']}  "
                   f"phase {s['phase']}  {running}/{len(s['nodes'])} nodes running  "
                   f"spec {s['spec']}")
         t = Table(show_edge=False, box=None, pad_edge=False)
-        for col in ("node", "runtime", "state", "image"):
+        for col in ("node", "runtime", "state", "endpoint", "image"):
             t.add_column(col)
         for n in s["nodes"]:
             state = n["state"] if n["state"] == "running" else f"[red]{n['state']}[/red]"
-            t.add_row(n["node"], s["runtime"], state, n.get("image", "-"))
+            t.add_row(n["node"], s["runtime"], state, _endpoint_cell(n["endpoint"]),
+                      n.get("image", "-"))
         out.print(t)
+        for host in ended:
+            out.print(f"  [red]endpoint ended:[/red] {host} (its log: "
+                      f"{next(n for n in s['nodes'] if n['node'] == host)['endpoint']['log']}; "
+                      f"`twin restart {host} --lab {s['lab']}` starts it again)")
         att = L.attach(s["lab"])
         inforce = F.active(att)
         hidden = sum(f.hidden for f in inforce)
@@ -281,6 +287,17 @@ def status(lab, as_json):
         for fault in (f for f in inforce if not f.hidden):
             out.print(f"  [yellow]fault:[/yellow] {fault.kind} {fault.link} "
                       f"(ends down: {', '.join(map(str, fault.ends))})")
+
+
+def _endpoint_cell(ep: dict | None) -> str:
+    """A host's MRC endpoint in `twin status`: up (its data path), or ended."""
+    if ep is None:
+        return "-"
+    if ep["state"] != "up":
+        return f"[red]{ep['state']}[/red]"
+    path = "compiled" if ep.get("datapath") == "compiled" else "python"
+    return f"up ({path}, ICRC {ep.get('icrc') or '?'})" if path == "compiled" else \
+        "up (python)"
 
 
 @main.command(name="exec", context_settings={"ignore_unknown_options": True})

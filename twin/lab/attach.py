@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+from twin import endpoints
 from twin.errors import LabError, UsageError
 from twin.fabric.model import Fabric, Node
 from twin.fabric.plan import Plan
@@ -109,6 +110,10 @@ def status(lab: str | None = None) -> list[dict]:
             "id": state.id,
             "run_dir": state.owner.run_dir,
             "age_s": round(time.time() - state.created, 1),
-            "nodes": [{"node": n, **facts[n]} for n in state.nodes],
+            "nodes": [{"node": n, **facts[n],
+                       "endpoint": endpoints.liveness(rt, n)  # once endpoints started
+                       if state.phase == "up" and facts[n].get("state") == "running"
+                       else None}
+                      for n in state.nodes],
         })
     return out
