@@ -488,6 +488,9 @@ def test_an_endpoint_that_ended_is_named_with_its_log_and_restart_brings_it_back
     assert f"twin restart {host} --lab {LAB4}" in got.output, got.output
     assert "Traceback" not in got.output
     assert _endpoint_in_status(runner, host)["state"] == "ended"
+    got = runner.invoke(main, ["stats", "--lab", LAB4, "--json"])  # the others still shown
+    assert got.exit_code == 1 and f"{host}: its MRC endpoint is not running" in got.stderr
+    assert set(json.loads(got.stdout)) == {"r0h0", "r0h1", "r1h0"}, got.stdout
     got = runner.invoke(main, ["status", LAB4])
     assert f"endpoint ended: {host}" in got.output, got.output
     got = runner.invoke(main, ["restart", host, "--lab", LAB4])

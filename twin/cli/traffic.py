@@ -10,7 +10,7 @@ from rich.table import Table
 from twin import faults as F
 from twin import lab as L
 from twin.cli.base import emit_json, err, main, out, sigterm_as_interrupt
-from twin.errors import UsageError
+from twin.errors import LabError, UsageError
 from twin.units import parse_size
 
 # -- traffic ----------------------------------------------------------------------
@@ -152,6 +152,8 @@ def stats(host, lab, prometheus, show_events, qpn, kinds, as_json):
     An event log is bounded: its first and its latest events are kept, and the
     header says how many fell in between. --json adds the acked bytes per 1 ms
     bin and plane (acked_bins); docs/endpoint-stats.md describes both.
+    Of all hosts, one whose endpoint has ended is named after the others' counters
+    (how it ended, how to start it again), and the exit status is 1.
     """
     from twin import endpoints
     from twin.mrc.stats import EndpointStats
@@ -186,8 +188,16 @@ def stats(host, lab, prometheus, show_events, qpn, kinds, as_json):
     texts: dict[str, str] = {}
     data: dict[str, EndpointStats] = {}
     reply_ids = {}
+    gone: list[str] = []  # all hosts asked: an ended endpoint does not hide the others
     for h in hosts:
-        with endpoints.client(att.runtime, h) as c:
+        try:
+            c = endpoints.client(att.runtime, h)
+        except LabError as e:
+            if host is not None:
+                raise
+            gone.append(str(e))
+            continue
+        with c:
             if prometheus:
                 texts[h] = c.call("metrics")["text"]
                 continue
@@ -195,13 +205,21 @@ def stats(host, lab, prometheus, show_events, qpn, kinds, as_json):
             data[h], reply_ids[h] = EndpointStats.from_dict(reply), reply["id"]
     if prometheus:
         click.echo("".join(texts.values()), nl=False)
-        return
-    if as_json:
+    elif as_json:
         # The control reply's "id" has always led each host's object here: kept, so the
         # output stays what scripts already read.
         emit_json({h: {"id": reply_ids[h], **d.to_dict()} for h, d in data.items()})
-        return
-    t = Table(title=f"endpoints of {att.state.lab}")
+    else:
+        _stats_table(att.state.lab, data)
+    if gone:
+        for why in gone:
+            err.print(f"[red]error:[/red] {why}", highlight=False)
+        sys.exit(1)
+
+
+def _stats_table(lab: str, data: dict) -> None:
+    """One row per endpoint that answered: what a person reads first."""
+    t = Table(title=f"endpoints of {lab}")
     for col in ("host", "ports up", "send QPs", "recv QPs", "bytes sent", "bytes placed",
                 "retx", "bad packets", "data path"):
         t.add_column(col)
