@@ -250,21 +250,23 @@ def run(rt, pattern: str, flows: list[Flow], mode: str = "mrc", *, evs: int = 12
 def _compare(clients, flows: list[Flow]) -> None:
     """Each flow's destination buffer against its source, by sha256: every host hashes
     its own buffers, all hosts at once (at GiB sizes, seconds each)."""
-    asks: dict[str, list[tuple[int, int]]] = {}  # host -> (flow, qpn) in flow order
-    for i, f in enumerate(flows):
-        asks.setdefault(f.src, []).append((i, f.send_qpn))
-        asks.setdefault(f.dst, []).append((i, f.recv_qpn))
+    asks: dict[str, list[int]] = {}  # host -> its QPs, in flow order
+    for f in flows:
+        asks.setdefault(f.src, []).append(f.send_qpn)
+        asks.setdefault(f.dst, []).append(f.recv_qpn)
 
-    def hash_at(host: str) -> list[tuple[int, int, str]]:
-        return [(i, qpn, clients[host].call("digest", qpn=qpn)["sha256"])
-                for i, qpn in asks[host]]
+    def hash_at(host: str) -> dict[tuple[str, int], str]:
+        # (host, qpn): each endpoint numbers its QPs itself, so a flow's two ends
+        # often carry the same QPN
+        return {(host, qpn): clients[host].call("digest", qpn=qpn)["sha256"]
+                for qpn in asks[host]}
 
-    got: dict[tuple[int, int], str] = {}
+    got: dict[tuple[str, int], str] = {}
     with ThreadPoolExecutor(max_workers=min(len(asks), 16)) as pool:
-        for answers in pool.map(hash_at, asks):
-            got.update({(i, qpn): digest for i, qpn, digest in answers})
-    for i, f in enumerate(flows):
-        f.exact = got[i, f.send_qpn] == got[i, f.recv_qpn]
+        for digests in pool.map(hash_at, asks):
+            got.update(digests)
+    for f in flows:
+        f.exact = got[f.src, f.send_qpn] == got[f.dst, f.recv_qpn]
 
 
 def _collect_events(clients, flows: list[Flow], result: Run) -> None:
