@@ -17,6 +17,7 @@ with their node, so `twin down` needs nothing extra.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import socket
@@ -29,6 +30,10 @@ from twin.errors import LabError
 
 READY_S = 20.0
 REMOTE_SOCK = "/run/mrc-twin/endpoint.sock"  # where images/mrc-twin-boot starts it
+
+
+class EndpointGone(LabError):
+    """Nothing listens at an endpoint's control socket: it never started, or it ended."""
 
 
 class EndpointClient:
@@ -47,7 +52,9 @@ class EndpointClient:
                 unixsock.connect(self.sock, path)
             except OSError as e:
                 self.sock.close()
-                raise LabError(f"endpoint at {path} does not answer: {e.strerror}") from None
+                gone = e.errno in (errno.ECONNREFUSED, errno.ENOENT)
+                raise (EndpointGone if gone else LabError)(
+                    f"endpoint at {path} does not answer: {e.strerror}") from None
         self._buf = b""
         self._id = 0
 
@@ -137,9 +144,8 @@ def start(rt, hosts: list[str], steps=None) -> None:
         time.sleep(0.02)
     if pending:
         host, (_, log) = next(iter(pending.items()))
-        tail = log.read_text()[-800:] if log.exists() else "(no log)"
         raise LabError(f"endpoint on {host} did not come up within {READY_S:.0f}s; "
-                       f"its log {log} ends:\n{tail}")
+                       f"its log {log} ends:\n  {log_tail(log)}")
 
 
 def wait_started(rt, hosts: list[str], steps, wait_s: float, *, call_timeout: float = 2,
@@ -171,8 +177,8 @@ def client(rt, host: str, timeout: float = 30.0) -> EndpointClient:
     path = control_path(rt, host)
     try:
         return EndpointClient(path, timeout)
-    except LabError as e:
-        raise LabError(_not_running(rt, host, path, e)) from None
+    except EndpointGone:
+        raise EndpointGone(_not_running(rt, host, path)) from None
 
 
 def liveness(rt, node: str, timeout: float = 1.0) -> dict | None:
@@ -195,21 +201,21 @@ def liveness(rt, node: str, timeout: float = 1.0) -> dict | None:
             "icrc": hello.get("icrc")}
 
 
-def _not_running(rt, host: str, path: str, e: LabError) -> str:
+def _not_running(rt, host: str, path: str) -> str:
     """What a user needs when a host's endpoint is gone: that it is gone, how it ended
     (its log's last lines: a crash's traceback, or the signal that stopped it), and
     how to bring it back."""
-    if not os.path.exists(path):
-        what = f"{host}: its MRC endpoint is not running (no control socket at {path})"
-    elif "refused" in str(e):
-        what = (f"{host}: its MRC endpoint is not running (nothing listens on {path}: "
-                "it ended)")
-    else:
-        return str(e)
+    why = f"nothing listens on {path}: it ended" if os.path.exists(path) \
+        else f"no control socket at {path}"
     log = Path(path).with_name("endpoint.log")
+    return (f"{host}: its MRC endpoint is not running ({why}); its log {log} ends:\n"
+            f"  {log_tail(log)}\n`twin restart {host} --lab {rt.owner.lab}` starts it again")
+
+
+def log_tail(log: Path, lines: int = 8) -> str:
+    """An endpoint log's last lines, indented under the line that names it."""
     try:
-        tail = "\n  ".join(log.read_text(errors="replace").splitlines()[-8:]) or "(empty)"
-        what += f"; its log {log} ends:\n  {tail}"
+        text = log.read_text(errors="replace")
     except OSError:
-        pass
-    return f"{what}\n`twin restart {host} --lab {rt.owner.lab}` starts it again"
+        return "(no log)"
+    return "\n  ".join(text.splitlines()[-lines:]) or "(empty)"

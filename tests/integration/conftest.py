@@ -74,16 +74,11 @@ def bystander_watch(request):
     if Bystander.sockets and Bystander.broken_after is None:
         dead = [s for s in Bystander.sockets if not _answers(s)]
         if dead:
-            logs = "\n".join(f"{s}: its log ends {_tail(Path(s).with_name('endpoint.log'))}"
+            from twin.endpoints import log_tail
+
+            logs = "\n".join(f"{s}: its log ends\n  {log_tail(Path(s).with_name('endpoint.log'))}"
                               for s in dead)
             Bystander.broken_after = f"{request.module.__name__}:\n{logs}"
-
-
-def _tail(log: Path) -> str:
-    try:
-        return repr(log.read_text(errors="replace").splitlines()[-4:])
-    except OSError as e:
-        return f"(unreadable: {e.strerror})"
 
 
 @pytest.fixture(scope="session")

@@ -263,7 +263,6 @@ def status(lab, as_json):
     out.print(f"[dim]run directory {labs[0]['run_dir']}[/dim]")
     for s in labs:
         running = sum(n["state"] == "running" for n in s["nodes"])
-        ended = [n["node"] for n in s["nodes"] if (n["endpoint"] or {}).get("state") == "ended"]
         out.print(f"[bold]{s['lab']}[/bold]  id {s['id'] or '-'}  runtime {s['runtime']}  "
                   f"phase {s['phase']}  {running}/{len(s['nodes'])} nodes running  "
                   f"spec {s['spec']}")
@@ -275,10 +274,11 @@ def status(lab, as_json):
             t.add_row(n["node"], s["runtime"], state, _endpoint_cell(n["endpoint"]),
                       n.get("image", "-"))
         out.print(t)
-        for host in ended:
-            out.print(f"  [red]endpoint ended:[/red] {host} (its log: "
-                      f"{next(n for n in s['nodes'] if n['node'] == host)['endpoint']['log']}; "
-                      f"`twin restart {host} --lab {s['lab']}` starts it again)")
+        for n in s["nodes"]:
+            if (n["endpoint"] or {}).get("state") == "ended":
+                out.print(f"  [red]endpoint ended:[/red] {n['node']} (its log: "
+                          f"{n['endpoint']['log']}; `twin restart {n['node']} --lab "
+                          f"{s['lab']}` starts it again)")
         att = L.attach(s["lab"])
         inforce = F.active(att)
         hidden = sum(f.hidden for f in inforce)
@@ -295,9 +295,9 @@ def _endpoint_cell(ep: dict | None) -> str:
         return "-"
     if ep["state"] != "up":
         return f"[red]{ep['state']}[/red]"
-    path = "compiled" if ep.get("datapath") == "compiled" else "python"
-    return f"up ({path}, ICRC {ep.get('icrc') or '?'})" if path == "compiled" else \
-        "up (python)"
+    if ep.get("datapath") == "compiled":
+        return f"up (compiled, ICRC {ep.get('icrc') or '?'})"
+    return "up (python)"
 
 
 @main.command(name="exec", context_settings={"ignore_unknown_options": True})
