@@ -65,13 +65,10 @@ def test_link_down_mid_transfer_mrc_recovers_single_path_does_not(lab4):
     finally:
         F.clear(lab4)
     assert mrc.ok and mrc.events, mrc.to_dict()
-    # Goodput came back above 60% of its pre-fault level (7 of 8 paths are left). Not
-    # 90%: the sender is CPU-bound on a noisy 2-core VM, and its 0.4 s pre-fault level
-    # alone swings 1.0-1.95 Gbit/s between runs (after the cut: 1.2-1.5), so a high
-    # pre-fault reading left 90% out of reach for the rest of a 256 MiB transfer in
-    # about 1 run in 12, on a transport that had retired its dead EVs in 100 ms.
-    recovery = mrc.recovery_s(mrc.faults[0]["t_s"], threshold=0.6)
-    assert recovery is not None, mrc.goodput_series()
+    # Recovery is judged by what the transport did, not by how fast goodput came back:
+    # on a shared 2-core VM goodput swings 2x with the CPU the sender gets (with one
+    # core busy elsewhere, "recovery" read 0-1.7 s on identical runs; once, in CI, it
+    # never read as back). That figure is bench_endpoint.py's recovery row.
     # The failover, from the endpoint's own event log: detected, repaired, EVs retired.
     # From when applying the cut began: `t_us` says when it was in force by, and a dead
     # path is now retired whole at its first detection, which a slow `ip link` (a
@@ -82,10 +79,20 @@ def test_link_down_mid_transfer_mrc_recovers_single_path_does_not(lab4):
     assert ep.detection_us is not None and ep.repair_us is not None, ep
     assert 0 < ep.detection_us < ep.repair_us and ep.retirements > 0, ep
     flow = mrc.flows[0].result
+    assert flow.dead_paths_total >= 1  # the path was shown dead, its EVs retired together
     assert flow.ev_retirements_total >= ep.retirements - ep.spurious
+    # The cut cost the packets in flight on the dead path, not a stall's worth: well
+    # under 1% of the transfer's 65,536 (5-17 here; a stall would lose the window again
+    # at every timeout).
+    packets = 256 * MiB // flow.mtu
+    assert ep.losses <= packets // 100, ep
+    # Spares took the retired EVs' slots, and plane 0 kept its share: 7 of 8 paths
+    # carry the rest, spread by path, not by plane.
     assert sum(flow.evs.values()) == flow.ev_set_size
-    # Replacements land elsewhere: fewer EVs are out now than there were events.
-    assert flow.evs.get("assumed_bad", 0) <= flow.ev_retirements_total
+    assert flow.evs.get("assumed_bad", 0) == 0 and flow.ev_pools["retired"] > 0, flow.evs
+    assert flow.planes_in_use == (0, 1, 2, 3)
+    counts = [flow.sender.per_plane_packets[p] for p in range(4)]
+    assert max(counts) - min(counts) <= 0.05 * (sum(counts) / 4), counts
 
     # single-path: cut the T0-T1 link its one path crosses (its QP's hash chose it:
     # read it from the running QP), mid-transfer
