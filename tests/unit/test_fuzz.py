@@ -170,3 +170,30 @@ def test_argument_defaults_and_limits():
         E._num_arg({"target_ns": float("nan")}, "target_ns", 1, 10)
     with pytest.raises(ValueError):
         E._seed_arg({"seed": {"a": 1}})
+
+
+def _resident_pages() -> int:
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1])
+
+
+@pytest.mark.parametrize("older_kernel", [False, True])
+def test_a_buffer_is_zeros_with_every_page_faulted_in_at_registration(older_kernel, monkeypatch):
+    """Placement must never take a page fault: the pages are in before the first packet,
+    by one madvise, or by one write per page where the kernel predates it (5.14)."""
+    import mmap
+
+    from twin.mrc import buffer
+
+    if older_kernel:
+        monkeypatch.setattr(buffer, "MADV_POPULATE_WRITE", -1)  # EINVAL, as before 5.14
+    ways = []
+    real = buffer.prefault
+    monkeypatch.setattr(buffer, "prefault", lambda raw: ways.append(real(raw)) or ways[-1])
+    n = 64 << 20
+    before = _resident_pages()
+    g = GuardedBuffer(n)
+    grew = _resident_pages() - before
+    assert ways == ["touch" if older_kernel else "populate"]
+    assert grew >= n // mmap.PAGESIZE, grew  # every page resident, none left to fault
+    assert g.intact() and bytes(g.view) == bytes(n)
