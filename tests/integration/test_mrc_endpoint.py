@@ -498,6 +498,16 @@ def test_an_endpoint_that_ended_is_named_with_its_log_and_restart_brings_it_back
     got = runner.invoke(main, ["stats", "--lab", LAB4, "--json"])  # the others still shown
     assert got.exit_code == 1 and f"{host}: its MRC endpoint is not running" in got.stderr
     assert set(json.loads(got.stdout)) == {"r0h0", "r0h1", "r1h0"}, got.stdout
+    for extra in (["--events", "--json"], ["--prometheus"]):  # so do their event logs, metrics
+        got = runner.invoke(main, ["stats", "--lab", LAB4, *extra])
+        assert got.exit_code == 1 and f"{host}: its MRC endpoint is not running" in got.stderr
+        assert "Traceback" not in got.output
+        if "--json" in extra:
+            assert set(json.loads(got.stdout)) == {"r0h0", "r0h1", "r1h0"}, got.stdout
+        else:
+            assert 'host="r0h0"' in got.stdout and 'host="r1h1"' not in got.stdout
+    got = runner.invoke(main, ["stats", host, "--lab", LAB4, "--events"])  # asked of it alone
+    assert got.exit_code == 1 and f"{host}: its MRC endpoint is not running" in got.output
     got = runner.invoke(main, ["status", LAB4])
     assert f"endpoint ended: {host}" in got.output, got.output
     got = runner.invoke(main, ["restart", host, "--lab", LAB4])

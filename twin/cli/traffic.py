@@ -153,9 +153,8 @@ def stats(host, lab, prometheus, show_events, qpn, kinds, as_json):
     header says how many fell in between. --json adds the acked bytes per 1 ms
     bin and plane (acked_bins); docs/endpoint-stats.md describes both.
     Of all hosts, one whose endpoint has ended is named after the others' counters
-    (how it ended, how to start it again), and the exit status is 1.
+    or event logs (how it ended, how to start it again), and the exit status is 1.
     """
-    from twin import endpoints
     from twin.mrc.stats import EndpointStats
     from twin.mrc.transport import EVENT_KINDS
 
@@ -173,44 +172,59 @@ def stats(host, lab, prometheus, show_events, qpn, kinds, as_json):
     hosts = [host] if host else every
     att.require_whole(hosts)
     if show_events:
-        logs = {}
-        for h in hosts:
-            with endpoints.client(att.runtime, h) as c:
-                logs[h] = [{"qpn": q.qpn, "peer": q.peer, "mode": q.mode,
-                            **c.call("events", qpn=q.qpn)}
-                           for q in EndpointStats.from_dict(c.call("stats")).send_qps
-                           if qpn is None or q.qpn == qpn]
-        if qpn is not None and not any(logs.values()):
+        def event_logs(c) -> list[dict]:
+            return [{"qpn": q.qpn, "peer": q.peer, "mode": q.mode,
+                     **c.call("events", qpn=q.qpn)}
+                    for q in EndpointStats.from_dict(c.call("stats")).send_qps
+                    if qpn is None or q.qpn == qpn]
+        logs, gone = _each_endpoint(att, hosts, host is not None, event_logs)
+        if qpn is not None and not gone and not any(logs.values()):
             raise UsageError(f"no sending QP {qpn} on {', '.join(hosts)}: "
                              "`twin stats` lists the QPs")
         _show_events(logs, set(kinds), as_json)
+        _exit_naming(gone)
         return
-    texts: dict[str, str] = {}
-    data: dict[str, EndpointStats] = {}
-    reply_ids = {}
-    gone: list[str] = []  # all hosts asked: an ended endpoint does not hide the others
+    if prometheus:
+        texts, gone = _each_endpoint(att, hosts, host is not None,
+                                     lambda c: c.call("metrics")["text"])
+        click.echo("".join(texts.values()), nl=False)
+        _exit_naming(gone)
+        return
+    replies, gone = _each_endpoint(att, hosts, host is not None, lambda c: c.call("stats"))
+    data = {h: EndpointStats.from_dict(r) for h, r in replies.items()}
+    if as_json:
+        # The control reply's "id" has always led each host's object here: kept, so the
+        # output stays what scripts already read.
+        emit_json({h: {"id": replies[h]["id"], **d.to_dict()} for h, d in data.items()})
+    else:
+        _stats_table(att.state.lab, data)
+    _exit_naming(gone)
+
+
+def _each_endpoint(att, hosts: list[str], one: bool, ask) -> tuple[dict, list[str]]:
+    """`ask(client)` of every host's endpoint: {host: answer}, and why each host that
+    could not be asked could not. Asked of one host (`one`), its error is raised; of
+    all hosts, an ended endpoint is set aside so it does not hide the others."""
+    from twin import endpoints
+
+    answers: dict = {}
+    gone: list[str] = []
     for h in hosts:
         try:
             c = endpoints.client(att.runtime, h)
         except LabError as e:
-            if host is not None:
+            if one:
                 raise
             gone.append(str(e))
             continue
         with c:
-            if prometheus:
-                texts[h] = c.call("metrics")["text"]
-                continue
-            reply = c.call("stats")
-            data[h], reply_ids[h] = EndpointStats.from_dict(reply), reply["id"]
-    if prometheus:
-        click.echo("".join(texts.values()), nl=False)
-    elif as_json:
-        # The control reply's "id" has always led each host's object here: kept, so the
-        # output stays what scripts already read.
-        emit_json({h: {"id": reply_ids[h], **d.to_dict()} for h, d in data.items()})
-    else:
-        _stats_table(att.state.lab, data)
+            answers[h] = ask(c)
+    return answers, gone
+
+
+def _exit_naming(gone: list[str]) -> None:
+    """After what the others answered: each ended endpoint named (how it ended, how to
+    start it again), and exit 1."""
     if gone:
         for why in gone:
             err.print(f"[red]error:[/red] {why}", highlight=False)
