@@ -71,6 +71,8 @@ class EvState(Enum):
     DENIED = "denied"
 
 
+_SKIP, _ASSUMED_BAD, _DENIED = EvState.SKIP, EvState.ASSUMED_BAD, EvState.DENIED  # hot path
+
 DEAD_AFTER = 2  # losses on a path, none delivered since the first, that show it dead
 
 
@@ -206,23 +208,28 @@ class EvSet:
 
     def next(self) -> Ev:
         """The next usable EV in rotation (SKIP ones are passed over once)."""
-        n = len(self.active)
+        active, down = self.active, self.planes_down  # locals: once per packet sent
+        n = len(active)
+        cursor = self._cursor
         for _ in range(2 * n):
-            ev = self.active[self._cursor]
-            self._cursor = (self._cursor + 1) % n
-            if self._cursor == 0:
-                self._end_of_rotation()
-            if ev.plane in self.planes_down or ev.state is EvState.DENIED \
-                    or ev.state is EvState.ASSUMED_BAD:
+            ev = active[cursor]
+            cursor += 1
+            if cursor == n:
+                cursor = self._cursor = 0
+                self._end_of_rotation()  # may turn this very EV from SKIP to GOOD
+            state = ev.state
+            if ev.plane in down or state is _DENIED or state is _ASSUMED_BAD:
                 continue
-            if ev.state is EvState.SKIP:
+            if state is _SKIP:
                 self._skipped.add(ev.value)
                 continue
             if self._proving:
                 path = ev.path
                 if not path.proven and path.inflight >= self.unproven_cap:
                     continue
+            self._cursor = cursor
             return ev
+        self._cursor = cursor
         raise NoUsableEv(f"no usable EV: planes down {sorted(self.planes_down)}, "
                          f"{self._capped()} unproven paths full")
 
