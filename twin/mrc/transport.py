@@ -85,6 +85,7 @@ import weakref
 from array import array
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from operator import attrgetter
 
 from twin.mrc.evset import Ev, EvSet, NoUsableEv
 
@@ -97,6 +98,7 @@ NACK_DISTANCE = BITMAP_BITS  # a hole this far behind the newest PSN is NAKed
 # would grow the receive bitmap without bound and claim a PSN not yet sent.
 RECV_WINDOW = 1 << 16
 TRY_MASK = 0x7F  # transmission numbers travel in 7 bits
+_SEND_ORDER = attrgetter("seq")
 LOSS_REASONS = ("per_ev", "rack", "nack", "timeout", "dead_path")
 MESSAGES_KEPT = 64  # completed messages remembered for stats (the count is kept in full)
 LOST_REMEMBERED = 1024  # PSNs declared lost, remembered to recognise a late arrival
@@ -513,8 +515,9 @@ class Sender:
                 if tx is None or tx.acked or tx.in_flight:
                     continue
             elif self._unsent or (self._pending and self._build()):
-                psn = self._unsent.popleft()
-                tx = self._txs[psn]
+                if self._emit_new(now, source, out, budget):
+                    continue
+                break
             else:
                 break
             try:
@@ -525,6 +528,64 @@ class Sender:
                 self._stuck = True
                 break
         return out
+
+    def _emit_new(self, now: int, source: memoryview, out: list[TxPacket],
+                  budget: int) -> bool:
+        """First transmissions, as many as the window and `budget` let go: `_emit` for a
+        packet sent for the first time, with the sender's fields held in locals over the
+        run (the per-packet cost of most of a transfer). Appends to `out`; False when no
+        EV could be had (the packet is held, as `poll` holds it)."""
+        room = min(budget - len(out), int(self.window) - self._inflight)
+        txs, unsent, pending = self._txs, self._unsent, self._pending
+        order_append, per_ev, evs, single = self._order.append, self._per_ev, self.evs, \
+            self._single
+        per_plane = self.stats.per_plane_packets
+        seq, sent_high, remote_va = self._seq, self._sent_high, self.remote_va
+        sent = nbytes = 0
+        ok = True
+        try:
+            while sent < room:
+                if not unsent and not (pending and self._build()):
+                    break
+                psn = unsent.popleft()
+                tx = txs[psn]
+                try:
+                    ev = self._pick_ev(None) if single is not None else evs.next()
+                except NoUsableEv:
+                    unsent.appendleft(psn)
+                    self._stuck = True
+                    ok = False
+                    break
+                tx.ev, tx.sent_ns, tx.seq, tx.tries, tx.in_flight = ev, now, seq, 1, True
+                if psn > sent_high:
+                    sent_high = psn
+                order_append((seq, psn))
+                q = per_ev.get(ev.value)
+                if q is None:
+                    q = per_ev[ev.value] = collections.deque()
+                q.append((seq, psn))
+                seq += 1
+                ev.sent += 1
+                if evs._proving:  # EvSet.sent, inlined: only while a path is unproven
+                    evs.sent_unproven(ev)
+                plane = ev.plane
+                per_plane[plane] = per_plane.get(plane, 0) + 1
+                sent += 1
+                length = tx.length
+                nbytes += length
+                msg = tx.msg
+                last = psn == msg.last_psn
+                # Ask for an ack now where nothing may follow soon, or where a message ends.
+                off = tx.offset
+                out.append(TxPacket(psn, ev.value, remote_va + off, source[off:off + length],
+                                    0, last or not (unsent or pending),
+                                    msg.imm if last else None))
+        finally:
+            self._seq, self._sent_high = seq, sent_high
+            self._inflight += sent
+            self.stats.packets += sent
+            self.stats.bytes += nbytes
+        return ok
 
     def wants_to_send(self) -> bool:
         """Packets are queued and the window (or a retransmission) lets one go now."""
@@ -614,33 +675,51 @@ class Sender:
         acked_bytes = self.acked_bins.at(now)  # this 1 ms bin's, indexed by plane
         evs = self.evs
         proving = evs._proving  # a path proven in this loop only makes gone() a no-op
+        delivered = evs.delivered
+        count = left_flight = 0
         for psn in acked:  # mark every PSN this SACK covers before judging any loss
             tx = txs.pop(psn, None)
             if tx is None or tx.acked:
                 continue
             tx.acked = True
+            ev = tx.ev
             if tx.in_flight:
                 tx.in_flight = False
-                self._inflight -= 1
+                left_flight += 1
                 if proving:
-                    evs.gone(tx.ev)
-            self.stats.acked += 1
-            acked_bytes[tx.ev.plane] += tx.length
-            if tx.tries > 1:
-                self._event(now, "repaired", tx.ev.value, psn)
+                    evs.gone(ev)
+            count += 1
+            acked_bytes[ev.plane] += tx.length
+            tries = tx.tries
+            if tries > 1:
+                self._event(now, "repaired", ev.value, psn)
             # Only an ack that names one transmission can judge the packets sent
             # before it (Karn): a first transmission, or the copy the SACK echoes.
-            if tx.tries == 1 or tx is exact:
-                rack_sent = max(rack_sent, tx.sent_ns)
+            if tries == 1 or tx is exact:
+                sent_ns = tx.sent_ns
+                if sent_ns > rack_sent:
+                    rack_sent = sent_ns
                 newly.append(tx)
-                evs.delivered(tx.ev, tx.sent_ns)
+                delivered(ev, sent_ns)
+        self._inflight -= left_flight
+        self.stats.acked += count
         # A SACK speaks for PSNs below cum + 1 + 64 only; later ones may have
         # arrived unreported, so they are never judged lost on its word.
         covered = sack.cum + 1 + BITMAP_BITS
         if len(newly) > 1:
-            newly.sort(key=lambda t: t.seq)
+            newly.sort(key=_SEND_ORDER)
+        per_ev = self._per_ev
         for tx in newly:
-            self._detect_per_ev(tx, now, covered)
+            # In order on its EV (the common case): nothing sent before it there is left
+            # to judge, so _detect_per_ev would only drop it from the EV's queue.
+            value = tx.ev.value
+            q = per_ev.get(value)
+            if q is not None and q[0][0] == tx.seq:
+                q.popleft()
+                if not q:
+                    del per_ev[value]
+            else:
+                self._detect_per_ev(tx, now, covered)
         if rack_sent >= 0:
             if rack_sent > self._rack_sent:
                 self._rack_sent = rack_sent
