@@ -28,7 +28,8 @@ help:
 	@echo "make chaos      every shipped drill (lab/drills), each against single-path; reports"
 	@echo "                in lab/build/<lab>/reports/<timestamp>/, exit 1 if a verdict fails"
 	@echo "make test       lint and run the tests (root runs the netns tier too)"
-	@echo "make bench      measure lab-up and verify time across fabric sizes"
+	@echo "make bench      lab-up/verify, runtimes, the endpoint (against TCP and blasters),"
+	@echo "                its transport per packet and buffer registration: docs/benchmarks.md"
 
 deps:
 	@missing=""; \
@@ -106,6 +107,8 @@ bench: venv
 	$(BIN)/python bench/bench_lab.py
 	$(BIN)/python bench/bench_runtimes.py
 	$(BIN)/python bench/bench_endpoint.py
+	$(BIN)/python bench/bench_transport.py
+	$(BIN)/python bench/bench_buffers.py
 
 clean:
 	rm -rf $(VENV) lab/build .pytest_cache
