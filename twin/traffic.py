@@ -195,12 +195,7 @@ def run(rt, pattern: str, flows: list[Flow], mode: str = "mrc", *, evs: int = 12
         note(f"registering buffers: {len(flows)} QP{'s' * (len(flows) != 1)}, "
              f"{total / 2**20:,.0f} MiB at each end")
     try:
-        for i, f in enumerate(flows):
-            r = clients[f.dst].call("recv_qp", size=f.size)
-            s = clients[f.src].call("send_qp", peer=f.dst, peer_qpn=r["qpn"], rkey=r["rkey"],
-                                    size=f.size, mode=mode, evs=evs, seed=i + 1)
-            clients[f.dst].call("connect", qpn=r["qpn"], peer=f.src, peer_qpn=s["qpn"])
-            f.send_qpn, f.recv_qpn = s["qpn"], r["qpn"]
+        _register(clients, flows, mode, evs)
         pending = sorted(faults or [], key=lambda e: e[0])
         start = time.monotonic()
         t0_ns = time.monotonic_ns()
@@ -245,6 +240,44 @@ def run(rt, pattern: str, flows: list[Flow], mode: str = "mrc", *, evs: int = 12
         for c in clients.values():
             c.close()
     return result
+
+
+def _register(clients, flows: list[Flow], mode: str, evs: int | None) -> None:
+    """Every flow's two QPs, connected. The receiving QPs come first (a sending QP is
+    created with its peer's QPN and rkey), then the sending QPs. Within each step every
+    host registers its own buffers, all hosts at once: at GiB sizes that is seconds of
+    the kernel faulting pages in, which runs on every core. A flow's QPNs are set as
+    each QP exists, so a failure part way leaves only QPs the caller will close."""
+    replies: dict[int, dict] = {}  # flow -> its recv_qp reply
+
+    def each_host(host_of, ask) -> None:
+        by_host: dict[str, list[int]] = {}
+        for i, f in enumerate(flows):
+            by_host.setdefault(host_of(f), []).append(i)
+
+        def at(host: str) -> None:
+            for i in by_host[host]:  # one client per host: its calls stay in this thread
+                ask(i, flows[i], clients[host])
+
+        with ThreadPoolExecutor(max_workers=min(len(by_host), 16)) as pool:
+            futures = [pool.submit(at, h) for h in by_host]
+        errors = [e for e in (fut.exception() for fut in futures) if e is not None]
+        if errors:
+            raise errors[0]
+
+    def recv(i: int, f: Flow, c) -> None:
+        replies[i] = c.call("recv_qp", size=f.size)
+        f.recv_qpn = replies[i]["qpn"]
+
+    def send(i: int, f: Flow, c) -> None:
+        f.send_qpn = c.call("send_qp", peer=f.dst, peer_qpn=f.recv_qpn,
+                            rkey=replies[i]["rkey"], size=f.size, mode=mode, evs=evs,
+                            seed=i + 1)["qpn"]
+
+    each_host(lambda f: f.dst, recv)
+    each_host(lambda f: f.src, send)
+    for f in flows:
+        clients[f.dst].call("connect", qpn=f.recv_qpn, peer=f.src, peer_qpn=f.send_qpn)
 
 
 def _compare(clients, flows: list[Flow]) -> None:

@@ -2,7 +2,10 @@
 
 import threading
 
-from twin.traffic import Flow, _compare
+import pytest
+
+from twin.errors import LabError
+from twin.traffic import Flow, _compare, _register
 
 
 class Hashes:
@@ -31,3 +34,54 @@ def test_each_flow_is_its_source_against_its_destination_and_hosts_hash_their_ow
     assert clients["a"].asked == [1, 3] and clients["b"].asked == [1, 2]
     assert clients["c"].asked == [2, 3]
     assert all(len(c.threads) == 1 for c in clients.values())  # one caller per client
+
+
+class Registrar:
+    """An endpoint's control client that makes QPs, numbering its own from 1. Its first
+    recv_qp and its first send_qp wait at `meet` (when set) for another host's: two
+    hosts that register one after the other never meet, and the barrier breaks."""
+
+    def __init__(self, meet: threading.Barrier | None = None, fail: str | None = None):
+        self.meet, self.fail = meet, fail
+        self.calls: list[tuple] = []
+        self.threads: set[str] = set()
+        self.next_qpn = 1
+        self.met: set[str] = set()
+
+    def call(self, op: str, **args) -> dict:
+        self.calls.append((op, args))
+        self.threads.add(threading.current_thread().name)
+        if op == self.fail:
+            raise LabError(f"{op} refused")
+        if op == "connect":
+            return {}
+        if self.meet is not None and op not in self.met:
+            self.met.add(op)
+            self.meet.wait()
+        qpn, self.next_qpn = self.next_qpn, self.next_qpn + 1
+        return {"qpn": qpn, "rkey": 0x100 + qpn} if op == "recv_qp" else {"qpn": qpn}
+
+
+def test_every_host_registers_its_buffers_at_once_and_each_flow_is_wired_to_its_peer():
+    meet = threading.Barrier(2, timeout=10)  # the two destinations, then the two sources
+    clients = {"a": Registrar(meet), "b": Registrar(meet)}
+    flows = [Flow("a", "b", 10), Flow("b", "a", 20), Flow("a", "b", 30)]
+    _register(clients, flows, "mrc", None)
+    # each host numbers its QPs in the order it made them: receiving ones first
+    assert [(f.send_qpn, f.recv_qpn) for f in flows] == [(2, 1), (3, 1), (3, 2)]
+    sends = [args for op, args in clients["a"].calls if op == "send_qp"]
+    assert [(s["peer_qpn"], s["rkey"], s["size"], s["seed"]) for s in sends] == \
+        [(1, 0x101, 10, 1), (2, 0x102, 30, 3)]  # seeds stay the flow's place
+    connects = [args for op, args in clients["b"].calls if op == "connect"]
+    assert connects == [{"qpn": 1, "peer": "a", "peer_qpn": 2},
+                        {"qpn": 2, "peer": "a", "peer_qpn": 3}]
+
+
+def test_a_refused_registration_leaves_every_qp_made_so_far_named_for_closing():
+    clients = {"a": Registrar(fail="send_qp"), "b": Registrar()}
+    flows = [Flow("a", "b", 10), Flow("b", "a", 20)]
+    with pytest.raises(LabError, match="send_qp refused"):
+        _register(clients, flows, "mrc", None)
+    # both receiving QPs, and b's sending QP, exist: run()'s finally closes them
+    assert [(f.send_qpn, f.recv_qpn) for f in flows] == [(0, 1), (2, 1)]
+    assert not any(op == "connect" for c in clients.values() for op, _ in c.calls)
