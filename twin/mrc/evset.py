@@ -215,7 +215,7 @@ class EvSet:
             ev = active[cursor]
             cursor += 1
             if cursor == n:
-                cursor = self._cursor = 0
+                cursor = 0
                 self._end_of_rotation()  # may turn this very EV from SKIP to GOOD
             state = ev.state
             if ev.plane in down or state is _DENIED or state is _ASSUMED_BAD:

@@ -521,20 +521,20 @@ class Sender:
             else:
                 break
             try:
-                out.append(self._emit(tx, now, source))
+                out.append(self._resend(tx, now, source))
             except NoUsableEv:  # every plane is down (or every unproven path is full):
                 # hold the packet until an ack, the timer or a port change frees one
-                (self._retx if tx.tries else self._unsent).appendleft(tx.psn)
+                self._retx.appendleft(tx.psn)
                 self._stuck = True
                 break
         return out
 
     def _emit_new(self, now: int, source: memoryview, out: list[TxPacket],
                   budget: int) -> bool:
-        """First transmissions, as many as the window and `budget` let go: `_emit` for a
-        packet sent for the first time, with the sender's fields held in locals over the
-        run (the per-packet cost of most of a transfer). Appends to `out`; False when no
-        EV could be had (the packet is held, as `poll` holds it)."""
+        """First transmissions, as many as the window and `budget` let go, the sender's
+        fields held in locals over the run (the per-packet cost of most of a transfer).
+        Appends to `out`; False when no EV could be had (the packet is held, as `poll`
+        holds it)."""
         room = min(budget - len(out), int(self.window) - self._inflight)
         txs, unsent, pending = self._txs, self._unsent, self._pending
         order_append, per_ev, evs, single = self._order.append, self._per_ev, self.evs, \
@@ -593,17 +593,16 @@ class Sender:
             self._retx or ((self._unsent or self._pending)
                            and self._inflight < int(self.window)))
 
-    def _emit(self, tx: _Tx, now: int, source: memoryview) -> TxPacket:
-        retransmit = tx.tries > 0
+    def _resend(self, tx: _Tx, now: int, source: memoryview) -> TxPacket:
+        """A packet sent before, again (first transmissions leave by `_emit_new`): on
+        another EV, off the lost copy's plane where it can, and asking for an ack."""
         before = tx.ev
-        ev = self._pick_ev(before if retransmit else None)
+        ev = self._pick_ev(before)
         tx.ev, tx.sent_ns, tx.seq = ev, now, self._seq
         tx.tries += 1
         tx.in_flight = True
         self._seq += 1
         self._inflight += 1
-        if tx.psn > self._sent_high:
-            self._sent_high = tx.psn
         self._order.append((tx.seq, tx.psn))
         q = self._per_ev.get(ev.value)
         if q is None:
@@ -616,16 +615,12 @@ class Sender:
         st.packets += 1
         st.bytes += tx.length
         st.per_plane_packets[ev.plane] = st.per_plane_packets.get(ev.plane, 0) + 1
-        if retransmit:
-            st.retransmits += 1
-            self._event(now, "retransmit", ev.value, tx.psn, f"before on {before.value:#x}"
-                        if before is not None else "")
+        st.retransmits += 1
+        self._event(now, "retransmit", ev.value, tx.psn, f"before on {before.value:#x}")
         last = tx.psn == tx.msg.last_psn
-        # Ask for an ack now where nothing may follow soon, or where a message ends.
-        ack_req = retransmit or last or not (self._unsent or self._pending)
         return TxPacket(tx.psn, ev.value, self.remote_va + tx.offset,
                         source[tx.offset:tx.offset + tx.length], (tx.tries - 1) & TRY_MASK,
-                        ack_req, tx.msg.imm if last else None)
+                        True, tx.msg.imm if last else None)
 
     # -- acks -------------------------------------------------------------------
 
@@ -708,18 +703,8 @@ class Sender:
         covered = sack.cum + 1 + BITMAP_BITS
         if len(newly) > 1:
             newly.sort(key=_SEND_ORDER)
-        per_ev = self._per_ev
         for tx in newly:
-            # In order on its EV (the common case): nothing sent before it there is left
-            # to judge, so _detect_per_ev would only drop it from the EV's queue.
-            value = tx.ev.value
-            q = per_ev.get(value)
-            if q is not None and q[0][0] == tx.seq:
-                q.popleft()
-                if not q:
-                    del per_ev[value]
-            else:
-                self._detect_per_ev(tx, now, covered)
+            self._detect_per_ev(tx, now, covered)
         if rack_sent >= 0:
             if rack_sent > self._rack_sent:
                 self._rack_sent = rack_sent
@@ -823,6 +808,11 @@ class Sender:
         value = tx.ev.value
         q = self._per_ev.get(value)
         if q is None:
+            return
+        if q and q[0][0] == tx.seq:  # in order on its EV, the common case: nothing to judge
+            q.popleft()
+            if not q:
+                del self._per_ev[value]
             return
         unjudged = []
         while q and q[0][0] < tx.seq:
