@@ -242,40 +242,45 @@ def run(rt, pattern: str, flows: list[Flow], mode: str = "mrc", *, evs: int = 12
     return result
 
 
+def _at_every_host(work: dict[str, list], do) -> dict[str, list]:
+    """`do(host, item)` for each host's items, in order, every host at once (one thread
+    each, so a host's control client is only ever used by one): {host: results}. Every
+    host finishes before the first error, if any, is raised."""
+    with ThreadPoolExecutor(max_workers=max(1, min(len(work), 16))) as pool:
+        futures = {h: pool.submit(lambda h=h: [do(h, x) for x in work[h]]) for h in work}
+    errors = [e for e in (f.exception() for f in futures.values()) if e is not None]
+    if errors:
+        raise errors[0]
+    return {h: f.result() for h, f in futures.items()}
+
+
 def _register(clients, flows: list[Flow], mode: str, evs: int | None) -> None:
     """Every flow's two QPs, connected. The receiving QPs come first (a sending QP is
     created with its peer's QPN and rkey), then the sending QPs. Within each step every
     host registers its own buffers, all hosts at once: at GiB sizes that is seconds of
     the kernel faulting pages in, which runs on every core. A flow's QPNs are set as
     each QP exists, so a failure part way leaves only QPs the caller will close."""
-    replies: dict[int, dict] = {}  # flow -> its recv_qp reply
+    rkeys: dict[int, int] = {}  # flow -> its receiving QP's rkey
 
-    def each_host(host_of, ask) -> None:
-        by_host: dict[str, list[int]] = {}
+    def by(host_of) -> dict[str, list[int]]:
+        out: dict[str, list[int]] = {}
         for i, f in enumerate(flows):
-            by_host.setdefault(host_of(f), []).append(i)
+            out.setdefault(host_of(f), []).append(i)
+        return out
 
-        def at(host: str) -> None:
-            for i in by_host[host]:  # one client per host: its calls stay in this thread
-                ask(i, flows[i], clients[host])
+    def recv(host: str, i: int) -> None:
+        f = flows[i]
+        reply = clients[host].call("recv_qp", size=f.size)
+        f.recv_qpn, rkeys[i] = reply["qpn"], reply["rkey"]
 
-        with ThreadPoolExecutor(max_workers=min(len(by_host), 16)) as pool:
-            futures = [pool.submit(at, h) for h in by_host]
-        errors = [e for e in (fut.exception() for fut in futures) if e is not None]
-        if errors:
-            raise errors[0]
+    def send(host: str, i: int) -> None:
+        f = flows[i]
+        f.send_qpn = clients[host].call("send_qp", peer=f.dst, peer_qpn=f.recv_qpn,
+                                        rkey=rkeys[i], size=f.size, mode=mode, evs=evs,
+                                        seed=i + 1)["qpn"]
 
-    def recv(i: int, f: Flow, c) -> None:
-        replies[i] = c.call("recv_qp", size=f.size)
-        f.recv_qpn = replies[i]["qpn"]
-
-    def send(i: int, f: Flow, c) -> None:
-        f.send_qpn = c.call("send_qp", peer=f.dst, peer_qpn=f.recv_qpn,
-                            rkey=replies[i]["rkey"], size=f.size, mode=mode, evs=evs,
-                            seed=i + 1)["qpn"]
-
-    each_host(lambda f: f.dst, recv)
-    each_host(lambda f: f.src, send)
+    _at_every_host(by(lambda f: f.dst), recv)
+    _at_every_host(by(lambda f: f.src), send)
     for f in flows:
         clients[f.dst].call("connect", qpn=f.recv_qpn, peer=f.src, peer_qpn=f.send_qpn)
 
@@ -287,17 +292,11 @@ def _compare(clients, flows: list[Flow]) -> None:
     for f in flows:
         asks.setdefault(f.src, []).append(f.send_qpn)
         asks.setdefault(f.dst, []).append(f.recv_qpn)
-
-    def hash_at(host: str) -> dict[tuple[str, int], str]:
-        # (host, qpn): each endpoint numbers its QPs itself, so a flow's two ends
-        # often carry the same QPN
-        return {(host, qpn): clients[host].call("digest", qpn=qpn)["sha256"]
-                for qpn in asks[host]}
-
-    got: dict[tuple[str, int], str] = {}
-    with ThreadPoolExecutor(max_workers=min(len(asks), 16)) as pool:
-        for digests in pool.map(hash_at, asks):
-            got.update(digests)
+    # keyed (host, qpn): each endpoint numbers its QPs itself, so a flow's two ends
+    # often carry the same QPN
+    digests = _at_every_host(asks, lambda host, qpn:
+                             clients[host].call("digest", qpn=qpn)["sha256"])
+    got = {(h, qpn): d for h in asks for qpn, d in zip(asks[h], digests[h], strict=True)}
     for f in flows:
         f.exact = got[f.src, f.send_qpn] == got[f.dst, f.recv_qpn]
 
