@@ -1,0 +1,74 @@
+"""The eBPF data plane of this network namespace, from the command line:
+
+    python3 -m twin.node.ebpf counters [--json]
+        our filters (named mrc-*) on every interface's TC ingress, as `tc -j filter
+        show` reports them (the kernel's own account, not ours), and the node's
+        counters summed over CPUs from the map those programs count into:
+        {"eth1": {"name": "mrc-un fcbb:bb00:100::/48", "prog_id": 41, "tag": "..."},
+         ..., "counters": {"shifted": 12, ...}, "map_id": 7}
+    python3 -m twin.node.ebpf encap DST DEV SRC PATH [--flow-label N]
+        route DST/128 out of DEV through an encap program: what this node's kernel
+        sends to DST leaves IPv6-in-IPv6, SRC -> PATH (the kernel TCP baselines)
+
+Runs with python3 alone (node images); exit status 1 with a message on stderr
+when the kernel or tc refuses.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import subprocess
+import sys
+
+from . import FILTER_NAMES, BpfError, add_encap_route, counters, counters_map, filters
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python3 -m twin.node.ebpf",
+                                     description="the eBPF data plane of this network namespace")
+    sub = parser.add_subparsers(dest="command", required=True)
+    show = sub.add_parser("counters", help=f"our filters ({', '.join(FILTER_NAMES.values())}) "
+                                           "and the node's counters")
+    show.add_argument("--json", action="store_true", help="one JSON object")
+    enc = sub.add_parser("encap", help="DST/128 out of DEV, encapsulated SRC -> PATH")
+    for name in ("dst", "dev", "src", "path"):
+        enc.add_argument(name)
+    enc.add_argument("--flow-label", type=int, default=0)
+    args = parser.parse_args(argv)
+    if args.command == "encap":
+        try:
+            existing = next((f["prog_id"] for f in _all_filters()), None)
+            fd = counters_map(existing)
+            try:
+                add_encap_route(args.dst, args.dev, args.src, args.path, args.flow_label, fd)
+            finally:
+                os.close(fd)
+        except OSError as e:
+            print(f"ebpf encap: {e}", file=sys.stderr)
+            return 1
+        return 0
+    try:
+        report = counters()
+    except (BpfError, OSError, subprocess.SubprocessError, ValueError) as e:
+        print(f"ebpf counters: {e}", file=sys.stderr)
+        return 1
+    if args.json:
+        print(json.dumps(report, sort_keys=True))
+        return 0
+    for dev, found in sorted(report.items()):
+        if dev not in ("counters", "map_id"):
+            print(f"{dev}: {found['name']} (prog {found['prog_id']}, tag {found['tag']})")
+    for name, value in report["counters"].items():
+        print(f"{name}: {value}")
+    return 0
+
+
+def _all_filters() -> list[dict]:
+    return [f for _, dev in socket.if_nameindex() for f in filters(dev)]
+
+
+if __name__ == "__main__":
+    sys.exit(main())
