@@ -9,7 +9,8 @@ On a netns lab shaped like mrc-4p (named bench-ep), cross-rack r0h0 -> r1h0, pla
             built in C, ICRC included, one sendmmsg per 64): the data path without any
             transport, what the endpoint could reach if its logic cost nothing.
   tcp       kernel TCP, a plain socket pair (4 MiB sendall, 1 MiB recv_into), over temporary
-            `seg6 encap.red` routes on the same uSID paths both ways (removed afterwards);
+            encap routes on the same uSID paths both ways (removed afterwards), on the lab's
+            data plane: `seg6 encap.red`, or a BPF lwt xmit route (twin.dataplane);
             GSO/GRO carry 64 KiB per skb through the routers. tcpi_rtt sampled under load.
   udp-gso   the same routes, a UDP socket sending 15 RoCE-sized (4128-byte) segments per
             sendmsg with UDP_SEGMENT: one 64 KiB skb through the routers per 15 packets.
@@ -54,7 +55,7 @@ import bench_lab as B  # first: it points TWIN_RUN_DIR / TWIN_BUILD_DIR at a pri
 from twin import endpoints, lab, nsenter
 from twin import faults as F
 from twin import traffic as T
-from twin.errors import LabError
+from twin.errors import CommandFailed, LabError
 from twin.fabric import paths as P
 from twin.fabric.plan import nic_address
 from twin.mrc import wire
@@ -220,15 +221,16 @@ def _tcp_client(ns: str, src: str, dst: str, size: int, conn) -> None:
     conn.send((sent, cpu_s([os.getpid()]) - c0, rtts))
 
 
-def _encap_routes(att) -> list[tuple[str, list[str]]]:
-    """(host, route) for TCP between SRC and DST on plane 0 / T1 0, both ways: the same
-    uSID paths the endpoints and the blasters use, without an SRH (encap.red)."""
+def _encap_routes(att) -> list[dict]:
+    """The encap routes for TCP between SRC and DST on plane 0 / T1 0, both ways: the same
+    uSID paths the endpoints and the blasters use, without an SRH (H.Encaps.Red), on the
+    lab's data plane (twin.dataplane: a seg6 route, or a BPF lwt xmit route)."""
     fab, out = att.fabric, []
     for me, peer in ((SRC, DST), (DST, SRC)):
         a, b = fab.node(me), fab.node(peer)
-        out.append((me, [f"{nic_address(fab, b)}/128", "encap", "seg6", "mode", "encap.red",
-                         "segs", P.route(fab, a, b, 0, 0).address, "dev", fab.host_port(0),
-                         "src", str(nic_address(fab, a))]))
+        out.append({"node": me, "dst": str(nic_address(fab, b)), "dev": fab.host_port(0),
+                    "src": str(nic_address(fab, a)),
+                    "path": P.route(fab, a, b, 0, 0).address})
     return out
 
 
@@ -273,19 +275,20 @@ def _gso_client(ns: str, src: str, dst: str, size: int, conn) -> None:
 
 
 def kernel_pair(att, size: int, kind: str) -> dict:
-    """Kernel TCP, or UDP GSO, SRC -> DST over temporary seg6 encap routes on the same
+    """Kernel TCP, or UDP GSO, SRC -> DST over temporary encap routes on the same
     uSID paths, removed afterwards."""
     rt, fab = att.runtime, att.fabric
     server_fn, client_fn = {"tcp": (_tcp_server, _tcp_client),
                             "udp-gso": (_gso_server, _gso_client)}[kind]
     routes, added = _encap_routes(att), []
     try:
-        for host, route in routes:
-            r = rt.exec(host, ["ip", "-6", "route", "add", *route], check=False)
-            if r.returncode != 0:
-                return {"unavailable": f"ip route add ... encap seg6 mode encap.red on {host}: "
-                                       f"{r.stderr.strip()}"}
-            added.append((host, route))
+        for route in routes:
+            try:
+                att.dataplane.add_encap(rt, **route)
+            except CommandFailed as e:
+                return {"unavailable": f"{att.dataplane.name} encap route on {route['node']}: "
+                                       f"{e.stderr}"}
+            added.append(route)
         ctx = multiprocessing.get_context("fork")
         sp, sc = multiprocessing.Pipe()
         cp, cc = multiprocessing.Pipe()
@@ -310,8 +313,8 @@ def kernel_pair(att, size: int, kind: str) -> dict:
                 if proc.is_alive():
                     proc.kill()
     finally:
-        for host, route in added:
-            rt.exec(host, ["ip", "-6", "route", "del", *route], check=False)
+        for route in added:
+            att.dataplane.del_encap(rt, route["node"], route["dst"], route["dev"])
     gb, secs = max(got, 1) / 1e9, max(last - first, 1e-9)
     return {"sent": sent, "received": got, "loss": 1 - got / max(sent, 1),
             "gbps": got * 8 / secs / 1e9, "elapsed_s": secs,
@@ -444,7 +447,7 @@ def report(res: dict) -> tuple[str, dict]:
     t1 = B.markdown(
         ["measurement", "pps sent / received", "Gbit/s payload", "CPU s/GB send / recv",
          "RTT under load µs", "loss or retransmits"],
-        [ceiling("kernel TCP (seg6 encap.red, GSO)", tc, fmt(tc, "rtt_us", 0)),
+        [ceiling(f"kernel TCP ({res['dataplane']} encap, GSO)", tc, fmt(tc, "rtt_us", 0)),
          ceiling(f"UDP GSO, {GSO_SEGMENTS} RoCE-sized packets per skb (not MRC's wire)", gs),
          ceiling("compiled blaster (data path, no transport)", cb),
          ceiling("Python blaster", bl)]
@@ -520,6 +523,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         lab.up(str(B.write_spec(SHAPE, B.TMP, NAME)), "netns")
         att = lab.attach(NAME)
+        res["dataplane"] = att.dataplane.name
         pids = restart_endpoints(att, "auto")
         datapath = "auto"
         for rep in range(repeat):

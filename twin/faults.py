@@ -61,10 +61,10 @@ from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from typing import ClassVar
 
+from twin.dataplane.program import tbf_burst
 from twin.errors import LabError, UsageError
 from twin.fabric.model import Endpoint, Link
 from twin.fabric.plan import NodePlan, Route
-from twin.fabric.render import tbf_burst
 from twin.lab import Attached, phases, require_node
 from twin.progress import Steps
 from twin.state import read_json, write_json
@@ -365,10 +365,7 @@ class SidLoss(Reprogrammed):
     kind = FaultKind.SID_LOSS
 
     def apply(self, lab: Attached, fault: Fault) -> None:
-        node = fault.ends[0].node
-        lines = [_route_del(r) for r in _local_sids(lab.plan[node])]
-        lab.runtime.exec(node, ["ip", "-force", "-batch", "-"], input="\n".join(lines) + "\n",
-                         check=False)  # applied again: the routes may be gone already
+        lab.dataplane.remove_sids(lab.runtime, lab.plan[fault.ends[0].node])
 
 
 @fault_type
@@ -418,21 +415,10 @@ def blackhole_rules(ifname: str | None, table: str, owner_tag: str = "") -> str:
             f"  }}\n}}\n")
 
 
-def _local_sids(node: NodePlan) -> list[Route]:
-    return [r for r in node.routes if r.action]
-
-
-def _route_del(route: Route) -> str:
-    words = ["route", "del", route.dst]
-    if route.table:
-        words += ["table", route.table]
-    return " ".join([*words, "dev", route.dev])
-
-
 def _corruption(node: NodePlan) -> tuple[Route, Route]:
     """The node's first forwarding route, and the same route out of the next port's
     neighbour instead (deterministic, so a drill names it in advance)."""
-    forwarding = [r for r in node.routes if r.via and not r.action]
+    forwarding = [r for r in node.routes if r.via]
     if len(forwarding) < 2:
         raise UsageError(f"{node.name} has no second port to misroute out of")
     good = forwarding[0]
@@ -686,7 +672,7 @@ def _node_fault(lab: Attached, kind: FaultKind, node: str, detail: str = "") -> 
 def sid_loss(lab: Attached, node: str) -> Fault:
     """NODE's local SID route is gone: what arrives for it is dropped (no route)."""
     require_node(lab.fabric, node)
-    if not _local_sids(lab.plan[node]):
+    if not lab.plan[node].sids:
         raise UsageError(f"{node} has no local SID")
     return _node_fault(lab, FaultKind.SID_LOSS, node)
 

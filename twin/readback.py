@@ -1,8 +1,10 @@
-"""Read a node's state back with iproute2 and compare it with the plan.
+"""Read a node's state back and compare it with the plan.
 
-iproute2 (`ip -j -6 route show`) is the oracle, independent of pyroute2,
-which wrote most of the routes: a route pyroute2 installed wrongly (as it
-does with seg6local flavors) shows up here as "different".
+iproute2 (`ip -j -6 route show`, `ip -j link`, `ip -j address`) reads back the
+links, addresses and static routes. The local SIDs are read back by the lab's
+data plane (twin.dataplane), each with an oracle of its own: the seg6local
+routes from the same `ip -j -6 route show`, the eBPF programs from `tc -j
+filter show` and the tags the kernel computed over what it loaded.
 """
 
 from __future__ import annotations
@@ -10,6 +12,8 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
+from twin import dataplane
+from twin.dataplane import program as node_program
 from twin.fabric.plan import NodePlan, Route
 
 READ_CMDS = "route show\nlink show\naddress show\n"
@@ -22,31 +26,23 @@ class NodeCheck:
     extra: list[str] = field(default_factory=list)  # there, not planned
     different: list[str] = field(default_factory=list)  # same dst, other attributes
     links: list[str] = field(default_factory=list)  # interface problems
+    sids: list[str] = field(default_factory=list)  # local SID problems, one line each
 
     @property
     def ok(self) -> bool:
-        return not (self.missing or self.extra or self.different or self.links)
+        return not (self.missing or self.extra or self.different or self.links or self.sids)
 
     def problems(self) -> list[str]:
         return ([f"missing route {r}" for r in self.missing]
                 + [f"extra route {r}" for r in self.extra]
                 + [f"different route {r}" for r in self.different]
-                + self.links)
+                + self.sids + self.links)
 
 
 def route_from_json(entry: dict) -> Route:
-    """A Route from one element of `ip -j -6 route show`."""
-    return Route(
-        dst=_norm_dst(entry["dst"]),
-        dev=entry.get("dev", ""),
-        via=entry.get("gateway"),
-        action=entry.get("action") if entry.get("encap") == "seg6local" else None,
-        flavors=tuple(entry.get("flavors", ())),
-        lblen=entry.get("lblen"),
-        nflen=entry.get("nflen"),
-        table=str(entry["table"]) if entry.get("encap") == "seg6local" and "table" in entry
-        else None,
-    )
+    """A static Route from one element of `ip -j -6 route show`."""
+    return Route(dst=_norm_dst(entry["dst"]), dev=entry.get("dev", ""),
+                 via=entry.get("gateway"))
 
 
 def _norm_dst(dst: str) -> str:
@@ -54,9 +50,12 @@ def _norm_dst(dst: str) -> str:
 
 
 def compare(plan: NodePlan, routes_json: list[dict], links_json: list[dict],
-            addrs_json: list[dict]) -> NodeCheck:
+            addrs_json: list[dict], is_sid_route=lambda entry: False) -> NodeCheck:
+    """Links, addresses and static routes against the plan; `is_sid_route` tells the
+    data plane's own routes (checked by it) from static ones."""
     check = NodeCheck(plan.name)
-    actual = [route_from_json(e) for e in routes_json if e.get("protocol") != "kernel"]
+    actual = [route_from_json(e) for e in routes_json
+              if e.get("protocol") != "kernel" and not is_sid_route(e)]
     planned = {r.dst: r for r in plan.routes}
     seen = {}
     for r in actual:
@@ -115,12 +114,14 @@ def parse_batch_output(text: str) -> list[list[dict]]:
 
 
 def read_node(runtime, plan: NodePlan) -> NodeCheck:
+    backend = dataplane.get(node_program.load(runtime.build_dir, plan.name).dataplane)
     out = runtime.exec(plan.name, ["ip", "-6", "-j", "-batch", "-"], input=READ_CMDS).stdout
     parts = parse_batch_output(out)
     if len(parts) != 3:
         return NodeCheck(plan.name, links=[f"could not read state back ({len(parts)} of 3)"])
     routes, links, addrs = parts
-    check = compare(plan, routes, links, addrs)
+    check = compare(plan, routes, links, addrs, backend.is_sid_route)
+    check.sids = backend.check_sids(runtime, plan, routes)
     if any(ifc.rate_bps for ifc in plan.interfaces):
         qdiscs = json.loads(runtime.exec(plan.name, ["tc", "-j", "qdisc", "show"]).stdout or "[]")
         compare_shaping(plan, qdiscs, check)

@@ -40,6 +40,8 @@ class LabState:
     created: float = field(default_factory=time.time)
     pid: int = field(default_factory=os.getpid)
     id: str = ""  # the lab's owner id (twin.owner); "" in a lab.json from before owners
+    dataplane: str = "seg6local"  # twin.dataplane's backend; a lab.json from before: seg6local
+    dataplane_why: str = ""  # why it was chosen (`auto`'s probe, or "asked for")
 
     @property
     def owner(self):

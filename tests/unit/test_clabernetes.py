@@ -54,6 +54,12 @@ STAND_IN_CODE = {
                             "    from . import wire\n    return wire, UsageError\n",
     "twin/mrc/wire.py": "PORT = 4791\n",
     "twin/cli/__init__.py": "import click\n",
+    "twin/node/__init__.py": "",
+    "twin/node/runner.py": "def run(program):\n    from twin.node import ebpf\n"
+                           "    return ebpf\n",
+    "twin/node/ebpf/__init__.py": "from . import bpf\n",
+    "twin/node/ebpf/__main__.py": "from . import bpf\n",
+    "twin/node/ebpf/bpf.py": "import ctypes\n",
 }
 
 
@@ -67,7 +73,7 @@ def plan_of(name: str):
 
 @cache
 def files_of(name: str) -> dict[str, str]:
-    return render(plan_of(name), K.CODE_DIR)
+    return render(plan_of(name), "ebpf", K.CODE_DIR)
 
 
 @cache
@@ -262,17 +268,24 @@ def test_every_node_sees_its_config_files_at_etc_mrc_twin(lab):
         assert all(m["mode"] == "read" for m in mapped[node])
 
 
-def test_hosts_get_the_endpoint_code_and_switches_the_bare_package():
+def test_hosts_get_the_endpoint_code_and_every_node_its_node_program_runner():
     objects = objects_of("mrc-4p")
     code = real_code()
-    host = node_views(objects)["r0h0"]
-    shipped = {p[len(CODE_MOUNT) + 1:]: t for p, t in host.items() if p.startswith(CODE_MOUNT)}
-    assert shipped == K.code_closure(code, ("twin.mrc.endpoint",))
+
+    def shipped(node: str) -> dict[str, str]:
+        return {p[len(CODE_MOUNT) + 1:]: t for p, t in node_views(objects)[node].items()
+                if p.startswith(CODE_MOUNT)}
+
+    host = shipped("r0h0")
+    assert host == K.code_closure(code, ("twin.mrc.endpoint", *K.NODE_CODE))
     assert {"twin/__init__.py", "twin/mrc/endpoint.py", "twin/mrc/transport.py",
-            "twin/errors.py"} <= set(shipped)
-    assert not any(p.startswith(("twin/cli/", "twin/lab/", "twin/runtime/")) for p in shipped)
-    switch = node_views(objects)["t1-p0-0"]
-    assert {p for p in switch if p.startswith(CODE_MOUNT)} == {f"{CODE_MOUNT}/twin/__init__.py"}
+            "twin/errors.py", "twin/node/runner.py", "twin/node/ebpf/programs.py"} <= set(host)
+    assert not any(p.startswith(("twin/cli/", "twin/lab/", "twin/runtime/")) for p in host)
+    switch = shipped("t1-p0-0")
+    assert switch == K.code_closure(code, K.NODE_CODE)
+    assert set(switch) == {"twin/__init__.py", "twin/node/__init__.py", "twin/node/runner.py",
+                           *(f"twin/node/ebpf/{m}.py" for m in (
+                               "__init__", "__main__", "asm", "bpf", "netlink", "programs"))}
 
 
 def test_the_code_sent_to_hosts_imports_on_its_own(tmp_path):
@@ -282,6 +295,20 @@ def test_the_code_sent_to_hosts_imports_on_its_own(tmp_path):
     probe = ("import sys; sys.path.insert(0, sys.argv[1]); import twin.mrc.endpoint as e; "
              "assert e.__file__.startswith(sys.argv[1]), e.__file__")
     done = subprocess.run([sys.executable, "-c", probe, str(tmp_path)], cwd=tmp_path,
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+
+
+def test_the_code_sent_to_switches_runs_on_the_standard_library(tmp_path):
+    """A router image has python3 and no pip packages: the node program's runner and the
+    eBPF data plane import with no site-packages at all (-S)."""
+    for rel, text in K.code_closure(real_code(), K.NODE_CODE).items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    probe = ("import sys; sys.path.insert(0, sys.argv[1]); import twin.node.runner as r, "
+             "twin.node.ebpf.__main__ as e; from twin.node import ebpf; "
+             "assert r.__file__.startswith(sys.argv[1]) and ebpf.install")
+    done = subprocess.run([sys.executable, "-S", "-c", probe, str(tmp_path)], cwd=tmp_path,
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stderr
 
@@ -318,7 +345,8 @@ def test_a_bind_no_config_map_feeds_is_refused():
     plan = plan_of("mrc-4p")
     with pytest.raises(UsageError, match=r"bind '\.\./\.\./\.\./twin:/opt/mrc-twin/twin:ro' "
                                          r"reads \.\./\.\./\.\./twin, which no ConfigMap"):
-        K.topology_resource(plan, render(plan), code=real_code())  # the one-machine code_dir
+        K.topology_resource(plan, render(plan, "ebpf"),
+                            code=real_code())  # the one-machine code_dir
     with pytest.raises(UsageError, match="code/twin, which no ConfigMap delivers"):
         K.topology_resource(plan, files_of("mrc-4p"))  # no code given
 

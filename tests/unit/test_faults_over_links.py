@@ -152,9 +152,28 @@ def test_route_corrupt_names_the_route_and_its_wrong_port(att):
     assert F._corruption(att.plan["t0-p0-r0"]) == (good, bad)  # the same every time
 
 
-def test_sid_loss_deletes_exactly_the_local_sid_routes(att):
-    (sid,) = F._local_sids(att.plan["t1-p0-0"])
-    assert sid.action == "End" and F._route_del(sid) == f"route del {sid.dst} dev {sid.dev}"
+@pytest.mark.parametrize("dataplane", ["seg6local", "ebpf"])
+def test_sid_loss_takes_exactly_the_local_sids_and_revert_puts_them_back(dataplane):
+    L.up("mrc-4p", "fake", dataplane=dataplane)
+    att = L.attach("mrc-4p")
+    assert att.state.dataplane == dataplane
+    world = fake.WORLD["mrc-4p"]
+    F.sid_loss(att, "t1-p0-0")
+    assert world["t1-p0-0"].sids == {}  # the switch's uN is gone
+    assert world["t1-p0-1"].sids == {"fcbb:bb00:201::/48": ""}  # and no one else's
+    F.clear(att)
+    assert world["t1-p0-0"].sids == {"fcbb:bb00:200::/48": ""}  # re-programmed
+
+
+def test_sid_loss_of_a_host_takes_its_decap_sids():
+    L.up("mrc-4p", "fake", dataplane="ebpf")
+    att = L.attach("mrc-4p")
+    F.sid_loss(att, "r0h0")
+    assert fake.WORLD["mrc-4p"]["r0h0"].sids == {}
+    F.clear(att)
+    assert fake.WORLD["mrc-4p"]["r0h0"].sids == {
+        "fcbb:bb00:300::/48": "eth1", "fcbb:bb00:1300::/48": "eth2",
+        "fcbb:bb00:2300::/48": "eth3", "fcbb:bb00:3300::/48": "eth4"}
 
 
 @pytest.mark.parametrize("call,args,msg", [

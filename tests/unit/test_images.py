@@ -51,7 +51,7 @@ def test_shipped_lists_parse_and_host_includes_router():
 
 def test_the_images_built_are_the_images_a_rendered_topology_names():
     compiled = compile_spec("mrc-4p")
-    topo = yaml.safe_load(render(compiled.plan, "../..")[f"{compiled.lab}.clab.yml"])
+    topo = yaml.safe_load(render(compiled.plan, "ebpf", "../..")[f"{compiled.lab}.clab.yml"])
     named = {n["image"] for n in topo["topology"]["nodes"].values()}
     assert named == set(I.IMAGES) == {ROUTER_IMAGE, HOST_IMAGE}
     by_role = {(compiled.fabric.node(name).is_switch, n["image"])

@@ -14,6 +14,7 @@ from tests.helpers import (
     golden,
     golden_tree,
 )
+from twin import dataplane
 from twin.cli import main
 from twin.fabric.model import Tier, build_fabric
 from twin.fabric.plan import build_plan
@@ -42,7 +43,7 @@ def test_mrc_8p_has_64_routers_and_16_hosts():
 
 def test_rendered_mrc_4p_is_golden():
     _, plan = compiled("mrc-4p")
-    golden_tree("mrc-4p", render(plan))
+    golden_tree("mrc-4p", render(plan, "seg6local"))
 
 
 def test_plan_text_is_golden():
@@ -55,35 +56,66 @@ def test_plan_text_is_golden():
 def test_render_is_deterministic():
     _, a = compiled("mrc-8p")
     _, b = compiled("mrc-8p")
-    assert render(a) == render(b)
+    assert render(a, "ebpf") == render(b, "ebpf")
 
 
-def test_every_switch_is_un_and_every_host_port_decaps_to_table_local():
+def test_every_switch_is_un_and_every_host_port_decaps():
     fabric, plan = compiled("mrc-8p")
     for node in fabric.switches:
-        un = [r for r in plan[node.name].routes if r.action == "End"]
-        assert len(un) == 1 and un[0].flavors == ("next-csid",)
-        assert (un[0].lblen, un[0].nflen, un[0].dev) == (32, 16, "sr0")
+        [un] = plan[node.name].sids
+        assert (un.behavior, un.block_len, un.usid_len, un.dev) == ("uN", 32, 16, "")
+        assert un.prefix == f"fcbb:bb00:{plan[node.name].sid}::/48"
     for host in fabric.hosts:
-        decap = [r for r in plan[host.name].routes if r.action]
-        assert len(decap) == 8
-        assert all(r.action == "End.DT6" and r.table == "local" for r in decap)
+        decap = plan[host.name].sids
+        assert [s.dev for s in decap] == [f"eth{p + 1}" for p in range(8)]
+        assert all(s.behavior == "decap" for s in decap)
+
+
+def test_seg6local_installs_un_with_next_csid_and_decap_into_table_local():
+    """DESIGN.md section 5: pyroute2 drops `flavors` (iproute2 writes them), and
+    `End.DT6 table main` silently drops (local addresses live in table 255)."""
+    _, plan = compiled("mrc-4p")
+    switch = dataplane.get("seg6local").program(plan["t0-p0-r0"])
+    assert switch.anchor == "sr0"
+    assert [line for line in switch.ip if "seg6local" in line] == [
+        "route replace fcbb:bb00:100::/48 encap seg6local action End flavors next-csid "
+        "lblen 32 nflen 16 dev sr0 proto static"]
+    host = dataplane.get("seg6local").program(plan["r0h0"])
+    assert host.anchor is None and not host.bpf
+    assert [line for line in host.ip if "seg6local" in line][0] == (
+        "route replace fcbb:bb00:300::/48 encap seg6local action End.DT6 table local "
+        "dev eth1 proto static")
+
+
+def test_ebpf_puts_un_on_every_switch_port_and_decap_on_each_host_port():
+    _, plan = compiled("mrc-4p")
+    switch = dataplane.get("ebpf").program(plan["t1-p0-0"])
+    assert switch.anchor is None and not [x for x in switch.ip if "seg6local" in x]
+    assert [(b.dev, b.kind, b.prefix) for b in switch.bpf] == [
+        ("eth1", "uN", "fcbb:bb00:200::/48"), ("eth2", "uN", "fcbb:bb00:200::/48")]
+    host = dataplane.get("ebpf").program(plan["r0h0"])
+    assert [(b.dev, b.kind, b.prefix) for b in host.bpf] == [
+        ("eth1", "decap", "fcbb:bb00:300::/48"), ("eth2", "decap", "fcbb:bb00:1300::/48"),
+        ("eth3", "decap", "fcbb:bb00:2300::/48"), ("eth4", "decap", "fcbb:bb00:3300::/48")]
+    # the static part is the same on both data planes
+    seg6 = dataplane.get("seg6local").program(plan["r0h0"])
+    assert [x for x in seg6.ip if "seg6local" not in x] == list(host.ip)
 
 
 def test_route_counts_follow_the_design():
     fabric, plan = compiled("mrc-8p")
     s = fabric.spec
     t0 = plan["t0-p3-r2"]
-    assert len(t0.routes) == 1 + s.t1_per_plane + s.hosts_per_rack
+    assert (len(t0.routes), len(t0.sids)) == (s.t1_per_plane + s.hosts_per_rack, 1)
     t1 = plan["t1-p3-2"]
-    assert len(t1.routes) == 1 + s.racks
+    assert (len(t1.routes), len(t1.sids)) == (s.racks, 1)
     host = plan["r2h1"]
-    assert len(host.routes) == 2 * s.planes
+    assert (len(host.routes), len(host.sids)) == (s.planes, s.planes)
 
 
 def test_topology_uses_only_containerlab_keys():
     _, plan = compiled("mrc-4p")
-    topo = yaml.safe_load(render(plan)["mrc-4p.clab.yml"])
+    topo = yaml.safe_load(render(plan, "ebpf")["mrc-4p.clab.yml"])
     assert set(topo) <= CLAB_TOP_KEYS
     assert set(topo["topology"]) <= CLAB_TOPOLOGY_KEYS
     for name, node in topo["topology"]["nodes"].items():
@@ -103,7 +135,7 @@ def test_topology_uses_only_containerlab_keys():
 
 def test_node_json_round_trips():
     _, plan = compiled("mrc-4p")
-    data = json.loads(render(plan)["config/r0h0/node.json"])
+    data = json.loads(render(plan, "ebpf")["config/r0h0/node.json"])
     assert data["loopback"] == ["fd00:4d52:43::1/128"]
     assert data["name"] == "r0h0"
 

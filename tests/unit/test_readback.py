@@ -1,9 +1,13 @@
-"""Comparing iproute2's JSON with the plan: the oracle catches what pyroute2 hides."""
+"""Comparing iproute2's JSON with the plan: the oracle catches what pyroute2 hides.
+
+The seg6local routes below are written out as `ip -j -6 route show` prints them,
+not derived from the backend that installs them."""
 
 from pathlib import Path
 
 import pytest
 
+from twin import dataplane
 from twin.fabric.model import build_fabric
 from twin.fabric.plan import build_plan
 from twin.fabric.spec import load_spec, parse_spec
@@ -17,18 +21,30 @@ def plan():
     return build_plan(build_fabric(load_spec(ROOT / "lab/fabrics/mrc-4p.yml")))
 
 
+SEG6 = dataplane.get("seg6local")
+
+
 def as_json(route):
-    """What `ip -j -6 route show` prints for a planned route."""
+    """What `ip -j -6 route show` prints for a planned static route."""
     e = {"dst": route.dst, "dev": route.dev, "protocol": "static", "metric": 1024}
     if route.via:
         e["gateway"] = route.via
-    if route.action:
-        e.update(encap="seg6local", action=route.action)
-        if route.flavors:
-            e.update(flavors=list(route.flavors), lblen=route.lblen, nflen=route.nflen)
-        if route.table:
-            e["table"] = route.table
     return e
+
+
+def sid_json(sid):
+    """What `ip -j -6 route show` prints for a SID seg6local installed as planned."""
+    e = {"dst": sid.prefix, "protocol": "static", "metric": 1024, "encap": "seg6local"}
+    if sid.behavior == "uN":
+        return {**e, "action": "End", "flavors": ["next-csid"], "lblen": 32, "nflen": 16,
+                "dev": "sr0"}
+    return {**e, "action": "End.DT6", "table": "local", "dev": sid.dev}
+
+
+def check(node, routes, links, addrs):
+    c = compare(node, routes, links, addrs, SEG6.is_sid_route)
+    c.sids = SEG6.check_sids(None, node, routes)
+    return c
 
 
 def healthy(node):
@@ -40,14 +56,14 @@ def healthy(node):
     addrs.append({"ifname": "lo", "addr_info": [{"local": a.split("/")[0],
                                                  "prefixlen": int(a.split("/")[1])}
                                                 for a in node.loopback]})
-    return [as_json(r) for r in node.routes], links, addrs
+    return [as_json(r) for r in node.routes] + [sid_json(s) for s in node.sids], links, addrs
 
 
 def test_a_faithful_node_passes(plan):
     for name in ("t0-p0-r0", "t1-p2-1", "r1h1"):
         routes, links, addrs = healthy(plan[name])
         routes.append({"dst": "fe80::/64", "dev": "eth1", "protocol": "kernel"})
-        assert compare(plan[name], routes, links, addrs).ok
+        assert check(plan[name], routes, links, addrs).ok
 
 
 def test_un_installed_without_flavors_is_different(plan):
@@ -57,9 +73,17 @@ def test_un_installed_without_flavors_is_different(plan):
     for e in routes:
         if e.get("action") == "End":
             del e["flavors"], e["lblen"], e["nflen"]
-    check = compare(node, routes, links, addrs)
-    assert not check.ok and len(check.different) == 1
-    assert "next-csid" in check.different[0]
+    c = check(node, routes, links, addrs)
+    assert not c.ok and len(c.sids) == 1
+    assert "next-csid" in c.sids[0] and c.sids[0].startswith("local SID fcbb:bb00:100::/48")
+
+
+def test_a_missing_sid_is_named(plan):
+    node = plan["t1-p0-0"]
+    routes, links, addrs = healthy(node)
+    c = check(node, [e for e in routes if e.get("encap") != "seg6local"], links, addrs)
+    assert c.sids == ["missing local SID fcbb:bb00:200::/48 uN (F3216)"]
+    assert c.problems() == c.sids and not c.missing  # a SID, not a static route
 
 
 def test_missing_extra_and_link_problems(plan):
@@ -69,11 +93,11 @@ def test_missing_extra_and_link_problems(plan):
                             "protocol": "boot"}]
     links[2]["flags"] = ["BROADCAST"]
     links[3]["flags"] = ["UP"]
-    check = compare(node, routes, links, addrs)
-    assert check.missing == [node.routes[0].describe()]
-    assert check.extra == ["2001:db8::/32 via fe80::1 dev eth1"]
-    assert any("eth3" in p and "admin down" in p for p in check.links)
-    assert any("eth4" in p and "no carrier" in p for p in check.links)
+    c = check(node, routes, links, addrs)
+    assert c.missing == [node.routes[0].describe()]
+    assert c.extra == ["2001:db8::/32 via fe80::1 dev eth1"]
+    assert any("eth3" in p and "admin down" in p for p in c.links)
+    assert any("eth4" in p and "no carrier" in p for p in c.links)
 
 
 def test_end_dt6_table_main_is_caught(plan):
@@ -83,7 +107,8 @@ def test_end_dt6_table_main_is_caught(plan):
     for e in routes:
         if e.get("action") == "End.DT6":
             e["table"] = "main"
-    assert len(compare(node, routes, links, addrs).different) == 4
+    problems = check(node, routes, links, addrs).sids
+    assert len(problems) == 4 and all("table main" in p for p in problems)
 
 
 def test_host_routes_normalise_to_128():

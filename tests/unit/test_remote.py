@@ -7,14 +7,17 @@ import sys
 
 import pytest
 
+from twin import dataplane
+from twin.dataplane.program import push
 from twin.errors import LabError, UsageError
 from twin.fabric import paths as P
 from twin.lab.adopt import check_found
 from twin.lab.compile import compile_spec
+from twin.owner import Owner
 from twin.remote import probe, ship
 from twin.remote.transport import DockerHost, Kubectl, NodeRef, parse_docker_url
 from twin.runtime import get_runtime, pick_runtime
-from twin.runtime.remote import parse_boot_state, reconfigure_steps
+from twin.runtime.remote import RemoteRuntime, parse_boot_state
 
 POD = {"node": "r0h0", "target": "mrc-4p-r0h0-5d8f7c9b6d-x2x9q", "state": "Running",
        "container": "r0h0"}
@@ -105,19 +108,29 @@ def test_transport_failures_told_from_the_commands_own():
     assert d.failure(proc(2, "ip: cannot find device")) is None
 
 
-def test_boot_state_and_reconfigure_steps():
+def test_boot_state_and_reprogramming_over_exec():
     assert parse_boot_state("booted\n") == ("booted", "")
     assert parse_boot_state("failed\ninterfaces never appeared: eth3\n") == (
         "failed", "interfaces never appeared: eth3")
     assert parse_boot_state("") == ("waiting", "")
-    plan = compile_spec("mrc-4p").plan
-    steps = reconfigure_steps("mrc-4p", plan["t0-p0-r0"])
-    assert [argv[0] for argv, _ in steps] == ["sysctl", "ip"]  # no rate: no tc
-    routes = steps[1][1]
-    assert "link add sr0" not in routes and "link set sr0 up" in routes  # made at boot
-    assert "link set eth3 mtu 9000 up" in routes
-    shaped = compile_spec("mrc-4p-shaped").plan
-    assert [a[0] for a, _ in reconfigure_steps("mrc-4p-shaped", shaped["t0-p0-r0"])][-1] == "tc"
+    program = dataplane.get("ebpf").program(compile_spec("mrc-4p").plan["t0-p0-r0"])
+    sent = []
+
+    class Runtime:  # what push needs of a runtime: its exec, its Python, its owner
+        owner = Owner.here("mrc-4p", "abc")
+        python_argv = RemoteRuntime.python_argv
+
+        def exec(self, node, argv, *, input=None, check=True, timeout=60):
+            sent.append((node, argv, input))
+
+    push(Runtime(), program)
+    [(node, argv, text)] = sent
+    assert node == "t0-p0-r0"
+    # the node image's python3, the code bind-mounted into every node, the one runner
+    assert argv[:6] == ["env", "PYTHONPATH=/opt/mrc-twin", "python3", "-m", "twin.node.runner",
+                        "-"]
+    assert argv[6:] == ["--owner", Runtime.owner.tag]
+    assert json.loads(text) == json.loads(program.to_json())  # the whole program on stdin
 
 
 def test_jobs_split_per_host_and_merged_back():

@@ -33,6 +33,7 @@ out = Console(highlight=False, soft_wrap=True)
 err = Console(stderr=True, highlight=False, soft_wrap=True)  # an error is one line
 
 # `twin up` creates nodes: runtimes that only attach (docker-remote, kubectl) are `twin attach`'s
+DATAPLANE_CHOICES = ["auto", "seg6local", "ebpf"]  # twin.dataplane: auto, then its backends
 RUNTIME_CHOICES = ["auto", *[n for n in sorted(RUNTIMES)
                              if n != "fake" and not RUNTIMES[n].attaches]]
 

@@ -10,12 +10,15 @@ from rich.table import Table
 
 import twin
 from twin import lab as L
-from twin.cli.base import emit_json, main, out
+from twin.cli.base import DATAPLANE_CHOICES, emit_json, main, out
 from twin.errors import UsageError
 from twin.fabric import clabernetes as K
 from twin.fabric import paths as P
 from twin.fabric import render as R
 from twin.fabric import size as S
+from twin.fabric.plan import plan_lines
+
+RENDER_AUTO = "ebpf"  # `twin render`'s auto: the data plane every deployment's kernel runs
 
 # -- pure commands (no root) --------------------------------------------------
 
@@ -46,8 +49,8 @@ def plan(spec, nodes, as_json):
         np_ = c.plan[n]
         sid = f", uSID {np_.sid}" if np_.sid else f", NIC {np_.loopback[0]}"
         out.print(f"\n[bold]{n}[/bold] ({np_.tier}{sid})")
-        for r in np_.routes:
-            out.print(f"  {r.describe():<64} [dim]{r.note}[/dim]")
+        for what, note in plan_lines(np_):
+            out.print(f"  {what:<64} [dim]{note}[/dim]")
 
 
 @main.command()
@@ -59,8 +62,12 @@ def plan(spec, nodes, as_json):
 @click.option("--namespace", default=None,
               help=f"Kubernetes namespace of the objects (--target clabernetes; default "
                    f"{K.DEFAULT_NAMESPACE}).")
+@click.option("--dataplane", type=click.Choice(DATAPLANE_CHOICES), default=None,
+              help="How the nodes install their local SIDs: seg6local or ebpf. Default: the "
+                   f"spec's srv6.dataplane; auto renders {RENDER_AUTO}, which runs on any "
+                   "kernel with cls_bpf, wherever the topology is deployed.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-def render(spec, target, namespace, as_json):
+def render(spec, target, namespace, dataplane, as_json):
     """Write the containerlab topology and per-node configs under lab/build/<lab>/.
 
     \b
@@ -76,24 +83,27 @@ def render(spec, target, namespace, as_json):
     if namespace is not None and target != "clabernetes":
         raise UsageError("--namespace: only for --target clabernetes")
     c = L.compile_spec(spec)
+    chosen = dataplane or c.spec.dataplane
+    dp = RENDER_AUTO if chosen == "auto" else chosen
     if target == "clabernetes":
-        _render_clabernetes(c, namespace or K.DEFAULT_NAMESPACE, as_json)
+        _render_clabernetes(c, dp, namespace or K.DEFAULT_NAMESPACE, as_json)
         return
-    build_dir = L.render_lab(c)
+    build_dir = L.render_lab(c, dp)
     files = sorted(str(p.relative_to(build_dir)) for p in build_dir.rglob("*") if p.is_file())
     if as_json:
         emit_json({"lab": c.spec.name, "target": target, "build_dir": str(build_dir),
-                   "files": files})
+                   "dataplane": dp, "files": files})
         return
-    out.print(f"rendered {len(files)} files for {c.spec.name} in {build_dir}")
+    out.print(f"rendered {len(files)} files for {c.spec.name} in {build_dir} "
+              f"(data plane {dp}{' (auto: the portable one)' if chosen == 'auto' else ''})")
     out.print(f"  topology: {build_dir / (c.spec.name + '.clab.yml')}")
     out.print(f"  configs:  {build_dir / 'config'}/<node>/")
 
 
-def _render_clabernetes(c: L.Compiled, namespace: str, as_json: bool) -> None:
-    """The topology as a launcher pod sees it (code under code/), the code hosts run, one
+def _render_clabernetes(c: L.Compiled, dataplane: str, namespace: str, as_json: bool) -> None:
+    """The topology as a launcher pod sees it (code under code/), the code nodes run, one
     YAML stream next to the lab's containerlab topology."""
-    files = R.render(c.plan, K.CODE_DIR)
+    files = R.render(c.plan, dataplane, K.CODE_DIR)
     code = K.read_code(Path(twin.__file__).resolve().parent)
     objects = K.topology_resource(c.plan, files, namespace, code)
     build_dir = c.build_dir()

@@ -11,7 +11,15 @@ from rich.table import Table
 
 from twin import faults as F
 from twin import lab as L
-from twin.cli.base import RUNTIME_CHOICES, RichSteps, emit_json, main, out, sigterm_as_interrupt
+from twin.cli.base import (
+    DATAPLANE_CHOICES,
+    RUNTIME_CHOICES,
+    RichSteps,
+    emit_json,
+    main,
+    out,
+    sigterm_as_interrupt,
+)
 from twin.errors import UsageError
 from twin.progress import Steps
 from twin.runtime import AUTO_ORDER
@@ -28,12 +36,17 @@ from twin.verify.coverage import DEFAULT_K, EXHAUSTIVE_MAX
               help=f"Where nodes run. auto tries: {', '.join(AUTO_ORDER)}.")
 @click.option("--name", default=None,
               help="Lab name instead of the spec's `name:` (several labs of one spec).")
+@click.option("--dataplane", type=click.Choice(DATAPLANE_CHOICES), default=None,
+              help="Who runs the local SIDs (uN, decap): seg6local (the kernel's SRv6, "
+                   "CONFIG_IPV6_SEG6_LWTUNNEL) or ebpf (TC programs, CONFIG_NET_CLS_BPF). "
+                   "auto: seg6local where the kernel has it, else ebpf. Default: the "
+                   "spec's srv6.dataplane, else auto.")
 @click.option("--verify", "then_verify", is_flag=True,
               help="Then verify it, as `twin verify` does (a lab that fails stays up).")
 @click.option("--json", "as_json", is_flag=True, help="Print the lab's state as JSON.")
-def up(spec, runtime, name, then_verify, as_json):
-    """Build a lab: create nodes, wire links, program every route, start the
-    hosts' MRC endpoints.
+def up(spec, runtime, name, dataplane, then_verify, as_json):
+    """Build a lab: create nodes, wire links, program every route and local
+    SID, start the hosts' MRC endpoints.
 
     A failure or Ctrl-C part way removes what was created. Run
     `twin verify` next to prove the result (or pass --verify). Labs run
@@ -42,7 +55,8 @@ def up(spec, runtime, name, then_verify, as_json):
     sigterm_as_interrupt()
     steps = RichSteps()
     try:
-        result = L.up(spec, runtime, steps, verify=then_verify, name=name)
+        result = L.up(spec, runtime, steps, verify=then_verify, name=name,
+                      dataplane=dataplane)
     finally:
         steps.done()
     state = result.state
@@ -51,7 +65,8 @@ def up(spec, runtime, name, then_verify, as_json):
                                                 if result.verify else {})})
     else:
         out.print(f"[green]lab {state.lab} is up[/green]: {len(state.nodes)} nodes on "
-                  f"runtime {state.runtime}")
+                  f"runtime {state.runtime}, data plane {state.dataplane} "
+                  f"({state.dataplane_why})")
         if result.verify:
             _print_report(result.verify)
         else:
@@ -78,9 +93,12 @@ def up(spec, runtime, name, then_verify, as_json):
               help="The deployed topology's name (containerlab `name:`, clabernetes "
                    "Topology), when it is not the lab's.")
 @click.option("--name", default=None, help="Lab name instead of the spec's `name:`.")
+@click.option("--dataplane", type=click.Choice(DATAPLANE_CHOICES), default=None,
+              help="The data plane the nodes booted with (default: the spec's "
+                   "srv6.dataplane, else what a node's /etc/mrc-twin/program.json says).")
 @click.option("--json", "as_json", is_flag=True, help="Print the lab's state as JSON.")
 def attach(spec, docker_host, namespace, context, kubeconfig, native, topology, name,
-           as_json):
+           dataplane, as_json):
     """Take on a fabric deployed elsewhere, to verify it and break it.
 
     \b
@@ -113,7 +131,7 @@ def attach(spec, docker_host, namespace, context, kubeconfig, native, topology, 
         tr = DockerHost(parse_docker_url(url))
     steps = RichSteps()
     try:
-        result = L.adopt(spec, tr, steps, name=name, topology=topology)
+        result = L.adopt(spec, tr, steps, name=name, topology=topology, dataplane=dataplane)
     finally:
         steps.done()
     state = result.state
@@ -266,6 +284,7 @@ def status(lab, as_json):
         out.print(f"[bold]{s['lab']}[/bold]  id {s['id'] or '-'}  runtime {s['runtime']}  "
                   f"phase {s['phase']}  {running}/{len(s['nodes'])} nodes running  "
                   f"spec {s['spec']}")
+        out.print(f"  data plane {s['dataplane']['name']} ({s['dataplane']['why']})")
         t = Table(show_edge=False, box=None, pad_edge=False)
         for col in ("node", "runtime", "state", "endpoint", "image"):
             t.add_column(col)

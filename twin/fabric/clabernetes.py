@@ -34,8 +34,9 @@ images carry no code. The code travels as ConfigMaps too:
 - Only the modules a node runs are sent (`NODE_MODULES`). A host runs `twin.mrc.endpoint`,
   the daemon twin/endpoints.py starts, so it gets that module and every twin module the
   module imports, anywhere in its source. The imports are found by reading the import
-  statements (`code_closure`): about 17 files and 200 KB today. A switch runs no twin code.
-  It gets only twin/__init__.py, so that its bind still has a source. The endpoint's
+  statements (`code_closure`): about 17 files and 200 KB today. Every node runs its node
+  program at boot (twin.node.runner and, on the ebpf data plane, twin.node.ebpf: all
+  standard library, about 10 files and 60 KB), so a switch gets those. The endpoint's
   compiled data path (twin/mrc/_fastpath, a build of this machine's) is not sent: the
   hosts run the pure-Python one, and their endpoint log says so.
 - The files are packed into as few ConfigMaps as fit the API server's limit of 1 MiB of
@@ -80,9 +81,10 @@ from twin.fabric.render import LABEL
 API_VERSION = "clabernetes.containerlab.dev/v1alpha1"
 DEFAULT_NAMESPACE = "mrc-twin"
 CODE_DIR = "code"  # render(plan, code_dir=CODE_DIR): the checkout, as a launcher pod sees it
-# What twin runs inside a node, by tier: the endpoint daemon in hosts (twin/endpoints.py).
-# A tier not named runs nothing of twin's, and gets the bare package for its bind's sake.
-NODE_MODULES = {"host": ("twin.mrc.endpoint",)}
+# What twin runs inside a node, by tier: every node runs its node program at boot (the
+# runner, and the eBPF data plane's programs and counters), a host its endpoint daemon too.
+NODE_CODE = ("twin.node.runner", "twin.node.ebpf.__main__")
+NODE_MODULES = {"host": ("twin.mrc.endpoint", *NODE_CODE), "t0": NODE_CODE, "t1": NODE_CODE}
 BARE_PACKAGE = ("twin",)
 CONFIGMAP_LIMIT = 1024 * 1024  # bytes of keys + values the API server takes in one ConfigMap
 # The Topology as written, in JSON bytes: etcd stores 1.5 MiB an object (its default), and the

@@ -3,19 +3,19 @@
 Static SRv6 source routing (DESIGN.md section 3). No node runs a routing
 protocol; these tables are written once at install and never change:
 
-    T0     own /48   seg6local End flavors next-csid (uN: shift 16 bits, forward)
+    T0     own /48   local SID uN (F3216: shift the uSIDs 16 bits, forward)
            T1 /48    via fe80::<T1 uSID> out of the matching uplink, per T1 of its plane
            port /48  via fe80::<port uSID> out of the matching downlink, per host in its rack
-    T1     own /48   uN, as above
+    T1     own /48   local SID uN, as above
            T0 /48    via fe80::<T0 uSID> out of the matching downlink, per T0 of its plane
     host   NIC address /128 on lo (a ULA: <nic_prefix>:<rack>::<slot+1>)
-           port /48  seg6local End.DT6 table local, per port (decap into the local
-                     table: `table main` silently drops, local addresses live in 255)
+           port /48  local SID decap, per port (IPv6-in-IPv6 only; the inner packet is
+                     then delivered to the NIC address)
            T0 /48    via fe80::<T0 uSID> out of that plane's port
 
-Switches attach their uN SID to an always-up anchor interface `sr0` rather
-than to a fabric port: the kernel deletes routes whose device goes down, and
-a single failed link must not take the switch's own SID with it.
+The plan says *what* a node holds, not how: static routes are the same on
+every data plane, and a local SID (`LocalSid`) is installed by the lab's data
+plane (twin.dataplane) as a seg6local route or as an eBPF program.
 """
 
 from __future__ import annotations
@@ -26,46 +26,52 @@ from dataclasses import asdict, dataclass, field
 from twin.fabric import usid
 from twin.fabric.model import Fabric, Node, Tier
 
-ANCHOR = "sr0"  # always-up device carrying a switch's uN SID (dummy, else ifb)
 PROTO = "static"  # every planned route is installed with this protocol
 
 
 @dataclass(frozen=True, order=True)
 class Route:
-    """One IPv6 route, in the terms `ip -j -6 route show` reads it back in."""
+    """One static IPv6 route, in the terms `ip -j -6 route show` reads it back in."""
 
     dst: str
     dev: str
     via: str | None = None
-    action: str | None = None  # seg6local action: End, End.DT6
-    flavors: tuple[str, ...] = ()
-    lblen: int | None = None
-    nflen: int | None = None
-    table: str | None = None  # End.DT6 lookup table
     note: str = field(default="", compare=False)
 
     def iproute2(self) -> str:
         """The `ip -6` batch line that installs this route (idempotent: replace)."""
-        words = ["route", "replace", self.dst]
-        if self.action:
-            words += ["encap", "seg6local", "action", self.action]
-            if self.flavors:
-                words += ["flavors", ",".join(self.flavors)]
-            if self.lblen is not None:
-                words += ["lblen", str(self.lblen), "nflen", str(self.nflen)]
-            if self.table:
-                words += ["table", self.table]
-        if self.via:
-            words += ["via", self.via]
-        words += ["dev", self.dev, "proto", PROTO]
-        return " ".join(words)
+        via = f" via {self.via}" if self.via else ""
+        return f"route replace {self.dst}{via} dev {self.dev} proto {PROTO}"
 
     def describe(self) -> str:
-        if self.action:
-            extra = f" {','.join(self.flavors)}" if self.flavors else ""
-            extra += f" table {self.table}" if self.table else ""
-            return f"{self.dst} {self.action}{extra} dev {self.dev}"
-        return f"{self.dst} via {self.via} dev {self.dev}"
+        return f"{self.dst} via {self.via} dev {self.dev}" if self.via else \
+            f"{self.dst} dev {self.dev}"
+
+
+UN, DECAP = "uN", "decap"  # the two local SID behaviours the fabric needs
+
+
+@dataclass(frozen=True, order=True)
+class LocalSid:
+    """A SID the node itself acts on (RFC 8986 terms, F3216 uSIDs).
+
+    uN     a switch's own /48, on whichever port a packet arrives: shift the uSIDs
+           after the block left by `usid_len` bits and forward on the new
+           destination (`dev` is "": every port)
+    decap  a host port's /48 (`dev` is the port): remove the outer IPv6 header of an
+           IPv6-in-IPv6 packet and deliver the inner one (End.DT6 in the local table)
+    """
+
+    prefix: str
+    behavior: str  # UN | DECAP
+    dev: str = ""
+    block_len: int = 32
+    usid_len: int = 16
+    note: str = field(default="", compare=False)
+
+    def describe(self) -> str:
+        where = f" dev {self.dev}" if self.dev else ""
+        return f"{self.prefix} {self.behavior} (F{self.block_len}{self.usid_len}){where}"
 
 
 @dataclass(frozen=True)
@@ -84,9 +90,9 @@ class NodePlan:
     sid: str  # the node's own uSID (switches) or "" (hosts)
     loopback: tuple[str, ...]  # addresses on lo
     interfaces: tuple[Interface, ...]
-    anchor: str | None  # name of the SID anchor device, switches only
     node_sysctls: tuple[tuple[str, str], ...]  # set when the node is created
-    routes: tuple[Route, ...]
+    routes: tuple[Route, ...]  # static routes
+    sids: tuple[LocalSid, ...]  # what the data plane installs
 
     def interface_sysctls(self) -> list[tuple[str, str]]:
         """Per-interface settings, applied once the links are wired."""
@@ -140,6 +146,14 @@ def _ordered(routes: list[Route]) -> tuple[Route, ...]:
     return tuple(sorted(routes, key=lambda r: (ipaddress.IPv6Network(r.dst), r.dev)))
 
 
+def plan_lines(node: NodePlan) -> list[tuple[str, str]]:
+    """(what, note) for every route and local SID of a node, in address order:
+    how `twin plan` shows a node."""
+    items = [(ipaddress.IPv6Network(r.dst), r.describe(), r.note) for r in node.routes]
+    items += [(ipaddress.IPv6Network(s.prefix), s.describe(), s.note) for s in node.sids]
+    return [(what, note) for _, what, note in sorted(items)]
+
+
 def build_plan(fabric: Fabric) -> Plan:
     return Plan(fabric, {n.name: _plan_node(fabric, n) for n in fabric.nodes})
 
@@ -153,9 +167,8 @@ def _interfaces(fabric: Fabric, node: Node, own_ll) -> list[Interface]:
     return sorted(out, key=lambda i: int(i.name.removeprefix("eth")))
 
 
-def _uN(fabric: Fabric, sid: usid.USid) -> Route:
-    return Route(dst=str(usid.locator(fabric.spec.block, sid)), dev=ANCHOR, action="End",
-                 flavors=("next-csid",), lblen=32, nflen=16, note="uN: shift and forward")
+def _uN(fabric: Fabric, sid: usid.USid) -> LocalSid:
+    return LocalSid(str(usid.locator(fabric.spec.block, sid)), UN, note="uN: shift and forward")
 
 
 def _towards(fabric: Fabric, sid: usid.USid, dev: str, name: str) -> Route:
@@ -169,7 +182,6 @@ def _plan_node(fabric: Fabric, node: Node) -> NodePlan:
     if node.tier is Tier.T0:
         p, r = node.plane, node.rack
         own = fabric.sid(node)
-        routes.append(_uN(fabric, own))
         for t in range(spec.t1_per_plane):
             routes.append(_towards(fabric, usid.t1(p, t), fabric.t0_uplink(t),
                                    fabric.t1_name(p, t)))
@@ -179,26 +191,26 @@ def _plan_node(fabric: Fabric, node: Node) -> NodePlan:
                 routes.append(_towards(fabric, usid.port(p, host.index), fabric.t0_downlink(s),
                                        f"{host.name}:{fabric.host_port(p)}"))
         ifaces = _interfaces(fabric, node, lambda _link: usid.link_local(own))
-        return NodePlan(node.name, node.tier.value, str(own), (), tuple(ifaces), ANCHOR,
-                        _sysctls(True), _ordered(routes))
+        return NodePlan(node.name, node.tier.value, str(own), (), tuple(ifaces),
+                        _sysctls(True), _ordered(routes), (_uN(fabric, own),))
     if node.tier is Tier.T1:
         own = fabric.sid(node)
-        routes.append(_uN(fabric, own))
         for r in range(spec.racks):
             routes.append(_towards(fabric, usid.t0(node.plane, r), fabric.t1_downlink(r),
                                    fabric.t0_name(node.plane, r)))
         ifaces = _interfaces(fabric, node, lambda _link: usid.link_local(own))
-        return NodePlan(node.name, node.tier.value, str(own), (), tuple(ifaces), ANCHOR,
-                        _sysctls(True), _ordered(routes))
+        return NodePlan(node.name, node.tier.value, str(own), (), tuple(ifaces),
+                        _sysctls(True), _ordered(routes), (_uN(fabric, own),))
     # host
+    sids = []
     for p in fabric.nic_planes:
         dev = fabric.host_port(p)
         port_sid = usid.port(p, node.index)
-        routes.append(Route(dst=str(usid.locator(spec.block, port_sid)), dev=dev,
-                            action="End.DT6", table="local", note="decap to the NIC address"))
+        sids.append(LocalSid(str(usid.locator(spec.block, port_sid)), DECAP, dev,
+                             note="decap to the NIC address"))
         routes.append(_towards(fabric, usid.t0(p, node.rack), dev, fabric.t0_name(p, node.rack)))
     ifaces = _interfaces(fabric, node, lambda link: usid.link_local(usid.port(link.plane,
                                                                                node.index)))
     nic = nic_address(fabric, node)
-    return NodePlan(node.name, node.tier.value, "", (f"{nic}/128",), tuple(ifaces), None,
-                    _sysctls(False), _ordered(routes))
+    return NodePlan(node.name, node.tier.value, "", (f"{nic}/128",), tuple(ifaces),
+                    _sysctls(False), _ordered(routes), tuple(sids))

@@ -2,14 +2,18 @@
 
     lab/build/<lab>/<lab>.clab.yml          containerlab topology (kind: linux nodes)
     lab/build/<lab>/config/<node>/node.json every planned fact about the node
-    lab/build/<lab>/config/<node>/routes.batch   the same as an `ip -batch` file
-    lab/build/<lab>/config/<node>/sysctl.conf    the node's sysctls
+    lab/build/<lab>/config/<node>/program.json   its node program on the lab's data
+                                                 plane (twin.dataplane.program): what
+                                                 twin.node.runner runs in the node
+    lab/build/<lab>/config/<node>/routes.batch   the program's `ip -batch` part
+    lab/build/<lab>/config/<node>/sysctl.conf    its sysctls
+    lab/build/<lab>/config/<node>/tc.batch       its shaping, where links have a rate
 
 The topology file is the single description every runtime deploys. Each
 node's config directory is bind-mounted read-only at /etc/mrc-twin, so a
 person inside a node can read (or re-apply) what it should hold:
 
-    ip -force -batch /etc/mrc-twin/routes.batch
+    PYTHONPATH=/opt/mrc-twin python3 -m twin.node.runner /etc/mrc-twin/program.json
 
 Rendering is deterministic: the same spec gives byte-identical files.
 """
@@ -21,7 +25,10 @@ from pathlib import Path
 
 import yaml
 
-from twin.fabric.plan import PROTO, NodePlan, Plan
+from twin.dataplane import get as get_dataplane
+from twin.dataplane.program import FILE as PROGRAM_FILE
+from twin.dataplane.program import NodeProgram
+from twin.fabric.plan import Plan
 
 ROUTER_IMAGE = "mrc-twin/router:latest"
 HOST_IMAGE = "mrc-twin/host:latest"
@@ -29,46 +36,33 @@ CONFIG_MOUNT = "/etc/mrc-twin"
 LABEL = "mrc-twin"  # label key prefix on every node
 
 
-def tbf_burst(rate_bps: int, mtu: int) -> int:
-    """A tbf bucket that holds 4 ms at rate, and never less than two frames."""
-    return max(rate_bps // 8 // 250, 2 * (mtu + 14))
-
-
-def tc_lines(node: NodePlan) -> list[str]:
-    """`tc -batch` lines shaping every interface that has a rate."""
-    out = []
-    for ifc in node.interfaces:
-        if ifc.rate_bps:
-            burst = tbf_burst(ifc.rate_bps, ifc.mtu)
-            out.append(f"qdisc replace dev {ifc.name} root tbf rate {ifc.rate_bps}bit "
-                       f"burst {burst} latency 20ms")
-    return out
-
-
 BOOT_ENV = "MRC_TWIN_BOOT"  # a node with it set to 1 configures itself at boot
 CODE_MOUNT = "/opt/mrc-twin"  # the project's code, bind-mounted read-only into every node
 DEFAULT_CODE_DIR = "../../.."  # the checkout, seen from lab/build/<lab>/
 
 
-def render(plan: Plan, code_dir: str = DEFAULT_CODE_DIR) -> dict[str, str]:
+def render(plan: Plan, dataplane: str, code_dir: str = DEFAULT_CODE_DIR) -> dict[str, str]:
     """Every file of the lab's build directory, as relative path -> text.
 
-    `code_dir` is the project checkout relative to the build directory; nodes
-    see its `twin/` package at /opt/mrc-twin/twin, so code changes need no
-    image rebuild.
+    `dataplane` is a backend's name (twin.dataplane): it decides how the nodes'
+    programs install their local SIDs. `code_dir` is the project checkout relative
+    to the build directory; nodes see its `twin/` package at /opt/mrc-twin/twin, so
+    code changes need no image rebuild.
     """
     fabric = plan.fabric
+    backend = get_dataplane(dataplane)
     files = {f"{fabric.name}.clab.yml": clab_topology(plan, code_dir)}
     for name, node in plan.nodes.items():
+        program = backend.program(node)
         files[f"config/{name}/node.json"] = json.dumps(node.to_dict(), indent=2,
                                                        sort_keys=True) + "\n"
-        files[f"config/{name}/routes.batch"] = iproute2_batch(fabric.name, node)
-        files[f"config/{name}/sysctl.conf"] = sysctl_conf(node)
+        files[f"config/{name}/{PROGRAM_FILE}"] = program.to_json()
+        files[f"config/{name}/routes.batch"] = iproute2_batch(fabric.name, program)
+        files[f"config/{name}/sysctl.conf"] = sysctl_conf(program)
         if node.tier == "host":
             files[f"config/{name}/endpoint.json"] = endpoint_config(plan, name)
-        tc = tc_lines(node)
-        if tc:
-            files[f"config/{name}/tc.batch"] = "\n".join(tc) + "\n"
+        if program.tc:
+            files[f"config/{name}/tc.batch"] = "\n".join(program.tc) + "\n"
     return files
 
 
@@ -118,28 +112,24 @@ def clab_topology(plan: Plan, code_dir: str = DEFAULT_CODE_DIR) -> str:
     return head + yaml.safe_dump(doc, sort_keys=False, default_flow_style=False, width=100)
 
 
-def iproute2_batch(lab: str, node: NodePlan) -> str:
-    lines = [f"# {node.name} ({node.tier}) in lab {lab}: the full static plan.",
+def iproute2_batch(lab: str, program: NodeProgram) -> str:
+    """The program's `ip -batch` part, for a person to read or apply by hand."""
+    lines = [f"# {program.node} in lab {lab}: addresses and static routes, and the local "
+             f"SIDs on the {program.dataplane} data plane.",
              "# Apply by hand with: ip -force -batch routes.batch   (every line replaces)"]
-    if node.anchor:
-        lines += ["", f"# {node.anchor}: always-up anchor for this switch's own uN SID",
-                  f"link add {node.anchor} type dummy   # twin uses ifb where dummy is missing",
-                  f"link set {node.anchor} up"]
-    lines += ["", "# addresses", "link set lo up"]
-    lines += [f"address replace {a} dev lo" for a in node.loopback]
-    for ifc in node.interfaces:
-        lines.append(f"link set {ifc.name} mtu {ifc.mtu} up")
-        lines += [f"address replace {a} dev {ifc.name} nodad" for a in ifc.addresses]
-    lines += ["", f"# routes (proto {PROTO})"]
-    for r in node.routes:
-        if r.note:
-            lines.append(f"# {r.note}")
-        lines.append(r.iproute2())
+    if program.anchor:
+        lines += ["", f"# {program.anchor}: always-up anchor for this switch's own uN SID",
+                  f"link add {program.anchor} type dummy   # or ifb where dummy is missing",
+                  f"link set {program.anchor} up"]
+    lines += ["", *program.ip]
+    for b in program.bpf:
+        lines.append(f"# {b.kind} {b.prefix} on {b.dev}: an eBPF program at TC ingress "
+                     "(program.json; `tc filter show dev " + b.dev + " ingress`)")
     return "\n".join(lines) + "\n"
 
 
-def sysctl_conf(node: NodePlan) -> str:
-    pairs = list(node.node_sysctls) + node.interface_sysctls()
+def sysctl_conf(program: NodeProgram) -> str:
+    pairs = list(program.node_sysctls) + list(program.interface_sysctls)
     return "".join(f"{k} = {v}\n" for k, v in pairs)
 
 

@@ -12,6 +12,8 @@ A spec names the shape of a multi-plane two-tier fabric, never its parts:
     rate: 1gbit             # optional: every link, or {host: ..., fabric: ...}
     srv6:                   # optional
       block: fcbb:bb00::/32 # the uSID block (F3216: 32-bit block, 16-bit uSIDs)
+      dataplane: auto       # who runs the local SIDs: seg6local | ebpf | auto (the
+                            # kernel's seg6local where it works, else eBPF; twin.dataplane)
     nic_prefix: fd00:4d52:43::/48   # optional: where inner NIC addresses live
 
 `load_spec` reads a file and returns a frozen `FabricSpec`, or raises
@@ -43,6 +45,7 @@ NAME_RE = re.compile(r"^[a-z][a-z0-9-]*$")
 DEFAULT_BLOCK = "fcbb:bb00::/32"
 DEFAULT_NIC_PREFIX = "fd00:4d52:43::/48"
 DEFAULT_MTU = 9000
+DATAPLANES = ("auto", "seg6local", "ebpf")  # twin.dataplane's backends, and auto
 
 
 @dataclass(frozen=True)
@@ -59,6 +62,7 @@ class FabricSpec:
     block: ipaddress.IPv6Network
     nic_prefix: ipaddress.IPv6Network
     description: str = ""
+    dataplane: str = "auto"  # one of DATAPLANES: what `twin up` uses unless told otherwise
 
     @property
     def hosts(self) -> int:
@@ -70,6 +74,8 @@ class FabricSpec:
              "hosts_per_rack": self.hosts_per_rack, "t1_per_plane": self.t1_per_plane,
              "nic_ports": self.nic_ports, "mtu": self.mtu,
              "srv6": {"block": str(self.block)}, "nic_prefix": str(self.nic_prefix)}
+        if self.dataplane != "auto":
+            d["srv6"]["dataplane"] = self.dataplane
         if self.host_rate_bps or self.fabric_rate_bps:
             d["rate"] = {k: f"{v}bit" for k, v in (("host", self.host_rate_bps),
                                                     ("fabric", self.fabric_rate_bps)) if v}
@@ -92,7 +98,7 @@ _KEYS: dict[str, tuple[str, bool]] = {
     "srv6": ("mapping", False),
     "nic_prefix": ("IPv6 prefix", False),
 }
-_SRV6_KEYS = {"block": "IPv6 prefix", "format": "string"}
+_SRV6_KEYS = {"block": "IPv6 prefix", "format": "string", "dataplane": "string"}
 _RATE_KEYS = {"host": "rate", "fabric": "rate"}
 
 
@@ -271,6 +277,12 @@ def _validate(data: dict, source: str) -> FabricSpec:
     if "block" in srv6:
         block = c.prefix("srv6.block", srv6["block"], 32, "fc00::/7",
                          "a /32 from the ULA range, e.g. fcbb:bb00::/32") or block
+    dataplane = srv6.get("dataplane", "auto")
+    if dataplane not in DATAPLANES:
+        c.add("srv6.dataplane", f"unknown data plane {show_value(dataplane)}",
+              f"one of {', '.join(DATAPLANES)}: seg6local needs CONFIG_IPV6_SEG6_LWTUNNEL, "
+              "ebpf needs CONFIG_NET_CLS_BPF and clsact, auto picks what the kernel has")
+        dataplane = "auto"
 
     nic_prefix = ipaddress.IPv6Network(DEFAULT_NIC_PREFIX)
     if "nic_prefix" in data:
@@ -296,6 +308,7 @@ def _validate(data: dict, source: str) -> FabricSpec:
         fabric_rate_bps=fabric_rate,
         block=block,
         nic_prefix=nic_prefix,
+        dataplane=dataplane,
     )
 
 

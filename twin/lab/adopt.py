@@ -1,7 +1,10 @@
 """`twin attach`: take on a fabric another orchestrator deployed, to verify and break it.
 
-    compile -> render -> record -> find -> booted -> carrier -> endpoints
+    compile -> record -> find -> data plane -> render -> booted -> carrier -> endpoints
                                                     (twin attach; read as `up`)
+
+The data plane is the one the nodes booted with: `--dataplane`, else the spec's
+`srv6.dataplane`, else what a node's own /etc/mrc-twin/program.json says.
 
 The spec is the one the fabric was rendered from (`twin render`): it is what the
 fabric is checked against. The nodes are found through a transport (twin.remote):
@@ -18,11 +21,14 @@ nodes stay with their orchestrator (twin.lab.pipeline.down).
 
 from __future__ import annotations
 
+import json
 import time
 from concurrent.futures import ThreadPoolExecutor
 
-from twin.errors import LabError, UsageError
+from twin.dataplane import program as node_program
+from twin.errors import CommandFailed, LabError, UsageError
 from twin.fabric.plan import NodePlan
+from twin.fabric.render import CONFIG_MOUNT
 from twin.lab import phases
 from twin.lab.compile import compile_spec, render_lab
 from twin.lab.phases import Phase
@@ -42,25 +48,32 @@ def runtime_for(tr: Transport) -> str:
 
 
 def adopt(spec_ref: str, tr: Transport, steps: Steps | None = None, *,
-          name: str | None = None, topology: str | None = None) -> Up:
+          name: str | None = None, topology: str | None = None,
+          dataplane: str | None = None) -> Up:
     """Attach to the deployed fabric of `spec_ref`: lab `name` (default: the spec's),
-    deployed as topology `topology` (default: the lab's name)."""
+    deployed as topology `topology` (default: the lab's name), whose nodes run
+    `dataplane` (default: the spec's, else what the nodes say)."""
     steps = steps or Steps()
     compiled = compile_spec(spec_ref, name)
     _refuse_if_up(compiled.lab)
     missing = tr.missing()
     if missing:
         raise UsageError(f"{tr.where()}: {missing}")
-    build_dir = render_lab(compiled)  # the plan's files, for reference: nothing deploys them
+    build_dir = compiled.build_dir()
     owner = Owner.here(compiled.lab, new_lab_id())
     rt = get_runtime(runtime_for(tr), compiled.lab, str(build_dir), owner)
     topology = topology or compiled.lab
     plan = compiled.plan
     nodes = list(plan.nodes.values())
-    state = _record(compiled, rt.name, build_dir, owner)
+    state = _record(compiled, rt.name, build_dir, owner, "", "")
     try:
-        ran = [
-            find(rt, tr, topology, list(plan.nodes), steps),
+        ran = [find(rt, tr, topology, list(plan.nodes), steps)]
+        state.dataplane, state.dataplane_why = nodes_dataplane(
+            rt, nodes[0].name, dataplane or compiled.spec.dataplane)
+        state.save()
+        steps.note(f"data plane: {state.dataplane} ({state.dataplane_why})")
+        render_lab(compiled, state.dataplane)  # what twin re-applies and verify expects
+        ran += [
             booted(rt, nodes, steps),
             phases.carrier(rt, nodes, steps),
             phases.endpoints(rt, [h.name for h in compiled.fabric.hosts], steps),
@@ -73,6 +86,21 @@ def adopt(spec_ref: str, tr: Transport, steps: Steps | None = None, *,
     state.save()
     steps.done()
     return Up(state, tuple(ran))
+
+
+def nodes_dataplane(rt: RemoteRuntime, node: str, requested: str) -> tuple[str, str]:
+    """The data plane of an attached fabric: the one asked for, else the one `node`'s
+    own program (rendered with the topology) names."""
+    if requested != "auto":
+        return requested, "asked for"
+    path = f"{CONFIG_MOUNT}/{node_program.FILE}"
+    try:
+        text = rt.exec(node, ["cat", path], timeout=20).stdout
+        return node_program.NodeProgram.from_dict(json.loads(text)).dataplane, \
+            f"{node}:{path} says so"
+    except (CommandFailed, ValueError, KeyError, TypeError) as e:
+        raise LabError(f"cannot tell which data plane the fabric runs: {node}:{path}: {e}; "
+                       "name it with --dataplane seg6local|ebpf") from None
 
 
 def find(rt: RemoteRuntime, tr: Transport, topology: str, planned: list[str],

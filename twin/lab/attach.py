@@ -10,7 +10,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
-from twin import endpoints
+from twin import dataplane, endpoints
 from twin.errors import LabError, UsageError
 from twin.fabric.model import Fabric, Node
 from twin.fabric.plan import Plan
@@ -37,6 +37,11 @@ class Attached:
     @property
     def fabric(self) -> Fabric:
         return self.compiled.fabric
+
+    @property
+    def dataplane(self) -> dataplane.Dataplane:
+        """The data plane the lab's nodes run their local SIDs on (twin.dataplane)."""
+        return dataplane.get(self.state.dataplane)
 
     def node(self, name: str) -> Node:
         return require_node(self.fabric, name)
@@ -108,6 +113,7 @@ def status(lab: str | None = None) -> list[dict]:
             "spec": state.spec_path,
             "build_dir": state.build_dir,
             "id": state.id,
+            "dataplane": {"name": state.dataplane, "why": state.dataplane_why},
             "run_dir": state.owner.run_dir,
             "age_s": round(time.time() - state.created, 1),
             "nodes": [{"node": n, **facts[n],

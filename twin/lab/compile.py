@@ -66,11 +66,12 @@ def compile_loaded(source: str, spec: FabricSpec, name: str | None = None) -> Co
     return Compiled(source, spec, fabric, build_plan(fabric))
 
 
-def render_lab(compiled: Compiled) -> Path:
-    """plan -> files under lab/build/<lab>/ (unchanged files are not rewritten)."""
+def render_lab(compiled: Compiled, dataplane: str) -> Path:
+    """plan -> files under lab/build/<lab>/ for a data plane (twin.dataplane's names;
+    unchanged files are not rewritten)."""
     build_dir = compiled.build_dir()
     code_dir = os.path.relpath(project_root(), build_dir)
-    write_build(render(compiled.plan, code_dir), build_dir)
+    write_build(render(compiled.plan, dataplane, code_dir), build_dir)
     return build_dir
 
 

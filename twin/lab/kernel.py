@@ -1,7 +1,7 @@
 """The work a lab does inside a node that is not one of the runtime's verbs:
-programming its plan and starting its endpoint. Both need a real namespace,
-so a runtime may bring a model of a kernel instead (`Runtime.kernel`, the
-fake's); every real runtime gets Linux's, here.
+programming its plan, starting its endpoint, and saying which data planes it
+runs. These need a real kernel, so a runtime may bring a model of one instead
+(`Runtime.kernel`, the fake's); every real runtime gets Linux's, here.
 """
 
 from __future__ import annotations
@@ -9,7 +9,8 @@ from __future__ import annotations
 from typing import Protocol
 
 from twin import endpoints
-from twin.configure import configure_node
+from twin.dataplane import probe
+from twin.dataplane import program as node_program
 from twin.fabric.plan import NodePlan
 from twin.progress import Steps
 
@@ -23,6 +24,10 @@ class Kernel(Protocol):
 
     def host_limits(self, links: int) -> list[str]:
         """Raise the machine-wide limits a lab of `links` links needs; what changed."""
+
+    def dataplanes(self) -> dict[str, str | None]:
+        """Which data planes (twin.dataplane) the nodes' kernel runs: name -> None, or
+        why not."""
 
 
 # The IPv6 neighbour table is one table for every namespace on the machine, and its
@@ -43,7 +48,11 @@ def neighbour_thresholds(links: int, now: tuple[int, int, int]) -> tuple[int, in
 
 class LinuxKernel:
     def configure(self, rt, node: NodePlan) -> None:
-        configure_node(node, rt.netns_path(node.name), rt.owner.tag)
+        """The node's rendered program (config/<node>/program.json), by the one runner."""
+        node_program.push(rt, node_program.load(rt.build_dir, node.name))
+
+    def dataplanes(self) -> dict[str, str | None]:
+        return probe.probe()
 
     def start_endpoints(self, rt, hosts: list[str], steps: Steps) -> None:
         endpoints.start(rt, hosts, steps)

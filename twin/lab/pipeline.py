@@ -1,13 +1,15 @@
 """The lab pipeline. Read `up` first: it is the table of contents.
 
-    compile -> render -> limits -> create -> wire -> configure -> carrier -> endpoints
-                                                                       [-> verify]
+    compile -> data plane -> render -> limits -> create -> wire -> configure -> carrier
+                                                           -> endpoints [-> verify]
                                                                           (twin up)
     restart_node -> wire -> configure -> carrier -> endpoints -> faults again
                                                                      (twin restart)
     state on disk -> runtime -> destroy                              (twin down)
     state on disk -> faults reverted -> forgotten       (twin down of an attached lab)
 
+The data plane (twin.dataplane) is chosen before render, because every node's
+program depends on it: `auto` asks the runtime's kernel once which it runs.
 A lab's state is claimed before anything is created (twin.state), so of two
 racing `twin up` of one lab only one proceeds, and a failure or interrupt in
 any phase of `up` rolls back what was created. Everything created carries
@@ -20,13 +22,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from twin import dataplane as dataplanes
 from twin.errors import UsageError
 from twin.lab import phases, sweep
 from twin.lab.attach import Attached, attach
 from twin.lab.compile import Compiled, compile_spec, render_lab
+from twin.lab.kernel import kernel_of
 from twin.owner import Owner, new_lab_id
 from twin.progress import Steps
-from twin.runtime import Runtime, get_runtime, pick_runtime
+from twin.runtime import RUNTIMES, Runtime, get_runtime, pick_runtime
 from twin.state import LabState, known_labs
 
 if TYPE_CHECKING:
@@ -48,19 +52,21 @@ class Up:
 
 
 def up(spec_ref: str, runtime: str = "auto", steps: Steps | None = None, *,
-       verify: bool = False, name: str | None = None) -> Up:
+       verify: bool = False, name: str | None = None, dataplane: str | None = None) -> Up:
     """Bring a lab up; `name` runs the spec under another lab name (several labs
-    from one spec side by side)."""
+    from one spec side by side); `dataplane` overrides the spec's `srv6.dataplane`."""
     steps = steps or Steps()
     compiled = compile_spec(spec_ref, name)
     _refuse_if_up(compiled.lab)  # before render: an up lab's build files stay as they are
-    build_dir = render_lab(compiled)
     rt_name, why = pick_runtime(runtime)
     steps.note(f"runtime: {rt_name} ({why})")
+    dp_name, dp_why = pick_dataplane(rt_name, dataplane or compiled.spec.dataplane)
+    steps.note(f"data plane: {dp_name} ({dp_why})")
+    build_dir = render_lab(compiled, dp_name)
     owner = Owner.here(compiled.lab, new_lab_id())
     rt = get_runtime(rt_name, compiled.lab, str(build_dir), owner)
     _refuse_foreign_nodes(rt, compiled)
-    state = _record(compiled, rt_name, build_dir, owner)  # before anything exists
+    state = _record(compiled, rt_name, build_dir, owner, dp_name, dp_why)  # before anything
     plan, fabric = compiled.plan, compiled.fabric
     nodes = list(plan.nodes.values())
     try:
@@ -83,6 +89,12 @@ def up(spec_ref: str, runtime: str = "auto", steps: Steps | None = None, *,
     report = phases.verify(rt, plan, steps) if verify else None
     steps.done()
     return Up(state, tuple(ran), report)
+
+
+def pick_dataplane(runtime: str, requested: str) -> tuple[str, str]:
+    """The data plane for a lab on `runtime` (twin.dataplane.pick), asking that runtime's
+    kernel once what it runs; (name, why)."""
+    return dataplanes.pick(requested, kernel_of(RUNTIMES[runtime]).dataplanes())
 
 
 def _refuse_if_up(lab: str) -> None:
@@ -110,10 +122,11 @@ def _refuse_foreign_nodes(rt: Runtime, compiled: Compiled) -> None:
                      "`twin down --stray`")
 
 
-def _record(compiled: Compiled, runtime: str, build_dir: Path, owner: Owner) -> LabState:
+def _record(compiled: Compiled, runtime: str, build_dir: Path, owner: Owner,
+            dataplane: str, dataplane_why: str) -> LabState:
     state = LabState(lab=compiled.lab, runtime=runtime, spec_path=compiled.source,
                      build_dir=str(build_dir), nodes=list(compiled.plan.nodes),
-                     id=owner.lab_id)
+                     id=owner.lab_id, dataplane=dataplane, dataplane_why=dataplane_why)
     if not state.claim():  # another `twin up` of this lab got here first
         other = LabState.load(compiled.lab)
         raise UsageError(f"lab {compiled.lab} is already "

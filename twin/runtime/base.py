@@ -122,6 +122,11 @@ class Runtime(ABC):
         """How a person runs a command inside the node (`twin exec`)."""
         return ["nsenter", f"--net={self.netns_path(node)}", "--", *argv]
 
+    def python_argv(self) -> list[str]:
+        """How a command run by `exec` starts a Python that imports twin.node (the node
+        program's runner): this one, where exec runs on this machine's files."""
+        return [sys.executable]
+
     def probe_paths(self, plan: Plan, paths: list[FabricPath], reverse: dict[int, FabricPath],
                     progress=None) -> list[ProbeResult]:
         """Send verify's probes (`reverse[i]`: the path back of paths[i]): by default one

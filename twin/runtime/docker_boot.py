@@ -76,7 +76,7 @@ class BootKernel:
             time.sleep(0.05)
         raise LabError(f"{node.name} did not configure itself within {BOOT_WAIT_S:.0f}s "
                        f"(no {NODE_RUN_DIR}/booted; see `twin exec {node.name} -- cat "
-                       f"{NODE_RUN_DIR}/boot-ip.log`)")
+                       f"{NODE_RUN_DIR}/boot-program.log`)")
 
     def start_endpoints(self, rt, hosts: list[str], steps) -> None:
         endpoints.wait_started(rt, hosts, steps, BOOT_WAIT_S,
@@ -86,6 +86,11 @@ class BootKernel:
         from twin.lab.kernel import LINUX  # the lab imports the runtimes, not the reverse
 
         return LINUX.host_limits(links)
+
+    def dataplanes(self) -> dict[str, str | None]:
+        from twin.lab.kernel import LINUX  # the containers share this machine's kernel
+
+        return LINUX.dataplanes()
 
 
 @register

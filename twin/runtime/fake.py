@@ -8,14 +8,20 @@ The model keeps what the phases change and look at, per node:
     nft tables   name -> the rule text loaded (loaded twice: the rules twice,
                  as nft does)
     configured   how many times the node's plan was applied
+    sids         the local SIDs in place: set by configure, taken by the data
+                 plane's removal (seg6local's `route del` batch, ebpf's `tc filter
+                 del` batch), as a sid-loss fault does
     endpoint     whether its MRC endpoint runs (dies with the node)
     owner        the lab owner it was created for (twin.owner), so the
                  ownership rules of `down --all` and `down --stray` are tested
                  here as on a machine (its `inventory` is every fake node)
 
 `exec` understands the commands twin sends (`ip link set`, `ip -j link show`,
-`nft -f -`, `nft delete table`, `nft list tables`); any other command fails
-as an unknown command would, so nothing passes by accident. Every call is
+`nft -f -`, `nft delete table`, `nft list tables`, `ip -force -batch -` of
+`route del` lines, `tc -force -batch -` of `filter del` lines); any other
+command fails as an unknown command would, so nothing passes by accident.
+Its kernel runs every data plane unless a test says otherwise
+(`FakeRuntime.unavailable_dataplanes`). Every call is
 recorded in `FakeRuntime.calls`.
 
 Tests inject failures with `FakeRuntime.fail_at = {"wire": 5}`: the sixth
@@ -47,6 +53,7 @@ class FakeNode:
     interfaces: dict[str, FakeInterface] = field(default_factory=dict)
     nft: dict[str, list[str]] = field(default_factory=dict)  # table -> rules loaded
     configured: int = 0
+    sids: dict[str, str] = field(default_factory=dict)  # prefix -> dev ("": every port)
     endpoint: bool = False
     owner: Owner | None = None
 
@@ -68,7 +75,12 @@ class FakeKernel:
                            "were the links wired?")
         for ifc in node.interfaces:
             fn.interfaces[ifc.name].up = True
+        fn.sids = {s.prefix: s.dev for s in node.sids}
         fn.configured += 1
+
+    def dataplanes(self) -> dict[str, str | None]:
+        return {name: FakeRuntime.unavailable_dataplanes.get(name)
+                for name in ("seg6local", "ebpf")}
 
     def host_limits(self, links: int) -> list[str]:
         return []  # the model has no machine-wide tables
@@ -87,12 +99,14 @@ class FakeRuntime(Runtime):
     kernel = FakeKernel()
     fail_at: dict[str, int] = {}  # op -> how many succeed before one fails
     calls: list[tuple] = []
+    unavailable_dataplanes: dict[str, str] = {}  # data plane -> why this kernel lacks it
 
     @classmethod
     def reset(cls) -> None:
         WORLD.clear()
         cls.calls = []
         cls.fail_at = {}
+        cls.unavailable_dataplanes = {}
 
     @classmethod
     def inventory(cls) -> list[Resource]:
@@ -192,6 +206,14 @@ class FakeRuntime(Runtime):
             case ["nft", "delete", "table", "ip6", table]:
                 if node.nft.pop(table, None) is None:
                     return 1, "", f"Error: No such file or directory; table ip6 {table}"
+                return 0, "", ""
+            case ["ip", "-force", "-batch", "-"]:  # seg6local: route del <prefix> dev <dev>
+                for m in re.finditer(r"^route del (\S+) dev (\S+)$", stdin, re.M):
+                    node.sids.pop(m[1], None)
+                return 0, "", ""
+            case ["tc", "-force", "-batch", "-"]:  # ebpf: filter del dev <dev> ingress ...
+                for m in re.finditer(r"^filter del dev (\S+) ingress", stdin, re.M):
+                    node.sids = {p: d for p, d in node.sids.items() if d not in ("", m[1])}
                 return 0, "", ""
             case ["nft", "list", "tables"]:
                 return 0, "".join(f"table ip6 {t}\n" for t in node.nft), ""

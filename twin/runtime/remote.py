@@ -6,8 +6,8 @@ configured themselves at boot (images/mrc-twin-boot). They reach a node only by
 running a command in it (twin.remote.transport), so:
 
     exec, set_link_state   through the transport (`ip link set dev IF down|up`)
-    configure              the node's plan again, as iproute2/sysctl/tc batches on the
-                           exec's stdin (RemoteKernel): how a link that came back up
+    configure              the node's program again, on the exec's stdin to the runner
+                           its image holds (RemoteKernel): how a link that came back up
                            gets its addresses and routes, as on one machine
     endpoints              started at boot; waited for, and reached, through a relay
                            of their control socket over exec (twin.remote.relay)
@@ -33,10 +33,11 @@ from contextlib import contextmanager
 from typing import ClassVar
 
 from twin import endpoints
+from twin.dataplane import program as node_program
 from twin.errors import CommandFailed, LabError, UsageError
 from twin.fabric.model import Link
 from twin.fabric.plan import NodePlan
-from twin.fabric.render import iproute2_batch, sysctl_conf, tc_lines
+from twin.fabric.render import CODE_MOUNT
 from twin.owner import Owner
 from twin.remote import relay, transport
 from twin.remote.clock import Stamp
@@ -66,25 +67,16 @@ def parse_boot_state(text: str) -> tuple[str, str]:
     return state, rest.strip()
 
 
-def reconfigure_steps(lab: str, node: NodePlan) -> list[tuple[list[str], str]]:
-    """The node's plan as (argv, stdin) batches (pure): what mrc-twin-boot applied at
-    boot, again. The SID anchor exists since boot (it may be an ifb): not re-added."""
-    routes = "".join(line + "\n" for line in iproute2_batch(lab, node).splitlines()
-                     if not (node.anchor and line.startswith(f"link add {node.anchor} ")))
-    steps = [(["sysctl", "-q", "-p", "-"], sysctl_conf(node)),
-             (["ip", "-batch", "-"], routes)]
-    tc = tc_lines(node)
-    if tc:
-        steps.append((["tc", "-batch", "-"], "\n".join(tc) + "\n"))
-    return steps
-
-
 class RemoteKernel:
     """Nodes were programmed at boot; twin re-programs (after a fault) and waits, over exec."""
 
     def configure(self, rt: RemoteRuntime, node: NodePlan) -> None:
-        for argv, text in reconfigure_steps(rt.lab, node):
-            rt.exec(node.name, argv, input=text)
+        """The node's program again, by the runner its image holds (twin.node.runner)."""
+        node_program.push(rt, node_program.load(rt.build_dir, node.name))
+
+    def dataplanes(self) -> dict[str, str | None]:
+        why = "an attached fabric runs the data plane its nodes booted with"
+        return {"seg6local": why, "ebpf": why}
 
     def start_endpoints(self, rt: RemoteRuntime, hosts: list[str], steps) -> None:
         endpoints.wait_started(rt, hosts, steps, ENDPOINT_WAIT_S, call_timeout=10,
@@ -262,6 +254,9 @@ class RemoteRuntime(Runtime):
 
     def shell_argv(self, node: str, argv: list[str]) -> list[str]:
         return self.transport.argv(self.ref(node), argv, stdin=True)
+
+    def python_argv(self) -> list[str]:
+        return ["env", f"PYTHONPATH={CODE_MOUNT}", "python3"]  # the node image's, our code
 
     # -- what runs in the nodes for twin -------------------------------------------------------
 

@@ -1,0 +1,106 @@
+"""The data-plane contract, the registry and `pick` (see twin.dataplane)."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import ClassVar
+
+from twin.dataplane.program import BpfAttach, NodeProgram, tc_lines
+from twin.errors import UsageError
+from twin.fabric.plan import NodePlan
+
+
+class Dataplane(ABC):
+    name: ClassVar[str]
+    needs: ClassVar[str]  # the kernel options it needs, for messages and the README
+    keeps_counters: ClassVar[bool] = False  # `counters` reads what its SIDs did
+
+    def program(self, node: NodePlan) -> NodeProgram:
+        """The node's program (pure): the same static part on every backend, and the
+        backend's own local SIDs."""
+        anchor, sid_lines, bpf = self.sids(node)
+        ip = ["link set lo up", *(f"address replace {a} dev lo" for a in node.loopback)]
+        for ifc in node.interfaces:
+            ip.append(f"link set {ifc.name} mtu {ifc.mtu} up")
+            ip += [f"address replace {a} dev {ifc.name} nodad" for a in ifc.addresses]
+        ip += [r.iproute2() for r in node.routes] + sid_lines
+        return NodeProgram(
+            node=node.name, dataplane=self.name, node_sysctls=node.node_sysctls,
+            interfaces=tuple(i.name for i in node.interfaces),
+            interface_sysctls=tuple(node.interface_sysctls()), anchor=anchor, ip=tuple(ip),
+            tc=tuple(tc_lines(node)), bpf=tuple(bpf))
+
+    @abstractmethod
+    def sids(self, node: NodePlan) -> tuple[str | None, list[str], list[BpfAttach]]:
+        """How this backend installs the node's local SIDs: (an anchor device it needs,
+        `ip -batch` lines, eBPF attachments)."""
+
+    @abstractmethod
+    def is_sid_route(self, entry: dict) -> bool:
+        """Whether an element of `ip -j -6 route show` is one of this backend's SIDs
+        (checked by `check_sids`, not as a static route)."""
+
+    @abstractmethod
+    def check_sids(self, rt, node: NodePlan, routes_json: list[dict]) -> list[str]:
+        """Read the node's local SIDs back with an oracle independent of what installed
+        them; each problem as one line naming the SID (and the port)."""
+
+    @abstractmethod
+    def remove_sids(self, rt, node: NodePlan) -> None:
+        """Take every local SID of the node away (the sid-loss fault); missing is fine."""
+
+    @abstractmethod
+    def add_encap(self, rt, node: str, dst: str, dev: str, src: str, path: str,
+                  flow_label: int = 0) -> None:
+        """Traffic the node's kernel sends to `dst`/128 leaves IPv6-in-IPv6 on the uSID
+        `path` (H.Encaps.Red), source `src`, out of `dev`."""
+
+    @abstractmethod
+    def del_encap(self, rt, node: str, dst: str, dev: str) -> None:
+        """Remove what add_encap installed; missing is fine."""
+
+    def counters(self, rt, node: str) -> dict | None:
+        """What the node's SIDs did, counted by the data plane ({"counters": {name:
+        packets}, "programs": {dev: ...}, "map_id": ...}); None where it keeps none."""
+        return None
+
+
+DATAPLANES: dict[str, Dataplane] = {}
+AUTO_ORDER = ["seg6local", "ebpf"]  # `auto` takes the first the kernel can run
+
+
+def register(cls: type[Dataplane]) -> type[Dataplane]:
+    DATAPLANES[cls.name] = cls()
+    return cls
+
+
+def get(name: str) -> Dataplane:
+    try:
+        return DATAPLANES[name]
+    except KeyError:
+        valid = ", ".join(["auto", *sorted(DATAPLANES)])
+        raise UsageError(f"unknown data plane {name!r}; valid data planes: {valid}") from None
+
+
+def pick(requested: str, unavailable: dict[str, str | None]) -> tuple[str, str]:
+    """Resolve `auto` (or check an explicit choice) against what a kernel can run:
+    `unavailable` maps each backend to why it cannot run there, or None. Returns
+    (name, why); a UsageError (exit 2) when nothing can, naming the kernel options."""
+    if requested != "auto":
+        get(requested)
+        reason = unavailable.get(requested)
+        if reason:
+            raise UsageError(f"data plane {requested} cannot run here: {reason}; it needs "
+                             f"{DATAPLANES[requested].needs} (or try --dataplane auto)")
+        return requested, "asked for"
+    skipped = []
+    for name in AUTO_ORDER:
+        reason = unavailable.get(name, "not probed")
+        if reason is None:
+            return name, ("auto: the kernel has seg6local" if not skipped
+                          else f"auto: {'; '.join(skipped)}")
+        skipped.append(f"no {name} ({reason})")
+    needs = "; ".join(f"{n}: {DATAPLANES[n].needs}" for n in AUTO_ORDER)
+    raise UsageError(f"no SRv6 data plane can run on this kernel: {'; '.join(skipped)}. "
+                     f"Boot a kernel with either ({needs}); Debian's linux-image-amd64 "
+                     "has both")

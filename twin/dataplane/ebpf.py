@@ -1,0 +1,101 @@
+"""eBPF programs as the data plane (CONFIG_NET_CLS_BPF, clsact; twin.node.ebpf).
+
+    uN     a TC ingress program on every port of a switch, holding the switch's /48
+    decap  a TC ingress program on each host port, holding that port's /48
+    encap  a BPF lwt xmit route <dst>/128 that pushes the outer header (H.Encaps.Red)
+
+No anchor device and no SID route: a program sees a packet before the kernel's
+route lookup, rewrites it (shift, or strip the outer header) and hands it back,
+and the static routes do the rest. Each node's SIDs are constants of the program
+it loads, so the kernel's tag for a program names its SID: verify reads the
+attached programs back with `tc -j filter show` (name and tag, an oracle the
+kernel computes over what it loaded) and compares them with the tags the plan
+implies. docs/ebpf.md has the semantics, the counters and where they differ from
+seg6local.
+"""
+
+from __future__ import annotations
+
+import json
+
+from twin.dataplane.base import Dataplane, register
+from twin.dataplane.program import BpfAttach
+from twin.fabric.plan import UN, NodePlan
+from twin.node import ebpf
+
+
+def _filters(text: str) -> list[list[dict]]:
+    return [json.loads(line) for line in text.splitlines() if line.strip()]
+
+
+def _attached(filters: list[dict]) -> dict | None:
+    """Our filter's options (bpf_name, prog id and tag) among a device's ingress filters."""
+    for f in filters:
+        if f.get("kind") == "bpf" and f.get("pref") == ebpf.PREF and "options" in f:
+            return f["options"]
+    return None
+
+
+@register
+class Ebpf(Dataplane):
+    name = "ebpf"
+    needs = ("CONFIG_BPF_SYSCALL, CONFIG_NET_CLS_BPF and CONFIG_NET_SCH_INGRESS (clsact); "
+             "CONFIG_LWTUNNEL_BPF for encap routes")
+    keeps_counters = True
+
+    def sids(self, node: NodePlan) -> tuple[str | None, list[str], list[BpfAttach]]:
+        bpf = []
+        for sid in node.sids:
+            devs = [i.name for i in node.interfaces] if sid.behavior == UN else [sid.dev]
+            bpf += [BpfAttach(dev, sid.behavior, sid.prefix) for dev in devs]
+        return None, [], bpf
+
+    def is_sid_route(self, entry: dict) -> bool:
+        return False  # its SIDs are programs, not routes
+
+    def check_sids(self, rt, node: NodePlan, routes_json: list[dict]) -> list[str]:
+        wanted = self.sids(node)[2]
+        if not wanted:
+            return []
+        text = "".join(f"filter show dev {b.dev} ingress\n" for b in wanted)
+        got = _filters(rt.exec(node.name, ["tc", "-j", "-batch", "-"], input=text,
+                               check=False).stdout)
+        problems = []
+        for i, b in enumerate(wanted):
+            what = f"eBPF {b.kind} {b.prefix} at {b.dev} ingress"
+            if i >= len(got):
+                problems.append(f"{what}: could not read its filters back")
+                continue
+            opts = _attached(got[i])
+            if opts is None:
+                problems.append(f"missing {what} (no program attached)")
+                continue
+            name, tags = ebpf.filter_name(b.kind, b.prefix), ebpf.expected_tags(b.kind, b.prefix)
+            prog = opts.get("prog", {})
+            if opts.get("bpf_name") != name or prog.get("tag") not in tags:
+                problems.append(f"{what}: attached is {opts.get('bpf_name')!r} (program "
+                                f"{prog.get('id')}, tag {prog.get('tag')}), planned tag "
+                                f"{' or '.join(sorted(tags))}")
+        return problems
+
+    def remove_sids(self, rt, node: NodePlan) -> None:
+        devs = sorted({b.dev for b in self.sids(node)[2]})
+        lines = "".join(f"filter del dev {d} ingress pref {ebpf.PREF}\n" for d in devs)
+        rt.exec(node.name, ["tc", "-force", "-batch", "-"], input=lines,
+                check=False)  # applied again: the programs may be gone already
+
+    def add_encap(self, rt, node: str, dst: str, dev: str, src: str, path: str,
+                  flow_label: int = 0) -> None:
+        rt.exec(node, [*rt.python_argv(), "-m", "twin.node.ebpf", "encap", dst, dev, src, path,
+                       "--flow-label", str(flow_label)])
+
+    def counters(self, rt, node: str) -> dict | None:
+        """The node's programs and counters, read in the node (python3 -m twin.node.ebpf
+        counters --json: `tc -j filter show`, then the programs' counters map)."""
+        out = rt.exec(node, [*rt.python_argv(), "-m", "twin.node.ebpf", "counters", "--json"])
+        report = json.loads(out.stdout)
+        return {"counters": report.pop("counters"), "map_id": report.pop("map_id", None),
+                "programs": report}
+
+    def del_encap(self, rt, node: str, dst: str, dev: str) -> None:
+        rt.exec(node, ["ip", "-6", "route", "del", f"{dst}/128", "dev", dev], check=False)
