@@ -11,7 +11,13 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from twin.errors import UsageError
 from twin.telemetry import prometheus as P
-from twin.telemetry.collect import EndpointSample, FaultSample, LinkSample, Sample
+from twin.telemetry.collect import (
+    DataplaneSample,
+    EndpointSample,
+    FaultSample,
+    LinkSample,
+    Sample,
+)
 from twin.telemetry.exporter import LabMetrics, check_address, families
 from twin.telemetry.names import METRICS
 from twin.telemetry.top import rates, render
@@ -27,7 +33,8 @@ def sample(t: float, tx: int, link_tx: int, retx: int = 0, up: bool = True,
         "mrc-4p", t, (ep, EndpointSample("r1h0", up=False)),
         (LinkSample("t0-p0-r0", "eth3", "t1-p0-0:eth1", 0, "fabric", link_tx, 10, 1, 2, up),
          LinkSample("r0h0", "eth1", "t0-p0-r0:eth1", 0, "host", 5, 5, 0, 0, True)),
-        tuple(FaultSample(k, t) for k, t in faults), verify, 0.004)
+        tuple(FaultSample(k, t) for k, t in faults), verify, 0.004,
+        (DataplaneSample("t1-p0-0", {"shifted": 7 * tx, "drop_end_of_carrier": 1}),))
 
 
 class _Fixed:
@@ -63,6 +70,9 @@ def test_a_sample_is_exposed_under_the_documented_names_and_labels():
     assert [(s.labels["kind"], s.labels["target"], s.value)
             for s in got["twin_fault_active"]] == [("link-down", "a--b", 1)]
     assert got["twin_verify_paths_failed"][0].value == 2
+    assert {(s.labels["node"], s.labels["counter"]): s.value for s in got["twin_dataplane_packets"]
+            if s.name.endswith("_total")} == {("t1-p0-0", "shifted"): 7 * 4096,
+                                              ("t1-p0-0", "drop_end_of_carrier"): 1}
     every_name = {s.name for samples in got.values() for s in samples}
     assert every_name >= set(METRICS)
 

@@ -141,14 +141,19 @@ def traffic(pattern, src, dst, size, mode, evs, cut, cut_at, lab, as_json):
 @click.option("--qp", "qpn", type=int, default=None, help="With --events: only this QP.")
 @click.option("--kind", "kinds", multiple=True, metavar="KIND",
               help="With --events: only events of this kind (repeatable).")
+@click.option("--dataplane", "show_dataplane", is_flag=True,
+              help="The data plane's counters instead, per node (all nodes, or HOST naming "
+                   "any node): what its eBPF SID programs did (docs/ebpf.md).")
 @click.option("--json", "as_json", is_flag=True)
-def stats(host, lab, prometheus, show_events, qpn, kinds, as_json):
+def stats(host, lab, prometheus, show_events, qpn, kinds, show_dataplane, as_json):
     """Counters of the hosts' MRC endpoints (all hosts, or HOST).
 
     \b
       twin stats r0h0
       twin stats --events                    every sending QP's event log
       twin stats r0h0 --events --qp 3 --kind retire --kind ev_state
+      twin stats --dataplane                 per node: packets shifted, decapsulated,
+                                             dropped and why (ebpf data plane)
     An event log is bounded: its first and its latest events are kept, and the
     header says how many fell in between. --json adds the acked bytes per 1 ms
     bin and plane (acked_bins); docs/endpoint-stats.md describes both.
@@ -160,6 +165,12 @@ def stats(host, lab, prometheus, show_events, qpn, kinds, as_json):
 
     if not show_events and (qpn is not None or kinds):
         raise UsageError("--qp and --kind go with --events")
+    if show_dataplane:
+        if show_events or prometheus:
+            raise UsageError("--dataplane is an output of its own: not with --events or "
+                             "--prometheus")
+        _dataplane_stats(L.attach(lab), host, as_json)
+        return
     if show_events and prometheus:
         raise UsageError("--events and --prometheus are two different outputs: pick one")
     unknown = sorted(set(kinds) - set(EVENT_KINDS))
@@ -199,6 +210,39 @@ def stats(host, lab, prometheus, show_events, qpn, kinds, as_json):
     else:
         _stats_table(att.state.lab, data)
     _exit_naming(gone)
+
+
+def _dataplane_stats(att, node: str | None, as_json: bool) -> None:
+    """Every node's (or one node's) data-plane counters, read in the nodes at once."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from twin.node.ebpf import COUNTERS
+
+    if node is not None:
+        att.node(node)
+    nodes = [node] if node else list(att.plan.nodes)
+    att.require_whole(nodes)
+    backend = att.dataplane
+    if not backend.keeps_counters:
+        raise UsageError(f"lab {att.lab} runs the {backend.name} data plane, which keeps no "
+                         "per-SID counters twin reads; its SIDs are routes: `twin exec "
+                         f"{nodes[0]} -- ip -6 route show`")
+    with ThreadPoolExecutor(8) as pool:  # a command in each node, as verify reads them
+        got = dict(zip(nodes, pool.map(lambda n: backend.counters(att.runtime, n), nodes),
+                       strict=True))
+    if as_json:
+        emit_json({"lab": att.lab, "dataplane": backend.name, "nodes": got})
+        return
+    t = Table(title=f"{backend.name} data plane of {att.lab}: packets, per node")
+    t.add_column("node")
+    for name in COUNTERS:
+        t.add_column(name.replace("_", " "), justify="right")
+    t.add_column("programs")
+    for n, report in got.items():
+        c = report["counters"]
+        t.add_row(n, *(f"{c.get(name, 0):,}" for name in COUNTERS),
+                  str(len({p.get("prog_id") for p in report["programs"].values()})))
+    out.print(t)
 
 
 def _each_endpoint(att, hosts: list[str], one: bool, ask) -> tuple[dict, list[str]]:

@@ -6,6 +6,9 @@
                     in the node's own namespace (one RTM_GETLINK dump per node)
         faults      the faults in force (faults.json); a blind drill's stays hidden
         verify      paths failed in the last `twin verify` or `twin probe` round
+        dataplane   on the ebpf data plane, each node's SID programs' counters: read in
+                    this process by map id (a few bpf() calls a node), the id found once
+                    per node by a command in it (python3 -m twin.node.ebpf counters)
 
 A Collector keeps one control connection per endpoint across samples, and opens a
 netlink socket in each node's namespace for one dump, then closes it: a scrape of
@@ -29,6 +32,7 @@ node's links are left out of that sample and an endpoint reads as down
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -75,6 +79,12 @@ class FaultSample:
 
 
 @dataclass(frozen=True)
+class DataplaneSample:
+    node: str
+    counters: dict[str, int]  # twin.node.ebpf.COUNTERS -> packets
+
+
+@dataclass(frozen=True)
 class Sample:
     lab: str
     t_wall: float
@@ -83,6 +93,7 @@ class Sample:
     faults: tuple[FaultSample, ...]
     verify_paths_failed: int | None  # None: no verify or probe has run on this lab
     seconds: float  # how long collecting took
+    dataplane: tuple[DataplaneSample, ...] = ()  # the ebpf data plane's counters
 
 
 def record_verify(lab_dir, failed: int, source: str) -> None:
@@ -108,6 +119,7 @@ class Collector:
             self._ends.setdefault(lk.a.node, {})[lk.a.ifname] = (str(lk.b), lk.plane, tier)
             self._ends.setdefault(lk.b.node, {})[lk.b.ifname] = (str(lk.a), lk.plane, tier)
         self.hosts = [h.name for h in att.fabric.hosts]
+        self._maps: dict[str, int] = {}  # node -> the id of its SID programs' counters map
 
     def sample(self) -> Sample:
         with self._lock:
@@ -119,8 +131,9 @@ class Collector:
         links: list[LinkSample] = []
         for node in self._ends:
             links.extend(self._links(node))
+        dataplane = tuple(d for d in map(self._dataplane, self._ends) if d is not None)
         return Sample(self.lab, time.time(), endpoints, tuple(links), self._faults(),
-                      self._verify(), time.monotonic() - t0)
+                      self._verify(), time.monotonic() - t0, dataplane)
 
     def close(self) -> None:
         with self._lock:
@@ -188,6 +201,36 @@ class Collector:
                                   rx_bytes=c.rx_bytes, tx_drops=c.tx_dropped,
                                   rx_drops=c.rx_dropped, up=c.oper_up))
         return out
+
+    # -- the data plane -----------------------------------------------------------------
+
+    def _dataplane(self, node: str) -> DataplaneSample | None:
+        """The node's counters, by the id of their map: found once by asking the node,
+        asked again when the map is gone (the node restarted). None on seg6local, or
+        while the node has none (being re-programmed)."""
+        if not self.att.dataplane.keeps_counters:
+            return None
+        from twin.node.ebpf import bpf, read_map
+
+        if node not in self._maps:
+            try:
+                found = self.att.dataplane.counters(self.att.runtime, node)
+            except (LabError, OSError, ValueError):
+                return None
+            if not found or found.get("map_id") is None:
+                return None
+            self._maps[node] = found["map_id"]
+        try:
+            fd = bpf.map_fd_by_id(self._maps[node])
+        except OSError:
+            self._maps.pop(node)
+            return None
+        try:
+            return DataplaneSample(node, read_map(fd))
+        except OSError:
+            return None
+        finally:
+            os.close(fd)
 
     # -- faults and verify ------------------------------------------------------------
 

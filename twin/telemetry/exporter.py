@@ -61,6 +61,9 @@ def families(sample: Sample) -> list[Metric]:
         fam["twin_link_up"].add_metric(labels, 1 if lk.up else 0)
     for f in sample.faults:
         fam["twin_fault_active"].add_metric([lab, f.kind, f.target], 1)
+    for d in sample.dataplane:
+        for counter, n in d.counters.items():
+            fam["twin_dataplane_packets_total"].add_metric([lab, d.node, counter], n)
     if sample.verify_paths_failed is not None:
         fam["twin_verify_paths_failed"].add_metric([lab], sample.verify_paths_failed)
     fam["twin_scrape_duration_seconds"].add_metric([lab], sample.seconds)

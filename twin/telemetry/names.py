@@ -46,6 +46,11 @@ _ALL = (
            (*LINK_LABELS, "direction")),
     Metric("twin_link_up", "gauge", "1 if the link end is operationally up, else 0",
            LINK_LABELS),
+    Metric("twin_dataplane_packets_total", "counter",
+           "Packets a node's eBPF SID programs handled, by what happened to them (ebpf data "
+           "plane only): shifted, decapsulated, encapsulated, drop_malformed, "
+           "drop_end_of_carrier, drop_not_ipv6_in_ipv6, hop_limit_expired",
+           ("lab", "node", "counter")),
     Metric("twin_fault_active", "gauge",
            "1 per fault in force (a blind drill's hidden fault: kind and target 'hidden')",
            ("lab", "kind", "target")),
