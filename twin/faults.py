@@ -670,7 +670,8 @@ def _node_fault(lab: Attached, kind: FaultKind, node: str, detail: str = "") -> 
 
 
 def sid_loss(lab: Attached, node: str) -> Fault:
-    """NODE's local SID route is gone: what arrives for it is dropped (no route)."""
+    """NODE's local SIDs are gone (on its data plane: the routes, or the programs): what
+    arrives for them is dropped."""
     require_node(lab.fabric, node)
     if not lab.plan[node].sids:
         raise UsageError(f"{node} has no local SID")

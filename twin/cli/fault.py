@@ -104,9 +104,12 @@ def fault_blackhole(target, lab):
 @click.argument("node")
 @click.option("--lab", default=None)
 def fault_sid_loss(node, lab):
-    """A misconfiguration: NODE's local SID route (uN, or a host's End.DT6) is gone."""
-    F.sid_loss(L.attach(lab), node)
-    out.print(f"sid-loss {node}: its local SID route is deleted")
+    """A misconfiguration: NODE's local SIDs (a switch's uN, a host's decap) are gone:
+    their seg6local routes, or their eBPF programs, as the lab's data plane holds them."""
+    att = L.attach(lab)
+    F.sid_loss(att, node)
+    what = "routes are" if att.dataplane.name == "seg6local" else "programs are"
+    out.print(f"sid-loss {node}: its local SID {what} removed ({att.dataplane.name})")
 
 
 @fault.command("route-corrupt")
