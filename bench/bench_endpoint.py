@@ -280,6 +280,9 @@ def kernel_pair(att, size: int, kind: str) -> dict:
     rt, fab = att.runtime, att.fabric
     server_fn, client_fn = {"tcp": (_tcp_server, _tcp_client),
                             "udp-gso": (_gso_server, _gso_client)}[kind]
+    if kind == "udp-gso" and att.dataplane.encap_refuses_udp_gso:
+        return {"unavailable": f"{att.dataplane.name} encap: "
+                               f"{att.dataplane.encap_refuses_udp_gso}"}
     routes, added = _encap_routes(att), []
     try:
         for route in routes:

@@ -14,6 +14,8 @@ class Dataplane(ABC):
     name: ClassVar[str]
     needs: ClassVar[str]  # the kernel options it needs, for messages and the README
     keeps_counters: ClassVar[bool] = False  # `counters` reads what its SIDs did
+    # why its encap route cannot carry UDP GSO super-packets (UDP_SEGMENT), or None
+    encap_refuses_udp_gso: ClassVar[str | None] = None
 
     def program(self, node: NodePlan) -> NodeProgram:
         """The node's program (pure): the same static part on every backend, and the

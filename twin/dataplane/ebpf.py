@@ -42,6 +42,9 @@ class Ebpf(Dataplane):
     needs = ("CONFIG_BPF_SYSCALL, CONFIG_NET_CLS_BPF and CONFIG_NET_SCH_INGRESS (clsact); "
              "CONFIG_LWTUNNEL_BPF for encap routes")
     keeps_counters = True
+    encap_refuses_udp_gso = ("bpf_lwt_push_encap takes TCP GSO skbs only: a UDP_SEGMENT "
+                             "skb gets ENOTSUPP, and the encap program drops it "
+                             "(drop_malformed)")
 
     def sids(self, node: NodePlan) -> tuple[str | None, list[str], list[BpfAttach]]:
         bpf = []
