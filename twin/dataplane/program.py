@@ -2,11 +2,12 @@
 
 One description, one runner (twin.node.runner), three ways to run it:
 
-    pushed     twin configures a node from the host, inside its namespace
-               (the netns and docker runtimes; `twin restart`, a reverted fault)
+    in place   twin runs it on a thread moved into the node's namespace (a node on
+               this machine: the netns and docker runtimes; `twin restart`, a
+               reverted fault): `run_inside`
     at boot    the node configures itself (images/mrc-twin-boot, containerlab,
                clabernetes, the docker-boot runtime)
-    over exec  an attached fabric on another machine (`twin attach`)
+    over exec  an attached fabric on another machine (`twin attach`): `push`
 
 The data plane decides what a program holds for the node's local SIDs: seg6local
 routes in the `ip` batch, or eBPF programs in `bpf` (twin.dataplane). Everything
@@ -21,8 +22,10 @@ import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from twin import nsenter
 from twin.errors import CommandFailed, LabError
 from twin.fabric.plan import NodePlan
+from twin.node import runner
 
 FILE = "program.json"
 
@@ -96,6 +99,17 @@ def load(build_dir: str | Path | None, node: str) -> NodeProgram:
 
 
 RUNNER = "twin.node.runner"
+
+
+def run_inside(netns_path: str, program: NodeProgram, owner: str = "") -> None:
+    """Run a node program in this process, on this thread moved into the node's network
+    namespace: no interpreter to start per node. A failed step is a LabError naming the
+    node and the step."""
+    try:
+        with nsenter.inside(netns_path):
+            runner.run(asdict(program), owner)
+    except runner.StepFailed as e:
+        raise LabError(f"{program.node}: {e}") from None
 
 
 def push(rt, program: NodeProgram) -> None:

@@ -48,8 +48,10 @@ def neighbour_thresholds(links: int, now: tuple[int, int, int]) -> tuple[int, in
 
 class LinuxKernel:
     def configure(self, rt, node: NodePlan) -> None:
-        """The node's rendered program (config/<node>/program.json), by the one runner."""
-        node_program.push(rt, node_program.load(rt.build_dir, node.name))
+        """The node's rendered program (config/<node>/program.json), by the one runner,
+        here on a thread in the node's namespace."""
+        node_program.run_inside(rt.netns_path(node.name),
+                                node_program.load(rt.build_dir, node.name), rt.owner.tag)
 
     def dataplanes(self) -> dict[str, str | None]:
         return probe.probe()

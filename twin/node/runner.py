@@ -4,8 +4,9 @@ runs in what its plan says, and is safe to run again on top.
     python3 -m twin.node.runner PROGRAM.json [--owner TAG] [--wait SECONDS]
     python3 -m twin.node.runner -            (the program on stdin)
 
-It runs inside the node's network namespace: in a process twin started there
-(pushed from the host), in the node's own boot (images/mrc-twin-boot), or over
+It runs inside the node's network namespace: in twin's own process, on a thread
+moved into the node's namespace (a node on this machine; the commands it starts
+are born there too), in the node's own boot (images/mrc-twin-boot), or over
 `exec` on a fabric twin attached to. So it needs nothing but the standard
 library, iproute2 and the kernel: the node images have no pip packages.
 
@@ -28,7 +29,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
+import socket
 import subprocess
 import sys
 import time
@@ -74,10 +75,20 @@ def write_sysctls(pairs: list, what: str) -> None:
             raise StepFailed(f"{what}: {key}: {e.strerror}") from None
 
 
+def exists(dev: str) -> bool:
+    """Whether this network namespace has `dev` (asked of the kernel through a socket of
+    this thread's namespace: /sys/class/net shows the namespace sysfs was mounted in)."""
+    try:
+        socket.if_nametoindex(dev)
+        return True
+    except OSError:
+        return False
+
+
 def wait_for(interfaces: list[str], wait_s: float) -> None:
     deadline = time.monotonic() + wait_s
     while True:
-        missing = [i for i in interfaces if not os.path.exists(f"/sys/class/net/{i}")]
+        missing = [i for i in interfaces if not exists(i)]
         if not missing:
             return
         if time.monotonic() > deadline:
@@ -88,7 +99,7 @@ def wait_for(interfaces: list[str], wait_s: float) -> None:
 
 def ensure_anchor(name: str) -> None:
     """An always-up device: dummy where the kernel has it, else ifb."""
-    if not os.path.exists(f"/sys/class/net/{name}"):
+    if not exists(name):
         for kind in ("dummy", "ifb"):
             if subprocess.run(["ip", "link", "add", name, "type", kind],
                               capture_output=True).returncode == 0:

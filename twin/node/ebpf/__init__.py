@@ -226,7 +226,9 @@ def install(entries: list[dict]) -> None:
     SID's program loaded once and attached to its ports, replacing what is there in
     place. The node's counters map is the one its programs already count into, if any,
     so re-programming a node keeps its counts."""
-    existing = next((f["prog_id"] for e in entries for f in filters(e["dev"])), None)
+    # a node programmed before has ours on every port: its first port tells
+    existing = next((f["prog_id"] for f in filters(entries[0]["dev"])), None) \
+        if entries else None
     counters_fd = counters_map(existing)
     try:
         by_sid: dict[tuple[str, str], list[str]] = {}
