@@ -91,7 +91,12 @@ lint: venv
 # drill report's screenshot test (tests/unit/test_drill_report.py) skips and says so.
 # Prometheus (Debian's, without its service): the telemetry tier and promtool's checks of
 # every dashboard query. twin installs it the same way on `twin telemetry up`.
+# bpftool: the independent witness that `twin down` leaves no eBPF program loaded (its
+# test asks the kernel itself without it).
 test-deps: venv
+	@command -v bpftool >/dev/null || { [ "$$(id -u)" != 0 ] && echo "bpftool missing: the kernel is asked instead" || \
+	  { echo "installing: bpftool"; apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+	    apt-get install -y -qq bpftool >/dev/null; }; }
 	@command -v tshark >/dev/null || { [ "$$(id -u)" != 0 ] && echo "tshark missing: its test will skip" || \
 	  { echo "installing: tshark"; apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
 	    apt-get install -y -qq tshark >/dev/null; }; }
