@@ -17,6 +17,7 @@ from twin import faults as F
 from twin import lab as L
 from twin.cli import main
 from twin.dataplane.probe import probe
+from twin.errors import LabError
 from twin.state import LabState
 from twin.verify import run_verify
 
@@ -189,6 +190,22 @@ def loaded_programs() -> set[int]:
     from twin.node.ebpf import bpf
 
     return set(bpf.prog_ids())
+
+
+def test_a_program_the_kernel_refuses_fails_up_naming_it_and_rolls_back(session_dirs,
+                                                                      monkeypatch):
+    needs("ebpf")
+    from twin.node import ebpf
+
+    def refused(entries):
+        raise ebpf.BpfError(13, "bpf prog load mrc_un: Permission denied (as a kernel says)")
+
+    monkeypatch.setattr(ebpf, "install", refused)
+    name = lab_name("test-dp-refuse")
+    set_env(session_dirs)
+    with pytest.raises(LabError, match=r"^t0-p0-r0: eBPF local SIDs: bpf prog load mrc_un"):
+        L.up(own_spec(session_dirs, name, "mrc-4p"), "netns", dataplane="ebpf")
+    assert namespaces_of(name) == [] and LabState.load(name) is None
 
 
 def test_an_unavailable_data_plane_is_refused_before_anything_exists(session_dirs):

@@ -58,7 +58,7 @@ def run(program: dict, owner: str = "", wait_s: float = 0.0) -> None:
 
         try:
             ebpf.install(program["bpf"])
-        except OSError as e:
+        except (OSError, ValueError) as e:  # the kernel refused; a program we cannot build
             raise StepFailed(f"eBPF local SIDs: {e}") from None
 
 

@@ -39,6 +39,9 @@ _libc.syscall.restype = ctypes.c_long
 class BpfError(OSError):
     """A bpf() command failed (errno, and a message that says which and why)."""
 
+    def __str__(self) -> str:  # the message names the errno's meaning already
+        return str(self.strerror)
+
 
 @dataclass(frozen=True)
 class ProgInfo:

@@ -57,6 +57,9 @@ _seq = itertools.count(1)
 class NetlinkError(OSError):
     """The kernel refused a request: errno plus its extended-ack text."""
 
+    def __str__(self) -> str:  # the message names the errno's meaning already
+        return str(self.strerror)
+
 
 def ifindex(dev: str) -> int:
     try:
