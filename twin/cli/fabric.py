@@ -95,7 +95,7 @@ def render(spec, target, namespace, dataplane, as_json):
                    "dataplane": dp, "files": files})
         return
     out.print(f"rendered {len(files)} files for {c.spec.name} in {build_dir} "
-              f"(data plane {dp}{' (auto: the portable one)' if chosen == 'auto' else ''})")
+              f"(data plane {dp}{'; auto renders the portable one' if chosen == 'auto' else ''})")
     out.print(f"  topology: {build_dir / (c.spec.name + '.clab.yml')}")
     out.print(f"  configs:  {build_dir / 'config'}/<node>/")
 
