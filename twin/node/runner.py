@@ -34,6 +34,8 @@ import subprocess
 import sys
 import time
 
+from twin.node import ebpf
+
 
 class StepFailed(Exception):
     """One step of a node program failed: which, and what the kernel or command said."""
@@ -54,8 +56,6 @@ def run(program: dict, owner: str = "", wait_s: float = 0.0) -> None:
     if program["tc"]:
         command(["tc", "-batch", "-"], program["tc"], "tc -batch (shaping)")
     if program.get("bpf"):
-        from twin.node import ebpf  # only where the program has eBPF SIDs
-
         try:
             ebpf.install(program["bpf"])
         except (OSError, ValueError) as e:  # the kernel refused; a program we cannot build
