@@ -35,22 +35,13 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import bpf_refused
 from twin.node import ebpf
 from twin.node.ebpf import bpf, programs
 
-
-def _bpf_refused() -> str | None:
-    if os.geteuid() != 0:
-        return "needs root for bpf() and network namespaces"
-    try:
-        os.close(bpf.map_create("mrc_probe", bpf.MAP_TYPE_PERCPU_ARRAY, 4, 8, 1))
-    except OSError as e:
-        return f"bpf() refused: {e}"
-    return None
-
-
-pytestmark = [pytest.mark.netns, pytest.mark.skipif(bool(_bpf_refused()),
-                                                    reason=_bpf_refused() or "")]
+REFUSED = bpf_refused("bpf() and network namespaces")
+pytestmark = [pytest.mark.netns, pytest.mark.skipif(bool(REFUSED),
+                                                    reason=REFUSED or "")]
 
 ROOT = Path(__file__).resolve().parents[2]
 HOST, SWITCH = f"twin-ebpftest-{os.getpid()}-h", f"twin-ebpftest-{os.getpid()}-s"

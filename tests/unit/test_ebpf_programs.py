@@ -22,6 +22,7 @@ import struct
 
 import pytest
 
+from tests.helpers import bpf_refused
 from twin.node import ebpf
 from twin.node.ebpf import asm, bpf, programs
 
@@ -31,17 +32,8 @@ PORT_SID = "fcbb:bb00:1100::/48"
 DST_MAC, SRC_MAC = bytes.fromhex("020000000002"), bytes.fromhex("020000000001")
 
 
-def _bpf_refused() -> str | None:
-    if os.geteuid() != 0:
-        return "needs root for bpf()"
-    try:
-        os.close(bpf.map_create("mrc_probe", bpf.MAP_TYPE_PERCPU_ARRAY, 4, 8, 1))
-    except OSError as e:
-        return f"bpf() refused: {e}"
-    return None
-
-
-pytestmark = pytest.mark.skipif(bool(_bpf_refused()), reason=_bpf_refused() or "")
+REFUSED = bpf_refused("bpf()")
+pytestmark = pytest.mark.skipif(bool(REFUSED), reason=REFUSED or "")
 
 
 # --- golden packets, built independently ---------------------------------
