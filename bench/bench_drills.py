@@ -28,7 +28,7 @@ from pathlib import Path
 
 import bench_lab as B  # first: it points TWIN_RUN_DIR / TWIN_BUILD_DIR at a private temp dir
 
-from twin import lab
+from twin import lab, lifecycle
 from twin import traffic as T
 from twin.chaos import drill as D
 from twin.chaos import runner
@@ -95,7 +95,7 @@ def link_down(repeat: int, size: int) -> dict:
                       f"{a['target']}: detection {a['detection_us']} µs, repair "
                       f"{a['repair_us']} µs, lost {a['packets_lost']}", file=sys.stderr)
     finally:
-        lab.down(name)
+        lifecycle.down(name)
     return {m: {k: stat([s[k] for s in samples[m]]) for k in FIGURES}
             | {"exact": sum(s["exact"] for s in samples[m]), "runs": len(samples[m]),
                "tried": tried[m], "pass": sum(s["verdict"] == "pass" for s in samples[m])}
@@ -125,7 +125,7 @@ def shaped(repeat: int) -> dict:
                                             for _ in range(16)], "mrc")
             out["mrc16_s"].append(r.elapsed_s)
     finally:
-        lab.down(name)
+        lifecycle.down(name)
     med = {k: statistics.median(v) for k, v in out.items()}
     return {"paths_between": paths_between, "size": size, "median": med,
             "spray_speedup": med["single_s"] / med["spray_s"],

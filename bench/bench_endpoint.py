@@ -52,7 +52,7 @@ from pathlib import Path
 
 import bench_lab as B  # first: it points TWIN_RUN_DIR / TWIN_BUILD_DIR at a private temp dir
 
-from twin import endpoints, lab, nsenter
+from twin import endpoints, lab, lifecycle, nsenter
 from twin import faults as F
 from twin import traffic as T
 from twin.errors import CommandFailed, LabError
@@ -558,7 +558,7 @@ def main(argv: list[str] | None = None) -> int:
                     time.sleep(SETTLE_S if fault else 0)
     finally:
         if NAME in known_labs():  # our private run dir only: never another lab
-            lab.down(NAME)
+            lifecycle.down(NAME)
         shutil.rmtree(B.TMP, ignore_errors=True)
     text, ratios = report(res)
     print(text, "ratios in this run: " + ", ".join(

@@ -29,7 +29,7 @@ import time
 
 import bench_lab as B  # first: it points TWIN_RUN_DIR / TWIN_BUILD_DIR at a private temp dir
 
-from twin import endpoints, lab
+from twin import endpoints, lab, lifecycle
 from twin import traffic as T
 
 SHAPE = (2, 8, 8, 2)  # planes, racks, hosts per rack, T1 per plane: 64 hosts
@@ -107,7 +107,7 @@ def main() -> int:
             time.sleep(1)  # the closed QPs' last timers drain before the next idle window
     finally:
         t0 = time.monotonic()
-        lab.down(name)
+        lifecycle.down(name)
         print(f"down {name} in {time.monotonic() - t0:.1f}s", flush=True)
     summary = {k: {"median": statistics.median(v), "min": min(v), "max": max(v)}
                for k, v in rows.items() if v}

@@ -4,7 +4,7 @@ For each fabric size, on the real kernel (root, network namespaces), it times
     up      spec -> plan -> namespaces, veths, routes, SRv6   (twin.lab.up, netns)
     verify  route readback on every node + a source-routed probe through every
             path and loopback (twin.verify.run_verify); every report must be ok
-    down    remove every namespace                            (twin.lab.down)
+    down    remove every namespace                            (twin.lifecycle.down)
 and derives per-node cost (up ms / node, verify ms / node) and the probe rate
 ((paths + loopbacks) / verify seconds). The library's progress steps are timed
 to split up and verify into phases, and verify's pure-Python path computation
@@ -42,7 +42,7 @@ TMP = Path(tempfile.mkdtemp(prefix="twin-bench-"))
 os.environ["TWIN_RUN_DIR"] = str(TMP / "run")
 os.environ["TWIN_BUILD_DIR"] = str(TMP / "build")
 
-from twin import lab  # noqa: E402  (the environment above must be set first)
+from twin import lab, lifecycle  # noqa: E402  (the environment above must be set first)
 from twin.fabric import paths as P  # noqa: E402
 from twin.progress import Steps  # noqa: E402
 from twin.runtime.netns import list_netns  # noqa: E402
@@ -123,7 +123,7 @@ def run_once(name: str, spec: Path, runtime: str = "netns") -> Sample:
         s.paths_s = path_build_s(att.fabric)
     finally:
         t0 = time.perf_counter()
-        lab.down(name)
+        lifecycle.down(name)
         s.down_s = time.perf_counter() - t0
     s.phases = {"prepare": s.up_s - sum(up_steps.phases.values()),
                 **up_steps.phases, **verify_steps.phases}
@@ -205,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
                 time.sleep(SETTLE_S)
     finally:
         for name in known_labs():  # our private run dir only: never another lab
-            lab.down(name)
+            lifecycle.down(name)
         shutil.rmtree(TMP, ignore_errors=True)
     rows = [summarize(samples[n]) for n in names]
     add_ratios(rows)

@@ -5,7 +5,7 @@ Docker engine, images mrc-twin/router and mrc-twin/host) and times
     up      spec -> plan -> nodes, veths, routes, SRv6   (twin.lab.up(spec, runtime))
     verify  route readback on every node + a source-routed probe through every
             path and loopback (twin.verify.run_verify); every report must be ok
-    down    remove every node                            (twin.lab.down)
+    down    remove every node                            (twin.lifecycle.down)
 then reports the docker/netns ratio of each and up ms per node. The library's
 progress steps are timed to split up into prepare (compile, render, state; for
 docker also the engine ping and image check), create (`ip netns add` / container
@@ -36,7 +36,7 @@ from pathlib import Path
 
 import bench_lab as B  # first: it points TWIN_RUN_DIR / TWIN_BUILD_DIR at a private temp dir
 
-from twin import dockerd, lab
+from twin import dockerd, lifecycle
 from twin.runtime import RUNTIMES
 from twin.runtime.netns import list_netns
 from twin.state import known_labs
@@ -126,7 +126,7 @@ def main(argv: list[str] | None = None) -> int:
                     time.sleep(B.SETTLE_S)
     finally:
         for name in known_labs():  # our private run dir only: never another lab
-            lab.down(name)
+            lifecycle.down(name)
         shutil.rmtree(B.TMP, ignore_errors=True)
     rows = [{"size": list(s), "runtime": rt, **B.summarize(samples[names[s, rt]])}
             for s in sizes for rt in ORDER]

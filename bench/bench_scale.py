@@ -8,7 +8,7 @@ repetition, so the machine's drift hits every size alike), it times
              carrier, endpoints)
     verify   twin.verify.run_verify with its default: exhaustive up to 20,000
              probes, coverage K=2 past it (the report's probe count says which)
-    down     twin.lab.down
+    down     twin.lifecycle.down
 
 and the memory the lab holds while up: MemAvailable before `up` minus while up
 (kernel: namespaces, veths, routes, SRv6 state; user: endpoint daemons, container
@@ -32,7 +32,7 @@ from pathlib import Path
 
 import bench_lab as B  # first: it points TWIN_RUN_DIR / TWIN_BUILD_DIR at a private temp dir
 
-from twin import lab
+from twin import lab, lifecycle
 from twin.state import known_labs
 from twin.verify import run_verify
 
@@ -75,7 +75,7 @@ def run_once(name: str, spec: Path, runtime: str) -> dict:
         out["coverage"] = report.coverage
     finally:
         t0 = time.perf_counter()
-        lab.down(name)
+        lifecycle.down(name)
         out["down_s"] = time.perf_counter() - t0
     return out
 
@@ -105,7 +105,7 @@ def main(argv: list[str] | None = None) -> int:
                     time.sleep(B.SETTLE_S * 2)
     finally:
         for name in known_labs():  # our private run dir only
-            lab.down(name)
+            lifecycle.down(name)
         shutil.rmtree(B.TMP, ignore_errors=True)
     rows = []
     for (runtime, name), xs in samples.items():

@@ -110,6 +110,7 @@ def main() -> int:
     os.environ["TWIN_RUN_DIR"] = run
     os.environ["TWIN_BUILD_DIR"] = str(Path(run) / "build")
     from twin import lab as L
+    from twin import lifecycle
 
     results = []
     for builtin in ("mrc-4p", "mrc-8p"):
@@ -122,7 +123,7 @@ def main() -> int:
         try:
             results.append(measure(name, args.samples))
         finally:
-            L.down(name)
+            lifecycle.down(name)
     print(f"{'lab':<20}{'nodes':>6}{'series':>8}  {'load':<8}{'sample ms med/p90':>20}"
           f"{'http ms med/p90':>18}{'us/node':>9}{'p90/1s':>8}")
     for r in results:

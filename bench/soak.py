@@ -468,7 +468,7 @@ def losses_of(run, index: int, flow) -> dict:
 def teardown(soak: Soak, att, veths_before: set[str], say) -> bool:
     """Faults cleared, lab down, leftovers counted; True if the lab went down."""
     from twin import faults as F
-    from twin import lab as L
+    from twin import lifecycle
     from twin.runtime.netns import leftover_namespaces
     from twin.state import known_labs, run_root
 
@@ -494,7 +494,7 @@ def teardown(soak: Soak, att, veths_before: set[str], say) -> bool:
     if soak.lab not in known_labs():
         return True  # up never finished (it rolled itself back) or never started
     try:
-        L.down(soak.lab)
+        lifecycle.down(soak.lab)
     except Exception as e:  # noqa: BLE001
         soak.failures.append(f"down: {e}")
         return False

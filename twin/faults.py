@@ -65,7 +65,7 @@ from twin.dataplane.program import tbf_burst
 from twin.errors import LabError, UsageError
 from twin.fabric.model import Endpoint, Link
 from twin.fabric.plan import NodePlan, Route
-from twin.lab import Attached, phases, require_node
+from twin.lab import Attached, phases, require_node, restart_node
 from twin.progress import Steps
 from twin.state import read_json, write_json
 
@@ -444,15 +444,13 @@ class SwitchReboot(FaultType):
     kind = FaultKind.SWITCH_REBOOT
 
     def apply(self, lab: Attached, fault: Fault) -> None:
-        from twin.lab import restart
-
-        restart(lab, fault.target)
+        restart_node(lab, fault.target)
+        reapply(lab, fault.target)
 
     def revert(self, lab: Attached, fault: Fault) -> None:
         """A restart interrupted part way: the node gets its plan and links again."""
-        from twin.lab import restart
-
-        restart(lab, fault.target)
+        restart_node(lab, fault.target)
+        reapply(lab, fault.target)
 
     def reapply(self, lab: Attached, fault: Fault, node: str) -> list[Endpoint]:
         return []

@@ -98,6 +98,7 @@ def private_dirs(session_dirs, monkeypatch):
 def running_lab(session_dirs, spec: str, runtime: str):
     """A lab for the length of a module; taken down whatever the tests did."""
     from twin import lab as L
+    from twin import lifecycle
 
     set_env(session_dirs)
     if spec in (LAB4, LAB8):
@@ -107,7 +108,7 @@ def running_lab(session_dirs, spec: str, runtime: str):
         yield L.attach(state.lab)
     finally:
         set_env(session_dirs)  # a test may have moved the environment
-        L.down(state.lab)
+        lifecycle.down(state.lab)
 
 
 def namespaces_of(lab: str) -> list[str]:

@@ -14,6 +14,7 @@ import pytest
 
 from tests.integration.conftest import lab_name, namespaces_of, own_spec, set_env
 from twin import lab as L
+from twin import lifecycle
 from twin.chaos import blind as B
 from twin.faults import FaultKind
 from twin.owner import owned_processes
@@ -34,7 +35,7 @@ def att(session_dirs):
     finally:
         set_env(session_dirs)
         if LabState.load(LAB) is not None:  # the last test takes it down itself
-            L.down(LAB)
+            lifecycle.down(LAB)
 
 
 def twin(*argv: str, ok: bool | None = True, timeout: float = 120) -> subprocess.CompletedProcess:

@@ -15,6 +15,7 @@ from click.testing import CliRunner
 from tests.integration.conftest import lab_name, namespaces_of, own_spec, running_lab, set_env
 from twin import faults as F
 from twin import lab as L
+from twin import lifecycle
 from twin.cli import main
 from twin.dataplane.probe import probe
 from twin.errors import LabError
@@ -95,7 +96,7 @@ def test_a_detached_program_fails_verify_naming_the_switch_and_restart_mends_it(
     assert bad["t1-p0-1"] == ["missing eBPF uN fcbb:bb00:201::/48 at eth2 ingress "
                               "(no program attached)"]
     assert [r for r in report.paths if not r.ok]  # and packets in by that port go nowhere
-    L.restart(lab, "t1-p0-1")
+    lifecycle.restart(lab, "t1-p0-1")
     assert run_verify(lab.runtime, lab.plan).ok
 
 
@@ -117,7 +118,7 @@ def test_a_program_with_another_sid_is_named_by_its_tag(lab):
         assert problem.startswith("eBPF uN fcbb:bb00:1101::/48 at eth1 ingress: attached is "
                                   f"'{ebpf.filter_name('uN', 'fcbb:bb00:9999::/48')}'")
     finally:
-        L.restart(lab, "t0-p1-r1")
+        lifecycle.restart(lab, "t0-p1-r1")
     assert run_verify(lab.runtime, lab.plan).ok
 
 
@@ -169,7 +170,7 @@ def test_down_leaves_no_program_of_the_lab(session_dirs):
     att = L.attach(state.lab)
     ids = {o["prog"]["id"] for o in attached_programs(att).values()}
     assert len(ids) == 16 + 16  # one uN program per switch, one decap per host port
-    L.down(state.lab)
+    lifecycle.down(state.lab)
     assert namespaces_of(name) == []
     # the kernel frees a deleted namespace's devices, and so their filters and programs,
     # in the background: poll, bounded
@@ -236,7 +237,7 @@ def test_seg6local_lab_verifies(session_dirs):
         assert att.state.dataplane == "seg6local"
         assert run_verify(att.runtime, att.plan).ok
     finally:
-        L.down(state.lab)
+        lifecycle.down(state.lab)
 
 
 def test_both_data_planes_deliver_and_drop_the_same_paths(session_dirs):
@@ -262,5 +263,5 @@ def test_both_data_planes_deliver_and_drop_the_same_paths(session_dirs):
                 F.clear(att)
             outcomes[dp] = runs
         finally:
-            L.down(state.lab)
+            lifecycle.down(state.lab)
     assert outcomes["seg6local"] == outcomes["ebpf"]

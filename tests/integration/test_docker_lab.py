@@ -17,7 +17,7 @@ from tests.integration.conftest import (
     running_lab,
     set_env,
 )
-from twin import dockerd
+from twin import dockerd, lifecycle
 from twin import faults as F
 from twin import lab as L
 from twin import traffic as T
@@ -106,7 +106,7 @@ def test_netns_and_docker_verify_identically(docker4, session_dirs):
         att = L.attach("twin4")
         assert outcome(run_verify(att.runtime, att.plan)) == docker_outcome
     finally:
-        L.down("twin4")
+        lifecycle.down("twin4")
 
 
 @pytest.mark.docker
@@ -134,11 +134,11 @@ def test_nodes_that_configure_themselves_at_boot_verify_as_twins_own(docker4, se
         F.link_down(att, "t0-p0-r0:eth3")  # set down, its addresses and routes go with it
         F.link_up(att, "t0-p0-r0:eth3")
         assert run_verify(att.runtime, att.plan).ok
-        L.restart(att, "t1-p1-0")
-        L.restart(att, "r1h1")
+        lifecycle.restart(att, "t1-p1-0")
+        lifecycle.restart(att, "r1h1")
         assert run_verify(att.runtime, att.plan).ok
     finally:
-        L.down(name)
+        lifecycle.down(name)
     assert [p.name for p in up.phases][-2:] == ["carrier", "endpoints"]
 
 
@@ -162,7 +162,7 @@ def test_link_fault_on_containers_names_the_link(docker4):
 @pytest.mark.docker
 def test_restarting_a_router_rewires_and_reprograms_it(docker4):
     before = docker4.runtime.netns_path("t1-p0-1")
-    done = L.restart(docker4, "t1-p0-1")
+    done = lifecycle.restart(docker4, "t1-p0-1")
     assert docker4.runtime.netns_path("t1-p0-1") != before  # a new namespace: it rebooted
     assert done.reprogrammed == ("t0-p0-r0", "t0-p0-r1", "t1-p0-1")
     assert run_verify(docker4.runtime, docker4.plan).ok
@@ -172,7 +172,7 @@ def test_restarting_a_router_rewires_and_reprograms_it(docker4):
 def test_restart_keeps_faults_in_force(docker4):
     F.link_down(docker4, "t1-p2-0:eth1")
     try:
-        assert L.restart(docker4, "t1-p2-0").faults_again == ("t1-p2-0:eth1",)
+        assert lifecycle.restart(docker4, "t1-p2-0").faults_again == ("t1-p2-0:eth1",)
         assert run_verify(docker4.runtime, docker4.plan).suspect_links() == [
             "t0-p2-r0:eth3--t1-p2-0:eth1"]
     finally:
@@ -196,7 +196,7 @@ def test_telemetry_reads_every_link_end_of_the_containers_and_follows_a_restart(
         assert all(e.up for e in s.endpoints) and all(lk.up for lk in s.links)
         t1 = {lk.ifname: lk.tx_bytes for lk in s.links if lk.node == "t1-p1-0"}
         assert sum(t1.values()) > 1 << 18  # the transfer sprayed over it (1/8 of 8 MiB)
-        L.restart(docker4, "t1-p1-0")
+        lifecycle.restart(docker4, "t1-p1-0")
         again = {lk.ifname: lk.tx_bytes for lk in c.sample().links if lk.node == "t1-p1-0"}
         assert set(again) == set(t1) and sum(again.values()) < 1 << 16, again
     finally:
@@ -205,7 +205,7 @@ def test_telemetry_reads_every_link_end_of_the_containers_and_follows_a_restart(
 
 @pytest.mark.docker
 def test_restarting_a_host_brings_its_endpoint_back(docker4):
-    L.restart(docker4, "r1h1")
+    lifecycle.restart(docker4, "r1h1")
     run = T.run(docker4.runtime, "bulk", T.flows_for("bulk", [], 8 << 20, "r0h0", "r1h1"),
                 "mrc", timeout_s=60)
     assert run.ok, run.to_dict()
@@ -230,7 +230,7 @@ def test_mrc_8p_as_80_containers_verifies(session_dirs):
         report = run_verify(att.runtime, att.plan)
         assert report.ok and report.summary()["paths"]["total"] == 6528
     finally:
-        L.down(LAB8)
+        lifecycle.down(LAB8)
     assert containers_of(LAB8) == []
 
 
@@ -254,10 +254,10 @@ def test_containerlab_runtime_against_the_contract_double(fake_containerlab, ses
         c = dockerd.client().containers.get(f"clab-{clab4}-r0h0")
         assert Owner.from_labels(c.labels) == state.owner  # deployed with its owner
         assert run_verify(att.runtime, att.plan).ok  # MTUs set by twin over clab's 9500
-        assert L.restart(att, "t0-p3-r1")
+        assert lifecycle.restart(att, "t0-p3-r1")
         assert run_verify(att.runtime, att.plan).ok
     finally:
-        L.down(clab4)
+        lifecycle.down(clab4)
     assert containers_of(clab4) == []
 
 
@@ -277,5 +277,5 @@ def test_real_containerlab_deploys_the_rendered_topology(session_dirs):
         att = L.attach(state.lab)
         assert run_verify(att.runtime, att.plan).ok
     finally:
-        L.down(state.lab)
+        lifecycle.down(state.lab)
 

@@ -17,6 +17,7 @@ from click.testing import CliRunner
 from tests.integration.conftest import LAB4, lab_name, running_lab, set_env
 from twin import faults as F
 from twin import lab as L
+from twin import lifecycle
 from twin.cli import main
 from twin.state import known_labs
 
@@ -201,7 +202,7 @@ def test_traffic_and_stats_on_a_lab_half_down_are_refused(session_dirs):
             assert "is half down" in lines[0] and "r1h0" in lines[0]
         assert _files(att.state.dir) == files
     finally:
-        L.down(att.lab)
+        lifecycle.down(att.lab)
 
 
 def test_two_racing_ups_of_one_lab_one_wins_the_other_changes_nothing(session_dirs):
@@ -225,4 +226,4 @@ def test_two_racing_ups_of_one_lab_one_wins_the_other_changes_nothing(session_di
         assert run_verify(att.runtime, att.plan).ok
     finally:
         if lab in known_labs():
-            L.down(lab)
+            lifecycle.down(lab)

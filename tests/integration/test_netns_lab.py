@@ -25,6 +25,7 @@ from tests.integration.conftest import (
 )
 from twin import faults as F
 from twin import lab as L
+from twin import lifecycle
 from twin.cli import main
 from twin.errors import CommandFailed, UsageError
 from twin.fabric import paths as P
@@ -152,7 +153,7 @@ def test_silent_faults_fail_paths_with_every_link_up_and_revert(lab4, apply, tar
         failed = [r for r in [*report.paths, *report.loops] if not r.ok]
         node = target.split(":")[0]
         assert failed and all(node in r.path.hops for r in failed)
-        done = L.restart(lab4, node)
+        done = lifecycle.restart(lab4, node)
         assert done.faults_again == tuple(fault.end_names())
         assert not run_verify(lab4.runtime, lab4.plan).ok
     finally:
@@ -274,7 +275,7 @@ def test_restart_of_a_switch_keeps_its_link_loss(lab4):
     fault = F.link_loss(lab4, "t0-p1-r1:eth3", 30)
     table = F.loss_table(fault.link)
     try:
-        done = L.restart(lab4, "t0-p1-r1")
+        done = lifecycle.restart(lab4, "t0-p1-r1")
         assert done.faults_again == ("t0-p1-r1:eth3",)
         assert F.active(lab4) == [fault]
         listed = lab4.runtime.exec("t0-p1-r1", ["nft", "list", "table", "ip6", table]).stdout
@@ -300,7 +301,7 @@ def test_down_stops_processes_inside_the_lab(session_dirs):
         while sleeper.pid not in pids_in([path])[path] and time.monotonic() < deadline:
             time.sleep(0.05)
         assert sleeper.pid in pids_in([path])[path]
-        L.down(tiny)
+        lifecycle.down(tiny)
         assert sleeper.wait(timeout=5) is not None
     finally:
         if sleeper.poll() is None:
@@ -338,7 +339,7 @@ def test_mrc_8p_comes_up_and_verifies(session_dirs):
         assert report.summary()["paths"]["total"] == 6528
         assert report.summary()["routes"]["passed"] == 80
     finally:
-        L.down(LAB8)
+        lifecycle.down(LAB8)
     assert namespaces_of(LAB8) == []
 
 
@@ -361,7 +362,7 @@ def test_rates_are_shaped_with_tbf_and_verified(session_dirs):
         bad = run_verify(att.runtime, att.plan, dataplane=False)
         assert [n.node for n in bad.nodes if not n.ok] == ["r0h0"]
     finally:
-        L.down(shaped)
+        lifecycle.down(shaped)
 
 
 def test_up_refuses_to_adopt_namespaces_it_did_not_create(session_dirs):

@@ -21,6 +21,7 @@ from tests.integration.conftest import lab_name, own_spec, set_env
 from tests.integration.test_docker_lab import containers_of, outcome
 from twin import faults as F
 from twin import lab as L
+from twin import lifecycle
 from twin import traffic as T
 from twin.errors import LabError
 from twin.remote.transport import DockerHost, Kubectl
@@ -41,7 +42,7 @@ def deployed(session_dirs):
         yield L.attach(name)
     finally:
         set_env(session_dirs)
-        L.down(name)
+        lifecycle.down(name)
     assert containers_of(name) == []
 
 
@@ -73,7 +74,7 @@ def test_docker_host_verifies_route_for_route_as_local(deployed):
         with pytest.raises(LabError, match="reached only through `docker -H"):
             remote.runtime.netns_path("r0h0")
     finally:
-        L.down(remote.lab)
+        lifecycle.down(remote.lab)
     assert len(containers_of(deployed.lab)) == 20  # forgotten, never removed
 
 
@@ -92,7 +93,7 @@ def test_remote_link_fault_is_localized_reverted_and_undone_by_down(deployed):
         assert run_verify(remote.runtime, remote.plan).ok
         F.link_down(remote, "t0-p1-r1:eth4")  # left in force: `down` reverts it
     finally:
-        L.down(remote.lab)
+        lifecycle.down(remote.lab)
     assert run_verify(deployed.runtime, deployed.plan).ok
     assert len(containers_of(deployed.lab)) == 20
 
@@ -134,7 +135,7 @@ def test_probe_runs_as_loop_agents_and_names_a_remote_link_fault(deployed):
         assert [d["target"] for d in end["named"]] == [LINK] and end["probes_sent"] > 0
         assert _agents(deployed.lab) == []  # every loop agent ended with twin probe
     finally:
-        L.down(remote.lab)
+        lifecycle.down(remote.lab)
     assert run_verify(deployed.runtime, deployed.plan).ok
 
 
@@ -173,7 +174,7 @@ def test_kubectl_contract_double_verify_fault_and_traffic(deployed, fake_kubectl
         proc = remote.runtime.exec("r1h1", ["sh", "-c", "exit 3"], check=False)
         assert proc.returncode == 3 and "command terminated with exit code 3" in proc.stderr
     finally:
-        L.down(remote.lab)
+        lifecycle.down(remote.lab)
 
 
 @pytest.mark.docker
@@ -220,7 +221,7 @@ def test_drill_runs_on_an_attached_lab_on_the_nodes_clock(deployed, tmp_path):
         html = report.write({"drills": [data]}, tmp_path)["html"].read_text()
         assert "the nodes&#x27; CLOCK_MONOTONIC" in html and "± (µs)" in html
     finally:
-        L.down(remote.lab)
+        lifecycle.down(remote.lab)
     assert run_verify(deployed.runtime, deployed.plan).ok
 
 
@@ -249,4 +250,4 @@ def test_kubectl_drill_clock_streams_and_its_one_machine(deployed, fake_kubectl,
             runner.run(remote, D.load_drill(D.find("t0-t1-link-down")))
         assert F.active(remote) == []  # refused before anything was applied
     finally:
-        L.down(remote.lab)
+        lifecycle.down(remote.lab)

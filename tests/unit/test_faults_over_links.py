@@ -6,6 +6,7 @@ from click.testing import CliRunner
 
 from twin import faults as F
 from twin import lab as L
+from twin import lifecycle
 from twin.cli import main
 from twin.errors import UsageError
 from twin.runtime import fake
@@ -95,14 +96,14 @@ def test_bad_targets_are_refused_and_nothing_is_recorded(att, call, text, msg):
 
 def test_a_restarted_switch_comes_back_still_dead(att):
     F.switch_down(att, "t1-p0-0")
-    done = L.restart(att, "t1-p0-0")
+    done = lifecycle.restart(att, "t1-p0-0")
     assert sorted(done.faults_again) == ["t1-p0-0:eth1", "t1-p0-0:eth2"]
     assert not admin("t1-p0-0", "eth1") and not admin("t1-p0-0", "eth2")
 
 
 def test_a_restarted_peer_keeps_the_switch_dead(att):
     F.switch_down(att, "t1-p0-0")
-    done = L.restart(att, "t0-p0-r0")  # re-programs t1-p0-0 too: its link comes up
+    done = lifecycle.restart(att, "t0-p0-r0")  # re-programs t1-p0-0 too: its link comes up
     assert done.faults_again == ("t1-p0-0:eth1",)
     assert not admin("t1-p0-0", "eth1")
 

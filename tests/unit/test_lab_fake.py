@@ -8,6 +8,7 @@ from click.testing import CliRunner
 
 from twin import faults as F
 from twin import lab as L
+from twin import lifecycle
 from twin.cli import main
 from twin.errors import CommandFailed, LabError, UsageError
 from twin.lab import phases
@@ -132,7 +133,7 @@ def test_second_up_of_the_same_lab_is_refused_and_changes_no_file(tmp_path):
 
 def test_down_removes_nodes_and_state():
     L.up("mrc-4p", "fake")
-    assert len(L.down("mrc-4p")) == 20
+    assert len(lifecycle.down("mrc-4p")) == 20
     assert known_labs() == [] and "mrc-4p" not in fake.WORLD
 
 
@@ -141,7 +142,7 @@ def test_down_all_removes_every_lab_of_this_run_directory(tmp_path):
     spec.write_text("name: mine\nplanes: 2\nracks: 1\nhosts_per_rack: 1\nt1_per_plane: 1\n")
     L.up("mrc-4p", "fake")
     L.up(str(spec), "fake")
-    removed = L.down_all()
+    removed = lifecycle.down_all()
     assert sorted(removed) == ["mine", "mrc-4p"] and len(removed["mrc-4p"]) == 20
     assert known_labs() == [] and fake.WORLD == {}
 
@@ -274,7 +275,7 @@ def test_an_unknown_fault_kind_on_disk_is_an_error_not_a_link_down(att):
 def test_restart_of_a_switch_keeps_its_link_loss(att):
     fault = F.link_loss(att, "t0-p0-r0:eth3", 10)
     table = F.loss_table(fault.link)
-    done = L.restart(att, "t0-p0-r0")
+    done = lifecycle.restart(att, "t0-p0-r0")
     assert done.faults_again == ("t0-p0-r0:eth3",)
     assert len(world()["t0-p0-r0"].nft[table]) == 1  # back, once
     assert F.active(att) == [fault]
@@ -282,14 +283,14 @@ def test_restart_of_a_switch_keeps_its_link_loss(att):
 
 def test_restart_of_the_peer_leaves_the_loss_rule_as_it_is(att):
     fault = F.link_loss(att, "t0-p0-r0:eth3", 10)
-    done = L.restart(att, "t1-p0-0")
+    done = lifecycle.restart(att, "t1-p0-0")
     assert done.faults_again == ()
     assert len(world()["t0-p0-r0"].nft[F.loss_table(fault.link)]) == 1  # not twice
 
 
 def test_restart_of_a_switch_rewires_reprograms_and_keeps_its_link_down(att):
     F.link_down(att, "t1-p0-0:eth1")  # the far end of t0-p0-r0:eth3
-    done = L.restart(att, "t0-p0-r0")
+    done = lifecycle.restart(att, "t0-p0-r0")
     assert done.reprogrammed == ("r0h0", "r0h1", "t0-p0-r0", "t1-p0-0", "t1-p0-1")
     assert done.faults_again == ("t1-p0-0:eth1",)
     assert set(world()["t0-p0-r0"].interfaces) == {"eth1", "eth2", "eth3", "eth4"}
@@ -299,14 +300,14 @@ def test_restart_of_a_switch_rewires_reprograms_and_keeps_its_link_down(att):
 
 def test_restart_of_a_host_restarts_its_endpoint(att):
     world()["r0h0"].endpoint = False
-    L.restart(att, "r0h0")
+    lifecycle.restart(att, "r0h0")
     assert world()["r0h0"].endpoint is True
     assert [c[2] for c in ops("endpoint")][-1] == "r0h0"
 
 
 def test_restart_of_an_unknown_node_is_a_usage_error(att):
     with pytest.raises(UsageError, match="no node 'nope' in lab mrc-4p"):
-        L.restart(att, "nope")
+        lifecycle.restart(att, "nope")
 
 
 def test_cli_restart_says_what_it_applied_again(att):

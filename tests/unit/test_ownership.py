@@ -9,6 +9,7 @@ from click.testing import CliRunner
 
 from twin import faults as F
 from twin import lab as L
+from twin import lifecycle
 from twin.cli import main
 from twin.errors import UsageError
 from twin.owner import Owner
@@ -48,7 +49,7 @@ def test_every_node_carries_its_labs_owner(two_run_dirs):
 
 
 def test_down_all_takes_only_this_run_directorys_labs(two_run_dirs):
-    removed = L.down_all()
+    removed = lifecycle.down_all()
     assert list(removed) == ["bob"]
     assert "bob" not in fake.WORLD and len(fake.WORLD["alice"]) == 20
     assert {r.owner.lab for r in L.sweep.others()} == {"alice"}
@@ -67,7 +68,7 @@ def test_a_lab_whose_run_directory_is_gone_is_stray_and_only_it_is_removed(two_r
     found = L.sweep.stray()
     assert {s.resource.name.split("/")[0] for s in found} == {"alice"}
     assert all("no longer exists" in s.why for s in found)
-    L.down_stray(found)
+    lifecycle.down_stray(found)
     assert "alice" not in fake.WORLD and len(fake.WORLD["bob"]) == 20
     assert L.sweep.stray() == []
 
@@ -96,7 +97,7 @@ def test_down_all_removes_what_a_lost_lab_json_left_of_this_run_directory(two_ru
     _, b = two_run_dirs
     shutil.rmtree(b / "bob")  # as if `twin up` was killed after creating, before recording
     assert known_labs() == []
-    removed = L.down_all()
+    removed = lifecycle.down_all()
     assert len(removed["(leftovers of this run directory)"]) == 20
     assert "bob" not in fake.WORLD and len(fake.WORLD["alice"]) == 20
 

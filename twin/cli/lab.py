@@ -11,6 +11,7 @@ from rich.table import Table
 
 from twin import faults as F
 from twin import lab as L
+from twin import lifecycle
 from twin.cli.base import (
     DATAPLANE_CHOICES,
     RUNTIME_CHOICES,
@@ -190,7 +191,7 @@ def down(lab, all_, stray, ownerless, yes, dry_run, as_json):
         return
     if all_:
         found = L.sweep.inventory()
-        removed = L.down_all()
+        removed = lifecycle.down_all()
         if not removed:
             out.print("nothing to remove")
         for name, nodes in removed.items():
@@ -202,12 +203,12 @@ def down(lab, all_, stray, ownerless, yes, dry_run, as_json):
     before = L.attach(name)
     if before.runtime.attaches:
         faults = len(F.active(before))
-        L.down(name)
+        lifecycle.down(name)
         out.print(f"forgot {name}: its {len(before.state.nodes)} nodes stay with their "
                   f"orchestrator ({before.runtime.transport.where()}); "
                   f"{faults} fault{'s' if faults != 1 else ''} reverted")
         return
-    nodes = L.down(name)
+    nodes = lifecycle.down(name)
     out.print(f"removed {name}: {len(nodes)} nodes")
 
 
@@ -262,7 +263,7 @@ def _down_stray(yes: bool, dry_run: bool, as_json: bool, ownerless: bool) -> Non
         if not click.confirm(f"remove these {len(found)} resources?", default=False):
             out.print("nothing removed")
             return
-    removed = L.down_stray(found)
+    removed = lifecycle.down_stray(found)
     out.print(f"removed {len(removed)} stray resources")
 
 
@@ -338,7 +339,7 @@ def restart(node, lab):
     """Reboot one node, as a switch reboot: it comes back with no links and no
     routes, so twin wires its links again and re-programs it and its peers.
     Faults in force on its links are applied again."""
-    done = L.restart(L.attach(lab), node)
+    done = lifecycle.restart(L.attach(lab), node)
     again = done.faults_again
     out.print(f"restarted {node}; re-programmed {', '.join(done.reprogrammed)}"
               + (f"; faults applied again: {', '.join(again)}" if again else ""))

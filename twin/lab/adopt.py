@@ -16,7 +16,7 @@ running, and must have configured itself at boot (images/mrc-twin-boot wrote
 
 Nothing is created or changed on the nodes here; a failure forgets the lab again.
 `twin down` of an attached lab reverts the faults twin applied and forgets it; the
-nodes stay with their orchestrator (twin.lab.pipeline.down).
+nodes stay with their orchestrator (twin.lifecycle.down).
 """
 
 from __future__ import annotations

@@ -3,10 +3,11 @@
     compile -> data plane -> render -> limits -> create -> wire -> configure -> carrier
                                                            -> endpoints [-> verify]
                                                                           (twin up)
-    restart_node -> wire -> configure -> carrier -> endpoints -> faults again
-                                                                     (twin restart)
-    state on disk -> runtime -> destroy                              (twin down)
-    state on disk -> faults reverted -> forgotten       (twin down of an attached lab)
+    restart_node -> wire -> configure -> carrier -> endpoints
+                             (twin restart, with the faults again: twin.lifecycle)
+
+Removing a lab touches its telemetry and faults too, so `down` lives a layer
+above, in twin.lifecycle.
 
 The data plane (twin.dataplane) is chosen before render, because every node's
 program depends on it: `auto` asks the runtime's kernel once which it runs.
@@ -31,7 +32,7 @@ from twin.lab.kernel import kernel_of
 from twin.owner import Owner, new_lab_id
 from twin.progress import Steps
 from twin.runtime import RUNTIMES, Runtime, get_runtime, pick_runtime
-from twin.state import LabState, known_labs
+from twin.state import LabState
 
 if TYPE_CHECKING:
     from twin.verify import VerifyReport
@@ -137,12 +138,11 @@ def _record(compiled: Compiled, runtime: str, build_dir: Path, owner: Owner,
     return state
 
 
-def restart(att: Attached, node: str, steps: Steps | None = None) -> phases.Restarted:
+def restart_node(att: Attached, node: str, steps: Steps | None = None) -> phases.Restarted:
     """Reboot one node (a switch reboot): it comes back bare, so its links are
-    wired again, it and its link peers are re-programmed, a host gets its
-    endpoint back, and the faults in force on its links are applied again."""
-    from twin import faults  # faults build on the lab; the lab only calls back here
-
+    wired again, it and its link peers are re-programmed, and a host gets its
+    endpoint back. The faults in force on its links are not this layer's: the
+    caller applies them again (twin.lifecycle.restart, a switch-reboot fault)."""
     steps = steps or Steps()
     att.node(node)
     rt, plan = att.runtime, att.plan
@@ -154,75 +154,7 @@ def restart(att: Attached, node: str, steps: Steps | None = None) -> phases.Rest
     if not att.fabric.node(node).is_switch:  # a rebooted host needs its endpoint again
         phases.carrier(rt, [plan[n] for n in touched], steps)
         phases.endpoints(rt, [node], steps)
-    again = faults.reapply(att, node)
-    return phases.Restarted(node, tuple(touched), tuple(again))
+    return phases.Restarted(node, tuple(touched), ())
 
 
-def down(lab: str) -> list[str]:
-    """Remove a lab: the processes it runs outside its nodes (a blind drill's traffic),
-    every node (with its links and processes), then its state.
-
-    A lab twin attached to (`twin attach`: nodes another orchestrator deployed) keeps its
-    nodes: only what twin did to them is undone (every fault reverted, newest first),
-    then it is forgotten. If a fault cannot be reverted, the lab is kept, so that
-    `twin down` can be run again once its nodes answer."""
-    state = LabState.load(lab)
-    if state is None:
-        raise UsageError(f"lab {lab} is not up (labs up: {', '.join(known_labs()) or 'none'})")
-    _stop_telemetry(state)
-    _stop_processes(state.owner)
-    rt = get_runtime(state.runtime, lab, state.build_dir, state.owner)
-    if rt.attaches:
-        _revert_faults(lab)
-    removed = rt.destroy(state.nodes)
-    state.remove()
-    return removed
-
-
-def _revert_faults(lab: str) -> None:
-    from twin import faults  # faults build on the lab; the lab only calls back here
-
-    att = attach(lab)
-    if faults.active(att):
-        faults.clear(att)
-
-
-def _stop_telemetry(state: LabState) -> None:
-    """The lab's Prometheus first, by its pid and with time to write its last block (and
-    to move its data where `telemetry up --keep-data` said), then its Grafana."""
-    from twin.telemetry import grafana_container, stack
-
-    stack.down(state.dir)
-    grafana_container.stop(state.lab, state.id, state.dir)
-
-
-def _stop_processes(owner: Owner) -> None:
-    """Every process carrying the lab's owner (twin.owner); the endpoints are among
-    them, and would go with their nodes anyway."""
-    from twin.owner import owned_processes
-    from twin.runtime.netns import kill_all
-
-    kill_all([pid for pid, o in owned_processes().items() if o == owner])
-
-
-def down_all() -> dict[str, list[str]]:
-    """Remove every lab this run directory knows of, then whatever else carries this
-    run directory as its owner (what a killed `twin up` left). Nothing another run
-    directory owns is touched, live or not (`sweep.others`, `down_stray`)."""
-    out = {}
-    for lab in known_labs():
-        out[lab] = down(lab)
-    left = sweep.leftovers()
-    if left:
-        sweep.remove(left)
-        out["(leftovers of this run directory)"] = [r.name for r in left]
-    return out
-
-
-def down_stray(found: list[sweep.Stray]) -> list[str]:
-    """Remove what `sweep.stray()` found (the caller showed it and asked first)."""
-    sweep.remove([s.resource for s in found])
-    return [s.resource.name for s in found]
-
-
-__all__ = ["Up", "attach", "down", "down_all", "down_stray", "restart", "sweep", "up"]
+__all__ = ["Up", "attach", "restart_node", "sweep", "up"]
