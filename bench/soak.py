@@ -469,8 +469,9 @@ def teardown(soak: Soak, att, veths_before: set[str], say) -> bool:
     """Faults cleared, lab down, leftovers counted; True if the lab went down."""
     from twin import faults as F
     from twin import lifecycle
+    from twin.rundir import run_root
     from twin.runtime.netns import leftover_namespaces
-    from twin.state import known_labs, run_root
+    from twin.state import known_labs
 
     if soak.chaos is not None:
         try:

@@ -67,7 +67,7 @@ from twin.fabric.model import Endpoint, Link
 from twin.fabric.plan import NodePlan, Route
 from twin.lab import Attached, phases, require_node, restart_node
 from twin.progress import Steps
-from twin.state import read_json, write_json
+from twin.rundir import read_json, write_json
 
 
 class FaultKind(StrEnum):

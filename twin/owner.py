@@ -31,7 +31,7 @@ import secrets
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from twin.state import run_root
+from twin.rundir import run_root
 
 NETNS_RECORDS = Path("/run/mrc-twin/netns")  # machine-wide: every run dir looks here
 ENV = "MRC_TWIN_OWNER"

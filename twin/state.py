@@ -23,9 +23,8 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-
-def run_root() -> Path:
-    return Path(os.environ.get("TWIN_RUN_DIR") or "/run/twin")  # set but empty: the default
+from twin.owner import Owner
+from twin.rundir import atomic_write, run_root
 
 
 @dataclass
@@ -44,9 +43,7 @@ class LabState:
     dataplane_why: str = ""  # why it was chosen (`auto`'s probe, or "asked for")
 
     @property
-    def owner(self):
-        from twin.owner import Owner
-
+    def owner(self) -> Owner:
         return Owner.here(self.lab, self.id)
 
     @property
@@ -66,7 +63,7 @@ class LabState:
 
     def save(self) -> None:
         self.dir.mkdir(parents=True, exist_ok=True)
-        _atomic_write(self.dir / "lab.json", asdict(self))
+        atomic_write(self.dir / "lab.json", asdict(self))
 
     @classmethod
     def load(cls, lab: str) -> LabState | None:
@@ -87,21 +84,3 @@ def known_labs() -> list[str]:
     if not root.is_dir():
         return []
     return sorted(p.name for p in root.iterdir() if (p / "lab.json").exists())
-
-
-def _atomic_write(path: Path, data) -> None:
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data, indent=2, sort_keys=True) + "\n")
-    os.replace(tmp, path)
-
-
-def read_json(path: Path, default):
-    try:
-        return json.loads(path.read_text())
-    except (OSError, ValueError):
-        return default
-
-
-def write_json(path: Path, data) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    _atomic_write(path, data)

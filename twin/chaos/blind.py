@@ -56,7 +56,8 @@ from twin.errors import LabError, TwinError, UsageError
 from twin.fabric.model import Endpoint, Fabric, Link
 from twin.faults import Fault, FaultKind
 from twin.owner import ENV as OWNER_ENV
-from twin.state import LabState, run_root
+from twin.rundir import run_root
+from twin.state import LabState
 
 LEVELS: dict[str, tuple[FaultKind, ...]] = {
     "easy": (FaultKind.LINK_DOWN, FaultKind.NIC_DOWN, FaultKind.SWITCH_DOWN),

@@ -16,8 +16,9 @@ from twin.fabric.model import Fabric, Node
 from twin.fabric.plan import Plan
 from twin.fabric.spec import parse_spec
 from twin.lab.compile import Compiled, compile_loaded, require_node
+from twin.rundir import run_root
 from twin.runtime import Runtime, get_runtime
-from twin.state import LabState, known_labs, run_root
+from twin.state import LabState, known_labs
 
 
 @dataclass

@@ -46,7 +46,7 @@ from twin.errors import LabError, UsageError
 from twin.fabric.model import Link
 from twin.fabric.plan import NodePlan, Plan
 from twin.owner import Owner
-from twin.state import run_root
+from twin.rundir import run_root
 
 if TYPE_CHECKING:
     from twin.fabric.paths import Path as FabricPath

@@ -33,8 +33,8 @@ from twin.fabric.model import Link
 from twin.fabric.plan import NodePlan
 from twin.fabric.render import BOOT_ENV, CODE_MOUNT, CONFIG_MOUNT
 from twin.owner import Owner
+from twin.rundir import run_root
 from twin.runtime.base import NodeView, Resource, Runtime, register
-from twin.state import run_root
 
 CAPS = ["NET_ADMIN", "NET_RAW", "SYS_ADMIN"]
 PREFIX = "clab"

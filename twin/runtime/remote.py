@@ -43,8 +43,8 @@ from twin.remote import relay, transport
 from twin.remote.clock import Stamp
 from twin.remote.stream import NodeStream, StreamBroken
 from twin.remote.transport import NodeRef, Transport
+from twin.rundir import read_json, run_root, write_json
 from twin.runtime.base import NodeView, Runtime, register
-from twin.state import read_json, run_root, write_json
 
 NODE_RUN_DIR = "/run/mrc-twin"  # images/mrc-twin-boot's: booted, boot-failed, endpoint.sock
 RECORD = "remote.json"

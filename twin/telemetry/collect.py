@@ -39,7 +39,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from twin.errors import LabError
-from twin.state import read_json, write_json
+from twin.rundir import read_json, write_json
 from twin.telemetry.linkstats import LinkStats
 from twin.telemetry.names import EV_STATES
 

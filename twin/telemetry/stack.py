@@ -33,7 +33,7 @@ from pathlib import Path
 
 from twin import owner as O
 from twin.errors import LabError, UsageError
-from twin.state import read_json, write_json
+from twin.rundir import read_json, write_json
 from twin.telemetry import prometheus as P
 from twin.telemetry.exporter import DEFAULT_ADDRESS
 from twin.telemetry.exporter import DEFAULT_PORT as EXPORTER_PORT
