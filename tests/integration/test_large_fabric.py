@@ -7,7 +7,7 @@ import pytest
 
 from tests.integration.conftest import lab_name, own_spec, running_lab
 from twin import faults as F
-from twin.lab.kernel import NEIGH
+from twin.runtime.kernel import NEIGH
 from twin.verify import run_verify
 
 pytestmark = pytest.mark.netns

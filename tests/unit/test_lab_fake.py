@@ -329,7 +329,7 @@ def test_cli_fault_list_json_keeps_its_shape(att):
 
 
 def test_the_neighbour_table_is_sized_for_the_lab_and_never_lowered():
-    from twin.lab.kernel import neighbour_thresholds
+    from twin.runtime.kernel import neighbour_thresholds
 
     assert neighbour_thresholds(2560, (128, 512, 1024)) == (128, 5120, 10240)
     assert neighbour_thresholds(32, (128, 512, 1024)) == (128, 512, 1024)  # enough already

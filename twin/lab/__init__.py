@@ -3,7 +3,6 @@
     compile   spec -> model -> plan -> render          (pure; twin.lab.compile)
     pipeline  up, restart_node: the phases in order     (twin.lab.pipeline)
     phases    create, wire, configure, carrier, endpoints, verify
-    kernel    programming a node and starting its endpoint (Linux, or a model)
     attach    a running lab found again from its state on disk
     adopt     `twin attach`: a fabric another orchestrator deployed, taken on as a lab
 

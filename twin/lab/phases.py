@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from twin.errors import LabError
 from twin.fabric.model import Link
 from twin.fabric.plan import NodePlan, Plan
-from twin.lab.kernel import kernel_of
 from twin.progress import Steps
 
 CARRIER_TIMEOUT_S = 10.0
@@ -55,7 +54,7 @@ def limits(rt, links: list[Link], steps: Steps) -> Phase:
     """Raise what the machine shares between namespaces to what the lab needs (never
     lowered, not reverted at `down`: a capacity, not a state of the lab)."""
     start = time.monotonic()
-    changed = kernel_of(rt).host_limits(len(links))
+    changed = rt.kernel.host_limits(len(links))
     for line in changed:
         steps.note(f"raised {line} (one table for every namespace; {len(links)} links)")
     return Phase("limits", tuple(changed), time.monotonic() - start)
@@ -89,7 +88,7 @@ def configure(rt, nodes: list[NodePlan], steps: Steps) -> Phase:
     """Program each node's plan (idempotent: this is also how a node is re-programmed)."""
     steps.start(f"configuring {len(nodes)} nodes", len(nodes))
     start = time.monotonic()
-    kernel = kernel_of(rt)
+    kernel = rt.kernel
     for node in nodes:
         kernel.configure(rt, node)
         steps.advance()
@@ -129,7 +128,7 @@ def carrier(rt, nodes: list[NodePlan], steps: Steps,
 
 def endpoints(rt, hosts: list[str], steps: Steps) -> Phase:
     start = time.monotonic()
-    kernel_of(rt).start_endpoints(rt, hosts, steps)
+    rt.kernel.start_endpoints(rt, hosts, steps)
     return Phase("endpoints", tuple(hosts), time.monotonic() - start)
 
 

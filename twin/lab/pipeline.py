@@ -28,7 +28,6 @@ from twin.errors import UsageError
 from twin.lab import phases, sweep
 from twin.lab.attach import Attached, attach
 from twin.lab.compile import Compiled, compile_spec, render_lab
-from twin.lab.kernel import kernel_of
 from twin.owner import Owner, new_lab_id
 from twin.progress import Steps
 from twin.runtime import RUNTIMES, Runtime, get_runtime, pick_runtime
@@ -95,7 +94,7 @@ def up(spec_ref: str, runtime: str = "auto", steps: Steps | None = None, *,
 def pick_dataplane(runtime: str, requested: str) -> tuple[str, str]:
     """The data plane for a lab on `runtime` (twin.dataplane.pick), asking that runtime's
     kernel once what it runs; (name, why)."""
-    return dataplanes.pick(requested, kernel_of(RUNTIMES[runtime]).dataplanes())
+    return dataplanes.pick(requested, RUNTIMES[runtime].kernel.dataplanes())
 
 
 def _refuse_if_up(lab: str) -> None:

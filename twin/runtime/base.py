@@ -19,10 +19,11 @@ of `twin up` is read in one place. The few methods below the verbs only
 look (existing, describe, node_view, shell_argv) or have a default a runtime
 may do better (restart_node: destroy + create; a container restarts).
 
-Work inside a node's namespace that is not a command (programming its plan
-with pyroute2, starting its endpoint) goes through the runtime's `kernel`:
-None means the machine's Linux kernel (twin.lab.kernel); the in-memory fake
-brings a model of one, so unit tests run the real phases.
+Work inside a node's namespace that is not a command (programming it with the
+node program's runner, starting its endpoint, saying which data planes it runs)
+goes through the runtime's `kernel` (twin.runtime.kernel): the machine's Linux
+by default; docker-boot and attached fabrics bring their own ways, and the
+in-memory fake brings a model of one, so unit tests run the real phases.
 
 Every resource a runtime creates carries the lab's owner (twin.owner), and
 `inventory` lists the runtime's resources on the whole machine with their
@@ -47,6 +48,7 @@ from twin.fabric.model import Link
 from twin.fabric.plan import NodePlan, Plan
 from twin.owner import Owner
 from twin.rundir import run_root
+from twin.runtime.kernel import LINUX, Kernel
 
 if TYPE_CHECKING:
     from twin.fabric.paths import Path as FabricPath
@@ -55,7 +57,7 @@ if TYPE_CHECKING:
 
 class Runtime(ABC):
     name: ClassVar[str]
-    kernel: ClassVar[object | None] = None  # None: Linux; a model of one (the fake)
+    kernel: ClassVar[Kernel] = LINUX  # how nodes are programmed (twin.runtime.kernel)
     # create_nodes and wire_links may be called on parts of a lab, one after another
     # (`twin up` does, for progress); False: all at once (containerlab deploys in one go)
     incremental: ClassVar[bool] = True

@@ -8,7 +8,7 @@ MRC endpoint. That is what lets containerlab, clabernetes or any orchestrator th
 starts the rendered topology bring up a working fabric without twin on the machine.
 
 This runtime is that path on one machine: the docker runtime's containers and links,
-with the topology's environment passed on, and a kernel (twin.lab.kernel's contract)
+with the topology's environment passed on, and a kernel (twin.runtime.kernel's contract)
 that programs nothing: `configure` waits until the node says it booted
 (/run/mrc-twin/booted; /run/mrc-twin/boot-failed carries why not), and
 `start_endpoints` waits until each host's endpoint answers on its control socket.
@@ -26,6 +26,7 @@ from twin.errors import LabError
 from twin.fabric.plan import NodePlan
 from twin.runtime.base import Resource, register
 from twin.runtime.docker import NODE_RUN_DIR, DockerRuntime
+from twin.runtime.kernel import LINUX, Kernel
 
 BOOT_WAIT_S = 60.0
 IFF_UP = 0x1
@@ -65,8 +66,6 @@ class BootKernel:
         while time.monotonic() < deadline:
             if os.path.exists(done):
                 if not _all_up(rt, node) or not read_node(rt, node).ok:
-                    from twin.lab.kernel import LINUX
-
                     LINUX.configure(rt, node)  # idempotent: on top of what it booted with
                 return
             if os.path.exists(failed):
@@ -83,20 +82,16 @@ class BootKernel:
                                log=f"{NODE_RUN_DIR}/endpoint.log")
 
     def host_limits(self, links: int) -> list[str]:
-        from twin.lab.kernel import LINUX  # the lab imports the runtimes, not the reverse
-
         return LINUX.host_limits(links)
 
     def dataplanes(self) -> dict[str, str | None]:
-        from twin.lab.kernel import LINUX  # the containers share this machine's kernel
-
         return LINUX.dataplanes()
 
 
 @register
 class DockerBootRuntime(DockerRuntime):
     name = "docker-boot"
-    kernel: ClassVar[object | None] = BootKernel()
+    kernel: ClassVar[Kernel] = BootKernel()
     programs_nodes: ClassVar[bool] = False
 
     def _environment(self, spec: dict) -> dict[str, str]:

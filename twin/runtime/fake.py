@@ -34,12 +34,14 @@ import json
 import re
 import subprocess
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from twin.errors import CommandFailed, LabError
 from twin.fabric.model import Link
 from twin.fabric.plan import NodePlan
 from twin.owner import Owner
 from twin.runtime.base import Resource, Runtime, register
+from twin.runtime.kernel import Kernel
 
 
 @dataclass
@@ -96,7 +98,7 @@ class FakeKernel:
 @register
 class FakeRuntime(Runtime):
     name = "fake"
-    kernel = FakeKernel()
+    kernel: ClassVar[Kernel] = FakeKernel()
     fail_at: dict[str, int] = {}  # op -> how many succeed before one fails
     calls: list[tuple] = []
     unavailable_dataplanes: dict[str, str] = {}  # data plane -> why this kernel lacks it

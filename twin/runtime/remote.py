@@ -45,6 +45,7 @@ from twin.remote.stream import NodeStream, StreamBroken
 from twin.remote.transport import NodeRef, Transport
 from twin.rundir import read_json, run_root, write_json
 from twin.runtime.base import NodeView, Runtime, register
+from twin.runtime.kernel import Kernel
 
 NODE_RUN_DIR = "/run/mrc-twin"  # images/mrc-twin-boot's: booted, boot-failed, endpoint.sock
 RECORD = "remote.json"
@@ -90,7 +91,7 @@ class RemoteKernel:
 class RemoteRuntime(Runtime):
     attaches = True
     exec_workers = 8
-    kernel: ClassVar[object | None] = RemoteKernel()
+    kernel: ClassVar[Kernel] = RemoteKernel()
     transport_kind: ClassVar[str]
 
     def __init__(self, lab: str, build_dir: str | None = None, owner: Owner | None = None):

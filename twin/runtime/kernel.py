@@ -1,7 +1,8 @@
 """The work a lab does inside a node that is not one of the runtime's verbs:
 programming its plan, starting its endpoint, and saying which data planes it
-runs. These need a real kernel, so a runtime may bring a model of one instead
-(`Runtime.kernel`, the fake's); every real runtime gets Linux's, here.
+runs. A runtime hands out its `Kernel` (`Runtime.kernel`): this machine's Linux
+(`LINUX`) unless it brings another way (docker-boot's nodes program themselves at
+boot; an attached fabric's are reached over exec) or a model of one (the fake's).
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from twin.progress import Steps
 
 
 class Kernel(Protocol):
+    """How a runtime's nodes are programmed, get their endpoints, and what they run."""
+
     def configure(self, rt, node: NodePlan) -> None:
         """Apply (or apply again: it is idempotent) a node's plan."""
 
@@ -75,7 +78,3 @@ class LinuxKernel:
 
 
 LINUX = LinuxKernel()
-
-
-def kernel_of(rt) -> Kernel:
-    return rt.kernel or LINUX
