@@ -229,8 +229,8 @@ def test_drill_runs_on_an_attached_lab_on_the_nodes_clock(deployed, tmp_path):
 def test_kubectl_drill_clock_streams_and_its_one_machine(deployed, fake_kubectl, monkeypatch):
     from twin.chaos import drill as D
     from twin.chaos import runner
-    from twin.chaos.clock import NodesClock
     from twin.errors import UsageError
+    from twin.runtime.clock import NodesClock
 
     remote = attached(deployed, Kubectl("c9s-test"), "k8sclock")
     try:

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 
-from twin.chaos.clock import LocalClock
 from twin.errors import UsageError
 from twin.remote import clock as C
 from twin.remote import ship
@@ -17,6 +16,7 @@ from twin.remote.continuous import AGENT as LOOP_AGENT
 from twin.remote.continuous import merge_round
 from twin.remote.stream import NodeStream
 from twin.remote.transport import DockerHost, Kubectl, NodeRef, Transport
+from twin.runtime.clock import LocalClock
 from twin.verify.localize import Outcome
 
 

@@ -2,7 +2,7 @@
 
 The inputs are stamped with the endpoints' CLOCK_MONOTONIC ns, which every
 namespace and container of a machine shares (on an attached fabric, the nodes'
-machine's: twin.chaos.clock puts every input on it first): the faults the timeline
+machine's: twin.runtime.clock puts every input on it first): the faults the timeline
 applied (each with the uncertainty of its start), each QP's
 events (`events` op: loss, retire, retransmit, repaired, port, ...), each QP's
 acked bytes in 1 ms bins per plane, and the prober's localizations.
@@ -46,7 +46,7 @@ class AppliedFault:
     reverted_ns: int | None = None
     step: str = ""  # the timeline step it came from
     applied_ns: int | None = None  # the apply call returned
-    uncertainty_ns: int | None = None  # at_ns is right to within this (twin.chaos.clock)
+    uncertainty_ns: int | None = None  # at_ns is right to within this (twin.runtime.clock)
 
     def crosses(self, path_links, path_hops) -> bool:
         return bool(self.links.intersection(path_links) or self.nodes.intersection(path_hops))

@@ -15,7 +15,7 @@ The results are what `twin drill run --json` prints (twin/chaos/runner.py):
                  "faults": [{"kind", "target", "at_ns", "at_uncertainty_us", "detection_us",
                              "repair_us", "packets_lost", "localized", "localized_us"}],
                  "clock": {"kind": "local" | "nodes", "machine", "offset": {"offset_us",
-                           "error_us"}, ...}   (twin.chaos.clock: what the times are on)
+                           "error_us"}, ...}   (twin.runtime.clock: what the times are on)
                  "goodput_retained", "exact", "wall_s", "t0_ns",
                  "goodput": {"bin_ns", "planes": {"0": [bytes per bin, ...]}},
                  "ev_states": {"bin_ns", "series": {"good": [...], ...}},

@@ -16,7 +16,7 @@ and `twin fault clear` reverts it after a crash, as with a typed fault.
 
 Every time the figures compare is on the endpoints' clock: twin's own on one
 machine, the nodes' on an attached fabric, where the faults are stamped in the
-nodes and the prober runs as an agent in every host (twin.chaos.clock, injected
+nodes and the prober runs as an agent in every host (twin.runtime.clock, injected
 here; the metrics stay pure).
 """
 
@@ -32,12 +32,12 @@ from dataclasses import dataclass, field
 from twin import faults as F
 from twin import traffic as T
 from twin.chaos import metrics as M
-from twin.chaos.clock import LocalClock, clock_for
 from twin.chaos.drill import OPS, Drill, Expectation, Step
 from twin.errors import LabError, TwinError, UsageError
 from twin.fabric.model import Fabric, Tier
 from twin.faults import FaultKind
 from twin.lab import Attached, require_node
+from twin.runtime.clock import LocalClock
 
 NODE_WHOLE = {FaultKind.SWITCH_DOWN, FaultKind.SWITCH_REBOOT, FaultKind.SID_LOSS,
               FaultKind.ROUTE_CORRUPT}
@@ -358,7 +358,7 @@ def run(att: Attached, drill: Drill, *, mode: str | None = None, seed: int = 1,
             else "before traffic"
         note(f"{when}  {what} {p.step.fault.value} {p.target}")
 
-    clock = clock_for(att)  # an attached fabric over several machines is refused here
+    clock = att.runtime.clock()  # an attached fabric over several machines is refused here
     timeline = Timeline(att, planned, log, clock)
     run_data: T.Run | None = None
     bystander_solo_gbps = None
@@ -414,7 +414,7 @@ def run(att: Attached, drill: Drill, *, mode: str | None = None, seed: int = 1,
 
 def _touched(att: Attached, planned: list[Planned]) -> list[str]:
     """The nodes the drill's faults change, and mend (both ends of every link), after
-    one host: the node an attached fabric's clock is read in (twin.chaos.clock)."""
+    one host: the node an attached fabric's clock is read in (twin.runtime.clock)."""
     ends = {n for lk in att.fabric.links if any(lk.id in p.links for p in planned)
             for n in (lk.a.node, lk.b.node)}
     nodes = sorted(ends | {n for p in planned for n in p.nodes})

@@ -48,6 +48,7 @@ from twin.fabric.model import Link
 from twin.fabric.plan import NodePlan, Plan
 from twin.owner import Owner
 from twin.rundir import run_root
+from twin.runtime.clock import Clock, LocalClock
 from twin.runtime.kernel import LINUX, Kernel
 
 if TYPE_CHECKING:
@@ -140,6 +141,11 @@ class Runtime(ABC):
             raise LabError(missing)
         with Prober(probe_hosts(self, plan)) as prober:
             return prober.run(paths, reverse, progress=progress)
+
+    def clock(self, what: str = "twin drill run") -> Clock:
+        """The clock a drill's figures are read on (twin.runtime.clock): by default this
+        machine's, which is the nodes' too."""
+        return LocalClock()
 
     def describe(self, nodes: list[str]) -> dict[str, dict]:
         """Per-node facts for `twin status` (image, state); runtimes add what they know."""

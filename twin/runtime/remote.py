@@ -39,12 +39,14 @@ from twin.fabric.model import Link
 from twin.fabric.plan import NodePlan
 from twin.fabric.render import CODE_MOUNT
 from twin.owner import Owner
+from twin.remote import probe as remote_probe
 from twin.remote import relay, transport
 from twin.remote.clock import Stamp
 from twin.remote.stream import NodeStream, StreamBroken
 from twin.remote.transport import NodeRef, Transport
 from twin.rundir import read_json, run_root, write_json
 from twin.runtime.base import NodeView, Runtime, register
+from twin.runtime.clock import Clock, NodesClock
 from twin.runtime.kernel import Kernel
 
 NODE_RUN_DIR = "/run/mrc-twin"  # images/mrc-twin-boot's: booted, boot-failed, endpoint.sock
@@ -177,6 +179,11 @@ class RemoteRuntime(Runtime):
 
     # -- streams: what a drill runs in nodes, stamped on their clock ---------------------
 
+    def clock(self, what: str = "twin drill run") -> Clock:
+        """The nodes' clock (twin.runtime.clock.NodesClock): a fabric over several
+        machines has none, and is refused here with `what` was asked for."""
+        return NodesClock(self, self.lab, what)
+
     def open_streams(self, nodes: list[str]) -> dict[str, str]:
         """A command stream into each node (twin.remote.stream); from now on `exec`
         there goes through it. The nodes none could be opened in, and why."""
@@ -262,9 +269,7 @@ class RemoteRuntime(Runtime):
     # -- what runs in the nodes for twin -------------------------------------------------------
 
     def probe_paths(self, plan, paths, reverse, progress=None):
-        from twin.remote.probe import probe_paths
-
-        return probe_paths(self, plan, paths, reverse, progress)
+        return remote_probe.probe_paths(self, plan, paths, reverse, progress)
 
     def endpoint_relay(self, host: str):
         return relay.open_relay(self.transport, self.ref(host), endpoints.REMOTE_SOCK)

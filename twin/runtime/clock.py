@@ -1,4 +1,5 @@
-"""The clock a drill's figures are read on, injected into the runner at its boundary.
+"""The clock a drill's figures are read on: each runtime hands out its own
+(`Runtime.clock`), and the drill runner takes it at its boundary.
 
 The figures (twin.chaos.metrics, pure) compare a fault's time with the endpoints'
 event logs, which the endpoints stamp with their node's CLOCK_MONOTONIC. Whatever
@@ -13,7 +14,7 @@ the runner records about a fault goes through one of these first:
                  converted by an offset measured before and after the drill
                  (twin.remote.clock). A fabric over several machines is refused.
 
-Both give `change(fn)`: run fn (an apply or a revert) and say when, on the figures'
+Both are a `Clock`: `change(fn)`: run fn (an apply or a revert) and say when, on the figures'
 clock, it began and was done, and how uncertain its start is; `to_fig(ns)`: twin's
 clock to the figures'.
 """
@@ -21,9 +22,28 @@ clock to the figures'.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+from typing import Any, Protocol
 
 from twin.errors import UsageError
 from twin.remote import clock as C
+
+
+class Clock(Protocol):
+    kind: str
+
+    def open(self, nodes: list[str]) -> list[str]:
+        """Get ready to time changes in `nodes`; the notes to show."""
+
+    def close(self) -> None: ...
+
+    def change(self, fn: Callable[[], Any]) -> tuple[Any, int, int, int]:
+        """Run fn; (its result, began, done, uncertainty of began), on the figures' clock."""
+
+    def to_fig(self, local_ns: int) -> int:
+        """twin's CLOCK_MONOTONIC to the figures' clock."""
+
+    def to_dict(self) -> dict: ...
 
 
 class LocalClock:
@@ -111,7 +131,3 @@ class NodesClock:
                 "after": self.after.to_dict() if self.after else None,
                 "stamped_changes": self.stamped, "unstamped_changes": self.unstamped,
                 "no_stream": sorted(self.failed)}
-
-
-def clock_for(att, what: str = "twin drill run"):
-    return NodesClock(att.runtime, att.lab, what) if att.runtime.attaches else LocalClock()
