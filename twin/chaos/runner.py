@@ -467,13 +467,8 @@ def _flows(drill: Drill, fabric: Fabric) -> list[T.Flow]:
 
 
 def _start_prober(att: Attached, note):
-    try:
-        from twin.verify.continuous import prober_for
-    except ImportError:
-        note("prober: not available in this build; faults are not localized")
-        return None
     try:  # attached: an agent in every host, stamped on the nodes' clock
-        cp = prober_for(att)(att)
+        cp = att.runtime.continuous_prober()(att)
         cp.__enter__()
         return _Prober(cp)
     except (TwinError, OSError) as e:

@@ -65,7 +65,7 @@ def probe(lab, period_ms, rate_pps, once, duration, as_json):
                          f"seconds (got {duration})")
     att = L.attach(lab)
     att.require_whole()
-    prober = C.prober_for(att)  # on an attached lab: an agent in every host
+    prober = att.runtime.continuous_prober()  # attached: an agent in every host
     if once:
         C.pace(1, period_ms, rate_pps)  # the same checks of what was typed
         localizer = prober.once(att, rate_pps=rate_pps)

@@ -8,7 +8,7 @@ same Localizer as on one machine (twin.verify.localize) names what fails, with
 `named_ns` on the nodes' clock, the clock the endpoints stamp their events with.
 
 The interface is the local ContinuousProber's, which a drill and `twin probe` use
-(twin.verify.continuous.prober_for chooses): start/stop, `on_change`,
+(the runtime hands it out: Runtime.continuous_prober): start/stop, `on_change`,
 `localizations()`, `snapshot()` with the same keys, and `once` for `twin probe
 --once`. Three figures are the agents' sums: `probes_sent`, `rounds_late` (agents'
 rounds started late) and the last round's. `now_ns()` is the nodes' clock as

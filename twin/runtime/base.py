@@ -50,6 +50,8 @@ from twin.owner import Owner
 from twin.rundir import run_root
 from twin.runtime.clock import Clock, LocalClock
 from twin.runtime.kernel import LINUX, Kernel
+from twin.verify.continuous import ContinuousProber, LabProber
+from twin.verify.prober import Prober, probe_hosts, probing_supported
 
 if TYPE_CHECKING:
     from twin.fabric.paths import Path as FabricPath
@@ -134,13 +136,16 @@ class Runtime(ABC):
                     progress=None) -> list[ProbeResult]:
         """Send verify's probes (`reverse[i]`: the path back of paths[i]): by default one
         process here holding a socket in every host's namespace (twin.verify.prober)."""
-        from twin.verify.prober import Prober, probe_hosts, probing_supported
-
         missing = probing_supported()
         if missing:
             raise LabError(missing)
         with Prober(probe_hosts(self, plan)) as prober:
             return prober.run(paths, reverse, progress=progress)
+
+    def continuous_prober(self) -> type[LabProber]:
+        """The prober `twin probe` and drills run (twin.verify.continuous): by default a
+        thread here holding sockets in the hosts' namespaces."""
+        return ContinuousProber
 
     def clock(self, what: str = "twin drill run") -> Clock:
         """The clock a drill's figures are read on (twin.runtime.clock): by default this

@@ -42,12 +42,14 @@ from twin.owner import Owner
 from twin.remote import probe as remote_probe
 from twin.remote import relay, transport
 from twin.remote.clock import Stamp
+from twin.remote.continuous import RemoteContinuousProber
 from twin.remote.stream import NodeStream, StreamBroken
 from twin.remote.transport import NodeRef, Transport
 from twin.rundir import read_json, run_root, write_json
 from twin.runtime.base import NodeView, Runtime, register
 from twin.runtime.clock import Clock, NodesClock
 from twin.runtime.kernel import Kernel
+from twin.verify.continuous import LabProber
 
 NODE_RUN_DIR = "/run/mrc-twin"  # images/mrc-twin-boot's: booted, boot-failed, endpoint.sock
 RECORD = "remote.json"
@@ -178,6 +180,10 @@ class RemoteRuntime(Runtime):
         return proc
 
     # -- streams: what a drill runs in nodes, stamped on their clock ---------------------
+
+    def continuous_prober(self) -> type[LabProber]:
+        """No namespace of the lab is here: an agent in every host (twin.remote.continuous)."""
+        return RemoteContinuousProber
 
     def clock(self, what: str = "twin drill run") -> Clock:
         """The nodes' clock (twin.runtime.clock.NodesClock): a fabric over several

@@ -28,9 +28,9 @@ The rounds are `LoopRounds`, which hands each judged round to `round_judged`: th
 ContinuousProber below localizes it; on an attached fabric an agent in each host runs
 the same rounds for its own paths and reports them (twin.remote.loop_agent).
 
-Which prober a lab gets is `prober_for(att)`'s to say: this one, or on a lab twin
-attached to (twin.runtime.remote) the agents' (twin.remote.continuous), with the
-same interface; `twin probe` and drills both ask it.
+Which prober a lab gets is its runtime's to say (`Runtime.continuous_prober`): this
+one, or on a lab twin attached to (twin.runtime.remote) the agents'
+(twin.remote.continuous), both a `LabProber`; `twin probe` and drills both ask it.
 
 The sockets and packets are one-shot verify's (twin.verify.prober.HostSockets):
 a raw and a UDP socket in every host's namespace, opened when the prober
@@ -50,12 +50,32 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from typing import Protocol
 
 from twin.errors import LabError, UsageError
 from twin.fabric.paths import Path, loopback_paths
 from twin.verify import packets
 from twin.verify.localize import CLEAR, CONFIRM, Change, Localization, Localizer, Outcome
 from twin.verify.prober import HostSockets, Prober, probe_hosts, probing_supported
+
+
+class LabProber(Protocol):
+    """What `twin probe` and a drill use of a lab's continuous prober, whichever the
+    runtime hands out (ContinuousProber here, twin.remote.continuous's agents)."""
+
+    def __init__(self, att, period_ms: float = ..., rate_pps: float = ..., **kw): ...
+    def start(self) -> LabProber: ...
+    def stop(self) -> None: ...
+    def __enter__(self) -> LabProber: ...
+    def __exit__(self, *exc) -> None: ...
+    @property
+    def running(self) -> bool: ...
+    def now_ns(self) -> int: ...
+    def localizations(self) -> list[Localization]: ...
+    def snapshot(self) -> dict: ...
+    @staticmethod
+    def once(att, rate_pps: float = ...) -> Localizer: ...
+
 
 RATE_PPS = 5000  # the default cap
 RATE_MAX = 50_000
@@ -332,17 +352,6 @@ class ContinuousProber(LoopRounds):
                     return True
             time.sleep(min(0.005, self.pace.period_ms / 4000))
         return False
-
-
-def prober_for(att) -> type:
-    """The continuous prober of a lab: a thread here holding sockets in the hosts'
-    namespaces, or, on an attached lab (no namespace of it here), an agent in every
-    host (twin.remote.continuous)."""
-    if att.runtime.attaches:
-        from twin.remote.continuous import RemoteContinuousProber
-
-        return RemoteContinuousProber
-    return ContinuousProber
 
 
 def probe_once(att, rate_pps: float = RATE_PPS, timeout_ms: float = 300) -> Localizer:
