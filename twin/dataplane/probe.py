@@ -15,6 +15,7 @@ import os
 import subprocess
 
 from twin import nsenter
+from twin.node import ebpf
 
 SEG6LOCAL_ROUTE = ["ip", "-6", "route", "add", "fcbb:ffff:ffff::/48", "encap", "seg6local",
                    "action", "End", "flavors", "next-csid", "lblen", "32", "nflen", "16",
@@ -49,7 +50,5 @@ def _seg6local(path: str) -> str | None:
 
 
 def _ebpf(path: str) -> str | None:
-    from twin.node import ebpf
-
     with nsenter.inside(path):
         return ebpf.probe("lo")

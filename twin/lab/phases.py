@@ -21,6 +21,7 @@ from twin.errors import LabError
 from twin.fabric.model import Link
 from twin.fabric.plan import NodePlan, Plan
 from twin.progress import Steps
+from twin.verify import run_verify
 
 CARRIER_TIMEOUT_S = 10.0
 
@@ -134,6 +135,4 @@ def endpoints(rt, hosts: list[str], steps: Steps) -> Phase:
 
 def verify(rt, plan: Plan, steps: Steps):
     """Routes read back and every path probed; the VerifyReport (ok or not)."""
-    from twin.verify import run_verify  # the prober needs raw sockets: only when asked
-
     return run_verify(rt, plan, dataplane=True, steps=steps)

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from twin.owner import owned_processes
 from twin.runtime import RUNTIMES
 from twin.runtime.base import Resource
+from twin.runtime.netns import kill_all
 
 
 @dataclass(frozen=True)
@@ -71,8 +72,6 @@ def others(found: list[Resource] | None = None) -> list[Resource]:
 
 def remove(resources: list[Resource]) -> None:
     """Processes first (so nothing respawns into a namespace), then each runtime's."""
-    from twin.runtime.netns import kill_all
-
     kill_all([int(r.name) for r in resources if r.kind == "process"])
     by_runtime: dict[str, list[Resource]] = {}
     for r in resources:

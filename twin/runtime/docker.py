@@ -27,7 +27,7 @@ import yaml
 from pyroute2 import IPRoute
 from pyroute2.netlink.exceptions import NetlinkError
 
-from twin import dockerd, nsenter
+from twin import dockerd, images, nsenter
 from twin.errors import LabError, RuntimeMissing
 from twin.fabric.model import Link
 from twin.fabric.plan import NodePlan
@@ -89,8 +89,6 @@ class DockerRuntime(Runtime):
         reason = dockerd.unavailable()
         if reason:
             return reason
-        from twin import images  # imported late: images needs the engine only here
-
         missing = images.missing_images(dockerd.client())
         if missing:
             return f"images not built: {', '.join(missing)} (run `make images`)"

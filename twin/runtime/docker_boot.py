@@ -24,6 +24,7 @@ from typing import ClassVar
 from twin import endpoints, nsenter
 from twin.errors import LabError
 from twin.fabric.plan import NodePlan
+from twin.readback import read_node
 from twin.runtime.base import Resource, register
 from twin.runtime.docker import NODE_RUN_DIR, DockerRuntime
 from twin.runtime.kernel import LINUX, Kernel
@@ -59,8 +60,6 @@ class BootKernel:
     down loses its addresses and the routes through it)."""
 
     def configure(self, rt, node: NodePlan) -> None:
-        from twin.readback import read_node
-
         done, failed = _booted(rt, node.name)
         deadline = time.monotonic() + BOOT_WAIT_S
         while time.monotonic() < deadline:

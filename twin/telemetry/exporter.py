@@ -20,8 +20,9 @@ import threading
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
+from twin import lab as L
 from twin.errors import UsageError
-from twin.telemetry.collect import Sample
+from twin.telemetry.collect import Collector, Sample
 from twin.telemetry.names import EV_STATES, METRICS
 
 DEFAULT_PORT = 9477
@@ -98,9 +99,6 @@ def check_address(address: str) -> str:
 def serve(lab: str, port: int, address: str = DEFAULT_ADDRESS) -> None:
     """Serve the lab's metrics until SIGTERM or SIGINT."""
     from prometheus_client import CollectorRegistry, start_http_server
-
-    from twin import lab as L
-    from twin.telemetry.collect import Collector
 
     check_address(address)
     collector = Collector(L.attach(lab))

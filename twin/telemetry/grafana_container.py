@@ -18,6 +18,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from twin import dockerd
+from twin.telemetry import provision
+
 IMAGE = "grafana/grafana"
 PORT = 3000
 ROLE_LABEL = "mrc-twin.role"
@@ -30,9 +33,6 @@ def _name(lab: str) -> str:
 
 def start(att, prometheus_url: str) -> str:
     """Start Grafana for the lab; returns one line: its URL, or why it does not run."""
-    from twin import dockerd
-    from twin.telemetry import provision
-
     client = dockerd.client(timeout=30)
     if client is None:
         return "not started: no Docker engine answers (`twin engine start`); carrying on"
@@ -65,8 +65,6 @@ def start(att, prometheus_url: str) -> str:
 
 def stop(lab: str, lab_id: str, lab_dir: Path) -> list[str]:
     """Remove the lab's Grafana container, if `start` made one (and an engine answers)."""
-    from twin import dockerd
-
     marker = lab_dir / MARKER
     if not marker.exists():
         return []
