@@ -111,6 +111,25 @@ def running_lab(session_dirs, spec: str, runtime: str):
         lifecycle.down(state.lab)
 
 
+@pytest.fixture(scope="module")
+def lab4(session_dirs):
+    """The session's mrc-4p (LAB4) on the netns runtime, for one module; once down, not
+    one of its namespaces is left."""
+    with running_lab(session_dirs, LAB4, "netns") as att:
+        yield att
+    assert namespaces_of(LAB4) == []
+
+
+@pytest.fixture(scope="module")
+def lab(session_dirs, request):
+    """A module's own mrc-4p on the netns runtime, under the module's `LAB` name (so a
+    module that breaks its lab breaks no other's); once down, none of it is left."""
+    name = request.module.LAB
+    with running_lab(session_dirs, own_spec(session_dirs, name, "mrc-4p"), "netns") as att:
+        yield att
+    assert namespaces_of(name) == []
+
+
 def namespaces_of(lab: str) -> list[str]:
     return [n for n in leftover_namespaces() if n.startswith(f"twin-{lab}-")]
 

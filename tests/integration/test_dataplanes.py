@@ -12,7 +12,7 @@ import time
 import pytest
 from click.testing import CliRunner
 
-from tests.integration.conftest import lab_name, namespaces_of, own_spec, running_lab, set_env
+from tests.integration.conftest import lab_name, namespaces_of, own_spec, set_env
 from twin import faults as F
 from twin import lab as L
 from twin import lifecycle
@@ -30,13 +30,6 @@ def needs(dataplane: str) -> None:
     why = probe()[dataplane]
     if why:
         pytest.skip(f"this kernel has no {dataplane}: {why}")
-
-
-@pytest.fixture(scope="module")
-def lab(session_dirs):
-    with running_lab(session_dirs, own_spec(session_dirs, LAB, "mrc-4p"), "netns") as att:
-        yield att
-    assert namespaces_of(LAB) == []
 
 
 def attached_programs(att) -> dict[tuple[str, str], dict]:

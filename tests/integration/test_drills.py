@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import lab_name, own_spec, running_lab
+from tests.integration.conftest import lab_name
 from twin import endpoints
 from twin import faults as F
 from twin.chaos import drill as D
@@ -27,12 +27,6 @@ LAB = lab_name("drills")
 KEYS = {"name", "mode", "verdict", "expectations", "faults", "goodput_retained", "exact"}
 FAULT_KEYS = {"kind", "target", "at_ns", "detection_us", "repair_us", "packets_lost",
               "localized", "localized_us"}
-
-
-@pytest.fixture(scope="module")
-def lab(session_dirs):
-    with running_lab(session_dirs, own_spec(session_dirs, LAB, "mrc-4p"), "netns") as att:
-        yield att
 
 
 def short(name: str, mib: int = 64) -> D.Drill:

@@ -12,7 +12,6 @@ import time
 
 import pytest
 
-from tests.integration.conftest import LAB4, running_lab
 from twin import endpoints
 from twin import traffic as T
 from twin.mrc import fuzz as F
@@ -20,12 +19,6 @@ from twin.mrc import fuzz as F
 pytestmark = pytest.mark.netns
 SEED = int(os.environ.get("TWIN_FUZZ_SEED", F.DEFAULT_SEED))
 HOST, PEER = "r1h0", "r0h0"
-
-
-@pytest.fixture(scope="module")
-def lab4(session_dirs):
-    with running_lab(session_dirs, LAB4, "netns") as att:
-        yield att
 
 
 def still_serves(att, host=HOST):

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from tests.integration.conftest import LAB4, lab_name, running_lab, set_env
+from tests.integration.conftest import LAB4, lab_name, set_env
 from twin import faults as F
 from twin import lab as L
 from twin import lifecycle
@@ -100,12 +100,6 @@ FAULTED = [
     ("link-loss on a down link", ["fault", "link-loss", "t0-p0-r0:eth3", "5", *L4]),
     ("--cut of a down link", [*BULK, "--cut", "t0-p0-r0:eth3"]),
 ]
-
-
-@pytest.fixture(scope="module")
-def lab4(session_dirs):
-    with running_lab(session_dirs, LAB4, "netns") as att:
-        yield att
 
 
 def _files(root: Path) -> dict[str, str]:

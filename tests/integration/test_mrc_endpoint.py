@@ -22,12 +22,6 @@ pytestmark = pytest.mark.netns
 MiB = 1 << 20
 
 
-@pytest.fixture(scope="module")
-def lab4(session_dirs):
-    with running_lab(session_dirs, LAB4, "netns") as att:
-        yield att
-
-
 def bulk(att, size, mode="mrc", faults=None, src="r0h0", dst="r1h0"):
     flows = T.flows_for("bulk", [], size, src, dst)
     return T.run(att.runtime, "bulk", flows, mode, faults=faults, timeout_s=120)

@@ -20,7 +20,6 @@ from tests.integration.conftest import (
     lab_name,
     namespaces_of,
     own_spec,
-    running_lab,
     set_env,
 )
 from twin import faults as F
@@ -38,13 +37,6 @@ from twin.verify import run_verify
 pytestmark = pytest.mark.netns
 ROOT = Path(__file__).resolve().parents[2]
 LINK = "t0-p0-r0:eth3--t1-p0-0:eth1"
-
-
-@pytest.fixture(scope="module")
-def lab4(session_dirs):
-    with running_lab(session_dirs, LAB4, "netns") as att:
-        yield att
-    assert namespaces_of(LAB4) == []
 
 
 def test_mrc_4p_verifies_every_route_and_path(lab4):

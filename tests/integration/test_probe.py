@@ -16,7 +16,7 @@ import time
 import pytest
 from click.testing import CliRunner
 
-from tests.integration.conftest import lab_name, own_spec, running_lab
+from tests.integration.conftest import lab_name
 from twin import faults as F
 from twin.cli import main
 from twin.fabric.model import Endpoint
@@ -29,12 +29,6 @@ REPEATS = 5
 NAMED_WITHIN_S = 2.0  # a bound for the test, far above what is measured (tens of ms)
 CLEARED_WITHIN_S = 5.0  # a revert re-programs nodes: hundreds of ms
 LAB = lab_name("probe-4p-")
-
-
-@pytest.fixture(scope="module")
-def lab(session_dirs):
-    with running_lab(session_dirs, own_spec(session_dirs, LAB, "mrc-4p"), "netns") as att:
-        yield att
 
 
 def corrupt_link(att, node):

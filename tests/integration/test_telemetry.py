@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import lab_name, own_spec, running_lab
+from tests.integration.conftest import lab_name, own_spec
 from twin.telemetry import dashboards
 from twin.telemetry.prometheus import Api
 
@@ -58,12 +58,6 @@ def poll(what, within_s: float = SCRAPE_WAIT_S, step_s: float = 0.5):
 
 def value(series: list[dict]) -> list[float]:
     return [float(s["value"][1]) for s in series]
-
-
-@pytest.fixture(scope="module")
-def lab(session_dirs):
-    with running_lab(session_dirs, own_spec(session_dirs, LAB, "mrc-4p"), "netns") as att:
-        yield att
 
 
 @pytest.fixture(scope="module")
