@@ -3,12 +3,40 @@
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 from twin.node.ebpf import bpf
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
+
+
+def twin(*argv: str, ok: bool | None = None, env: dict | None = None,
+         timeout: float = 180) -> subprocess.CompletedProcess:
+    """The CLI as a user runs it (`python -m twin ...`, no stdin), in this environment or
+    `env`. ok=True or False: its exit status must say so, else the assertion shows the
+    end of what it printed."""
+    proc = subprocess.run([sys.executable, "-m", "twin", *argv], capture_output=True,
+                          text=True, timeout=timeout, stdin=subprocess.DEVNULL,
+                          env=dict(os.environ) if env is None else env)
+    if ok is not None and (proc.returncode == 0) != ok:
+        raise AssertionError(f"twin {' '.join(argv)} exited {proc.returncode}:\n"
+                             f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+    return proc
+
+
+def poll(what, within_s: float, every_s: float = 0.1):
+    """What `what()` gives the first time it is truthy within `within_s` seconds, or what
+    it gives once the time is up (falsy): the caller asserts, saying what it waited for."""
+    deadline = time.monotonic() + within_s
+    while time.monotonic() < deadline:
+        got = what()
+        if got:
+            return got
+        time.sleep(every_s)
+    return what()
 
 
 def golden(name: str, actual: str) -> None:

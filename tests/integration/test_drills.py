@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.helpers import twin
 from tests.integration.conftest import lab_name
 from twin import endpoints
 from twin import faults as F
@@ -97,11 +98,6 @@ method:
 expect: {{exact: true}}
 """)
     return path
-
-
-def twin(*args, timeout=120):
-    return subprocess.run([sys.executable, "-m", "twin", *args], capture_output=True,
-                          text=True, timeout=timeout, env=dict(os.environ))
 
 
 @pytest.mark.parametrize("target,fault,says", [

@@ -13,6 +13,7 @@ from xml.etree import ElementTree as ET
 import pytest
 from click.testing import CliRunner
 
+from tests.helpers import poll
 from tests.integration.conftest import (
     LAB4,
     LAB8,
@@ -176,13 +177,6 @@ def _flap(lab4):
                             stderr=subprocess.PIPE, text=True)
 
 
-def _wait_for(cond, limit_s=20):
-    deadline = time.monotonic() + limit_s
-    while not cond() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    return cond()
-
-
 def _admin_up(att, node, ifname):
     return "UP" in json.loads(att.runtime.exec(node, ["ip", "-j", "link", "show", "dev",
                                                       ifname]).stdout)[0]["flags"]
@@ -196,7 +190,7 @@ def test_sigterm_of_a_flapping_command_brings_the_link_back(lab4):
     seen = len(F.events(lab4))
     proc = _flap(lab4)
     try:
-        assert _wait_for(lambda: _downs(lab4, seen) >= 2)
+        assert poll(lambda: _downs(lab4, seen) >= 2, 20, every_s=0.05)
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(timeout=30) == 130
     finally:
@@ -210,7 +204,7 @@ def test_a_flap_killed_outright_is_reverted_by_clear(lab4):
     seen = len(F.events(lab4))
     proc = _flap(lab4)
     try:
-        assert _wait_for(lambda: _downs(lab4, seen) >= 1)
+        assert poll(lambda: _downs(lab4, seen) >= 1, 20, every_s=0.05)
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=30)
     finally:

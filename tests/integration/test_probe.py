@@ -16,6 +16,7 @@ import time
 import pytest
 from click.testing import CliRunner
 
+from tests.helpers import poll
 from tests.integration.conftest import lab_name
 from twin import faults as F
 from twin.cli import main
@@ -49,14 +50,8 @@ FAULTS = {
 }
 
 
-def wait_for(what, within_s, step_s=0.005):
-    deadline = time.monotonic() + within_s
-    while time.monotonic() < deadline:
-        got = what()
-        if got:
-            return got
-        time.sleep(step_s)
-    return what()
+def wait_for(what, within_s):
+    return poll(what, within_s, every_s=0.005)  # a localization's time is read off it
 
 
 def applied_ns(att) -> int:

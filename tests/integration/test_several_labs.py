@@ -12,11 +12,11 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from tests import helpers
 from tests.integration.conftest import lab_name, own_spec
 
 RUNTIMES = [pytest.param("netns", marks=pytest.mark.netns),
@@ -31,12 +31,7 @@ class Person:
                         TWIN_BUILD_DIR=str(self.build_dir))
 
     def twin(self, *argv: str, ok: bool = True) -> subprocess.CompletedProcess:
-        proc = subprocess.run([sys.executable, "-m", "twin", *argv], env=self.env,
-                              capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL)
-        if ok and proc.returncode != 0:
-            raise AssertionError(f"twin {' '.join(argv)} exited {proc.returncode}:\n"
-                                 f"{proc.stdout[-1500:]}\n{proc.stderr[-1500:]}")
-        return proc
+        return helpers.twin(*argv, ok=True if ok else None, env=self.env, timeout=300)
 
     def json(self, *argv: str):
         return json.loads(self.twin(*argv, "--json").stdout)

@@ -24,6 +24,8 @@ from pathlib import Path
 
 import pytest
 
+from tests import helpers
+from tests.helpers import twin
 from tests.integration.conftest import lab_name, own_spec
 from twin.telemetry import dashboards
 from twin.telemetry.prometheus import Api
@@ -40,20 +42,8 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def twin(*argv: str, timeout: float = 180) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "twin", *argv], capture_output=True,
-                          text=True, timeout=timeout, stdin=subprocess.DEVNULL)
-
-
-def poll(what, within_s: float = SCRAPE_WAIT_S, step_s: float = 0.5):
-    deadline = time.monotonic() + within_s
-    got = None
-    while time.monotonic() < deadline:
-        got = what()
-        if got:
-            return got
-        time.sleep(step_s)
-    return got
+def poll(what, within_s: float = SCRAPE_WAIT_S):
+    return helpers.poll(what, within_s, every_s=0.5)
 
 
 def value(series: list[dict]) -> list[float]:

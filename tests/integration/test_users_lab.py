@@ -20,11 +20,11 @@ import glob
 import json
 import os
 import subprocess
-import sys
 from contextlib import contextmanager
 
 import pytest
 
+from tests import helpers
 from tests.integration.conftest import Bystander, lab_name
 from twin import lab as L
 
@@ -39,12 +39,7 @@ FAULT = ["link-loss", "t0-p0-r0:eth3", "1"]
 def twin(*argv: str, check: bool = True, timeout: float = 300) -> subprocess.CompletedProcess:
     """The CLI as a user runs it: default run and build directories."""
     env = {k: v for k, v in os.environ.items() if k not in ("TWIN_RUN_DIR", "TWIN_BUILD_DIR")}
-    proc = subprocess.run([sys.executable, "-m", "twin", *argv], env=env, capture_output=True,
-                          text=True, timeout=timeout)
-    if check and proc.returncode != 0:
-        raise AssertionError(f"twin {' '.join(argv)} exited {proc.returncode}:\n"
-                             f"{proc.stdout[-2000:]}\n{proc.stderr[-2000:]}")
-    return proc
+    return helpers.twin(*argv, ok=True if check else None, env=env, timeout=timeout)
 
 
 def _test_session_of(lab: str) -> int | None:
