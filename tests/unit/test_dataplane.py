@@ -19,11 +19,7 @@ NO_SEG6 = {"seg6local": "lwt encapsulation type not supported (CONFIG_IPV6_SEG6_
            "ebpf": None}
 
 
-@pytest.fixture(autouse=True)
-def clean_world():
-    fake.FakeRuntime.reset()
-    yield
-    fake.FakeRuntime.reset()
+pytestmark = pytest.mark.usefixtures("clean_world")
 
 
 def test_auto_prefers_the_kernels_own_srv6():

@@ -18,7 +18,6 @@ from twin import lab as L
 from twin.cli import main
 from twin.errors import GrafanaError, UsageError
 from twin.lab import compile_spec
-from twin.runtime import fake
 from twin.telemetry import dashboards as D
 from twin.telemetry import grafana as G
 
@@ -385,16 +384,14 @@ def test_a_dead_grafana_never_breaks_the_drill():
 
 
 @pytest.fixture
-def lab_with_faults():
-    fake.FakeRuntime.reset()
+def lab_with_faults(clean_world):
     L.up(LAB, "fake")
     att = L.attach(LAB)
     F.link_down(att, "t0-p0-r0:eth3")
     F.link_up(att, "t0-p0-r0:eth3")
     with F.hidden():
         F.blackhole(att, "t1-p0-1")
-    yield att
-    fake.FakeRuntime.reset()
+    return att
 
 
 def test_twin_grafana_push(lab_with_faults, fake_grafana):

@@ -15,12 +15,7 @@ from twin.lab import phases
 from twin.runtime import fake
 from twin.state import LabState, known_labs
 
-
-@pytest.fixture(autouse=True)
-def clean_world():
-    fake.FakeRuntime.reset()
-    yield
-    fake.FakeRuntime.reset()
+pytestmark = pytest.mark.usefixtures("clean_world")
 
 
 def world(lab="mrc-4p"):

@@ -16,12 +16,7 @@ from twin.owner import Owner
 from twin.runtime import fake
 from twin.state import LabState, known_labs
 
-
-@pytest.fixture(autouse=True)
-def clean_world():
-    fake.FakeRuntime.reset()
-    yield
-    fake.FakeRuntime.reset()
+pytestmark = pytest.mark.usefixtures("clean_world")
 
 
 @pytest.fixture

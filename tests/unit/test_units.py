@@ -50,17 +50,8 @@ def test_the_cli_names_the_option(text, message):
     assert str(info.value) == message
 
 
-def test_traffic_with_a_bad_size_is_exit_2_without_a_traceback(tmp_path, monkeypatch):
-    monkeypatch.setenv("TWIN_RUN_DIR", str(tmp_path))
-    from twin import lab as L
-    from twin.runtime import fake
-
-    fake.FakeRuntime.reset()
-    try:
-        L.up("mrc-4p", "fake")
-        result = CliRunner().invoke(main, ["traffic", "bulk", "--src", "r0h0", "--dst",
-                                           "r1h0", "--size", "inf"])
-    finally:
-        fake.FakeRuntime.reset()
+def test_traffic_with_a_bad_size_is_exit_2_without_a_traceback(att):
+    result = CliRunner().invoke(main, ["traffic", "bulk", "--src", "r0h0", "--dst",
+                                       "r1h0", "--size", "inf"])
     assert result.exit_code == 2 and "use bytes or K/M/G" in result.output
     assert "Traceback" not in result.output
