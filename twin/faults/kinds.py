@@ -1,30 +1,178 @@
-"""The fault types: what each kind of fault does to a running lab (apply, revert,
-reapply), registered under its kind."""
+"""Fault kinds: one class per kind, registered by name in KINDS. A kind says all there is
+to say about its faults, and every caller reads it from here: the commands in
+twin.faults, `twin fault KIND` (twin.cli.fault), drill files and their runner
+(twin.chaos.drill, twin.chaos.runner) and blind drills (twin.chaos.blind).
+
+    name, help     the kind as records, events, drill files and `twin fault NAME` write
+                   it; what `twin fault NAME --help` says
+    targets        the target types it takes (twin.faults.targets), the first whose
+                   syntax the text has; `check` refuses a target of the right type the
+                   kind cannot be put on (a host, for a switch fault)
+    params         what else it takes (Param): the command's arguments and options, a
+                   drill step's keys and their checks; `prepare` checks their values
+    record         the Fault it would record (nothing changed yet)
+    start          check, record (before anything changes), apply: the whole command
+    apply, revert, reapply
+                   on the running lab: make it so (after it is recorded); undo it
+                   (before its record is dropped); make it so again on a node that
+                   restarted and came back bare, returning the ends touched
+    elements, in_switch
+                   the links and whole switches it takes out (a drill's figures); the
+                   switch a fault in force is in, whole (a blind drill's scoring)
+    actions, length_ns, lasting, no_for, on_timeline
+                   how a drill step of the kind sits on the timeline
+    levels, draw   the blind-drill levels it is drawn at, and how it draws a target
+    said, reveal   what `twin fault NAME` prints; what a blind drill's reveal adds
+
+A new kind is one class decorated with @register (a test may `unregister` it again).
+The draw at a blind level picks among its kinds in registration order, so the
+built-in kinds' order (twin.faults.catalog) is what makes a seed replay a drill.
+"""
 
 from __future__ import annotations
 
+import random
+import time
 from abc import ABC, abstractmethod
-from dataclasses import replace
-from typing import ClassVar
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any, ClassVar
 
-from twin.dataplane.program import tbf_burst
 from twin.errors import UsageError
-from twin.fabric.model import Endpoint, Link
-from twin.fabric.plan import NodePlan, Route
-from twin.faults.record import Fault, FaultKind, active
-from twin.lab import Attached, phases, restart_node
+from twin.fabric.model import Endpoint, Fabric
+from twin.faults.record import (
+    _HIDING,
+    Fault,
+    _refuse_hidden,
+    _save,
+    active,
+    log_event,
+)
+from twin.faults.targets import Target, parse_target
+from twin.lab import Attached, phases
 from twin.progress import Steps
 
+if TYPE_CHECKING:
+    from twin.chaos.drill import Step
 
-def _link(lab: Attached, fault: Fault) -> Link:
-    return next(lk for lk in lab.fabric.links if lk.id == fault.link)
+Progress = Callable[[int, int], None]  # steps done, of how many (a flap's)
 
 
-# -- the fault types --------------------------------------------------------------------
+class BadParam(ValueError):
+    """A drill step's value for a parameter is wrong: the message, and a hint."""
+
+    def __init__(self, message: str, hint: str = ""):
+        super().__init__(message)
+        self.hint = hint
+
+
+@dataclass(frozen=True)
+class Param:
+    """A parameter a fault kind takes besides its target.
+
+    On the command line it is an argument after the target (`argument`), a flag, or an
+    option --NAME of `cli_type` with `default` (None: required). In a drill step it is
+    the key NAME, checked by `drill` (given None when the key is absent: it returns
+    the value the timeline passes on, None for none, or raises BadParam); a param
+    without `drill` is the command line's only."""
+
+    name: str
+    help: str = ""
+    cli_type: Any = str
+    default: Any = None
+    argument: bool = False
+    flag: bool = False
+    metavar: str | None = None
+    drill: Callable[[Any], Any] | None = None
 
 
 class FaultType(ABC):
-    kind: ClassVar[FaultKind]
+    name: ClassVar[str]
+    help: ClassVar[str]
+    targets: ClassVar[tuple[type[Target], ...]]
+    form: ClassVar[str] = ""  # how a target is written, for hints; "": the target types'
+    metavar: ClassVar[str] = ""  # the target's argument on the command line; "": the type's
+    params: ClassVar[tuple[Param, ...]] = ()
+    levels: ClassVar[tuple[str, ...]] = ()  # blind-drill levels it is drawn at
+    lasting: ClassVar[bool] = True  # False: over when its apply returns (a reboot)
+    no_for: ClassVar[str] = ""  # why a drill step's `for` does not apply to it; "": it does
+    takes_down: ClassVar[bool] = False  # the links it holds are down (for the refusals)
+    named_by_links: ClassVar[bool] = False  # a prober naming any of its links found it
+    blocking: ClassVar[bool] = False  # its command runs for the fault's length
+    step_word: ClassVar[str] = "step"  # what its command's progress lines count
+
+    # -- the target -------------------------------------------------------------------
+
+    @classmethod
+    def target_form(cls) -> str:
+        return cls.form or " or ".join(t.form for t in cls.targets)
+
+    @classmethod
+    def target_metavar(cls) -> str:
+        return cls.metavar or cls.targets[0].metavar
+
+    @classmethod
+    def random_forms(cls) -> list[str]:
+        """The `random:` forms of a drill step's target it takes."""
+        return [form for t in cls.targets for form in t.random]
+
+    def parse(self, fabric: Fabric, text: str) -> Target:
+        target = parse_target(fabric, text, self.targets)
+        self.check(fabric, target)
+        return target
+
+    def check(self, fabric: Fabric, target: Target) -> None:
+        """Refuse a target the kind cannot be put on (UsageError); all are fine by default."""
+        return None
+
+    def whole(self, target: Target) -> str | None:
+        """The switch a fault on `target` takes out whole; None: only its links."""
+        return None
+
+    def elements(self, fabric: Fabric, target: Target) -> tuple[set[str], set[str]]:
+        """The links and whole switches a fault on `target` takes out (a drill's figures)."""
+        node = self.whole(target)
+        if node is not None and not fabric.node(node).is_switch:
+            raise UsageError(f"{node} is a host, not a switch")
+        return {lk.id for lk in target.links(fabric)}, ({node} if node else set())
+
+    def in_switch(self, fault: Fault) -> str | None:
+        """The switch a fault in force is in, whole; None for a fault on its links."""
+        return None
+
+    # -- the parameters -----------------------------------------------------------------
+
+    def values(self, given: Mapping[str, Any]) -> dict[str, Any]:
+        """`given` with the command line's defaults filled in."""
+        return {p.name: given.get(p.name, p.default) for p in self.params} | dict(given)
+
+    def prepare(self, values: dict[str, Any]) -> dict[str, Any]:
+        """Check the values (UsageError), before the target; they may be normalized."""
+        return values
+
+    def values_from_args(self, args: list[str]) -> dict[str, Any]:
+        """The values of its command-line arguments, from their text (a blind draw's)."""
+        return {p.name: p.cli_type(a)
+                for p, a in zip([p for p in self.params if p.argument], args, strict=False)}
+
+    # -- the record and the running lab ---------------------------------------------------
+
+    @abstractmethod
+    def record(self, lab: Attached, target: Target, values: dict[str, Any]) -> Fault:
+        """The fault to record (and then apply); changes nothing."""
+
+    def start(self, lab: Attached, text: str, values: Mapping[str, Any] | None = None,
+              progress: Progress | None = None) -> Fault:
+        """The command: check the values and the target, refuse a link another fault
+        holds, record the fault, apply it."""
+        values = self.prepare(self.values(values or {}))
+        fault = self.record(lab, self.parse(lab.fabric, text), values)
+        return self.inject(lab, fault, f"{self.name} {text}", values, progress)
+
+    def inject(self, lab: Attached, fault: Fault, what: str, values: dict[str, Any],
+               progress: Progress | None) -> Fault:
+        refuse_held(lab, fault.all_links, what)
+        return inject(lab, fault)
 
     @abstractmethod
     def apply(self, lab: Attached, fault: Fault) -> None: ...
@@ -36,268 +184,137 @@ class FaultType(ABC):
     def reapply(self, lab: Attached, fault: Fault, node: str) -> list[Endpoint]:
         """After `node` restarted: apply again what it lost; the ends touched."""
 
+    def unsupported(self, lab: Attached) -> str | None:
+        """Why this lab cannot have the fault on a drill's timeline; None: it can."""
+        return None
 
-TYPES: dict[FaultKind, FaultType] = {}
+    # -- a drill's timeline -----------------------------------------------------------
+
+    def actions(self, step: Step) -> list[tuple[int, bool]]:
+        """(ns after the first write, a revert?) for each change a step makes."""
+        out = [(step.at_ns, False)]
+        if step.for_ns is not None and self.lasting:
+            out.append((step.at_ns + step.for_ns, True))
+        return out
+
+    def length_ns(self, step: Step) -> int:
+        return step.for_ns or 0
+
+    def on_timeline(self, lab: Attached, text: str, values: dict[str, Any]) -> Fault:
+        """Apply a step's fault (its values as the drill file's checks gave them)."""
+        return self.start(lab, text, values)
+
+    # -- blind drills and what a person reads -------------------------------------------
+
+    def draw(self, fabric: Fabric, rng: random.Random) -> tuple[str, str]:
+        """A blind drill's fault of this kind: its target, and its command-line argument
+        after the target ("" for none)."""
+        return self.targets[0].draw(fabric, rng), ""
+
+    def said(self, lab: Attached, fault: Fault, values: dict[str, Any]) -> str:
+        """What `twin fault NAME` prints once it is applied."""
+        return f"{self.name} {fault.target}"
+
+    def reveal(self, fault: Fault) -> str:
+        """What a blind drill's reveal says besides the kind and the target."""
+        return fault.detail
 
 
-def fault_type(cls: type[FaultType]) -> type[FaultType]:
-    TYPES[cls.kind] = cls()
+KINDS: dict[str, FaultType] = {}
+TYPES = KINDS  # its name before kinds were looked up by name
+
+
+def register(cls: type[FaultType]) -> type[FaultType]:
+    if cls.name in KINDS:
+        raise ValueError(f"fault kind {cls.name!r} is registered already")
+    KINDS[cls.name] = cls()
     return cls
 
 
-@fault_type
-class LinkDown(FaultType):
-    kind = FaultKind.LINK_DOWN
-
-    def apply(self, lab: Attached, fault: Fault) -> None:
-        for e in fault.ends:
-            lab.runtime.set_link_state(e.node, e.ifname, False)
-
-    def revert(self, lab: Attached, fault: Fault) -> None:
-        link = _link(lab, fault)
-        _restore_link(lab, link.a, link.b)
-
-    def reapply(self, lab: Attached, fault: Fault, node: str) -> list[Endpoint]:
-        """Both ends of a restarted node's link came back up (it was re-programmed,
-        and so was its peer): set down again the ends the fault holds down."""
-        link = _link(lab, fault)
-        if node not in (link.a.node, link.b.node):
-            return []
-        self.apply(lab, fault)
-        return list(fault.ends)
+def unregister(name: str) -> None:
+    KINDS.pop(name, None)
 
 
-class LinksDown(FaultType):
-    """A fault over several links (a switch, a NIC port, a plane): its ends down."""
-
-    def apply(self, lab: Attached, fault: Fault) -> None:
-        for e in fault.ends:
-            lab.runtime.set_link_state(e.node, e.ifname, False)
-
-    def revert(self, lab: Attached, fault: Fault) -> None:
-        held = set(fault.links)
-        links = [lk for lk in lab.fabric.links if lk.id in held]
-        _restore_link(lab, *[e for lk in links for e in (lk.a, lk.b)])
-
-    def reapply(self, lab: Attached, fault: Fault, node: str) -> list[Endpoint]:
-        """The restarted node and its peers were re-programmed, their links up: set
-        down again the ends this fault holds on the restarted node's links."""
-        mine = {lk.id for lk in lab.fabric.links_of(node)} & set(fault.links)
-        again = [e for e in fault.ends
-                 if lab.fabric.link_at(e).id in mine]
-        for e in again:
-            lab.runtime.set_link_state(e.node, e.ifname, False)
-        return again
+def kind_named(name: Any) -> FaultType | None:
+    """The kind called `name`; None if none is."""
+    try:
+        return KINDS.get(name)
+    except TypeError:  # not a string at all
+        return None
 
 
-@fault_type
-class SwitchDown(LinksDown):
-    kind = FaultKind.SWITCH_DOWN
+def known() -> str:
+    return ", ".join(KINDS)
 
 
-@fault_type
-class NicDown(LinksDown):
-    kind = FaultKind.NIC_DOWN
+class Levels(Mapping[str, tuple[str, ...]]):
+    """The blind-drill levels, each with the kinds drawn at it (in registration order),
+    as the registered kinds say now."""
+
+    def _now(self) -> dict[str, tuple[str, ...]]:
+        out: dict[str, list[str]] = {}
+        for kind in KINDS.values():
+            for level in kind.levels:
+                out.setdefault(level, []).append(kind.name)
+        return {level: tuple(names) for level, names in out.items()}
+
+    def __getitem__(self, level: str) -> tuple[str, ...]:
+        return self._now()[level]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._now())
+
+    def __len__(self) -> int:
+        return len(self._now())
 
 
-@fault_type
-class PlaneDown(LinksDown):
-    kind = FaultKind.PLANE_DOWN
+LEVELS = Levels()
 
 
-class Reprogrammed(FaultType):
-    """A fault in a node's kernel state (a table, a route, a qdisc) that re-applying
-    the node's plan undoes: revert re-programs the node; a restart (which
-    re-programs it) needs the fault applied again."""
-
-    def revert(self, lab: Attached, fault: Fault) -> None:
-        self.undo(lab, fault)
-        node = fault.ends[0].node
-        phases.configure(lab.runtime, [lab.plan[node]], Steps())
-
-    def undo(self, lab: Attached, fault: Fault) -> None:
-        """What re-programming does not undo (an nft table, a qdisc); nothing by default."""
-
-    def reapply(self, lab: Attached, fault: Fault, node: str) -> list[Endpoint]:
-        """A restart re-programs the node and its link peers: either undoes this."""
-        mine = fault.ends[0].node
-        if mine != node and mine not in {lk.peer(node).node for lk in lab.fabric.links_of(node)}:
-            return []
-        self.apply(lab, fault)  # idempotent
-        return [fault.ends[0]]
+# -- recording, applying, reverting ------------------------------------------------------
 
 
-@fault_type
-class Blackhole(Reprogrammed):
-    kind = FaultKind.BLACKHOLE
-
-    def apply(self, lab: Attached, fault: Fault) -> None:
-        end = fault.ends[0]
-        lab.runtime.exec(end.node, ["nft", "-f", "-"], input=blackhole_rules(
-            end.ifname or None, blackhole_table(end.ifname), lab.runtime.owner.tag))
-
-    def undo(self, lab: Attached, fault: Fault) -> None:
-        end = fault.ends[0]
-        lab.runtime.exec(end.node, ["nft", "delete", "table", "ip6",
-                                    blackhole_table(end.ifname)], check=False)
-
-    def revert(self, lab: Attached, fault: Fault) -> None:
-        self.undo(lab, fault)  # nothing else changed: no need to re-program
-
-    def reapply(self, lab: Attached, fault: Fault, node: str) -> list[Endpoint]:
-        """The table lives in the node's namespace: only its own restart loses it."""
-        if fault.ends[0].node != node:
-            return []
-        self.apply(lab, fault)
-        return [fault.ends[0]]
+def refuse_held(lab: Attached, links, what: str) -> None:
+    """No two faults share a link: name the fault in the way, and how to revert it."""
+    _refuse_hidden(lab, what)
+    wanted = set(links)
+    for f in active(lab):
+        shared = wanted & set(f.all_links)
+        if shared:
+            down = KINDS[f.kind].takes_down
+            if f.links:
+                held = (f"is already down as part of {f.kind} {f.target}" if down
+                        else f"already has a {f.kind} fault ({f.target})")
+                how = f"`twin fault clear {f.target}`"
+            else:
+                held = "is already down" if down else f"already has a {f.kind} fault"
+                how = f"`twin fault link-up {f.ends[0]}`"
+            raise UsageError(f"{what}: link {min(shared)} {held}; {how} first")
 
 
-@fault_type
-class SidLoss(Reprogrammed):
-    kind = FaultKind.SID_LOSS
-
-    def apply(self, lab: Attached, fault: Fault) -> None:
-        lab.dataplane.remove_sids(lab.runtime, lab.plan[fault.ends[0].node])
-
-
-@fault_type
-class RouteCorrupt(Reprogrammed):
-    kind = FaultKind.ROUTE_CORRUPT
-
-    def apply(self, lab: Attached, fault: Fault) -> None:
-        node = fault.ends[0].node
-        good, bad = _corruption(lab.plan[node])
-        lab.runtime.exec(node, ["ip", "-6", *bad.iproute2().split()])
+def inject(lab: Attached, fault: Fault) -> Fault:
+    """Record the fault (hidden inside `faults.hidden()`), log it, apply it."""
+    if _HIDING.get():
+        fault = replace(fault, hidden=True)
+    _save(lab, [*active(lab), fault])  # recorded before applied
+    log_event(lab, "apply", fault)
+    changed = time.monotonic_ns()
+    KINDS[fault.kind].apply(lab, fault)
+    return replace(fault, changed_ns=changed)
 
 
-@fault_type
-class LinkRate(Reprogrammed):
-    kind = FaultKind.LINK_RATE
-
-    def apply(self, lab: Attached, fault: Fault) -> None:
-        end = fault.ends[0]
-        rate = int(fault.detail)
-        mtu = next(i.mtu for i in lab.plan[end.node].interfaces if i.name == end.ifname)
-        lab.runtime.exec(end.node, ["tc", "qdisc", "replace", "dev", end.ifname, "root", "tbf",
-                                    "rate", f"{rate}bit", "burst", str(tbf_burst(rate, mtu)),
-                                    "latency", "20ms"])
-
-    def undo(self, lab: Attached, fault: Fault) -> None:
-        """The plan re-shapes a link that has a rate; one without loses the qdisc here."""
-        end = fault.ends[0]
-        planned = next(i for i in lab.plan[end.node].interfaces if i.name == end.ifname)
-        if not planned.rate_bps:
-            lab.runtime.exec(end.node, ["tc", "qdisc", "del", "dev", end.ifname, "root"],
-                             check=False)
+def revert(lab: Attached, fault: Fault) -> None:
+    KINDS[fault.kind].revert(lab, fault)
+    log_event(lab, "revert", fault)
 
 
-def blackhole_table(ifname: str) -> str:
-    return "twin_blackhole" + (f"_{ifname}" if ifname else "")
-
-
-def blackhole_rules(ifname: str | None, table: str, owner_tag: str = "") -> str:
-    """nft -f input: drop every packet the node forwards (out of `ifname`, if given)."""
-    match = f'oifname "{ifname}" ' if ifname else ""
-    comment = f"  comment \"{owner_tag}\"\n" if owner_tag else ""
-    return (f"add table ip6 {table}\ndelete table ip6 {table}\n"  # loaded again: fresh
-            f"table ip6 {table} {{\n{comment}"
-            f"  chain forward {{\n"
-            f"    type filter hook forward priority -5; policy accept;\n"
-            f"    {match}counter drop\n"
-            f"  }}\n}}\n")
-
-
-def _corruption(node: NodePlan) -> tuple[Route, Route]:
-    """The node's first forwarding route, and the same route out of the next port's
-    neighbour instead (deterministic, so a drill names it in advance)."""
-    forwarding = [r for r in node.routes if r.via]
-    if len(forwarding) < 2:
-        raise UsageError(f"{node.name} has no second port to misroute out of")
-    good = forwarding[0]
-    other = next(r for r in forwarding[1:] if r.dev != good.dev)
-    return good, replace(good, dev=other.dev, via=other.via, note="corrupted")
-
-
-@fault_type
-class LinkFlap(LinkDown):
-    """While it runs, the link goes down and up; reverted (or after a crash, cleared),
-    the link is up and both ends re-programmed, as for link-down."""
-
-    kind = FaultKind.LINK_FLAP
-
-    def apply(self, lab: Attached, fault: Fault) -> None:
-        """The flapping itself is `link_flap`'s loop; the record only guards it."""
-
-
-@fault_type
-class SwitchReboot(FaultType):
-    """A node restarting: in force for as long as the restart takes."""
-
-    kind = FaultKind.SWITCH_REBOOT
-
-    def apply(self, lab: Attached, fault: Fault) -> None:
-        restart_node(lab, fault.target)
-        reapply(lab, fault.target)
-
-    def revert(self, lab: Attached, fault: Fault) -> None:
-        """A restart interrupted part way: the node gets its plan and links again."""
-        restart_node(lab, fault.target)
-        reapply(lab, fault.target)
-
-    def reapply(self, lab: Attached, fault: Fault, node: str) -> list[Endpoint]:
-        return []
-
-
-@fault_type
-class LinkLoss(FaultType):
-    kind = FaultKind.LINK_LOSS
-
-    def apply(self, lab: Attached, fault: Fault) -> None:
-        end = fault.ends[0]
-        lab.runtime.exec(end.node, ["nft", "-f", "-"],
-                         input=loss_rules(end.ifname, fault.percent, loss_table(fault.link),
-                                          lab.runtime.owner.tag))
-
-    def revert(self, lab: Attached, fault: Fault) -> None:
-        lab.runtime.exec(fault.ends[0].node,
-                         ["nft", "delete", "table", "ip6", loss_table(fault.link)], check=False)
-
-    def reapply(self, lab: Attached, fault: Fault, node: str) -> list[Endpoint]:
-        """The rule lives in the switch end's namespace: only that node's restart
-        loses it (its peer's restart leaves the table, which matches by name)."""
-        if fault.ends[0].node != node:
-            return []
-        self.apply(lab, fault)
-        return [fault.ends[0]]
-
-
-def loss_table(link_id: str) -> str:
-    """The nftables table that carries one link's loss rule (named after the link)."""
-    return "twin_loss_" + "".join(c if c.isalnum() else "_" for c in link_id)
-
-
-def loss_rules(ifname: str, percent: float, table: str, owner_tag: str = "") -> str:
-    """nft -f input: drop `percent`% of packets forwarded out of, or into, `ifname`.
-    numgen random draws per packet, so the loss is independent (Bernoulli). The
-    table's comment names its owner (twin.owner)."""
-    per_million = round(percent * 10_000)
-    comment = f"  comment \"{owner_tag}\"\n" if owner_tag else ""
-    return (f"table ip6 {table} {{\n{comment}"
-            f"  chain forward {{\n"
-            f"    type filter hook forward priority -10; policy accept;\n"
-            f"    oifname \"{ifname}\" numgen random mod 1000000 < {per_million} counter drop\n"
-            f"    iifname \"{ifname}\" numgen random mod 1000000 < {per_million} counter drop\n"
-            f"  }}\n}}\n")
-
-
-def _restore_link(lab: Attached, *ends: Endpoint) -> None:
+def restore_link(lab: Attached, *ends: Endpoint) -> None:
+    """Ends up again, and their nodes re-programmed: the kernel deleted an interface's
+    addresses and routes when it went down."""
     for e in ends:
         lab.runtime.set_link_state(e.node, e.ifname, True)
     nodes = sorted({e.node for e in ends})
     phases.configure(lab.runtime, [lab.plan[n] for n in nodes], Steps())
-
-
-# -- the commands -------------------------------------------------------------------------
 
 
 def reapply(lab: Attached, node: str) -> list[str]:
@@ -306,5 +323,5 @@ def reapply(lab: Attached, node: str) -> list[str]:
     again = []
     for fault in active(lab):
         again.extend(str(e) if e.ifname else e.node
-                     for e in TYPES[fault.kind].reapply(lab, fault, node))
+                     for e in KINDS[fault.kind].reapply(lab, fault, node))
     return again

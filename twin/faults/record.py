@@ -11,7 +11,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
-from enum import StrEnum
 
 from twin.errors import LabError, UsageError
 from twin.fabric.model import Endpoint
@@ -19,23 +18,9 @@ from twin.lab import Attached
 from twin.state import read_json, write_json
 
 
-class FaultKind(StrEnum):
-    LINK_DOWN = "link-down"
-    LINK_LOSS = "link-loss"
-    SWITCH_DOWN = "switch-down"
-    NIC_DOWN = "nic-down"
-    PLANE_DOWN = "plane-down"
-    BLACKHOLE = "blackhole"
-    SID_LOSS = "sid-loss"
-    ROUTE_CORRUPT = "route-corrupt"
-    LINK_RATE = "link-rate"
-    LINK_FLAP = "link-flap"
-    SWITCH_REBOOT = "switch-reboot"
-
-
 @dataclass(frozen=True)
 class Fault:
-    kind: FaultKind
+    kind: str  # a kind's name (twin.faults.kinds): a FaultKind for the built-in ones
     link: str  # link id; for a fault over several links, its target (NODE, HOST:PLANE, P)
     ends: tuple[Endpoint, ...]  # where it is applied
     since: float
@@ -60,7 +45,7 @@ class Fault:
         return [str(e) if e.ifname else e.node for e in self.ends]
 
     def to_dict(self) -> dict:
-        d = {"kind": self.kind.value, "link": self.link,
+        d = {"kind": str(self.kind), "link": self.link,
              "ends": self.end_names(), "since": self.since,
              "percent": self.percent}
         if self.links:
@@ -73,13 +58,16 @@ class Fault:
 
     @classmethod
     def from_dict(cls, d: dict, where: str = "faults.json") -> Fault:
+        from twin.faults.kinds import KINDS
+
         try:
-            kind = FaultKind(d["kind"])
-        except ValueError:
-            known = ", ".join(k.value for k in FaultKind)
-            raise LabError(f"{where}: unknown fault kind {d['kind']!r} (known: {known}); "
-                           "was it written by a newer twin?") from None
-        except (KeyError, TypeError):
+            kind = KINDS[d["kind"]].name
+        except KeyError:
+            if "kind" not in d:
+                raise LabError(f"{where}: a fault without a kind: {d!r}") from None
+            raise LabError(f"{where}: unknown fault kind {d['kind']!r} (known: "
+                           f"{', '.join(KINDS)}); was it written by a newer twin?") from None
+        except TypeError:
             raise LabError(f"{where}: a fault without a kind: {d!r}") from None
         return cls(kind, d["link"], tuple(Endpoint(*e.partition(":")[::2]) for e in d["ends"]),
                    d["since"],
@@ -133,7 +121,7 @@ def _refuse_hidden(lab: Attached, what: str) -> None:
 def log_event(lab: Attached, event: str, fault: Fault) -> dict:
     """One line of the lab's fault timeline: wall time and CLOCK_MONOTONIC ns."""
     entry = {"t_wall": time.time(), "t_mono_ns": time.monotonic_ns(), "event": event,
-             "kind": fault.kind.value, "target": fault.target,
+             "kind": str(fault.kind), "target": fault.target,
              "ends": fault.end_names()}
     if fault.hidden:
         entry["hidden"] = True
