@@ -53,19 +53,18 @@ from pathlib import Path
 
 from twin import faults as F
 from twin.errors import LabError, TwinError, UsageError
-from twin.fabric.model import Endpoint, Fabric, Link
-from twin.faults import Fault, FaultKind
+from twin.fabric.model import Endpoint, Fabric
+from twin.faults import Fault
+from twin.faults.catalog import LOSS_PERCENTS, RATES
+from twin.faults.kinds import LEVELS
+from twin.faults.registry import KINDS, kind_named
 from twin.owner import ENV as OWNER_ENV
 from twin.rundir import run_root
 from twin.state import LabState
 
-LEVELS: dict[str, tuple[FaultKind, ...]] = {
-    "easy": (FaultKind.LINK_DOWN, FaultKind.NIC_DOWN, FaultKind.SWITCH_DOWN),
-    "hard": (FaultKind.BLACKHOLE, FaultKind.SID_LOSS, FaultKind.ROUTE_CORRUPT,
-             FaultKind.LINK_LOSS, FaultKind.LINK_RATE),
-}
-LOSS_PERCENTS = (30, 50, 70)  # enough that repeated probes see it
-RATES = ("2mbit", "5mbit", "10mbit")  # against unshaped veths: only goodput shows it
+# LEVELS: level -> the fault kinds drawn at it, as the kinds say (twin.faults.kinds);
+# LOSS_PERCENTS and RATES: what link-loss and link-rate draw (twin.faults.catalog).
+__all__ = ["LEVELS", "LOSS_PERCENTS", "RATES"]
 POINTS = {"right": 1.0, "partial": 0.5, "wrong": 0.0, "gave up": 0.0}
 
 STATE = "blind.jsonl"
@@ -90,29 +89,21 @@ ARG_MAX = 20  # a recorded command keeps at most this many arguments, each cut a
 class Draw:
     """One fault to apply: the fault command's arguments."""
 
-    kind: FaultKind
+    kind: str  # a fault kind's name (twin.faults.kinds.KINDS)
     target: str  # as `twin fault KIND` takes it: NODE, NODE:IF or HOST:PLANE
-    arg: str = ""  # link-loss: percent; link-rate: rate
+    arg: str = ""  # its argument after the target, if any: link-loss's percent, link-rate's rate
 
     @property
     def command(self) -> str:
-        words = ["twin fault", self.kind.value, self.target]
+        words = ["twin fault", str(self.kind), self.target]
         return " ".join([*words, self.arg] if self.arg else words)
 
     def apply(self, lab) -> Fault:
         """Apply it as a hidden fault (recorded, hidden, before it is applied)."""
-        act = {
-            FaultKind.LINK_DOWN: lambda: F.link_down(lab, self.target),
-            FaultKind.NIC_DOWN: lambda: F.nic_down(lab, self.target),
-            FaultKind.SWITCH_DOWN: lambda: F.switch_down(lab, self.target),
-            FaultKind.BLACKHOLE: lambda: F.blackhole(lab, self.target),
-            FaultKind.SID_LOSS: lambda: F.sid_loss(lab, self.target),
-            FaultKind.ROUTE_CORRUPT: lambda: F.route_corrupt(lab, self.target),
-            FaultKind.LINK_LOSS: lambda: F.link_loss(lab, self.target, float(self.arg)),
-            FaultKind.LINK_RATE: lambda: F.link_rate(lab, self.target, self.arg),
-        }[self.kind]
+        kind = KINDS[self.kind]
         with F.hidden():
-            return act()
+            return kind.start(lab, self.target,
+                              kind.values_from_args([self.arg] if self.arg else []))
 
 
 def draw(fabric: Fabric, level: str, seed: int) -> Draw:
@@ -121,33 +112,8 @@ def draw(fabric: Fabric, level: str, seed: int) -> Draw:
         raise UsageError(f"unknown level {level!r}; levels: {', '.join(LEVELS)}")
     rng = random.Random(seed)
     kind = rng.choice(LEVELS[level])
-    switches = sorted(n.name for n in fabric.switches)
-    fabric_links = sorted((lk for lk in fabric.links if lk.kind == "fabric"), key=lambda lk: lk.id)
-    every_link = sorted(fabric.links, key=lambda lk: lk.id)
-    if kind is FaultKind.LINK_DOWN:
-        link = rng.choice(fabric_links)
-        return Draw(kind, str(rng.choice((link.a, link.b))))
-    if kind is FaultKind.NIC_DOWN:
-        host = rng.choice(sorted(h.name for h in fabric.hosts))
-        return Draw(kind, f"{host}:{rng.choice(list(fabric.nic_planes))}")
-    if kind in (FaultKind.SWITCH_DOWN, FaultKind.SID_LOSS, FaultKind.ROUTE_CORRUPT):
-        return Draw(kind, rng.choice(switches))
-    if kind is FaultKind.BLACKHOLE:
-        node = rng.choice(switches)
-        if rng.random() < 0.5:
-            return Draw(kind, node)
-        link = rng.choice(sorted(fabric.links_of(node), key=lambda lk: lk.id))
-        return Draw(kind, str(link.end(node)))
-    if kind is FaultKind.LINK_LOSS:
-        link = rng.choice(every_link)
-        return Draw(kind, str(_switch_end(fabric, link, rng)), str(rng.choice(LOSS_PERCENTS)))
-    link = rng.choice(fabric_links)  # LINK_RATE
-    return Draw(kind, str(_switch_end(fabric, link, rng)), rng.choice(RATES))
-
-
-def _switch_end(fabric: Fabric, link: Link, rng: random.Random) -> Endpoint:
-    ends = [e for e in (link.a, link.b) if fabric.node(e.node).is_switch]
-    return rng.choice(ends)
+    target, arg = KINDS[kind].draw(fabric, rng)
+    return Draw(kind, target, arg)
 
 
 # -- answers and scores ------------------------------------------------------------------
@@ -193,14 +159,9 @@ def parse_answer(fabric: Fabric, text: str) -> Answer:
                          f"{', '.join(ports)}") from None
 
 
-WHOLE_NODE = (FaultKind.SWITCH_DOWN, FaultKind.SID_LOSS, FaultKind.ROUTE_CORRUPT)
-
-
 def faulted_switch(fault: Fault) -> str | None:
     """The switch a whole-switch fault is in; None for a fault on one link."""
-    if fault.kind in WHOLE_NODE or (fault.kind is FaultKind.BLACKHOLE and ":" not in fault.target):
-        return fault.target
-    return None
+    return KINDS[fault.kind].in_switch(fault)
 
 
 def score(fabric: Fabric, fault: Fault, answer: Answer) -> tuple[str, str]:
@@ -247,7 +208,7 @@ class Drill:
 
     def to_line(self) -> dict:
         d = {k: v for k, v in asdict(self).items() if k not in ("commands", "fault")}
-        d["draw"] = {"kind": self.draw.kind.value, "target": self.draw.target,
+        d["draw"] = {"kind": str(self.draw.kind), "target": self.draw.target,
                      "arg": self.draw.arg}
         return {"drill": d}
 
@@ -276,8 +237,12 @@ def _parse_state(lines: list[str], where: str) -> Drill:
         raise LabError(f"{where}: not a blind drill's state; remove it, or `twin fault clear`")
     d = dict(records[0]["drill"])
     dr = d.pop("draw")
+    drawn = kind_named(dr.get("kind"))
+    if drawn is None:
+        raise LabError(f"{where}: a blind drill of an unknown fault kind {dr.get('kind')!r}; "
+                       "remove it, or `twin fault clear`")
     drill = Drill(**{k: v for k, v in d.items() if k in Drill.__dataclass_fields__},
-                  draw=Draw(FaultKind(dr["kind"]), dr["target"], dr.get("arg", "")))
+                  draw=Draw(drawn.name, dr["target"], dr.get("arg", "")))
     for r in records[1:]:
         if "traffic" in r:
             drill.traffic_pid, drill.traffic_start = r["traffic"]["pid"], r["traffic"]["start"]
@@ -437,8 +402,8 @@ def _end(att, drill: Drill, fault: Fault, text: str | None, verdict: str, why: s
          ended_by: str) -> Score:
     stop_traffic(drill)
     F.clear_hidden(att)
-    result = Score(time.time(), att.lab, drill.seed, drill.level, fault.kind.value, fault.target,
-                   _detail(fault), text,
+    result = Score(time.time(), att.lab, drill.seed, drill.level, str(fault.kind), fault.target,
+                   KINDS[fault.kind].reveal(fault), text,
                    verdict, why, POINTS[verdict],
                    round((time.monotonic_ns() - drill.started_ns) / 1e9, 1),
                    [c["cmd"] for c in drill.commands], ended_by)
@@ -446,16 +411,6 @@ def _end(att, drill: Drill, fault: Fault, text: str | None, verdict: str, why: s
         f.write(json.dumps(result.to_dict()) + "\n")
     _state_path(att.state.dir).unlink(missing_ok=True)
     return result
-
-
-def _detail(fault: Fault) -> str:
-    """What else the reveal says: link-loss's percent, link-rate's rate, route-corrupt's
-    route."""
-    if fault.kind is FaultKind.LINK_LOSS:
-        return f"{fault.percent:g}% loss"
-    if fault.kind is FaultKind.LINK_RATE and fault.detail.isdigit():
-        return f"shaped to {int(fault.detail) / 1e6:g} Mbit/s"
-    return fault.detail
 
 
 def history(att) -> list[Score]:

@@ -41,7 +41,9 @@ import yaml
 
 from twin.errors import Problem, SpecError, UsageError
 from twin.fabric.spec import name_problem, show_value, yaml_problem
-from twin.faults import FaultKind
+from twin.faults.kinds import BadParam, FaultType
+from twin.faults.registry import KINDS, kind_named
+from twin.faults.targets import random_forms
 from twin.units import parse_duration_ns, parse_rate, parse_size
 
 DRILL_DIR = Path(__file__).resolve().parents[2] / "lab" / "drills"
@@ -50,25 +52,9 @@ PATTERNS = ("bulk", "incast", "all-to-all", "ring")
 MAX_AT_NS = 600 * 10**9  # a timeline is at most ten minutes long
 MAX_STEPS = 256
 
-# What a target names, per fault kind; and what a random target draws from.
-LINK_KINDS = {FaultKind.LINK_DOWN, FaultKind.LINK_LOSS, FaultKind.LINK_RATE, FaultKind.LINK_FLAP}
-NODE_KINDS = {FaultKind.SWITCH_DOWN, FaultKind.SWITCH_REBOOT, FaultKind.SID_LOSS,
-              FaultKind.ROUTE_CORRUPT}
-RANDOM = {  # random kind -> the fault kinds it suits
-    "t0-t1-link": LINK_KINDS | {FaultKind.BLACKHOLE},
-    "host-link": LINK_KINDS | {FaultKind.BLACKHOLE},
-    "t1": NODE_KINDS | {FaultKind.BLACKHOLE},
-    "t0": NODE_KINDS | {FaultKind.BLACKHOLE},
-    "nic-port": {FaultKind.NIC_DOWN},
-    "plane": {FaultKind.PLANE_DOWN},
-}
-TARGET_FORM = {  # fault kind -> how a target is written, for hints
-    **{k: "NODE:IF, e.g. t0-p0-r0:eth3" for k in LINK_KINDS},
-    **{k: "a switch, e.g. t1-p0-0" for k in NODE_KINDS},
-    FaultKind.BLACKHOLE: "a switch (t1-p0-0) or one of its ports (t1-p0-0:eth1)",
-    FaultKind.NIC_DOWN: "HOST:PLANE, e.g. r0h0:1",
-    FaultKind.PLANE_DOWN: "a plane number, e.g. 2",
-}
+# A random target's forms (`random: t1`), each drawn among what the traffic crosses; which
+# fault kinds take which, and every kind's parameters, are the kinds' (twin.faults.kinds).
+RANDOM = random_forms()
 
 # Expectation keys: the figure each names (metrics.py computes them).
 METRICS = {
@@ -107,7 +93,7 @@ _STEADY = {"verify", "goodput_floor"}
 _METHOD = {"traffic", "bystander", "timeline"}
 _TRAFFIC = {"pattern", "src", "dst", "senders", "size", "mode", "evs", "qps"}
 _BYSTANDER = {"src", "dst", "size"}
-_STEP = {"at", "fault", "target", "for", "percent", "rate", "count", "period"}
+_STEP = {"at", "fault", "target", "for"}  # and the fault kinds' parameters (_param_keys)
 _ROLLBACK = {"verify"}
 
 
@@ -135,15 +121,16 @@ class Step:
     """One fault on the timeline, `at` after the traffic's first write."""
 
     at_ns: int
-    fault: FaultKind
+    fault: str  # a fault kind's name (twin.faults.kinds.KINDS)
     target: str | None  # a name, or None with `random`
     random: str | None = None
     for_ns: int | None = None  # reverted this long after it was applied
-    percent: float | None = None  # link-loss
-    rate: str | None = None  # link-rate
-    count: int | None = None  # link-flap
-    period_ns: int | None = None  # link-flap
+    params: dict[str, Any] = field(default_factory=dict, hash=False)  # the kind's
     where: str = ""  # its key path, for errors at run time
+
+    @property
+    def kind(self) -> FaultType:
+        return KINDS[self.fault]
 
 
 @dataclass(frozen=True)
@@ -185,8 +172,7 @@ class Drill:
     @property
     def end_ns(self) -> int:
         """When the last step is over (its `for`, or a flap's last period)."""
-        ends = [s.at_ns + (s.for_ns or 0) + (s.count or 0) * (s.period_ns or 0)
-                for s in self.timeline]
+        ends = [s.at_ns + s.kind.length_ns(s) for s in self.timeline]
         return max(ends, default=0)
 
 
@@ -439,8 +425,20 @@ def _timeline(c: _Checker, data: Any) -> list[Step]:
     return sorted(steps, key=lambda s: s.at_ns)
 
 
+def _param_keys() -> dict[str, list[str]]:
+    """Every drill-step key a fault kind takes as a parameter, with the kinds that take it."""
+    keys: dict[str, list[str]] = {}
+    for ft in KINDS.values():
+        for p in ft.params:
+            if p.drill is not None:
+                keys.setdefault(p.name, []).append(str(ft.name))
+    return keys
+
+
 def _step(c: _Checker, item: Any, where: str) -> Step | None:
-    item = c.mapping(item, where, _STEP, "{at: 300ms, fault: link-down, target: t0-p0-r0:eth3}")
+    params_of = _param_keys()
+    item = c.mapping(item, where, _STEP | set(params_of),
+                     "{at: 300ms, fault: link-down, target: t0-p0-r0:eth3}")
     if not item:
         return None
     path = f"{where}."
@@ -448,56 +446,42 @@ def _step(c: _Checker, item: Any, where: str) -> Step | None:
     at = c.duration(item, "at", path)
     if "at" not in item:
         c.add(f"{path}at", "is required", "when, after the traffic's first write: at: 300ms")
-    kind = None
+    ft = None
     if "fault" not in item:
         c.add(f"{path}fault", "is required", "a fault kind, see `twin fault --help`")
     else:
-        try:
-            kind = FaultKind(item["fault"])
-        except ValueError:
-            known = [k.value for k in FaultKind]
+        ft = kind_named(item["fault"])
+        if ft is None:
+            known = [str(k) for k in KINDS]
             close = difflib.get_close_matches(str(item["fault"]), known, n=1)
             c.add(f"{path}fault", f"unknown fault {show_value(item['fault'])}",
                   f"did you mean '{close[0]}'?" if close else "known: " + ", ".join(known))
-    target, random = _target(c, item.get("target"), kind, f"{path}target")
+    target, random = _target(c, item.get("target"), ft, f"{path}target")
     for_ns = c.duration(item, "for", path)
-    percent = rate = count = period = None
-    if kind is FaultKind.LINK_LOSS:
-        percent = item.get("percent")
-        if isinstance(percent, bool) or not isinstance(percent, int | float) \
-                or not 0 < percent <= 100:
-            c.add(f"{path}percent", f"must be a percentage above 0, at most 100 "
-                  f"(got {show_value(percent)})", "link-loss needs percent: 20")
-    if kind is FaultKind.LINK_RATE:
-        rate = item.get("rate")
-        if not isinstance(rate, str) or parse_rate(rate) is None:
-            c.add(f"{path}rate", f"must be a rate such as 10mbit (got {show_value(rate)})",
-                  "link-rate needs rate:")
-    if kind is FaultKind.LINK_FLAP:
-        count = c.integer(item, "count", path, 1, 1000)
-        period = c.duration(item, "period", path)
-        for key, value in (("count", count), ("period", period)):
-            if value is None and key not in item:
-                c.add(f"{path}{key}", "is required for link-flap",
-                      "e.g. count: 3, period: 100ms (down half of each period)")
-        if period is not None and period < 10_000_000:
-            c.add(f"{path}period", "must be at least 10ms", "each flap runs `ip`")
-        if for_ns is not None:
-            c.add(f"{path}for", "does not apply to link-flap", "count x period is its length")
-    for key, kinds in (("percent", {FaultKind.LINK_LOSS}), ("rate", {FaultKind.LINK_RATE}),
-                       ("count", {FaultKind.LINK_FLAP}), ("period", {FaultKind.LINK_FLAP})):
-        if key in item and kind is not None and kind not in kinds:
-            c.add(f"{path}{key}", f"does not apply to {kind.value}",
-                  f"only to {', '.join(k.value for k in kinds)}")
-    if kind is FaultKind.SWITCH_REBOOT and for_ns is not None:
-        c.add(f"{path}for", "does not apply to switch-reboot", "a reboot is over when it is back")
-    if len(c.problems) > before or at is None or kind is None:
+    params = {}
+    if ft is not None:
+        mine = [p for p in ft.params if p.drill is not None]
+        for p in mine:
+            try:
+                value = p.drill(item.get(p.name))
+            except BadParam as e:
+                c.add(f"{path}{p.name}", str(e), e.hint)
+                continue
+            if value is not None:
+                params[p.name] = value
+        for key, kinds in params_of.items():
+            if key in item and key not in {p.name for p in mine}:
+                c.add(f"{path}{key}", f"does not apply to {ft.name}",
+                      f"only to {', '.join(kinds)}")
+        if ft.no_for and for_ns is not None:
+            c.add(f"{path}for", f"does not apply to {ft.name}", ft.no_for)
+    if len(c.problems) > before or at is None or ft is None:
         return None
-    return Step(at, kind, target, random, for_ns, percent, rate, count, period, where)
+    return Step(at, ft.name, target, random, for_ns, params, where)
 
 
-def _target(c: _Checker, value: Any, kind: FaultKind | None, path: str):
-    form = TARGET_FORM.get(kind, "a target") if kind else "a target"
+def _target(c: _Checker, value: Any, ft: FaultType | None, path: str):
+    form = ft.target_form() if ft else "a target"
     if value is None:
         c.add(path, "is required", f"{form}, or {{random: t1}}")
         return None, None
@@ -511,9 +495,9 @@ def _target(c: _Checker, value: Any, kind: FaultKind | None, path: str):
             c.add(f"{path}.random", f"unknown random target {show_value(choice)}",
                   "kinds: " + ", ".join(RANDOM))
             return None, None
-        if kind is not None and kind not in RANDOM[choice]:
-            fits = [k for k, kinds in RANDOM.items() if kind in kinds]
-            c.add(f"{path}.random", f"{kind.value} cannot target a random {choice}",
+        if ft is not None and choice not in ft.random_forms():
+            fits = [form for form in RANDOM if form in ft.random_forms()]
+            c.add(f"{path}.random", f"{ft.name} cannot target a random {choice}",
                   f"use {' or '.join(fits)}")
             return None, None
         return None, choice

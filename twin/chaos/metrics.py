@@ -47,6 +47,7 @@ class AppliedFault:
     step: str = ""  # the timeline step it came from
     applied_ns: int | None = None  # the apply call returned
     uncertainty_ns: int | None = None  # at_ns is right to within this (twin.runtime.clock)
+    named_by_links: bool = False  # a naming of any of its links finds it (route-corrupt)
 
     def crosses(self, path_links, path_hops) -> bool:
         return bool(self.links.intersection(path_links) or self.nodes.intersection(path_hops))
@@ -86,16 +87,16 @@ def fault_figures(fabric: Fabric, flows: list[FlowLog], faults: list[AppliedFaul
                 t = e["t_ns"]
                 if t < f.at_ns or (until is not None and t >= until):
                     continue
-                kind = e["kind"]
+                what = e["kind"]
                 on_dead = dead(e.get("ev", 0))
-                if kind == "loss":
+                if what == "loss":
                     lost += 1
                     if on_dead:
                         outstanding.setdefault((n, e["psn"]), t)
-                elif kind in ("repaired", "spurious"):
+                elif what in ("repaired", "spurious"):
                     if (n, e.get("psn")) in outstanding:
                         repaired[(n, e["psn"])] = t
-                if detection is None and (kind == "retire" and on_dead or kind == "port"):
+                if detection is None and (what == "retire" and on_dead or what == "port"):
                     detection = t
         if detection is None:  # single-path never retires: its first loss on a dead path
             firsts = [t for t in outstanding.values()]
@@ -146,9 +147,8 @@ def _localization(f: AppliedFault, localizations: list[dict], fabric: Fabric) ->
         for lk in fabric.links:
             if lk.id in f.links:
                 names |= {lk.id, str(lk.a), str(lk.b)}
-    if f.kind == "route-corrupt":  # the misrouted probes fail on one of its links
-        names |= set(f.links)
-    if f.kind == "route-corrupt":  # named as one of its links, by the link or an end
+    if f.named_by_links:  # the misrouted probes fail on one of its links: named as one of
+        names |= set(f.links)  # them, by the link or an end
         names |= {str(e) for lk in fabric.links if lk.id in f.links for e in (lk.a, lk.b)}
 
     def matches(loc: dict) -> bool:

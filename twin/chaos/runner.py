@@ -34,14 +34,10 @@ from twin import traffic as T
 from twin.chaos import metrics as M
 from twin.chaos.drill import OPS, Drill, Expectation, Step
 from twin.errors import LabError, TwinError, UsageError
-from twin.fabric.model import Fabric, Tier
-from twin.faults import FaultKind
-from twin.lab import Attached, require_node
+from twin.fabric.model import Fabric
+from twin.faults.targets import Scope, draw_random
+from twin.lab import Attached
 from twin.runtime.clock import LocalClock
-
-NODE_WHOLE = {FaultKind.SWITCH_DOWN, FaultKind.SWITCH_REBOOT, FaultKind.SID_LOSS,
-              FaultKind.ROUTE_CORRUPT}
-
 
 # -- 1. resolve --------------------------------------------------------------------
 
@@ -79,75 +75,24 @@ def plan_targets(drill: Drill, att: Attached, seed: int) -> list[Planned]:
     rng = random.Random(seed)
     out = []
     for step in drill.timeline:
-        if step.fault is FaultKind.SWITCH_REBOOT and att.runtime.attaches:
-            raise UsageError(f"{drill.source}: {step.where}: lab {att.lab} is attached "
-                             f"({att.runtime.name}), and a switch-reboot restarts a node, "
-                             "which only the fabric's own orchestrator does")
+        kind = step.kind
+        refused = kind.unsupported(att)
+        if refused:
+            raise UsageError(f"{drill.source}: {step.where}: {refused}")
         target = step.target if step.target is not None else \
             _draw(step.random, fabric, pairs, rng)
         try:
-            links, nodes = _elements(att, step.fault, target)
+            links, nodes = kind.elements(fabric, kind.parse(fabric, target))
         except (UsageError, LabError) as e:
-            raise UsageError(f"{drill.source}: {step.where}.target {target!r}: {e}") from None
+            raise UsageError(f"{drill.source}: {step.where}.target {target!r}: {e} "
+                             f"({step.fault} takes {kind.target_form()})") from None
         out.append(Planned(step, target, frozenset(links), frozenset(nodes)))
     return out
 
 
-def _draw(kind: str, fabric: Fabric, pairs: list[tuple[str, str]], rng: random.Random) -> str:
-    hosts = sorted({h for pair in pairs for h in pair})
-    racks = sorted({fabric.node(h).rack for h in hosts})
-    planes = list(fabric.nic_planes)
-    if kind == "t0-t1-link":
-        choices = [str(lk.a) for lk in fabric.links
-                   if lk.kind == "fabric" and fabric.node(lk.a.node).rack in racks
-                   and lk.plane in planes]
-    elif kind == "host-link":
-        choices = [str(lk.b) for lk in fabric.links if lk.kind == "host" and lk.a.node in hosts]
-    elif kind == "t1":
-        choices = [n.name for n in fabric.nodes if n.tier is Tier.T1 and n.plane in planes]
-    elif kind == "t0":
-        choices = [n.name for n in fabric.nodes if n.tier is Tier.T0 and n.rack in racks
-                   and n.plane in planes]
-    elif kind == "nic-port":
-        choices = [f"{h}:{p}" for h in hosts for p in planes]
-    elif kind == "plane":
-        choices = [str(p) for p in planes]
-    else:
-        raise UsageError(f"unknown random target {kind!r}")
-    return choices[rng.randrange(len(choices))]
-
-
-def _elements(att: Attached, kind: FaultKind, target: str) -> tuple[set[str], set[str]]:
-    """The links and whole switches a fault on `target` takes out, checked as the fault
-    itself would check it."""
-    fabric = att.fabric
-    if kind in (FaultKind.LINK_DOWN, FaultKind.LINK_LOSS, FaultKind.LINK_RATE,
-                FaultKind.LINK_FLAP):
-        return {fabric.link_at(F.parse_endpoint(att, target)).id}, set()
-    if kind is FaultKind.BLACKHOLE and ":" in target:
-        ep = F.parse_endpoint(att, target)
-        if not fabric.node(ep.node).is_switch:
-            raise UsageError(f"{ep.node} is a host; blackhole a switch")
-        return {fabric.link_at(ep).id}, set()
-    if kind in NODE_WHOLE or kind is FaultKind.BLACKHOLE:
-        node = require_node(fabric, target)
-        if not node.is_switch:
-            raise UsageError(f"{target} is a host, not a switch")
-        return {lk.id for lk in fabric.links_of(target)}, {target}
-    if kind is FaultKind.NIC_DOWN:
-        host, _, plane = target.partition(":")
-        node = require_node(fabric, host)
-        links = {lk.id for lk in fabric.links_of(host) if plane.isdigit()
-                 and lk.plane == int(plane)}
-        if node.is_switch or not links:
-            raise UsageError("name a NIC port as HOST:PLANE, e.g. r0h0:1")
-        return links, set()
-    if kind is FaultKind.PLANE_DOWN:
-        links = {lk.id for lk in fabric.links if target.isdigit() and lk.plane == int(target)}
-        if not links:
-            raise UsageError(f"no plane {target!r}")
-        return links, set()
-    raise UsageError(f"{kind} cannot be put on a timeline")
+def _draw(form: str, fabric: Fabric, pairs: list[tuple[str, str]], rng: random.Random) -> str:
+    """A `random: FORM` target, among what the traffic between `pairs` crosses."""
+    return draw_random(form, fabric, Scope.of(fabric, pairs), rng)
 
 
 # -- 3. the timeline -----------------------------------------------------------------
@@ -161,33 +106,12 @@ class _Action:
 
 
 def _actions(planned: list[Planned]) -> list[_Action]:
-    out = []
-    for p in planned:
-        s = p.step
-        if s.fault is FaultKind.LINK_FLAP:
-            for k in range(s.count):
-                out.append(_Action(s.at_ns + k * s.period_ns, p))
-                out.append(_Action(s.at_ns + k * s.period_ns + s.period_ns // 2, p, up=True))
-        else:
-            out.append(_Action(s.at_ns, p))
-            if s.for_ns is not None and s.fault is not FaultKind.SWITCH_REBOOT:
-                out.append(_Action(s.at_ns + s.for_ns, p, up=True))
+    out = [_Action(at_ns, p, up) for p in planned for at_ns, up in p.step.kind.actions(p.step)]
     return sorted(out, key=lambda a: (a.at_ns, not a.up))
 
 
 def _apply(att: Attached, p: Planned) -> F.Fault:
-    s, t = p.step, p.target
-    kind = s.fault
-    if kind in (FaultKind.LINK_DOWN, FaultKind.LINK_FLAP):
-        return F.link_down(att, t)
-    if kind is FaultKind.LINK_LOSS:
-        return F.link_loss(att, t, s.percent)
-    if kind is FaultKind.LINK_RATE:
-        return F.link_rate(att, t, s.rate)
-    return {FaultKind.SWITCH_DOWN: F.switch_down, FaultKind.NIC_DOWN: F.nic_down,
-            FaultKind.PLANE_DOWN: F.plane_down, FaultKind.BLACKHOLE: F.blackhole,
-            FaultKind.SID_LOSS: F.sid_loss, FaultKind.ROUTE_CORRUPT: F.route_corrupt,
-            FaultKind.SWITCH_REBOOT: F.switch_reboot}[kind](att, t)
+    return p.step.kind.on_timeline(att, p.target, dict(p.step.params))
 
 
 class Timeline(threading.Thread):
@@ -254,12 +178,14 @@ class Timeline(threading.Thread):
             # figures count from just before the kernel change began (the fault's
             # changed_ns), applied_us says how long the change itself took.
             fault, began, now, uncertainty = self.clock.change(lambda: _apply(self.att, p))
-            if p.step.fault is not FaultKind.SWITCH_REBOOT:  # a reboot is over when it returns
+            kind = p.step.kind
+            if kind.lasting:  # else over when it returns (a reboot)
                 self.held[key] = fault
             self.applied.append(M.AppliedFault(
-                p.step.fault.value, p.target, began, p.links, p.nodes,
-                reverted_ns=now if p.step.fault is FaultKind.SWITCH_REBOOT else None,
-                step=p.step.where, applied_ns=now, uncertainty_ns=uncertainty))
+                str(p.step.fault), p.target, began, p.links, p.nodes,
+                reverted_ns=None if kind.lasting else now,
+                step=p.step.where, applied_ns=now, uncertainty_ns=uncertainty,
+                named_by_links=kind.named_by_links))
             self.log("apply", p, began)
 
     def revert_all(self) -> list[str]:

@@ -40,11 +40,26 @@ def mission(lab: str) -> str:
 STYLE = {"right": "green", "partial": "yellow", "wrong": "red", "gave up": "red"}
 
 
+class Levels(click.Choice):
+    """The blind-drill levels as the fault kinds registered now say (B.LEVELS)."""
+
+    def __init__(self) -> None:
+        super().__init__([])
+
+    @property
+    def choices(self):
+        return tuple(B.LEVELS)
+
+    @choices.setter
+    def choices(self, value) -> None:
+        pass  # always the registry's
+
+
 @drill.command("blind")
 @click.option("--lab", default=None)
 @click.option("--seed", type=int, default=None,
               help="Draw the fault with this seed (default: a random one, shown at the end).")
-@click.option("--level", type=click.Choice(list(B.LEVELS)), default="easy", show_default=True,
+@click.option("--level", type=Levels(), default="easy", show_default=True,
               help="easy: the fault shows in port state (link-down, nic-down, switch-down); "
                    "hard: it is silent (blackhole, sid-loss, route-corrupt, link-loss, "
                    "link-rate).")

@@ -1,8 +1,10 @@
-"""Faults: twin fault link-down | link-loss | link-up | switch-down | nic-down |
-plane-down | list | clear."""
+"""Faults: twin fault KIND TARGET ... (one command per fault kind, as the kinds in
+twin.faults.kinds say: a kind registered later has its command too) | link-up | list
+| log | clear."""
 
 from __future__ import annotations
 
+import inspect
 import time
 
 import click
@@ -11,38 +13,59 @@ from twin import faults as F
 from twin import lab as L
 from twin.chaos import blind as B
 from twin.cli.base import emit_json, err, main, out, sigterm_as_interrupt
+from twin.faults.kinds import FaultType
+from twin.faults.registry import KINDS
 
 # -- faults -------------------------------------------------------------------
 
 
-@main.group()
+class FaultGroup(click.Group):
+    """`twin fault`'s own commands, and one per registered fault kind, built when asked."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *map(str, KINDS)})
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        command = super().get_command(ctx, name)
+        if command is None and name in KINDS:
+            return kind_command(KINDS[name])
+        return command
+
+
+def kind_command(kind: FaultType) -> click.Command:
+    """`twin fault KIND TARGET [ARGUMENTS] [OPTIONS] [--lab LAB]`, from the kind's params."""
+    params: list[click.Parameter] = [click.Argument(["target"], metavar=kind.target_metavar())]
+    for p in kind.params:
+        if p.argument:
+            params.append(click.Argument([p.name], type=p.cli_type, metavar=p.metavar))
+        elif p.flag:
+            params.append(click.Option([f"--{p.name}"], is_flag=True, help=p.help))
+        else:
+            params.append(click.Option([f"--{p.name}"], type=p.cli_type, default=p.default,
+                                       required=p.default is None, show_default=True,
+                                       metavar=p.metavar, help=p.help))
+    params.append(click.Option(["--lab"], default=None))
+
+    def run(target: str, lab: str | None, **values) -> None:
+        if kind.blocking:  # Ctrl-C and SIGTERM unwind it: the fault is reverted
+            sigterm_as_interrupt()
+        att = L.attach(lab)
+        fault = kind.start(att, target, values,
+                           progress=lambda i, n: err.print(f"{kind.step_word} {i}/{n}"))
+        out.print(kind.said(att, fault, values))
+
+    # a numeric argument may be negative (link-loss PERCENT -5): refused by the kind, not
+    # taken for an option
+    numeric = any(p.argument and p.cli_type in (int, float) for p in kind.params)
+    return click.Command(str(kind.name), callback=run, params=params,
+                         help=inspect.cleandoc(kind.help),
+                         context_settings={"ignore_unknown_options": True} if numeric else {})
+
+
+@main.group(cls=FaultGroup)
 def fault():
     """Inject and revert faults. Every fault is recorded before it is applied,
     so `twin fault clear` (or `twin down`) undoes it even after a crash."""
-
-
-@fault.command("link-down")
-@click.argument("endpoint")
-@click.option("--both", is_flag=True, help="Set both ends down (default: only this end; the "
-              "other end then loses carrier).")
-@click.option("--lab", default=None)
-def fault_link_down(endpoint, both, lab):
-    """Take a link down at NODE:IFNAME, e.g. t0-p0-r0:eth3."""
-    att = L.attach(lab)
-    f = F.link_down(att, endpoint, both)
-    out.print(f"link {f.link} down (set down: {', '.join(map(str, f.ends))})")
-
-
-@fault.command("link-loss", context_settings={"ignore_unknown_options": True})  # PERCENT -5
-@click.argument("endpoint")
-@click.argument("percent", type=float)
-@click.option("--lab", default=None)
-def fault_link_loss(endpoint, percent, lab):
-    """Drop PERCENT% of the packets on a link, both directions (nftables numgen
-    random at the switch end). Revert with `twin fault link-up NODE:IF`."""
-    att = L.attach(lab)
-    f = F.link_loss(att, endpoint, percent)
-    out.print(f"link {f.link}: {f.percent:g}% loss (nftables at {f.ends[0]})")
 
 
 @fault.command("link-up")
@@ -58,105 +81,6 @@ def fault_link_up(endpoint, force, lab):
     f = F.link_up(att, endpoint, force)
     link = att.fabric.link_at(F.parse_endpoint(att, endpoint))
     out.print(f"link {link.id} up" + ("" if f else " (no fault was recorded; healed)"))
-
-
-@fault.command("switch-down")
-@click.argument("node")
-@click.option("--lab", default=None)
-def fault_switch_down(node, lab):
-    """A dead switch: every link of NODE down at NODE (its peers lose carrier).
-    Revert with `twin fault clear NODE`."""
-    f = F.switch_down(L.attach(lab), node)
-    out.print(f"switch {node} down: {len(f.links)} links")
-
-
-@fault.command("nic-down")
-@click.argument("port", metavar="HOST:PLANE")
-@click.option("--lab", default=None)
-def fault_nic_down(port, lab):
-    """One NIC port of a host down, e.g. r0h0:2 (plane 2). Revert with
-    `twin fault clear HOST:PLANE`."""
-    f = F.nic_down(L.attach(lab), port)
-    out.print(f"NIC port {port} down ({', '.join(map(str, f.ends))})")
-
-
-@fault.command("plane-down")
-@click.argument("plane")
-@click.option("--lab", default=None)
-def fault_plane_down(plane, lab):
-    """Every link of plane PLANE down at its switches. Revert with
-    `twin fault clear PLANE`."""
-    f = F.plane_down(L.attach(lab), plane)
-    out.print(f"plane {plane} down: {len(f.links)} links")
-
-
-@fault.command("blackhole")
-@click.argument("target", metavar="NODE[:IF]")
-@click.option("--lab", default=None)
-def fault_blackhole(target, lab):
-    """A silent failure: NODE drops every packet it forwards (NODE:IF: out of IF).
-    Links and carrier stay up; no port state reveals it."""
-    F.blackhole(L.attach(lab), target)
-    out.print(f"blackhole {target}: forwarding dropped, links up")
-
-
-@fault.command("sid-loss")
-@click.argument("node")
-@click.option("--lab", default=None)
-def fault_sid_loss(node, lab):
-    """A misconfiguration: NODE's local SIDs (a switch's uN, a host's decap) are gone:
-    their seg6local routes, or their eBPF programs, as the lab's data plane holds them."""
-    att = L.attach(lab)
-    F.sid_loss(att, node)
-    what = "routes are" if att.dataplane.name == "seg6local" else "programs are"
-    out.print(f"sid-loss {node}: its local SID {what} removed ({att.dataplane.name})")
-
-
-@fault.command("route-corrupt")
-@click.argument("node")
-@click.option("--lab", default=None)
-def fault_route_corrupt(node, lab):
-    """A misconfiguration: one of NODE's static routes points out of the wrong port."""
-    f = F.route_corrupt(L.attach(lab), node)
-    out.print(f"route-corrupt {node}: {f.detail}")
-
-
-@fault.command("link-rate")
-@click.argument("endpoint")
-@click.argument("rate")
-@click.option("--lab", default=None)
-def fault_link_rate(endpoint, rate, lab):
-    """A degraded link: shape it to RATE (e.g. 100mbit) at its switch end (tbf)."""
-    f = F.link_rate(L.attach(lab), endpoint, rate)
-    out.print(f"link {f.link} shaped to {int(f.detail):,} bit/s at {f.ends[0]}")
-
-
-@fault.command("link-flap")
-@click.argument("endpoint")
-@click.option("--count", default=3, show_default=True, help="Flaps: down, then up again.")
-@click.option("--period", default=1.0, show_default=True, metavar="SECONDS",
-              help="One flap: down for half of it, up for the other half.")
-@click.option("--both", is_flag=True, help="Set both ends down (default: this end).")
-@click.option("--lab", default=None)
-def fault_link_flap(endpoint, count, period, both, lab):
-    """Flap a link: down and up COUNT times, PERIOD apart. Runs until done;
-    Ctrl-C or SIGTERM bring the link back up, and after a crash `twin fault
-    clear` does."""
-    sigterm_as_interrupt()
-    att = L.attach(lab)
-    f = F.link_flap(att, endpoint, count, period, both,
-                    on_step=lambda i, n: err.print(f"flap {i}/{n}"))
-    out.print(f"link {f.link} flapped {count} times, {period:g}s apart; it is up")
-
-
-@fault.command("switch-reboot")
-@click.argument("node")
-@click.option("--lab", default=None)
-def fault_switch_reboot(node, lab):
-    """Reboot NODE as a fault on the timeline (`twin fault log`): it comes back
-    re-wired and re-programmed, with the faults on its links applied again."""
-    F.switch_reboot(L.attach(lab), node)
-    out.print(f"{node} rebooted")
 
 
 @fault.command("log")

@@ -1,0 +1,276 @@
+"""Fault targets: what a fault is put on, parsed once from the text a person types
+(or a drill file gives) into a typed value, checked against the lab's fabric.
+
+    LinkEnd      NODE:IF      one end of a link, e.g. t0-p0-r0:eth3
+    NodeTarget   NODE         a node, e.g. t1-p0-0
+    NicPort      HOST:PLANE   one NIC port of a host, e.g. r0h0:2
+    PlaneTarget  P            a plane, e.g. 2
+
+Each prints as its canonical text (`str`), covers some links (`links`), and is drawn at
+random two ways: `draw` over the whole fabric (a blind drill), and by the forms of a
+drill file's `random:` target (RANDOM), among what the drill's traffic crosses. A
+fault kind names the target types it takes (twin.faults.kinds); `parse_target` picks
+the first whose syntax the text has.
+"""
+
+from __future__ import annotations
+
+import random
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import ClassVar
+
+from twin.errors import UsageError
+from twin.fabric.model import Endpoint, Fabric, Link, Tier
+from twin.lab import Attached, require_node
+
+
+@dataclass(frozen=True)
+class Scope:
+    """What a drill's traffic crosses: a random target is drawn among it."""
+
+    hosts: tuple[str, ...]
+    racks: tuple[int, ...]
+    planes: tuple[int, ...]
+
+    @classmethod
+    def of(cls, fabric: Fabric, pairs: list[tuple[str, str]]) -> Scope:
+        hosts = sorted({h for pair in pairs for h in pair})
+        return cls(tuple(hosts), tuple(sorted({fabric.node(h).rack for h in hosts})),
+                   tuple(fabric.nic_planes))
+
+
+Candidates = Callable[[Fabric, Scope], list[str]]
+
+
+class Target(ABC):
+    form: ClassVar[str]  # how one is written, for hints
+    metavar: ClassVar[str]  # its argument on the command line
+    random: ClassVar[dict[str, Candidates]] = {}  # a drill's random form -> what it draws from
+
+    @classmethod
+    @abstractmethod
+    def fits(cls, text: str) -> bool:
+        """The text has this target's syntax (among several a kind takes)."""
+
+    @classmethod
+    @abstractmethod
+    def parse(cls, fabric: Fabric, text: str) -> Target:
+        """The target `text` names; a UsageError naming it and a hint if there is none."""
+
+    @abstractmethod
+    def links(self, fabric: Fabric) -> list[Link]:
+        """The links it covers."""
+
+    @classmethod
+    @abstractmethod
+    def draw(cls, fabric: Fabric, rng: random.Random) -> str:
+        """One at random over the whole fabric (a blind drill's draw)."""
+
+
+def parse_target(fabric: Fabric, text: str, types: tuple[type[Target], ...]) -> Target:
+    """`text` as the first of `types` whose syntax it has (else as the first type, whose
+    error then says how to write one)."""
+    kind = next((t for t in types if t.fits(text)), types[0])
+    return kind.parse(fabric, text)
+
+
+def _switch_names(fabric: Fabric) -> list[str]:
+    return sorted(n.name for n in fabric.switches)
+
+
+def _fabric_links(fabric: Fabric) -> list[Link]:
+    return sorted((lk for lk in fabric.links if lk.kind == "fabric"), key=lambda lk: lk.id)
+
+
+@dataclass(frozen=True)
+class LinkEnd(Target):
+    node: str
+    ifname: str
+
+    form = "NODE:IF, e.g. t0-p0-r0:eth3"
+    metavar = "ENDPOINT"
+    random = {
+        "t0-t1-link": lambda fabric, s: [
+            str(lk.a) for lk in fabric.links if lk.kind == "fabric"
+            and fabric.node(lk.a.node).rack in s.racks and lk.plane in s.planes],
+        "host-link": lambda fabric, s: [  # the T0's end
+            str(lk.b) for lk in fabric.links if lk.kind == "host" and lk.a.node in s.hosts],
+    }
+
+    def __str__(self) -> str:
+        return f"{self.node}:{self.ifname}"
+
+    @property
+    def end(self) -> Endpoint:
+        return Endpoint(self.node, self.ifname)
+
+    @classmethod
+    def fits(cls, text: str) -> bool:
+        return ":" in text
+
+    @classmethod
+    def parse(cls, fabric: Fabric, text: str) -> LinkEnd:
+        ep = parse_end(text)
+        require_node(fabric, ep.node)
+        try:
+            fabric.link_at(ep)
+        except KeyError:
+            names = ", ".join(sorted({lk.end(ep.node).ifname for lk in fabric.links_of(ep.node)},
+                                     key=lambda n: int(n.removeprefix("eth"))))
+            raise UsageError(f"{ep.node} has no link on {ep.ifname}; "
+                             f"its links are on {names}") from None
+        return cls(ep.node, ep.ifname)
+
+    def link(self, fabric: Fabric) -> Link:
+        return fabric.link_at(self.end)
+
+    def links(self, fabric: Fabric) -> list[Link]:
+        return [self.link(fabric)]
+
+    def switch_end(self, fabric: Fabric) -> Endpoint:
+        """Its link's end on a switch (where a fault that drops or shapes traffic lives)."""
+        return self.end if fabric.node(self.node).is_switch else self.link(fabric).peer(self.node)
+
+    @classmethod
+    def draw(cls, fabric: Fabric, rng: random.Random) -> str:
+        link = rng.choice(_fabric_links(fabric))
+        return str(rng.choice((link.a, link.b)))
+
+
+@dataclass(frozen=True)
+class NodeTarget(Target):
+    name: str
+
+    form = "NODE, e.g. t1-p0-0"
+    metavar = "NODE"
+    random = {
+        "t1": lambda fabric, s: [n.name for n in fabric.nodes
+                                 if n.tier is Tier.T1 and n.plane in s.planes],
+        "t0": lambda fabric, s: [n.name for n in fabric.nodes if n.tier is Tier.T0
+                                 and n.rack in s.racks and n.plane in s.planes],
+    }
+
+    def __str__(self) -> str:
+        return self.name
+
+    @classmethod
+    def fits(cls, text: str) -> bool:
+        return ":" not in text
+
+    @classmethod
+    def parse(cls, fabric: Fabric, text: str) -> NodeTarget:
+        require_node(fabric, text)
+        return cls(text)
+
+    def is_switch(self, fabric: Fabric) -> bool:
+        return fabric.node(self.name).is_switch
+
+    def links(self, fabric: Fabric) -> list[Link]:
+        return fabric.links_of(self.name)
+
+    @classmethod
+    def draw(cls, fabric: Fabric, rng: random.Random) -> str:
+        return rng.choice(_switch_names(fabric))
+
+
+@dataclass(frozen=True)
+class NicPort(Target):
+    host: str
+    plane: int
+
+    form = "HOST:PLANE, e.g. r0h0:1"
+    metavar = "HOST:PLANE"
+    random = {"nic-port": lambda fabric, s: [f"{h}:{p}" for h in s.hosts for p in s.planes]}
+
+    def __str__(self) -> str:
+        return f"{self.host}:{self.plane}"
+
+    @classmethod
+    def fits(cls, text: str) -> bool:
+        return text.partition(":")[2].isdigit()
+
+    @classmethod
+    def parse(cls, fabric: Fabric, text: str) -> NicPort:
+        host, sep, plane_text = text.partition(":")
+        planes = list(fabric.nic_planes)
+        if not sep or not plane_text.isdigit():
+            raise UsageError(f"{text!r}: name a NIC port as HOST:PLANE, e.g. r0h0:{planes[-1]}")
+        if require_node(fabric, host).is_switch:
+            raise UsageError(f"{host} is a switch, not a host; a dead switch: "
+                             f"`twin fault switch-down {host}`")
+        port = cls(host, int(plane_text))
+        if not port.links(fabric):
+            raise UsageError(f"{host} has no NIC port on plane {port.plane}; its planes: "
+                             f"{', '.join(map(str, planes))}")
+        return port
+
+    def links(self, fabric: Fabric) -> list[Link]:
+        return [lk for lk in fabric.links_of(self.host) if lk.plane == self.plane]
+
+    @classmethod
+    def draw(cls, fabric: Fabric, rng: random.Random) -> str:
+        host = rng.choice(sorted(h.name for h in fabric.hosts))
+        return f"{host}:{rng.choice(list(fabric.nic_planes))}"
+
+
+@dataclass(frozen=True)
+class PlaneTarget(Target):
+    plane: int
+
+    form = "a plane number, e.g. 2"
+    metavar = "PLANE"
+    random = {"plane": lambda fabric, s: [str(p) for p in s.planes]}
+
+    def __str__(self) -> str:
+        return str(self.plane)
+
+    @classmethod
+    def fits(cls, text: str) -> bool:
+        return text.isdigit()
+
+    @classmethod
+    def parse(cls, fabric: Fabric, text: str) -> PlaneTarget:
+        planes = sorted({lk.plane for lk in fabric.links})
+        if not text.isdigit() or int(text) not in planes:
+            raise UsageError(f"no plane {text!r} in lab {fabric.name}; its planes: "
+                             f"{', '.join(map(str, planes))}")
+        return cls(int(text))
+
+    def links(self, fabric: Fabric) -> list[Link]:
+        return [lk for lk in fabric.links if lk.plane == self.plane]
+
+    @classmethod
+    def draw(cls, fabric: Fabric, rng: random.Random) -> str:
+        return str(rng.choice(list(fabric.nic_planes)))
+
+
+TARGETS: tuple[type[Target], ...] = (LinkEnd, NodeTarget, NicPort, PlaneTarget)
+
+
+def random_forms() -> dict[str, type[Target]]:
+    """A drill's random target forms, each with the target type it draws."""
+    return {form: t for t in TARGETS for form in t.random}
+
+
+def draw_random(form: str, fabric: Fabric, scope: Scope, rng: random.Random) -> str:
+    """A drill's `random: FORM` target, drawn with `rng` among what the traffic crosses."""
+    forms = random_forms()
+    if form not in forms:
+        raise UsageError(f"unknown random target {form!r}")
+    choices = forms[form].random[form](fabric, scope)
+    return choices[rng.randrange(len(choices))]
+
+
+def parse_end(text: str) -> Endpoint:
+    """`NODE:IFNAME` -> Endpoint (syntax only; `parse_endpoint` checks it is a link end)."""
+    node, sep, ifname = text.partition(":")
+    if not sep or not node or not ifname:
+        raise UsageError(f"{text!r}: name a link end as NODE:IFNAME, e.g. t0-p0-r0:eth3")
+    return Endpoint(node, ifname)
+
+
+def parse_endpoint(lab: Attached, text: str) -> Endpoint:
+    """A link end of the running lab, from what a person typed."""
+    return LinkEnd.parse(lab.fabric, text).end
