@@ -27,6 +27,15 @@ def twin(*argv: str, ok: bool | None = None, env: dict | None = None,
     return proc
 
 
+def cli(*argv: str):
+    """The CLI in this process (click's CliRunner): its Result (exit_code, output)."""
+    from click.testing import CliRunner
+
+    from twin.cli import main
+
+    return CliRunner().invoke(main, list(argv))
+
+
 def poll(what, within_s: float, every_s: float = 0.1):
     """What `what()` gives the first time it is truthy within `within_s` seconds, or what
     it gives once the time is up (falsy): the caller asserts, saying what it waited for."""

@@ -6,12 +6,10 @@ import json
 import time
 
 import pytest
-from click.testing import CliRunner
 
+from tests.helpers import cli as twin
 from twin import faults as F
-from twin import lab as L
 from twin.chaos import blind as B
-from twin.cli import main
 from twin.errors import UsageError
 from twin.faults import FaultKind
 from twin.runtime import fake
@@ -25,17 +23,7 @@ DRAWN = {  # on mrc-4p, seeds 0 to 3
 }
 
 
-@pytest.fixture(autouse=True)
-def clean_world():
-    fake.FakeRuntime.reset()
-    yield
-    fake.FakeRuntime.reset()
-
-
-@pytest.fixture
-def att():
-    L.up("mrc-4p", "fake")
-    return L.attach("mrc-4p")
+pytestmark = pytest.mark.usefixtures("clean_world")
 
 
 @pytest.fixture
@@ -49,10 +37,6 @@ def no_traffic(monkeypatch):
 
 def all_up():
     return all(i.up for n in fake.WORLD["mrc-4p"].values() for i in n.interfaces.values())
-
-
-def twin(*args):
-    return CliRunner().invoke(main, list(args))
 
 
 # -- the draw ------------------------------------------------------------------------------

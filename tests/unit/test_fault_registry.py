@@ -8,15 +8,13 @@ import random
 import time
 
 import pytest
-from click.testing import CliRunner
 
+from tests.helpers import cli as twin
 from twin import faults as F
-from twin import lab as L
 from twin import lifecycle
 from twin.chaos import blind as B
 from twin.chaos import drill as D
 from twin.chaos import runner as R
-from twin.cli import main
 from twin.errors import LabError, SpecError, UsageError
 from twin.fabric.model import Endpoint
 from twin.faults.kinds import BadParam, FaultType, Param
@@ -78,11 +76,7 @@ class ToyMark(FaultType):
         return f"{fault.target} marked {fault.detail}"
 
 
-@pytest.fixture(autouse=True)
-def clean_world():
-    fake.FakeRuntime.reset()
-    yield
-    fake.FakeRuntime.reset()
+pytestmark = pytest.mark.usefixtures("clean_world")
 
 
 @pytest.fixture
@@ -92,18 +86,8 @@ def toy():
     unregister(TOY)
 
 
-@pytest.fixture
-def att():
-    L.up("mrc-4p", "fake")
-    return L.attach("mrc-4p")
-
-
 def marks(node):
     return fake.WORLD["mrc-4p"][node].nft.get(TABLE, [])
-
-
-def twin(*args):
-    return CliRunner().invoke(main, list(args))
 
 
 # -- the record ----------------------------------------------------------------------------

@@ -11,18 +11,7 @@ from twin.cli import main
 from twin.errors import UsageError
 from twin.runtime import fake
 
-
-@pytest.fixture(autouse=True)
-def clean_world():
-    fake.FakeRuntime.reset()
-    yield
-    fake.FakeRuntime.reset()
-
-
-@pytest.fixture
-def att():
-    L.up("mrc-4p", "fake")
-    return L.attach("mrc-4p")
+pytestmark = pytest.mark.usefixtures("clean_world")
 
 
 def admin(node, ifname):

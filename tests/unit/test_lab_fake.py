@@ -176,12 +176,6 @@ def test_the_kernel_model_refuses_what_it_does_not_know():
 # -- faults ----------------------------------------------------------------------------
 
 
-@pytest.fixture
-def att():
-    L.up("mrc-4p", "fake")
-    return L.attach("mrc-4p")
-
-
 def test_link_down_is_recorded_before_it_is_applied(att, monkeypatch):
     recorded = []
 
