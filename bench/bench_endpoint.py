@@ -59,7 +59,7 @@ from twin.errors import CommandFailed, LabError
 from twin.fabric import paths as P
 from twin.fabric.plan import nic_address
 from twin.mrc import wire
-from twin.mrc.endpoint import load_datapath
+from twin.mrc.loop import load_datapath
 from twin.runtime.netns import list_netns, pids_in
 from twin.state import known_labs
 

@@ -458,7 +458,7 @@ def test_both_data_paths_move_the_same_bytes_and_talk_to_each_other(lab4, monkey
 
 
 def test_an_endpoint_asked_for_a_data_path_it_cannot_have_says_so():
-    from twin.mrc.endpoint import load_datapath
+    from twin.mrc.loop import load_datapath
 
     with pytest.raises(Exception, match="MRC_TWIN_DATAPATH='fast'"):
         load_datapath("fast")
