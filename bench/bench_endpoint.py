@@ -386,7 +386,7 @@ def transfer(att, pids: dict, mode: str, size: int, fault: bool = False) -> dict
                     elapsed_s=marks[-1][0])
         for host, qpn in ((SRC, flows[0].send_qpn), (DST, flows[0].recv_qpn)):
             with endpoints.client(att.runtime, host) as c:
-                c.call("close", qpn=qpn)
+                c.close_qp(qpn)
     finally:
         if fault:
             F.clear(att)

@@ -5,9 +5,9 @@ import socket
 
 import pytest
 
+from twin.mrc import control as C
 from twin.mrc import fuzz as F
 from twin.mrc import loop as L
-from twin.mrc import server as S
 from twin.mrc import wire
 from twin.mrc.buffer import GUARD_BYTES, GuardedBuffer
 from twin.mrc.counters import ENDPOINT_DROPS
@@ -160,18 +160,18 @@ def test_a_sender_ignores_acks_and_naks_for_psns_never_sent():
 @pytest.mark.parametrize("value", [-1, "abc", 1e30, 1.5, True, None, [1], 1 << 70])
 def test_a_size_argument_is_an_integer_in_range(value):
     with pytest.raises(ValueError):
-        S._int_arg({"size": value}, "size", 1, S._buffer_limit())
+        C.int_arg({"size": value}, "size", 1, C.buffer_limit())
 
 
 def test_argument_defaults_and_limits():
-    assert S._int_arg({}, "offset", 0, 10, default=0) == 0
+    assert C.int_arg({}, "offset", 0, 10, default=0) == 0
     with pytest.raises(ValueError, match="missing"):
-        S._int_arg({}, "size", 1, 10)
-    assert 0 < S._buffer_limit() <= S.MAX_BUFFER
+        C.int_arg({}, "size", 1, 10)
+    assert 0 < C.buffer_limit() <= C.MAX_BUFFER
     with pytest.raises(ValueError):
-        S._num_arg({"target_ns": float("nan")}, "target_ns", 1, 10)
+        C.num_arg({"target_ns": float("nan")}, "target_ns", 1, 10)
     with pytest.raises(ValueError):
-        S._seed_arg({"seed": {"a": 1}})
+        C.seed_arg({"seed": {"a": 1}})
 
 
 def _resident_pages() -> int:

@@ -185,8 +185,8 @@ def stats(host, lab, prometheus, show_events, qpn, kinds, show_dataplane, as_jso
     if show_events:
         def event_logs(c) -> list[dict]:
             return [{"qpn": q.qpn, "peer": q.peer, "mode": q.mode,
-                     **c.call("events", qpn=q.qpn)}
-                    for q in EndpointStats.from_dict(c.call("stats")).send_qps
+                     **c.events(qpn=q.qpn)}
+                    for q in EndpointStats.from_dict(c.stats()).send_qps
                     if qpn is None or q.qpn == qpn]
         logs, gone = _each_endpoint(att, hosts, host is not None, event_logs)
         if qpn is not None and not gone and not any(logs.values()):
@@ -197,11 +197,11 @@ def stats(host, lab, prometheus, show_events, qpn, kinds, show_dataplane, as_jso
         return
     if prometheus:
         texts, gone = _each_endpoint(att, hosts, host is not None,
-                                     lambda c: c.call("metrics")["text"])
+                                     lambda c: c.metrics()["text"])
         click.echo("".join(texts.values()), nl=False)
         _exit_naming(gone)
         return
-    replies, gone = _each_endpoint(att, hosts, host is not None, lambda c: c.call("stats"))
+    replies, gone = _each_endpoint(att, hosts, host is not None, lambda c: c.stats())
     data = {h: EndpointStats.from_dict(r) for h, r in replies.items()}
     if as_json:
         # The control reply's "id" has always led each host's object here: kept, so the

@@ -7,26 +7,13 @@ Three parts, one thread:
     loop      twin.mrc.loop      the packet loop: the host's sockets, its QPs, the data
                                  path (send, receive, ACKs, timers, probes, port state)
     server    twin.mrc.server    the control server: a unix socket, newline-delimited
-                                 JSON, one reply per request, in the loop's selector
+                                 JSON, one reply per request, in the loop's selector;
+                                 requests checked and dispatched by twin.mrc.control.OPS
     counters  twin.mrc.counters  what the loop counts, read out as twin.mrc.stats records
                                  and Prometheus text
 
-Control requests:
-
-    hello                          who am I: host, NIC, planes
-    recv_qp   {size, seed}         register a receive buffer: {qpn, rkey}
-    send_qp   {peer, peer_qpn, rkey, size, mode, evs, seed}   a sending QP: {qpn}
-    connect   {qpn, peer, peer_qpn}   tell a receiving QP its sender (ACKs go there)
-    deny      {qpn, evs}           put EVs on the QP's denylist
-    write     {qpn, size, offset, imm}   post an RDMA WRITE (WRITE_IMM with imm)
-    wait      {qpn}                reply when the QP is idle or failed
-    digest    {qpn, size, offset}  sha256 of a QP's buffer (source or destination)
-    guards                         whether every buffer's guard bytes are intact
-    events    {qpn}                a sending QP's event log (CLOCK_MONOTONIC ns and us)
-                                   and its acked bytes per 1 ms bin and plane
-    stats                          every QP's counters, as JSON (schema: twin.mrc.stats)
-    metrics                        the same in Prometheus text format
-    close     {qpn}
+The control protocol's ops, their arguments and replies are one table,
+twin.mrc.control.OPS; twin.mrc.control.EndpointClient is its client.
 
 Imports only the standard library, PyYAML and twin's pure modules, so it runs with
 the bind-mounted code inside a host container (`python3 -m twin.mrc.endpoint`).

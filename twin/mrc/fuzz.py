@@ -336,13 +336,13 @@ def run(att, host: str, peer: str, seed=DEFAULT_SEED, budget_s: float = 3.0,
 
     nic = str(att.plan.nic_address(host))
     with endpoints.client(att.runtime, host) as c, endpoints.client(att.runtime, peer) as pc:
-        r = c.call("recv_qp", size=2048, seed=seed)
-        idle_at_peer = pc.call("send_qp", peer=host, peer_qpn=r["qpn"], rkey=r["rkey"],
+        r = c.recv_qp(size=2048, seed=seed)
+        idle_at_peer = pc.send_qp(peer=host, peer_qpn=r["qpn"], rkey=r["rkey"],
                                size=4096, seed=seed)
-        c.call("connect", qpn=r["qpn"], peer=peer, peer_qpn=idle_at_peer["qpn"])
-        rx = pc.call("recv_qp", size=4096)
-        s = c.call("send_qp", peer=peer, peer_qpn=rx["qpn"], rkey=rx["rkey"], size=4096)
-        before = c.call("stats")
+        c.connect(qpn=r["qpn"], peer=peer, peer_qpn=idle_at_peer["qpn"])
+        rx = pc.recv_qp(size=4096)
+        s = c.send_qp(peer=peer, peer_qpn=rx["qpn"], rkey=rx["rkey"], size=4096)
+        before = c.stats()
         known = {q["qpn"] for q in before["send_qps"] + before["recv_qps"]}
         cum = next(q["cum"] for q in before["recv_qps"] if q["qpn"] == r["qpn"])
         target = Target(nic, nic, r["qpn"], r["rkey"], 2048, s["qpn"], frozenset(known), cum)
@@ -355,16 +355,16 @@ def run(att, host: str, peer: str, seed=DEFAULT_SEED, budget_s: float = 3.0,
         want = expected(sent)
         deadline = time.monotonic() + settle_s
         while True:
-            after = c.call("stats")
+            after = c.stats()
             got = {k: after["drops"][k] - before["drops"][k] for k in after["drops"]}
             if all(got[k] >= n for k, n in want.items() if k != ACCEPTED) \
                     or time.monotonic() >= deadline:
                 break
             time.sleep(0.05)
-        guards = c.call("guards")
+        guards = c.guards()
         for client, qpn in ((c, r["qpn"]), (c, s["qpn"]), (pc, idle_at_peer["qpn"]),
                             (pc, rx["qpn"])):
-            client.call("close", qpn=qpn)
+            client.close_qp(qpn)
     return {"seed": seed, "planned": len(packets), "sent": len(sent),
             "sent_by_kind": dict(sent_by_kind(sent)), "expected": dict(want),
             "counted": got, "guards": guards}

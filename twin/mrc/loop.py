@@ -142,6 +142,11 @@ class RecvQp:
     last_data_ns: int = 0
     bad_rkey: int = 0
 
+    @property
+    def buffer(self) -> memoryview:
+        """The registered bytes: where the peer's writes land."""
+        return self.buf
+
 
 @dataclass
 class SendQp:
@@ -163,6 +168,11 @@ class SendQp:
     send_errors: int = 0
     probes: dict[int, int] = field(default_factory=dict)  # retired EV -> probe sent ns
     probes_sent: int = 0
+
+    @property
+    def buffer(self) -> memoryview:
+        """The registered bytes: the source of its writes."""
+        return self.src
 
     @property
     def cache_max(self) -> int:

@@ -1,35 +1,36 @@
 """The MRC endpoint's control server: a unix socket beside the packet loop.
 
 Newline-delimited JSON, one request per line, one reply per request (`wait` replies
-when its write completes). The socket is mode 0600: it registers memory and writes
-into it. Connections share the packet loop's thread and selector, so nothing here
-blocks: replies are queued and written as the client reads. A request is refused
-with an error reply when it is not a JSON object, names an unknown op or has an
-argument of the wrong type or range (sizes are capped by the memory there is); a
-line longer than MAX_LINE closes the connection, and a client that stops reading
-only loses its own connection (at MAX_PENDING bytes), never stalls the data path.
+when its write completes). Each request is checked against its op in the protocol's
+table (twin.mrc.control.OPS) and handed, as checked arguments, to the server's
+`op_<name>` method; every op of the table has one, and no other.
+
+The socket is mode 0600: it registers memory and writes into it. Connections share
+the packet loop's thread and selector, so nothing here blocks: replies are queued
+and written as the client reads. A request is refused with an error reply when it
+is not a JSON object, names an unknown op or has an argument of the wrong type or
+range (sizes are capped by the memory there is); a line longer than MAX_LINE closes
+the connection, and a client that stops reading only loses its own connection (at
+MAX_PENDING bytes), never stalls the data path.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
-import math
 import os
 import selectors
 import socket
 from pathlib import Path
 
 from twin import unixsock
-from twin.mrc import counters, wire
-from twin.mrc.loop import PacketLoop, RecvQp, SendQp, now_ns
-from twin.mrc.transport import EVENT_KINDS, MODES
+from twin.mrc import control, counters
+from twin.mrc.loop import PacketLoop, SendQp, now_ns
+from twin.mrc.transport import EVENT_KINDS
 
 MAX_LINE = 1 << 20  # control request bytes without a newline before the client is cut off
 MAX_PENDING = 64 << 20  # reply bytes a client may leave unread before it is cut off
 MAX_CLIENTS = 256  # control connections at once; more are accepted and closed
-MAX_BUFFER = 1 << 34  # a registered buffer's ceiling, whatever the memory (16 GiB)
-MAX_EVS = 4096
 
 
 class ControlServer:
@@ -153,160 +154,69 @@ class ControlServer:
                 qp.waiters = [w for w in qp.waiters if w[0] is not conn]
 
     def _handle(self, conn: dict, req: dict) -> dict | None:
+        """A request's reply, from the handler of its op (`op_<name>`), its arguments
+        checked against the op's table entry first; None for a reply that comes later."""
+        op = control.op_of(req)
+        return getattr(self, f"op_{op.name}")(control.parse(op, req, self.loop),
+                                               (conn, req.get("id")))
+
+    # -- one handler per op (control.OPS): its checked arguments, who asked ----------------
+
+    def op_hello(self, a: dict, asker) -> dict:
         loop = self.loop
-        op = req.get("op")
-        if op == "hello":
-            return {"host": loop.host, "nic": loop.nic, "planes": sorted(loop.ports),
-                    "ports": loop.port_bitmap, "pid": os.getpid(), "datapath": loop.datapath,
-                    "icrc": loop.icrc, **loop.batching()}
-        if op == "recv_qp":
-            size = _int_arg(req, "size", 1, _buffer_limit())
-            seed = _seed_arg(req)
-            qp = loop.open_recv_qp(size, seed)
-            return {"qpn": qp.qpn, "rkey": qp.rkey}
-        if op == "send_qp":
-            return self._send_qp(req)
-        if op == "connect":  # tell a receiving QP which QP at which peer sends to it
-            qp = self._recv_qp_of(req)
-            peer_qpn = _int_arg(req, "peer_qpn", 0, wire.PSN_MASK)
-            peer = self._host_arg(req, "peer")
-            loop.connect(qp, peer, peer_qpn)
-            return {"qpn": qp.qpn}
-        if op == "write":
-            qp = self._send_qp_of(req)
-            size = _int_arg(req, "size", 1, len(qp.src))
-            offset = _int_arg(req, "offset", 0, len(qp.src) - size, default=0)
-            imm = req.get("imm")
-            if imm is not None:
-                imm = _int_arg(req, "imm", 0, 0xFFFFFFFF)
-            return {"msn": loop.write(qp, size, offset, imm)}
-        if op == "deny":  # denylist input (e.g. from a clustermapper): never use these EVs
-            qp = self._send_qp_of(req)
-            evs = req.get("evs")
-            if not isinstance(evs, list) or len(evs) > 1 << 16:
-                raise ValueError("evs must be a list of at most 65536 EVs")
-            values = [_int_arg({"ev": ev}, "ev", 0, 0xFFFFFFFF) for ev in evs]
-            qp.sender.deny(values, now_ns())
-            return {"denied": len(qp.sender.evs.denylist)}
-        if op == "wait":
-            qp = self._send_qp_of(req)
-            if qp.sender.idle or qp.sender.failed:
-                return counters.send_qp_stats(loop, qp).to_dict()
-            qp.waiters.append((conn, req.get("id")))
-            return None
-        if op == "digest":
-            qpn = _int_arg(req, "qpn", 0, 1 << 62)
-            buf = loop.send_qps[qpn].src if qpn in loop.send_qps else self._recv_qp_of(req).buf
-            off = _int_arg(req, "offset", 0, len(buf), default=0)
-            size = _int_arg(req, "size", 0, len(buf) - off, default=len(buf) - off)
-            return {"sha256": hashlib.sha256(buf[off:off + size]).hexdigest()}
-        if op == "guards":
-            return counters.guards(loop)
-        if op == "events":
-            sender = self._send_qp_of(req).sender
-            log = sender.log
-            return {"events": [e.to_dict() for e in log], "dropped": log.dropped,
-                    "total": log.total, "kinds": EVENT_KINDS,
-                    "acked_bins": sender.acked_bins.to_dict()}
-        if op == "stats":
-            return counters.endpoint_stats(loop).to_dict()
-        if op == "metrics":
-            return {"text": counters.metrics(loop)}
-        if op == "close":
-            qpn = _int_arg(req, "qpn", 0, 1 << 62)
-            loop.close(qpn)
-            return {"closed": qpn}
-        raise ValueError(f"unknown op {str(op)[:40]!r}")
+        return {"host": loop.host, "nic": loop.nic, "planes": sorted(loop.ports),
+                "ports": loop.port_bitmap, "pid": os.getpid(), "datapath": loop.datapath,
+                "icrc": loop.icrc, **loop.batching()}
 
-    def _send_qp_of(self, req: dict) -> SendQp:
-        qpn = _int_arg(req, "qpn", 0, 1 << 62)
-        try:
-            return self.loop.send_qps[qpn]
-        except KeyError:
-            raise ValueError(f"no sending QP {qpn}") from None
+    def op_recv_qp(self, a: dict, asker) -> dict:
+        qp = self.loop.open_recv_qp(a["size"], a["seed"])
+        return {"qpn": qp.qpn, "rkey": qp.rkey}
 
-    def _recv_qp_of(self, req: dict) -> RecvQp:
-        qpn = _int_arg(req, "qpn", 0, 1 << 62)
-        try:
-            return self.loop.recv_qps[qpn]
-        except KeyError:
-            raise ValueError(f"no receiving QP {qpn}") from None
+    def op_send_qp(self, a: dict, asker) -> dict:
+        tunables = {t.name: a[t.name] for t in control.TUNABLES if t.name in a}
+        qp = self.loop.open_send_qp(a["peer"], a["mode"], a["size"], a["peer_qpn"], a["rkey"],
+                                    a["evs"], a["seed"], tunables)
+        return {"qpn": qp.qpn, "planes": list(self.loop.fabric.nic_planes)}
 
-    def _host_arg(self, req: dict, key: str):
-        """A host of this fabric by name (a switch has no NIC to send to)."""
-        fabric = self.loop.fabric
-        name = req.get(key)
-        if not isinstance(name, str) or not fabric.has_node(name) \
-                or fabric.node(name) not in fabric.hosts:
-            raise ValueError(f"{key} must name a host of {fabric.name}, "
-                             f"not {str(name)[:40]!r}")
-        return fabric.node(name)
+    def op_connect(self, a: dict, asker) -> dict:
+        self.loop.connect(a["qpn"], a["peer"], a["peer_qpn"])
+        return {"qpn": a["qpn"].qpn}
 
-    def _send_qp(self, req: dict) -> dict:
-        peer = self._host_arg(req, "peer")
-        planes = list(self.loop.fabric.nic_planes)  # every NIC has ports on the same planes
-        mode = req.get("mode", "mrc")
-        if mode not in MODES:
-            raise ValueError(f"mode must be one of {', '.join(MODES)}")
-        size = _int_arg(req, "size", 1, _buffer_limit())
-        peer_qpn = _int_arg(req, "peer_qpn", 0, wire.PSN_MASK)
-        rkey = _int_arg(req, "rkey", 0, 0xFFFFFFFF)
-        n_evs = _int_arg(req, "evs", 1, MAX_EVS, default=128)
-        seed = _seed_arg(req)
-        tunables = {key: _num_arg(req, key, lo, hi)
-                    for key, (lo, hi) in _TUNABLES.items() if key in req}
-        qp = self.loop.open_send_qp(peer, mode, size, peer_qpn, rkey, n_evs, seed, tunables)
-        return {"qpn": qp.qpn, "planes": planes}
+    def op_deny(self, a: dict, asker) -> dict:
+        sender = a["qpn"].sender
+        sender.deny(a["evs"], now_ns())
+        return {"denied": len(sender.evs.denylist)}
 
+    def op_write(self, a: dict, asker) -> dict:
+        return {"msn": self.loop.write(a["qpn"], a["size"], a["offset"], a["imm"])}
 
-# A send_qp's transport tunables: the range each must lie in (a window of 0, or a target
-# delay of 0, would stall or divide by zero inside the datapath, long after the reply)
-_TUNABLES = {"init_window": (1, 1 << 16), "max_window": (1, 1 << 16),
-             "target_ns": (1, 60_000_000_000), "rto_min_ns": (1, 60_000_000_000),
-             "reorder_ns": (1, 60_000_000_000)}
+    def op_wait(self, a: dict, asker) -> dict | None:
+        qp = a["qpn"]
+        if qp.sender.idle or qp.sender.failed:
+            return counters.send_qp_stats(self.loop, qp).to_dict()
+        qp.waiters.append(asker)  # answered by _answer_waits
+        return None
 
+    def op_digest(self, a: dict, asker) -> dict:
+        off = a["offset"]
+        return {"sha256": hashlib.sha256(a["qpn"].buffer[off:off + a["size"]]).hexdigest()}
 
-def _int_arg(req: dict, key: str, lo: int, hi: int, default: int | None = None) -> int:
-    """An integer argument in [lo, hi]. JSON integers only: "abc", true and 1e30 are
-    refused here, as an error reply, not turned into a huge allocation or a crash in the
-    datapath later."""
-    if key not in req and default is not None:
-        return default
-    if key not in req:
-        raise ValueError(f"missing argument {key!r}")
-    v = req[key]
-    if isinstance(v, bool) or not isinstance(v, int):
-        raise ValueError(f"{key} must be an integer, not {str(v)[:40]!r}")
-    if not lo <= v <= hi:
-        raise ValueError(f"{key} must be in {lo}..{hi}, got {v}"[:200])
-    return v
+    def op_guards(self, a: dict, asker) -> dict:
+        return counters.guards(self.loop)
 
+    def op_events(self, a: dict, asker) -> dict:
+        sender = a["qpn"].sender
+        log = sender.log
+        return {"events": [e.to_dict() for e in log], "dropped": log.dropped,
+                "total": log.total, "kinds": EVENT_KINDS,
+                "acked_bins": sender.acked_bins.to_dict()}
 
-def _num_arg(req: dict, key: str, lo: float, hi: float) -> float:
-    v = req[key]
-    if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) \
-            or not lo <= v <= hi:
-        raise ValueError(f"{key} must be a number in {lo}..{hi}, not {str(v)[:40]!r}")
-    return v
+    def op_stats(self, a: dict, asker) -> dict:
+        return counters.endpoint_stats(self.loop).to_dict()
 
+    def op_metrics(self, a: dict, asker) -> dict:
+        return {"text": counters.metrics(self.loop)}
 
-def _seed_arg(req: dict) -> int | str:
-    seed = req.get("seed", 0)
-    if isinstance(seed, bool) or not isinstance(seed, int | str) or len(str(seed)) > 256:
-        raise ValueError(f"seed must be an integer or a short string, not {str(seed)[:40]!r}")
-    return seed
-
-
-def _buffer_limit() -> int:
-    """The largest buffer a QP may register now: half the memory available (the zeroed
-    buffer is touched in full at once), at most MAX_BUFFER. Refusing here is an error
-    reply; a MemoryError or the OOM killer later would not be."""
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return min(MAX_BUFFER, int(line.split()[1]) * 1024 // 2)
-    except (OSError, ValueError, IndexError):
-        pass
-    return 1 << 30
-
+    def op_close(self, a: dict, asker) -> dict:
+        self.loop.close(a["qpn"])
+        return {"closed": a["qpn"]}
