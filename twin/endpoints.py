@@ -28,8 +28,8 @@ from twin import owner
 from twin.errors import LabError
 from twin.mrc.control import EndpointClient, EndpointGone
 
-__all__ = ["EndpointClient", "EndpointGone", "client", "control_path", "liveness", "start",
-           "wait_started"]
+__all__ = ["EndpointClient", "EndpointGone", "client", "control_path", "fuzz", "liveness",
+           "start", "wait_started"]
 
 READY_S = 20.0
 REMOTE_SOCK = "/run/mrc-twin/endpoint.sock"  # where images/mrc-twin-boot starts it
@@ -136,6 +136,15 @@ def liveness(rt, node: str, timeout: float = 1.0) -> dict | None:
         return {"state": "ended", "log": str(log)}
     return {"state": "up", "pid": hello.get("pid"), "datapath": hello.get("datapath"),
             "icrc": hello.get("icrc")}
+
+
+def fuzz(rt, host: str, peer: str, **kw) -> dict:
+    """twin.mrc.fuzz.run against `host`'s endpoint, `peer`'s helping (keywords: seed,
+    budget_s, per_kind, settle_s): the packets go from inside `host`'s namespace."""
+    from twin.mrc import fuzz as F
+
+    with client(rt, host) as target, client(rt, peer) as helper:
+        return F.run(target, helper, rt.netns_path(host), **kw)
 
 
 def _not_running(rt, host: str, path: str) -> str:

@@ -40,7 +40,7 @@ def still_serves(att, host=HOST):
 
 def test_fuzzed_packets_are_each_dropped_and_counted_and_nothing_leaks(lab4):
     print(f"fuzz seed {SEED} (TWIN_FUZZ_SEED to change)")
-    report = F.run(lab4, HOST, PEER, seed=SEED, budget_s=4.0, per_kind=32)
+    report = endpoints.fuzz(lab4.runtime, HOST, PEER, seed=SEED, budget_s=4.0, per_kind=32)
     print(json.dumps({k: report[k] for k in ("sent", "sent_by_kind", "expected", "counted")}))
     where = f"seed {SEED}: {report}"
     assert report["sent"] == report["planned"], where  # the whole plan within the budget

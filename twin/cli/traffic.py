@@ -1,4 +1,4 @@
-"""Traffic through the hosts' MRC endpoints, and their counters: traffic, stats."""
+"""Traffic through the hosts' MRC endpoints, and their counters: traffic, stats, fuzz."""
 
 from __future__ import annotations
 
@@ -210,6 +210,38 @@ def stats(host, lab, prometheus, show_events, qpn, kinds, show_dataplane, as_jso
     else:
         _stats_table(att.state.lab, data)
     _exit_naming(gone)
+
+
+@main.command()
+@click.option("--host", default=None, help="The endpoint to fuzz (default: the last host).")
+@click.option("--seed", type=int, default=4791, show_default=True)
+@click.option("--budget", type=float, default=3.0, show_default=True,
+              help="Seconds of sending, at most.")
+@click.option("--per-kind", type=int, default=32, show_default=True,
+              help="Random packets of each kind, at most.")
+@click.option("--lab", default=None)
+def fuzz(host, seed, budget, per_kind, lab):
+    """Send a host's MRC endpoint hostile packets; a JSON report.
+
+    \b
+      twin fuzz --host r1h0 --seed 7
+    Truncated packets, bad ICRCs, unknown QPs, out-of-bounds RDMA addresses, PSNs
+    far outside the window, replays and ACKs for PSNs never sent (twin.mrc.fuzz),
+    from inside the host's own namespace to its NIC (nothing leaves the lab). The
+    report has the packets expected and counted per drop counter, and the `guards`
+    of every registered buffer. Needs root and a lab whose namespaces twin can enter.
+    """
+    from twin import endpoints
+
+    att = L.attach(lab)
+    hosts = [h.name for h in att.fabric.hosts]
+    if host is not None and host not in hosts:
+        raise UsageError(f"{host!r} is not a host of {att.state.lab} ({', '.join(hosts)})")
+    host = host or hosts[-1]
+    peer = next(h for h in hosts if h != host)
+    att.require_whole([host, peer])
+    emit_json(endpoints.fuzz(att.runtime, host, peer, seed=seed, budget_s=budget,
+                             per_kind=per_kind))
 
 
 def _dataplane_stats(att, node: str | None, as_json: bool) -> None:
