@@ -111,9 +111,6 @@ class Op:
     reply: tuple[str, ...]  # the keys every reply carries (besides "id")
     doc: str
 
-    def arg(self, name: str) -> Arg:
-        return next(a for a in self.args if a.name == name)
-
 
 def _qpn(kind: str, doc: str) -> Arg:
     return Arg("qpn", kind, 0, QPN_MAX, doc=doc)
