@@ -59,7 +59,7 @@ from twin.errors import CommandFailed, LabError
 from twin.fabric import paths as P
 from twin.fabric.plan import nic_address
 from twin.mrc import wire
-from twin.mrc.endpoint import load_datapath
+from twin.mrc.loop import load_datapath
 from twin.runtime.netns import list_netns, pids_in
 from twin.state import known_labs
 
@@ -386,7 +386,7 @@ def transfer(att, pids: dict, mode: str, size: int, fault: bool = False) -> dict
                     elapsed_s=marks[-1][0])
         for host, qpn in ((SRC, flows[0].send_qpn), (DST, flows[0].recv_qpn)):
             with endpoints.client(att.runtime, host) as c:
-                c.call("close", qpn=qpn)
+                c.close_qp(qpn)
     finally:
         if fault:
             F.clear(att)

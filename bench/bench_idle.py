@@ -81,7 +81,7 @@ def main() -> int:
         pids = {}
         for h in hosts:
             with endpoints.client(att.runtime, h) as c:
-                pids[h] = c.call("hello")["pid"]
+                pids[h] = c.hello()["pid"]
         print(f"{len(pids)} endpoints up in {up_s:.1f}s; settling 2 s", flush=True)
         time.sleep(2)
         for r in range(args.rounds):

@@ -341,7 +341,7 @@ class Soak:
 
         for host in self.pids:
             with endpoints.client(att.runtime, host, timeout=10) as c:
-                pid = c.call("hello")["pid"]
+                pid = c.hello()["pid"]
             if pid != self.pids[host]:
                 raise SoakFailed(f"endpoint on {host} restarted: pid {self.pids[host]} -> {pid}")
             rss, fds = proc_sample(pid)
@@ -594,7 +594,7 @@ def main(argv: list[str] | None = None) -> int:
             att = L.attach(lab)
             for h in att.fabric.hosts:
                 with endpoints.client(att.runtime, h.name, timeout=10) as c:
-                    soak.pids[h.name] = c.call("hello")["pid"]
+                    soak.pids[h.name] = c.hello()["pid"]
                 soak.rss[h.name], soak.fds[h.name] = [], []
             start = time.monotonic()
             deadline = start + args.minutes * 60

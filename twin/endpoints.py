@@ -12,90 +12,27 @@ socket lives in the node's run directory:
                 over exec (twin.remote.relay): the runtime's `endpoint_relay`
 
 The daemon's output goes to endpoint.log next to the socket. Endpoints die
-with their node, so `twin down` needs nothing extra.
+with their node, so `twin down` needs nothing extra. The client is the control
+protocol's (twin.mrc.control.EndpointClient, re-exported here): `client(rt, host)`
+connects it to a host's endpoint, wherever the runtime put it.
 """
 
 from __future__ import annotations
 
-import errno
-import json
 import os
-import socket
 import subprocess
 import time
 from pathlib import Path
 
-from twin import owner, unixsock
+from twin import owner
 from twin.errors import LabError
+from twin.mrc.control import EndpointClient, EndpointGone
+
+__all__ = ["EndpointClient", "EndpointGone", "client", "control_path", "fuzz", "liveness",
+           "start", "wait_started"]
 
 READY_S = 20.0
 REMOTE_SOCK = "/run/mrc-twin/endpoint.sock"  # where images/mrc-twin-boot starts it
-
-
-class EndpointGone(LabError):
-    """Nothing listens at an endpoint's control socket: it never started, or it ended."""
-
-
-class EndpointClient:
-    """One control connection: JSON lines, one reply per request."""
-
-    def __init__(self, path: str, timeout: float = 30.0, sock: socket.socket | None = None,
-                 relay: subprocess.Popen | None = None):
-        """Connect to the socket at `path`; or talk over `sock`, already connected to
-        it through `relay` (a remote node's), which ends with the client."""
-        self.path = path
-        self.relay = relay
-        self.sock = sock or socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.settimeout(timeout)
-        if sock is None:
-            try:
-                unixsock.connect(self.sock, path)
-            except OSError as e:
-                self.sock.close()
-                gone = e.errno in (errno.ECONNREFUSED, errno.ENOENT)
-                raise (EndpointGone if gone else LabError)(
-                    f"endpoint at {path} does not answer: {e.strerror}") from None
-        self._buf = b""
-        self._id = 0
-
-    def call(self, op: str, timeout: float | None = None, **args) -> dict:
-        self._id += 1
-        self.sock.sendall(json.dumps({"op": op, "id": self._id, **args}).encode() + b"\n")
-        if timeout is not None:
-            self.sock.settimeout(timeout)
-        while True:
-            while b"\n" not in self._buf:
-                try:
-                    chunk = self.sock.recv(1 << 20)
-                except TimeoutError:
-                    raise LabError(f"endpoint {self.path}: no answer to {op} in time") from None
-                if not chunk:
-                    raise LabError(f"endpoint {self.path} closed the connection during {op}")
-                self._buf += chunk
-            line, self._buf = self._buf.split(b"\n", 1)
-            reply = json.loads(line)
-            # The answer to a call cut short (Ctrl-C, SIGTERM mid-recv) arrives before
-            # this one's: skipped, so each call gets its own reply.
-            if reply.get("id") in (None, self._id):
-                break
-        if "error" in reply:
-            raise LabError(f"endpoint {self.path}: {op}: {reply['error']}")
-        return reply
-
-    def close(self) -> None:
-        self.sock.close()
-        if self.relay is not None:  # its stdin closed with our end: it ends
-            try:
-                self.relay.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                self.relay.kill()
-                self.relay.wait()
-
-    def __enter__(self) -> EndpointClient:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
 
 
 def _paths(rt, host: str) -> tuple[list[str], str, Path]:
@@ -135,7 +72,7 @@ def start(rt, hosts: list[str], steps=None) -> None:
             if os.path.exists(sock):
                 try:
                     with EndpointClient(sock, timeout=2) as c:
-                        c.call("hello")
+                        c.hello()
                 except LabError:
                     continue
                 del pending[host]
@@ -158,7 +95,7 @@ def wait_started(rt, hosts: list[str], steps, wait_s: float, *, call_timeout: fl
         while True:
             try:
                 with client(rt, host, timeout=call_timeout) as c:
-                    c.call("hello")
+                    c.hello()
                 break
             except LabError as e:
                 if time.monotonic() > deadline:
@@ -194,11 +131,20 @@ def liveness(rt, node: str, timeout: float = 1.0) -> dict | None:
         return None
     try:
         with EndpointClient(path, timeout) as c:
-            hello = c.call("hello")
+            hello = c.hello()
     except (LabError, OSError, ValueError):
         return {"state": "ended", "log": str(log)}
     return {"state": "up", "pid": hello.get("pid"), "datapath": hello.get("datapath"),
             "icrc": hello.get("icrc")}
+
+
+def fuzz(rt, host: str, peer: str, **kw) -> dict:
+    """twin.mrc.fuzz.run against `host`'s endpoint, `peer`'s helping (keywords: seed,
+    budget_s, per_kind, settle_s): the packets go from inside `host`'s namespace."""
+    from twin.mrc import fuzz as F
+
+    with client(rt, host) as target, client(rt, peer) as helper:
+        return F.run(target, helper, rt.netns_path(host), **kw)
 
 
 def _not_running(rt, host: str, path: str) -> str:

@@ -201,7 +201,7 @@ def run(rt, pattern: str, flows: list[Flow], mode: str = "mrc", *, evs: int = 12
         t0_ns = time.monotonic_ns()
         result.start_us = t0_ns // 1000
         for f in flows:
-            clients[f.src].call("write", qpn=f.send_qpn, size=f.size, imm=f.recv_qpn)
+            clients[f.src].write(qpn=f.send_qpn, size=f.size, imm=f.recv_qpn)
         if on_start:
             on_start(t0_ns)
         while True:
@@ -234,7 +234,7 @@ def run(rt, pattern: str, flows: list[Flow], mode: str = "mrc", *, evs: int = 12
             for host, qpn in ((f.src, f.send_qpn), (f.dst, f.recv_qpn)):
                 if qpn:
                     try:
-                        clients[host].call("close", qpn=qpn)
+                        clients[host].close_qp(qpn)
                     except (LabError, OSError):
                         pass
         for c in clients.values():
@@ -270,19 +270,19 @@ def _register(clients, flows: list[Flow], mode: str, evs: int | None) -> None:
 
     def recv(host: str, i: int) -> None:
         f = flows[i]
-        reply = clients[host].call("recv_qp", size=f.size)
+        reply = clients[host].recv_qp(size=f.size)
         f.recv_qpn, rkeys[i] = reply["qpn"], reply["rkey"]
 
     def send(host: str, i: int) -> None:
         f = flows[i]
-        f.send_qpn = clients[host].call("send_qp", peer=f.dst, peer_qpn=f.recv_qpn,
-                                        rkey=rkeys[i], size=f.size, mode=mode, evs=evs,
-                                        seed=i + 1)["qpn"]
+        f.send_qpn = clients[host].send_qp(peer=f.dst, peer_qpn=f.recv_qpn,
+                                           rkey=rkeys[i], size=f.size, mode=mode, evs=evs,
+                                           seed=i + 1)["qpn"]
 
     _at_every_host(by(lambda f: f.dst), recv)
     _at_every_host(by(lambda f: f.src), send)
     for f in flows:
-        clients[f.dst].call("connect", qpn=f.recv_qpn, peer=f.src, peer_qpn=f.send_qpn)
+        clients[f.dst].connect(qpn=f.recv_qpn, peer=f.src, peer_qpn=f.send_qpn)
 
 
 def _compare(clients, flows: list[Flow]) -> None:
@@ -295,7 +295,7 @@ def _compare(clients, flows: list[Flow]) -> None:
     # keyed (host, qpn): each endpoint numbers its QPs itself, so a flow's two ends
     # often carry the same QPN
     digests = _at_every_host(asks, lambda host, qpn:
-                             clients[host].call("digest", qpn=qpn)["sha256"])
+                             clients[host].digest(qpn=qpn)["sha256"])
     got = {(h, qpn): d for h in asks for qpn, d in zip(asks[h], digests[h], strict=True)}
     for f in flows:
         f.exact = got[f.src, f.send_qpn] == got[f.dst, f.recv_qpn]
@@ -306,7 +306,7 @@ def _collect_events(clients, flows: list[Flow], result: Run) -> None:
         if not f.send_qpn:
             continue
         try:
-            log = clients[f.src].call("events", qpn=f.send_qpn)
+            log = clients[f.src].events(qpn=f.send_qpn)
         except (LabError, OSError):
             continue
         result.events_dropped += log["dropped"]
@@ -320,7 +320,7 @@ def _poll(clients, flows: list[Flow]) -> tuple[bool, int]:
     by_src: dict[str, dict[int, SendQpStats]] = {}
     for f in flows:
         if f.src not in by_src:
-            ep = EndpointStats.from_dict(clients[f.src].call("stats"))
+            ep = EndpointStats.from_dict(clients[f.src].stats())
             by_src[f.src] = {q.qpn: q for q in ep.send_qps}
         f.result = by_src[f.src].get(f.send_qpn, f.result)
     acked = sum(min(f.size, f.result.sender.acked * f.result.mtu) for f in flows

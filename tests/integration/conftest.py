@@ -62,7 +62,7 @@ def _answers(sock: str) -> bool:
 
     try:
         with EndpointClient(sock, timeout=5) as c:
-            c.call("hello")
+            c.hello()
         return True
     except (LabError, OSError, ValueError):
         return False

@@ -86,12 +86,12 @@ def test_a_host_container_runs_the_compiled_data_path_built_here(docker4):
     image's own python3 loads it (the same CPython minor version), and the host image's
     libisal2 computes its ICRC."""
     from twin import endpoints
-    from twin.mrc.endpoint import load_datapath
+    from twin.mrc.loop import load_datapath
 
     if load_datapath("auto")[0] is None:
         pytest.skip("the compiled data path is not built on this machine")
     with endpoints.client(docker4.runtime, "r0h0") as c:
-        hello = c.call("hello")
+        hello = c.hello()
     assert hello["datapath"] == "compiled" and hello["icrc"] == "isa-l", hello
 
 

@@ -45,7 +45,7 @@ def clean(att) -> None:
 def idle_endpoints(att) -> None:
     for h in att.fabric.hosts:
         with endpoints.client(att.runtime, h.name) as c:
-            stats = c.call("stats")
+            stats = c.stats()
         assert stats["send_qps"] == [] and stats["recv_qps"] == [], h.name
 
 

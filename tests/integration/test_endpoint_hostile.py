@@ -24,7 +24,7 @@ HOST, PEER = "r1h0", "r0h0"
 def still_serves(att, host=HOST):
     """The endpoint answers hello and still moves a write byte for byte."""
     with endpoints.client(att.runtime, host, timeout=10) as c:
-        assert c.call("hello")["host"] == host
+        assert c.hello()["host"] == host
     peer = PEER if host == HOST else HOST
     run = T.run(att.runtime, "bulk", T.flows_for("bulk", [], 4 << 20, peer, host), "mrc",
                 timeout_s=60)
@@ -33,7 +33,7 @@ def still_serves(att, host=HOST):
 
 def test_fuzzed_packets_are_each_dropped_and_counted_and_nothing_leaks(lab4):
     print(f"fuzz seed {SEED} (TWIN_FUZZ_SEED to change)")
-    report = F.run(lab4, HOST, PEER, seed=SEED, budget_s=4.0, per_kind=32)
+    report = endpoints.fuzz(lab4.runtime, HOST, PEER, seed=SEED, budget_s=4.0, per_kind=32)
     print(json.dumps({k: report[k] for k in ("sent", "sent_by_kind", "expected", "counted")}))
     where = f"seed {SEED}: {report}"
     assert report["sent"] == report["planned"], where  # the whole plan within the budget
@@ -95,21 +95,21 @@ def test_hostile_requests_get_an_error_reply_and_the_daemon_serves_on(lab4):
             assert "error" in reply, (line[:80], reply)
         assert ask(s, b'{"op": "hello", "id": 9}\n')["id"] == 9  # the same connection
     with endpoints.client(lab4.runtime, HOST) as c:
-        assert not c.call("stats")["send_qps"], "a refused send_qp registered a QP"
+        assert not c.stats()["send_qps"], "a refused send_qp registered a QP"
 
 
 def test_a_write_outside_its_source_buffer_is_refused(lab4):
     with endpoints.client(lab4.runtime, PEER) as rx, endpoints.client(lab4.runtime, HOST) as c:
-        r = rx.call("recv_qp", size=4096)
-        s = c.call("send_qp", peer=PEER, peer_qpn=r["qpn"], rkey=r["rkey"], size=4096)
+        r = rx.recv_qp(size=4096)
+        s = c.send_qp(peer=PEER, peer_qpn=r["qpn"], rkey=r["rkey"], size=4096)
         with raw_client(lab4) as raw:
             for args in ({"size": 4097}, {"size": 1, "offset": 4096}, {"size": 1, "offset": -1},
                          {"size": 10, "imm": 1 << 32}):
                 reply = ask(raw, json.dumps({"op": "write", "qpn": s["qpn"], **args}).encode()
                             + b"\n")
                 assert "error" in reply, (args, reply)
-        c.call("close", qpn=s["qpn"])
-        rx.call("close", qpn=r["qpn"])
+        c.close_qp(s["qpn"])
+        rx.close_qp(r["qpn"])
 
 
 def test_a_ten_megabyte_line_is_cut_off_not_buffered(lab4):
@@ -141,10 +141,10 @@ def test_clients_that_vanish_mid_request_or_mid_reply_cost_nothing(lab4):
     # mid-reply: a wait on a busy QP, then gone before the reply
     size = 64 << 20
     with endpoints.client(lab4.runtime, PEER) as rx, endpoints.client(lab4.runtime, HOST) as tx:
-        r = rx.call("recv_qp", size=size)
-        s = tx.call("send_qp", peer=PEER, peer_qpn=r["qpn"], rkey=r["rkey"], size=size)
-        rx.call("connect", qpn=r["qpn"], peer=HOST, peer_qpn=s["qpn"])
-        tx.call("write", qpn=s["qpn"], size=size, imm=1)
+        r = rx.recv_qp(size=size)
+        s = tx.send_qp(peer=PEER, peer_qpn=r["qpn"], rkey=r["rkey"], size=size)
+        rx.connect(qpn=r["qpn"], peer=HOST, peer_qpn=s["qpn"])
+        tx.write(qpn=s["qpn"], size=size, imm=1)
         with raw_client(lab4) as w:
             w.sendall(json.dumps({"op": "wait", "qpn": s["qpn"]}).encode() + b"\n")
         # a client that asks for a lot and never reads: it must not stall the endpoint
@@ -152,15 +152,15 @@ def test_clients_that_vanish_mid_request_or_mid_reply_cost_nothing(lab4):
         lazy.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
         lazy.sendall(b'{"op": "stats"}\n' * 2000)
         t0 = time.monotonic()
-        done = tx.call("wait", qpn=s["qpn"], timeout=60)
+        done = tx.wait(qpn=s["qpn"], timeout=60)
         assert done["idle"] and not done["failed"], done
         assert time.monotonic() - t0 < 30
-        assert tx.call("hello")["host"] == HOST
+        assert tx.hello()["host"] == HOST
         lazy.close()
-        a, b = (tx.call("digest", qpn=s["qpn"])["sha256"],
-                rx.call("digest", qpn=r["qpn"])["sha256"])
+        a, b = (tx.digest(qpn=s["qpn"])["sha256"],
+                rx.digest(qpn=r["qpn"])["sha256"])
         assert a == b
-        tx.call("close", qpn=s["qpn"])
-        rx.call("close", qpn=r["qpn"])
+        tx.close_qp(s["qpn"])
+        rx.close_qp(r["qpn"])
     with endpoints.client(lab4.runtime, HOST) as c:
-        assert c.call("guards")["intact"]
+        assert c.guards()["intact"]

@@ -92,7 +92,7 @@ def test_link_down_mid_transfer_mrc_recovers_single_path_does_not(lab4):
     # read it from the running QP), mid-transfer
     def cut_its_path():
         with endpoints.client(lab4.runtime, "r0h0") as c:
-            (qp,) = EndpointStats.from_dict(c.call("stats")).send_qps
+            (qp,) = EndpointStats.from_dict(c.stats()).send_qps
         plane, t1, _ = P.parse_path(lab4.fabric, qp.single_path)
         link_end = f"t0-p{plane}-r0:{lab4.fabric.t0_uplink(t1)}"
         F.link_down(lab4, link_end)
@@ -134,17 +134,17 @@ def test_the_event_log_has_ns_stamps_and_acked_bins_and_twin_stats_shows_it(lab4
     size = 8 * MiB
     with endpoints.client(lab4.runtime, "r0h0") as tx, \
             endpoints.client(lab4.runtime, "r1h0") as rx:
-        r = rx.call("recv_qp", size=size)
-        s = tx.call("send_qp", peer="r1h0", peer_qpn=r["qpn"], rkey=r["rkey"], size=size)
-        rx.call("connect", qpn=r["qpn"], peer="r0h0", peer_qpn=s["qpn"])
+        r = rx.recv_qp(size=size)
+        s = tx.send_qp(peer="r1h0", peer_qpn=r["qpn"], rkey=r["rkey"], size=size)
+        rx.connect(qpn=r["qpn"], peer="r0h0", peer_qpn=s["qpn"])
         before = time.monotonic_ns()
         F.link_down(lab4, "t0-p2-r0:eth4")
         try:
-            tx.call("write", qpn=s["qpn"], size=size)
-            assert tx.call("wait", qpn=s["qpn"], timeout=60)["idle"]
+            tx.write(qpn=s["qpn"], size=size)
+            assert tx.wait(qpn=s["qpn"], timeout=60)["idle"]
         finally:
             F.clear(lab4)
-        log = tx.call("events", qpn=s["qpn"])
+        log = tx.events(qpn=s["qpn"])
         bins = log["acked_bins"]
         assert before <= bins["first_write_ns"] == bins["t0_ns"] <= time.monotonic_ns()
         assert bins["bin_ns"] == 1_000_000 and sorted(bins["planes"]) == ["0", "1", "2", "3"]
@@ -172,14 +172,14 @@ def test_the_event_log_has_ns_stamps_and_acked_bins_and_twin_stats_shows_it(lab4
             bad = runner.invoke(main, ["stats", "--lab", LAB4, "--events", "--kind", "nope"])
             assert bad.exit_code == 2 and "the kinds are loss" in bad.output
         finally:
-            tx.call("close", qpn=s["qpn"])
-            rx.call("close", qpn=r["qpn"])
+            tx.close_qp(s["qpn"])
+            rx.close_qp(r["qpn"])
 
 
 def test_metrics_are_prometheus_text(lab4):
     bulk(lab4, 4 * MiB)
     with endpoints.client(lab4.runtime, "r1h0") as c:
-        text = c.call("metrics")["text"]
+        text = c.metrics()["text"]
     assert "# TYPE mrc_rx_bytes_total counter" in text
     assert 'mrc_port_up{host="r1h0",plane="0"} 1' in text
 
@@ -233,7 +233,7 @@ def test_a_corrupted_packet_is_dropped_and_counted(lab4):
     bad = bytearray(good)
     bad[60] ^= 0xFF  # one flipped payload byte: the ICRC no longer matches
     with endpoints.client(lab4.runtime, host) as c:
-        before = c.call("stats")
+        before = c.stats()
         with nsenter.inside(lab4.runtime.netns_path(host)):
             s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
             s.bind((src, wire.udp_sport(ev)))
@@ -242,7 +242,7 @@ def test_a_corrupted_packet_is_dropped_and_counted(lab4):
             s.sendto(good, (nic, wire.ROCE_PORT))
             s.sendto(bytes(bad), (nic, wire.ROCE_PORT))
         for _ in range(50):
-            after = c.call("stats")
+            after = c.stats()
             if after["bad_packets"] > before["bad_packets"] \
                     and after["unknown_qp"] > before["unknown_qp"]:
                 break
@@ -273,13 +273,13 @@ def test_acks_go_back_the_way_the_data_came(lab4):
     size = 8 * MiB
     with endpoints.client(lab4.runtime, "r1h1") as rx, \
             endpoints.client(lab4.runtime, "r0h0") as tx:
-        r = rx.call("recv_qp", size=size)
-        s = tx.call("send_qp", peer="r1h1", peer_qpn=r["qpn"], rkey=r["rkey"], size=size)
-        rx.call("connect", qpn=r["qpn"], peer="r0h0", peer_qpn=s["qpn"])
-        tx.call("write", qpn=s["qpn"], size=size, imm=42)
-        done = tx.call("wait", qpn=s["qpn"], timeout=60)
+        r = rx.recv_qp(size=size)
+        s = tx.send_qp(peer="r1h1", peer_qpn=r["qpn"], rkey=r["rkey"], size=size)
+        rx.connect(qpn=r["qpn"], peer="r0h0", peer_qpn=s["qpn"])
+        tx.write(qpn=s["qpn"], size=size, imm=42)
+        done = tx.wait(qpn=s["qpn"], timeout=60)
         assert done["idle"] and not done["failed"]
-        reply = rx.call("stats")
+        reply = rx.stats()
         stats = EndpointStats.from_dict(reply)  # the schema parses a real endpoint's reply
         assert {"id": reply["id"], **stats.to_dict()} == reply  # and gives it back unchanged
         qp = stats.recv_qp(r["qpn"])
@@ -288,7 +288,7 @@ def test_acks_go_back_the_way_the_data_came(lab4):
         t1s = lab4.fabric.spec.t1_per_plane
         assert paths == [(p, t) for p in range(4) for t in range(t1s)]
         for c, qpn in ((tx, s["qpn"]), (rx, r["qpn"])):
-            c.call("close", qpn=qpn)
+            c.close_qp(qpn)
 
 
 def test_a_clean_fabric_retires_nothing_in_19_of_20_transfers(lab4):
@@ -314,11 +314,11 @@ def test_a_new_qp_after_a_fault_starts_from_a_clean_ev_set(lab4):
     assert run.ok and run.flows[0].result.ev_retirements_total > 0
     with endpoints.client(lab4.runtime, "r1h0") as rx, \
             endpoints.client(lab4.runtime, "r0h0") as tx:
-        r = rx.call("recv_qp", size=4096)
-        s = tx.call("send_qp", peer="r1h0", peer_qpn=r["qpn"], rkey=r["rkey"], size=4096)
-        fresh = next(q for q in tx.call("stats")["send_qps"] if q["qpn"] == s["qpn"])
+        r = rx.recv_qp(size=4096)
+        s = tx.send_qp(peer="r1h0", peer_qpn=r["qpn"], rkey=r["rkey"], size=4096)
+        fresh = next(q for q in tx.stats()["send_qps"] if q["qpn"] == s["qpn"])
         for c, qpn in ((tx, s["qpn"]), (rx, r["qpn"])):
-            c.call("close", qpn=qpn)
+            c.close_qp(qpn)
     assert {k: v for k, v in fresh["evs"].items() if v} == {"good": fresh["ev_set_size"]}, fresh
     assert fresh["ev_retirements_total"] == 0 and fresh["ev_revivals_total"] == 0
 
@@ -434,10 +434,10 @@ def test_both_data_paths_move_the_same_bytes_and_talk_to_each_other(lab4, monkey
         _restart_endpoints(lab4, ["r0h0"], "python", monkeypatch)
         with endpoints.client(lab4.runtime, "r0h0") as a, \
                 endpoints.client(lab4.runtime, "r1h0") as b:
-            assert a.call("hello")["datapath"] == "python: asked for"
-            assert a.call("hello")["icrc"] == "zlib (python)"
-            assert b.call("hello")["datapath"] == "compiled"
-            assert b.call("hello")["icrc"] == _fastpath.ICRC  # isa-l where libisal2 is
+            assert a.hello()["datapath"] == "python: asked for"
+            assert a.hello()["icrc"] == "zlib (python)"
+            assert b.hello()["datapath"] == "compiled"
+            assert b.hello()["icrc"] == _fastpath.ICRC  # isa-l where libisal2 is
         for src, dst in (("r0h0", "r1h0"), ("r1h0", "r0h0")):
             run = bulk(lab4, 32 * MiB, src=src, dst=dst)
             assert run.ok, run.to_dict()
@@ -448,11 +448,11 @@ def test_both_data_paths_move_the_same_bytes_and_talk_to_each_other(lab4, monkey
         F.clear(lab4)
         _restart_endpoints(lab4, hosts, "auto", monkeypatch)
     with endpoints.client(lab4.runtime, "r0h0") as a:
-        assert a.call("hello")["datapath"] == "compiled"
+        assert a.hello()["datapath"] == "compiled"
 
 
 def test_an_endpoint_asked_for_a_data_path_it_cannot_have_says_so():
-    from twin.mrc.endpoint import load_datapath
+    from twin.mrc.loop import load_datapath
 
     with pytest.raises(Exception, match="MRC_TWIN_DATAPATH='fast'"):
         load_datapath("fast")

@@ -25,7 +25,7 @@ import pytest
 
 from twin import nsenter
 from twin.mrc import fuzz, wire
-from twin.mrc.endpoint import load_datapath
+from twin.mrc.loop import load_datapath
 
 fp, why = load_datapath("auto")
 pytestmark = pytest.mark.skipif(

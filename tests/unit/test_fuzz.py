@@ -5,10 +5,12 @@ import socket
 
 import pytest
 
-from twin.mrc import endpoint as E
+from twin.mrc import control as C
 from twin.mrc import fuzz as F
+from twin.mrc import loop as L
 from twin.mrc import wire
 from twin.mrc.buffer import GUARD_BYTES, GuardedBuffer
+from twin.mrc.counters import ENDPOINT_DROPS
 from twin.mrc.evset import EvSet
 from twin.mrc.transport import RECV_WINDOW, Receiver, RxPacket, SackReport, Sender
 
@@ -30,7 +32,7 @@ def judge(packets, t=TARGET):
         try:
             pkt = wire.decode(data, src, dst, t.sport)
         except wire.BadPacket as e:
-            verdicts.append(E._DROP_OF_REASON[e.reason])
+            verdicts.append(L._DROP_OF_REASON[e.reason])
             continue
         if isinstance(pkt, wire.DataPacket):
             if pkt.dest_qp != t.recv_qpn:
@@ -42,7 +44,7 @@ def judge(packets, t=TARGET):
             else:
                 st = rx.stats
                 before = (st.duplicates, st.out_of_window)
-                rx.on_data(RxPacket(E._unwrap24(pkt.psn, rx.cum), pkt.va, pkt.payload, None,
+                rx.on_data(RxPacket(L._unwrap24(pkt.psn, rx.cum), pkt.va, pkt.payload, None,
                                     0, 0))
                 verdicts.append("duplicate" if st.duplicates > before[0] else
                                 "psn_window" if st.out_of_window > before[1] else F.ACCEPTED)
@@ -52,12 +54,12 @@ def judge(packets, t=TARGET):
                 continue
             n = tx.stats.acks_unsent
             if isinstance(pkt, wire.Ack):
-                cum = E._unwrap24(pkt.sack.cum, tx.cum)
+                cum = L._unwrap24(pkt.sack.cum, tx.cum)
                 tx.on_sack(SackReport(cum, pkt.sack.bitmap, pkt.sack.ev,
-                                      E._unwrap24(pkt.psn, cum), pkt.sack.tries,
+                                      L._unwrap24(pkt.psn, cum), pkt.sack.tries,
                                       pkt.sack.port_state), 0)
             else:
-                tx.on_nack(E._unwrap24(pkt.psn, tx.cum), 0)
+                tx.on_nack(L._unwrap24(pkt.psn, tx.cum), 0)
             verdicts.append("ack_unsent" if tx.stats.acks_unsent > n else "believed")
         else:
             verdicts.append("unknown_qp" if pkt.dest_qp not in t.known_qpns else "probe")
@@ -77,7 +79,7 @@ def test_every_packet_lands_where_its_oracle_says():
 def test_every_kind_and_every_counter_is_exercised():
     packets = F.plan(TARGET, seed=7)
     assert set(F.sent_by_kind(packets)) == set(F.KINDS)
-    assert set(F.expected(packets)) - {F.ACCEPTED} == set(E._ENDPOINT_DROPS) | {
+    assert set(F.expected(packets)) - {F.ACCEPTED} == set(ENDPOINT_DROPS) | {
         "truncated", "malformed", "bad_icrc", "psn_window", "duplicate", "ack_unsent"}
 
 
@@ -158,18 +160,18 @@ def test_a_sender_ignores_acks_and_naks_for_psns_never_sent():
 @pytest.mark.parametrize("value", [-1, "abc", 1e30, 1.5, True, None, [1], 1 << 70])
 def test_a_size_argument_is_an_integer_in_range(value):
     with pytest.raises(ValueError):
-        E._int_arg({"size": value}, "size", 1, E._buffer_limit())
+        C.int_arg({"size": value}, "size", 1, C.buffer_limit())
 
 
 def test_argument_defaults_and_limits():
-    assert E._int_arg({}, "offset", 0, 10, default=0) == 0
+    assert C.int_arg({}, "offset", 0, 10, default=0) == 0
     with pytest.raises(ValueError, match="missing"):
-        E._int_arg({}, "size", 1, 10)
-    assert 0 < E._buffer_limit() <= E.MAX_BUFFER
+        C.int_arg({}, "size", 1, 10)
+    assert 0 < C.buffer_limit() <= C.MAX_BUFFER
     with pytest.raises(ValueError):
-        E._num_arg({"target_ns": float("nan")}, "target_ns", 1, 10)
+        C.num_arg({"target_ns": float("nan")}, "target_ns", 1, 10)
     with pytest.raises(ValueError):
-        E._seed_arg({"seed": {"a": 1}})
+        C.seed_arg({"seed": {"a": 1}})
 
 
 def _resident_pages() -> int:

@@ -5,18 +5,20 @@ import threading
 import pytest
 
 from twin.errors import LabError
+from twin.mrc.control import EndpointClient
 from twin.traffic import Flow, _compare, _register
 
 
-class Hashes:
-    """An endpoint's control client that knows each of its QPs' sha256."""
+class Hashes(EndpointClient):
+    """An endpoint's control client that knows each of its QPs' sha256 (the typed
+    client's methods, answered where a request would go on the wire)."""
 
     def __init__(self, digests: dict[int, str]):
         self.digests = digests
         self.asked: list[int] = []
         self.threads: set[str] = set()
 
-    def call(self, op: str, **args) -> dict:
+    def call_raw(self, op: str, timeout=None, **args) -> dict:
         assert op == "digest"
         self.asked.append(args["qpn"])
         self.threads.add(threading.current_thread().name)
@@ -36,7 +38,7 @@ def test_each_flow_is_its_source_against_its_destination_and_hosts_hash_their_ow
     assert all(len(c.threads) == 1 for c in clients.values())  # one caller per client
 
 
-class Registrar:
+class Registrar(EndpointClient):
     """An endpoint's control client that makes QPs, numbering its own from 1. Its first
     recv_qp and its first send_qp wait at `meet` (when set) for another host's: two
     hosts that register one after the other never meet, and the barrier breaks."""
@@ -48,7 +50,7 @@ class Registrar:
         self.next_qpn = 1
         self.met: set[str] = set()
 
-    def call(self, op: str, **args) -> dict:
+    def call_raw(self, op: str, timeout=None, **args) -> dict:
         self.calls.append((op, args))
         self.threads.add(threading.current_thread().name)
         if op == self.fail:

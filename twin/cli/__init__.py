@@ -5,7 +5,7 @@ One module per command group; each registers its commands on `main`:
     base      the group, the error boundary, progress bars and --json output
     fabric    plan, render, paths, size        (pure: no root)
     lab       up, down, status, exec, restart, verify
-    traffic   traffic, stats
+    traffic   traffic, stats, fuzz
     fault     fault link-down | link-loss | link-up | switch-down | nic-down | plane-down |
               list | clear
     engine    engine start | stop | status, images build | status

@@ -1,4 +1,4 @@
-"""Traffic through the hosts' MRC endpoints, and their counters: traffic, stats."""
+"""Traffic through the hosts' MRC endpoints, and their counters: traffic, stats, fuzz."""
 
 from __future__ import annotations
 
@@ -185,8 +185,8 @@ def stats(host, lab, prometheus, show_events, qpn, kinds, show_dataplane, as_jso
     if show_events:
         def event_logs(c) -> list[dict]:
             return [{"qpn": q.qpn, "peer": q.peer, "mode": q.mode,
-                     **c.call("events", qpn=q.qpn)}
-                    for q in EndpointStats.from_dict(c.call("stats")).send_qps
+                     **c.events(qpn=q.qpn)}
+                    for q in EndpointStats.from_dict(c.stats()).send_qps
                     if qpn is None or q.qpn == qpn]
         logs, gone = _each_endpoint(att, hosts, host is not None, event_logs)
         if qpn is not None and not gone and not any(logs.values()):
@@ -197,11 +197,11 @@ def stats(host, lab, prometheus, show_events, qpn, kinds, show_dataplane, as_jso
         return
     if prometheus:
         texts, gone = _each_endpoint(att, hosts, host is not None,
-                                     lambda c: c.call("metrics")["text"])
+                                     lambda c: c.metrics()["text"])
         click.echo("".join(texts.values()), nl=False)
         _exit_naming(gone)
         return
-    replies, gone = _each_endpoint(att, hosts, host is not None, lambda c: c.call("stats"))
+    replies, gone = _each_endpoint(att, hosts, host is not None, lambda c: c.stats())
     data = {h: EndpointStats.from_dict(r) for h, r in replies.items()}
     if as_json:
         # The control reply's "id" has always led each host's object here: kept, so the
@@ -210,6 +210,38 @@ def stats(host, lab, prometheus, show_events, qpn, kinds, show_dataplane, as_jso
     else:
         _stats_table(att.state.lab, data)
     _exit_naming(gone)
+
+
+@main.command()
+@click.option("--host", default=None, help="The endpoint to fuzz (default: the last host).")
+@click.option("--seed", type=int, default=4791, show_default=True)
+@click.option("--budget", type=float, default=3.0, show_default=True,
+              help="Seconds of sending, at most.")
+@click.option("--per-kind", type=int, default=32, show_default=True,
+              help="Random packets of each kind, at most.")
+@click.option("--lab", default=None)
+def fuzz(host, seed, budget, per_kind, lab):
+    """Send a host's MRC endpoint hostile packets; a JSON report.
+
+    \b
+      twin fuzz --host r1h0 --seed 7
+    Truncated packets, bad ICRCs, unknown QPs, out-of-bounds RDMA addresses, PSNs
+    far outside the window, replays and ACKs for PSNs never sent (twin.mrc.fuzz),
+    from inside the host's own namespace to its NIC (nothing leaves the lab). The
+    report has the packets expected and counted per drop counter, and the `guards`
+    of every registered buffer. Needs root and a lab whose namespaces twin can enter.
+    """
+    from twin import endpoints
+
+    att = L.attach(lab)
+    hosts = [h.name for h in att.fabric.hosts]
+    if host is not None and host not in hosts:
+        raise UsageError(f"{host!r} is not a host of {att.state.lab} ({', '.join(hosts)})")
+    host = host or hosts[-1]
+    peer = next(h for h in hosts if h != host)
+    att.require_whole([host, peer])
+    emit_json(endpoints.fuzz(att.runtime, host, peer, seed=seed, budget_s=budget,
+                             per_kind=per_kind))
 
 
 def _dataplane_stats(att, node: str | None, as_json: bool) -> None:

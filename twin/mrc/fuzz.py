@@ -1,6 +1,6 @@
 """Hostile packets for an MRC endpoint: built as data, then sent by a thin runner.
 
-    python -m twin.mrc.fuzz LAB [--host r1h0] [--seed 4791] [--budget 3]
+    twin fuzz [--host r1h0] [--seed 4791] [--budget 3] [--lab LAB]
 
 `plan(target, seed)` returns a list of `Hostile` packets, each the UDP payload a
 RoCEv2 socket on port 4791 would receive, with the `EndpointDrops` counter it must
@@ -26,23 +26,26 @@ land in (its oracle, from how it was built, not from the decoder). The kinds:
     random         random bytes of random length
 
 Everything is seeded: the same seed and target give the same packets, byte for byte.
-The runner (`run`) registers a receiving QP (connected to an idle sending QP on a
-peer, so SACKs for the accepted and duplicate packets have somewhere to go) and an
-idle sending QP on the target host, sends the plan from inside the target's own
-network namespace to its NIC address (nothing leaves the lab), for a bounded time,
+The runner (`run`), given control clients of the target and of a peer and the
+target's network namespace (twin.endpoints.fuzz finds them in a lab), registers a
+receiving QP (connected to an idle sending QP on the peer, so SACKs for the accepted
+and duplicate packets have somewhere to go) and an idle sending QP on the target
+host, sends the plan from inside the target's own network namespace to its NIC
+address (nothing leaves the lab), for a bounded time,
 then reads back the endpoint's drop counters and its `guards` report.
 """
 
 from __future__ import annotations
 
-import argparse
 import random
 import socket
 import time
 from collections import Counter
 from dataclasses import dataclass
 
+from twin import nsenter
 from twin.mrc import wire
+from twin.mrc.control import EndpointClient
 from twin.mrc.transport import RECV_WINDOW
 
 ACCEPTED = "accepted"  # the oracle of a valid packet: placed, counted as no drop
@@ -308,7 +311,7 @@ def sent_by_kind(packets: list[Hostile]) -> Counter:
     return Counter(h.kind for h in packets)
 
 
-# --- the runner: sockets and a lab ---------------------------------------------------------
+# --- the runner: sockets and endpoints ---------------------------------------------------------
 
 
 def send(sock: socket.socket, dst: str, packets: list[Hostile], budget_s: float,
@@ -328,67 +331,44 @@ def send(sock: socket.socket, dst: str, packets: list[Hostile], budget_s: float,
     return sent
 
 
-def run(att, host: str, peer: str, seed=DEFAULT_SEED, budget_s: float = 3.0,
-        per_kind: int = 32, settle_s: float = 5.0) -> dict:
-    """Fuzz the endpoint on `host` (an attached lab `att`); a report as a dict: the
-    packets sent per kind, the counts expected and counted per drop, the guards."""
-    from twin import endpoints, nsenter
-
-    nic = str(att.plan.nic_address(host))
-    with endpoints.client(att.runtime, host) as c, endpoints.client(att.runtime, peer) as pc:
-        r = c.call("recv_qp", size=2048, seed=seed)
-        idle_at_peer = pc.call("send_qp", peer=host, peer_qpn=r["qpn"], rkey=r["rkey"],
-                               size=4096, seed=seed)
-        c.call("connect", qpn=r["qpn"], peer=peer, peer_qpn=idle_at_peer["qpn"])
-        rx = pc.call("recv_qp", size=4096)
-        s = c.call("send_qp", peer=peer, peer_qpn=rx["qpn"], rkey=rx["rkey"], size=4096)
-        before = c.call("stats")
-        known = {q["qpn"] for q in before["send_qps"] + before["recv_qps"]}
-        cum = next(q["cum"] for q in before["recv_qps"] if q["qpn"] == r["qpn"])
-        target = Target(nic, nic, r["qpn"], r["rkey"], 2048, s["qpn"], frozenset(known), cum)
-        packets = plan(target, seed, per_kind)
-        with nsenter.inside(att.runtime.netns_path(host)):
-            sock = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
-            sock.bind((nic, target.sport))
-        with sock:
-            sent = send(sock, nic, packets, budget_s)
-        want = expected(sent)
-        deadline = time.monotonic() + settle_s
-        while True:
-            after = c.call("stats")
-            got = {k: after["drops"][k] - before["drops"][k] for k in after["drops"]}
-            if all(got[k] >= n for k, n in want.items() if k != ACCEPTED) \
-                    or time.monotonic() >= deadline:
-                break
-            time.sleep(0.05)
-        guards = c.call("guards")
-        for client, qpn in ((c, r["qpn"]), (c, s["qpn"]), (pc, idle_at_peer["qpn"]),
-                            (pc, rx["qpn"])):
-            client.call("close", qpn=qpn)
+def run(target: EndpointClient, peer: EndpointClient, netns: str, seed=DEFAULT_SEED,
+        budget_s: float = 3.0, per_kind: int = 32, settle_s: float = 5.0) -> dict:
+    """Fuzz the endpoint that `target` is connected to, with the help of another host's
+    (`peer`); `netns` is the file naming the target host's network namespace, where the
+    packets are sent from. A report as a dict: the packets sent per kind, the counts
+    expected and counted per drop, the guards. (twin.endpoints.fuzz finds all three
+    for a host of a lab.)"""
+    host, nic = (hello := target.hello())["host"], hello["nic"]
+    peer_host = peer.hello()["host"]
+    r = target.recv_qp(size=2048, seed=seed)
+    idle_at_peer = peer.send_qp(peer=host, peer_qpn=r["qpn"], rkey=r["rkey"], size=4096,
+                                seed=seed)
+    target.connect(qpn=r["qpn"], peer=peer_host, peer_qpn=idle_at_peer["qpn"])
+    rx = peer.recv_qp(size=4096)
+    s = target.send_qp(peer=peer_host, peer_qpn=rx["qpn"], rkey=rx["rkey"], size=4096)
+    before = target.stats()
+    known = {q["qpn"] for q in before["send_qps"] + before["recv_qps"]}
+    cum = next(q["cum"] for q in before["recv_qps"] if q["qpn"] == r["qpn"])
+    t = Target(nic, nic, r["qpn"], r["rkey"], 2048, s["qpn"], frozenset(known), cum)
+    packets = plan(t, seed, per_kind)
+    with nsenter.inside(netns):
+        sock = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+        sock.bind((nic, t.sport))
+    with sock:
+        sent = send(sock, nic, packets, budget_s)
+    want = expected(sent)
+    deadline = time.monotonic() + settle_s
+    while True:
+        after = target.stats()
+        got = {k: after["drops"][k] - before["drops"][k] for k in after["drops"]}
+        if all(got[k] >= n for k, n in want.items() if k != ACCEPTED) \
+                or time.monotonic() >= deadline:
+            break
+        time.sleep(0.05)
+    guards = target.guards()
+    for client, qpn in ((target, r["qpn"]), (target, s["qpn"]), (peer, idle_at_peer["qpn"]),
+                        (peer, rx["qpn"])):
+        client.close_qp(qpn)
     return {"seed": seed, "planned": len(packets), "sent": len(sent),
             "sent_by_kind": dict(sent_by_kind(sent)), "expected": dict(want),
             "counted": got, "guards": guards}
-
-
-def main(argv: list[str] | None = None) -> None:
-    import json
-
-    from twin import lab as L
-
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("lab", help="a lab that is up (netns runtime)")
-    ap.add_argument("--host", default=None, help="the endpoint to fuzz (default: the last host)")
-    ap.add_argument("--seed", type=int, default=DEFAULT_SEED)
-    ap.add_argument("--budget", type=float, default=3.0, help="seconds of sending, at most")
-    ap.add_argument("--per-kind", type=int, default=32)
-    args = ap.parse_args(argv)
-    att = L.attach(args.lab)
-    hosts = [h.name for h in att.fabric.hosts]
-    host = args.host or hosts[-1]
-    peer = next(h for h in hosts if h != host)
-    report = run(att, host, peer, args.seed, args.budget, args.per_kind)
-    print(json.dumps(report, indent=2))
-
-
-if __name__ == "__main__":
-    main()

@@ -267,7 +267,7 @@ class EndpointStats:
     send_qps: tuple[SendQpStats, ...]  # in the order they were opened
     recv_qps: tuple[RecvQpStats, ...]
     drops: EndpointDrops  # every dropped packet, by reason
-    datapath: str = "python"  # "compiled", or "python: why" (twin.mrc.endpoint)
+    datapath: str = "python"  # "compiled", or "python: why" (twin.mrc.loop)
 
     def to_dict(self) -> dict[str, Any]:
         return {"host": self.host, "ports": self.ports, "bad_packets": self.bad_packets,

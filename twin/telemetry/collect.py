@@ -151,7 +151,7 @@ class Collector:
         from twin.mrc.stats import EndpointStats
 
         try:
-            reply = self._client(host).call("stats", timeout=CONTROL_TIMEOUT_S)
+            reply = self._client(host).stats(timeout=CONTROL_TIMEOUT_S)
             st = EndpointStats.from_dict(reply)
         except (LabError, OSError, KeyError, ValueError):
             c = self._ctl.pop(host, None)

@@ -1,0 +1,422 @@
+"""The MRC endpoint's control protocol: its ops, their arguments and replies, and a client.
+
+Newline-delimited JSON on a unix socket: a request is one object, `{"op": ..., "id": n,
+...arguments}`, and its reply is one object, `{"id": n, ...}`, or `{"id": n, "error":
+"..."}`. The daemon's side is twin.mrc.server; everyone else talks through
+`EndpointClient`, one method per op.
+
+`OPS` is the one list of ops. Each `Op` names its arguments, in the order the server
+checks them, and the keys of its reply. An `Arg` is one argument:
+
+    kind      int       a JSON integer (true, 1.5 and 1e30 are refused) in lo..hi
+              number    a finite JSON number in lo..hi
+              seed      an integer or a string of at most 256 characters
+              choice    one of `choices`
+              host      the name of a host of the endpoint's fabric (not a switch)
+              send_qp   the number of a sending QP of this endpoint (parsed: the QP)
+              recv_qp   the number of a receiving QP
+              qp        the number of either (a sending QP is looked for first)
+              evs       a list of at most 65536 EVs, each an integer in 0..2**32-1
+    lo, hi    the range of int and number; a bound may be a `Limit`, computed when the
+              request is checked from the arguments checked before it (a write's size
+              from its QP's buffer) or from the host (the memory available)
+    default   REQUIRED (missing: an error), OMITTED (missing: left out), or the value
+              a missing argument takes (a Limit too); with default None, null is
+              missing as well
+
+`parse(op, request, loop)` checks a request against its op and returns the arguments,
+defaults filled in and QP numbers turned into QPs; a bad request raises ValueError
+with the message the reply's "error" carries. The error messages are part of the
+protocol: tests/integration/test_endpoint_hostile.py sends malformed requests.
+
+Only the standard library and twin.errors: the client runs in twin's CLI, the table in
+the endpoint inside a host container.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import math
+import socket
+import subprocess
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from twin import unixsock
+from twin.errors import LabError
+from twin.mrc import wire
+from twin.mrc.transport import MODES
+
+REQUIRED = "required"
+OMITTED = "omitted"
+MAX_BUFFER = 1 << 34  # a registered buffer's ceiling, whatever the memory (16 GiB)
+MAX_EVS = 4096  # EVs in a QP's set
+MAX_DENY = 1 << 16  # EVs in one deny request
+QPN_MAX = 1 << 62
+U32 = 0xFFFFFFFF
+
+
+def buffer_limit() -> int:
+    """The largest buffer a QP may register now: half the memory available (the zeroed
+    buffer is touched in full at once), at most MAX_BUFFER. Refusing here is an error
+    reply; a MemoryError or the OOM killer later would not be."""
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return min(MAX_BUFFER, int(line.split()[1]) * 1024 // 2)
+    except (OSError, ValueError, IndexError):
+        pass
+    return 1 << 30
+
+
+@dataclass(frozen=True)
+class Limit:
+    """A bound known only when a request is checked: `of(args checked so far)`."""
+
+    name: str
+    of: Callable[[Mapping[str, Any]], int]
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+def _buffer(a: Mapping[str, Any]) -> int:
+    return len(a["qpn"].buffer)
+
+
+MEMORY = Limit("half the memory available", lambda a: buffer_limit())
+BUFFER = Limit("the QP's buffer", _buffer)
+BUFFER_AFTER_SIZE = Limit("the QP's buffer less size", lambda a: _buffer(a) - a["size"])
+BUFFER_AFTER_OFFSET = Limit("the QP's buffer less offset", lambda a: _buffer(a) - a["offset"])
+
+
+@dataclass(frozen=True)
+class Arg:
+    name: str
+    kind: str
+    lo: int | float | Limit = 0
+    hi: int | float | Limit = 0
+    default: Any = REQUIRED
+    choices: tuple[str, ...] = ()
+    doc: str = ""
+
+
+@dataclass(frozen=True)
+class Op:
+    name: str
+    args: tuple[Arg, ...]
+    reply: tuple[str, ...]  # the keys every reply carries (besides "id")
+    doc: str
+
+
+def _qpn(kind: str, doc: str) -> Arg:
+    return Arg("qpn", kind, 0, QPN_MAX, doc=doc)
+
+
+# A send_qp's transport tunables: the range each must lie in (a window of 0, or a target
+# delay of 0, would stall or divide by zero inside the datapath, long after the reply)
+TUNABLES = (Arg("init_window", "number", 1, 1 << 16, OMITTED, doc="packets"),
+            Arg("max_window", "number", 1, 1 << 16, OMITTED, doc="packets"),
+            Arg("target_ns", "number", 1, 60_000_000_000, OMITTED, doc="queueing delay"),
+            Arg("rto_min_ns", "number", 1, 60_000_000_000, OMITTED),
+            Arg("reorder_ns", "number", 1, 60_000_000_000, OMITTED))
+
+# The SendQpStats keys (twin.mrc.stats): the reply to `wait`
+_SEND_QP_STATS = ("qpn", "peer", "mode", "idle", "mtu", "failed", "elapsed_s", "goodput_gbps",
+                  "sender", "window", "srtt_us", "reorder_window_us", "evs", "ev_set_size",
+                  "ev_pools", "ev_retirements_total", "ev_revivals_total",
+                  "ev_retirements_undone_total", "planes_in_use", "send_errors",
+                  "probes_sent", "messages_completed", "completions", "events_logged",
+                  "single_path", "ev_skips_total", "dead_paths_total", "target_us")
+
+OPS: dict[str, Op] = {op.name: op for op in (
+    Op("hello", (), ("host", "nic", "planes", "ports", "pid", "datapath", "icrc"),
+       "who am I: host, NIC, planes, port state, pid, data path and ICRC (the compiled "
+       "data path adds its batching counters: tx, rx)"),
+    Op("recv_qp", (Arg("size", "int", 1, MEMORY, doc="bytes"),
+                   Arg("seed", "seed", default=0, doc="seeds the rkey and reverse EVs")),
+       ("qpn", "rkey"), "register a receive buffer (zeroed)"),
+    Op("send_qp", (Arg("peer", "host", doc="the receiving host"),
+                   Arg("mode", "choice", default="mrc", choices=MODES),
+                   Arg("size", "int", 1, MEMORY, doc="bytes of source buffer"),
+                   Arg("peer_qpn", "int", 0, wire.PSN_MASK, doc="the receiving QP at the peer"),
+                   Arg("rkey", "int", 0, U32, doc="the receiving QP's rkey"),
+                   Arg("evs", "int", 1, MAX_EVS, default=128, doc="EVs in the QP's set"),
+                   Arg("seed", "seed", default=0, doc="seeds the buffer and the EV set"),
+                   *TUNABLES),
+       ("qpn", "planes"), "a sending QP, its source buffer filled from the seed"),
+    Op("connect", (_qpn("recv_qp", "a receiving QP"),
+                   Arg("peer_qpn", "int", 0, wire.PSN_MASK, doc="the sending QP at the peer"),
+                   Arg("peer", "host", doc="the sending host")),
+       ("qpn",), "tell a receiving QP its sender (ACKs go there)"),
+    Op("deny", (_qpn("send_qp", "a sending QP"), Arg("evs", "evs")),
+       ("denied",), "put EVs on the QP's denylist (e.g. from a clustermapper)"),
+    Op("write", (_qpn("send_qp", "a sending QP"),
+                 Arg("size", "int", 1, BUFFER, doc="bytes"),
+                 Arg("offset", "int", 0, BUFFER_AFTER_SIZE, default=0),
+                 Arg("imm", "int", 0, U32, default=None, doc="WRITE_IMM's immediate")),
+       ("msn",), "post an RDMA WRITE (WRITE_IMM with imm)"),
+    Op("wait", (_qpn("send_qp", "a sending QP"),), _SEND_QP_STATS,
+       "reply when the QP is idle or failed: its stats (twin.mrc.stats.SendQpStats)"),
+    Op("digest", (_qpn("qp", "a sending or receiving QP"),
+                  Arg("offset", "int", 0, BUFFER, default=0),
+                  Arg("size", "int", 0, BUFFER_AFTER_OFFSET, default=BUFFER_AFTER_OFFSET)),
+       ("sha256",), "sha256 of a QP's buffer (source or destination)"),
+    Op("guards", (), ("intact", "buffers", "broken"),
+       "whether every buffer's guard bytes are intact"),
+    Op("events", (_qpn("send_qp", "a sending QP"),),
+       ("events", "dropped", "total", "kinds", "acked_bins"),
+       "a sending QP's event log (CLOCK_MONOTONIC ns and us) and its acked bytes per "
+       "1 ms bin and plane"),
+    Op("stats", (), ("host", "ports", "bad_packets", "unknown_qp", "totals", "send_qps",
+                     "recv_qps", "drops", "datapath"),
+       "every QP's counters (twin.mrc.stats.EndpointStats)"),
+    Op("metrics", (), ("text",), "the same in Prometheus text format"),
+    Op("close", (Arg("qpn", "int", 0, QPN_MAX),), ("closed",),
+       "forget a QP; its counters stay in the endpoint's totals"),
+)}
+
+
+# -- checking a request (the server's side) ----------------------------------------------
+
+
+def _bound(b, got: Mapping[str, Any]):
+    return b.of(got) if isinstance(b, Limit) else b
+
+
+def int_arg(req: Mapping, key: str, lo: int, hi: int, default: int | None = None) -> int:
+    """An integer argument in [lo, hi]. JSON integers only: "abc", true and 1e30 are
+    refused here, as an error reply, not turned into a huge allocation or a crash in the
+    datapath later."""
+    if key not in req and default is not None:
+        return default
+    if key not in req:
+        raise ValueError(f"missing argument {key!r}")
+    v = req[key]
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise ValueError(f"{key} must be an integer, not {str(v)[:40]!r}")
+    if not lo <= v <= hi:
+        raise ValueError(f"{key} must be in {lo}..{hi}, got {v}"[:200])
+    return v
+
+
+def num_arg(req: Mapping, key: str, lo: float, hi: float) -> float:
+    v = req[key]
+    if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) \
+            or not lo <= v <= hi:
+        raise ValueError(f"{key} must be a number in {lo}..{hi}, not {str(v)[:40]!r}")
+    return v
+
+
+def seed_arg(req: Mapping, default: int | str = 0) -> int | str:
+    seed = req.get("seed", default)
+    if isinstance(seed, bool) or not isinstance(seed, int | str) or len(str(seed)) > 256:
+        raise ValueError(f"seed must be an integer or a short string, not {str(seed)[:40]!r}")
+    return seed
+
+
+def _host(fabric, key: str, name):
+    """A host of this fabric by name (a switch has no NIC to send to)."""
+    if not isinstance(name, str) or not fabric.has_node(name) \
+            or fabric.node(name) not in fabric.hosts:
+        raise ValueError(f"{key} must name a host of {fabric.name}, not {str(name)[:40]!r}")
+    return fabric.node(name)
+
+
+def _check(arg: Arg, req: Mapping, got: Mapping[str, Any], loop) -> Any:
+    """One argument, checked; what it stands for (a QP for a QP number)."""
+    key, kind = arg.name, arg.kind
+    if kind == "int":
+        if arg.default is None and req.get(key) is None:
+            return None
+        default = None if arg.default in (REQUIRED, None) else _bound(arg.default, got)
+        return int_arg(req, key, _bound(arg.lo, got), _bound(arg.hi, got), default)
+    if kind == "number":
+        return num_arg(req, key, arg.lo, arg.hi)
+    if kind == "seed":
+        return seed_arg(req, arg.default)
+    if kind == "choice":
+        value = req.get(key, arg.default)
+        if value not in arg.choices:
+            raise ValueError(f"{key} must be one of {', '.join(arg.choices)}")
+        return value
+    if kind == "host":
+        return _host(loop.fabric, key, req.get(key))
+    if kind in ("send_qp", "recv_qp", "qp"):
+        qpn = int_arg(req, key, arg.lo, arg.hi)
+        if kind != "recv_qp" and qpn in loop.send_qps:
+            return loop.send_qps[qpn]
+        if kind != "send_qp" and qpn in loop.recv_qps:
+            return loop.recv_qps[qpn]
+        raise ValueError(f"no {'sending' if kind == 'send_qp' else 'receiving'} QP {qpn}")
+    if kind == "evs":
+        evs = req.get(key)
+        if not isinstance(evs, list) or len(evs) > MAX_DENY:
+            raise ValueError(f"{key} must be a list of at most {MAX_DENY} EVs")
+        return [int_arg({"ev": ev}, "ev", 0, U32) for ev in evs]
+    raise AssertionError(f"argument kind {kind!r} of {key}")
+
+
+def parse(op: Op, req: Mapping, loop) -> dict[str, Any]:
+    """`req`'s arguments for `op`, checked in the table's order: {name: value}, defaults
+    filled in, an OMITTED argument left out, a QP number as its QP. `loop` supplies what
+    names are checked against: its `fabric`, `send_qps` and `recv_qps`."""
+    got: dict[str, Any] = {}
+    for arg in op.args:
+        if arg.default is OMITTED and arg.name not in req:
+            continue
+        got[arg.name] = _check(arg, req, got, loop)
+    return got
+
+
+def op_of(req: Mapping) -> Op:
+    """The op a request names; ValueError for none or an unknown one."""
+    name = req.get("op")
+    op = OPS.get(name) if isinstance(name, str) else None
+    if op is None:
+        raise ValueError(f"unknown op {str(name)[:40]!r}")
+    return op
+
+
+# -- the client ----------------------------------------------------------------------------
+
+
+class EndpointGone(LabError):
+    """Nothing listens at an endpoint's control socket: it never started, or it ended."""
+
+
+class EndpointClient:
+    """One control connection: JSON lines, one reply per request, one method per op.
+
+    Each method sends the op's arguments that are not None, in the table's order, and
+    returns the reply (a dict, as the endpoint sent it, "id" included); an error reply
+    raises LabError. `timeout` bounds the wait for this reply and the calls after it.
+    `call_raw` sends any op with any arguments, unchecked: for tests of hostile input.
+    """
+
+    def __init__(self, path: str, timeout: float = 30.0, sock: socket.socket | None = None,
+                 relay: subprocess.Popen | None = None):
+        """Connect to the socket at `path`; or talk over `sock`, already connected to
+        it through `relay` (a remote node's), which ends with the client."""
+        self.path = path
+        self.relay = relay
+        self.sock = sock or socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.settimeout(timeout)
+        if sock is None:
+            try:
+                unixsock.connect(self.sock, path)
+            except OSError as e:
+                self.sock.close()
+                gone = e.errno in (errno.ECONNREFUSED, errno.ENOENT)
+                raise (EndpointGone if gone else LabError)(
+                    f"endpoint at {path} does not answer: {e.strerror}") from None
+        self._buf = b""
+        self._id = 0
+
+    # -- the ops (OPS): a unit test keeps these signatures and the table in step --------
+
+    def hello(self, *, timeout: float | None = None) -> dict:
+        return self._ask("hello", timeout)
+
+    def recv_qp(self, size: int, seed: int | str | None = None, *,
+                timeout: float | None = None) -> dict:
+        return self._ask("recv_qp", timeout, size=size, seed=seed)
+
+    def send_qp(self, peer: str, peer_qpn: int, rkey: int, size: int,
+                mode: str | None = None, evs: int | None = None,
+                seed: int | str | None = None, *, init_window: float | None = None,
+                max_window: float | None = None, target_ns: float | None = None,
+                rto_min_ns: float | None = None, reorder_ns: float | None = None,
+                timeout: float | None = None) -> dict:
+        return self._ask("send_qp", timeout, peer=peer, mode=mode, size=size,
+                         peer_qpn=peer_qpn, rkey=rkey, evs=evs, seed=seed,
+                         init_window=init_window, max_window=max_window, target_ns=target_ns,
+                         rto_min_ns=rto_min_ns, reorder_ns=reorder_ns)
+
+    def connect(self, qpn: int, peer: str, peer_qpn: int, *,
+                timeout: float | None = None) -> dict:
+        return self._ask("connect", timeout, qpn=qpn, peer_qpn=peer_qpn, peer=peer)
+
+    def deny(self, qpn: int, evs: list[int], *, timeout: float | None = None) -> dict:
+        return self._ask("deny", timeout, qpn=qpn, evs=evs)
+
+    def write(self, qpn: int, size: int, offset: int | None = None, imm: int | None = None,
+              *, timeout: float | None = None) -> dict:
+        return self._ask("write", timeout, qpn=qpn, size=size, offset=offset, imm=imm)
+
+    def wait(self, qpn: int, *, timeout: float | None = None) -> dict:
+        return self._ask("wait", timeout, qpn=qpn)
+
+    def digest(self, qpn: int, size: int | None = None, offset: int | None = None, *,
+               timeout: float | None = None) -> dict:
+        return self._ask("digest", timeout, qpn=qpn, offset=offset, size=size)
+
+    def guards(self, *, timeout: float | None = None) -> dict:
+        return self._ask("guards", timeout)
+
+    def events(self, qpn: int, *, timeout: float | None = None) -> dict:
+        return self._ask("events", timeout, qpn=qpn)
+
+    def stats(self, *, timeout: float | None = None) -> dict:
+        return self._ask("stats", timeout)
+
+    def metrics(self, *, timeout: float | None = None) -> dict:
+        return self._ask("metrics", timeout)
+
+    def close_qp(self, qpn: int, *, timeout: float | None = None) -> dict:
+        """The `close` op (close() closes the connection)."""
+        return self._ask("close", timeout, qpn=qpn)
+
+    # -- the wire -----------------------------------------------------------------------
+
+    def _ask(self, name: str, timeout: float | None, **args) -> dict:
+        """`name` with the arguments given (not None), in the table's order."""
+        op = OPS[name]
+        known = {a.name for a in op.args}
+        if set(args) - known:  # a method out of step with the table
+            raise TypeError(f"{name}: no argument {sorted(set(args) - known)[0]!r}")
+        return self.call_raw(name, timeout, **{a.name: args[a.name] for a in op.args
+                                               if args.get(a.name) is not None})
+
+    def call_raw(self, op: str, timeout: float | None = None, **args) -> dict:
+        """Send `op` with `args` as they are, unchecked; its reply."""
+        self._id += 1
+        self.sock.sendall(json.dumps({"op": op, "id": self._id, **args}).encode() + b"\n")
+        if timeout is not None:
+            self.sock.settimeout(timeout)
+        while True:
+            while b"\n" not in self._buf:
+                try:
+                    chunk = self.sock.recv(1 << 20)
+                except TimeoutError:
+                    raise LabError(f"endpoint {self.path}: no answer to {op} in time") from None
+                if not chunk:
+                    raise LabError(f"endpoint {self.path} closed the connection during {op}")
+                self._buf += chunk
+            line, self._buf = self._buf.split(b"\n", 1)
+            reply = json.loads(line)
+            # The answer to a call cut short (Ctrl-C, SIGTERM mid-recv) arrives before
+            # this one's: skipped, so each call gets its own reply.
+            if reply.get("id") in (None, self._id):
+                break
+        if "error" in reply:
+            raise LabError(f"endpoint {self.path}: {op}: {reply['error']}")
+        return reply
+
+    def close(self) -> None:
+        self.sock.close()
+        if self.relay is not None:  # its stdin closed with our end: it ends
+            try:
+                self.relay.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                self.relay.kill()
+                self.relay.wait()
+
+    def __enter__(self) -> EndpointClient:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()

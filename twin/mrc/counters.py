@@ -1,0 +1,179 @@
+"""What an MRC endpoint counts, and its counters read out: the `stats`, `wait`,
+`metrics` and `guards` replies.
+
+    EndpointCounters   the packet loop's own counters (drops by reason, per-plane bytes)
+                       and the totals of the QPs it closed
+    endpoint_stats     the loop and every open QP, now: a stats.EndpointStats
+    send_qp_stats      one sending QP: a stats.SendQpStats (also the `wait` reply)
+    metrics            the same counters in Prometheus text format
+    guards             whether every registered buffer's guard bytes are intact
+
+The readers take the packet loop (twin.mrc.loop.PacketLoop) and read its QPs; they
+change nothing. The schema of what they return is twin.mrc.stats.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict
+
+from twin.mrc.stats import (
+    EndpointDrops,
+    EndpointStats,
+    EndpointTotals,
+    MessageLatency,
+    RecvQpStats,
+    SenderCounters,
+    SendQpStats,
+)
+
+# Drops the endpoint counts itself; the rest are its QPs' transport counters
+ENDPOINT_DROPS = ("truncated", "malformed", "bad_icrc", "unknown_qp", "bad_rkey",
+                  "out_of_bounds")
+
+
+class EndpointCounters:
+    """Counters over the endpoint's life that no open QP holds: packets the loop
+    dropped, bytes per plane, and what QPs closed before had counted."""
+
+    def __init__(self, planes):
+        self.drops = dict.fromkeys(ENDPOINT_DROPS, 0)
+        self.totals = {"bytes_sent": 0, "bytes_placed": 0, "retransmits": 0,
+                       "ev_retirements": 0}
+        # per plane, over the endpoint's life: payload sent (retransmissions included)
+        # and placed (duplicates not), for per-plane telemetry across QPs come and gone
+        self.tx_plane_bytes: dict[int, int] = {p: 0 for p in planes}
+        self.rx_plane_bytes: dict[int, int] = {p: 0 for p in planes}
+        # the QPs' own drop counters, of QPs closed before
+        self.closed_drops = {"duplicate": 0, "psn_window": 0, "ack_unsent": 0}
+
+    def close(self, sq, rq) -> None:
+        """A sending QP, a receiving QP (either may be None) closed: closed QPs still
+        count in the endpoint's totals."""
+        if sq is not None:
+            self.totals["bytes_sent"] += sq.sender.stats.bytes
+            self.totals["retransmits"] += sq.sender.stats.retransmits
+            self.totals["ev_retirements"] += sq.sender.evs.retirements
+            self.closed_drops["ack_unsent"] += sq.sender.stats.acks_unsent
+        if rq is not None:
+            self.totals["bytes_placed"] += rq.receiver.stats.bytes
+            self.closed_drops["duplicate"] += rq.receiver.stats.duplicates
+            self.closed_drops["psn_window"] += rq.receiver.stats.out_of_window
+
+
+def send_qp_stats(loop, qp) -> SendQpStats:
+    sender = qp.sender
+    st = sender.stats
+    done = qp.done_ns or time.monotonic_ns()
+    elapsed = (done - qp.first_write_ns) / 1e9 if qp.first_write_ns else 0
+    acked_bytes = min(st.acked * sender.cfg.mtu, sender.posted_bytes)
+    single = sender.single_ev
+    evs = sender.evs
+    return SendQpStats(
+        qpn=qp.qpn, peer=qp.peer, mode=qp.mode, idle=sender.idle, mtu=sender.cfg.mtu,
+        failed=sender.failed, elapsed_s=elapsed,
+        goodput_gbps=acked_bytes * 8 / elapsed / 1e9 if elapsed else 0.0,
+        sender=SenderCounters(**asdict(st)), window=sender.window,
+        srtt_us=sender.srtt / 1000, reorder_window_us=sender.reorder_window_ns() / 1000,
+        # EVs now: the slots by state (they add up to ev_set_size), and the pools
+        evs=evs.counts(), ev_set_size=evs.size, ev_pools=evs.pools(),
+        # events over the QP's life
+        ev_retirements_total=evs.retirements, ev_revivals_total=evs.revivals,
+        ev_retirements_undone_total=evs.undone,
+        planes_in_use=tuple(sender.planes_in_use()), send_errors=qp.send_errors,
+        probes_sent=qp.probes_sent, messages_completed=sender.messages_completed,
+        completions=tuple(MessageLatency(m.msn, (m.done_ns - m.posted_ns) / 1e3)
+                          for m in list(sender.completed)[-16:]),
+        events_logged=sender.log.total,
+        single_path=loop.path(qp, single.value) if single is not None else None,
+        ev_skips_total=evs.skips, dead_paths_total=evs.dead_paths,
+        target_us=sender.cfg.target_ns / 1000)
+
+
+def recv_qp_stats(qp) -> RecvQpStats:
+    return RecvQpStats(qp.qpn, qp.bad_rkey, qp.receiver.cum,
+                       tuple(list(qp.receiver.completions)[-16:]),  # (n, imm)
+                       tuple(sorted(qp.rev_evs.values())), **asdict(qp.receiver.stats))
+
+
+def guards(loop) -> dict:
+    """Whether every registered buffer's guard bytes still hold their pattern."""
+    qps = [*loop.recv_qps.values(), *loop.send_qps.values()]
+    broken = sorted(q.qpn for q in qps if not q.mem.intact())
+    return {"intact": not broken, "buffers": len(qps), "broken": broken}
+
+
+def drop_counts(loop) -> EndpointDrops:
+    """The endpoint's own drop counters, and its QPs' (closed ones included)."""
+    sq, rq = loop.send_qps.values(), loop.recv_qps.values()
+    closed = loop.counters.closed_drops
+    return EndpointDrops(
+        **loop.counters.drops,
+        psn_window=closed["psn_window"] + sum(q.receiver.stats.out_of_window for q in rq),
+        duplicate=closed["duplicate"] + sum(q.receiver.stats.duplicates for q in rq),
+        ack_unsent=closed["ack_unsent"] + sum(q.sender.stats.acks_unsent for q in sq))
+
+
+def endpoint_stats(loop) -> EndpointStats:
+    sq, rq = loop.send_qps.values(), loop.recv_qps.values()
+    closed = loop.counters.totals
+    totals = EndpointTotals(
+        bytes_sent=closed["bytes_sent"] + sum(q.sender.stats.bytes for q in sq),
+        bytes_placed=closed["bytes_placed"] + sum(q.receiver.stats.bytes for q in rq),
+        retransmits=closed["retransmits"] + sum(q.sender.stats.retransmits for q in sq),
+        ev_retirements=closed["ev_retirements"] + sum(q.sender.evs.retirements for q in sq),
+        tx_bytes_per_plane=loop.tx_bytes_per_plane(),
+        rx_bytes_per_plane=dict(loop.counters.rx_plane_bytes))
+    drops = drop_counts(loop)
+    bad = drops.truncated + drops.malformed + drops.bad_icrc
+    return EndpointStats(loop.host, loop.port_bitmap, bad, drops.unknown_qp,
+                         totals, tuple(send_qp_stats(loop, q) for q in sq),
+                         tuple(recv_qp_stats(q) for q in rq), drops, loop.datapath)
+
+
+def metrics(loop) -> str:
+    """Prometheus text exposition of this endpoint's counters."""
+    lines = []
+
+    def metric(name, kind, help_, samples):
+        lines.append(f"# HELP mrc_{name} {help_}")
+        lines.append(f"# TYPE mrc_{name} {kind}")
+        for labels, value in samples:
+            lab = ",".join(f'{k}="{v}"' for k, v in {"host": loop.host, **labels}.items())
+            lines.append(f"mrc_{name}{{{lab}}} {value}")
+
+    sq = list(loop.send_qps.values())
+    metric("tx_packets_total", "counter", "Data packets sent, per QP and plane",
+           [({"qp": q.qpn, "peer": q.peer, "mode": q.mode, "plane": p}, n)
+            for q in sq for p, n in sorted(q.sender.stats.per_plane_packets.items())])
+    metric("tx_bytes_total", "counter", "Payload bytes sent, per QP",
+           [({"qp": q.qpn, "mode": q.mode}, q.sender.stats.bytes) for q in sq])
+    metric("retransmits_total", "counter", "Packets sent again, per QP",
+           [({"qp": q.qpn, "mode": q.mode}, q.sender.stats.retransmits) for q in sq])
+    metric("srtt_seconds", "gauge", "Smoothed RTT, per QP",
+           [({"qp": q.qpn}, q.sender.srtt / 1e9) for q in sq])
+    metric("window_packets", "gauge", "Congestion window, per QP",
+           [({"qp": q.qpn}, q.sender.window) for q in sq])
+    metric("evs", "gauge", "EVs in the QP's set now, by state (they add up to the set size)",
+           [({"qp": q.qpn, "state": s}, n) for q in sq
+            for s, n in q.sender.evs.counts().items()])
+    metric("ev_retirements_total", "counter",
+           "Retirement events: an EV went ASSUMED_BAD (a revived EV may retire again)",
+           [({"qp": q.qpn}, q.sender.evs.retirements) for q in sq])
+    metric("ev_revivals_total", "counter", "Retired EVs brought back by probes",
+           [({"qp": q.qpn}, q.sender.evs.revivals) for q in sq])
+    metric("goodput_bits_per_second", "gauge", "Acked payload rate of the last write",
+           [({"qp": q.qpn}, send_qp_stats(loop, q).goodput_gbps * 1e9) for q in sq])
+    metric("rx_bytes_total", "counter", "Payload bytes placed, per receiving QP",
+           [({"qp": q.qpn}, q.receiver.stats.bytes) for q in loop.recv_qps.values()])
+    metric("rx_duplicates_total", "counter", "Duplicate data packets dropped",
+           [({"qp": q.qpn}, q.receiver.stats.duplicates) for q in loop.recv_qps.values()])
+    drops = drop_counts(loop).to_dict()
+    metric("bad_packets_total", "counter", "Packets dropped for a bad ICRC or header",
+           [({}, drops["truncated"] + drops["malformed"] + drops["bad_icrc"])])
+    metric("drops_total", "counter", "Packets dropped, by reason (stats.EndpointDrops)",
+           [({"reason": k}, n) for k, n in drops.items()])
+    metric("port_up", "gauge", "NIC port state, per plane",
+           [({"plane": p}, loop.port_bitmap >> p & 1) for p in sorted(loop.ports)])
+    return "\n".join(lines) + "\n"
+

@@ -1,0 +1,756 @@
+"""The MRC endpoint's packet loop: its sockets, its QPs and the data path.
+
+One thread, one loop (`PacketLoop.run`):
+    send   Sender.poll -> a precomputed DataTemplate per (QP, EV) -> an IPPROTO_RAW
+           socket writes the whole IPv6-in-IPv6 packet onto the EV's uSID path
+    recv   the host's End.DT6 decap delivers the inner packet to a UDP socket on
+           [NIC]:4791 (UDP_NO_CHECK6_RX: checksum 0, integrity from the RoCEv2 ICRC,
+           checked against the peer address, port and flow label the socket reports)
+    acks   SACKs and NAKs go back the way the data packet came (its plane and T1,
+           reversed): one reverse EV per forward path, its entropy from the QP's rng.
+           Coalesced per receive batch: of a QP's plain SACKs (every 2nd packet) only
+           the last of a batch is sent, since it says all the others did; a SACK that
+           answers a duplicate, an ACK request or a message's last packet goes at once.
+    ports  the host's NIC port state comes from netlink link events (RTNLGRP_LINK):
+           a port that goes down stops its plane locally and, through the port-state
+           bitmap in every SACK, at the peers
+
+Two implementations of send and recv, the same bytes on the wire (MRC_TWIN_DATAPATH):
+    compiled  twin.mrc._fastpath, built by `pip install` from _fastpath.c: a window's
+              packets built in C from the transport's TxPackets and sent with one
+              sendmmsg straight from the source buffer; recvmmsg of up to RX_SLOTS
+              datagrams into a ring, ICRC checked and headers parsed in C, payloads
+              placed from the ring. The default where it is built (auto).
+    python    the standard library only: one sendto / recvmsg per packet, wire's
+              encoder and decoder. Where the module is missing (a container whose
+              Python cannot load it), or asked for with MRC_TWIN_DATAPATH=python.
+
+Idle, the loop blocks in its selector (UDP, control, netlink sockets) with no
+timeout; the 1 ms transport timer and the probe timer run only while a QP has
+work for them. Other sockets join the selector with a callback as their key's
+data (the control server's: twin.mrc.server); the loop calls it when they are ready.
+
+QPs are opened, written to and closed by the control server, with arguments it has
+already checked (twin.mrc.control); what the loop counts is read by twin.mrc.counters.
+
+A packet is checked before anything of it is believed, and each drop is counted by
+reason (stats.EndpointDrops): too short, malformed, a bad ICRC, no such QP, a wrong
+rkey, VA + length outside the buffer, a PSN too far ahead, a duplicate, an ACK for a
+PSN never sent. Every registered buffer sits between guard bytes (twin.mrc.buffer).
+
+Seeds make runs reproducible: a QP's EV set, rkey and reverse EVs come from
+generators seeded with (host, QP number, the request's seed).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import random
+import selectors
+import socket
+import struct
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from twin.errors import UsageError
+from twin.fabric.model import build_fabric
+from twin.fabric.paths import ENTROPY_SHIFT, PLANE_BITS, ev_fields, route
+from twin.fabric.plan import nic_address
+from twin.fabric.spec import parse_spec
+from twin.mrc import wire
+from twin.mrc.buffer import GuardedBuffer
+from twin.mrc.counters import EndpointCounters
+from twin.mrc.evset import EvSet
+from twin.mrc.transport import (
+    QpFailed,
+    Receiver,
+    RxPacket,
+    SackReport,
+    Sender,
+    SenderConfig,
+    queueing_target_ns,
+)
+
+RECV_BATCH = 256
+RX_SLOTS = 64  # datagrams per recvmmsg (compiled data path)
+RECV_BUF = wire.MTU + 256
+ANC_BUF = socket.CMSG_SPACE(4)  # one IPV6_FLOWINFO cmsg
+SEND_BUDGET = 64
+TIMER_NS = 1_000_000
+DELAYED_ACK_NS = 200_000
+PORT_POLL_NS = 5_000_000  # only where netlink link events are unavailable
+PROBE_NS = 10_000_000  # background EV probes of retired EVs, per QP
+PROBE_TIMEOUT_NS = 50_000_000
+PROBES_PER_ROUND = 8
+PEERS_CACHED = 1024
+ROUTES_CACHED = 1 << 16  # (host, plane, T1): every path of a 64-host, 8x16 fabric fits
+SO_RCVBUFFORCE, SO_SNDBUFFORCE = 33, 32
+SIOCGIFFLAGS, IFF_UP, IFF_RUNNING = 0x8913, 0x1, 0x40
+RTMGRP_LINK = 1
+
+# Where each BadPacket reason is counted (stats.EndpointDrops)
+_DROP_OF_REASON = {"short": "truncated", "icrc": "bad_icrc", "opcode": "malformed",
+                   "length": "malformed", "syndrome": "malformed"}
+
+
+_PATH_MASK = (1 << ENTROPY_SHIFT) - 1  # an EV's plane and T1: which path it takes
+_PLANE_MASK = (1 << PLANE_BITS) - 1  # an EV's plane
+
+
+def now_ns() -> int:
+    return time.monotonic_ns()
+
+
+DATAPATHS = ("auto", "compiled", "python")
+DATAPATH_ENV = "MRC_TWIN_DATAPATH"
+
+
+def load_datapath(asked: str | None = None):
+    """(the compiled module or None, "compiled" or "python: why"), as MRC_TWIN_DATAPATH
+    asks: auto (compiled where it is built), compiled (refuse to run without it), python."""
+    asked = asked or os.environ.get(DATAPATH_ENV, "auto")
+    if asked not in DATAPATHS:
+        raise UsageError(f"{DATAPATH_ENV}={asked!r}: want one of {', '.join(DATAPATHS)}")
+    if asked == "python":
+        return None, "python: asked for"
+    try:
+        from twin.mrc import _fastpath
+    except ImportError as e:
+        if asked == "compiled":
+            raise UsageError(f"{DATAPATH_ENV}=compiled, but twin.mrc._fastpath does not "
+                             f"load ({e}); `pip install -e .` builds it with gcc") from e
+        return None, f"python: the compiled data path does not load ({e})"
+    return _fastpath, "compiled"
+
+
+@dataclass
+class RecvQp:
+    qpn: int
+    rkey: int
+    mem: GuardedBuffer  # buf is its view: the registered bytes, guards either side
+    buf: memoryview
+    receiver: Receiver
+    rng: random.Random
+    peer_nic: str | None = None
+    peer_qpn: int = 0  # the sending QP at the peer: ACKs are addressed to it
+    # path (plane | t1 << 4) -> reverse EV, and its framer and segment list
+    rev_evs: dict[int, int] = field(default_factory=dict)
+    framers: dict[int, tuple[wire.Framer, str]] = field(default_factory=dict)
+    last_pkt: RxPacket | None = None
+    last_data_ns: int = 0
+    bad_rkey: int = 0
+
+    @property
+    def buffer(self) -> memoryview:
+        """The registered bytes: where the peer's writes land."""
+        return self.buf
+
+
+@dataclass
+class SendQp:
+    qpn: int
+    peer: str
+    peer_nic: str
+    peer_qpn: int
+    rkey: int
+    mem: GuardedBuffer  # src is its view
+    src: memoryview
+    sender: Sender
+    mode: str
+    templates: dict[int, wire.DataTemplate] = field(default_factory=dict)
+    paths: dict[int, str] = field(default_factory=dict)  # EV -> uSID program
+    started_ns: int = 0
+    first_write_ns: int = 0
+    done_ns: int = 0
+    waiters: list = field(default_factory=list)
+    send_errors: int = 0
+    probes: dict[int, int] = field(default_factory=dict)  # retired EV -> probe sent ns
+    probes_sent: int = 0
+
+    @property
+    def buffer(self) -> memoryview:
+        """The registered bytes: the source of its writes."""
+        return self.src
+
+    @property
+    def cache_max(self) -> int:
+        """Templates and paths kept: a few per slot of the EV set, then the dead go."""
+        return 4 * self.sender.evs.size + 16
+
+
+class PacketLoop:
+    """One host's NIC: its sockets, its QPs, and the loop that moves their packets."""
+
+    def __init__(self, config: dict):
+        self.cfg = config
+        self.host = config["host"]
+        self.nic = config["nic"]
+        self.nic_packed = socket.inet_pton(socket.AF_INET6, self.nic)
+        self.ports: dict[int, str] = {int(p): ifname for p, ifname in config["ports"].items()}
+        self.fabric = build_fabric(parse_spec(config["spec"], "endpoint.json"))
+        self.me = self.fabric.node(self.host)
+        self._hosts_by_nic = {str(nic_address(self.fabric, h)): h for h in self.fabric.hosts}
+        self._peers: dict[str, bytes] = {}  # peer address text -> packed
+        self._routes: dict[tuple[str, int, int], str] = {}  # (host, plane, T1) -> uSIDs
+        # The paths (plane | t1 << 4) of this fabric. An EV from the wire may name any
+        # (its plane and T1 are flow-label bits anyone can set): replies use these only.
+        self._path_keys = sorted(p | t << 4 for p in self.fabric.nic_planes
+                                 for t in range(self.fabric.spec.t1_per_plane))
+        self._path_set = frozenset(self._path_keys)
+        self.recv_qps: dict[int, RecvQp] = {}
+        self.send_qps: dict[int, SendQp] = {}
+        self._next_qpn = 1
+        self.counters = EndpointCounters(self.fabric.nic_planes)
+        # the data path counts into these (the counters' own dicts, one lookup less)
+        self.drops = self.counters.drops
+        self.tx_plane_bytes = self.counters.tx_plane_bytes
+        self.rx_plane_bytes = self.counters.rx_plane_bytes
+        self._pending_sacks: dict[int, tuple[RecvQp, SackReport]] = {}  # coalesced
+        self._next_timer = self._next_probe = self._next_port_poll = 0
+        # called when a QP with waiters goes idle or fails (the control server's `wait`)
+        self.on_done: Callable[[SendQp], None] = lambda qp: qp.waiters.clear()
+        self._open_sockets()
+        self.port_bitmap = self._read_ports()
+
+    # -- sockets ----------------------------------------------------------------
+
+    def _open_sockets(self) -> None:
+        self.raw = socket.socket(socket.AF_INET6, socket.SOCK_RAW, socket.IPPROTO_RAW)
+        self.udp = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+        wire.allow_zero_udp_checksum(self.udp)
+        wire.receive_flow_labels(self.udp)
+        for sock, opt in ((self.udp, SO_RCVBUFFORCE), (self.raw, SO_SNDBUFFORCE)):
+            try:
+                sock.setsockopt(socket.SOL_SOCKET, opt, 8 << 20)
+            except OSError:
+                pass
+        self.udp.bind((self.nic, wire.ROCE_PORT))
+        self.udp.setblocking(False)
+        fast, self.datapath = load_datapath()
+        # who computes the ICRC: the compiled path's ISA-L or zlib; Python's zlib.crc32
+        self.icrc = getattr(fast, "ICRC", "zlib") if fast is not None else "zlib (python)"
+        self.tx_batch = self.rx_ring = None
+        if fast is not None:
+            self.tx_batch = fast.TxBatch(self.raw.fileno(), SEND_BUDGET)
+            self.rx_ring = fast.RxRing(self.udp.fileno(), self.nic_packed, RX_SLOTS, RECV_BUF)
+        self.sel = selectors.DefaultSelector()
+        self.sel.register(self.udp, selectors.EVENT_READ, None)  # read every round anyway
+        self.netlink = self._open_netlink()
+
+    def _open_netlink(self) -> socket.socket | None:
+        """Link events of our namespace (RTNLGRP_LINK); None means poll instead."""
+        try:
+            nl = socket.socket(socket.AF_NETLINK, socket.SOCK_RAW, socket.NETLINK_ROUTE)
+            nl.bind((0, RTMGRP_LINK))
+        except OSError:
+            return None
+        nl.setblocking(False)
+        self.sel.register(nl, selectors.EVENT_READ, lambda mask: self._on_netlink())
+        return nl
+
+    def _read_ports(self) -> int:
+        """Port state from SIOCGIFFLAGS on a socket in our namespace (sysfs may belong
+        to another namespace when we were started with nsenter --net)."""
+        bitmap = 0
+        for plane, ifname in self.ports.items():
+            try:
+                req = struct.pack("16sH", ifname.encode(), 0)
+                flags = struct.unpack("16sH", fcntl.ioctl(self.udp, SIOCGIFFLAGS, req))[1]
+                up = flags & IFF_UP and flags & IFF_RUNNING
+            except OSError:
+                up = False
+            bitmap |= int(bool(up)) << plane
+        return bitmap
+
+    # -- QPs: opened, written and closed by the control server ------------------------
+
+    def _qpn(self) -> int:
+        qpn = self._next_qpn
+        self._next_qpn += 1
+        return qpn
+
+    def open_recv_qp(self, size: int, seed: int | str) -> RecvQp:
+        """Register a receive buffer of `size` bytes (zeroed)."""
+        mem = GuardedBuffer(size)
+        qpn = self._qpn()
+        rng = random.Random(f"{self.host}/recv/{qpn}/{seed}")
+        rkey = rng.getrandbits(32)
+        qp = RecvQp(qpn, rkey, mem, mem.view, None, rng)
+        qp.receiver = Receiver(_placer(qp.buf), port_state=lambda: self.port_bitmap)
+        self.recv_qps[qpn] = qp
+        return qp
+
+    def open_send_qp(self, peer, mode: str, size: int, peer_qpn: int, rkey: int,
+                     n_evs: int, seed: int | str, tunables: dict) -> SendQp:
+        """A sending QP to `peer` (a host node), its source buffer filled from `seed`;
+        `tunables` override SenderConfig fields."""
+        planes = list(self.fabric.nic_planes)  # every NIC has ports on the same planes
+        # Payload per packet: 4096, or less where the fabric's MTU cannot carry it;
+        # the delay target from the slowest link a packet crosses.
+        payload = max_payload(self.fabric.spec.mtu)
+        spec = self.fabric.spec
+        rates = [r for r in (spec.host_rate_bps, spec.fabric_rate_bps) if r]
+        cfg = SenderConfig(mode=mode, mtu=payload, target_ns=queueing_target_ns(
+            payload + wire.MAX_FRAME - wire.MTU, min(rates) if rates else None))
+        for key, value in tunables.items():
+            setattr(cfg, key, type(getattr(cfg, key))(value))
+        mem = GuardedBuffer.filled(size, seed)
+        qpn = self._qpn()
+        evs = EvSet(planes, self.fabric.spec.t1_per_plane, size=n_evs,
+                    seed=f"{self.host}/send/{qpn}/{seed}", cross_rack=peer.rack != self.me.rack)
+        sender = Sender(evs, 0, cfg)
+        t = now_ns()
+        sender.set_local_ports(self.port_bitmap, t)
+        qp = SendQp(qpn, peer.name, str(nic_address(self.fabric, peer)), peer_qpn, rkey, mem,
+                    mem.view, sender, mode, started_ns=t)
+        self.send_qps[qpn] = qp
+        self._warm_routes(peer)
+        return qp
+
+    def connect(self, qp: RecvQp, peer, peer_qpn: int) -> None:
+        """Tell a receiving QP which QP at which peer (a host node) sends to it."""
+        qp.peer_nic = str(nic_address(self.fabric, peer))
+        qp.peer_qpn = peer_qpn
+        self._warm_routes(peer)
+
+    def write(self, qp: SendQp, size: int, offset: int, imm: int | None) -> int:
+        """Post an RDMA WRITE of the source buffer's [offset, offset + size); its MSN."""
+        if not qp.first_write_ns:
+            qp.first_write_ns = now_ns()
+        qp.done_ns = 0
+        return qp.sender.post(size, offset, imm, now_ns())
+
+    def close(self, qpn: int) -> None:
+        """Forget QP `qpn` (sending or receiving); its counters stay in the totals."""
+        self.counters.close(self.send_qps.pop(qpn, None), self.recv_qps.pop(qpn, None))
+
+    # -- the loop -----------------------------------------------------------------
+
+    def run(self) -> None:
+        while True:
+            busy = self._send_all()
+            got = self._recv_batch()
+            t = now_ns()
+            # Timers only once every ACK that arrived is processed: after a stall (CPU
+            # steal, GC) the queue holds the answers a timer would otherwise miss.
+            if t >= self._next_timer and got < RECV_BATCH:
+                self._timers(t)
+                self._next_timer = t + TIMER_NS
+            if t >= self._next_probe:
+                self._probe_retired(t)
+                self._next_probe = t + PROBE_NS
+            if self.netlink is None and t >= self._next_port_poll:
+                self._poll_ports()
+                self._next_port_poll = t + PORT_POLL_NS
+            timeout = 0 if busy or got else self._sleep_s(t)
+            for key, mask in self.sel.select(timeout):
+                if key.data is not None:  # UDP's is None: read above, every round
+                    key.data(mask)
+
+    def _sleep_s(self, t: int) -> float | None:
+        """How long the selector may block: until the earliest timer that has work, or
+        for ever (None) when no QP needs a timer. Packets and requests wake it."""
+        deadlines = []
+        if any(q.sender.wants_to_send() for q in self.send_qps.values()):
+            return 0
+        if any(not q.sender.idle and not q.sender.failed for q in self.send_qps.values()) \
+                or any(q.receiver.owes_ack for q in self.recv_qps.values()):
+            deadlines.append(self._next_timer)
+        if any(q.probes or q.sender.evs.retired for q in self.send_qps.values()
+               if q.mode == "mrc"):
+            deadlines.append(self._next_probe)
+        if self.netlink is None:
+            deadlines.append(self._next_port_poll)
+        return max(0.0, (min(deadlines) - t) / 1e9) if deadlines else None
+
+    def _send_all(self) -> bool:
+        busy = False
+        t = now_ns()
+        for qp in self.send_qps.values():
+            if qp.sender.idle or qp.sender.failed:
+                continue
+            txs = qp.sender.poll(t, qp.src, SEND_BUDGET)
+            if txs:
+                busy = True
+                (self._send_python if self.tx_batch is None else self._send_batch)(qp, txs)
+        return busy
+
+    def batching(self) -> dict:
+        """The compiled data path's counters: packets per sendmmsg and per recvmmsg."""
+        if self.tx_batch is None:
+            return {}
+        sent, refused, batches = self.tx_batch.counters
+        datagrams, reads = self.rx_ring.counters
+        return {"tx": {"packets": sent, "refused": refused, "batches": batches},
+                "rx": {"datagrams": datagrams, "batches": reads}}
+
+    def _send_python(self, qp: SendQp, txs: list) -> None:
+        for tx in txs:
+            tpl = qp.templates.get(tx.ev) or self._template(qp, tx.ev)
+            pkt = tpl.build(tx.psn & 0xFFFFFF, tx.va, tx.payload, tx.tries, tx.ack_req, tx.imm)
+            try:
+                self.raw.sendto(pkt, (qp.paths[tx.ev], 0))
+                self.tx_plane_bytes[tx.ev & _PLANE_MASK] += len(tx.payload)
+            except OSError:
+                qp.send_errors += 1  # no route (our port is down): lost, recovered
+
+    def _send_batch(self, qp: SendQp, txs: list) -> None:
+        """The window's packets built in C from their templates (the same bytes as
+        build) and sent with one sendmmsg, straight from the source buffer."""
+        self._refused(self.tx_batch.post(txs, qp.templates,
+                                         lambda ev: self._template(qp, ev), qp))
+
+    def _refused(self, qps: list) -> None:
+        """Packets the kernel refused (no route: our port is down): lost, and
+        recovered by the transport."""
+        for qp in qps:
+            qp.send_errors += 1
+
+    def tx_bytes_per_plane(self) -> dict[int, int]:
+        """Payload the kernel took, per plane, over the endpoint's life."""
+        if self.tx_batch is None:
+            return dict(self.tx_plane_bytes)
+        sent = self.tx_batch.plane_bytes
+        return {p: sent.get(p, 0) for p in self.tx_plane_bytes}
+
+    def path(self, qp: SendQp, ev: int) -> str:
+        """The uSID program an EV of this QP travels."""
+        path = qp.paths.get(ev)
+        if path is None:
+            plane, t1, _ = ev_fields(ev)
+            path = qp.paths[ev] = self._route(self.fabric.node(qp.peer), plane, t1)
+        return path
+
+    def _route(self, peer, plane: int, t1: int) -> str:
+        """The uSID program to a host on a plane and T1: computed once per endpoint
+        (route() costs ~130 µs, and a new EV, a replacement in a failover included,
+        would otherwise pay it in the datapath), only the paths there are."""
+        same_rack = peer.rack == self.me.rack
+        key = (peer.name, plane, 0 if same_rack else t1)
+        path = self._routes.get(key)
+        if path is None:
+            if len(self._routes) >= ROUTES_CACHED:
+                self._routes.clear()
+            path = self._routes[key] = route(self.fabric, self.me, peer, plane,
+                                             None if same_rack else t1).address
+        return path
+
+    def _warm_routes(self, peer) -> None:
+        """Every path to `peer`, before its QP's first packet (on the control path)."""
+        for plane in self.fabric.nic_planes:
+            for t1 in range(self.fabric.spec.t1_per_plane):
+                self._route(peer, plane, t1)
+
+    def _template(self, qp: SendQp, ev: int) -> wire.DataTemplate:
+        if len(qp.templates) >= qp.cache_max:  # bounded: keep the EVs still in slots
+            live = {e.value for e in qp.sender.evs.active}
+            for cache in (qp.templates, qp.paths):  # in place: TxBatch.post holds the dict
+                for k in [k for k in cache if k not in live]:
+                    del cache[k]
+        tpl = qp.templates[ev] = wire.DataTemplate(self.nic, self.path(qp, ev), self.nic,
+                                                   qp.peer_nic, ev, qp.peer_qpn, qp.rkey)
+        return tpl
+
+    def _packed_peer(self, addr: str) -> bytes:
+        packed = self._peers.get(addr)
+        if packed is None:
+            if len(self._peers) >= PEERS_CACHED:
+                self._peers.clear()
+            packed = self._peers[addr] = socket.inet_pton(socket.AF_INET6, addr)
+        return packed
+
+    def _recv_batch(self) -> int:
+        got = self._recv_python() if self.rx_ring is None else self._recv_ring()
+        if self._pending_sacks:
+            self._flush_sacks()
+        return got
+
+    def _recv_python(self) -> int:
+        got = 0
+        recvmsg = self.udp.recvmsg
+        for _ in range(RECV_BATCH):
+            try:
+                data, anc, _, addr = recvmsg(RECV_BUF, ANC_BUF)
+            except BlockingIOError:
+                break
+            got += 1
+            try:
+                pkt = wire.decode(data, self._packed_peer(addr[0]), self.nic_packed, addr[1],
+                                  wire.flow_label_of(anc))
+            except wire.BadPacket as e:
+                self.drops[_DROP_OF_REASON[e.reason]] += 1
+                continue
+            if isinstance(pkt, wire.DataPacket):
+                self._on_data(pkt.dest_qp, pkt.psn, pkt.va, pkt.rkey, pkt.payload, pkt.ev,
+                              pkt.tries, pkt.ack_req, pkt.imm, addr[0])
+            else:
+                self._on_control(pkt)
+        return got
+
+    def _recv_ring(self) -> int:
+        """Up to RECV_BATCH datagrams, RX_SLOTS per recvmmsg, parsed in C. A payload is a
+        view into the ring, placed before the next recvmmsg overwrites it."""
+        got = 0
+        recv, on_data, drops = self.rx_ring.recv, self._on_data, self.drops
+        for _ in range(RECV_BATCH // RX_SLOTS):
+            items = recv()
+            got += len(items)
+            for item in items:
+                kind = item[0]
+                if kind == 1:  # (1, dest_qp, psn, va, rkey, payload, ev, tries, ack_req, imm, src)
+                    on_data(*item[1:])
+                elif kind == 0:  # (0, reason)
+                    drops[_DROP_OF_REASON[item[1]]] += 1
+                else:  # (2, whole, opcode, ...): the ICRC is checked, the rest is wire's
+                    _, whole, opcode, *_ = item
+                    try:
+                        pkt = wire.decode_checked(whole, opcode)
+                    except wire.BadPacket as e:
+                        drops[_DROP_OF_REASON[e.reason]] += 1
+                        continue
+                    self._on_control(pkt)
+            if len(items) < RX_SLOTS:
+                break
+        return got
+
+    def _on_control(self, pkt) -> None:
+        if isinstance(pkt, wire.Ack):
+            self._on_ack(pkt)
+        elif isinstance(pkt, wire.Nack):
+            qp = self.send_qps.get(pkt.dest_qp)
+            if qp is None:
+                self.drops["unknown_qp"] += 1
+            else:
+                qp.sender.on_nack(_unwrap24(pkt.psn, qp.sender.cum), now_ns())
+        elif isinstance(pkt, wire.Probe):
+            self._on_probe(pkt)
+
+    def _on_data(self, dest_qp: int, psn: int, va: int, rkey: int, payload, ev: int,
+                 tries: int, ack_req: bool, imm: int | None, src: str | bytes) -> None:
+        """One data packet, its fields as decoded; `src` the peer's address (text or
+        packed). The payload may be a view into the receive ring: placed now or never."""
+        qp = self.recv_qps.get(dest_qp)
+        if qp is None:
+            self.drops["unknown_qp"] += 1
+            return
+        # Python ints: VA near 2**64 plus a length does not wrap, it is just too large.
+        if rkey != qp.rkey or va + len(payload) > len(qp.buf):
+            qp.bad_rkey += 1
+            self.drops["bad_rkey" if rkey != qp.rkey else "out_of_bounds"] += 1
+            return
+        rx = qp.receiver
+        rp = RxPacket(_unwrap24(psn, rx.cum), va, payload, imm, ev, tries, ack_req)
+        if qp.peer_nic is None:
+            qp.peer_nic = src if isinstance(src, str) else socket.inet_ntop(socket.AF_INET6,
+                                                                            src)
+        qp.last_pkt = rp  # for a delayed ACK: its PSN, EV and try (never its payload)
+        qp.last_data_ns = now_ns()
+        placed = rx.stats.bytes
+        sack = rx.on_data(rp)
+        if rx.stats.bytes != placed:
+            plane = ev & _PLANE_MASK
+            if plane in self.rx_plane_bytes:
+                self.rx_plane_bytes[plane] += rx.stats.bytes - placed
+        if sack is not None:
+            if sack.dup or ack_req or imm is not None:  # the sender waits on this one
+                self._pending_sacks.pop(qp.qpn, None)  # it says all a pending one would
+                self._send_sack(qp, sack)
+            else:
+                self._pending_sacks[qp.qpn] = (qp, sack)
+        while rx.nacks:
+            self._send_nack(qp, rx.nacks.pop(), ev)
+
+    def _flush_sacks(self) -> None:
+        """The last plain SACK of each QP in this receive batch (the others coalesced)."""
+        for qp, sack in self._pending_sacks.values():
+            self._send_sack(qp, sack)
+        self._pending_sacks.clear()
+
+    def _reverse(self, qp: RecvQp, data_ev: int) -> tuple[wire.Framer, str] | None:
+        """SACKs and NAKs go back the way the data packet came: the same plane and T1,
+        which just carried it (links fail both ways). One reverse EV per path, its
+        entropy drawn from the QP's seeded rng, so the cache is bounded by the paths."""
+        key = data_ev & _PATH_MASK
+        hit = qp.framers.get(key)
+        if hit is None:
+            if self._host_of(qp.peer_nic) is None:
+                return None
+            rev = self._real_path(key) | qp.rng.getrandbits(20) << ENTROPY_SHIFT
+            path = self._reverse_path(qp, rev)
+            qp.rev_evs[key] = rev
+            hit = qp.framers[key] = (wire.Framer(self.nic, path, self.nic, qp.peer_nic, rev),
+                                     path)
+        return hit
+
+    def _real_path(self, key: int) -> int:
+        """A path of this fabric for a path key from the wire: itself, or (a plane or
+        T1 that does not exist: a forged or rewritten flow label) one picked from the
+        key, so the SACK still goes somewhere and the same key always goes the same way.
+        The QP's caches stay bounded: there are 4096 keys at most."""
+        if key in self._path_set:
+            return key
+        return self._path_keys[key % len(self._path_keys)]
+
+    def _send_sack(self, qp: RecvQp, sack: SackReport) -> None:
+        """On the reverse of the data packet's path; the SACK echoes the data packet's EV."""
+        rev = self._reverse(qp, sack.ev)
+        if rev is None:
+            return
+        cum = sack.cum & 0xFFFFFF
+        body = wire.encode_ack(qp.peer_qpn, sack.psn & 0xFFFFFF, cum, wire.Sack(
+            cum, sack.bitmap, sack.ev, sack.tries, 0, self.port_bitmap, sack.dup))
+        try:
+            self.raw.sendto(rev[0].frame(body), (rev[1], 0))
+        except OSError:
+            pass
+
+    def _send_nack(self, qp: RecvQp, psn: int, ev: int) -> None:
+        """NAK (PSN sequence error) for a hole, on the path of the packet that showed it."""
+        rev = self._reverse(qp, ev)
+        if rev is None:
+            return
+        cum = qp.receiver.cum & 0xFFFFFF
+        body = wire.encode_nack(qp.peer_qpn, psn & 0xFFFFFF, cum, wire.NAK_PSN_SEQUENCE_ERROR,
+                                wire.Sack(cum, 0, ev, 0, 0, self.port_bitmap))
+        try:
+            self.raw.sendto(rev[0].frame(body), (rev[1], 0))
+        except OSError:
+            pass
+
+    def _host_of(self, nic: str | None):
+        return self._hosts_by_nic.get(nic)
+
+    def _on_ack(self, ack: wire.Ack) -> None:
+        qp = self.send_qps.get(ack.dest_qp)  # an ACK is addressed to the requester's QP
+        if qp is None:
+            self.drops["unknown_qp"] += 1
+            return
+        s = ack.sack
+        sender = qp.sender
+        cum = _unwrap24(s.cum, sender.cum)
+        try:
+            sender.on_sack(SackReport(cum, s.bitmap, s.ev, _unwrap24(ack.psn, cum), s.tries,
+                                s.port_state, s.congestion, s.dup), now_ns())
+        except QpFailed:
+            pass
+        self._maybe_done(qp)
+
+    def _timers(self, t: int) -> None:
+        for qp in self.send_qps.values():
+            if not qp.sender.idle and not qp.sender.failed:
+                try:
+                    qp.sender.on_timer(t)
+                except QpFailed:
+                    pass
+            self._maybe_done(qp)
+        for rq in self.recv_qps.values():
+            if rq.receiver.owes_ack and t - rq.last_data_ns > DELAYED_ACK_NS:
+                sack = rq.receiver.flush(rq.last_pkt)
+                if sack is not None:
+                    self._send_sack(rq, sack)
+
+    def _probe_retired(self, t: int) -> None:
+        """Background EV probes: retired EVs come back after enough answered probes.
+        Each round probes the next few retired EVs (round robin), so none starves."""
+        for qp in self.send_qps.values():
+            if qp.mode != "mrc":
+                continue
+            for ev, sent in list(qp.probes.items()):
+                if t - sent > PROBE_TIMEOUT_NS:  # unanswered: the path is still bad
+                    del qp.probes[ev]
+                    qp.sender.probe_result(ev, False, t)
+            for e in qp.sender.evs.probe_candidates(PROBES_PER_ROUND):
+                if e.value in qp.probes:
+                    continue
+                body = wire.encode_probe(qp.peer_qpn, e.value, qp.qpn, t, e.value,
+                                         self.port_bitmap)
+                path = qp.paths.get(e.value) or self.path(qp, e.value)
+                try:
+                    self.raw.sendto(wire.frame(self.nic, path, e.value, self.nic, qp.peer_nic,
+                                               body), (path, 0))
+                except OSError:
+                    continue
+                qp.probes[e.value] = t
+                qp.probes_sent += 1
+
+    def _on_probe(self, probe: wire.Probe) -> None:
+        if not probe.reply:  # we are the receiver: answer on the reverse of the probed path
+            qp = self.recv_qps.get(probe.dest_qp)
+            if qp is None or not qp.peer_nic or self._host_of(qp.peer_nic) is None:
+                self.drops["unknown_qp"] += 1
+                return
+            if probe.reverse_ev & _PATH_MASK not in self._path_set:  # no such way back
+                self.drops["malformed"] += 1
+                return
+            path = self._reverse_path(qp, probe.reverse_ev)
+            body = wire.encode_probe(qp.peer_qpn, probe.ev, probe.probe_id, probe.sent_ns,
+                                     probe.reverse_ev, self.port_bitmap, reply=True)
+            try:
+                self.raw.sendto(wire.frame(self.nic, path, probe.reverse_ev, self.nic,
+                                           qp.peer_nic, body), (path, 0))
+            except OSError:
+                pass
+            return
+        qp = self.send_qps.get(probe.dest_qp)
+        if qp is None:
+            self.drops["unknown_qp"] += 1
+            return
+        if probe.ev not in qp.probes:  # late (timed out already) or not ours
+            return
+        del qp.probes[probe.ev]
+        qp.sender.probe_result(probe.ev, True, now_ns())
+
+    def _reverse_path(self, qp: RecvQp, ev: int) -> str:
+        plane, t1, _ = ev_fields(ev)
+        return self._route(self._host_of(qp.peer_nic), plane, t1)
+
+    def _on_netlink(self) -> None:
+        """A link changed somewhere in our namespace: drain the events, read our ports."""
+        while True:
+            try:
+                if not self.netlink.recv(65536):
+                    break
+            except BlockingIOError:
+                break
+            except OSError:  # ENOBUFS: events were lost; reading the ports covers it
+                break
+        self._poll_ports()
+
+    def _poll_ports(self) -> None:
+        bitmap = self._read_ports()
+        if bitmap != self.port_bitmap:
+            self.port_bitmap = bitmap
+            t = now_ns()
+            for qp in self.send_qps.values():
+                qp.sender.set_local_ports(bitmap, t)
+
+    def _maybe_done(self, qp: SendQp) -> None:
+        if (qp.sender.idle or qp.sender.failed) and qp.waiters:
+            if not qp.done_ns:
+                qp.done_ns = now_ns()
+            self.on_done(qp)  # answers the waiters and clears them
+
+
+def max_payload(link_mtu: int) -> int:
+    """The largest payload whose whole IPv6-in-IPv6 packet fits the link MTU."""
+    return max(64, min(wire.MTU, link_mtu - (wire.MAX_FRAME - wire.MTU)))
+
+
+def _placer(buf: memoryview):
+    def place(va: int, payload) -> None:
+        buf[va:va + len(payload)] = payload
+    return place
+
+
+def _unwrap24(psn: int, ref: int) -> int:
+    """The full PSN nearest `ref` whose low 24 bits are `psn`."""
+    base = ref & ~0xFFFFFF
+    full = base | psn
+    if full < ref - (1 << 23):
+        full += 1 << 24
+    elif full > ref + (1 << 23) and full >= 1 << 24:
+        full -= 1 << 24
+    return full
+
