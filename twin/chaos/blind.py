@@ -52,6 +52,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from twin import faults as F
+from twin import lab as L
+from twin import traffic as T
 from twin.errors import LabError, TwinError, UsageError
 from twin.fabric.model import Endpoint, Fabric
 from twin.faults import Fault
@@ -535,9 +537,6 @@ def traffic_main() -> None:
 
 def traffic_loop(lab: str, drill_id: str, stopping=lambda: False) -> int:
     """Bounded all-to-all rounds while the drill and its lab are there, until `stopping()`."""
-    from twin import lab as L
-    from twin import traffic as T
-
     try:
         att = L.attach(lab)
     except TwinError as e:

@@ -38,6 +38,7 @@ from twin.fabric.model import Fabric
 from twin.faults.targets import Scope, draw_random
 from twin.lab import Attached
 from twin.runtime.clock import LocalClock
+from twin.verify import run_verify
 
 # -- 1. resolve --------------------------------------------------------------------
 
@@ -247,8 +248,6 @@ class RunResult:
 
 
 def _verify(att: Attached) -> tuple[bool, str]:
-    from twin.verify import run_verify
-
     report = run_verify(att.runtime, att.plan)
     if report.ok:
         return True, "pass"

@@ -38,7 +38,11 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
+from twin import faults as F
+from twin.endpoints import EndpointClient, control_path
 from twin.errors import LabError
+from twin.mrc.stats import EndpointStats
+from twin.node.ebpf import bpf, read_map
 from twin.rundir import read_json, write_json
 from twin.telemetry.linkstats import LinkStats
 from twin.telemetry.names import EV_STATES
@@ -148,8 +152,6 @@ class Collector:
     # -- endpoints ------------------------------------------------------------------
 
     def _endpoint(self, host: str) -> EndpointSample:
-        from twin.mrc.stats import EndpointStats
-
         try:
             reply = self._client(host).stats(timeout=CONTROL_TIMEOUT_S)
             st = EndpointStats.from_dict(reply)
@@ -171,8 +173,6 @@ class Collector:
                               srtt_us / 1e6, len(st.send_qps))
 
     def _client(self, host: str):
-        from twin.endpoints import EndpointClient, control_path
-
         c = self._ctl.get(host)
         if c is None:
             c = EndpointClient(control_path(self.att.runtime, host), timeout=CONTROL_TIMEOUT_S)
@@ -210,8 +210,6 @@ class Collector:
         while the node has none (being re-programmed)."""
         if not self.att.dataplane.keeps_counters:
             return None
-        from twin.node.ebpf import bpf, read_map
-
         if node not in self._maps:
             try:
                 found = self.att.dataplane.counters(self.att.runtime, node)
@@ -235,8 +233,6 @@ class Collector:
     # -- faults and verify ------------------------------------------------------------
 
     def _faults(self) -> tuple[FaultSample, ...]:
-        from twin import faults as F
-
         try:
             inforce = F.active(self.att)
         except Exception:  # a faults.json being rewritten: none this sample
