@@ -27,6 +27,20 @@ def bulk(att, size, mode="mrc", faults=None, src="r0h0", dst="r1h0"):
     return T.run(att.runtime, "bulk", flows, mode, faults=faults, timeout_s=120)
 
 
+RATE: dict[str, float] = {}  # lab -> bytes/s of a bulk transfer, read once per module
+
+
+def lasting(att, seconds: float) -> int:
+    """A transfer size that takes about `seconds` on this machine and data plane, read off
+    a 32 MiB transfer (a fault timed into a transfer must land before it is done: on a
+    fast data plane 64 MiB took 0.19 s); between 64 MiB and 1 GiB."""
+    if att.lab not in RATE:
+        run = bulk(att, 32 * MiB)
+        assert run.ok
+        RATE[att.lab] = 32 * MiB / max(run.flows[0].result.elapsed_s, 1e-3)
+    return int(min(1024 * MiB, max(64 * MiB, RATE[att.lab] * seconds))) // MiB * MiB
+
+
 def test_256_mib_cross_rack_is_byte_exact_and_split_over_all_planes(lab4):
     run = bulk(lab4, 256 * MiB)
     assert run.ok, run.to_dict()
@@ -55,7 +69,7 @@ def test_link_down_mid_transfer_mrc_recovers_single_path_does_not(lab4):
         return "link-down t0-p0-r0:eth3"
 
     try:
-        mrc = bulk(lab4, 256 * MiB, faults=[(0.4, cut)])
+        mrc = bulk(lab4, lasting(lab4, 2.0), faults=[(0.4, cut)])
     finally:
         F.clear(lab4)
     assert mrc.ok and mrc.events, mrc.to_dict()
@@ -99,7 +113,8 @@ def test_link_down_mid_transfer_mrc_recovers_single_path_does_not(lab4):
         return f"link-down {link_end}"
 
     try:
-        single = bulk(lab4, 256 * MiB, mode="single-path", faults=[(0.4, cut_its_path)])
+        single = bulk(lab4, lasting(lab4, 2.0), mode="single-path",
+                      faults=[(0.4, cut_its_path)])
         assert not single.ok
         assert "retry limit" in (single.flows[0].result.failed or "")
     except Exception as e:  # a stall past the timeout is the other way RoCE fails
@@ -194,7 +209,7 @@ def test_probes_resurrect_evs_once_their_path_is_back(lab4):
         return "link-up"
 
     try:
-        run = bulk(lab4, 256 * MiB, faults=[(0.3, cut), (0.7, heal)])
+        run = bulk(lab4, lasting(lab4, 2.0), faults=[(0.3, cut), (0.7, heal)])
     finally:
         F.clear(lab4)
     assert run.ok
@@ -215,7 +230,7 @@ def test_a_nic_port_going_down_takes_its_plane_out_on_both_ends(lab4, port):
         return f"link-down {port}"
 
     try:
-        run = bulk(lab4, 128 * MiB, faults=[(0.3, cut)])
+        run = bulk(lab4, lasting(lab4, 1.5), faults=[(0.3, cut)])
     finally:
         F.clear(lab4)
     assert run.ok, run.to_dict()
@@ -308,7 +323,7 @@ def test_a_new_qp_after_a_fault_starts_from_a_clean_ev_set(lab4):
         return "link-down"
 
     try:
-        run = bulk(lab4, 64 * MiB, faults=[(0.2, cut)])
+        run = bulk(lab4, lasting(lab4, 1.0), faults=[(0.2, cut)])
     finally:
         F.clear(lab4)
     assert run.ok and run.flows[0].result.ev_retirements_total > 0
@@ -442,7 +457,8 @@ def test_both_data_paths_move_the_same_bytes_and_talk_to_each_other(lab4, monkey
             run = bulk(lab4, 32 * MiB, src=src, dst=dst)
             assert run.ok, run.to_dict()
             assert run.flows[0].result.sender.retransmits < 64
-        run = bulk(lab4, 64 * MiB, faults=[(0.2, lambda: F.link_down(lab4, "t0-p1-r0:eth3"))])
+        run = bulk(lab4, lasting(lab4, 1.0),
+                   faults=[(0.2, lambda: F.link_down(lab4, "t0-p1-r0:eth3"))])
         assert run.ok and run.flows[0].result.ev_retirements_total > 0, run.to_dict()
     finally:
         F.clear(lab4)
