@@ -5,13 +5,11 @@ never outlives the drill or the lab."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
-import time
 
 import pytest
 
+from tests import helpers
+from tests.helpers import poll
 from tests.integration.conftest import lab_name, namespaces_of, own_spec, set_env
 from twin import lab as L
 from twin import lifecycle
@@ -38,23 +36,8 @@ def att(session_dirs):
             lifecycle.down(LAB)
 
 
-def twin(*argv: str, ok: bool | None = True, timeout: float = 120) -> subprocess.CompletedProcess:
-    proc = subprocess.run([sys.executable, "-m", "twin", *argv], capture_output=True,
-                          text=True, timeout=timeout, env=os.environ.copy())
-    if ok is not None and (proc.returncode == 0) != ok:
-        raise AssertionError(f"twin {' '.join(argv)} exited {proc.returncode}:\n"
-                             f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
-    return proc
-
-
-def poll(what: str, pred, timeout_s: float = 20.0, every_s: float = 0.1):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        got = pred()
-        if got:
-            return got
-        time.sleep(every_s)
-    raise AssertionError(f"{what}: not within {timeout_s:g}s")
+def twin(*argv: str, ok: bool | None = True):
+    return helpers.twin(*argv, ok=ok, timeout=120)  # every command here should succeed
 
 
 def seed_for(att, level: str, ok) -> int:
@@ -86,7 +69,7 @@ def start(att, level: str, seed: int) -> int:
     drill = B.running(att)
     pid = drill.traffic_pid
     assert alive(pid) and owned_processes()[pid] == att.state.owner
-    poll("a round of background traffic", lambda: len(rounds(att)) > done_before, 60)
+    assert poll(lambda: len(rounds(att)) > done_before, 60), "no round of background traffic"
     return pid
 
 
@@ -114,7 +97,7 @@ def test_a_silent_fault_is_found_scored_and_reverted(att):
                                  "twin stats"]
     assert score["seconds"] > 0 and score["seed"] == seed
     assert not alive(pid), "the traffic outlived the drill"
-    assert poll("the stopped traffic's QPs closed", lambda: no_qps_left(att), 10)
+    assert poll(lambda: no_qps_left(att), 10), "the stopped traffic's QPs are still open"
     assert twin("fault", "list", "--lab", LAB).stdout == "no faults in force\n"
     assert "PASS" in twin("verify", LAB).stdout
     assert all(r["ok"] for r in rounds(att)), "mrc traffic lost bytes around the blackhole"

@@ -666,10 +666,8 @@ class SwitchReboot(NodeFault):
         return []
 
     def unsupported(self, lab: Attached) -> str | None:
-        if lab.runtime.attaches:
-            return (f"lab {lab.lab} is attached ({lab.runtime.name}), and a switch-reboot "
-                    "restarts a node, which only the fabric's own orchestrator does")
-        return None
+        why = lab.runtime.why_no_restart()
+        return f"lab {lab.lab} is attached ({lab.runtime.name}), and {why}" if why else None
 
     def said(self, lab: Attached, fault: Fault, values: dict) -> str:
         return f"{fault.target} rebooted"

@@ -117,6 +117,11 @@ class Runtime(ABC):
         self.destroy([node.name])
         self.create_nodes([node])
 
+    def why_no_restart(self) -> str | None:
+        """Why `restart_node` cannot be done here (a switch-reboot fault asks before a
+        drill starts); None: it can."""
+        return None
+
     def node_view(self, node: str) -> NodeView:
         """How the node sees the project's code, its config and a run directory."""
         return NodeView(python=sys.executable, pythonpath=str(Path(__file__).parents[2]),

@@ -148,6 +148,9 @@ class RemoteRuntime(Runtime):
     def wire_links(self, links: list[Link]) -> None:
         self._refuse("wire links")
 
+    def why_no_restart(self) -> str | None:
+        return "a switch-reboot restarts a node, which only the fabric's own orchestrator does"
+
     def restart_node(self, node: NodePlan) -> None:
         self._refuse(f"restart {node.name} (restart it with its orchestrator, then "
                      f"`twin attach` again)")
