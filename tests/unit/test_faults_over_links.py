@@ -1,6 +1,8 @@
 """Faults over several links (switch-down, nic-down, plane-down) on the fake runtime's
 kernel model: one record, every end down, one revert, no link held twice."""
 
+import time
+
 import pytest
 from click.testing import CliRunner
 
@@ -215,7 +217,7 @@ def test_an_interrupted_flap_brings_the_link_up_and_drops_its_record(att, monkey
         if len(calls) == 2:
             raise KeyboardInterrupt
 
-    monkeypatch.setattr(F.time, "sleep", sleep)
+    monkeypatch.setattr(time, "sleep", sleep)
     with pytest.raises(KeyboardInterrupt):
         F.link_flap(att, "t0-p0-r0:eth3", 5, 1.0)
     assert all_up() and F.active(att) == [] and F.events(att)[-1]["event"] == "revert"
@@ -223,7 +225,7 @@ def test_an_interrupted_flap_brings_the_link_up_and_drops_its_record(att, monkey
 
 def test_a_flap_is_on_disk_while_it_runs(att, monkeypatch):
     seen = []
-    monkeypatch.setattr(F.time, "sleep", lambda s: seen.append(F.active(att)))
+    monkeypatch.setattr(time, "sleep", lambda s: seen.append(F.active(att)))
     F.link_flap(att, "t0-p0-r0:eth3", 1, 1.0)
     assert seen and seen[0][0].kind is F.FaultKind.LINK_FLAP and seen[0][0].detail == "1x1s"
 

@@ -7,6 +7,7 @@ so whatever happens next (Ctrl-C, a crash, a reboot of the orchestrator),
     record.py   the record: faults.json, events.jsonl, hidden faults
     targets.py  what a fault is put on, parsed once into a typed value: a link end
                 (NODE:IF), a node, a NIC port (HOST:PLANE), a plane
+    registry.py KINDS: every kind by name (a leaf: records read names against it)
     kinds.py    FaultType, one class per kind of fault, registered by name in KINDS:
                 its target types and parameters, how it is drawn at random, which
                 links it holds, and apply / revert / reapply on a running lab
@@ -14,29 +15,7 @@ so whatever happens next (Ctrl-C, a crash, a reboot of the orchestrator),
     here        the commands: one function per built-in kind (link_down, ...), which
                 is its kind's `start`; link_up, clear, clear_hidden, reapply
 
-The built-in kinds:
-
-    link-down   the named end(s) admin down. Revert brings both ends up and
-                re-applies both nodes' plans: the kernel deleted the
-                interface's addresses and routes when it went down.
-    link-loss   nftables at the link's switch end drops PCT% of the packets
-                forwarded out of or into it (numgen random, per packet).
-    switch-down every link of a switch, down at the switch: a dead switch
-    nic-down    one NIC port of a host (HOST:PLANE), down at the host
-    plane-down  every link of a plane, down at its switches
-                The last three are one fault over several links (`links`);
-                revert brings every end up and re-applies every node's plan.
-    blackhole   NODE[:IF] silently drops what it forwards (out of IF): an nft
-                table in NODE's namespace; links and carrier stay up
-    sid-loss    NODE's local SIDs are deleted (a misconfiguration)
-    route-corrupt  one of NODE's static routes points out of the wrong port
-    link-rate   a link shaped to RATE at its switch end (tbf): a degraded link
-                The last three revert by re-applying the node's plan, which
-                is idempotent.
-    link-flap   a link down and up COUNT times, PERIOD apart, while the command
-                runs; recorded for its whole length, so a crash leaves it
-                revertible, and Ctrl-C or SIGTERM bring the link back up
-    switch-reboot  `twin restart NODE` as a fault on the timeline
+The built-in kinds, and what each does and how it reverts: twin.faults.catalog.
 
 Every apply and revert is also a line in <run dir>/<lab>/events.jsonl, with
 wall time and CLOCK_MONOTONIC ns (one clock for every namespace and
@@ -54,8 +33,6 @@ A faults.json naming a kind no type registers is an error, never guessed at.
 """
 
 from __future__ import annotations
-
-import time  # noqa: F401  (tests patch time.sleep through it, as before the split)
 
 from twin.errors import UsageError
 from twin.fabric.model import Endpoint
