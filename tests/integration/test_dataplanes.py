@@ -1,8 +1,11 @@
-"""Both data planes on real namespaces: the one this kernel runs (auto), the seg6local
-tier where the kernel has it, and a differential test where both exist.
+"""Both data planes on real namespaces: the module's tests run once on a lab of each data
+plane this kernel runs (`lab` is parametrized), and `auto` is checked to pick what the
+kernel runs.
 
-On a kernel without CONFIG_IPV6_SEG6_LWTUNNEL the seg6local tests skip in one line
-saying so, and every other integration module runs on ebpf (auto picks it)."""
+On a kernel without CONFIG_IPV6_SEG6_LWTUNNEL the seg6local lab skips in one line saying
+so, and every other integration module runs on ebpf (auto picks it); on a kernel with it,
+auto picks seg6local for every other module, and the ebpf lab here is where the eBPF
+programs meet real packets."""
 
 import json
 import shutil
@@ -12,7 +15,7 @@ import time
 import pytest
 from click.testing import CliRunner
 
-from tests.integration.conftest import lab_name, namespaces_of, own_spec, set_env
+from tests.integration.conftest import lab_name, namespaces_of, own_spec, running_lab, set_env
 from twin import faults as F
 from twin import lab as L
 from twin import lifecycle
@@ -32,6 +35,17 @@ def needs(dataplane: str) -> None:
         pytest.skip(f"this kernel has no {dataplane}: {why}")
 
 
+@pytest.fixture(scope="module", params=["seg6local", "ebpf"])
+def lab(session_dirs, request):
+    """mrc-4p on the netns runtime with this data plane, where the kernel runs it."""
+    needs(request.param)
+    name = f"{LAB}-{request.param[:3]}"
+    spec = own_spec(session_dirs, name, "mrc-4p")
+    with running_lab(session_dirs, spec, "netns", dataplane=request.param) as att:
+        yield att
+    assert namespaces_of(name) == []
+
+
 def attached_programs(att) -> dict[tuple[str, str], dict]:
     """(node, port) -> our filter's options, as `tc -j filter show` reports them."""
     out = {}
@@ -45,16 +59,23 @@ def attached_programs(att) -> dict[tuple[str, str], dict]:
     return out
 
 
-def test_auto_picks_what_the_kernel_runs_and_status_says_why(lab):
+def test_auto_picks_what_the_kernel_runs_and_status_says_why(session_dirs):
     expected = "seg6local" if probe()["seg6local"] is None else "ebpf"
-    assert lab.state.dataplane == expected
-    result = CliRunner().invoke(main, ["status", lab.lab, "--json"])
+    name = lab_name("test-dp-auto")
+    with running_lab(session_dirs, own_spec(session_dirs, name, "mrc-4p"), "netns") as att:
+        assert att.state.dataplane == expected
+        result = CliRunner().invoke(main, ["status", att.lab, "--json"])
     assert result.exit_code == 0, result.output
     [status] = json.loads(result.output)
     assert status["dataplane"]["name"] == expected
     assert status["dataplane"]["why"].startswith("auto: ")
     if expected == "ebpf":  # the probe's reason names the missing kernel option
         assert "CONFIG_IPV6_SEG6_LWTUNNEL" in status["dataplane"]["why"]
+
+
+def test_a_lab_asked_for_a_data_plane_runs_it_and_says_so(lab):
+    [status] = json.loads(CliRunner().invoke(main, ["status", lab.lab, "--json"]).output)
+    assert status["dataplane"] == {"name": lab.state.dataplane, "why": "asked for"}
 
 
 def test_local_sids_are_what_the_data_plane_installs(lab):
@@ -76,9 +97,8 @@ def test_local_sids_are_what_the_data_plane_installs(lab):
 
 
 def test_a_detached_program_fails_verify_naming_the_switch_and_restart_mends_it(lab):
-    needs("ebpf")
     if lab.state.dataplane != "ebpf":
-        pytest.skip("this lab runs seg6local (auto's choice on this kernel)")
+        pytest.skip("eBPF programs: the ebpf lab's test")
     # by hand, as a person would: the uN program off one port of t1-p0-1
     lab.runtime.exec("t1-p0-1", ["tc", "filter", "del", "dev", "eth2", "ingress"])
     cli = CliRunner().invoke(main, ["verify", lab.lab])
@@ -94,9 +114,8 @@ def test_a_detached_program_fails_verify_naming_the_switch_and_restart_mends_it(
 
 
 def test_a_program_with_another_sid_is_named_by_its_tag(lab):
-    needs("ebpf")
     if lab.state.dataplane != "ebpf":
-        pytest.skip("this lab runs seg6local (auto's choice on this kernel)")
+        pytest.skip("eBPF programs: the ebpf lab's test")
     from twin.node import ebpf
 
     with_wrong_sid = {"dev": "eth1", "kind": "uN", "prefix": "fcbb:bb00:9999::/48"}
