@@ -1,6 +1,7 @@
 """Faults over several links (switch-down, nic-down, plane-down) on the fake runtime's
 kernel model: one record, every end down, one revert, no link held twice."""
 
+import subprocess
 import time
 
 import pytest
@@ -10,7 +11,7 @@ from twin import faults as F
 from twin import lab as L
 from twin import lifecycle
 from twin.cli import main
-from twin.errors import UsageError
+from twin.errors import LabError, UsageError
 from twin.runtime import fake
 
 pytestmark = pytest.mark.usefixtures("clean_world")
@@ -166,6 +167,29 @@ def test_sid_loss_of_a_host_takes_its_decap_sids():
     assert fake.WORLD["mrc-4p"]["r0h0"].sids == {
         "fcbb:bb00:300::/48": "eth1", "fcbb:bb00:1300::/48": "eth2",
         "fcbb:bb00:2300::/48": "eth3", "fcbb:bb00:3300::/48": "eth4"}
+
+
+@pytest.mark.parametrize("dataplane", ["seg6local", "ebpf"])
+def test_sid_loss_on_top_of_itself_is_fine_and_a_kernel_refusal_is_not(dataplane, monkeypatch):
+    """Re-applied (after a restart), what is gone already is fine; a removal the kernel
+    refuses, or a command that is not there, fails the fault instead of passing as done."""
+    L.up("mrc-4p", "fake", dataplane=dataplane)
+    att = L.attach("mrc-4p")
+    dp = att.dataplane
+    dp.remove_sids(att.runtime, att.plan["t1-p0-0"])
+    dp.remove_sids(att.runtime, att.plan["t1-p0-0"])  # nothing left: every line "gone"
+    assert fake.WORLD["mrc-4p"]["t1-p0-0"].sids == {}
+
+    def refusing(self, node, argv, *, input=None, check=True, timeout=60):
+        return subprocess.CompletedProcess(argv, 2, "", "RTNETLINK answers: Operation not "
+                                           "permitted\nCommand failed -:1")
+    monkeypatch.setattr(fake.FakeRuntime, "exec", refusing)
+    with pytest.raises(LabError, match=r"t1-p0-1\).*Operation not permitted"):
+        F.sid_loss(att, "t1-p0-1")
+    monkeypatch.setattr(fake.FakeRuntime, "exec", lambda self, node, argv, **kw:
+                        subprocess.CompletedProcess(argv, 127, "", "ip: not found"))
+    with pytest.raises(LabError, match="ip: not found"):
+        dp.remove_sids(att.runtime, att.plan["t1-p0-1"])
 
 
 @pytest.mark.parametrize("call,args,msg", [

@@ -6,7 +6,7 @@ from abc import ABC, abstractmethod
 from typing import ClassVar
 
 from twin.dataplane.program import BpfAttach, NodeProgram, tc_lines
-from twin.errors import UsageError
+from twin.errors import CommandFailed, UsageError
 from twin.fabric.plan import NodePlan
 
 
@@ -49,7 +49,8 @@ class Dataplane(ABC):
 
     @abstractmethod
     def remove_sids(self, rt, node: NodePlan) -> None:
-        """Take every local SID of the node away (the sid-loss fault); missing is fine."""
+        """Take every local SID of the node away (the sid-loss fault); one that is gone
+        already is fine, any other failure is raised (twin.dataplane.base.delete_all)."""
 
     @abstractmethod
     def add_encap(self, rt, node: str, dst: str, dev: str, src: str, path: str,
@@ -65,6 +66,24 @@ class Dataplane(ABC):
         """What the node's SIDs did, counted by the data plane ({"counters": {name:
         packets}, "programs": {dev: ...}, "map_id": ...}); None where it keeps none."""
         return None
+
+
+# What iproute2 adds to each failed line of a `-force -batch`, besides the kernel's reason.
+BATCH_NOISE = ("Command failed -:", "We have an error talking to the kernel")
+
+
+def delete_all(rt, node: str, argv: list[str], lines: str, gone: tuple[str, ...]) -> None:
+    """Run a batch of deletions (`ip|tc -force -batch -`): a line whose object was gone
+    already (the kernel's reason contains one of `gone`) is fine, because a fault is
+    applied again on top of itself; any other failure is raised, naming the kernel's
+    words (a command that is not there, a device that is not, a refusal)."""
+    proc = rt.exec(node, argv, input=lines, check=False)
+    if proc.returncode == 0:
+        return
+    left = [line for line in proc.stderr.splitlines() if line.strip()
+            and not line.startswith(BATCH_NOISE) and not any(g in line for g in gone)]
+    if left or not proc.stderr.strip():
+        raise CommandFailed([*argv, f"({node})"], proc.returncode, "\n".join(left))
 
 
 DATAPLANES: dict[str, Dataplane] = {}

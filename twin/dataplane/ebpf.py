@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import json
 
-from twin.dataplane.base import Dataplane, register
+from twin.dataplane.base import Dataplane, delete_all, register
 from twin.dataplane.program import BpfAttach
 from twin.fabric.plan import UN, NodePlan
 from twin.node import ebpf
@@ -84,8 +84,8 @@ class Ebpf(Dataplane):
     def remove_sids(self, rt, node: NodePlan) -> None:
         devs = sorted({b.dev for b in self.sids(node)[2]})
         lines = "".join(f"filter del dev {d} ingress pref {ebpf.PREF}\n" for d in devs)
-        rt.exec(node.name, ["tc", "-force", "-batch", "-"], input=lines,
-                check=False)  # applied again: the programs may be gone already
+        delete_all(rt, node.name, ["tc", "-force", "-batch", "-"], lines,
+                   gone=("Cannot find specified filter",))  # applied again: already gone
 
     def add_encap(self, rt, node: str, dst: str, dev: str, src: str, path: str,
                   flow_label: int = 0) -> None:

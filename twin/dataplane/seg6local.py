@@ -13,7 +13,7 @@ silently drops it (DESIGN.md section 5). `ip -j -6 route show` reads them back.
 
 from __future__ import annotations
 
-from twin.dataplane.base import Dataplane, register
+from twin.dataplane.base import Dataplane, delete_all, register
 from twin.dataplane.program import BpfAttach
 from twin.fabric.plan import PROTO, UN, LocalSid, NodePlan
 
@@ -79,8 +79,8 @@ class Seg6Local(Dataplane):
     def remove_sids(self, rt, node: NodePlan) -> None:
         lines = "".join(f"route del {r['dst']} dev {r['dev']}\n"
                         for r in map(sid_route, node.sids))
-        rt.exec(node.name, ["ip", "-force", "-batch", "-"], input=lines,
-                check=False)  # applied again: the routes may be gone already
+        delete_all(rt, node.name, ["ip", "-force", "-batch", "-"], lines,
+                   gone=("No such process",))  # applied again: the routes are gone already
 
     def add_encap(self, rt, node: str, dst: str, dev: str, src: str, path: str,
                   flow_label: int = 0) -> None:

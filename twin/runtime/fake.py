@@ -210,13 +210,29 @@ class FakeRuntime(Runtime):
                     return 1, "", f"Error: No such file or directory; table ip6 {table}"
                 return 0, "", ""
             case ["ip", "-force", "-batch", "-"]:  # seg6local: route del <prefix> dev <dev>
-                for m in re.finditer(r"^route del (\S+) dev (\S+)$", stdin, re.M):
-                    node.sids.pop(m[1], None)
-                return 0, "", ""
+                err = []
+                for i, line in enumerate(stdin.splitlines(), start=1):
+                    m = re.fullmatch(r"route del (\S+) dev (\S+)", line)
+                    if m is None or node.sids.pop(m[1], None) is None:  # as the kernel says
+                        err += ["RTNETLINK answers: No such process" if m else
+                                f'Command "{line}" is unknown, try "ip help".',
+                                f"Command failed -:{i}"]
+                return (1 if err else 0), "", "\n".join(err)
             case ["tc", "-force", "-batch", "-"]:  # ebpf: filter del dev <dev> ingress ...
-                for m in re.finditer(r"^filter del dev (\S+) ingress", stdin, re.M):
+                err = []
+                for i, line in enumerate(stdin.splitlines(), start=1):
+                    m = re.match(r"filter del dev (\S+) ingress", line)
+                    # a switch's uN (dev "") is one program on every port: the model
+                    # drops it with the first port's filter
+                    hit = m is not None and any(d in ("", m[1]) for d in node.sids.values())
+                    if not hit:
+                        err += ["Error: Cannot find specified filter chain." if m else
+                                f'Command "{line}" is unknown, try "tc help".',
+                                "We have an error talking to the kernel",
+                                f"Command failed -:{i}"]
+                        continue
                     node.sids = {p: d for p, d in node.sids.items() if d not in ("", m[1])}
-                return 0, "", ""
+                return (1 if err else 0), "", "\n".join(err)
             case ["nft", "list", "tables"]:
                 return 0, "".join(f"table ip6 {t}\n" for t in node.nft), ""
         return 127, "", f"fake runtime: no model of `{' '.join(argv)}`"
