@@ -12,6 +12,8 @@ nodes (twin.lab), the faults in force (twin.faults) and its telemetry
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from twin import faults
 from twin import lab as L
 from twin.errors import UsageError
@@ -31,7 +33,20 @@ def restart(att: L.Attached, node: str, steps: Steps | None = None) -> L.Restart
     return L.Restarted(done.node, done.reprogrammed, tuple(again))
 
 
-def down(lab: str) -> list[str]:
+@dataclass(frozen=True)
+class Removed:
+    """What `down` did to a lab: the nodes it removed, or, for a lab twin attached to,
+    the nodes it left with their orchestrator (`kept_with` says which) and the faults it
+    reverted on them."""
+
+    lab: str
+    nodes: tuple[str, ...] = ()
+    kept: tuple[str, ...] = ()
+    kept_with: str = ""
+    faults_reverted: int = 0
+
+
+def down(lab: str) -> Removed:
     """Remove a lab: the processes it runs outside its nodes (a blind drill's traffic),
     every node (with its links and processes), then its state.
 
@@ -46,16 +61,19 @@ def down(lab: str) -> list[str]:
     _stop_processes(state.owner)
     rt = get_runtime(state.runtime, lab, state.build_dir, state.owner)
     if rt.attaches:
-        _revert_faults(lab)
+        reverted = _revert_faults(lab)
+        rt.destroy(state.nodes)  # an attached runtime forgets; its nodes stay
+        state.remove()
+        return Removed(lab, kept=tuple(state.nodes), kept_with=rt.orchestrator(),
+                       faults_reverted=reverted)
     removed = rt.destroy(state.nodes)
     state.remove()
-    return removed
+    return Removed(lab, nodes=tuple(removed))
 
 
-def _revert_faults(lab: str) -> None:
+def _revert_faults(lab: str) -> int:
     att = L.attach(lab)
-    if faults.active(att):
-        faults.clear(att)
+    return len(faults.clear(att)) if faults.active(att) else 0
 
 
 def _stop_telemetry(state: LabState) -> None:
@@ -77,7 +95,8 @@ def down_all() -> dict[str, list[str]]:
     directory owns is touched, live or not (`L.sweep.others`, `down_stray`)."""
     out = {}
     for lab in known_labs():
-        out[lab] = down(lab)
+        done = down(lab)
+        out[lab] = list(done.nodes or done.kept)
     left = L.sweep.leftovers()
     if left:
         L.sweep.remove(left)
@@ -91,4 +110,4 @@ def down_stray(found: list[L.sweep.Stray]) -> list[str]:
     return [s.resource.name for s in found]
 
 
-__all__ = ["down", "down_all", "down_stray", "restart"]
+__all__ = ["Removed", "down", "down_all", "down_stray", "restart"]

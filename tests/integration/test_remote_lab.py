@@ -93,7 +93,9 @@ def test_remote_link_fault_is_localized_reverted_and_undone_by_down(deployed):
         assert run_verify(remote.runtime, remote.plan).ok
         F.link_down(remote, "t0-p1-r1:eth4")  # left in force: `down` reverts it
     finally:
-        lifecycle.down(remote.lab)
+        done = lifecycle.down(remote.lab)
+    assert (len(done.nodes), len(done.kept), done.faults_reverted) == (0, 20, 1)
+    assert done.kept_with.startswith("their orchestrator (docker -H ")
     assert run_verify(deployed.runtime, deployed.plan).ok
     assert len(containers_of(deployed.lab)) == 20
 

@@ -128,7 +128,7 @@ def test_second_up_of_the_same_lab_is_refused_and_changes_no_file(tmp_path):
 
 def test_down_removes_nodes_and_state():
     L.up("mrc-4p", "fake")
-    assert len(lifecycle.down("mrc-4p")) == 20
+    assert len(lifecycle.down("mrc-4p").nodes) == 20
     assert known_labs() == [] and "mrc-4p" not in fake.WORLD
 
 

@@ -199,17 +199,13 @@ def down(lab, all_, stray, ownerless, yes, dry_run, as_json):
             out.print(f"removed {name}: {len(nodes)} {what}")
         _left_alone(found)
         return
-    name = L.resolve_lab(lab)
-    before = L.attach(name)
-    if before.runtime.attaches:
-        faults = len(F.active(before))
-        lifecycle.down(name)
-        out.print(f"forgot {name}: its {len(before.state.nodes)} nodes stay with their "
-                  f"orchestrator ({before.runtime.transport.where()}); "
-                  f"{faults} fault{'s' if faults != 1 else ''} reverted")
+    done = lifecycle.down(L.resolve_lab(lab))
+    if done.kept:
+        n = done.faults_reverted
+        out.print(f"forgot {done.lab}: its {len(done.kept)} nodes stay with {done.kept_with}; "
+                  f"{n} fault{'s' if n != 1 else ''} reverted")
         return
-    nodes = lifecycle.down(name)
-    out.print(f"removed {name}: {len(nodes)} nodes")
+    out.print(f"removed {done.lab}: {len(done.nodes)} nodes")
 
 
 def _left_alone(found) -> None:

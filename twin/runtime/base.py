@@ -117,6 +117,11 @@ class Runtime(ABC):
         self.destroy([node.name])
         self.create_nodes([node])
 
+    def orchestrator(self) -> str:
+        """Who deploys and removes the nodes, in words: twin itself, unless the runtime
+        attaches to what another orchestrator deployed."""
+        return "twin"
+
     def why_no_restart(self) -> str | None:
         """Why `restart_node` cannot be done here (a switch-reboot fault asks before a
         drill starts); None: it can."""

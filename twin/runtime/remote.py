@@ -148,6 +148,9 @@ class RemoteRuntime(Runtime):
     def wire_links(self, links: list[Link]) -> None:
         self._refuse("wire links")
 
+    def orchestrator(self) -> str:
+        return f"their orchestrator ({self.transport.where() if self.transport else self.name})"
+
     def why_no_restart(self) -> str | None:
         return "a switch-reboot restarts a node, which only the fabric's own orchestrator does"
 
