@@ -92,8 +92,10 @@ def test_the_client_sends_exactly_the_request_the_table_describes():
     with ours, theirs, C.EndpointClient("fake", timeout=5, sock=ours) as client:
         theirs.settimeout(5)
         for n, (method, args, kwargs, want) in enumerate(CALLS, 1):
-            theirs.sendall(json.dumps({"id": n, "ok": method}).encode() + b"\n")  # ahead
-            assert getattr(client, method)(*args, **kwargs) == {"id": n, "ok": method}
+            op = "close" if method == "close_qp" else method
+            reply = {"id": n, **{k: method for k in C.OPS[op].reply}}  # the table's shape
+            theirs.sendall(json.dumps(reply).encode() + b"\n")  # ahead
+            assert getattr(client, method)(*args, **kwargs) == reply
             line = b""
             while not line.endswith(b"\n"):
                 chunk = theirs.recv(65536)
@@ -113,8 +115,23 @@ def test_the_client_raises_the_error_a_reply_carries_and_skips_stale_replies():
         theirs.sendall(b'{"id": 1, "error": "ValueError: no sending QP 9"}\n')
         with pytest.raises(LabError, match="fake: wait: ValueError: no sending QP 9"):
             client.wait(9)
-        theirs.sendall(b'{"id": 1, "late": true}\n{"id": 2, "host": "r0h0"}\n')
-        assert client.hello() == {"id": 2, "host": "r0h0"}
+        hello = {"id": 2, **dict.fromkeys(C.OPS["hello"].reply, 0), "host": "r0h0"}
+        theirs.sendall(b'{"id": 1, "late": true}\n' + json.dumps(hello).encode() + b"\n")
+        assert client.hello() == hello
+
+
+def test_a_reply_lacking_a_key_of_the_table_is_an_error_naming_them():
+    """An endpoint of another version (a node image built before a change) is told apart
+    from one that answered: the reply must carry every key its op names."""
+    ours, theirs = socket.socketpair()
+    with ours, theirs, C.EndpointClient("fake", timeout=5, sock=ours) as client:
+        theirs.sendall(b'{"id": 1, "qpn": 4}\n')
+        with pytest.raises(LabError, match=r"fake: recv_qp: the reply lacks rkey \(its keys: "
+                                           r"id, qpn\).*twin images build"):
+            client.recv_qp(4096)
+        extra = {"id": 2, **dict.fromkeys(C.OPS["metrics"].reply, ""), "more": 1}
+        theirs.sendall(json.dumps(extra).encode() + b"\n")
+        assert client.metrics() == extra  # keys the table does not name are fine
 
 
 def test_call_raw_sends_anything():

@@ -55,13 +55,14 @@ class Registrar(EndpointClient):
         self.threads.add(threading.current_thread().name)
         if op == self.fail:
             raise LabError(f"{op} refused")
-        if op == "connect":
-            return {}
+        if op == "connect":  # replies carry every key the op table names
+            return {"qpn": args["qpn"]}
         if self.meet is not None and op not in self.met:
             self.met.add(op)
             self.meet.wait()
         qpn, self.next_qpn = self.next_qpn, self.next_qpn + 1
-        return {"qpn": qpn, "rkey": 0x100 + qpn} if op == "recv_qp" else {"qpn": qpn}
+        return ({"qpn": qpn, "rkey": 0x100 + qpn} if op == "recv_qp" else
+                {"qpn": qpn, "planes": [0, 1, 2, 3]})
 
 
 def test_every_host_registers_its_buffers_at_once_and_each_flow_is_wired_to_its_peer():

@@ -292,8 +292,8 @@ class EndpointClient:
     """One control connection: JSON lines, one reply per request, one method per op.
 
     Each method sends the op's arguments that are not None, in the table's order, and
-    returns the reply (a dict, as the endpoint sent it, "id" included); an error reply
-    raises LabError. `timeout` bounds the wait for this reply and the calls after it.
+    returns the reply (a dict, as the endpoint sent it, "id" included), once it holds
+    every key the table names; an error reply, or one lacking a key, raises LabError. `timeout` bounds the wait for this reply and the calls after it.
     `call_raw` sends any op with any arguments, unchecked: for tests of hostile input.
     """
 
@@ -378,8 +378,14 @@ class EndpointClient:
         known = {a.name for a in op.args}
         if set(args) - known:  # a method out of step with the table
             raise TypeError(f"{name}: no argument {sorted(set(args) - known)[0]!r}")
-        return self.call_raw(name, timeout, **{a.name: args[a.name] for a in op.args
-                                               if args.get(a.name) is not None})
+        reply = self.call_raw(name, timeout, **{a.name: args[a.name] for a in op.args
+                                                if args.get(a.name) is not None})
+        lacking = [k for k in op.reply if k not in reply]
+        if lacking:  # an endpoint of another version (a node image built before a change)
+            raise LabError(f"endpoint {self.path}: {name}: the reply lacks "
+                           f"{', '.join(lacking)} (its keys: {', '.join(sorted(reply))}); is "
+                           "the endpoint older than twin? rebuild the images: twin images build")
+        return reply
 
     def call_raw(self, op: str, timeout: float | None = None, **args) -> dict:
         """Send `op` with `args` as they are, unchecked; its reply."""
