@@ -293,7 +293,8 @@ class EndpointClient:
 
     Each method sends the op's arguments that are not None, in the table's order, and
     returns the reply (a dict, as the endpoint sent it, "id" included), once it holds
-    every key the table names; an error reply, or one lacking a key, raises LabError. `timeout` bounds the wait for this reply and the calls after it.
+    every key the table names; an error reply, or one lacking a key, raises LabError.
+    `timeout` bounds the wait for this reply and the calls after it.
     `call_raw` sends any op with any arguments, unchecked: for tests of hostile input.
     """
 
