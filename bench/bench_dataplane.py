@@ -83,9 +83,11 @@ import bench_lab as B  # first: it points TWIN_RUN_DIR / TWIN_BUILD_DIR at a pri
 
 from twin import nsenter
 from twin.dataplane.probe import probe
+from twin.dataplane.seg6local import ANCHOR
 from twin.mrc import wire
 from twin.node import ebpf
 from twin.node.ebpf import asm, bpf, programs
+from twin.node.runner import ensure_anchor
 from twin.runtime.netns import list_netns
 
 RESULTS = Path(__file__).resolve().parent / "results" / "dataplane.json"
@@ -159,9 +161,10 @@ def chain_plan(chain: str, seg6local: bool) -> list[tuple[str, list[str]]]:
             nxt, out_dev = NODES[i + 1], PORTS[node][-1]
             lines += [f"route add {dst} via {link_local(nxt)} dev {out_dev}"
                       for dst in (locator(nxt), f"{NIC_DST}/128", f"{TUNNEL_DST}/128")]
-        if node in ROUTERS and seg6local:
+        if node in ROUTERS and seg6local:  # on twin's anchor: a route via lo would be
+            # made a reject route by the kernel (ip6_route_info_create), as twin's would
             lines.append(f"route add {locator(node)} encap seg6local action End flavors "
-                         "next-csid lblen 32 nflen 16 dev lo")
+                         f"next-csid lblen 32 nflen 16 dev {ANCHOR}")
         out.append((ns(chain, node), lines))
     return out
 
@@ -173,6 +176,8 @@ def build(chain: str, seg6local: bool) -> None:
         with nsenter.inside(ns_path(chain, node)):
             nsenter.write_sysctls([*SYSCTLS, ("net.ipv6.conf.all.forwarding",
                                               "1" if node in ROUTERS else "0")])
+            if seg6local and node in ROUTERS:
+                ensure_anchor(ANCHOR)  # dummy, else ifb: what twin's nodes carry uN on
     for name, lines in chain_plan(chain, seg6local):
         proc = subprocess.run(["ip", "-n", name, "-batch", "-"], input="\n".join(lines) + "\n",
                               capture_output=True, text=True, timeout=30)
@@ -566,8 +571,12 @@ def report(runs: list[dict], unavailable: dict[str, str]) -> tuple[str, dict]:
             if e and p:
                 r[label] = {"ebpf/plain": e / p, "ns/hop (ebpf-plain)/3": (e - p) / 3,
                             "ns/hop (ebpf-6in6)/3": (e - t) / 3 if t else None}
-            if med[k].get("seg6local") and p:
-                r[label]["seg6local/plain"] = med[k]["seg6local"] / p
+            s6 = med[k].get("seg6local")
+            if s6 and p:
+                r[label]["seg6local/plain"] = s6 / p
+                r[label]["ns/hop (seg6local-plain)/3"] = (s6 - p) / 3
+                if e:
+                    r[label]["ebpf/seg6local"] = e / s6  # the two data planes, side by side
         ratios[f"payload {payload}"] = r
     table = B.markdown(
         ["mode", "UDP payload", "wire bytes", "sent / received, all reps (loss)",
