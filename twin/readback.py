@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from twin import dataplane
 from twin.dataplane import program as node_program
-from twin.fabric.plan import NodePlan, Route
+from twin.fabric.plan import DROPPING, UNICAST, NodePlan, Route
 
 READ_CMDS = "route show\nlink show\naddress show\n"
 
@@ -40,12 +40,18 @@ class NodeCheck:
 
 
 def route_from_json(entry: dict) -> Route:
-    """A static Route from one element of `ip -j -6 route show`."""
+    """A static Route from one element of `ip -j -6 route show` (a route that drops
+    shows `dev lo`, which is not part of it)."""
+    kind = entry.get("type", UNICAST)
+    if kind in DROPPING:
+        return Route(dst=_norm_dst(entry["dst"]), dev="", type=kind)
     return Route(dst=_norm_dst(entry["dst"]), dev=entry.get("dev", ""),
                  via=entry.get("gateway"))
 
 
 def _norm_dst(dst: str) -> str:
+    if dst == "default":
+        return "::/0"
     return dst if "/" in dst else f"{dst}/128"
 
 

@@ -21,6 +21,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
                 "twin.nsenter", "twin.rundir", "twin.node")),
     ("owners", ("twin.owner", "twin.state")),
     ("compiler", ("twin.fabric", "twin.dataplane")),
+    ("routes", ("twin.routes",)),
     ("endpoint", ("twin.mrc",)),
     ("endpoints", ("twin.endpoints",)),
     ("kernel-facing", ("twin.readback", "twin.verify", "twin.remote", "twin.dockerd",

@@ -27,23 +27,33 @@ from twin.fabric import usid
 from twin.fabric.model import Fabric, Node, Tier
 
 PROTO = "static"  # every planned route is installed with this protocol
+UNICAST = "unicast"
+DROPPING = ("blackhole", "unreachable", "prohibit")  # route types that drop (no device)
 
 
 @dataclass(frozen=True, order=True)
 class Route:
-    """One static IPv6 route, in the terms `ip -j -6 route show` reads it back in."""
+    """One static IPv6 route, in the terms `ip -j -6 route show` reads it back in.
+
+    The plan only makes unicast routes; an operator's tables (twin.routes) may hold
+    the types that drop, which have no device and no next hop."""
 
     dst: str
     dev: str
     via: str | None = None
     note: str = field(default="", compare=False)
+    type: str = UNICAST
 
     def iproute2(self) -> str:
         """The `ip -6` batch line that installs this route (idempotent: replace)."""
+        if self.type != UNICAST:
+            return f"route replace {self.type} {self.dst} proto {PROTO}"
         via = f" via {self.via}" if self.via else ""
         return f"route replace {self.dst}{via} dev {self.dev} proto {PROTO}"
 
     def describe(self) -> str:
+        if self.type != UNICAST:
+            return f"{self.type} {self.dst}"
         return f"{self.dst} via {self.via} dev {self.dev}" if self.via else \
             f"{self.dst} dev {self.dev}"
 

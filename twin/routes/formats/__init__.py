@@ -1,0 +1,140 @@
+"""The formats route tables come in, and a directory of them loaded (twin.routes.tables).
+
+    iproute2-json   <node>.json             `ip -j -6 route show` of the node
+    iproute2-batch  <node>.batch            `ip -6 route show` lines, or `ip -batch`
+                                            lines (`route add|replace ...`)
+    sonic           <node>/config_db.json   SONiC's SRV6_MY_LOCATORS, SRV6_MY_SIDS and
+                                            STATIC_ROUTE tables
+
+One file per node, named after it; nodes are matched to the fabric's by name, and
+a node without a file, or a file for no node, is an error that names it. A
+format reads one node's file (`parse`) and writes one (`render`: `twin routes
+export`, the shipped examples, the golden files).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import ClassVar
+
+from twin.errors import Problem, SpecError
+from twin.fabric.model import Fabric
+from twin.routes.tables import NodeTables, Tables
+
+WHAT = "route tables"
+
+
+class Format:
+    """One way tables are written. Subclasses register themselves in FORMATS."""
+
+    name: ClassVar[str]
+    summary: ClassVar[str]  # one line for --help
+
+    def file_for(self, node: str) -> str:
+        """The node's file, relative to the tables' directory."""
+        raise NotImplementedError
+
+    def parse(self, text: str, node: str, file: str, fabric: Fabric) -> NodeTables:
+        """One node's tables. Raises SpecError(file, problems, WHAT) naming every
+        entry it cannot read: where (line, entry or key) and a hint."""
+        raise NotImplementedError
+
+    def render(self, tables: NodeTables, fabric: Fabric) -> str:
+        """One node's file, which `parse` reads back to the same routes and SIDs."""
+        raise NotImplementedError
+
+    def node_of(self, rel: str) -> str | None:
+        """The node a file of this format is for (None: not a file of this format)."""
+        raise NotImplementedError
+
+
+FORMATS: dict[str, Format] = {}
+
+
+def register(cls: type[Format]) -> type[Format]:
+    FORMATS[cls.name] = cls()
+    return cls
+
+
+def get(name: str) -> Format:
+    if name not in FORMATS:
+        raise SpecError(name, [Problem("format", f"no route-table format {name!r}",
+                                       f"one of {', '.join(FORMATS)}")], WHAT)
+    return FORMATS[name]
+
+
+def _files(directory: Path) -> list[str]:
+    return sorted(str(p.relative_to(directory)) for p in directory.rglob("*") if p.is_file())
+
+
+def detect(directory: Path) -> Format:
+    """The format of a directory's files: the one that claims most of them (ties,
+    none, or a directory that is not one: an error saying what was found)."""
+    if not directory.is_dir():
+        raise SpecError(str(directory), [Problem(str(directory), "is not a directory",
+                                                 "give the directory holding one file "
+                                                 "per node")], WHAT)
+    files = _files(directory)
+    claims = {name: sum(1 for f in files if fmt.node_of(f) is not None)
+              for name, fmt in FORMATS.items()}
+    best = max(claims.values(), default=0)
+    winners = [n for n, c in claims.items() if c == best and c > 0]
+    if len(winners) != 1:
+        seen = ", ".join(files[:4]) + (" ..." if len(files) > 4 else "") or "no files"
+        raise SpecError(str(directory), [Problem(
+            str(directory), f"cannot tell the tables' format ({seen})",
+            "one file per node: " + "; ".join(
+                f"{f.file_for('<node>')} ({n})" for n, f in FORMATS.items())
+            + "; or name it with --format")], WHAT)
+    return FORMATS[winners[0]]
+
+
+def load_dir(directory: str | Path, fabric: Fabric, fmt: str | None = None) -> Tables:
+    """Every node's tables from a directory, all problems at once (SpecError)."""
+    directory = Path(directory)
+    form = get(fmt) if fmt else detect(directory)
+    files = {}
+    problems: list[Problem] = []
+    for rel in _files(directory):
+        node = form.node_of(rel)
+        if node is None:
+            continue
+        if not fabric.has_node(node):
+            problems.append(Problem(rel, f"no node {node!r} in fabric {fabric.name}",
+                                    f"nodes look like {fabric.nodes[0].name}, "
+                                    f"{fabric.hosts[0].name}; remove the file or fix the "
+                                    "fabric spec"))
+            continue
+        files[node] = rel
+    for node in fabric.nodes:
+        if node.name not in files:
+            problems.append(Problem(form.file_for(node.name),
+                                    f"missing: no tables for node {node.name}",
+                                    f"every node of {fabric.name} needs its file "
+                                    f"({form.name})"))
+    loaded = {}
+    for node, rel in sorted(files.items()):
+        try:
+            text = (directory / rel).read_text()
+        except (OSError, UnicodeDecodeError) as e:
+            problems.append(Problem(rel, f"cannot read it ({e})"))
+            continue
+        try:
+            loaded[node] = form.parse(text, node, rel, fabric)
+        except SpecError as e:
+            problems.extend(e.problems)
+    if problems:
+        raise SpecError(str(directory), problems, WHAT)
+    return Tables(str(directory), form.name, {n.name: loaded[n.name] for n in fabric.nodes})
+
+
+def write_dir(directory: str | Path, tables: Tables, fabric: Fabric, fmt: str) -> list[Path]:
+    """Every node's file in a format (`twin routes export`); the paths written."""
+    form = get(fmt)
+    out = []
+    for node, t in tables.nodes.items():
+        path = Path(directory) / form.file_for(node)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(form.render(t, fabric))
+        out.append(path)
+    return out
