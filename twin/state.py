@@ -10,6 +10,9 @@
                             down` can remove a lab whose `twin up` crashed
         <lab>/faults.json   faults in force, written before each is applied, so
                             every one can be reverted after a crash
+        <lab>/spec.yml      the spec as it was at `up`
+        <lab>/routes.json   the operator's tables it was brought up from (`--routes`),
+                            as loaded: later edits to them change nothing
 
 /run is a tmpfs: after a reboot the namespaces are gone and so is the state.
 """
@@ -41,6 +44,7 @@ class LabState:
     id: str = ""  # the lab's owner id (twin.owner); "" in a lab.json from before owners
     dataplane: str = "seg6local"  # twin.dataplane's backend; a lab.json from before: seg6local
     dataplane_why: str = ""  # why it was chosen (`auto`'s probe, or "asked for")
+    routes: str = ""  # the directory of an operator's tables it runs (`--routes`), "" the plan's
 
     @property
     def owner(self) -> Owner:

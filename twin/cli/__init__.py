@@ -12,6 +12,7 @@ One module per command group; each registers its commands on `main`:
     drill     drill list | run
     blind     drill blind | answer | reveal | scores   (on the drill group)
     probe     probe                            (continuous localization, root)
+    routes    routes check | diff | export     (an operator's own tables; no root)
     telemetry telemetry up | down | status, top (live metrics, Prometheus; root)
     grafana   grafana dashboards | push        (dashboards generated from the fabric)
 """
@@ -25,6 +26,7 @@ from twin.cli import (  # noqa: F401
     grafana,
     lab,
     probe,
+    routes,
     telemetry,
     traffic,
 )

@@ -23,6 +23,7 @@ from twin.cli.base import (
 )
 from twin.errors import UsageError
 from twin.progress import Steps
+from twin.routes.formats import FORMATS as ROUTE_FORMATS
 from twin.runtime import AUTO_ORDER
 from twin.telemetry.collect import record_verify
 from twin.verify import AUTO, run_verify
@@ -42,22 +43,30 @@ from twin.verify.coverage import DEFAULT_K, EXHAUSTIVE_MAX
                    "CONFIG_IPV6_SEG6_LWTUNNEL) or ebpf (TC programs, CONFIG_NET_CLS_BPF). "
                    "auto: seg6local where the kernel has it, else ebpf. Default: the "
                    "spec's srv6.dataplane, else auto.")
+@click.option("--routes", "routes", metavar="DIR", default=None,
+              help="Program the nodes from an operator's own route tables (one file per "
+                   "node: see `twin routes --help`) instead of twin's plan; verify, "
+                   "faults and drills then run on them.")
+@click.option("--routes-format", type=click.Choice(sorted(ROUTE_FORMATS)), default=None,
+              help="The --routes tables' format (default: told from the files).")
 @click.option("--verify", "then_verify", is_flag=True,
               help="Then verify it, as `twin verify` does (a lab that fails stays up).")
 @click.option("--json", "as_json", is_flag=True, help="Print the lab's state as JSON.")
-def up(spec, runtime, name, dataplane, then_verify, as_json):
+def up(spec, runtime, name, dataplane, routes, routes_format, then_verify, as_json):
     """Build a lab: create nodes, wire links, program every route and local
     SID, start the hosts' MRC endpoints.
 
     A failure or Ctrl-C part way removes what was created. Run
     `twin verify` next to prove the result (or pass --verify). Labs run
     side by side: `twin up mrc-4p --name lab2` is a second mrc-4p.
+    With --routes DIR the nodes hold an operator's tables as written, even
+    broken ones (`twin routes check` says what they break; verify proves it).
     """
     sigterm_as_interrupt()
     steps = RichSteps()
     try:
         result = L.up(spec, runtime, steps, verify=then_verify, name=name,
-                      dataplane=dataplane)
+                      dataplane=dataplane, routes=routes, routes_format=routes_format)
     finally:
         steps.done()
     state = result.state
@@ -68,6 +77,8 @@ def up(spec, runtime, name, dataplane, then_verify, as_json):
         out.print(f"[green]lab {state.lab} is up[/green]: {len(state.nodes)} nodes on "
                   f"runtime {state.runtime}, data plane {state.dataplane} "
                   f"({state.dataplane_why})")
+        if state.routes:
+            out.print(f"routes: the tables in {state.routes}, not twin's plan")
         if result.verify:
             _print_report(result.verify)
         else:
@@ -388,8 +399,10 @@ def verify(lab, as_json, junit, no_dataplane, k, exhaustive):
         except OSError as e:
             raise UsageError(f"--junit {junit}: {e.strerror}") from None
     if as_json:
-        emit_json(report.to_dict())
+        emit_json({**report.to_dict(), "routes": att.state.routes or None})
     else:
+        if att.state.routes:
+            out.print(f"routes: checked against the tables in {att.state.routes}")
         _print_report(report)
     if not report.ok:
         sys.exit(1)

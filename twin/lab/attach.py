@@ -1,8 +1,9 @@
 """A running lab, found again from its state on disk: `attach(lab)`.
 
 Every command after `twin up` starts here. The plan comes from the copy of
-the spec taken at `up`, so editing the spec file later does not change what
-a running lab is checked against.
+the spec taken at `up` (and of the operator's tables, for a lab brought up
+`--routes`), so editing either later does not change what a running lab is
+checked against.
 """
 
 from __future__ import annotations
@@ -15,8 +16,9 @@ from twin.errors import LabError, UsageError
 from twin.fabric.model import Fabric, Node
 from twin.fabric.plan import Plan
 from twin.fabric.spec import parse_spec
-from twin.lab.compile import Compiled, compile_loaded, require_node
-from twin.rundir import run_root
+from twin.lab.compile import ROUTES, Compiled, compile_loaded, require_node, with_tables
+from twin.routes import tables
+from twin.rundir import read_json, run_root
 from twin.runtime import Runtime, get_runtime
 from twin.state import LabState, known_labs
 
@@ -94,7 +96,14 @@ def attach(lab: str | None) -> Attached:
         raise LabError(f"lab {name}: state file is unreadable under {run_root() / name}")
     spec_copy = state.dir / "spec.yml"
     spec = parse_spec(spec_copy.read_text(), state.spec_path)
-    return Attached(state, compile_loaded(state.spec_path, spec, name),  # name: --name
+    compiled = compile_loaded(state.spec_path, spec, name)  # name: --name
+    if state.routes:  # brought up from an operator's tables: they are its plan
+        saved = read_json(state.dir / ROUTES, None)
+        if saved is None:
+            raise LabError(f"lab {name}: {state.dir / ROUTES} (its route tables) is "
+                           "unreadable; `twin down` it and `twin up` again")
+        compiled = with_tables(compiled, tables.from_dict(saved))
+    return Attached(state, compiled,
                     get_runtime(state.runtime, name, state.build_dir, state.owner))
 
 
@@ -115,6 +124,7 @@ def status(lab: str | None = None) -> list[dict]:
             "build_dir": state.build_dir,
             "id": state.id,
             "dataplane": {"name": state.dataplane, "why": state.dataplane_why},
+            "routes": state.routes or None,
             "run_dir": state.owner.run_dir,
             "age_s": round(time.time() - state.created, 1),
             "nodes": [{"node": n, **facts[n],

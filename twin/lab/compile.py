@@ -16,6 +16,7 @@ from twin.fabric.model import Fabric, Node, build_fabric
 from twin.fabric.plan import Plan, build_plan
 from twin.fabric.render import render, write_build
 from twin.fabric.spec import FabricSpec, find_spec, load_spec, name_problem
+from twin.routes import formats, tables
 
 
 def project_root() -> Path:
@@ -64,6 +65,30 @@ def compile_loaded(source: str, spec: FabricSpec, name: str | None = None) -> Co
         spec = replace(spec, name=name)
     fabric = build_fabric(spec)
     return Compiled(source, spec, fabric, build_plan(fabric))
+
+
+ROUTES = "routes.json"  # a lab's copy of the operator's tables, in its run directory
+
+
+def with_tables(compiled: Compiled, loaded: tables.Tables) -> Compiled:
+    """The lab programmed from an operator's tables instead of twin's plan: every node's
+    routes and local SIDs replaced, the addressing plan kept (twin.routes.tables)."""
+    return replace(compiled, plan=tables.apply(compiled.plan, loaded))
+
+
+def load_tables(compiled: Compiled, directory: str, fmt: str | None,
+                dataplane: str) -> tables.Tables:
+    """An operator's tables for this lab, or the error saying why they cannot program it
+    (unreadable: SpecError; not installable: UsageError with every reason)."""
+    loaded = formats.load_dir(directory, compiled.fabric, fmt)
+    refused = tables.refusals(loaded, compiled.plan, dataplane)
+    if refused:
+        head = f"--routes {directory}: {len(refused)} entries cannot be installed"
+        more = f"\n  ... and {len(refused) - 20} more" if len(refused) > 20 else ""
+        raise UsageError("\n  ".join([head, *refused[:20]]) + more +
+                         f"\n  (`twin routes check {compiled.source} {directory}` walks "
+                         "them without a lab)")
+    return loaded
 
 
 def render_lab(compiled: Compiled, dataplane: str) -> Path:

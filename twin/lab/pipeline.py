@@ -27,9 +27,18 @@ from twin import dataplane as dataplanes
 from twin.errors import UsageError
 from twin.lab import phases, sweep
 from twin.lab.attach import Attached, attach
-from twin.lab.compile import Compiled, compile_spec, render_lab
+from twin.lab.compile import (
+    ROUTES,
+    Compiled,
+    compile_spec,
+    load_tables,
+    render_lab,
+    with_tables,
+)
 from twin.owner import Owner, new_lab_id
 from twin.progress import Steps
+from twin.routes import tables
+from twin.rundir import write_json
 from twin.runtime import RUNTIMES, Runtime, get_runtime, pick_runtime
 from twin.state import LabState
 
@@ -52,9 +61,12 @@ class Up:
 
 
 def up(spec_ref: str, runtime: str = "auto", steps: Steps | None = None, *,
-       verify: bool = False, name: str | None = None, dataplane: str | None = None) -> Up:
+       verify: bool = False, name: str | None = None, dataplane: str | None = None,
+       routes: str | None = None, routes_format: str | None = None) -> Up:
     """Bring a lab up; `name` runs the spec under another lab name (several labs
-    from one spec side by side); `dataplane` overrides the spec's `srv6.dataplane`."""
+    from one spec side by side); `dataplane` overrides the spec's `srv6.dataplane`;
+    `routes` programs the nodes from an operator's tables (a directory, in
+    `routes_format` or the format its files show) instead of twin's plan."""
     steps = steps or Steps()
     compiled = compile_spec(spec_ref, name)
     _refuse_if_up(compiled.lab)  # before render: an up lab's build files stay as they are
@@ -62,11 +74,16 @@ def up(spec_ref: str, runtime: str = "auto", steps: Steps | None = None, *,
     steps.note(f"runtime: {rt_name} ({why})")
     dp_name, dp_why = pick_dataplane(rt_name, dataplane or compiled.spec.dataplane)
     steps.note(f"data plane: {dp_name} ({dp_why})")
+    loaded = None
+    if routes:
+        loaded = load_tables(compiled, routes, routes_format, dp_name)
+        compiled = with_tables(compiled, loaded)
+        steps.note(f"routes: {routes} ({loaded.format}), instead of twin's plan")
     build_dir = render_lab(compiled, dp_name)
     owner = Owner.here(compiled.lab, new_lab_id())
     rt = get_runtime(rt_name, compiled.lab, str(build_dir), owner)
     _refuse_foreign_nodes(rt, compiled)
-    state = _record(compiled, rt_name, build_dir, owner, dp_name, dp_why)  # before anything
+    state = _record(compiled, rt_name, build_dir, owner, dp_name, dp_why, loaded)  # first
     plan, fabric = compiled.plan, compiled.fabric
     nodes = list(plan.nodes.values())
     try:
@@ -123,10 +140,11 @@ def _refuse_foreign_nodes(rt: Runtime, compiled: Compiled) -> None:
 
 
 def _record(compiled: Compiled, runtime: str, build_dir: Path, owner: Owner,
-            dataplane: str, dataplane_why: str) -> LabState:
+            dataplane: str, dataplane_why: str, loaded: tables.Tables | None) -> LabState:
     state = LabState(lab=compiled.lab, runtime=runtime, spec_path=compiled.source,
                      build_dir=str(build_dir), nodes=list(compiled.plan.nodes),
-                     id=owner.lab_id, dataplane=dataplane, dataplane_why=dataplane_why)
+                     id=owner.lab_id, dataplane=dataplane, dataplane_why=dataplane_why,
+                     routes=str(Path(loaded.source).resolve()) if loaded else "")
     if not state.claim():  # another `twin up` of this lab got here first
         other = LabState.load(compiled.lab)
         raise UsageError(f"lab {compiled.lab} is already "
@@ -134,6 +152,8 @@ def _record(compiled: Compiled, runtime: str, build_dir: Path, owner: Owner,
                          f"{f' by pid {other.pid}' if other else ''}; run `twin down "
                          f"{compiled.lab}` first, or use --name for a second lab")
     (state.dir / "spec.yml").write_text(Path(compiled.source).read_text())  # for `attach`
+    if loaded is not None:
+        write_json(state.dir / ROUTES, tables.to_dict(loaded))
     return state
 
 

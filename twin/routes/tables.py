@@ -17,9 +17,9 @@ addressing plan's (README, "Addressing"), and `apply` keeps them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 
-from twin.fabric.plan import LocalSid, Plan, Route
+from twin.fabric.plan import DECAP, UN, UNICAST, LocalSid, Plan, Route
 
 
 @dataclass(frozen=True)
@@ -100,3 +100,43 @@ def apply(plan: Plan, tables: Tables) -> Plan:
         t = tables.nodes.get(name)
         nodes[name] = node if t is None else replace(node, routes=t.routes, sids=t.sids)
     return Plan(plan.fabric, nodes)
+
+
+def to_dict(tables: Tables) -> dict:
+    """The tables as JSON data (a lab keeps the ones it was brought up from)."""
+    return {"source": tables.source, "format": tables.format, "nodes": {
+        name: {"routes": [asdict(r) for r in t.routes], "sids": [asdict(s) for s in t.sids],
+               "dropping": [asdict(d) for d in t.dropping],
+               "origins": {k: [o.file, o.where] for k, o in t.origins.items()}}
+        for name, t in tables.nodes.items()}}
+
+
+def from_dict(data: dict) -> Tables:
+    return Tables(data["source"], data["format"], {
+        name: NodeTables(name, tuple(Route(**r) for r in t["routes"]),
+                         tuple(LocalSid(**s) for s in t["sids"]),
+                         tuple(Dropping(**d) for d in t["dropping"]),
+                         {k: Origin(*o) for k, o in t["origins"].items()})
+        for name, t in data["nodes"].items()})
+
+
+def refusals(tables: Tables, plan: Plan, dataplane: str) -> list[str]:
+    """Why a lab cannot be programmed from these tables, one line each (empty: it can):
+    what twin does not install, routes the kernel refuses, SIDs the data plane cannot
+    hold. Everything else, however wrong, is installed as written, for `twin verify`
+    and the drills to show what it does."""
+    out = tables.installable_problems()
+    for name, t in tables.nodes.items():
+        devs = {i.name for i in plan.nodes[name].interfaces}
+        for r in t.routes:
+            if r.type == UNICAST and r.dev not in devs:
+                out.append(f"{name}: {key(r)} ({t.origin(r)}): {name} has no device {r.dev} "
+                           "(the kernel refuses the route)")
+        for s in t.sids:
+            if s.behavior == DECAP and s.dev and s.dev not in devs:
+                out.append(f"{name}: {key(s)} ({t.origin(s)}): {name} has no device {s.dev}")
+            if dataplane == "ebpf" and (not s.prefix.endswith("/48") or (
+                    s.behavior == UN and (s.block_len, s.usid_len) != (32, 16))):
+                out.append(f"{name}: {key(s)} ({t.origin(s)}): the ebpf data plane holds "
+                           "F3216 uSIDs on /48 prefixes only; use --dataplane seg6local")
+    return out

@@ -1,0 +1,173 @@
+"""`twin routes`: an operator's own route tables, checked without a lab (no root).
+
+    check    walk every path through the tables; findings name node, item and file
+    diff     the tables against twin's plan, with the paths each difference breaks
+    export   twin's plan written as tables, in any format (a starting point)
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+from rich.table import Table
+
+from twin import lab as L
+from twin.cli.base import emit_json, main, out
+from twin.errors import UsageError
+from twin.routes import check as C
+from twin.routes import diff as D
+from twin.routes import formats as F
+from twin.routes import tables as T
+
+FORMAT_HELP = ("The tables' format (default: told from the files): "
+               + "; ".join(f"{name}: {fmt.file_for('<node>')}" for name, fmt in F.FORMATS.items()))
+
+
+@main.group()
+def routes():
+    """Check an operator's own SRv6 route tables against a fabric, without a lab.
+
+    \b
+    A directory holds one file per node, named after it:
+      <node>.json              `ip -j -6 route show` of the node (iproute2-json)
+      <node>.batch             `ip -6 route show` lines or `ip -batch` lines
+      <node>/config_db.json    SONiC: SRV6_MY_LOCATORS, SRV6_MY_SIDS, STATIC_ROUTE
+    Interface names and addresses are the addressing plan's (README, "Addressing"):
+    next hops are the neighbours' link-locals, fe80::<uSID>.
+
+    \b
+      twin routes export mrc-4p /tmp/tables          # twin's own tables, to start from
+      twin routes check mrc-4p lab/routes/missing-t1-route
+      twin routes diff mrc-4p lab/routes/missing-t1-route
+      twin up mrc-4p --routes /tmp/tables && twin verify   # the same, proved with packets
+    """
+
+
+def _load(spec: str, directory: str, fmt: str | None):
+    c = L.compile_spec(spec)
+    return c, F.load_dir(directory, c.fabric, fmt)
+
+
+@routes.command("check")
+@click.argument("spec")
+@click.argument("directory", type=click.Path(file_okay=False))
+@click.option("--format", "fmt", type=click.Choice(sorted(F.FORMATS)), default=None,
+              help=FORMAT_HELP)
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@click.option("--junit", type=click.Path(dir_okay=False), default=None,
+              help="Also write JUnit XML: a case per node (its findings) and per host pair "
+                   "(its broken paths).")
+@click.option("--warnings/--no-warnings", default=True, show_default=True,
+              help="Show warnings (routes and SIDs no path uses, uSIDs the plan does not "
+                   "know). They never fail the check.")
+def check_cmd(spec, directory, fmt, as_json, junit, warnings):
+    """Walk every path through the tables; exit 0 only if every path arrives.
+
+    \b
+    Every ordered host pair x plane x T1, and every host port's loopbacks (the
+    paths `twin verify` probes), hop by hop as the kernel forwards: longest-prefix
+    match, uN shift, decapsulation, next hops resolved against the neighbours'
+    addresses. Each path that loops, blackholes, leaves its switches (exits on
+    the wrong port) or reaches the wrong host is named with the node and the
+    route or SID responsible, the file and line it came from, and what twin's
+    plan has there. Also: local SIDs missing, duplicated, of another node or
+    outside the block; routes out of missing devices or to next hops no
+    neighbour owns; a plane whose paths all cross one T1.
+
+    Exit 0: all paths arrive on their switches, no errors; 1: something fails;
+    2: the tables (or the spec) cannot be read.
+    """
+    c, tables = _load(spec, directory, fmt)
+    report = C.check(c.plan, tables)
+    if junit:
+        try:
+            Path(junit).write_text(report.junit())
+        except OSError as e:
+            raise UsageError(f"--junit {junit}: {e.strerror}") from None
+    if as_json:
+        emit_json(report.to_dict())
+    else:
+        print_check(report, warnings)
+    if not report.ok:
+        sys.exit(1)
+
+
+def print_check(report: C.CheckReport, warnings: bool = True) -> None:
+    counts = report.outcomes()
+    bad = report.paths - counts[C.OK]
+    head = f"twin routes check {report.fabric}: {report.source} ({report.format}), " \
+           f"{report.paths} paths walked in {report.seconds:.2f}s"
+    out.print(f"[bold]{head}[/bold]")
+    t = Table(show_header=True)
+    for col in ("outcome", "paths"):
+        t.add_column(col, justify="right" if col == "paths" else "left")
+    for outcome, n in counts.items():
+        t.add_row(outcome, f"[red]{n}[/red]" if n and outcome != C.OK else str(n))
+    out.print(t)
+    if bad:
+        out.print(f"[bold red]{bad} paths fail[/bold red], by cause:")
+        for cause, outcome, paths in report.causes():
+            out.print(f"  [red]{outcome}[/red] x{len(paths)}  {cause}")
+            out.print(f"      e.g. {paths[0].label} {paths[0].address}: {paths[0].reason}")
+    errors = [f for f in report.findings if f.severity == C.ERROR]
+    warns = [f for f in report.findings if f.severity == C.WARNING]
+    if errors:
+        out.print(f"[bold red]{len(errors)} problems in the tables[/bold red]:")
+        for f in errors:
+            out.print(f"  {f.text()}")
+    if warns and warnings:
+        out.print(f"[yellow]{len(warns)} warnings[/yellow]:")
+        for f in warns:
+            out.print(f"  {f.text()}")
+    verdict = "[bold green]PASS[/bold green]" if report.ok else "[bold red]FAIL[/bold red]"
+    out.print(f"{verdict}: {counts[C.OK]}/{report.paths} paths arrive on their switches, "
+              f"{len(errors)} problems, {len(warns)} warnings")
+
+
+@routes.command("diff")
+@click.argument("spec")
+@click.argument("directory", type=click.Path(file_okay=False))
+@click.option("--format", "fmt", type=click.Choice(sorted(F.FORMATS)), default=None,
+              help=FORMAT_HELP)
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def diff_cmd(spec, directory, fmt, as_json):
+    """Diff the tables against twin's plan, node by node; exit 0 only if the same.
+
+    Each route or local SID missing, extra or different is shown with the paths it
+    breaks (those `twin routes check` blames on it), or "no path affected".
+    """
+    c, tables = _load(spec, directory, fmt)
+    report = D.diff(c.plan, tables, C.check(c.plan, tables))
+    if as_json:
+        emit_json(report.to_dict())
+    else:
+        out.print(f"[bold]twin routes diff {report.fabric}[/bold]: {report.source} against "
+                  "twin's plan")
+        for node, diffs in report.by_node().items():
+            out.print(f"\n[bold]{node}[/bold]")
+            for d in diffs:
+                colour = "red" if d.paths else "yellow"
+                out.print(f"  [{colour}]{d.text()}[/{colour}]\n      {d.effect()}")
+        n = len(report.differences)
+        out.print("\nno differences" if report.same else
+                  f"\n{n} difference{'s' if n != 1 else ''} on {len(report.by_node())} nodes")
+    if not report.same:
+        sys.exit(1)
+
+
+@routes.command("export")
+@click.argument("spec")
+@click.argument("directory", type=click.Path(file_okay=False))
+@click.option("--format", "fmt", type=click.Choice(sorted(F.FORMATS)),
+              default="iproute2-batch", show_default=True, help=FORMAT_HELP)
+def export_cmd(spec, directory, fmt):
+    """Write twin's plan as route tables, one file per node.
+
+    The tables `twin up` installs, in an operator's format: a starting point for
+    one's own, and what `twin routes check` and `diff` pass unchanged.
+    """
+    c = L.compile_spec(spec)
+    written = F.write_dir(directory, T.from_plan(c.plan), c.fabric, fmt)
+    out.print(f"wrote {len(written)} files ({fmt}) to {directory}")

@@ -1,0 +1,380 @@
+"""`twin routes check`: every path the EV formula defines, walked through loaded tables (pure).
+
+The paths are verify's: every ordered host pair x plane x T1 (one path per plane
+within a rack), and from every host port the loopbacks off its T0 and off each T1
+of the plane. Each is walked (twin.routes.walk) and judged:
+
+    ok          delivered to its destination over the switches its uSIDs name
+    misrouted   delivered, but over other switches: the EV no longer picks the
+                path, so spraying and failure isolation are off
+    blackhole   dropped on the way
+    wrong-host  delivered to, or decapsulated at, another host
+    loop        went round
+
+A path that leaves its planned switches is blamed on the route that sent it off
+("exits on the wrong port"); one that dies on its planned way is blamed on the
+item it met there or, when nothing matched, on the item twin's plan has there
+(a missing route or SID). Items are named with the file and line they came from.
+
+Findings about the tables themselves, whether or not a path meets them: local
+SIDs missing, of the wrong behaviour, duplicated across nodes, owned by another
+node, outside the block or of another uSID format; routes out of devices the
+node lacks, to next hops no neighbour owns, hidden by a SID of the same prefix;
+routes and SIDs no path uses (a warning); a plane whose paths all cross one T1.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import time
+from collections import Counter
+from dataclasses import asdict, dataclass, field
+from xml.etree import ElementTree as ET
+
+from twin.fabric import usid
+from twin.fabric.model import Fabric
+from twin.fabric.plan import UN, LocalSid, Plan, Route, nic_address
+from twin.routes import walk as W
+from twin.routes.tables import Dropping, Tables, from_plan, key
+
+OK, MISROUTED = "ok", "misrouted"
+ERROR, WARNING = "error", "warning"
+
+
+@dataclass(frozen=True)
+class PathResult:
+    kind: str  # cross-rack | same-rack | loop-t0 | loop-t1
+    src: str
+    dst: str
+    plane: int
+    t1: int | None
+    address: str  # the uSID program
+    outcome: str  # OK | MISROUTED | walk.BLACKHOLE | walk.WRONG_HOST | walk.LOOP
+    node: str = ""  # the node responsible
+    item: str = ""  # the item responsible (tables.key), "" when none matched
+    origin: str = ""  # where that item was read
+    planned: tuple[str, ...] = ()  # what twin's plan uses there that the node did not
+    reason: str = ""  # what happened to this path's packet
+    nodes: tuple[str, ...] = ()  # the nodes the packet crossed
+
+    @property
+    def delivered(self) -> bool:
+        return self.outcome in (OK, MISROUTED)
+
+    @property
+    def label(self) -> str:
+        via = f" via t1-{self.t1}" if self.t1 is not None else ""
+        return f"{self.src} -> {self.dst} plane {self.plane}{via} ({self.kind})"
+
+    @property
+    def cause(self) -> str:
+        """The node and item responsible, and what the plan has there, in one line
+        (shared by every path that fails the same way)."""
+        what = f"{self.item} ({self.origin})" if self.item and self.origin else \
+            self.item or "no matching route or SID"
+        missing = f"; planned: {', '.join(self.planned)}" if self.planned else ""
+        return f"{self.node}: {what}{missing}"
+
+    def to_dict(self) -> dict:
+        return {**asdict(self), "nodes": list(self.nodes), "planned": list(self.planned),
+                "label": self.label}
+
+
+@dataclass(frozen=True)
+class Finding:
+    node: str
+    kind: str
+    message: str
+    item: str = ""
+    origin: str = ""
+    severity: str = ERROR
+
+    def text(self) -> str:
+        where = f" ({self.origin})" if self.origin else ""
+        what = f"{self.item}{where}: " if self.item else ""
+        return f"{self.node}: {what}{self.message}"
+
+
+@dataclass
+class CheckReport:
+    fabric: str
+    source: str
+    format: str
+    paths: int = 0  # walked
+    failing: list[PathResult] = field(default_factory=list)  # every path not OK
+    findings: list[Finding] = field(default_factory=list)
+    seconds: float = 0.0
+    node_names: list[str] = field(default_factory=list, repr=False)  # JUnit's cases, in order
+    host_pairs: list[tuple[str, str]] = field(default_factory=list, repr=False)
+
+    @property
+    def ok(self) -> bool:
+        return not self.failing and not any(f.severity == ERROR for f in self.findings)
+
+    def outcomes(self) -> dict[str, int]:
+        counts = Counter(r.outcome for r in self.failing)
+        return {OK: self.paths - len(self.failing), **{o: counts.get(o, 0) for o in (
+            MISROUTED, W.BLACKHOLE, W.WRONG_HOST, W.LOOP)}}
+
+    def causes(self) -> list[tuple[str, str, list[PathResult]]]:
+        """Failing paths grouped by the node and item responsible, most paths first:
+        (cause, outcome, paths)."""
+        groups: dict[tuple[str, str], list[PathResult]] = {}
+        for r in self.failing:
+            groups.setdefault((r.cause, r.outcome), []).append(r)
+        return sorted(((c, o, rs) for (c, o), rs in groups.items()),
+                      key=lambda g: (-len(g[2]), g[0]))
+
+    def undelivered(self) -> set[tuple[str, str]]:
+        """(source, uSID program) of every path whose packet does not arrive: what
+        `twin verify` on a lab built from these tables must find lost."""
+        return {(r.src, r.address) for r in self.failing if not r.delivered}
+
+    def to_dict(self) -> dict:
+        return {"fabric": self.fabric, "source": self.source, "format": self.format,
+                "ok": self.ok, "seconds": round(self.seconds, 3),
+                "paths": {"total": self.paths, **self.outcomes()},
+                "causes": [{"cause": c, "outcome": o, "paths": len(rs),
+                            "example": rs[0].label} for c, o, rs in self.causes()],
+                "findings": [asdict(f) for f in self.findings],
+                "failing": [r.to_dict() for r in self.failing]}
+
+    def junit(self) -> str:
+        """JUnit XML: a case per node (its findings), a case per ordered host pair and
+        per host's loopbacks (their broken paths, each with its cause)."""
+        root = ET.Element("testsuites", name=f"twin routes check {self.fabric}")
+        by_node: dict[str, list[Finding]] = {}
+        for f in self.findings:
+            by_node.setdefault(f.node, []).append(f)
+        by_pair: dict[tuple[str, str], list[PathResult]] = {}
+        for r in self.failing:
+            by_pair.setdefault((r.src, r.dst), []).append(r)
+        suites = [
+            ("tables", [(n, "\n".join(f.text() for f in by_node.get(n, [])
+                                      if f.severity == ERROR)) for n in self.node_names]),
+            ("paths", [(f"{s} -> {d}", "\n".join(f"{r.label}: {r.outcome} at {r.cause}"
+                                                 for r in by_pair.get((s, d), [])))
+                       for s, d in self.host_pairs]),
+        ]
+        for name, cases in suites:
+            suite = ET.SubElement(root, "testsuite", name=f"{self.fabric}.routes.{name}",
+                                  tests=str(len(cases)),
+                                  failures=str(sum(1 for _, f in cases if f)))
+            for case_name, failure in cases:
+                case = ET.SubElement(suite, "testcase", classname=f"{self.fabric}.routes.{name}",
+                                     name=case_name)
+                if failure:
+                    first = failure.splitlines()[0]
+                    ET.SubElement(case, "failure", message=first).text = failure
+        ET.indent(root)
+        return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
+
+
+
+def _paths(fabric: Fabric):
+    """(kind, src, dst, plane, t1, uSID program as an integer, the nodes it should cross)
+    of every path verify probes exhaustively, built from the uSIDs' integers (the walk
+    of a large fabric makes half a million)."""
+    hosts, t1s, planes = fabric.hosts, range(fabric.spec.t1_per_plane), fabric.nic_planes
+    block = int(fabric.spec.block.network_address)
+    racks = range(fabric.spec.racks)
+    first = {(p, r): block | usid.t0(p, r).value << 80 for p in planes for r in racks}
+    over = {(p, t): usid.t1(p, t).value << 64 for p in planes for t in t1s}
+    into = {(p, r): usid.t0(p, r).value << 48 for p in planes for r in racks}
+    t0 = {(p, r): fabric.t0_name(p, r) for p in planes for r in racks}
+    t1 = {(p, t): fabric.t1_name(p, t) for p in planes for t in t1s}
+    for src in hosts:
+        for p in planes:
+            yield ("loop-t0", src, src, p, None,
+                   first[p, src.rack] | usid.port(p, src.index).value << 64,
+                   (src.name, t0[p, src.rack], src.name))
+            for t in t1s:
+                yield ("loop-t1", src, src, p, t,
+                       first[p, src.rack] | over[p, t] | into[p, src.rack]
+                       | usid.port(p, src.index).value << 32,
+                       (src.name, t0[p, src.rack], t1[p, t], t0[p, src.rack], src.name))
+    for src in hosts:
+        for dst in hosts:
+            if src is dst:
+                continue
+            for p in planes:
+                port = usid.port(p, dst.index).value
+                if src.rack == dst.rack:
+                    yield ("same-rack", src, dst, p, None, first[p, src.rack] | port << 64,
+                           (src.name, t0[p, src.rack], dst.name))
+                    continue
+                for t in t1s:
+                    yield ("cross-rack", src, dst, p, t,
+                           first[p, src.rack] | over[p, t] | into[p, dst.rack] | port << 32,
+                           (src.name, t0[p, src.rack], t1[p, t], t0[p, dst.rack], dst.name))
+
+
+def check(plan: Plan, tables: Tables) -> CheckReport:
+    """Walk every path through `tables`; `plan` is twin's own (the addressing plan, and
+    the reference a missing item is named from)."""
+    started = time.monotonic()
+    fabric = plan.fabric
+    report = CheckReport(fabric.name, tables.source, tables.format,
+                         node_names=[n.name for n in fabric.nodes],
+                         host_pairs=[(s.name, d.name) for s in fabric.hosts for d in fabric.hosts
+                                 if s is not d] + [(h.name, h.name) for h in fabric.hosts])
+    walker = W.Walker(fabric, plan, tables)
+    reference = W.Walker(fabric, plan, from_plan(plan))
+    nics = {h.name: int(nic_address(fabric, h)) for h in fabric.hosts}
+    crossed: dict[int, set[str]] = {p: set() for p in fabric.nic_planes}
+    for kind, src, dst, plane, t1, address, expected in _paths(fabric):
+        report.paths += 1
+        way = walker.send(src.name, address, nics[dst.name])
+        if way.outcome == W.DELIVERED and way.nodes == expected:
+            if t1 is not None:
+                crossed[plane].add(expected[2])
+            continue
+        ref = reference.send(src.name, address, nics[dst.name])
+        report.failing.append(_judge(kind, src.name, dst.name, plane, t1, _ip(address), way,
+                                     ref, tables))
+        if way.outcome == W.DELIVERED:
+            crossed[plane].update(n for n in way.nodes if fabric.node(n).tier.value == "t1")
+    report.findings = findings(plan, tables, walker.used, crossed)
+    report.seconds = time.monotonic() - started
+    return report
+
+
+def _judge(kind, src, dst, plane, t1, address, way: W.Way, ref: W.Way,
+           tables: Tables) -> PathResult:
+    """Blame the first node that did otherwise than twin's plan would have: sent the
+    packet elsewhere, or with another destination, or stopped it."""
+    outcome = MISROUTED if way.outcome == W.DELIVERED else way.outcome
+    common = dict(kind=kind, src=src, dst=dst, plane=plane, t1=t1, address=address,
+                  outcome=outcome, nodes=way.nodes)
+    planned = {h.node: h for h in ref.hops}
+    for i, (got, want) in enumerate(zip(way.hops, ref.hops, strict=False)):
+        if got.node != want.node:  # cannot be the first hop: both start at the source
+            got, want = way.hops[i - 1], ref.hops[i - 1]
+        elif (got.egress, got.out) == (want.egress, want.out) and got.items == want.items:
+            continue
+        return _blame(common, got, want, way, tables)
+    last = way.hops[-1]
+    return _blame(common, last, planned.get(last.node, last), way, tables)
+
+
+def _blame(common: dict, got: W.Hop, want: W.Hop, way: W.Way, tables: Tables) -> PathResult:
+    origins = tables.nodes[got.node].origins
+    wrong = [i for i in got.items if i not in want.items]
+    lacking = [i for i in want.items if i not in got.items]
+    item = wrong[-1] if wrong else ""
+    if got.egress and got.node != way.node:
+        then = f" ({way.outcome} at {way.node}: {way.reason})"
+        did = f"sends {_ip(got.out)} out of {got.egress}{then}"
+    else:
+        did = way.reason if got.node == way.node else f"{way.outcome} at {way.node}"
+    where = origins.get(item) if item else None
+    return PathResult(**common, node=got.node, item=item, origin=str(where or ""),
+                      planned=tuple(lacking), reason=did)
+
+
+def _ip(addr: int) -> str:
+    return str(ipaddress.IPv6Address(addr))
+
+
+def findings(plan: Plan, tables: Tables, used: set[tuple[str, str]],
+             crossed: dict[int, set[str]]) -> list[Finding]:
+    fabric, block = plan.fabric, plan.fabric.spec.block
+    out: list[Finding] = []
+    owner = {s.prefix: name for name, n in plan.nodes.items() for s in n.sids}
+    holders: dict[str, list[str]] = {}
+    for name, t in tables.nodes.items():
+        at = t.origins.get
+        have = {s.prefix: s for s in t.sids} | {d.prefix: d for d in t.dropping}
+        for want in plan.nodes[name].sids:
+            got = have.get(want.prefix)
+            if got is None:
+                out.append(Finding(name, "sid-missing", f"no local SID for its "
+                                   f"{_role(want)} {want.describe()}"))
+            elif isinstance(got, Dropping) or got.behavior != want.behavior:
+                out.append(Finding(name, "sid-behaviour", f"its {_role(want)} acts as "
+                                   f"{got.what if isinstance(got, Dropping) else got.behavior}"
+                                   f", planned {want.behavior}", key(got),
+                                   str(at(key(got)) or "")))
+        for prefix, sid in have.items():
+            holders.setdefault(prefix, []).append(name)
+            item, where = key(sid), str(at(key(sid)) or "")
+            net = ipaddress.IPv6Network(prefix)
+            if not net.subnet_of(block):
+                out.append(Finding(name, "sid-outside-block", f"{prefix} is outside the "
+                                   f"uSID block {block}", item, where))
+            elif owner.get(prefix, name) != name:
+                out.append(Finding(name, "sid-foreign", f"{prefix} is the uSID of "
+                                   f"{owner[prefix]}, not of {name}", item, where))
+            elif prefix not in owner:
+                out.append(Finding(name, "sid-unknown", f"{prefix} is no node's uSID in the "
+                                   "addressing plan", item, where, WARNING))
+            if isinstance(sid, LocalSid) and sid.behavior == UN and \
+                    (sid.block_len, sid.usid_len) != (block.prefixlen, 16):
+                out.append(Finding(name, "sid-format", f"uN with block {sid.block_len} and "
+                                   f"uSID {sid.usid_len} bits; the fabric's are "
+                                   f"F{block.prefixlen}16", item, where))
+        out += _route_findings(plan, name, t, have)
+    for prefix, names in sorted(holders.items()):
+        if len(names) > 1:
+            for name in names:
+                out.append(Finding(name, "sid-duplicated", f"{prefix} is a local SID on "
+                                   f"{', '.join(names)}: packets for it reach only one",
+                                   key(_sid_at(tables, name, prefix)),
+                                   str(tables.nodes[name].origins.get(
+                                       key(_sid_at(tables, name, prefix))) or "")))
+    for name, t in tables.nodes.items():
+        for item in [*t.routes, *t.sids, *t.dropping]:
+            if (name, key(item)) not in used:
+                out.append(Finding(name, "unused", "no path uses it", key(item),
+                                   str(t.origins.get(key(item)) or ""), WARNING))
+    if fabric.spec.t1_per_plane > 1:
+        for plane, t1s in crossed.items():
+            if len(t1s) == 1:
+                out.append(Finding(f"plane {plane}", "one-t1", f"every path that crosses a T1 "
+                                   f"crosses {next(iter(t1s))} (the plane has "
+                                   f"{fabric.spec.t1_per_plane})"))
+    return out
+
+
+def _sid_at(tables: Tables, node: str, prefix: str):
+    t = tables.nodes[node]
+    return next(s for s in [*t.sids, *t.dropping] if s.prefix == prefix)
+
+
+def _role(sid: LocalSid) -> str:
+    return "uSID" if sid.behavior == UN else "port's SID"
+
+
+def _route_findings(plan: Plan, name: str, t, sids: dict) -> list[Finding]:
+    out = []
+    node = plan.nodes[name]
+    devs = {i.name: i for i in node.interfaces}
+    neigh = {}
+    for ifc in node.interfaces:
+        if ifc.peer:
+            peer, pif = ifc.peer.split(":")
+            theirs = next(i for i in plan.nodes[peer].interfaces if i.name == pif)
+            neigh[ifc.name] = (peer, {str(ipaddress.IPv6Interface(a).ip)
+                                      for a in theirs.addresses})
+    for r in t.routes:
+        item, where = key(r), str(t.origins.get(key(r)) or "")
+        if r.dst in sids:
+            out.append(Finding(name, "shadowed", f"{r.dst} is also a local SID here: one "
+                               "hides the other", item, where))
+        if r.type != "unicast":
+            continue
+        if r.dev not in devs:
+            out.append(Finding(name, "device-missing", f"{name} has no device {r.dev!r} "
+                               f"(it has {', '.join(devs) or 'none'}); the kernel refuses "
+                               "the route", item, where))
+        elif r.via is None:
+            out.append(Finding(name, "no-next-hop", f"no next hop: neighbour discovery asks "
+                               f"for the destination itself on {r.dev}", item, where))
+        elif r.dev in neigh and str(ipaddress.IPv6Address(r.via)) not in neigh[r.dev][1]:
+            peer, owns = neigh[r.dev]
+            out.append(Finding(name, "next-hop", f"next hop {r.via} is not {peer}'s address "
+                               f"on {r.dev} ({', '.join(sorted(owns))})", item, where))
+    return out
+
+
+__all__ = ["CheckReport", "Finding", "PathResult", "Route", "check"]
