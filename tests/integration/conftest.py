@@ -95,15 +95,17 @@ def private_dirs(session_dirs, monkeypatch):
 
 
 @contextmanager
-def running_lab(session_dirs, spec: str, runtime: str, dataplane: str | None = None):
-    """A lab for the length of a module; taken down whatever the tests did."""
+def running_lab(session_dirs, spec: str, runtime: str, dataplane: str | None = None,
+                routes: str | None = None):
+    """A lab for the length of a module (`routes`: from an operator's tables); taken down
+    whatever the tests did."""
     from twin import lab as L
     from twin import lifecycle
 
     set_env(session_dirs)
     if spec in (LAB4, LAB8):
         spec = own_spec(session_dirs, spec)
-    state = L.up(spec, runtime, dataplane=dataplane).state
+    state = L.up(spec, runtime, dataplane=dataplane, routes=routes).state
     try:
         yield L.attach(state.lab)
     finally:
