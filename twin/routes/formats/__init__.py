@@ -9,58 +9,20 @@
 One file per node, named after it; nodes are matched to the fabric's by name, and
 a node without a file, or a file for no node, is an error that names it. A
 format reads one node's file (`parse`) and writes one (`render`: `twin routes
-export`, the shipped examples, the golden files).
+export`, the shipped examples, the golden files). The contract a format keeps
+(`Format`, `register`) is in twin.routes.formats.base.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import ClassVar
 
 from twin.errors import Problem, SpecError
 from twin.fabric.model import Fabric
-from twin.routes.tables import NodeTables, Tables
+from twin.routes.formats.base import FORMATS, WHAT, Format, get, register
+from twin.routes.tables import Tables
 
-WHAT = "route tables"
-
-
-class Format:
-    """One way tables are written. Subclasses register themselves in FORMATS."""
-
-    name: ClassVar[str]
-    summary: ClassVar[str]  # one line for --help
-
-    def file_for(self, node: str) -> str:
-        """The node's file, relative to the tables' directory."""
-        raise NotImplementedError
-
-    def parse(self, text: str, node: str, file: str, fabric: Fabric) -> NodeTables:
-        """One node's tables. Raises SpecError(file, problems, WHAT) naming every
-        entry it cannot read: where (line, entry or key) and a hint."""
-        raise NotImplementedError
-
-    def render(self, tables: NodeTables, fabric: Fabric) -> str:
-        """One node's file, which `parse` reads back to the same routes and SIDs."""
-        raise NotImplementedError
-
-    def node_of(self, rel: str) -> str | None:
-        """The node a file of this format is for (None: not a file of this format)."""
-        raise NotImplementedError
-
-
-FORMATS: dict[str, Format] = {}
-
-
-def register(cls: type[Format]) -> type[Format]:
-    FORMATS[cls.name] = cls()
-    return cls
-
-
-def get(name: str) -> Format:
-    if name not in FORMATS:
-        raise SpecError(name, [Problem("format", f"no route-table format {name!r}",
-                                       f"one of {', '.join(FORMATS)}")], WHAT)
-    return FORMATS[name]
+__all__ = ["FORMATS", "WHAT", "Format", "detect", "get", "load_dir", "register", "write_dir"]
 
 
 def _files(directory: Path) -> list[str]:

@@ -1,0 +1,56 @@
+"""The contract every route-table format keeps, and the registry of them.
+
+A format module (iproute2, sonic, ...) subclasses `Format` and decorates it with
+`@register`; the package (twin.routes.formats) imports each one so it registers.
+The contract lives here, not in the package, so a format imports it without
+importing the package that imports the format (tests/unit/test_layers.py: no cycle).
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from twin.errors import Problem, SpecError
+from twin.fabric.model import Fabric
+from twin.routes.tables import NodeTables
+
+WHAT = "route tables"
+
+
+class Format:
+    """One way tables are written. Subclasses register themselves in FORMATS."""
+
+    name: ClassVar[str]
+    summary: ClassVar[str]  # one line for --help
+
+    def file_for(self, node: str) -> str:
+        """The node's file, relative to the tables' directory."""
+        raise NotImplementedError
+
+    def parse(self, text: str, node: str, file: str, fabric: Fabric) -> NodeTables:
+        """One node's tables. Raises SpecError(file, problems, WHAT) naming every
+        entry it cannot read: where (line, entry or key) and a hint."""
+        raise NotImplementedError
+
+    def render(self, tables: NodeTables, fabric: Fabric) -> str:
+        """One node's file, which `parse` reads back to the same routes and SIDs."""
+        raise NotImplementedError
+
+    def node_of(self, rel: str) -> str | None:
+        """The node a file of this format is for (None: not a file of this format)."""
+        raise NotImplementedError
+
+
+FORMATS: dict[str, Format] = {}
+
+
+def register(cls: type[Format]) -> type[Format]:
+    FORMATS[cls.name] = cls()
+    return cls
+
+
+def get(name: str) -> Format:
+    if name not in FORMATS:
+        raise SpecError(name, [Problem("format", f"no route-table format {name!r}",
+                                       f"one of {', '.join(FORMATS)}")], WHAT)
+    return FORMATS[name]
