@@ -100,3 +100,6 @@ def write_dir(directory: str | Path, tables: Tables, fabric: Fabric, fmt: str) -
         path.write_text(form.render(t, fabric))
         out.append(path)
     return out
+
+
+from twin.routes.formats import iproute2  # noqa: F401,E402  (registers)
