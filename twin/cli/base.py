@@ -29,8 +29,9 @@ from twin.errors import SpecError, TwinError
 from twin.progress import Steps
 from twin.runtime import RUNTIMES
 
-out = Console(highlight=False, soft_wrap=True)
-err = Console(stderr=True, highlight=False, soft_wrap=True)  # an error is one line
+# emoji=False: rich would print fcbb:bb00:100:: with a 💯 in it
+out = Console(highlight=False, soft_wrap=True, emoji=False)
+err = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)  # one line
 
 # `twin up` creates nodes: runtimes that only attach (docker-remote, kubectl) are `twin attach`'s
 DATAPLANE_CHOICES = ["auto", "seg6local", "ebpf"]  # twin.dataplane: auto, then its backends

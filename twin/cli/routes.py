@@ -114,16 +114,20 @@ def print_check(report: C.CheckReport, warnings: bool = True) -> None:
     errors = [f for f in report.findings if f.severity == C.ERROR]
     warns = [f for f in report.findings if f.severity == C.WARNING]
     if errors:
-        out.print(f"[bold red]{len(errors)} problems in the tables[/bold red]:")
+        out.print(f"[bold red]{_n(len(errors), 'problem')} in the tables[/bold red]:")
         for f in errors:
             out.print(f"  {f.text()}")
     if warns and warnings:
-        out.print(f"[yellow]{len(warns)} warnings[/yellow]:")
+        out.print(f"[yellow]{_n(len(warns), 'warning')}[/yellow]:")
         for f in warns:
             out.print(f"  {f.text()}")
     verdict = "[bold green]PASS[/bold green]" if report.ok else "[bold red]FAIL[/bold red]"
     out.print(f"{verdict}: {counts[C.OK]}/{report.paths} paths arrive on their switches, "
-              f"{len(errors)} problems, {len(warns)} warnings")
+              f"{_n(len(errors), 'problem')}, {_n(len(warns), 'warning')}")
+
+
+def _n(count: int, what: str) -> str:
+    return f"{count} {what}{'' if count == 1 else 's'}"
 
 
 @routes.command("diff")

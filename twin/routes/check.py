@@ -68,11 +68,12 @@ class PathResult:
 
     @property
     def cause(self) -> str:
-        """The node and item responsible, and what the plan has there, in one line
-        (shared by every path that fails the same way)."""
+        """The node and item responsible, and the first thing the plan has there that the
+        node lacks, in one line (shared by every path that fails the same way: the rest
+        of `planned` follows from the first)."""
         what = f"{self.item} ({self.origin})" if self.item and self.origin else \
             self.item or "no matching route or SID"
-        missing = f"; planned: {', '.join(self.planned)}" if self.planned else ""
+        missing = f"; planned: {self.planned[0]}" if self.planned else ""
         return f"{self.node}: {what}{missing}"
 
     def to_dict(self) -> dict:

@@ -30,7 +30,7 @@ mrc-8p-256 is walked in seconds.
 from __future__ import annotations
 
 import ipaddress
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from twin.fabric.model import Endpoint, Fabric
 from twin.fabric.plan import DECAP, UN, UNICAST, LocalSid, Plan, Route
@@ -168,6 +168,11 @@ class Walker:
         way = self._ways.get(memo)
         if way is None:
             way = self._step(node, ingress, addr, inner, seen)
+            if (way.outcome == BLACKHOLE and len(way.hops) == 1 and ingress is not None
+                    and node in self._hosts and inner not in self._nic[node]):
+                way = replace(way, outcome=WRONG_HOST,
+                              reason=f"arrives at host {node}, not its destination: "
+                                     f"{way.reason}")
             if way.outcome != LOOP:  # a loop's way depends on where it was entered
                 self._ways[memo] = way
         return way
