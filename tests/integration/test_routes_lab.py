@@ -61,7 +61,7 @@ def test_verify_agrees_with_the_check(session_dirs, dataplane, example):
 
 # -- drills on an operator's tables -------------------------------------------------
 
-DRILLS_LAB = lab_name("test-routes-drills")
+DRILLS_LAB = lab_name("rt-drills")
 
 
 @pytest.fixture(scope="module")
