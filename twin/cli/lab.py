@@ -26,7 +26,9 @@ from twin.progress import Steps
 from twin.routes.formats import FORMATS as ROUTE_FORMATS
 from twin.runtime import AUTO_ORDER
 from twin.telemetry.collect import record_verify
+from twin.routes.check import check as check_routes
 from twin.verify import AUTO, run_verify
+from twin.verify.agreement import disagreements
 from twin.verify.coverage import DEFAULT_K, EXHAUSTIVE_MAX
 
 # -- lab lifecycle (root) -----------------------------------------------------
@@ -398,14 +400,41 @@ def verify(lab, as_json, junit, no_dataplane, k, exhaustive):
             Path(junit).write_text(report.junit())
         except OSError as e:
             raise UsageError(f"--junit {junit}: {e.strerror}") from None
+    agreement = _against_the_check(att, report)
     if as_json:
-        emit_json({**report.to_dict(), "routes": att.state.routes or None})
+        emit_json({**report.to_dict(), "routes": att.state.routes or None,
+                   "agreement": agreement})
     else:
         if att.state.routes:
             out.print(f"routes: checked against the tables in {att.state.routes}")
         _print_report(report)
-    if not report.ok:
+        _print_agreement(agreement)
+    if not report.ok or (agreement and agreement["disagreements"]):
         sys.exit(1)
+
+
+def _against_the_check(att, report) -> dict | None:
+    """On a lab brought up from an operator's tables, with every path probed: the paths
+    `twin routes check` says are lost against those verify lost (twin.verify.agreement)."""
+    routes = att.compiled.routes
+    if routes is None or report.dataplane_skipped or report.coverage is not None:
+        return None
+    checked = check_routes(att.compiled.own_plan, routes)
+    return {"undelivered": len(checked.undelivered()),
+            "disagreements": disagreements(checked, report)}
+
+
+def _print_agreement(agreement: dict | None) -> None:
+    if agreement is None:
+        return
+    if not agreement["disagreements"]:
+        out.print(f"[green]agrees with `twin routes check` path for path[/green] "
+                  f"({agreement['undelivered']} paths undelivered in both)")
+        return
+    out.print(f"[bold red]disagrees with `twin routes check` on "
+              f"{len(agreement['disagreements'])} paths[/bold red]:")
+    for line in agreement["disagreements"][:20]:
+        out.print(f"  {line}")
 
 
 def _check_writable(path: str, option: str) -> None:

@@ -38,10 +38,16 @@ def build_root() -> Path:
 
 @dataclass(frozen=True)
 class Compiled:
+    """A compiled spec. `plan` is what the lab's nodes hold: twin's own plan, or, for a
+    lab brought up from an operator's tables (`with_tables`), those tables, which
+    `routes` keeps as loaded and `own_plan` next to twin's plan they replaced."""
+
     source: str
     spec: FabricSpec
     fabric: Fabric
     plan: Plan
+    routes: tables.Tables | None = None
+    own_plan: Plan | None = None
 
     @property
     def lab(self) -> str:
@@ -73,7 +79,8 @@ ROUTES = "routes.json"  # a lab's copy of the operator's tables, in its run dire
 def with_tables(compiled: Compiled, loaded: tables.Tables) -> Compiled:
     """The lab programmed from an operator's tables instead of twin's plan: every node's
     routes and local SIDs replaced, the addressing plan kept (twin.routes.tables)."""
-    return replace(compiled, plan=tables.apply(compiled.plan, loaded))
+    return replace(compiled, plan=tables.apply(compiled.plan, loaded), routes=loaded,
+                   own_plan=compiled.plan)
 
 
 def load_tables(compiled: Compiled, directory: str, fmt: str | None,
