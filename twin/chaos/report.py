@@ -36,7 +36,8 @@ import json
 import math
 from html import escape
 from pathlib import Path
-from xml.etree import ElementTree as ET
+
+from twin.junit import Suite, document
 
 MARKS_KEY = ("Dashed red: a fault applied; dotted green: reverted; dash-dot purple: "
              "the prober named it.")
@@ -83,26 +84,17 @@ def comparisons(results: dict) -> list[list[dict]]:
 def junit(results: dict) -> str:
     """One suite per run, one case per expectation; a run with no expectations gets one
     case, `verdict`, so that a drill that failed before any check still fails in CI."""
-    root = ET.Element("testsuites", name="twin drill")
+    suites = []
     for run in runs(results):
-        name = suite_name(run)
         cases = [(str(e.get("what")), _failure(e)) for e in run.get("expectations") or []]
         if not cases:
             verdict = run.get("verdict")
             cases = [("verdict", None if verdict == "pass" else f"verdict {verdict}")]
-        suite = ET.SubElement(root, "testsuite", name=name, tests=str(len(cases)),
-                              failures=str(sum(1 for _, f in cases if f)),
-                              time=_number(run.get("wall_s"), "{:.3f}", "0"))
-        props = ET.SubElement(suite, "properties")
-        for key in ("lab", "mode", "seed", "baseline_of", "verdict"):
-            if run.get(key) is not None:
-                ET.SubElement(props, "property", name=key, value=str(run[key]))
-        for case_name, failure in cases:
-            case = ET.SubElement(suite, "testcase", classname=name, name=case_name)
-            if failure:
-                ET.SubElement(case, "failure", message=failure).text = failure
-    ET.indent(root)
-    return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
+        suites.append(Suite(
+            suite_name(run), cases, time=_number(run.get("wall_s"), "{:.3f}", "0"),
+            properties={k: str(run[k]) for k in ("lab", "mode", "seed", "baseline_of",
+                                                  "verdict") if run.get(k) is not None}))
+    return document("twin drill", suites)
 
 
 def _failure(e: dict) -> str | None:

@@ -23,10 +23,10 @@ from twin.cli.base import (
 )
 from twin.errors import UsageError
 from twin.progress import Steps
+from twin.routes.check import check as check_routes
 from twin.routes.formats import FORMATS as ROUTE_FORMATS
 from twin.runtime import AUTO_ORDER
 from twin.telemetry.collect import record_verify
-from twin.routes.check import check as check_routes
 from twin.verify import AUTO, run_verify
 from twin.verify.agreement import disagreements
 from twin.verify.coverage import DEFAULT_K, EXHAUSTIVE_MAX

@@ -29,8 +29,8 @@ import ipaddress
 import time
 from collections import Counter
 from dataclasses import asdict, dataclass, field
-from xml.etree import ElementTree as ET
 
+from twin import junit
 from twin.fabric import usid
 from twin.fabric.model import Fabric
 from twin.fabric.plan import UN, LocalSid, Plan, Route, nic_address
@@ -143,32 +143,22 @@ class CheckReport:
     def junit(self) -> str:
         """JUnit XML: a case per node (its findings), a case per ordered host pair and
         per host's loopbacks (their broken paths, each with its cause)."""
-        root = ET.Element("testsuites", name=f"twin routes check {self.fabric}")
         by_node: dict[str, list[Finding]] = {}
         for f in self.findings:
             by_node.setdefault(f.node, []).append(f)
         by_pair: dict[tuple[str, str], list[PathResult]] = {}
         for r in self.failing:
             by_pair.setdefault((r.src, r.dst), []).append(r)
-        suites = [
-            ("tables", [(n, "\n".join(f.text() for f in by_node.get(n, [])
-                                      if f.severity == ERROR)) for n in self.node_names]),
-            ("paths", [(f"{s} -> {d}", "\n".join(f"{r.label}: {r.outcome} at {r.cause}"
-                                                 for r in by_pair.get((s, d), [])))
-                       for s, d in self.host_pairs]),
-        ]
-        for name, cases in suites:
-            suite = ET.SubElement(root, "testsuite", name=f"{self.fabric}.routes.{name}",
-                                  tests=str(len(cases)),
-                                  failures=str(sum(1 for _, f in cases if f)))
-            for case_name, failure in cases:
-                case = ET.SubElement(suite, "testcase", classname=f"{self.fabric}.routes.{name}",
-                                     name=case_name)
-                if failure:
-                    first = failure.splitlines()[0]
-                    ET.SubElement(case, "failure", message=first).text = failure
-        ET.indent(root)
-        return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
+        prefix = f"{self.fabric}.routes"
+        return junit.document(f"twin routes check {self.fabric}", [
+            junit.Suite(f"{prefix}.tables", [
+                (n, "\n".join(f.text() for f in by_node.get(n, []) if f.severity == ERROR))
+                for n in self.node_names]),
+            junit.Suite(f"{prefix}.paths", [
+                (f"{s} -> {d}", "\n".join(f"{r.label}: {r.outcome} at {r.cause}"
+                                          for r in by_pair.get((s, d), [])))
+                for s, d in self.host_pairs]),
+        ])
 
 
 

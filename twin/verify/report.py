@@ -9,8 +9,8 @@ as suspect: after one T0-T1 link goes down, exactly that link remains.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from xml.etree import ElementTree as ET
 
+from twin import junit
 from twin.fabric.paths import Path
 from twin.readback import NodeCheck
 from twin.verify.prober import ProbeResult
@@ -77,23 +77,14 @@ class VerifyReport:
 
     def junit(self) -> str:
         """JUnit XML: one suite per check, one test case per node or path."""
-        root = ET.Element("testsuites", name=f"twin verify {self.lab}")
-        suites = [
-            ("routes", [(n.node, "; ".join(n.problems())) for n in self.nodes]),
-            ("paths", [(r.path.label, _failure_text(r)) for r in self.paths]),
-            ("loopbacks", [(r.path.label, _failure_text(r)) for r in self.loops]),
-        ]
-        for suite_name, cases in suites:
-            suite = ET.SubElement(root, "testsuite", name=f"{self.lab}.{suite_name}",
-                                  tests=str(len(cases)),
-                                  failures=str(sum(1 for _, f in cases if f)))
-            for case_name, failure in cases:
-                case = ET.SubElement(suite, "testcase", classname=f"{self.lab}.{suite_name}",
-                                     name=case_name)
-                if failure:
-                    ET.SubElement(case, "failure", message=failure).text = failure
-        ET.indent(root)
-        return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
+        return junit.document(f"twin verify {self.lab}", [
+            junit.Suite(f"{self.lab}.routes", [(n.node, "; ".join(n.problems()))
+                                               for n in self.nodes]),
+            junit.Suite(f"{self.lab}.paths", [(r.path.label, _failure_text(r))
+                                              for r in self.paths]),
+            junit.Suite(f"{self.lab}.loopbacks", [(r.path.label, _failure_text(r))
+                                                  for r in self.loops]),
+        ])
 
 
 def path_key(path: Path) -> str:
