@@ -83,6 +83,7 @@ def up(spec, runtime, name, dataplane, routes, routes_format, then_verify, as_js
             out.print(f"routes: the tables in {state.routes}, not twin's plan")
         if result.verify:
             _print_report(result.verify)
+            _print_agreement(_against_the_check(L.attach(state.lab), result.verify))
         else:
             _print_next_steps(state.lab)
     if result.verify and not result.verify.ok:
