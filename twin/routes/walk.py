@@ -41,8 +41,8 @@ HOP_LIMIT = 64  # the hop limit probes and the endpoint send with
 DELIVERED, BLACKHOLE, WRONG_HOST, LOOP = "delivered", "blackhole", "wrong-host", "loop"
 
 
-@dataclass(frozen=True)
-class Hop:
+@dataclass(slots=True)  # not frozen: half a million are made per large fabric, and
+class Hop:  # a frozen dataclass pays object.__setattr__ per field
     """What one node did with the packet: the items it used, in order (tables.key: the
     SIDs that shifted it, then the route or SID that forwarded, decapsulated or dropped
     it), the device it left by and the destination it left with ("" and 0 when it
@@ -59,7 +59,7 @@ class Hop:
         return self.items[-1] if self.items else ""
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Way:
     """Where a packet went from some node on: the hops, then how it ended."""
 
@@ -72,7 +72,7 @@ class Way:
 
     def __post_init__(self) -> None:
         if not self.nodes:
-            object.__setattr__(self, "nodes", tuple(h.node for h in self.hops))
+            self.nodes = tuple(h.node for h in self.hops)
 
 
 Item = Route | LocalSid | Dropping
@@ -155,11 +155,32 @@ class Walker:
                 self._neigh[(name, ifc.name)] = (peer_node, peer_if, owns)
         self._hosts = {h.name for h in fabric.hosts}
         self._via: dict[str, int] = {}
+        self._next: dict[tuple[str, int], tuple[str, str]] = {}  # (source, route): peer
+        self._keys: dict[int, str] = {}  # tables.key of each item met, by id
+        self._items: list[Item] = []
 
     def send(self, src: str, address: str | int, inner: str | int) -> Way:
         """The way of a packet `src` sends to the uSID program `address`, carrying an
         inner packet to the NIC address `inner` (addresses as text or integers)."""
         return self._from(src, None, _int(address), _int(inner), ())
+
+    def arrives(self, src: str, address: int, inner: int, nodes: tuple[str, ...]) -> bool:
+        """Does the packet `send` would walk arrive over exactly `nodes` (the source
+        first)? The same answer as `send(...).nodes == nodes` and delivered, without
+        making the source's hop: a check asks it once per path, and half a million
+        times for a large fabric."""
+        item = self.fibs[src].lookup(address, None)
+        nxt = self._next.get((src, id(item)))
+        if nxt is None:
+            if not isinstance(item, Route) or item.type != UNICAST or item.via is None:
+                return False
+            neigh = self._neigh.get((src, item.dev))
+            if neigh is None or int(ipaddress.IPv6Address(item.via)) not in neigh[2]:
+                return False
+            nxt = self._next[(src, id(item))] = (neigh[0], neigh[1])
+            self.used.add((src, key(item)))
+        rest = self._from(nxt[0], nxt[1], address, inner, ((src, address),))
+        return rest.outcome == DELIVERED and rest.nodes == nodes[1:]
 
     def _from(self, node: str, ingress: str | None, addr: int, inner: int,
               seen: tuple[tuple[str, int], ...]) -> Way:
@@ -193,7 +214,10 @@ class Walker:
             item = fib.lookup(addr, ingress)
             if item is None:
                 return self._stop(node, BLACKHOLE, f"no route for {_ip(addr)}", used)
-            name = key(item)
+            name = self._keys.get(id(item))
+            if name is None:
+                name = self._keys[id(item)] = key(item)
+                self._items.append(item)  # keeps id(item) its own
             used = (*used, name)
             self.used.add((node, name))
             if isinstance(item, Dropping):
