@@ -604,6 +604,21 @@ def run_all(att: Attached, drill: Drill, *, mode: str | None = None,
     return runs
 
 
+def results(runs: list[RunResult]) -> dict:
+    """The runs as `twin drill run --json` prints them and twin.chaos.report draws them."""
+    return {"drills": [r.data for r in runs]}
+
+
+def written_for(att: Attached, drill: Drill) -> str | None:
+    """What to say when a drill written for one fabric runs on another's lab (its
+    figures are then the lab's fabric's), or None."""
+    if not drill.fabric or att.fabric.spec.name == drill.fabric:
+        return None
+    on = att.lab if att.lab == att.fabric.spec.name else \
+        f"{att.lab} (fabric {att.fabric.spec.name})"
+    return f"written for {drill.fabric}, running on {on}: the figures are this fabric's"
+
+
 def _speedup(main: RunResult, base: RunResult | None) -> None:
     """Fill in `speedup` now that the baseline ran (or say it did not)."""
     wanted = {e.where: e for e in main.drill.expect if e.what == "speedup"}
