@@ -324,7 +324,7 @@ def run(att: Attached, drill: Drill, *, mode: str | None = None, seed: int = 1,
     except _SteadyStateFailed:
         pass
     finally:  # 4: rollback, always (a second Ctrl-C does not cut it short)
-        with _uninterrupted():
+        with uninterrupted():
             try:
                 _rollback(att, drill, planned, timeline, prober, checks, note)
             finally:
@@ -368,9 +368,9 @@ def _rollback(att, drill: Drill, planned, timeline: Timeline, prober, checks, no
 
 
 @contextlib.contextmanager
-def _uninterrupted():
-    """SIGINT ignored while the rollback runs (main thread only; SIGTERM's handler
-    raises KeyboardInterrupt too, so it is held the same way)."""
+def uninterrupted():
+    """SIGINT ignored while a rollback runs (a drill's, twin ci's teardown); main thread
+    only. SIGTERM's handler raises KeyboardInterrupt too, so it is held the same way."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
