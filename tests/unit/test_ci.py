@@ -187,9 +187,9 @@ def test_with_routes_the_check_comes_first_and_agrees_with_verify(tmp_path, tabl
 def test_a_disagreement_fails_on_its_own_path_by_path(tmp_path, tables, probes, drills):
     lost = sorted(undelivered(tables))
     arrived_anyway = lost[0]
-    lost_too = ("r1h1", str(P.route(L.compile_spec("mrc-4p").fabric,
-                                    *[L.compile_spec("mrc-4p").fabric.node(n)
-                                      for n in ("r1h1", "r0h0")], 2, 1).address))
+    fabric = L.compile_spec("mrc-4p").fabric
+    healthy = P.route(fabric, fabric.node("r1h1"), fabric.node("r0h0"), 2, 1)
+    lost_too = (healthy.src, healthy.address)
     probes.lost = set(lost[1:]) | {lost_too}
     result = run(tmp_path, routes=str(tables))
     agreement = next(s for s in result.stages if s.name == "agreement")
@@ -407,3 +407,13 @@ def test_the_name_of_a_lab_that_is_up_is_refused(tmp_path, probes):
     with pytest.raises(UsageError, match="lab mrc-4p is up already"):
         run(tmp_path, name="mrc-4p")
     assert known_labs() == ["mrc-4p"] and not (tmp_path / "out").exists()
+
+
+def test_the_command_names_a_failure_with_its_address_as_it_is(tmp_path, probes, auto_is_fake):
+    fabric = L.compile_spec("mrc-4p").fabric
+    path = P.route(fabric, fabric.node("r0h0"), fabric.node("r1h0"), 0, 0)
+    probes.lost = {(path.src, path.address)}
+    res = cli("ci", "mrc-4p", "--out", str(tmp_path / "out"))
+    assert res.exit_code == 1
+    assert f"{path.label}: request lost ({path.address})" in res.output  # no ":100:" emoji
+    assert "verify failed" in res.output and "FAIL" in res.output

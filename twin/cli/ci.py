@@ -101,8 +101,8 @@ def _show(result: CI.Result) -> None:
         if s.status == CI.FAILED:
             lines = s.failure.splitlines()
             out.print(f"[bold red]{s.name} failed[/bold red]:")
-            for line in lines[:5]:
-                out.print(f"  {line}", highlight=False, markup=False)
+            for line in lines[:5]:  # as Text: an address's ":100:" is no emoji code
+                out.print(Text(f"  {line}"))
             if len(lines) > 5:
                 out.print(f"  ... and {len(lines) - 5} more ({result.out / CI.SUMMARY})")
     verdict = "[bold yellow]INTERRUPTED[/bold yellow]" if result.interrupted else \
