@@ -18,7 +18,7 @@ when it failed, what failed, first lines first. out/ then holds junit.xml (every
 stage's suites, and one case per stage), summary.json and index.html.
 
 Suite names carry the spec's name, not the lab's, so that a CI server's test history
-sees the same tests from run to run.
+sees the same tests from run to run. twin.ci.report draws out/'s own files.
 """
 
 from __future__ import annotations
@@ -27,10 +27,8 @@ import json
 import secrets
 import time
 import traceback
-from dataclasses import dataclass, field, replace
-from html import escape
+from dataclasses import dataclass, replace
 from pathlib import Path
-from xml.etree import ElementTree as ET
 
 from twin import faults as F
 from twin import lab as L
@@ -38,6 +36,20 @@ from twin import lifecycle
 from twin.chaos import drill as D
 from twin.chaos import report as drill_report
 from twin.chaos import runner
+from twin.ci.report import (
+    FAILED,
+    INDEX,
+    JUNIT,
+    PASSED,
+    SKIPPED,
+    SUMMARY,
+    TOOL,
+    Result,
+    Stage,
+    suite,
+    suites,
+    write,
+)
 from twin.errors import TwinError, UsageError
 from twin.fabric.spec import MAX_NAME, name_problem
 from twin.lab.pipeline import pick_dataplane
@@ -48,10 +60,6 @@ from twin.routes.tables import Tables
 from twin.runtime import pick_runtime
 from twin.state import LabState
 from twin.verify import AUTO, VerifyReport, run_verify
-
-PASSED, FAILED, SKIPPED = "passed", "failed", "skipped"
-SUMMARY, JUNIT, INDEX = "summary.json", "junit.xml", "index.html"
-TOOL = "twin ci"  # summary.json's mark: an out directory holding it is one twin ci may reuse
 
 
 @dataclass(frozen=True)
@@ -64,60 +72,6 @@ class Options:
     runtime: str = "auto"
     dataplane: str | None = None
     name: str | None = None  # the lab's name (default: lab_name(spec))
-
-
-@dataclass
-class Stage:
-    name: str
-    status: str = FAILED
-    seconds: float = 0.0
-    files: list[str] = field(default_factory=list)  # relative to the out directory
-    said: str = ""  # one line: what it found
-    failure: str = ""  # what failed, first lines first
-    suites: list[ET.Element] = field(default_factory=list, repr=False)  # JUnit testsuite
-
-    @property
-    def passed(self) -> bool:
-        return self.status == PASSED
-
-    def first_lines(self, n: int = 5) -> list[str]:
-        return self.failure.splitlines()[:n]
-
-    def to_dict(self) -> dict:
-        return {"name": self.name, "status": self.status, "seconds": round(self.seconds, 3),
-                "files": self.files, "said": self.said, "failure": self.failure}
-
-
-@dataclass
-class Result:
-    spec: str  # the fabric's name
-    source: str  # the spec file
-    lab: str
-    out: Path
-    routes: str | None
-    stages: list[Stage] = field(default_factory=list)
-    runtime: str = ""
-    dataplane: str = ""
-    dataplane_why: str = ""
-    interrupted: bool = False
-    seconds: float = 0.0
-
-    @property
-    def ok(self) -> bool:
-        return not self.interrupted and all(s.status != FAILED for s in self.stages)
-
-    @property
-    def exit_code(self) -> int:
-        """0: every stage passed; 1: one failed; 130: interrupted (as a shell says it)."""
-        return 130 if self.interrupted else 0 if self.ok else 1
-
-    def to_dict(self) -> dict:
-        return {"tool": TOOL, "spec": self.spec, "source": self.source, "lab": self.lab,
-                "runtime": self.runtime, "dataplane": self.dataplane,
-                "dataplane_why": self.dataplane_why, "routes": self.routes, "ok": self.ok,
-                "exit_code": self.exit_code, "interrupted": self.interrupted,
-                "seconds": round(self.seconds, 3), "files": {"junit": JUNIT, "index": INDEX},
-                "stages": [s.to_dict() for s in self.stages]}
 
 
 @dataclass(frozen=True)
@@ -316,7 +270,7 @@ class _Job:
         said = f"{counts[C.OK]}/{report.paths} paths arrive, {len(errors)} problems"
         failure = [f"{o} x{len(ps)}: {cause}" for cause, o, ps in report.causes()] + errors
         return Stage("routes check", PASSED if report.ok else FAILED, files=files, said=said,
-                     failure="\n".join(failure), suites=_suites(junit))
+                     failure="\n".join(failure), suites=suites(junit))
 
     def up(self) -> Stage:
         o = self.opts
@@ -349,7 +303,7 @@ class _Job:
         if report.suspect_links():
             failure.insert(0, f"suspect links: {', '.join(report.suspect_links())}")
         return Stage("verify", PASSED if report.ok else FAILED, files=files, said=said,
-                     failure="\n".join(failure), suites=_suites(junit))
+                     failure="\n".join(failure), suites=suites(junit))
 
     def agreement(self) -> Stage:
         """Every path the check says is not delivered is a probe verify lost on its way
@@ -387,7 +341,7 @@ class _Job:
         files = [self._write("agreement.json", json.dumps(data, indent=2))]
         return Stage("agreement", FAILED if wrong else PASSED, files=files, said=said,
                      failure="\n".join(f"{c}: {t}" for c, t in cases if t),
-                     suites=[_suite(f"{self.prefix}.agreement", cases)])
+                     suites=[suite(f"{self.prefix}.agreement", cases)])
 
     def drill(self, d: D.Drill) -> Stage:
         att = L.attach(self.ready.lab)
@@ -409,7 +363,7 @@ class _Job:
         said = ", ".join(f"{r.mode} {r.data['verdict']}" for r in runs)
         return Stage(name, PASSED if all(r.ok for r in runs) else FAILED, files=files,
                      said=said, failure="\n".join(failure),
-                     suites=_suites(drill_report.junit(results)))
+                     suites=suites(drill_report.junit(results)))
 
     def down(self) -> Stage:
         """The lab removed and nothing of it left: its faults reverted first (a drill's
@@ -461,79 +415,5 @@ class _Held(Steps):
         self.inner.note(text)
 
 
-# -- out/ -------------------------------------------------------------------------
-
-
-def _suites(xml: str) -> list[ET.Element]:
-    root = ET.fromstring(xml)
-    return [root] if root.tag == "testsuite" else list(root.iter("testsuite"))
-
-
-def _suite(name: str, cases: list[tuple[str, str]]) -> ET.Element:
-    """A testsuite of (case, what failed or "") pairs."""
-    suite = ET.Element("testsuite", name=name, tests=str(len(cases)),
-                       failures=str(sum(1 for _, f in cases if f)))
-    for case_name, failure in cases:
-        case = ET.SubElement(suite, "testcase", classname=name, name=case_name)
-        if failure:
-            ET.SubElement(case, "failure", message=failure.splitlines()[0]).text = failure
-    return suite
-
-
-def junit(result: Result) -> str:
-    """Every stage's suites in one file, after a suite of the stages themselves."""
-    root = ET.Element("testsuites", name=f"{TOOL} {result.spec}")
-    name = f"{result.spec}.ci"
-    ci = ET.SubElement(root, "testsuite", name=name, tests=str(len(result.stages)),
-                       failures=str(sum(s.status == FAILED for s in result.stages)),
-                       skipped=str(sum(s.status == SKIPPED for s in result.stages)))
-    for s in result.stages:
-        case = ET.SubElement(ci, "testcase", classname=name, name=s.name,
-                             time=f"{s.seconds:.3f}")
-        if s.status == SKIPPED:
-            ET.SubElement(case, "skipped", message=s.said)
-        elif s.status == FAILED:
-            text = s.failure or "failed"
-            ET.SubElement(case, "failure", message=text.splitlines()[0]).text = text
-    for s in result.stages:
-        root.extend(s.suites)
-    for key in ("tests", "failures"):
-        root.set(key, str(sum(int(suite.get(key, 0)) for suite in root)))
-    ET.indent(root)
-    return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
-
-
-def write(result: Result) -> None:
-    """junit.xml, summary.json and index.html into the out directory."""
-    out = result.out
-    out.mkdir(parents=True, exist_ok=True)
-    (out / JUNIT).write_text(junit(result))
-    (out / SUMMARY).write_text(json.dumps(result.to_dict(), indent=2) + "\n")
-    (out / INDEX).write_text(index(result))
-
-
-def index(result: Result) -> str:
-    """A small static page: the verdict, and a row per stage with its files."""
-    colour = {PASSED: "#1a7f37", FAILED: "#cf222e", SKIPPED: "#6e7781"}
-    rows = []
-    for s in result.stages:
-        links = " ".join(f'<a href="{escape(f)}">{escape(f)}</a>' for f in s.files)
-        failed = "".join(f"<br><code>{escape(line)}</code>" for line in s.first_lines())
-        rows.append(f'<tr><td>{escape(s.name)}</td><td style="color:{colour[s.status]}">'
-                    f"<b>{s.status}</b></td><td>{s.seconds:.1f} s</td>"
-                    f"<td>{escape(s.said)}{failed}</td><td>{links}</td></tr>")
-    verdict = "PASS" if result.ok else ("INTERRUPTED" if result.interrupted else "FAIL")
-    return f"""<!doctype html>
-<html><head><meta charset="utf-8"><title>{TOOL} {escape(result.spec)}: {verdict}</title>
-<style>body{{font-family:sans-serif;margin:2em}}td,th{{padding:.3em .8em;text-align:left;
-vertical-align:top;border-bottom:1px solid #ddd}}code{{font-size:90%}}</style></head><body>
-<h1>{TOOL} {escape(result.spec)}: <span style="color:{colour[PASSED if result.ok else FAILED]}">
-{verdict}</span></h1>
-<p>lab {escape(result.lab)} on {escape(result.runtime or "-")}, data plane
-{escape(result.dataplane or "-")}{f" ({escape(result.dataplane_why)})" if result.dataplane_why
-else ""}; routes: {escape(result.routes or "twin's plan")}; {result.seconds:.1f} s.
-All test cases: <a href="{JUNIT}">{JUNIT}</a>, the run: <a href="{SUMMARY}">{SUMMARY}</a>.</p>
-<table><tr><th>stage</th><th>verdict</th><th>time</th><th>what</th><th>files</th></tr>
-{chr(10).join(rows)}
-</table></body></html>
-"""
+__all__ = ["FAILED", "INDEX", "JUNIT", "PASSED", "SKIPPED", "SUMMARY", "Options",
+           "Result", "Stage", "lab_name", "preflight", "run"]
