@@ -33,6 +33,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("telemetry", ("twin.telemetry",)),
     ("lifecycle", ("twin.lifecycle",)),
     ("chaos", ("twin.chaos",)),
+    ("ci", ("twin.ci",)),
     ("cli", ("twin.cli", "twin.__main__", "twin")),
 ]
 

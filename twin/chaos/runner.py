@@ -324,7 +324,7 @@ def run(att: Attached, drill: Drill, *, mode: str | None = None, seed: int = 1,
     except _SteadyStateFailed:
         pass
     finally:  # 4: rollback, always (a second Ctrl-C does not cut it short)
-        with _uninterrupted():
+        with uninterrupted():
             try:
                 _rollback(att, drill, planned, timeline, prober, checks, note)
             finally:
@@ -368,9 +368,9 @@ def _rollback(att, drill: Drill, planned, timeline: Timeline, prober, checks, no
 
 
 @contextlib.contextmanager
-def _uninterrupted():
-    """SIGINT ignored while the rollback runs (main thread only; SIGTERM's handler
-    raises KeyboardInterrupt too, so it is held the same way)."""
+def uninterrupted():
+    """SIGINT ignored while a rollback runs (a drill's, twin ci's teardown); main thread
+    only. SIGTERM's handler raises KeyboardInterrupt too, so it is held the same way."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -602,6 +602,21 @@ def run_all(att: Attached, drill: Drill, *, mode: str | None = None,
     else:
         _speedup(main, None)
     return runs
+
+
+def results(runs: list[RunResult]) -> dict:
+    """The runs as `twin drill run --json` prints them and twin.chaos.report draws them."""
+    return {"drills": [r.data for r in runs]}
+
+
+def written_for(att: Attached, drill: Drill) -> str | None:
+    """What to say when a drill written for one fabric runs on another's lab (its
+    figures are then the lab's fabric's), or None."""
+    if not drill.fabric or att.fabric.spec.name == drill.fabric:
+        return None
+    on = att.lab if att.lab == att.fabric.spec.name else \
+        f"{att.lab} (fabric {att.fabric.spec.name})"
+    return f"written for {drill.fabric}, running on {on}: the figures are this fabric's"
 
 
 def _speedup(main: RunResult, base: RunResult | None) -> None:

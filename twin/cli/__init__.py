@@ -15,10 +15,13 @@ One module per command group; each registers its commands on `main`:
     routes    routes check | diff | export     (an operator's own tables; no root)
     telemetry telemetry up | down | status, top (live metrics, Prometheus; root)
     grafana   grafana dashboards | push        (dashboards generated from the fabric)
+    ci        ci                               (a CI job: routes check, up, verify, drills,
+                                                down, reports; root)
 """
 
 from twin.cli import (  # noqa: F401
     blind,
+    ci,
     drill,
     engine,
     fabric,

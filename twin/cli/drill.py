@@ -113,10 +113,9 @@ def drill_run(ref, lab, mode, compare, seed, as_json, junit, report_dir, grafana
         if not as_json:
             err.print(f"[dim]{d.name}[/dim] {text}")
 
-    if d.fabric and att.fabric.spec.name != d.fabric:
-        on = att.lab if att.lab == att.fabric.spec.name else \
-            f"{att.lab} (fabric {att.fabric.spec.name})"
-        note(f"written for {d.fabric}, running on {on}: the figures are this fabric's")
+    elsewhere = runner.written_for(att, d)
+    if elsewhere:
+        note(elsewhere)
 
     annotator = _annotator(att, d.name, grafana_url, grafana_token, grafana_user,
                            grafana_password)  # before the drill: a bad URL changes nothing
@@ -128,7 +127,7 @@ def drill_run(ref, lab, mode, compare, seed, as_json, junit, report_dir, grafana
             note(_close_annotator(*annotator))
     if annotator:
         note(_push_drill_dashboard(att, d.name, annotator[0].grafana, began_ms))
-    results = {"drills": [r.data for r in runs]}
+    results = runner.results(runs)
     if report_dir:
         from twin.chaos import report
 
@@ -293,7 +292,7 @@ def drill_all(compare, runtime, only, seed, report_root, as_json):
     for lab, runs in by_lab.items():
         root = Path(report_root) if report_root else build_root()
         where = root / lab / "reports" / stamp
-        written = report.write({"drills": [r.data for r in runs]}, where)
+        written = report.write(runner.results(runs), where)
         summary.append({"lab": lab, "report": str(written["html"]),
                         "drills": [{"name": r.data["name"], "mode": r.mode,
                                     "verdict": r.data["verdict"]} for r in runs]})
