@@ -2,16 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
 import time
-from contextlib import contextmanager
 from pathlib import Path
 
 from twin.node.ebpf import bpf
-from twin.routes.formats import Format
 
 GOLDEN = Path(__file__).resolve().parent / "golden"
 
@@ -147,66 +144,14 @@ def bpf_refused(what: str = "bpf()") -> str | None:
     return None
 
 
-class JsonTables(Format):
-    """A route-table format for tests only (`<node>.test.json`: the node's routes and
-    SIDs as the plan's own dataclasses in JSON), registered while a test holds it:
-    `with JsonTables.registered(): ...`. It lets tests feed `twin.routes` and
-    `twin up --routes` a directory of tables without depending on a real format."""
-
-    name = "test-json"
-    summary = "tests only: a node's routes and SIDs as JSON"
-    suffix = ".test.json"
-
-    @classmethod
-    @contextmanager
-    def registered(cls):
-        from twin.routes import formats
-
-        formats.FORMATS[cls.name] = cls()
-        try:
-            yield formats.FORMATS[cls.name]
-        finally:
-            formats.FORMATS.pop(cls.name, None)
-
-    def file_for(self, node: str) -> str:
-        return f"{node}{self.suffix}"
-
-    def node_of(self, rel: str) -> str | None:
-        return rel[:-len(self.suffix)] if rel.endswith(self.suffix) and "/" not in rel \
-            else None
-
-    def parse(self, text: str, node: str, file: str, fabric):
-        from twin.errors import Problem, SpecError
-        from twin.fabric.plan import LocalSid, Route
-        from twin.routes.formats import WHAT
-        from twin.routes.tables import NodeTables, Origin, key
-
-        try:
-            data = json.loads(text)
-            routes = tuple(Route(**r) for r in data["routes"])
-            sids = tuple(LocalSid(**s) for s in data["sids"])
-        except (ValueError, KeyError, TypeError) as e:
-            raise SpecError(file, [Problem(file, f"not this test's JSON ({e})")], WHAT) \
-                from None
-        origins = {key(item): Origin(file, f"{part}[{i}]")
-                   for part, items in (("routes", routes), ("sids", sids))
-                   for i, item in enumerate(items)}
-        return NodeTables(node, routes, sids, (), origins)
-
-    def render(self, tables, fabric) -> str:
-        from dataclasses import asdict
-
-        return json.dumps({"routes": [asdict(r) for r in tables.routes],
-                           "sids": [asdict(s) for s in tables.sids]}, indent=1)
-
-
 def write_tables(directory: Path, plan, drop: dict[str, list[str]] | None = None) -> Path:
-    """The plan's own tables in JsonTables files, less the routes `drop` names per node
-    (by destination prefix); the directory."""
+    """The plan's own tables as `ip -j -6 route show` files (iproute2-json), less the
+    routes `drop` names per node (by destination prefix); the directory."""
+    from twin.routes import formats
     from twin.routes.tables import NodeTables, from_plan
 
     directory.mkdir(parents=True, exist_ok=True)
-    fmt = JsonTables()
+    fmt = formats.get("iproute2-json")
     for name, t in from_plan(plan).nodes.items():
         gone = set((drop or {}).get(name, []))
         kept = NodeTables(name, tuple(r for r in t.routes if r.dst not in gone), t.sids)

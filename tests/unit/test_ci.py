@@ -12,7 +12,7 @@ from xml.etree import ElementTree as ET
 
 import pytest
 
-from tests.helpers import JsonTables, cli, write_tables
+from tests.helpers import cli, write_tables
 from twin import ci as CI
 from twin import faults as F
 from twin import lab as L
@@ -119,9 +119,8 @@ def failures(suite: ET.Element) -> dict[str, str]:
 
 @pytest.fixture
 def tables(tmp_path):
-    """A directory of mrc-4p's tables with one T0-T1 route missing, in the test format."""
-    with JsonTables.registered():
-        yield write_tables(tmp_path / "tables", L.compile_spec("mrc-4p").plan, T0_TO_T1)
+    """A directory of mrc-4p's tables with one T0-T1 route missing (iproute2 JSON)."""
+    return write_tables(tmp_path / "tables", L.compile_spec("mrc-4p").plan, T0_TO_T1)
 
 
 def undelivered(directory) -> set[tuple[str, str]]:
@@ -346,7 +345,7 @@ def test_drills_all_means_the_shipped_drills_written_for_the_fabric(tmp_path, pr
     ({"spec": "mrc-5p"}, SpecError, "mrc-5p"),
     ({"name": "Bad_Name"}, UsageError, "--name: must be lowercase"),
     ({"drills": ("no-such-drill",)}, UsageError, "no drill 'no-such-drill'"),
-    ({"routes_format": "test-json"}, UsageError, "--routes-format goes with --routes"),
+    ({"routes_format": "iproute2-json"}, UsageError, "--routes-format goes with --routes"),
     ({"routes": "nowhere"}, SpecError, "is not a directory"),
     ({"dataplane": "ebpf", "unavailable": "no clsact"}, UsageError,
      "data plane ebpf cannot run here"),
@@ -358,7 +357,7 @@ def test_bad_input_is_refused_before_anything_exists(tmp_path, probes, options, 
     (tmp_path / "full" / "mine.txt").write_text("a user's file\n")
     fake.FakeRuntime.unavailable_dataplanes = {"ebpf": options.pop("unavailable", None)}
     out = tmp_path / options.pop("out", "out")
-    with JsonTables.registered(), pytest.raises(error, match=said):
+    with pytest.raises(error, match=said):
         CI.run(CI.Options(options.pop("spec", "mrc-4p"), runtime="fake", out=out, **options))
     assert nothing_left() and not fake.FakeRuntime.calls
     assert not (tmp_path / "out").exists() and not (private_dirs / "build").exists()
@@ -366,8 +365,8 @@ def test_bad_input_is_refused_before_anything_exists(tmp_path, probes, options, 
 
 
 def test_unreadable_tables_are_refused_naming_the_file(tmp_path, tables):
-    (tables / "t1-p0-0.test.json").write_text("{not json")
-    with pytest.raises(SpecError, match="t1-p0-0.test.json"):
+    (tables / "t1-p0-0.json").write_text("{not json")
+    with pytest.raises(SpecError, match="t1-p0-0.json"):
         run(tmp_path, routes=str(tables))
     assert nothing_left() and not (tmp_path / "out").exists()
 

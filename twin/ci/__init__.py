@@ -47,7 +47,6 @@ from twin.ci.report import (
     Result,
     Stage,
     suite,
-    suites,
     write,
 )
 from twin.errors import TwinError, UsageError
@@ -59,7 +58,7 @@ from twin.routes import formats
 from twin.routes.tables import Tables
 from twin.runtime import pick_runtime
 from twin.state import LabState
-from twin.verify import AUTO, VerifyReport, run_verify
+from twin.verify import AUTO, VerifyReport, agreement, run_verify
 
 
 @dataclass(frozen=True)
@@ -267,10 +266,11 @@ class _Job:
                  self._write("routes-check.json", json.dumps(report.to_dict(), indent=2))]
         counts = report.outcomes()
         errors = [f.text() for f in report.findings if f.severity == C.ERROR]
-        said = f"{counts[C.OK]}/{report.paths} paths arrive, {len(errors)} problems"
+        said = f"{counts[C.OK]}/{report.paths} paths arrive, {len(errors)} " \
+               f"problem{'' if len(errors) == 1 else 's'}"
         failure = [f"{o} x{len(ps)}: {cause}" for cause, o, ps in report.causes()] + errors
         return Stage("routes check", PASSED if report.ok else FAILED, files=files, said=said,
-                     failure="\n".join(failure), suites=suites(junit))
+                     failure="\n".join(failure), suites=[junit])
 
     def up(self) -> Stage:
         o = self.opts
@@ -303,41 +303,19 @@ class _Job:
         if report.suspect_links():
             failure.insert(0, f"suspect links: {', '.join(report.suspect_links())}")
         return Stage("verify", PASSED if report.ok else FAILED, files=files, said=said,
-                     failure="\n".join(failure), suites=suites(junit))
+                     failure="\n".join(failure), suites=[junit])
 
     def agreement(self) -> Stage:
         """Every path the check says is not delivered is a probe verify lost on its way
         out, and every probe lost on its way out is such a path."""
-        said_lost = self.checked.undelivered()
-        label = {(r.src, r.address): r.label for r in self.checked.failing}
-        probed = {(r.path.src, r.path.address): r for r in [*self.verified.loops,
-                                                            *self.verified.paths]}
-        cases, wrong = [], []
-        for key, r in probed.items():
-            says, lost = key in said_lost, not r.forward
-            text = "" if says == lost else (
-                "routes check: not delivered; verify: the request arrived" if says
-                else "routes check: delivered; verify: the request was lost")
-            cases.append((r.path.label, text))
-            if text:
-                wrong.append({"path": r.path.label, "src": key[0], "address": key[1],
-                              "check_delivered": not says, "verify_arrived": not lost})
-        unprobed = sorted(said_lost - probed.keys())
-        exhaustive = self.verified.coverage is None
-        if exhaustive:  # verify probed every path: one the check walked and it did not is a gap
-            for key in unprobed:
-                cases.append((label.get(key, f"{key[0]} {key[1]}"),
-                              "routes check: not delivered; verify: not probed"))
-                wrong.append({"path": label.get(key, ""), "src": key[0], "address": key[1],
-                              "check_delivered": False, "verify_arrived": None})
-        said = f"{len(probed)} paths compared, {len(wrong)} disagree"
-        if not exhaustive:
-            said += (f"; coverage verify: the probed paths only ({len(unprobed)} undelivered "
-                     "paths not probed)")
-        data = {"exhaustive": exhaustive, "compared": len(probed),
-                "check_undelivered": len(said_lost),
-                "verify_lost": sum(not r.forward for r in probed.values()),
-                "not_probed": len(unprobed), "disagreements": wrong}
+        agreed = agreement.compare(self.checked, self.verified)
+        wrong = agreed.disagreements
+        said = f"{agreed.compared} paths compared, {len(wrong)} disagree"
+        if not agreed.exhaustive:
+            said += (f"; coverage verify: the probed paths only ({agreed.not_probed} "
+                     "undelivered paths not probed)")
+        data = agreed.to_dict()
+        cases = agreed.cases
         files = [self._write("agreement.json", json.dumps(data, indent=2))]
         return Stage("agreement", FAILED if wrong else PASSED, files=files, said=said,
                      failure="\n".join(f"{c}: {t}" for c, t in cases if t),
@@ -363,7 +341,7 @@ class _Job:
         said = ", ".join(f"{r.mode} {r.data['verdict']}" for r in runs)
         return Stage(name, PASSED if all(r.ok for r in runs) else FAILED, files=files,
                      said=said, failure="\n".join(failure),
-                     suites=suites(drill_report.junit(results)))
+                     suites=[drill_report.junit(results)])
 
     def down(self) -> Stage:
         """The lab removed and nothing of it left: its faults reverted first (a drill's

@@ -14,7 +14,8 @@ import json
 from dataclasses import dataclass, field
 from html import escape
 from pathlib import Path
-from xml.etree import ElementTree as ET
+
+from twin import junit
 
 PASSED, FAILED, SKIPPED = "passed", "failed", "skipped"
 SUMMARY, JUNIT, INDEX = "summary.json", "junit.xml", "index.html"
@@ -29,7 +30,7 @@ class Stage:
     files: list[str] = field(default_factory=list)  # relative to the out directory
     said: str = ""  # one line: what it found
     failure: str = ""  # what failed, first lines first
-    suites: list[ET.Element] = field(default_factory=list, repr=False)  # JUnit testsuite
+    suites: list[str] = field(default_factory=list, repr=False)  # its JUnit documents
 
     @property
     def passed(self) -> bool:
@@ -75,51 +76,25 @@ class Result:
                 "stages": [s.to_dict() for s in self.stages]}
 
 
-def suites(xml: str) -> list[ET.Element]:
-    """The testsuite elements of a JUnit document (a stage's, to be merged)."""
-    root = ET.fromstring(xml)
-    return [root] if root.tag == "testsuite" else list(root.iter("testsuite"))
+def suite(name: str, cases: list[tuple[str, str]]) -> str:
+    """A JUnit document of one suite of (case, what failed or "") pairs."""
+    return junit.document(name, [junit.Suite(name, cases)])
 
 
-def suite(name: str, cases: list[tuple[str, str]]) -> ET.Element:
-    """A testsuite of (case, what failed or "") pairs."""
-    made = ET.Element("testsuite", name=name, tests=str(len(cases)),
-                      failures=str(sum(1 for _, f in cases if f)))
-    for case_name, failure in cases:
-        case = ET.SubElement(made, "testcase", classname=name, name=case_name)
-        if failure:
-            ET.SubElement(case, "failure", message=failure.splitlines()[0]).text = failure
-    return made
-
-
-def junit(result: Result) -> str:
+def junit_xml(result: Result) -> str:
     """Every stage's suites in one file, after a suite of the stages themselves."""
-    root = ET.Element("testsuites", name=f"{TOOL} {result.spec}")
-    name = f"{result.spec}.ci"
-    ci = ET.SubElement(root, "testsuite", name=name, tests=str(len(result.stages)),
-                       failures=str(sum(s.status == FAILED for s in result.stages)),
-                       skipped=str(sum(s.status == SKIPPED for s in result.stages)))
-    for s in result.stages:
-        case = ET.SubElement(ci, "testcase", classname=name, name=s.name,
-                             time=f"{s.seconds:.3f}")
-        if s.status == SKIPPED:
-            ET.SubElement(case, "skipped", message=s.said)
-        elif s.status == FAILED:
-            text = s.failure or "failed"
-            ET.SubElement(case, "failure", message=text.splitlines()[0]).text = text
-    for s in result.stages:
-        root.extend(s.suites)
-    for key in ("tests", "failures"):
-        root.set(key, str(sum(int(suite.get(key, 0)) for suite in root)))
-    ET.indent(root)
-    return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
+    stages = [junit.Case(s.name, failure=(s.failure or "failed") if s.status == FAILED
+                         else "", skipped=s.said if s.status == SKIPPED else "",
+                         time=f"{s.seconds:.3f}") for s in result.stages]
+    return junit.document(f"{TOOL} {result.spec}", [junit.Suite(f"{result.spec}.ci", stages)],
+                          [doc for s in result.stages for doc in s.suites])
 
 
 def write(result: Result) -> None:
     """junit.xml, summary.json and index.html into the out directory."""
     out = result.out
     out.mkdir(parents=True, exist_ok=True)
-    (out / JUNIT).write_text(junit(result))
+    (out / JUNIT).write_text(junit_xml(result))
     (out / SUMMARY).write_text(json.dumps(result.to_dict(), indent=2) + "\n")
     (out / INDEX).write_text(index(result))
 

@@ -28,7 +28,7 @@ from twin.routes.formats import FORMATS as ROUTE_FORMATS
 from twin.runtime import AUTO_ORDER
 from twin.telemetry.collect import record_verify
 from twin.verify import AUTO, run_verify
-from twin.verify.agreement import disagreements
+from twin.verify.agreement import Agreement, compare
 from twin.verify.coverage import DEFAULT_K, EXHAUSTIVE_MAX
 
 # -- lab lifecycle (root) -----------------------------------------------------
@@ -404,38 +404,37 @@ def verify(lab, as_json, junit, no_dataplane, k, exhaustive):
     agreement = _against_the_check(att, report)
     if as_json:
         emit_json({**report.to_dict(), "routes": att.state.routes or None,
-                   "agreement": agreement})
+                   "agreement": agreement.to_dict() if agreement else None})
     else:
         if att.state.routes:
             out.print(f"routes: checked against the tables in {att.state.routes}")
         _print_report(report)
         _print_agreement(agreement)
-    if not report.ok or (agreement and agreement["disagreements"]):
+    if not report.ok or (agreement and not agreement.ok):
         sys.exit(1)
 
 
-def _against_the_check(att, report) -> dict | None:
-    """On a lab brought up from an operator's tables, with every path probed: the paths
-    `twin routes check` says are lost against those verify lost (twin.verify.agreement)."""
+def _against_the_check(att, report) -> Agreement | None:
+    """On a lab brought up from an operator's tables: the paths `twin routes check` says
+    are lost against those verify lost (twin.verify.agreement)."""
     routes = att.compiled.routes
-    if routes is None or report.dataplane_skipped or report.coverage is not None:
+    if routes is None or report.dataplane_skipped:
         return None
-    checked = check_routes(att.compiled.own_plan, routes)
-    return {"undelivered": len(checked.undelivered()),
-            "disagreements": disagreements(checked, report)}
+    return compare(check_routes(att.compiled.own_plan, routes), report)
 
 
-def _print_agreement(agreement: dict | None) -> None:
-    if agreement is None:
+def _print_agreement(agreed: Agreement | None) -> None:
+    if agreed is None:
         return
-    if not agreement["disagreements"]:
-        out.print(f"[green]agrees with `twin routes check` path for path[/green] "
-                  f"({agreement['undelivered']} paths undelivered in both)")
+    scope = "" if agreed.exhaustive else " (coverage verify: on the probed paths)"
+    if agreed.ok:
+        out.print(f"[green]agrees with `twin routes check` path for path[/green]{scope} "
+                  f"({agreed.verify_lost} paths lost in both)")
         return
     out.print(f"[bold red]disagrees with `twin routes check` on "
-              f"{len(agreement['disagreements'])} paths[/bold red]:")
-    for line in agreement["disagreements"][:20]:
-        out.print(f"  {line}")
+              f"{len(agreed.disagreements)} paths[/bold red]{scope}:")
+    for line in agreed.lines()[:20]:
+        out.print(f"  {line}", markup=False)
 
 
 def _check_writable(path: str, option: str) -> None:
