@@ -87,3 +87,27 @@ def test_sigterm_removes_the_lab_and_still_writes_out(tmp_path, private_dirs):
     assert summary["stages"][-1]["name"] == "down"
     assert summary["stages"][-1]["status"] == "passed"
     nothing_of(lab)
+
+
+@pytest.mark.parametrize("example", ["missing-t1-route", "wrong-usid"])
+def test_a_shipped_broken_config_fails_naming_its_broken_paths_and_leaves_nothing(tmp_path,
+                                                                                  example):
+    """The acceptance command: `twin ci mrc-4p --routes lab/routes/<broken>`."""
+    from xml.etree import ElementTree as ET
+
+    out = tmp_path / "out"
+    routes = Path(__file__).resolve().parents[2] / "lab" / "routes" / example
+    res = twin("ci", "mrc-4p", "--runtime", "netns", "--routes", str(routes), "--out",
+               str(out), ok=False)
+    assert res.returncode == 1
+    summary = json.loads((out / "summary.json").read_text())
+    assert {s["name"]: s["status"] for s in summary["stages"]} == {
+        "routes check": "failed", "up": "passed", "verify": "failed", "agreement": "passed",
+        "down": "passed"}
+    failed = {c.get("name"): c.find("failure").text
+              for c in ET.parse(out / "junit.xml").getroot().iter("testcase")
+              if c.find("failure") is not None}
+    broken = json.loads((out / "routes-check.json").read_text())["failing"]
+    assert broken and all(f"{p['src']} -> {p['dst']}" in failed for p in broken)
+    assert all(p["label"] in failed for p in broken)  # verify's probes, path by path
+    nothing_of(summary["lab"])

@@ -25,7 +25,7 @@ from twin.lab.compile import compile_loaded
 from twin.routes import formats
 from twin.routes.check import check
 from twin.verify import run_verify
-from twin.verify.agreement import disagreements
+from twin.verify.agreement import compare
 
 pytestmark = pytest.mark.netns
 EXAMPLES = Path(__file__).resolve().parents[2] / "lab" / "routes"
@@ -52,7 +52,8 @@ def test_verify_agrees_with_the_check(session_dirs, dataplane, example):
         assert att.state.routes == str(EXAMPLES / example)
         report = run_verify(att.runtime, att.plan, coverage=None)
     assert [n.problems() for n in report.nodes if not n.ok] == []  # installed as written
-    assert disagreements(checked, report) == []
+    agreed = compare(checked, report)
+    assert agreed.ok and agreed.exhaustive, agreed.lines()
     lost = {(r.path.src, r.path.address) for r in [*report.paths, *report.loops]
             if not r.forward}
     assert lost == checked.undelivered()
