@@ -140,7 +140,8 @@ def _refuse_foreign_nodes(rt: Runtime, compiled: Compiled) -> None:
 
 
 def _record(compiled: Compiled, runtime: str, build_dir: Path, owner: Owner,
-            dataplane: str, dataplane_why: str, loaded: tables.Tables | None) -> LabState:
+            dataplane: str, dataplane_why: str,
+            loaded: tables.Tables | None = None) -> LabState:
     state = LabState(lab=compiled.lab, runtime=runtime, spec_path=compiled.source,
                      build_dir=str(build_dir), nodes=list(compiled.plan.nodes),
                      id=owner.lab_id, dataplane=dataplane, dataplane_why=dataplane_why,
