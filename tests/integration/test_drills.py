@@ -203,7 +203,7 @@ def test_a_drill_posts_its_faults_to_grafana_as_regions_while_it_runs(lab, tmp_p
     path = tmp_path / "flap.yml"
     path.write_text("""name: grafana-flap
 method:
-  traffic: {pattern: bulk, src: r0h0, dst: r1h0, size: 48M}
+  traffic: {pattern: bulk, src: r0h0, dst: r1h0, size: 256M}
   timeline:
     - {at: 100ms, fault: link-down, target: t0-p0-r0:eth3, for: 200ms}
 expect: {exact: true}
