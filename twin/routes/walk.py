@@ -32,7 +32,7 @@ from __future__ import annotations
 import ipaddress
 from dataclasses import dataclass, replace
 
-from twin.fabric.model import Endpoint, Fabric
+from twin.fabric.model import Fabric
 from twin.fabric.plan import DECAP, UN, UNICAST, LocalSid, Plan, Route
 from twin.routes.tables import Dropping, Tables, key
 
@@ -288,19 +288,3 @@ def _int(addr: str | int) -> int:
 
 def _ip(addr: int) -> str:
     return str(ipaddress.IPv6Address(addr))
-
-
-def expected_nodes(fabric: Fabric, src: str, dst: str, plane: int, t1: int | None) -> tuple:
-    """The nodes a path crosses as the EV formula means it: source, switches, destination."""
-    s, d = fabric.node(src), fabric.node(dst)
-    if t1 is None:
-        return (src, fabric.t0_name(plane, s.rack), dst)
-    return (src, fabric.t0_name(plane, s.rack), fabric.t1_name(plane, t1),
-            fabric.t0_name(plane, d.rack), dst)
-
-
-def peer_of(fabric: Fabric, node: str, dev: str) -> str | None:
-    try:
-        return str(fabric.link_at(Endpoint(node, dev)).peer(node).node)
-    except KeyError:
-        return None
