@@ -30,7 +30,7 @@ from twin import endpoints, failover
 from twin.errors import LabError, UsageError
 from twin.mrc.stats import EndpointStats, SendQpStats
 
-PATTERNS = ("bulk", "incast", "all-to-all", "ring")
+PATTERNS = ("bulk", "incast", "all-to-all", "ring", "permutation")
 # The fields of a flow's SendQpStats that its row of `twin traffic --json` carries
 FLOW_FIELDS = ("failed", "goodput_gbps", "elapsed_s", "srtt_us", "reorder_window_us", "evs",
                "ev_set_size", "ev_retirements_total", "ev_revivals_total",
@@ -169,6 +169,9 @@ def flows_for(pattern: str, hosts: list[str], size: int, src: str | None = None,
         return [Flow(a, b, size) for a in hosts for b in hosts if a != b]
     if pattern == "ring":
         return [Flow(h, hosts[(i + 1) % len(hosts)], size) for i, h in enumerate(hosts)]
+    if pattern == "permutation":  # host i -> host i + n/2: every host sends to one and
+        half = len(hosts) // 2  # receives from one, and (racks in order) across racks
+        return [Flow(h, hosts[(i + half) % len(hosts)], size) for i, h in enumerate(hosts)]
     raise UsageError(f"unknown pattern {pattern!r}; patterns: {', '.join(PATTERNS)}")
 
 

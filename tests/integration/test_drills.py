@@ -30,9 +30,10 @@ FAULT_KEYS = {"kind", "target", "at_ns", "detection_us", "repair_us", "packets_l
               "localized", "localized_us"}
 
 
-def short(name: str, mib: int = 64) -> D.Drill:
-    """A shipped drill with a smaller transfer (its timeline and expectations as shipped)."""
-    return D.load_drill(D.find(name)).resized(mib << 20)
+def short(name: str, ms: int = 700) -> D.Drill:
+    """A shipped drill whose traffic lasts `ms` (its timeline and expectations as shipped;
+    sized from the steady state, so its faults land mid-transfer on any machine)."""
+    return D.load_drill(D.find(name)).timed(ms * 1_000_000)
 
 
 def clean(att) -> None:
@@ -51,7 +52,7 @@ def idle_endpoints(att) -> None:
 
 @pytest.mark.parametrize("name", ["t1-blackhole", "t0-t1-link-down", "startup-dead-link"])
 def test_a_short_shipped_drill_passes_and_rolls_back(lab, name):
-    (run,) = runner.run_all(lab, short(name, 16 if name == "startup-dead-link" else 64), seed=3)
+    (run,) = runner.run_all(lab, short(name, 500 if name == "startup-dead-link" else 700), seed=3)
     data = run.data
     assert KEYS <= set(data)
     failed = [e for e in data["expectations"] if not e["ok"]]
@@ -68,7 +69,7 @@ def test_a_short_shipped_drill_passes_and_rolls_back(lab, name):
 
 
 def test_compare_runs_the_baseline_on_the_same_faults(lab):
-    runs = runner.run_all(lab, short("t0-t1-link-down", 48), compare="single-path", seed=5)
+    runs = runner.run_all(lab, short("t0-t1-link-down"), compare="single-path", seed=5)
     assert [r.mode for r in runs] == ["mrc", "single-path"]
     a, b = (r.data for r in runs)
     assert a["targets"] == b["targets"]
@@ -114,6 +115,33 @@ def test_an_unknown_target_is_refused_before_anything_is_applied(lab, tmp_path, 
     assert "method.timeline[0].target" in r.stderr and says in r.stderr, r.stderr
     assert "Traceback" not in r.stderr
     assert len(F.events(lab)) == before  # nothing applied, nothing logged
+    clean(lab)
+
+
+@pytest.mark.parametrize("dst,at,size,says", [
+    ("r1h0", "600ms", "1M", "ms under traffic"),  # the transfer is over by then
+    ("r0h1", "100ms", "256M", "no path of the traffic crosses it"),  # same rack: no T1
+], ids=["after-the-transfer", "off-the-traffic"])
+def test_a_fault_that_meets_no_traffic_is_not_a_pass(lab, tmp_path, dst, at, size, says):
+    """The t0-t1-link-down that once passed with repair 0 and nothing lost: a fault
+    after the transfer ended, or on no path of it, tested nothing: the drill fails."""
+    path = tmp_path / "vacuous.yml"
+    path.write_text(f"""name: vacuous
+method:
+  traffic: {{pattern: bulk, src: r0h0, dst: {dst}, size: {size}}}
+  timeline:
+    - {{at: {at}, fault: link-down, target: t0-p0-r0:eth3}}
+expect: {{exact: true, packets_lost: "<= 100"}}
+""")
+    r = twin("drill", "run", str(path), "--lab", LAB, "--json", timeout=300)
+    assert r.returncode == 1, r.stderr
+    (d,) = json.loads(r.stdout)["drills"]
+    rows = {e["what"]: e for e in d["expectations"]}
+    assert d["verdict"] == "fail" and rows["exact"]["ok"] and rows["packets_lost"]["ok"], rows
+    if "faults met traffic" in rows:  # else the timeline never ran: also a fail, as it says
+        assert not rows["faults met traffic"]["ok"] and says in rows["faults met traffic"]["got"]
+    else:
+        assert not rows["timeline ran"]["ok"], rows
     clean(lab)
 
 

@@ -67,6 +67,13 @@ BAD = [
     ("name: d\nmethod: {traffic: {pattern: bulk, dst: b}}", "method.traffic.src", "required"),
     ("name: d\nmethod: {traffic: {pattern: bulk, src: a, dst: b, size: 0}}",
      "method.traffic.size", "must be a size"),
+    ("name: d\nmethod: {traffic: {pattern: bulk, src: a, dst: b, size: 8M, for: 2s}}",
+     "method.traffic.for", "give one of them"),
+    ("name: d\nmethod: {traffic: {pattern: bulk, src: a, dst: b, for: 2}}",
+     "method.traffic.for", "duration"),
+    ("name: d\nmethod: {traffic: {pattern: bulk, src: a, dst: b, for: 400ms}, timeline: "
+     "[{at: 300ms, fault: link-down, target: a:b}]}", "method.traffic.for",
+     "end before the timeline"),
     ("name: d\nmethod: {traffic: {pattern: bulk, src: a, dst: b, mode: rocev3}}",
      "method.traffic.mode", "must be one of"),
     ("name: d\nmethod: {traffic: {pattern: incast}, timeline: [{at: 300, fault: link-down, "
@@ -111,6 +118,16 @@ def test_each_mistake_is_named_by_its_key_path(text, path, message):
     found = problems(text)
     assert path in found, found
     assert message in found[path]
+
+
+def test_timed_traffic_lasts_a_duration_and_a_size_replaces_it():
+    d = D.load_drill(D.find("t0-t1-link-down"))
+    assert d.traffic.for_ns == 10**9  # a fault at 300 ms lands mid-transfer on any machine
+    assert d.resized(8 << 20).traffic.for_ns is None
+    assert d.resized(8 << 20).timed(5 * 10**8).traffic.for_ns == 5 * 10**8
+    for path in D.shipped():  # every shipped drill with a fault is timed
+        drill = D.load_drill(path)
+        assert not drill.timeline or drill.traffic.for_ns, path.stem
 
 
 def test_every_problem_at_once():

@@ -183,3 +183,52 @@ def test_lost_share_comes_from_the_fabric(f4, shaped):
     assert M.lost_share(f4, pair, []) == 0
     same_rack = [("r0h0", "r0h1", 1)]
     assert M.lost_share(f4, same_rack, [t1]) == 0
+
+
+# -- did the fault meet the traffic ------------------------------------------------------
+
+
+def running(t0=T0, for_ms=1000, src="r0h0", dst="r1h0", bystander=False):
+    return M.FlowLog(src, dst, 1 << 20, bins_t0_ns=t0, completion_s=for_ms / 1000,
+                     bystander=bystander)
+
+
+def test_a_fault_mid_transfer_met_the_traffic(f4):
+    f = fault(f4, at=T0 + 300 * MS)
+    got = M.exposure(f4, [running()], f)
+    assert got == {"crossed": True, "under_traffic_ms": 700.0, "met": True}
+
+
+def test_a_transfer_that_ended_2ms_after_the_fault_did_not_meet_it(f4):
+    # the t0-t1-link-down that passed with repair 0: 64 MiB done at 303 ms, cut at 301 ms
+    f = fault(f4, at=T0 + 301 * MS)
+    got = M.exposure(f4, [running(for_ms=303)], f)
+    assert got["under_traffic_ms"] == 2.0 and got["met"] is False
+
+
+def test_a_fault_after_the_transfer_ended_met_nothing(f4):
+    got = M.exposure(f4, [running(for_ms=200)], fault(f4, at=T0 + 300 * MS))
+    assert got["under_traffic_ms"] == 0 and got["met"] is False
+
+
+def test_a_fault_no_path_of_the_traffic_crosses_met_nothing(f4):
+    # r0h0 -> r0h1 stays in rack 0: no T0-T1 link of plane 1 carries it
+    got = M.exposure(f4, [running(dst="r0h1")], fault(f4, at=T0 + 300 * MS))
+    assert got["crossed"] is False and got["met"] is False
+
+
+def test_a_short_fault_is_met_when_traffic_covers_all_of_it(f4):
+    f = fault(f4, at=T0 + 300 * MS)
+    f.reverted_ns = f.at_ns + 5 * MS  # a 5 ms flap: less than the 20 ms asked of longer ones
+    assert M.exposure(f4, [running()], f)["met"] is True
+    assert M.exposure(f4, [running(for_ms=302)], f)["met"] is False
+
+
+def test_a_bystander_does_not_make_a_fault_met(f4):
+    flows = [running(for_ms=200), running(for_ms=2000, bystander=True)]
+    assert M.exposure(f4, flows, fault(f4, at=T0 + 300 * MS))["met"] is False
+
+
+def test_fault_figures_carry_the_exposure(f4):
+    (fig,) = M.fault_figures(f4, [running()], [fault(f4, at=T0 + 300 * MS)], [])
+    assert (fig["met"], fig["crossed"], fig["under_traffic_ms"]) == (True, True, 700.0)

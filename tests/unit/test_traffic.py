@@ -88,3 +88,14 @@ def test_a_refused_registration_leaves_every_qp_made_so_far_named_for_closing():
     # both receiving QPs, and b's sending QP, exist: run()'s finally closes them
     assert [(f.send_qpn, f.recv_qpn) for f in flows] == [(0, 1), (2, 1)]
     assert not any(op == "connect" for c in clients.values() for op, _ in c.calls)
+
+
+def test_a_permutation_sends_from_every_host_to_one_other_across_racks():
+    from twin.cli.traffic import traffic
+    from twin.traffic import PATTERNS, flows_for
+
+    hosts = [f"r{r}h{h}" for r in range(4) for h in range(4)]
+    flows = flows_for("permutation", hosts, 1 << 20)
+    assert sorted(f.src for f in flows) == sorted(f.dst for f in flows) == sorted(hosts)
+    assert all(f.src[:2] != f.dst[:2] for f in flows)  # every flow crosses racks
+    assert tuple(traffic.params[0].type.choices) == PATTERNS  # the CLI offers each one

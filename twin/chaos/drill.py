@@ -44,13 +44,14 @@ from twin.fabric.spec import name_problem, show_value, yaml_problem
 from twin.faults.kinds import BadParam, FaultType
 from twin.faults.registry import KINDS, kind_named
 from twin.faults.targets import random_forms
+from twin.traffic import PATTERNS
 from twin.units import parse_duration_ns, parse_rate, parse_size
 
 DRILL_DIR = Path(__file__).resolve().parents[2] / "lab" / "drills"
 MODES = ("mrc", "single-path", "spray-static")
-PATTERNS = ("bulk", "incast", "all-to-all", "ring")
 MAX_AT_NS = 600 * 10**9  # a timeline is at most ten minutes long
 MAX_STEPS = 256
+MIN_TAIL_NS = 200_000_000  # a timed traffic runs this long past the timeline's end, at least
 
 # A random target's forms (`random: t1`), each drawn among what the traffic crosses; which
 # fault kinds take which, and every kind's parameters, are the kinds' (twin.faults.kinds).
@@ -91,7 +92,7 @@ _TOP = {"name", "description", "fabric", "steady_state", "method", "expect",
         "baseline_expect", "compare", "rollback"}
 _STEADY = {"verify", "goodput_floor"}
 _METHOD = {"traffic", "bystander", "timeline"}
-_TRAFFIC = {"pattern", "src", "dst", "senders", "size", "mode", "evs", "qps"}
+_TRAFFIC = {"pattern", "src", "dst", "senders", "size", "for", "mode", "evs", "qps"}
 _BYSTANDER = {"src", "dst", "size"}
 _STEP = {"at", "fault", "target", "for"}  # and the fault kinds' parameters (_param_keys)
 _ROLLBACK = {"verify"}
@@ -107,6 +108,10 @@ class Traffic:
     evs: int = 128
     qps: int = 1  # QPs per flow
     senders: tuple[str, ...] = ()  # incast: these hosts only (default: every other host)
+    # `for: 2s`: the run sizes every flow so that it lasts this long at the goodput the
+    # steady state measured (runner.size_for): a fault then lands mid-transfer on any
+    # machine. None: `size` bytes per flow, however long they take.
+    for_ns: int | None = None
 
 
 @dataclass(frozen=True)
@@ -167,7 +172,13 @@ class Drill:
 
     def resized(self, size: int) -> Drill:
         """The same drill moving `size` bytes per flow (a short variant)."""
-        return dataclasses.replace(self, traffic=dataclasses.replace(self.traffic, size=size))
+        return dataclasses.replace(self, traffic=dataclasses.replace(self.traffic, size=size,
+                                                                     for_ns=None))
+
+    def timed(self, for_ns: int) -> Drill:
+        """The same drill with its traffic sized to last `for_ns` (see Traffic.for_ns)."""
+        return dataclasses.replace(self, traffic=dataclasses.replace(self.traffic,
+                                                                     for_ns=for_ns))
 
     @property
     def end_ns(self) -> int:
@@ -334,6 +345,12 @@ def _validate(data: dict, source: str, c: _Checker) -> Drill | None:
     if "bystander" in method:
         bystander = _bystander(c, method["bystander"])
     timeline = _timeline(c, method.get("timeline", []))
+    if traffic is not None and traffic.for_ns is not None and timeline:
+        end = max(s.at_ns + s.kind.length_ns(s) for s in timeline)
+        if traffic.for_ns < end + MIN_TAIL_NS:
+            c.add("method.traffic.for", f"the traffic would end before the timeline does "
+                  f"({traffic.for_ns / 1e9:g} s against {end / 1e9:g} s)",
+                  f"let it run {MIN_TAIL_NS // 10**6} ms past the last step at least")
 
     compare = data.get("compare")
     if compare is not None and compare not in MODES:
@@ -371,6 +388,10 @@ def _traffic(c: _Checker, data: Any) -> Traffic | None:
         c.add(f"{path}src" if src is None else f"{path}dst", "is required for bulk",
               "bulk moves one flow from src to dst")
     size = _size(c, data, path, "64M")
+    for_ns = c.duration(data, "for", path)
+    if for_ns is not None and "size" in data:
+        c.add(f"{path}for", "takes the place of size: give one of them",
+              "for: 2s sizes the flows from the steady state; size: 64M moves that much")
     mode = data.get("mode", "mrc")
     if mode not in MODES:
         c.add(f"{path}mode", f"must be one of {', '.join(MODES)} (got {show_value(mode)})")
@@ -383,7 +404,7 @@ def _traffic(c: _Checker, data: Any) -> Traffic | None:
         senders = []
     elif senders and pattern != "incast":
         c.add(f"{path}senders", "applies to incast only", "bulk names src and dst")
-    return Traffic(pattern, src, dst, size or 0, mode, evs, qps, tuple(senders))
+    return Traffic(pattern, src, dst, size or 0, mode, evs, qps, tuple(senders), for_ns)
 
 
 def _size(c: _Checker, data: dict, path: str, default: str) -> int | None:

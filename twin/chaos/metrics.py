@@ -20,6 +20,13 @@ acked bytes in 1 ms bins per plane, and the prober's localizations.
 
 A fault "crosses" a path when the path uses one of its links or one of its
 switches.
+
+A fault *met the traffic* (`exposure`) when some main flow could cross it (one of
+the flow's paths, over every plane and T1, crosses it) and the flows were still
+moving data for MIN_EXPOSURE_NS of its time in force (or for all of it, if it was
+in force less long). A fault that met no traffic tested nothing: the runner fails
+the drill rather than pass it on figures of 0 (a transfer that ended 2 ms after a
+link cut reports repair 0 and nothing lost).
 """
 
 from __future__ import annotations
@@ -27,9 +34,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from twin.fabric.model import Fabric
-from twin.fabric.paths import path_for_ev
+from twin.fabric.paths import ev_encode, path_for_ev
 
 BIN_NS = 1_000_000
+MIN_EXPOSURE_NS = 20_000_000  # traffic under a fault for less than this tested nothing
 SMOOTH_BINS = 5  # the moving average the dip and the recovery are read from
 RECOVERED = 0.9
 
@@ -118,8 +126,42 @@ def fault_figures(fabric: Fabric, flows: list[FlowLog], faults: list[AppliedFaul
             "localized": loc is not None,
             "localized_as": loc["target"] if loc else None,
             "localized_us": None if loc is None else max(0, loc["named_ns"] - f.at_ns) // 1000,
+            **exposure(fabric, flows, f),
         })
     return out
+
+
+def exposure(fabric: Fabric, flows: list[FlowLog], fault: AppliedFault,
+             min_ns: int = MIN_EXPOSURE_NS) -> dict:
+    """Whether `fault` met the main flows: `crossed` (some flow's paths cross it; None
+    when the fault names no link or switch, so nothing can be said), `under_traffic_ms`
+    (how long flows were still moving data while it was in force), and `met`."""
+    main = [f for f in flows if not f.bystander]
+    if fault.links or fault.nodes:
+        crossed = any(_could_cross(fabric, f, fault) for f in main)
+    else:
+        crossed = None
+    ends = [(f.bins_t0_ns, f.bins_t0_ns + int(f.completion_s * 1e9)) for f in main
+            if f.bins_t0_ns and f.completion_s]
+    # in force until reverted, or for the rest of the run (then it needs min_ns of traffic)
+    until = fault.reverted_ns if fault.reverted_ns is not None else None
+    under = max((min(e, until or e) - max(s, fault.at_ns) for s, e in ends), default=0)
+    under = max(0, under)
+    in_force = min_ns if until is None else max(0, until - fault.at_ns)
+    long_enough = under > 0 and under >= min(min_ns, in_force)
+    return {"crossed": crossed, "under_traffic_ms": round(under / 1e6, 3),
+            "met": bool(long_enough and crossed is not False)}
+
+
+def _could_cross(fabric: Fabric, flow: FlowLog, fault: AppliedFault) -> bool:
+    """Some path between the flow's hosts, on any plane and T1, crosses the fault."""
+    src, dst = fabric.node(flow.src), fabric.node(flow.dst)
+    for plane in fabric.nic_planes:
+        for t1 in range(fabric.spec.t1_per_plane):
+            p = path_for_ev(fabric, src, dst, ev_encode(plane, t1))
+            if fault.crosses(p.links, p.hops):
+                return True
+    return False
 
 
 def _dead_evs(fabric: Fabric, flow: FlowLog, fault: AppliedFault):

@@ -304,6 +304,9 @@ def run(att: Attached, drill: Drill, *, mode: str | None = None, seed: int = 1,
         n_main = len(flows)
         if probe:  # before the bystander's solo run: it and the loaded run share the load
             prober = _start_prober(att, note)
+        if drill.traffic.for_ns:
+            flows, sized = size_for(att, drill, flows, mode, note)
+            checks.append(sized)
         if drill.bystander:
             note("bystander alone")
             solo = T.run(att.runtime, "bulk", [T.Flow(drill.bystander.src, drill.bystander.dst,
@@ -335,6 +338,42 @@ def run(att: Attached, drill: Drill, *, mode: str | None = None, seed: int = 1,
                          n_main, checks, prober, timeline_events, load_before, load_after,
                          bystander_solo_gbps, time.monotonic() - started, clock)
     return result
+
+
+SIZING_START = 1 << 20  # bytes per flow of the first sizing transfer
+SIZING_MIN_S = 0.15  # a sizing transfer this long measures the steady state, not the ramp
+SIZING_TRIES = 6
+
+
+def size_for(att: Attached, drill: Drill, flows: list[T.Flow], mode: str,
+             note) -> tuple[list[T.Flow], dict]:
+    """The flows sized so the traffic lasts `for` at the goodput measured now (on this
+    machine, this fabric, in this mode, with the prober running): the same flows move
+    1 MiB each, then more, until a transfer takes SIZING_MIN_S; every flow then moves
+    its own goodput times `for`. Returns the flows and the steady-state row saying so."""
+    for_s = drill.traffic.for_ns / 1e9
+    size = SIZING_START
+    for attempt in range(SIZING_TRIES):
+        note(f"steady state: sizing the traffic ({size / 2**20:g} MiB per flow)")
+        probe = [T.Flow(f.src, f.dst, size) for f in flows]
+        r = T.run(att.runtime, drill.traffic.pattern, probe, mode, evs=drill.traffic.evs)
+        if not r.ok:
+            raise LabError(f"steady state: the sizing transfer failed ({size} bytes per flow "
+                           f"in {mode}); the fabric is not healthy before any fault")
+        if r.elapsed_s >= SIZING_MIN_S or attempt == SIZING_TRIES - 1:
+            break
+        size = int(size * min(16.0, 1.5 * SIZING_MIN_S / max(r.elapsed_s, 1e-3)))
+    rates = [f.size / max((f.result.elapsed_s if f.result else 0) or r.elapsed_s, 1e-3)
+             for f in probe]
+    sized = [T.Flow(f.src, f.dst, max(size, -(-int(rate * for_s) // 2**20) * 2**20))
+             for f, rate in zip(flows, rates, strict=True)]
+    T.check_fits(sized)
+    mbps = sum(rates) * 8 / 1e6 / len(rates)
+    got = (f"{mbps:.4g} Mbit/s per flow measured: {sized[0].size / 2**20:g} MiB"
+           f"{' per flow' if len(sized) > 1 else ''}")
+    note(f"steady state: {got}")
+    return sized, {"what": "steady state: traffic sized", "want": f"lasts {for_s:g} s",
+                   "got": got, "ok": True}
 
 
 def _touched(att: Attached, planned: list[Planned]) -> list[str]:
@@ -470,6 +509,8 @@ def _judge(att, drill: Drill, mode, seed, baseline_of, planned, timeline: Timeli
         expectations.append({"what": "timeline ran", "want": f"{timeline.total} actions",
                              "got": f"{timeline.done} (the traffic ended first: make it "
                              "bigger)", "ok": False})
+    if run_data is not None and faults:
+        expectations.append(_met_traffic(faults))
     if run_data is not None:
         expect = drill.baseline_expect if baseline_of else drill.expect
         expectations += [_expectation(e, figures, faults, variables) for e in expect]
@@ -507,6 +548,25 @@ def _judge(att, drill: Drill, mode, seed, baseline_of, planned, timeline: Timeli
         "variables": variables,
         "flows": _flows_json(run_data, n_main),
     }
+
+
+def _met_traffic(faults: list[dict]) -> dict:
+    """The row that fails a drill whose faults tested nothing (metrics.exposure): the
+    traffic ended before a fault (or soon after), or none of it could cross it."""
+    want = f">= {M.MIN_EXPOSURE_NS // 1_000_000} ms under traffic, on its paths"
+    missed = [f for f in faults if not f["met"]]
+    if not missed:
+        least = min(f["under_traffic_ms"] for f in faults)
+        return {"what": "faults met traffic", "want": want,
+                "got": f"{len(faults)}/{len(faults)} (the least {least:g} ms)", "ok": True}
+    why = []
+    for f in missed:
+        if f["crossed"] is False:
+            why.append(f"{f['target']}: no path of the traffic crosses it")
+        else:
+            why.append(f"{f['target']}: {f['under_traffic_ms']:g} ms under traffic (the "
+                       "transfer ended first: give the traffic `for: 2s`)")
+    return {"what": "faults met traffic", "want": want, "got": "; ".join(why), "ok": False}
 
 
 def _flows_json(run_data: T.Run | None, n_main: int) -> list[dict]:

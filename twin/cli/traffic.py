@@ -26,7 +26,8 @@ def _size(text: str) -> int:
 
 
 @main.command()
-@click.argument("pattern", type=click.Choice(["bulk", "incast", "all-to-all", "ring"]))
+@click.argument("pattern", type=click.Choice(["bulk", "incast", "all-to-all", "ring",
+                                              "permutation"]))
 @click.option("--src", default=None, help="Source host (bulk).")
 @click.option("--dst", default=None, help="Destination host (bulk, incast).")
 @click.option("--size", default="64M", show_default=True, help="Bytes per flow (K/M/G).")
