@@ -157,6 +157,27 @@ def test_silent_faults_fail_paths_with_every_link_up_and_revert(lab4, apply, tar
     assert log[0]["t_mono_ns"] < log[1]["t_mono_ns"]
 
 
+def test_plane_loss_drops_on_every_t0_t1_link_of_its_plane_only_and_reverts(lab4):
+    """100% loss on plane 1's T0-T1 links: every cross-rack path of plane 1 fails and
+    nothing else does; the T1s of plane 1 hold the table, and clear removes it."""
+    r = CliRunner().invoke(main, ["fault", "plane-loss", "1", "100", "--lab", lab4.lab])
+    assert r.exit_code == 0 and "plane 1: 100% loss" in r.output, r.output
+    try:
+        report = run_verify(lab4.runtime, lab4.plan)
+        failed = [x for x in report.paths if not x.ok]
+        assert failed and all(x.path.plane == 1 and x.path.kind == "cross-rack"
+                              for x in failed)
+        assert not [x for x in report.paths if x.ok and x.path.plane == 1
+                    and x.path.kind == "cross-rack"]
+        for t1 in ("t1-p1-0", "t1-p1-1"):
+            assert "twin_loss_plane_1" in lab4.runtime.exec(t1, ["nft", "list", "tables"]).stdout
+    finally:
+        F.clear(lab4, "1")
+    assert run_verify(lab4.runtime, lab4.plan).ok
+    for t1 in ("t1-p1-0", "t1-p1-1"):
+        assert "twin_" not in lab4.runtime.exec(t1, ["nft", "list", "tables"]).stdout
+
+
 def test_link_rate_shapes_the_switch_end_and_revert_removes_it(lab4):
     fault = F.link_rate(lab4, "r0h0:eth1", "50mbit")
     try:

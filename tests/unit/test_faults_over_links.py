@@ -269,3 +269,14 @@ def test_switch_reboot_is_a_restart_on_the_timeline(att):
     assert not admin("t1-p0-0", "eth1") and admin("t1-p0-0", "eth2")
     log = [(e["event"], e["kind"]) for e in F.events(att)]
     assert log[-2:] == [("apply", "switch-reboot"), ("revert", "switch-reboot")]
+
+
+def test_loss_rules_draw_per_packet_and_100_percent_is_a_plain_drop():
+    from twin.faults.catalog import loss_rules
+
+    one = loss_rules("eth3", 1, "t")
+    assert one.count('numgen random mod 1000000 < 10000 counter drop') == 2
+    assert 'oifname "eth3"' in one and 'iifname "eth3"' in one
+    every = loss_rules(None, 100, "t")  # nft refuses `< 1000000`: numgen stops at 999999
+    assert "numgen" not in every and "ifname" not in every
+    assert every.count("    counter drop\n") == 2

@@ -61,6 +61,7 @@ class FaultKind(StrEnum):
 
     LINK_DOWN = "link-down"
     LINK_LOSS = "link-loss"
+    PLANE_LOSS = "plane-loss"
     SWITCH_DOWN = "switch-down"
     NIC_DOWN = "nic-down"
     PLANE_DOWN = "plane-down"
@@ -441,22 +442,89 @@ class LinkLoss(FaultType):
         return f"{fault.percent:g}% loss"
 
 
+@register
+class PlaneLoss(FaultType):
+    name = FaultKind.PLANE_LOSS
+    help = ("Drop PERCENT% of the packets on every T0-T1 link of plane PLANE, each way\n"
+            "(nftables numgen random in each T1: a packet crossing a T1 crosses two such\n"
+            "links). Random loss over a whole fabric is one step per plane. Revert with\n"
+            "`twin fault clear PLANE`.")
+    targets = (PlaneTarget,)
+    params = (Param("percent", "the share of packets dropped per link, in (0, 100]",
+                    cli_type=float, argument=True, drill=_percent),)
+
+    def prepare(self, values: dict) -> dict:
+        return LinkLoss.prepare(self, values)
+
+    def elements(self, fabric: Fabric, target: PlaneTarget) -> tuple[set[str], set[str]]:
+        return {lk.id for lk in _t1_links(fabric, target.plane)}, set()
+
+    def record(self, lab: Attached, target: PlaneTarget, values: dict) -> Fault:
+        links = _t1_links(lab.fabric, target.plane)
+        return Fault(self.name, str(target), tuple(lk.b for lk in links), time.time(),
+                     values["percent"], links=_ids(links))
+
+    def apply(self, lab: Attached, fault: Fault) -> None:
+        for node in sorted({e.node for e in fault.ends}):
+            self._apply_in(lab, fault, node)
+
+    def _apply_in(self, lab: Attached, fault: Fault, node: str) -> None:
+        lab.runtime.exec(node, ["nft", "-f", "-"],
+                         input=loss_rules(None, fault.percent, _plane_table(fault),
+                                          lab.runtime.owner.tag))
+
+    def revert(self, lab: Attached, fault: Fault) -> None:
+        for node in sorted({e.node for e in fault.ends}):
+            lab.runtime.exec(node, ["nft", "delete", "table", "ip6", _plane_table(fault)],
+                             check=False)
+
+    def reapply(self, lab: Attached, fault: Fault, node: str) -> list[Endpoint]:
+        """A restarted T1 of the plane lost its table: put it back there only."""
+        ends = [e for e in fault.ends if e.node == node]
+        if ends:
+            self._apply_in(lab, fault, node)
+        return ends
+
+    def said(self, lab: Attached, fault: Fault, values: dict) -> str:
+        return (f"plane {fault.link}: {fault.percent:g}% loss on each of its "
+                f"{len(fault.links)} T0-T1 links (nftables in its T1s)")
+
+    def reveal(self, fault: Fault) -> str:
+        return f"{fault.percent:g}% loss on plane {fault.link}"
+
+
+def _plane_table(fault: Fault) -> str:
+    return loss_table(f"plane-{fault.link}")
+
+
+def _t1_links(fabric: Fabric, plane: int) -> list[Link]:
+    """Plane `plane`'s T0-T1 links (`b` is the T1 end)."""
+    return [lk for lk in fabric.links if lk.plane == plane and lk.kind == "fabric"]
+
+
 def loss_table(link_id: str) -> str:
     """The nftables table that carries one link's loss rule (named after the link)."""
     return "twin_loss_" + "".join(c if c.isalnum() else "_" for c in link_id)
 
 
-def loss_rules(ifname: str, percent: float, table: str, owner_tag: str = "") -> str:
-    """nft -f input: drop `percent`% of packets forwarded out of, or into, `ifname`.
-    numgen random draws per packet, so the loss is independent (Bernoulli). The
+def loss_rules(ifname: str | None, percent: float, table: str, owner_tag: str = "") -> str:
+    """nft -f input: drop `percent`% of packets forwarded out of, or into, `ifname`
+    (None: every port of the node, so `percent`% on the way in and again on the way
+    out). numgen random draws per packet, so the loss is independent (Bernoulli). The
     table's comment names its owner (twin.owner)."""
     per_million = round(percent * 10_000)
+    # numgen's values are 0..999999, and nft refuses a bound it cannot reach: 100% is
+    # a plain drop
+    draw = "" if per_million >= 1_000_000 else \
+        f"numgen random mod 1000000 < {per_million} "
     comment = f"  comment \"{owner_tag}\"\n" if owner_tag else ""
+    out_if = f"oifname \"{ifname}\" " if ifname else ""
+    in_if = f"iifname \"{ifname}\" " if ifname else ""
     return (f"table ip6 {table} {{\n{comment}"
             f"  chain forward {{\n"
             f"    type filter hook forward priority -10; policy accept;\n"
-            f"    oifname \"{ifname}\" numgen random mod 1000000 < {per_million} counter drop\n"
-            f"    iifname \"{ifname}\" numgen random mod 1000000 < {per_million} counter drop\n"
+            f"    {out_if}{draw}counter drop\n"
+            f"    {in_if}{draw}counter drop\n"
             f"  }}\n}}\n")
 
 
