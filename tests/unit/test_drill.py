@@ -105,6 +105,12 @@ BAD = [
     ("name: d\nmethod: {traffic: {pattern: incast}}\nexpect: {bystander_retained: '>= 1'}",
      "expect.bystander_retained", "needs method.bystander"),
     ("name: d\nmethod: {traffic: {pattern: incast}}\ncompare: ecmp", "compare", "must be a mode"),
+    ("name: d\nmethod: {traffic: {pattern: incast}}\ncompare: [{mode: ecmp}]",
+     "compare[0].mode", "must be a mode"),
+    ("name: d\nmethod: {traffic: {pattern: incast}}\ncompare: [single-path, {mode: "
+     "single-path, qps: 99}]", "compare[1].qps", "1 to 64"),
+    ("name: d\nmethod: {traffic: {pattern: incast}}\ncompare: [{mode: mrc, qp: 2}]",
+     "compare[0].qp", "unknown key"),
     ("name: d\nmethod: {traffic: {pattern: incast}}\nrollback: {verify: maybe}",
      "rollback.verify", "true or false"),
     ("name: d\nmethod: [1]", "method", "must be a mapping"),
@@ -128,6 +134,14 @@ def test_timed_traffic_lasts_a_duration_and_a_size_replaces_it():
     for path in D.shipped():  # every shipped drill with a fault is timed
         drill = D.load_drill(path)
         assert not drill.timeline or drill.traffic.for_ns, path.stem
+
+
+def test_a_drill_compares_against_several_baselines():
+    d = D.parse_drill("name: d\nmethod: {traffic: {pattern: bulk, src: a, dst: b}}\n"
+                      "compare: [single-path, {mode: single-path, qps: 16}]", "x.yml")
+    assert [v.label for v in d.compare] == ["single-path", "single-path x16 QPs"]
+    assert D.parse_drill("name: d\nmethod: {traffic: {pattern: bulk, src: a, dst: b}}\n"
+                         "compare: spray-static", "x.yml").compare == (D.Variant("spray-static"),)
 
 
 def test_every_problem_at_once():

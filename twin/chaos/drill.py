@@ -154,6 +154,22 @@ class Expectation:
 
 
 @dataclass(frozen=True)
+class Variant:
+    """A baseline a drill runs against: a mode, and optionally its own QPs per flow."""
+
+    mode: str
+    qps: int | None = None  # None: the drill's
+
+    @property
+    def label(self) -> str:
+        return self.mode if self.qps is None else \
+            f"{self.mode} x{self.qps} QP{'s' * (self.qps != 1)}"
+
+    def to_dict(self) -> dict:
+        return {"mode": self.mode, "qps": self.qps, "label": self.label}
+
+
+@dataclass(frozen=True)
 class Drill:
     name: str
     description: str
@@ -166,7 +182,7 @@ class Drill:
     verify: bool = True
     goodput_floor_bps: int | None = None
     bystander: Bystander | None = None
-    compare: str | None = None  # a baseline mode this drill always runs against
+    compare: tuple[Variant, ...] = ()  # the baselines this drill always runs against
     rollback_verify: bool = True
     tags: tuple[str, ...] = field(default_factory=tuple)
 
@@ -352,10 +368,7 @@ def _validate(data: dict, source: str, c: _Checker) -> Drill | None:
                   f"({traffic.for_ns / 1e9:g} s against {end / 1e9:g} s)",
                   f"let it run {MIN_TAIL_NS // 10**6} ms past the last step at least")
 
-    compare = data.get("compare")
-    if compare is not None and compare not in MODES:
-        c.add("compare", f"must be a mode: {', '.join(MODES)} (got {show_value(compare)})",
-              "the baseline this drill always runs against")
+    compare = _compare(c, data.get("compare"))
     expect = _expectations(c, data.get("expect", {}), "expect", bool(timeline))
     baseline = _expectations(c, data.get("baseline_expect", {"exact": True}),
                              "baseline_expect", bool(timeline))
@@ -370,6 +383,35 @@ def _validate(data: dict, source: str, c: _Checker) -> Drill | None:
         return None
     return Drill(name, description, source, traffic, tuple(timeline), tuple(expect),
                  tuple(baseline), fabric, verify, floor, bystander, compare, rollback_verify)
+
+
+_VARIANT = {"mode", "qps"}
+
+
+def _compare(c: _Checker, data: Any) -> tuple[Variant, ...]:
+    """`compare: single-path`, or a list of baselines: [{mode: single-path, qps: 8}, ...]."""
+    if data is None:
+        return ()
+    hint = "a mode, or a list such as [{mode: single-path, qps: 8}]"
+    items = data if isinstance(data, list) else [data]
+    out = []
+    for i, item in enumerate(items):
+        path = f"compare[{i}]" if isinstance(data, list) else "compare"
+        if isinstance(item, str):
+            item = {"mode": item}
+        elif not isinstance(item, dict):
+            c.add(path, f"must be a mode or a mapping (got {show_value(item)})", hint)
+            continue
+        item = c.mapping(item, path, _VARIANT, "{mode: single-path, qps: 8}")
+        mode = item.get("mode")
+        if mode not in MODES:
+            c.add(f"{path}.mode" if isinstance(data, list) else path,
+                  f"must be a mode: {', '.join(MODES)} (got {show_value(mode)})",
+                  "the baseline this drill always runs against")
+            continue
+        qps = c.integer(item, "qps", f"{path}.", 1, 64) if "qps" in item else None
+        out.append(Variant(mode, qps))
+    return tuple(out)
 
 
 def _traffic(c: _Checker, data: Any) -> Traffic | None:

@@ -272,9 +272,10 @@ def compare(runs: list[dict]) -> str | None:
                 else total
             c = downsample(smooth, bin_ms)
             k, top = c.k, max(top, float(np.nanmax(c.mean)))
-            mode = str(run.get("mode"))
-            ax.plot(c.ms, c.mean, linewidth=1.3, color=MODE_COLOURS.get(mode, f"C{i + 2}"),
-                    label=f"{mode}: done at {len(total) * bin_ms:.0f} ms")
+            mode, label = str(run.get("mode")), str(run.get("variant") or run.get("mode"))
+            colour = MODE_COLOURS.get(mode, f"C{i + 2}") if label == mode else f"C{i + 2}"
+            ax.plot(c.ms, c.mean, linewidth=1.3, color=colour,
+                    label=f"{label}: done at {len(total) * bin_ms:.0f} ms")
         ax.set_ylabel("total Gbit/s\n(5 ms mean)")
         ax.set_ylim(0, _headroom([top]))
         _time_axis(ax, span, k, curves[0][1])

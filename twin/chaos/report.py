@@ -224,20 +224,25 @@ COMPARE_ROWS = [  # label, how to get it from a run, format, lower is better?
 ]
 
 
+def _variant(run: dict) -> str:
+    """A run's label: its mode, and its QPs per flow when a baseline set them."""
+    return str(run.get("variant") or run.get("mode"))
+
+
 def _compare_section(groups: list[list[dict]], plots, figures: _Figures) -> str:
     parts = ['<section id="compare"><h2>mrc vs baseline</h2>']
     for group in groups:
         primary = group[0]
-        head = "".join(f"<th>{escape(str(r.get('mode')))}</th>" for r in group)
-        ratio_head = "".join(f"<th>{escape(str(primary.get('mode')))} vs "
-                             f"{escape(str(r.get('mode')))}</th>" for r in group[1:])
+        head = "".join(f"<th>{escape(_variant(r))}</th>" for r in group)
+        ratio_head = "".join(f"<th>{escape(_variant(primary))} vs "
+                             f"{escape(_variant(r))}</th>" for r in group[1:])
         rows = []
         for label, get, fmt, lower in COMPARE_ROWS:
             values = [get(r) for r in group]
             cells = "".join(f"<td>{_number(v, fmt)}</td>" for v in values)
             ratios = "".join(f"<td>{_ratio(values[0], v, lower)}</td>" for v in values[1:])
             rows.append(f"<tr><th>{escape(label)}</th>{cells}{ratios}</tr>")
-        bases = ", ".join(str(r.get("mode")) for r in group[1:])
+        bases = ", ".join(_variant(r) for r in group[1:])
         parts.append(
             f'<div class="compare"><h3>{escape(str(primary.get("name")))}: '
             f'{escape(str(primary.get("mode")))} against {escape(bases)}</h3>'

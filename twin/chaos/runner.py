@@ -23,6 +23,7 @@ here; the metrics stay pure).
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import random
 import signal
 import threading
@@ -32,7 +33,7 @@ from dataclasses import dataclass, field
 from twin import faults as F
 from twin import traffic as T
 from twin.chaos import metrics as M
-from twin.chaos.drill import OPS, Drill, Expectation, Step
+from twin.chaos.drill import OPS, Drill, Expectation, Step, Variant
 from twin.errors import LabError, TwinError, UsageError
 from twin.fabric.model import Fabric
 from twin.faults.targets import Scope, draw_random
@@ -259,8 +260,15 @@ def _verify(att: Attached) -> tuple[bool, str]:
 
 
 def run(att: Attached, drill: Drill, *, mode: str | None = None, seed: int = 1,
-        baseline_of: str | None = None, progress=None, probe: bool = True) -> RunResult:
-    """One run of `drill` in `mode` (default: the drill's). Always rolls back."""
+        baseline_of: str | None = None, progress=None, probe: bool = True,
+        variant: Variant | None = None) -> RunResult:
+    """One run of `drill` in `mode` (default: the drill's), or as the baseline
+    `variant` (its mode, and its QPs per flow). Always rolls back."""
+    if variant is not None:
+        mode = variant.mode
+        if variant.qps is not None:
+            drill = dataclasses.replace(drill, traffic=dataclasses.replace(
+                drill.traffic, qps=variant.qps))
     mode = mode or drill.traffic.mode
     fabric = att.fabric
     started = time.monotonic()
@@ -337,6 +345,8 @@ def run(att: Attached, drill: Drill, *, mode: str | None = None, seed: int = 1,
     result.data = _judge(att, drill, mode, seed, baseline_of, planned, timeline, run_data,
                          n_main, checks, prober, timeline_events, load_before, load_after,
                          bystander_solo_gbps, time.monotonic() - started, clock)
+    result.data["variant"] = variant.label if variant is not None else mode
+    result.data["qps"] = drill.traffic.qps
     return result
 
 
@@ -646,21 +656,23 @@ def _endpoint_timeline(run_data: T.Run | None) -> list[dict]:
 
 def run_all(att: Attached, drill: Drill, *, mode: str | None = None,
             compare: str | None = None, seed: int = 1, progress=None) -> list[RunResult]:
-    """The drill in its mode, then (with --compare, or the drill's own `compare`) on the
-    baseline with the same seed, so both see the same faults. Speedup is the
-    baseline's completion time over this run's."""
+    """The drill in its mode, then on each baseline with the same seed, so all see the
+    same faults: `compare` (--compare MODE), else the drill's own `compare` list. A
+    baseline in the main run's mode and QPs is not run again. Speedup is a baseline's
+    completion time over this run's: with several baselines, the least of them."""
     main = run(att, drill, mode=mode, seed=seed, progress=progress)
     runs = [main]
-    baseline = compare or drill.compare
-    if baseline and baseline != main.mode:
+    variants = (Variant(compare),) if compare else drill.compare
+    bases = []
+    for v in variants:
+        if v.mode == main.mode and (v.qps is None or v.qps == drill.traffic.qps):
+            continue
         if progress:
-            progress(f"baseline: {baseline}")
-        base = run(att, drill, mode=baseline, seed=seed, baseline_of=main.mode,
-                   progress=progress)
-        runs.append(base)
-        _speedup(main, base)
-    else:
-        _speedup(main, None)
+            progress(f"baseline: {v.label}")
+        bases.append(run(att, drill, seed=seed, baseline_of=main.mode, progress=progress,
+                         variant=v))
+    runs += bases
+    _speedup(main, bases)
     return runs
 
 
@@ -679,23 +691,27 @@ def written_for(att: Attached, drill: Drill) -> str | None:
     return f"written for {drill.fabric}, running on {on}: the figures are this fabric's"
 
 
-def _speedup(main: RunResult, base: RunResult | None) -> None:
-    """Fill in `speedup` now that the baseline ran (or say it did not)."""
+def _speedup(main: RunResult, bases: list[RunResult]) -> None:
+    """Fill in `speedup` now that the baselines ran (or say none did): each baseline's
+    completion time over this run's, and the least of them is the figure."""
     wanted = {e.where: e for e in main.drill.expect if e.what == "speedup"}
     if not wanted:
         return
     e = next(iter(wanted.values()))
     row = next(x for x in main.data["expectations"] if x["what"] == "speedup")
     mine = main.data["metrics"]["completion_s"]
-    theirs = base.data["metrics"]["completion_s"] if base else None
-    if not mine or not theirs:
-        row["got"] = "not measured (needs --compare)" if base is None else "not measured"
-        row["ok"] = False
+    theirs = [b.data["metrics"]["completion_s"] for b in bases]
+    got = None
+    if not bases:
+        row["got"], row["ok"] = "not measured (needs --compare)", False
+    elif not mine or not all(theirs):
+        row["got"], row["ok"] = "not measured", False
     else:
-        got = theirs / mine
-        row["got"] = f"{got:.3g}"
+        each = {b.data["variant"]: t / mine for b, t in zip(bases, theirs, strict=True)}
+        got = min(each.values())
+        row["got"] = f"{got:.3g}" if len(each) == 1 else \
+            f"{got:.3g} (" + ", ".join(f"{k} {v:.3g}" for k, v in each.items()) + ")"
         row["ok"] = bool(OPS[e.op](got, e.evaluate(main.data["variables"])))
-    main.data["metrics"]["speedup"] = float(row["got"]) if row["ok"] or mine and theirs \
-        else None
+    main.data["metrics"]["speedup"] = None if got is None else round(got, 4)
     main.data["verdict"] = "pass" if all(x["ok"] for x in main.data["expectations"]) \
         else "fail"

@@ -42,7 +42,7 @@ def drill_list(as_json):
     for path in D.shipped():
         d = D.load_drill(path)
         rows.append({"name": d.name, "fabric": d.fabric, "description": d.description,
-                     "mode": d.traffic.mode, "compare": d.compare,
+                     "mode": d.traffic.mode, "compare": [v.label for v in d.compare],
                      "faults": [s.fault.value for s in d.timeline],
                      "expect": [e.what for e in d.expect], "file": str(path)})
     if as_json:
@@ -284,7 +284,8 @@ def drill_all(compare, runtime, only, seed, report_root, as_json):
         att = L.attach(lab)
         att.require_whole()
         err.print(f"[bold]{d.name}[/bold] on {lab}")
-        runs = runner.run_all(att, d, compare=None if compare == d.traffic.mode else compare,
+        runs = runner.run_all(att, d, compare=None if compare == d.traffic.mode or d.compare
+                              else compare,
                               seed=seed, progress=lambda text, n=d.name:
                               None if as_json else err.print(f"[dim]{n}[/dim] {text}"))
         by_lab.setdefault(lab, []).extend(runs)
