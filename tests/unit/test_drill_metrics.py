@@ -232,3 +232,31 @@ def test_a_bystander_does_not_make_a_fault_met(f4):
 def test_fault_figures_carry_the_exposure(f4):
     (fig,) = M.fault_figures(f4, [running()], [fault(f4, at=T0 + 300 * MS)], [])
     assert (fig["met"], fig["crossed"], fig["under_traffic_ms"]) == (True, True, 700.0)
+
+
+# -- per flow: spread and fair share -----------------------------------------------------
+
+
+def test_fair_shares_split_a_host_among_the_flows_it_sends_or_receives(shaped, f4):
+    # 4 planes x 25 Mbit/s host links: 100 Mbit/s a flow alone; an incast of 2 halves it
+    assert M.fair_shares(shaped, [("r0h0", "r1h0")]) == [100e6]
+    assert M.fair_shares(shaped, [("r1h0", "r0h0"), ("r1h1", "r0h0"), ("r1h2", "r0h1")]) \
+        == [50e6, 50e6, 100e6]
+    assert M.fair_shares(f4, [("r0h0", "r1h0")]) is None  # unshaped: the CPU decides
+
+
+def test_flow_figures_read_the_spread_and_the_least_fair_share(shaped):
+    flows = [M.FlowLog("r1h0", "r0h0", 5_000_000, completion_s=1.0),  # 40 Mbit/s of 50
+             M.FlowLog("r1h1", "r0h0", 5_000_000, completion_s=0.8),  # 50 of 50
+             M.FlowLog("r1h2", "r0h1", 1, completion_s=1.0, bystander=True)]
+    got = M.flow_figures(shaped, flows)
+    assert got["flow_mbps"] == [40.0, 50.0] and got["fair_share_mbps"] == [50.0, 50.0]
+    assert got["flow_spread"] == 0.2 and got["least_fair_share"] == 0.8
+
+
+def test_flow_series_puts_every_flow_on_one_clock_in_10ms_bins():
+    a = M.FlowLog("r0h0", "r1h0", 1, bins_t0_ns=T0, bins={0: [1] * 20, 1: [2] * 15})
+    b = M.FlowLog("r1h0", "r0h0", 1, bins_t0_ns=T0 + 5 * MS, bins={0: [4] * 10})
+    got = M.flow_series([a, b])
+    assert got["bin_ns"] == 10 * MS and got["t0_ns"] == T0
+    assert [s["bytes"] for s in got["series"]] == [[30, 20], [20, 20]]

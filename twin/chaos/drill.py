@@ -75,6 +75,9 @@ METRICS = {
     "completion_s": "first write to the last byte acked",
     "speedup": "the baseline's completion time over this run's (needs a baseline)",
     "bystander_retained": "the bystander flow's goodput next to the load over its goodput alone",
+    "flow_spread": "1 - the least flow's goodput over the most's (0: every flow alike)",
+    "least_fair_share": "the least of each flow's goodput over its fair share, from the "
+                        "fabric's rates (a shaped fabric only)",
 }
 OPS = {"<=": operator.le, ">=": operator.ge, "<": operator.lt, ">": operator.gt,
        "==": operator.eq}

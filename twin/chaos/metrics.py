@@ -367,6 +367,51 @@ def capacity(fabric: Fabric, src: str, dst: str, faults: list[AppliedFault]) -> 
     return total
 
 
+def fair_shares(fabric: Fabric, pairs: list[tuple[str, str]]) -> list[float] | None:
+    """Each flow's fair share (bit/s), from the fabric: its capacity over every plane
+    divided among the flows that share its source or its destination (the host links,
+    where a permutation or an incast meets; the Clos has full bisection, so sprayed flows
+    meet nowhere else). None on a fabric without rates: there the CPU sets the share."""
+    if not pairs or not all(lk.rate_bps for lk in fabric.links):
+        return None
+    out_of = {s: sum(1 for a, _ in pairs if a == s) for s, _ in pairs}
+    into = {d: sum(1 for _, b in pairs if b == d) for _, d in pairs}
+    return [capacity(fabric, s, d, []) / max(out_of[s], into[d]) for s, d in pairs]
+
+
+def flow_figures(fabric: Fabric, flows: list[FlowLog]) -> dict:
+    """Per main flow: its goodput (size over completion); `flow_spread`, 1 - the least
+    over the most; `least_fair_share`, the least of goodput over fair share."""
+    main = [f for f in flows if not f.bystander]
+    rates = [f.size * 8 / f.completion_s if f.completion_s else 0.0 for f in main]
+    shares = fair_shares(fabric, [(f.src, f.dst) for f in main])
+    spread = round(1 - min(rates) / max(rates), 4) if len(rates) > 1 and max(rates) else None
+    least = round(min(r / s for r, s in zip(rates, shares, strict=True)), 4) \
+        if shares and rates else None
+    return {"flow_mbps": [round(r / 1e6, 3) for r in rates],
+            "fair_share_mbps": [round(s / 1e6, 3) for s in shares] if shares else None,
+            "flow_spread": spread, "least_fair_share": least}
+
+
+def flow_series(flows: list[FlowLog], bin_ms: int = 10) -> dict:
+    """Each main flow's acked bytes per `bin_ms`, on one clock (the earliest first write):
+    the report's per-flow goodput over time."""
+    main = [f for f in flows if not f.bystander and f.bins]
+    if not main:
+        return {"bin_ns": bin_ms * BIN_NS, "t0_ns": 0, "series": []}
+    t0 = min(f.bins_t0_ns for f in main)
+    series = []
+    for f in main:
+        shift = (f.bins_t0_ns - t0) // BIN_NS
+        planes = list(f.bins.values())
+        width = max(len(v) for v in planes)
+        per_ms = [0] * shift + [sum(v[i] for v in planes if i < len(v)) for i in range(width)]
+        series.append({"src": f.src, "dst": f.dst,
+                       "bytes": [sum(per_ms[i:i + bin_ms]) for i in range(0, len(per_ms),
+                                                                            bin_ms)]})
+    return {"bin_ns": bin_ms * BIN_NS, "t0_ns": t0, "series": series}
+
+
 def lost_share(fabric: Fabric, pairs: list[tuple[str, str, int]],
                faults: list[AppliedFault]) -> float:
     """Size-weighted share of the pairs' capacity the faults take, all of them at once."""

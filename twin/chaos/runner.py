@@ -503,6 +503,9 @@ def _judge(att, drill: Drill, mode, seed, baseline_of, planned, timeline: Timeli
         "bystander_retained": None,
         "speedup": None,
     }
+    per_flow = M.flow_figures(fabric, logs)
+    figures["flow_spread"] = per_flow["flow_spread"]
+    figures["least_fair_share"] = per_flow["least_fair_share"]
     by = [f for f in logs if f.bystander]
     if by and bystander_solo_gbps and by[0].completion_s:
         loaded = by[0].size * 8 / by[0].completion_s / 1e9
@@ -549,7 +552,10 @@ def _judge(att, drill: Drill, mode, seed, baseline_of, planned, timeline: Timeli
                       for lk in fabric.links] if load_after else [],
         "metrics": {**{k: figures[k] for k in ("dip_depth", "back_to_90_ms", "completion_s",
                                                "goodput_gbps", "settled_retained",
-                                               "packets_lost_per_qp", "bystander_retained")},
+                                               "packets_lost_per_qp", "bystander_retained",
+                                               "flow_spread", "least_fair_share")},
+                    "flow_mbps": per_flow["flow_mbps"],
+                    "fair_share_mbps": per_flow["fair_share_mbps"],
                     "dip_ms": gp["dip_ms"], "pre_fault_gbps": None if gp["pre_bps"] is None
                     else round(gp["pre_bps"] / 1e9, 4),
                     "lost_share": variables["lost_share"],
@@ -557,6 +563,7 @@ def _judge(att, drill: Drill, mode, seed, baseline_of, planned, timeline: Timeli
         "targets": [p.target for p in planned],
         "variables": variables,
         "flows": _flows_json(run_data, n_main),
+        "flow_goodput": M.flow_series(logs),
     }
 
 
