@@ -201,7 +201,7 @@ def _flap_single_path(size: int) -> dict:
         "name": "t0-t1-flap",
         "description": "Several flaps of one T0-T1 link during a transfer: byte-exact, and "
                        "the goodput cost stays near the lost share of capacity.",
-        "lab": "mrc-4p", "mode": "single-path", "baseline_of": "t0-t1-flap", "seed": 7,
+        "lab": "mrc-4p", "mode": "single-path", "baseline_of": "mrc", "seed": 7,
         "verdict": "pass",
         "expectations": [{"what": "exact", "want": "true", "got": "true", "ok": True}],
         "faults": [{"kind": "link-flap", "target": FLAP, "at_ns": T0_NS + downs[0] * MS,

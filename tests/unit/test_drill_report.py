@@ -269,3 +269,24 @@ def test_marks_outside_the_time_axis_sit_on_its_edge_with_their_time():
     got = within(marks, 170.0)
     assert [(m.ms, m.kind) for m in got] == [(0.0, "link-down (at -108 ms)"),
                                              (50.0, "link-up"), (170.0, "named (at 900 ms)")]
+
+
+def test_several_baselines_of_one_mode_each_get_their_own_section_and_suite(tmp_path):
+    flow = {"bin_ns": 10**7, "t0_ns": 0, "series": [
+        {"src": "r0h0", "dst": "r1h0", "bytes": [1000, 2000, 1500]},
+        {"src": "r1h0", "dst": "r0h0", "bytes": [900, 2100, 1400]}]}
+    runs = [{"name": "one-qp", "mode": "mrc", "variant": "mrc", "verdict": "pass",
+             "flow_goodput": flow}]
+    for qps in (1, 16):
+        runs.append({"name": "one-qp", "mode": "single-path", "baseline_of": "mrc",
+                     "variant": f"single-path x{qps} QP{'s' * (qps > 1)}", "verdict": "pass"})
+    paths = report.write({"drills": runs}, tmp_path)
+    page = parse(paths["html"].read_text())
+    assert {"run-one-qp-mrc", "run-one-qp-single-path-x1-QP",
+            "run-one-qp-single-path-x16-QPs"} <= set(page.ids)
+    text = paths["html"].read_text()
+    assert "Goodput per flow" in text and text.count("Goodput per flow") == 1
+    assert "mrc against single-path x1 QP, single-path x16 QPs" in text
+    suites = [s.get("name") for s in ET.parse(paths["junit"]).getroot().iter("testsuite")]
+    assert suites == ["drill.one-qp.mrc", "drill.one-qp.single-path-x1-QP",
+                      "drill.one-qp.single-path-x16-QPs"]

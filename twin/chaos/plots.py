@@ -220,6 +220,36 @@ def goodput(run: dict) -> str | None:
         return _svg(fig)
 
 
+def flows(run: dict) -> str | None:
+    """Each flow's goodput over time (10 ms bins), one line a flow: whether flows share
+    alike (a permutation, an incast) shows as lines together or apart."""
+    g = run.get("flow_goodput") or {}
+    series = [s for s in g.get("series") or [] if any(s.get("bytes") or [])]
+    if len(series) < 2:
+        return None
+    bin_ms = (g.get("bin_ns") or 10**7) / 1e6
+    span = max(len(s["bytes"]) for s in series) * bin_ms
+    with rc_context(RC):
+        fig = _figure(3.0)
+        ax = fig.subplots()
+        top = 0.0
+        for i, s in enumerate(series):
+            mbps = np.asarray(s["bytes"], dtype=float) * 8 / (bin_ms * 1e3)
+            c = downsample(mbps, bin_ms)
+            top = max(top, float(np.nanmax(c.mean)))
+            ax.plot(c.ms, c.mean, linewidth=0.9, color=f"C{i % 10}",
+                    label=f"{s['src']} -> {s['dst']}" if len(series) <= 16 else None)
+        ax.set_ylabel("per flow\nMbit/s")
+        ax.set_ylim(0, _headroom([top]))
+        _time_axis(ax, span, 1, bin_ms)
+        marks = within(fault_marks(run), span)
+        _fault_lines(ax, marks)
+        _fault_labels(fig, ax, marks)
+        if len(series) <= 16:
+            ax.legend(loc="upper left", bbox_to_anchor=(1.005, 1), fontsize=6, ncol=1)
+        return _svg(fig)
+
+
 def ev_states(run: dict) -> str | None:
     ev = run.get("ev_states") or {}
     series = {s: v for s, v in (ev.get("series") or {}).items() if v}

@@ -61,18 +61,21 @@ def runs(results: dict) -> list[dict]:
 
 
 def suite_name(run: dict) -> str:
-    return f"drill.{run.get('name') or 'unnamed'}.{run.get('mode') or 'mrc'}"
+    return f"drill.{run.get('name') or 'unnamed'}.{_slug(run)}"
 
 
 def comparisons(results: dict) -> list[list[dict]]:
-    """[mrc run, baseline, ...] for every run that some baseline names in `baseline_of`."""
+    """[mrc run, baseline, ...] for every run of a drill that has baselines: runs of the
+    same drill whose `baseline_of` is its mode."""
     all_runs = runs(results)
     groups = []
     for primary in all_runs:
         if primary.get("baseline_of"):
             continue
+        # a baseline run names the main run's mode (runner.run_all), and shares its drill
         bases = [r for r in all_runs if r is not primary and r.get("baseline_of")
-                 and r.get("baseline_of") == primary.get("name")]
+                 and r.get("name") == primary.get("name")
+                 and r.get("baseline_of") in (primary.get("mode") or "mrc", primary.get("name"))]
         if bases:
             groups.append([primary, *bases])
     return groups
@@ -272,6 +275,10 @@ def _run_section(run: dict, plots, figures: _Figures) -> str:
     facts.append(("clock", _clock(run.get("clock"))))
     dl = "".join(f"<div><dt>{escape(k)}</dt><dd>{_text(v)}</dd></div>"
                  for k, v in facts if v is not None)
+    per_flow = plots.flows(run)  # a single flow has its goodput above already
+    flows = '<div class="flows"><h3>Goodput per flow</h3>' + figures.figure(
+        per_flow, "Each flow's acked bytes per 10 ms as Mbit/s. " + MARKS_KEY, "") \
+        + "</div>" if per_flow else ""
     return (
         f'<section class="run" id="{_anchor(run)}">'
         f'<h2>{escape(_run_title(run))} {_badge(run.get("verdict"))}</h2>'
@@ -284,6 +291,7 @@ def _run_section(run: dict, plots, figures: _Figures) -> str:
                          "Acked bytes per 1 ms bin as Gbit/s: all planes, then each plane. "
                          "The strip on top marks every event of the timeline. " + MARKS_KEY,
                          "No goodput bins in this run's results.") + "</div>"
+        + flows
         + '<div class="ev-states"><h3>EV states</h3>'
         + figures.figure(plots.ev_states(run), "EVs in each state, per bin. " + MARKS_KEY,
                          "No EV state series in this run's results.") + "</div>"
@@ -419,11 +427,17 @@ def _badge(verdict) -> str:
 
 
 def _run_title(run: dict) -> str:
-    return f"{run.get('name') or 'unnamed'} · {run.get('mode') or 'mrc'}"
+    return f"{run.get('name') or 'unnamed'} · {run.get('variant') or run.get('mode') or 'mrc'}"
+
+
+def _slug(run: dict) -> str:
+    """The run's mode, and its QPs when a baseline set them: `single-path-x16-QPs`."""
+    raw = str(run.get("variant") or run.get("mode") or "mrc").replace(" ", "-")
+    return "".join(c if c.isalnum() or c in "-_" else "-" for c in raw)
 
 
 def _anchor(run: dict) -> str:
-    raw = f"run-{run.get('name') or 'unnamed'}-{run.get('mode') or 'mrc'}"
+    raw = f"run-{run.get('name') or 'unnamed'}-{_slug(run)}"
     return "".join(c if c.isalnum() or c in "-_" else "-" for c in raw)
 
 
