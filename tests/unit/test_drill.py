@@ -45,7 +45,13 @@ def test_every_shipped_drill_parses_and_names_a_shipped_fabric(path):
 def test_the_shipped_drills_cover_the_papers_claims():
     names = {p.stem for p in D.shipped()}
     assert {"nic-port-down", "t0-t1-flap", "t1-blackhole", "t1-reboot", "startup-dead-link",
-            "ev-20pct-drop", "incast-bystander", "spray-vs-single-path"} <= names
+            "ev-20pct-drop", "incast-bystander", "spray-vs-single-path",
+            # the congestion claims, each against RoCE in the same run
+            "incast-victim", "permutation", "random-loss-0-1pct", "random-loss-1pct",
+            "one-qp-vs-many"} <= names
+    for name in ("incast-victim", "permutation", "random-loss-1pct", "one-qp-vs-many"):
+        d = D.load_drill(D.find(name))
+        assert d.fabric == "mrc-8p-shaped" and d.compare, name
 
 
 def test_a_good_drill():
@@ -236,3 +242,8 @@ def test_with_several_labs_up_a_drill_runs_on_its_fabrics_lab(monkeypatch):
     assert cli_drill._lab_for(shaped, None) is None  # attach says: name one with --lab
     monkeypatch.setattr(state, "known_labs", lambda: ["mine"])
     assert cli_drill._lab_for(shaped, None) is None  # the one lab up
+
+
+def test_a_flow_of_several_qps_splits_its_bytes_among_them():
+    assert R.split(10, 3) == [4, 3, 3] and R.split(1 << 20, 1) == [1 << 20]
+    assert sum(R.split(16 << 20, 16)) == 16 << 20

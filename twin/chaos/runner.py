@@ -437,7 +437,14 @@ def _flows(drill: Drill, fabric: Fabric) -> list[T.Flow]:
     base = T.flows_for(t.pattern, hosts, t.size, t.src, t.dst)
     if t.senders:
         base = [f for f in base if f.src in t.senders]
-    return [T.Flow(f.src, f.dst, f.size) for f in base for _ in range(t.qps)]
+    return [T.Flow(f.src, f.dst, part) for f in base for part in split(f.size, t.qps)]
+
+
+def split(size: int, qps: int) -> list[int]:
+    """A flow's bytes over its QPs, as even as whole bytes go: a flow of several QPs
+    moves what it would with one (RoCE spreading one transfer over QPs), and completes
+    when its last QP does."""
+    return [size // qps + (i < size % qps) for i in range(qps)]
 
 
 def _start_prober(att: Attached, note):
