@@ -317,8 +317,11 @@ def run(att: Attached, drill: Drill, *, mode: str | None = None, seed: int = 1,
         timeline.before_start()
         note(f"traffic: {drill.traffic.pattern} {mode}, {len(flows)} flows; "
              f"{len(planned)} faults on the timeline")
+        # the drill's cc is for its own mode; a baseline in another mode runs that
+        # mode's default (twin.mrc.cc.default_for)
+        cc = drill.traffic.cc if mode == drill.traffic.mode else None
         run_data = T.run(att.runtime, drill.traffic.pattern, flows, mode,
-                         evs=drill.traffic.evs, sample_s=0.05, on_start=timeline.begin,
+                         evs=drill.traffic.evs, cc=cc, sample_s=0.05, on_start=timeline.begin,
                          timeout_s=max(120.0, drill.end_ns / 1e9 + 60))
         load_after = link_bytes(att)
     except _SteadyStateFailed:
@@ -388,7 +391,7 @@ def _flows(drill: Drill, fabric: Fabric) -> list[T.Flow]:
     base = T.flows_for(t.pattern, hosts, t.size, t.src, t.dst)
     if t.senders:
         base = [f for f in base if f.src in t.senders]
-    return [T.Flow(f.src, f.dst, f.size) for f in base for _ in range(t.qps)]
+    return T.split_qps([T.Flow(f.src, f.dst, f.size) for f in base], t.qps)
 
 
 def _start_prober(att: Attached, note):

@@ -323,7 +323,10 @@ class NotificationPoint:
 
 # -- the sender's glue (transport.Sender) -------------------------------------------
 
-FRAME_OVERHEAD = wire.MAX_FRAME - wire.MTU  # headers of a data packet on the wire (124)
+# Headers of a data packet on the wire: IPv6/IPv6/UDP/BTH/RETH/ImmDt/ICRC (124), and
+# the Ethernet header (14) a shaped link (tbf) counts too: pacing the IP packet alone
+# would send 0.3% over a link's rate and grow its queue without end.
+FRAME_OVERHEAD = wire.MAX_FRAME - wire.MTU + 14
 
 
 def wire_bytes(packets) -> int:
