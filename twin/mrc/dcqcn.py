@@ -295,7 +295,7 @@ class Pacer:
         short = self.frame - self._tokens
         if short <= 0:
             return now
-        return now + int(short * 8e9 / max(self.rp.rate_bps, 1.0)) + 1
+        return max(now, self._at) + int(short * 8e9 / max(self.rp.rate_bps, 1.0)) + 1
 
 
 class NotificationPoint:
