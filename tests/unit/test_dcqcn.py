@@ -242,7 +242,7 @@ def test_cc_is_registered_in_one_place_and_checked():
     assert s.cnps_ignored == 1
 
 
-def test_the_pacers_bucket_is_a_frame_at_least_and_fills_at_the_rate():
+def test_the_pacers_bucket_is_two_frames_at_least_and_fills_at_the_rate():
     rp = ReactionPoint(Dcqcn(line_rate_bps=8_000_000))  # 1 byte per µs
     pacer = Pacer(rp, 1000)
     assert pacer.allowance(0) == 1
@@ -250,7 +250,10 @@ def test_the_pacers_bucket_is_a_frame_at_least_and_fills_at_the_rate():
     assert pacer.allowance(999 * US) == 0
     assert pacer.next_send_ns(999 * US) == 1000 * US + 1
     assert pacer.allowance(1000 * US) == 1
-    assert pacer.allowance(10 * MS) == 1  # 200 µs of tokens is less than a frame
+    assert pacer.allowance(10 * MS) == 2  # 200 µs of tokens is less: two frames deep
+    pacer.cap_bps = 4_000_000  # the QP's share of its port: half the rate
+    pacer.consume(2000, 10 * MS)
+    assert pacer.next_send_ns(10 * MS) == 12 * MS + 1
 
 
 # -- a bottleneck that marks CE ----------------------------------------------------------------

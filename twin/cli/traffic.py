@@ -67,6 +67,8 @@ def traffic(pattern, src, dst, size, mode, cc, qps, evs, cut, cut_at, lab, as_js
     sigterm_as_interrupt()  # a --cut is undone on SIGTERM as on Ctrl-C
     if not 1 <= evs <= T.MAX_EVS:
         raise UsageError(f"--evs must be 1 to {T.MAX_EVS} entropy values per QP (got {evs})")
+    if not 1 <= qps <= T.MAX_QPS:
+        raise UsageError(f"--qps must be 1 to {T.MAX_QPS} QPs per flow (got {qps})")
     from twin.mrc import cc as CC
     cc = cc or CC.default_for(mode)
     why = CC.problem(cc, mode)

@@ -29,7 +29,7 @@ ReactionPoint, as in the paper (section 3.2, Figure 8), with
     `rpg_min_rate_bps`. F = `rpg_threshold` (the paper's F = 5 stages).
 
 The pacer: `Pacer` is a token bucket on the RP's current rate, in bytes on the wire,
-`burst_ns` of tokens deep (at least one frame): `allowance(now)` says how many
+`burst_ns` of tokens deep (BURST_FRAMES at least): `allowance(now)` says how many
 frames may leave now, `next_send_ns()` when the next one may.
 
 Parameters and their sources (`Dcqcn.reference()`; names are NVIDIA/Mellanox's, as
@@ -84,7 +84,9 @@ REFERENCE_LINE_BPS = 100_000_000_000  # the port the reference values are for
 REFERENCE_RTT_NS = 10_000  # its base RTT (two-tier Clos, order of magnitude)
 MIN_RATE_SHARE = 0.01  # the scaled R_min is at least this share of the line
 UNSHAPED_LINE_BPS = 10_000_000_000  # a port no rate is set on (a veth): its nominal rate
-BURST_NS = 200_000  # the pacer's bucket: this long at the current rate, one frame at least
+BURST_NS = 200_000  # the pacer's bucket: this long at the current rate...
+BURST_FRAMES = 2  # ...and two frames at least: a loop that wakes late catches up (with a
+# one-frame bucket, every late wake-up was lost: 16 of 25 Mbit/s on a shaped lab)
 MAX_TIMER_STEPS = 64  # timer periods caught up in one call (a stalled loop)
 
 
@@ -254,7 +256,10 @@ class ReactionPoint:
 
 
 class Pacer:
-    """A token bucket, in bytes on the wire, filled at the RP's current rate."""
+    """A token bucket, in bytes on the wire, filled at the RP's current rate, or at
+    `cap_bps` when that is lower: the QP's share of its NIC port, which the endpoint
+    sets (a NIC's port scheduler serves its backlogged QPs in turn: n QPs on a port get
+    1/n of it each, and never more than the port together; twin.mrc.loop)."""
 
     def __init__(self, rp: ReactionPoint, frame_bytes: int, now: int = 0,
                  burst_ns: int = BURST_NS):
@@ -264,15 +269,22 @@ class Pacer:
         self._tokens = float(frame_bytes)  # the first frame goes at once
         self._at = now
         self.held = 0  # polls that found no token
+        self.cap_bps: float | None = None  # the QP's share of its port (None: the line)
+
+    @property
+    def rate_bps(self) -> float:
+        """What the bucket fills at: the RP's rate, or the port share if lower."""
+        rate = self.rp.rate_bps
+        return rate if self.cap_bps is None else min(rate, self.cap_bps)
 
     def _depth(self) -> float:
-        return max(float(self.frame), self.rp.rate_bps * self.burst_ns / 8e9)
+        return max(BURST_FRAMES * float(self.frame), self.rate_bps * self.burst_ns / 8e9)
 
     def _fill(self, now: int) -> None:
         self.rp.advance(now)
         if now > self._at:
             self._tokens = min(self._depth(),
-                               self._tokens + (now - self._at) * self.rp.rate_bps / 8e9)
+                               self._tokens + (now - self._at) * self.rate_bps / 8e9)
             self._at = now
 
     def allowance(self, now: int) -> int:
@@ -295,7 +307,7 @@ class Pacer:
         short = self.frame - self._tokens
         if short <= 0:
             return now
-        return max(now, self._at) + int(short * 8e9 / max(self.rp.rate_bps, 1.0)) + 1
+        return max(now, self._at) + int(short * 8e9 / max(self.rate_bps, 1.0)) + 1
 
 
 class NotificationPoint:

@@ -379,9 +379,29 @@ class PacketLoop:
             deadlines.append(self._next_port_poll)
         return max(0.0, (min(deadlines) - t) / 1e9) if deadlines else None
 
+    def _port_shares(self) -> None:
+        """dcqcn: a NIC port serves its backlogged QPs in turn, so n paced QPs on one
+        port get 1/n of its rate each (a real NIC's port never drops what its QPs send;
+        the host link here would). Single-path QPs only: a sprayed QP's ports vary."""
+        line = self.fabric.spec.host_rate_bps
+        if not line:
+            return
+        on_port: dict[int, list] = {}
+        for qp in self.send_qps.values():
+            s = qp.sender
+            if s.pacer is not None and s.single_ev is not None:
+                if s.idle or s.failed:
+                    s.pacer.cap_bps = None
+                else:
+                    on_port.setdefault(s.single_ev.plane, []).append(s.pacer)
+        for pacers in on_port.values():
+            for pacer in pacers:
+                pacer.cap_bps = line / len(pacers)
+
     def _send_all(self) -> bool:
         busy = False
         t = now_ns()
+        self._port_shares()
         for qp in self.send_qps.values():
             if qp.sender.idle or qp.sender.failed:
                 continue
