@@ -250,7 +250,7 @@ def test_the_pacers_bucket_is_two_frames_at_least_and_fills_at_the_rate():
     assert pacer.allowance(999 * US) == 0
     assert pacer.next_send_ns(999 * US) == 1000 * US + 1
     assert pacer.allowance(1000 * US) == 1
-    assert pacer.allowance(10 * MS) == 2  # 200 µs of tokens is less: two frames deep
+    assert pacer.allowance(10 * MS) == 2  # BURST_NS (2 ms) of tokens: two frames deep
     pacer.cap_bps = 4_000_000  # the QP's share of its port: half the rate
     pacer.consume(2000, 10 * MS)
     assert pacer.next_send_ns(10 * MS) == 12 * MS + 1

@@ -84,9 +84,12 @@ REFERENCE_LINE_BPS = 100_000_000_000  # the port the reference values are for
 REFERENCE_RTT_NS = 10_000  # its base RTT (two-tier Clos, order of magnitude)
 MIN_RATE_SHARE = 0.01  # the scaled R_min is at least this share of the line
 UNSHAPED_LINE_BPS = 10_000_000_000  # a port no rate is set on (a veth): its nominal rate
-BURST_NS = 200_000  # the pacer's bucket: this long at the current rate...
-BURST_FRAMES = 2  # ...and two frames at least: a loop that wakes late catches up (with a
-# one-frame bucket, every late wake-up was lost: 16 of 25 Mbit/s on a shaped lab)
+# The pacer's bucket: this long at the current rate, and two frames at least, so a loop
+# that wakes late catches up. With one frame, every late wake-up was lost (16 of 25 Mbit/s
+# on a shaped lab); with 200 µs, a sprayed QP paced at 100 Mbit/s got 52. Half what the
+# lab's link shapers (tbf) hold themselves: 4 ms (twin.dataplane.program.tbf_burst).
+BURST_NS = 2_000_000
+BURST_FRAMES = 2
 MAX_TIMER_STEPS = 64  # timer periods caught up in one call (a stalled loop)
 
 

@@ -301,7 +301,9 @@ class PacketLoop:
         rates = [r for r in (spec.host_rate_bps, spec.fabric_rate_bps) if r]
         cfg = SenderConfig(mode=mode, mtu=payload, target_ns=queueing_target_ns(
             payload + wire.MAX_FRAME - wire.MTU, min(rates) if rates else None),
-            line_rate_bps=spec.host_rate_bps or 0)  # dcqcn's line rate: the port's
+            # dcqcn's line rate: its port's (a sprayed QP's: every port's together)
+            line_rate_bps=(spec.host_rate_bps or 0) * (1 if mode == "single-path"
+                                                        else len(planes)))
         for key, value in tunables.items():
             setattr(cfg, key, type(getattr(cfg, key))(value))
         mem = GuardedBuffer.filled(size, seed)
