@@ -14,6 +14,11 @@ One thread, one loop (`PacketLoop.run`):
     ports  the host's NIC port state comes from netlink link events (RTNLGRP_LINK):
            a port that goes down stops its plane locally and, through the port-state
            bitmap in every SACK, at the peers
+    cnps   DCQCN (twin.mrc.dcqcn, docs/roce-baseline.md): CE-marked data makes the
+           receiving side send a CNP back the SACKs' way (one per QP per interval); a
+           CNP cuts the sending QP's rate. A paced QP's packets wait for its pacer, the
+           loop sleeping until `Sender.next_send_ns`; paced single-path QPs on one NIC
+           port share it equally (`_port_shares`), as a NIC's port scheduler does
 
 Two implementations of send and recv, the same bytes on the wire (MRC_TWIN_DATAPATH):
     compiled  twin.mrc._fastpath, built by `pip install` from _fastpath.c: a window's
