@@ -17,10 +17,21 @@ next to the faults it applied, and from the two a failover summary per fault
     incast      every other host -> one destination (N-to-1)
     all-to-all  every ordered host pair
     ring        host i -> host i+1: one step of a ring all-reduce
+
+QPs per flow (`split_qps`, `twin traffic --qps N`, a drill's `qps:`): each flow is
+carried by N QPs, each with its own buffers, its own EV set (so, in single-path, its
+own hashed path) and 1/N of the bytes (the first size % N QPs one byte more). Within
+a run every QP is a `Flow` of its own, `group` naming the flow it is a part of; the
+flow is done when all of its QPs are, exact when all of them are, and its goodput is
+their sum (`Run.flow_rows`).
+
+Congestion control (`cc`, twin.mrc.cc): named, or else the mode's default there
+(single-path runs DCQCN, the RoCE baseline; the spraying modes the MRC window).
 """
 
 from __future__ import annotations
 
+import collections
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -28,6 +39,7 @@ from dataclasses import dataclass, field
 
 from twin import endpoints, failover
 from twin.errors import LabError, UsageError
+from twin.mrc import cc as CC
 from twin.mrc.stats import EndpointStats, SendQpStats
 
 PATTERNS = ("bulk", "incast", "all-to-all", "ring", "permutation")
@@ -37,6 +49,7 @@ FLOW_FIELDS = ("failed", "goodput_gbps", "elapsed_s", "srtt_us", "reorder_window
                "ev_retirements_undone_total", "probes_sent", "planes_in_use", "single_path",
                "messages_completed", "completions", "events_logged")
 MODES = ("mrc", "single-path", "spray-static")
+MAX_QPS = 64  # QPs per flow
 
 
 @dataclass
@@ -49,6 +62,7 @@ class Flow:
     # the sending QP as last polled; None until then (run() returns once every flow has one)
     result: SendQpStats | None = None
     exact: bool | None = None
+    group: int | None = None  # split_qps: the flow (its index) this QP carries a part of
 
     def to_dict(self) -> dict:
         """A row of `twin traffic --json`: the flow, FLOW_FIELDS of its QP, and two of its
@@ -59,6 +73,60 @@ class Flow:
                 **{k: qp.get(k) for k in FLOW_FIELDS},
                 "retransmits": sender.get("retransmits"),
                 "per_plane_packets": sender.get("per_plane_packets")}
+
+
+def split_qps(flows: list[Flow], qps: int) -> list[Flow]:
+    """Each flow carried by `qps` QPs: `qps` Flows of 1/qps of its bytes each (the first
+    size % qps one byte more), `group` the index of the flow they carry."""
+    if isinstance(qps, bool) or not isinstance(qps, int) or not 1 <= qps <= MAX_QPS:
+        raise UsageError(f"--qps must be 1 to {MAX_QPS} QPs per flow (got {qps!r})")
+    small = [f for f in flows if f.size < qps]
+    if small:
+        raise UsageError(f"--qps {qps}: a flow of {small[0].size} bytes cannot be split "
+                         f"over {qps} QPs (each carries at least one byte); use a larger "
+                         "--size or fewer QPs")
+    out = []
+    for i, f in enumerate(flows):
+        share, extra = divmod(f.size, qps)
+        out.extend(Flow(f.src, f.dst, share + (k < extra), group=i) for k in range(qps))
+    return out
+
+
+def merge_rows(rows: list[dict]) -> dict:
+    """One flow's row from its QPs' rows (Flow.to_dict): bytes, goodput and counters
+    summed, the slowest QP's time, exact only if every QP is, the first failure."""
+    if len(rows) == 1:
+        return {**rows[0], "qps": 1}
+
+    def total(key):
+        vals = [r[key] for r in rows if r.get(key) is not None]
+        return sum(vals) if vals else None
+
+    def worst(key):
+        vals = [r[key] for r in rows if r.get(key) is not None]
+        return max(vals) if vals else None
+
+    planes: dict[str, int] = {}
+    for r in rows:
+        for p, n in (r.get("per_plane_packets") or {}).items():
+            planes[str(p)] = planes.get(str(p), 0) + n
+    first = rows[0]
+    return {
+        "src": first["src"], "dst": first["dst"], "bytes": total("bytes"),
+        "exact": all(r["exact"] for r in rows) if all(r["exact"] is not None for r in rows)
+        else None,
+        "failed": next((r["failed"] for r in rows if r.get("failed")), None),
+        "goodput_gbps": total("goodput_gbps"), "elapsed_s": worst("elapsed_s"),
+        "srtt_us": worst("srtt_us"), "reorder_window_us": worst("reorder_window_us"),
+        "ev_retirements_total": total("ev_retirements_total"),
+        "ev_revivals_total": total("ev_revivals_total"),
+        "ev_retirements_undone_total": total("ev_retirements_undone_total"),
+        "probes_sent": total("probes_sent"),
+        "planes_in_use": sorted({p for r in rows for p in (r.get("planes_in_use") or [])}),
+        "single_path": [r.get("single_path") for r in rows],
+        "messages_completed": total("messages_completed"),
+        "events_logged": total("events_logged"), "retransmits": total("retransmits"),
+        "per_plane_packets": planes, "qps": len(rows)}
 
 
 @dataclass
@@ -74,6 +142,16 @@ class Run:
     bins: dict[int, dict] = field(default_factory=dict)  # flow -> its QP's acked_bins
     start_us: int = 0  # CLOCK_MONOTONIC at the first write
     elapsed_s: float = 0.0
+    cc: str = CC.DEFAULT  # the QPs' congestion control
+    qps: int = 1  # QPs per flow (flows carrying a `group`)
+
+    def flow_rows(self) -> list[dict]:
+        """A row per flow (its QPs' rows merged, `merge_rows`), in flow order."""
+        groups: dict[object, list[dict]] = {}
+        for i, f in enumerate(self.flows):
+            groups.setdefault(("g", f.group) if f.group is not None else ("f", i),
+                              []).append(f.to_dict())
+        return [merge_rows(rows) for rows in groups.values()]
 
     @property
     def ok(self) -> bool:
@@ -114,9 +192,11 @@ class Run:
 
     def to_dict(self) -> dict:
         return {
-            "pattern": self.pattern, "mode": self.mode, "ok": self.ok,
-            "elapsed_s": round(self.elapsed_s, 3), "start_us": self.start_us,
-            "flows": [f.to_dict() for f in self.flows],
+            "pattern": self.pattern, "mode": self.mode, "cc": self.cc, "qps": self.qps,
+            "ok": self.ok, "elapsed_s": round(self.elapsed_s, 3), "start_us": self.start_us,
+            "flows": [f.to_dict() for f in self.flows] if self.qps == 1
+            else self.flow_rows(),
+            **({"qp_rows": [f.to_dict() for f in self.flows]} if self.qps > 1 else {}),
             "faults": self.faults,
             "events": self.events, "events_dropped": self.events_dropped,
             "failover": [e.to_dict() for e in self.failover()],
@@ -176,7 +256,7 @@ def flows_for(pattern: str, hosts: list[str], size: int, src: str | None = None,
 
 
 def run(rt, pattern: str, flows: list[Flow], mode: str = "mrc", *, evs: int = 128,
-        timeout_s: float = 300.0, sample_s: float = 0.02,
+        cc: str | None = None, timeout_s: float = 300.0, sample_s: float = 0.02,
         faults: list[tuple[float, Callable[[], str]]] | None = None,
         progress: Callable[[int, int, float], None] | None = None,
         on_start: Callable[[int], None] | None = None,
@@ -189,16 +269,21 @@ def run(rt, pattern: str, flows: list[Flow], mode: str = "mrc", *, evs: int = 12
     the buffers, and hashing both ends."""
     if mode not in MODES:
         raise UsageError(f"unknown mode {mode!r}; modes: {', '.join(MODES)}")
+    cc = cc or CC.default_for(mode)
+    why = CC.problem(cc, mode)
+    if why:
+        raise UsageError(f"--cc: {why}")
     check_fits(flows)
     hosts = sorted({f.src for f in flows} | {f.dst for f in flows})
     clients = {h: endpoints.client(rt, h) for h in hosts}
-    result = Run(pattern, mode, flows)
+    parts = collections.Counter(f.group for f in flows if f.group is not None)
+    result = Run(pattern, mode, flows, cc=cc, qps=max(parts.values(), default=1))
     total = sum(f.size for f in flows)
     if note:
         note(f"registering buffers: {len(flows)} QP{'s' * (len(flows) != 1)}, "
              f"{total / 2**20:,.0f} MiB at each end")
     try:
-        _register(clients, flows, mode, evs)
+        _register(clients, flows, mode, evs, cc)
         pending = sorted(faults or [], key=lambda e: e[0])
         start = time.monotonic()
         t0_ns = time.monotonic_ns()
@@ -257,7 +342,8 @@ def _at_every_host(work: dict[str, list], do) -> dict[str, list]:
     return {h: f.result() for h, f in futures.items()}
 
 
-def _register(clients, flows: list[Flow], mode: str, evs: int | None) -> None:
+def _register(clients, flows: list[Flow], mode: str, evs: int | None,
+              cc: str | None = None) -> None:
     """Every flow's two QPs, connected. The receiving QPs come first (a sending QP is
     created with its peer's QPN and rkey), then the sending QPs. Within each step every
     host registers its own buffers, all hosts at once: at GiB sizes that is seconds of
@@ -280,7 +366,7 @@ def _register(clients, flows: list[Flow], mode: str, evs: int | None) -> None:
         f = flows[i]
         f.send_qpn = clients[host].send_qp(peer=f.dst, peer_qpn=f.recv_qpn,
                                            rkey=rkeys[i], size=f.size, mode=mode, evs=evs,
-                                           seed=i + 1)["qpn"]
+                                           seed=i + 1, cc=cc)["qpn"]
 
     _at_every_host(by(lambda f: f.dst), recv)
     _at_every_host(by(lambda f: f.src), send)

@@ -242,8 +242,3 @@ def test_with_several_labs_up_a_drill_runs_on_its_fabrics_lab(monkeypatch):
     assert cli_drill._lab_for(shaped, None) is None  # attach says: name one with --lab
     monkeypatch.setattr(state, "known_labs", lambda: ["mine"])
     assert cli_drill._lab_for(shaped, None) is None  # the one lab up
-
-
-def test_a_flow_of_several_qps_splits_its_bytes_among_them():
-    assert R.split(10, 3) == [4, 3, 3] and R.split(1 << 20, 1) == [1 << 20]
-    assert sum(R.split(16 << 20, 16)) == 16 << 20

@@ -9,7 +9,7 @@ from twin.mrc.transport import ReceiverStats, SenderStats
 
 RECV = {"qpn": 2, "bad_rkey": 0, "cum": 256, "completed": [[0, 42]], "reverse_evs": [5, 9],
         "packets": 256, "bytes": 1 << 20, "duplicates": 1, "out_of_order": 3, "acks": 200,
-        "nacks": 0, "completions": 1, "out_of_window": 0}
+        "nacks": 0, "completions": 1, "out_of_window": 0, "cnps_sent": 0}
 DROPS = {"truncated": 1, "malformed": 0, "bad_icrc": 3, "unknown_qp": 2, "bad_rkey": 0,
          "out_of_bounds": 0, "psn_window": 0, "duplicate": 1, "ack_unsent": 0}
 

@@ -44,11 +44,13 @@ from twin.fabric.spec import name_problem, show_value, yaml_problem
 from twin.faults.kinds import BadParam, FaultType
 from twin.faults.registry import KINDS, kind_named
 from twin.faults.targets import random_forms
+from twin.mrc import cc as CC
 from twin.traffic import PATTERNS
 from twin.units import parse_duration_ns, parse_rate, parse_size
 
 DRILL_DIR = Path(__file__).resolve().parents[2] / "lab" / "drills"
 MODES = ("mrc", "single-path", "spray-static")
+MAX_QPS = 64  # QPs per flow (twin.traffic.MAX_QPS)
 MAX_AT_NS = 600 * 10**9  # a timeline is at most ten minutes long
 MAX_STEPS = 256
 MIN_TAIL_NS = 200_000_000  # a timed traffic runs this long past the timeline's end, at least
@@ -95,7 +97,8 @@ _TOP = {"name", "description", "fabric", "steady_state", "method", "expect",
         "baseline_expect", "compare", "rollback"}
 _STEADY = {"verify", "goodput_floor"}
 _METHOD = {"traffic", "bystander", "timeline"}
-_TRAFFIC = {"pattern", "src", "dst", "senders", "size", "for", "mode", "evs", "qps"}
+_TRAFFIC = {"pattern", "src", "dst", "senders", "size", "for", "mode", "evs", "qps",
+            "cc"}
 _BYSTANDER = {"src", "dst", "size"}
 _STEP = {"at", "fault", "target", "for"}  # and the fault kinds' parameters (_param_keys)
 _ROLLBACK = {"verify"}
@@ -109,12 +112,13 @@ class Traffic:
     size: int
     mode: str = "mrc"
     evs: int = 128
-    qps: int = 1  # QPs per flow
+    qps: int = 1  # QPs per flow, each with 1/qps of its bytes (twin.traffic.split_qps)
     senders: tuple[str, ...] = ()  # incast: these hosts only (default: every other host)
     # `for: 2s`: the run sizes every flow so that it lasts this long at the goodput the
     # steady state measured (runner.size_for): a fault then lands mid-transfer on any
     # machine. None: `size` bytes per flow, however long they take.
     for_ns: int | None = None
+    cc: str | None = None  # congestion control (twin.mrc.cc); None: the mode's default
 
 
 @dataclass(frozen=True)
@@ -441,7 +445,19 @@ def _traffic(c: _Checker, data: Any) -> Traffic | None:
     if mode not in MODES:
         c.add(f"{path}mode", f"must be one of {', '.join(MODES)} (got {show_value(mode)})")
     evs = c.integer(data, "evs", path, 1, 4096) or 128
-    qps = c.integer(data, "qps", path, 1, 64) or 1
+    qps = data.get("qps", 1)
+    if isinstance(qps, bool) or not isinstance(qps, int) or not 1 <= qps <= MAX_QPS:
+        c.add(f"{path}qps", f"must be an integer 1 to {MAX_QPS} (got {show_value(qps)})",
+              "QPs per flow, each carrying 1/qps of its bytes: qps: 8")
+        qps = 1
+    cc = data.get("cc")
+    if cc is not None:
+        why = CC.problem(cc, mode) if isinstance(cc, str) else \
+            f"must be a string (got {show_value(cc)})"
+        if why:
+            c.add(f"{path}cc", why, f"one of {', '.join(CC.CCS)}, or omit it for the "
+                  f"mode's default (single-path: {CC.default_for('single-path')})")
+            cc = None
     senders = data.get("senders", [])
     if not isinstance(senders, list) or not all(isinstance(h, str) for h in senders):
         c.add(f"{path}senders", f"must be a list of hosts (got {show_value(senders)})",
@@ -449,7 +465,8 @@ def _traffic(c: _Checker, data: Any) -> Traffic | None:
         senders = []
     elif senders and pattern != "incast":
         c.add(f"{path}senders", "applies to incast only", "bulk names src and dst")
-    return Traffic(pattern, src, dst, size or 0, mode, evs, qps, tuple(senders), for_ns)
+    return Traffic(pattern, src, dst, size or 0, mode, evs, qps, tuple(senders), for_ns,
+                   cc)
 
 
 def _size(c: _Checker, data: dict, path: str, default: str) -> int | None:

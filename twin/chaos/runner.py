@@ -328,8 +328,11 @@ def run(att: Attached, drill: Drill, *, mode: str | None = None, seed: int = 1,
         timeline.before_start()
         note(f"traffic: {drill.traffic.pattern} {mode}, {len(flows)} flows; "
              f"{len(planned)} faults on the timeline")
+        # the drill's cc is for its own mode; a baseline in another mode runs that
+        # mode's default (twin.mrc.cc.default_for)
+        cc = drill.traffic.cc if mode == drill.traffic.mode else None
         run_data = T.run(att.runtime, drill.traffic.pattern, flows, mode,
-                         evs=drill.traffic.evs, sample_s=0.05, on_start=timeline.begin,
+                         evs=drill.traffic.evs, cc=cc, sample_s=0.05, on_start=timeline.begin,
                          timeout_s=max(120.0, drill.end_ns / 1e9 + 60))
         load_after = link_bytes(att)
     except _SteadyStateFailed:
@@ -365,8 +368,9 @@ def size_for(att: Attached, drill: Drill, flows: list[T.Flow], mode: str,
     size = SIZING_START
     for attempt in range(SIZING_TRIES):
         note(f"steady state: sizing the traffic ({size / 2**20:g} MiB per flow)")
-        probe = [T.Flow(f.src, f.dst, size) for f in flows]
-        r = T.run(att.runtime, drill.traffic.pattern, probe, mode, evs=drill.traffic.evs)
+        probe = [T.Flow(f.src, f.dst, size, group=f.group) for f in flows]
+        r = T.run(att.runtime, drill.traffic.pattern, probe, mode, evs=drill.traffic.evs,
+                  cc=drill.traffic.cc if mode == drill.traffic.mode else None)
         if not r.ok:
             raise LabError(f"steady state: the sizing transfer failed ({size} bytes per flow "
                            f"in {mode}); the fabric is not healthy before any fault")
@@ -375,8 +379,8 @@ def size_for(att: Attached, drill: Drill, flows: list[T.Flow], mode: str,
         size = int(size * min(16.0, 1.5 * SIZING_MIN_S / max(r.elapsed_s, 1e-3)))
     rates = [f.size / max((f.result.elapsed_s if f.result else 0) or r.elapsed_s, 1e-3)
              for f in probe]
-    sized = [T.Flow(f.src, f.dst, max(size, -(-int(rate * for_s) // 2**20) * 2**20))
-             for f, rate in zip(flows, rates, strict=True)]
+    sized = [T.Flow(f.src, f.dst, max(size, -(-int(rate * for_s) // 2**20) * 2**20),
+                    group=f.group) for f, rate in zip(flows, rates, strict=True)]
     T.check_fits(sized)
     mbps = sum(rates) * 8 / 1e6 / len(rates)
     got = (f"{mbps:.4g} Mbit/s per flow measured: {sized[0].size / 2**20:g} MiB"
@@ -437,14 +441,7 @@ def _flows(drill: Drill, fabric: Fabric) -> list[T.Flow]:
     base = T.flows_for(t.pattern, hosts, t.size, t.src, t.dst)
     if t.senders:
         base = [f for f in base if f.src in t.senders]
-    return [T.Flow(f.src, f.dst, part) for f in base for part in split(f.size, t.qps)]
-
-
-def split(size: int, qps: int) -> list[int]:
-    """A flow's bytes over its QPs, as even as whole bytes go: a flow of several QPs
-    moves what it would with one (RoCE spreading one transfer over QPs), and completes
-    when its last QP does."""
-    return [size // qps + (i < size % qps) for i in range(qps)]
+    return T.split_qps([T.Flow(f.src, f.dst, f.size) for f in base], t.qps)
 
 
 def _start_prober(att: Attached, note):

@@ -11,6 +11,7 @@ from twin import faults as F
 from twin import lab as L
 from twin.cli.base import emit_json, err, main, out, sigterm_as_interrupt
 from twin.errors import LabError, UsageError
+from twin.mrc.cc import CCS
 from twin.units import parse_size
 
 # -- traffic ----------------------------------------------------------------------
@@ -35,6 +36,12 @@ def _size(text: str) -> int:
               default="mrc", show_default=True,
               help="mrc sprays and adapts; single-path is RoCE over ECMP; spray-static sprays "
                    "but never adapts.")
+@click.option("--cc", type=click.Choice(list(CCS)), default=None,
+              help="Congestion control (twin.mrc.cc): dcqcn is RoCEv2's, nscc the MRC "
+                   "window. Default: dcqcn for single-path (the RoCE baseline), else nscc.")
+@click.option("--qps", default=1, show_default=True, metavar="N",
+              help="QPs per flow (1-64), each with 1/N of the bytes and, in single-path, "
+                   "its own hashed path.")
 @click.option("--evs", default=128, show_default=True, help="EVs per QP.")
 @click.option("--cut", "cut", default=None, metavar="NODE:IF",
               help="Take this link down mid-transfer (brought back up when the run ends).")
@@ -42,12 +49,13 @@ def _size(text: str) -> int:
               help="When --cut happens, in seconds after the first write.")
 @click.option("--lab", default=None)
 @click.option("--json", "as_json", is_flag=True)
-def traffic(pattern, src, dst, size, mode, evs, cut, cut_at, lab, as_json):
+def traffic(pattern, src, dst, size, mode, cc, qps, evs, cut, cut_at, lab, as_json):
     """Move verified bytes through the hosts' MRC endpoints.
 
     \b
       twin traffic bulk --src r0h0 --dst r1h0 --size 256M
       twin traffic bulk --src r0h0 --dst r1h0 --mode single-path
+      twin traffic bulk --src r0h0 --dst r1h0 --mode single-path --cc dcqcn --qps 4
       twin traffic bulk --src r0h0 --dst r1h0 --size 256M --cut t0-p0-r0:eth3
       twin traffic incast --dst r0h0 --size 16M
     Every destination buffer is checked against its source (sha256). When the
@@ -60,12 +68,19 @@ def traffic(pattern, src, dst, size, mode, evs, cut, cut_at, lab, as_json):
     sigterm_as_interrupt()  # a --cut is undone on SIGTERM as on Ctrl-C
     if not 1 <= evs <= T.MAX_EVS:
         raise UsageError(f"--evs must be 1 to {T.MAX_EVS} entropy values per QP (got {evs})")
+    if not 1 <= qps <= T.MAX_QPS:
+        raise UsageError(f"--qps must be 1 to {T.MAX_QPS} QPs per flow (got {qps})")
+    from twin.mrc import cc as CC
+    cc = cc or CC.default_for(mode)
+    why = CC.problem(cc, mode)
+    if why:
+        raise UsageError(f"--cc: {why}")
     att = L.attach(lab)
     hosts = [h.name for h in att.fabric.hosts]
     for h in (src, dst):
         if h is not None and h not in hosts:
             raise UsageError(f"{h!r} is not a host of {att.state.lab} ({', '.join(hosts)})")
-    flows = T.flows_for(pattern, hosts, _size(size), src, dst)
+    flows = T.split_qps(T.flows_for(pattern, hosts, _size(size), src, dst), qps)
     att.require_whole()
     scheduled, applied = [], []
     if cut:
@@ -91,7 +106,7 @@ def traffic(pattern, src, dst, size, mode, evs, cut, cut_at, lab, as_json):
             return
         shown[0] = t
         rate = acked * 8 / t / 1e9 if t > 0 else 0
-        line = (f"{pattern} {mode}: {acked / total:6.1%} of {total / 2**20:.0f} MiB, "
+        line = (f"{pattern} {mode} {cc}: {acked / total:6.1%} of {total / 2**20:.0f} MiB, "
                 f"{rate:5.2f} Gbit/s, {t:5.1f}s")
         err.print(f"\r{line}" if err.is_terminal else line, end="" if err.is_terminal else "\n")
         live[0] = err.is_terminal
@@ -106,7 +121,7 @@ def traffic(pattern, src, dst, size, mode, evs, cut, cut_at, lab, as_json):
         err.print(text, highlight=False)
 
     try:
-        result = T.run(att.runtime, pattern, flows, mode, evs=evs, progress=progress,
+        result = T.run(att.runtime, pattern, flows, mode, evs=evs, cc=cc, progress=progress,
                        faults=scheduled, note=None if as_json else note)
     finally:
         if applied:
@@ -116,16 +131,23 @@ def traffic(pattern, src, dst, size, mode, evs, cut, cut_at, lab, as_json):
     else:
         if live[0]:
             err.print()
-        t = Table(title=f"{pattern}, mode {mode}, {result.elapsed_s:.2f}s")
+        t = Table(title=f"{pattern}, mode {mode}, cc {cc}"
+                        f"{f', {qps} QPs per flow' if qps > 1 else ''}, {result.elapsed_s:.2f}s")
         for col in ("flow", "bytes", "Gbit/s", "retx", "EV retirements", "planes", "exact"):
             t.add_column(col)
-        for f in result.flows:
-            r = f.result  # every flow's: run() returned
-            t.add_row(f"{f.src} -> {f.dst}", f"{f.size:,}", f"{r.goodput_gbps:.2f}",
-                      str(r.sender.retransmits), str(r.ev_retirements_total),
-                      ",".join(map(str, r.planes_in_use)),
-                      "[green]yes[/green]" if f.exact else f"[red]NO {r.failed or ''}[/red]")
+        for r in result.flow_rows():  # a flow's QPs merged (twin.traffic.merge_rows)
+            t.add_row(f"{r['src']} -> {r['dst']}", f"{r['bytes']:,}",
+                      f"{r['goodput_gbps'] or 0:.2f}", str(r["retransmits"]),
+                      str(r["ev_retirements_total"]),
+                      ",".join(map(str, r["planes_in_use"] or [])),
+                      "[green]yes[/green]" if r["exact"]
+                      else f"[red]NO {r['failed'] or ''}[/red]")
         out.print(t)
+        if cc == "dcqcn":
+            cnps = sum((f.result.dcqcn or {}).get("cnps_received", 0) for f in result.flows)
+            cuts = sum((f.result.dcqcn or {}).get("rate_cuts", 0) for f in result.flows)
+            out.print(f"dcqcn: {cnps} CNPs received, {cuts} rate cuts over "
+                      f"{len(result.flows)} QPs")
         for episode in result.failover():
             if episode.eventful or episode.fault:
                 out.print(episode.line())

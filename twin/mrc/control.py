@@ -47,6 +47,7 @@ from typing import Any
 from twin import unixsock
 from twin.errors import LabError
 from twin.mrc import wire
+from twin.mrc.cc import CCS
 from twin.mrc.transport import MODES
 
 REQUIRED = "required"
@@ -122,7 +123,9 @@ TUNABLES = (Arg("init_window", "number", 1, 1 << 16, OMITTED, doc="packets"),
             Arg("max_window", "number", 1, 1 << 16, OMITTED, doc="packets"),
             Arg("target_ns", "number", 1, 60_000_000_000, OMITTED, doc="queueing delay"),
             Arg("rto_min_ns", "number", 1, 60_000_000_000, OMITTED),
-            Arg("reorder_ns", "number", 1, 60_000_000_000, OMITTED))
+            Arg("reorder_ns", "number", 1, 60_000_000_000, OMITTED),
+            Arg("cc", "choice", default=OMITTED, choices=tuple(CCS),
+                doc="congestion control (twin.mrc.cc); omitted: nscc"))
 
 # The SendQpStats keys (twin.mrc.stats): the reply to `wait`
 _SEND_QP_STATS = ("qpn", "peer", "mode", "idle", "mtu", "failed", "elapsed_s", "goodput_gbps",
@@ -331,11 +334,11 @@ class EndpointClient:
                 seed: int | str | None = None, *, init_window: float | None = None,
                 max_window: float | None = None, target_ns: float | None = None,
                 rto_min_ns: float | None = None, reorder_ns: float | None = None,
-                timeout: float | None = None) -> dict:
+                cc: str | None = None, timeout: float | None = None) -> dict:
         return self._ask("send_qp", timeout, peer=peer, mode=mode, size=size,
                          peer_qpn=peer_qpn, rkey=rkey, evs=evs, seed=seed,
                          init_window=init_window, max_window=max_window, target_ns=target_ns,
-                         rto_min_ns=rto_min_ns, reorder_ns=reorder_ns)
+                         rto_min_ns=rto_min_ns, reorder_ns=reorder_ns, cc=cc)
 
     def connect(self, qpn: int, peer: str, peer_qpn: int, *,
                 timeout: float | None = None) -> dict:

@@ -87,13 +87,21 @@ def send_qp_stats(loop, qp) -> SendQpStats:
         events_logged=sender.log.total,
         single_path=loop.path(qp, single.value) if single is not None else None,
         ev_skips_total=evs.skips, dead_paths_total=evs.dead_paths,
-        target_us=sender.cfg.target_ns / 1000)
+        target_us=sender.cfg.target_ns / 1000, cc=sender.cfg.cc, dcqcn=dcqcn_state(sender))
+
+
+def dcqcn_state(sender) -> dict:
+    """A sending QP's DCQCN state (SendQpStats.dcqcn)."""
+    if sender.rp is None:
+        return {"cnps_ignored": sender.cnps_ignored}
+    return {**sender.rp.to_dict(), "paced_polls": sender.pacer.held}
 
 
 def recv_qp_stats(qp) -> RecvQpStats:
     return RecvQpStats(qp.qpn, qp.bad_rkey, qp.receiver.cum,
                        tuple(list(qp.receiver.completions)[-16:]),  # (n, imm)
-                       tuple(sorted(qp.rev_evs.values())), **asdict(qp.receiver.stats))
+                       tuple(sorted(qp.rev_evs.values())), qp.cnps_sent,
+                       **asdict(qp.receiver.stats))
 
 
 def guards(loop) -> dict:
@@ -168,6 +176,19 @@ def metrics(loop) -> str:
            [({"qp": q.qpn}, q.receiver.stats.bytes) for q in loop.recv_qps.values()])
     metric("rx_duplicates_total", "counter", "Duplicate data packets dropped",
            [({"qp": q.qpn}, q.receiver.stats.duplicates) for q in loop.recv_qps.values()])
+    paced = [q for q in sq if q.sender.rp is not None]
+    metric("dcqcn_rate_bits_per_second", "gauge", "DCQCN's current rate (Rc), per QP",
+           [({"qp": q.qpn}, round(q.sender.rp.rate_bps)) for q in paced])
+    metric("dcqcn_alpha", "gauge", "DCQCN's congestion estimate (alpha), per QP",
+           [({"qp": q.qpn}, q.sender.rp.alpha) for q in paced])
+    metric("cnps_received_total", "counter", "DCQCN CNPs received, per sending QP",
+           [({"qp": q.qpn, "cc": q.sender.cfg.cc},
+             q.sender.rp.cnps if q.sender.rp is not None else q.sender.cnps_ignored)
+            for q in sq])
+    metric("dcqcn_rate_cuts_total", "counter", "DCQCN rate cuts, per QP",
+           [({"qp": q.qpn}, q.sender.rp.cuts) for q in paced])
+    metric("cnps_sent_total", "counter", "DCQCN CNPs sent, per receiving QP",
+           [({"qp": q.qpn}, q.cnps_sent) for q in loop.recv_qps.values()])
     drops = drop_counts(loop).to_dict()
     metric("bad_packets_total", "counter", "Packets dropped for a bad ICRC or header",
            [({}, drops["truncated"] + drops["malformed"] + drops["bad_icrc"])])

@@ -54,7 +54,7 @@ KINDS = ("truncated", "unknown_qp", "bad_icrc", "bad_rkey", "out_of_bounds", "ps
 DEFAULT_SEED = 4791
 _ICRC_MASKED = 4  # BTH byte 4 (FECN, BECN, reserved) is ones in the ICRC: flips go unseen
 _KNOWN_OPCODES = {wire.RDMA_WRITE_ONLY, wire.RDMA_WRITE_ONLY_WITH_IMMEDIATE, wire.ACKNOWLEDGE,
-                  wire.EV_PROBE, wire.EV_PROBE_REPLY}
+                  wire.EV_PROBE, wire.EV_PROBE_REPLY, wire.CNP}
 _RECV_BUF = wire.MTU + 256  # the endpoint's recvmsg size: longer datagrams are cut
 _DMA_END = wire.BTH.size + wire.RETH.size  # a data body's RETH DMA length ends here (28)
 

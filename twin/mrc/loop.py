@@ -14,6 +14,11 @@ One thread, one loop (`PacketLoop.run`):
     ports  the host's NIC port state comes from netlink link events (RTNLGRP_LINK):
            a port that goes down stops its plane locally and, through the port-state
            bitmap in every SACK, at the peers
+    cnps   DCQCN (twin.mrc.dcqcn, docs/roce-baseline.md): CE-marked data makes the
+           receiving side send a CNP back the SACKs' way (one per QP per interval); a
+           CNP cuts the sending QP's rate. A paced QP's packets wait for its pacer, the
+           loop sleeping until `Sender.next_send_ns`; paced single-path QPs on one NIC
+           port share it equally (`_port_shares`), as a NIC's port scheduler does
 
 Two implementations of send and recv, the same bytes on the wire (MRC_TWIN_DATAPATH):
     compiled  twin.mrc._fastpath, built by `pip install` from _fastpath.c: a window's
@@ -62,6 +67,7 @@ from twin.fabric.spec import parse_spec
 from twin.mrc import wire
 from twin.mrc.buffer import GuardedBuffer
 from twin.mrc.counters import EndpointCounters
+from twin.mrc.dcqcn import Dcqcn, NotificationPoint
 from twin.mrc.evset import EvSet
 from twin.mrc.transport import (
     QpFailed,
@@ -141,6 +147,7 @@ class RecvQp:
     last_pkt: RxPacket | None = None
     last_data_ns: int = 0
     bad_rkey: int = 0
+    cnps_sent: int = 0  # DCQCN: CNPs to the sending QP for CE-marked data
 
     @property
     def buffer(self) -> memoryview:
@@ -208,6 +215,11 @@ class PacketLoop:
         self.tx_plane_bytes = self.counters.tx_plane_bytes
         self.rx_plane_bytes = self.counters.rx_plane_bytes
         self._pending_sacks: dict[int, tuple[RecvQp, SackReport]] = {}  # coalesced
+        # DCQCN's notification point: a CNP per QP per interval while data arrives CE
+        spec = self.fabric.spec
+        self.np = NotificationPoint(Dcqcn.scaled(
+            spec.host_rate_bps, max_payload(spec.mtu) + wire.MAX_FRAME - wire.MTU
+        ).min_time_between_cnps_ns)
         self._next_timer = self._next_probe = self._next_port_poll = 0
         # called when a QP with waiters goes idle or fails (the control server's `wait`)
         self.on_done: Callable[[SendQp], None] = lambda qp: qp.waiters.clear()
@@ -293,7 +305,10 @@ class PacketLoop:
         spec = self.fabric.spec
         rates = [r for r in (spec.host_rate_bps, spec.fabric_rate_bps) if r]
         cfg = SenderConfig(mode=mode, mtu=payload, target_ns=queueing_target_ns(
-            payload + wire.MAX_FRAME - wire.MTU, min(rates) if rates else None))
+            payload + wire.MAX_FRAME - wire.MTU, min(rates) if rates else None),
+            # dcqcn's line rate: its port's (a sprayed QP's: every port's together)
+            line_rate_bps=(spec.host_rate_bps or 0) * (1 if mode == "single-path"
+                                                        else len(planes)))
         for key, value in tunables.items():
             setattr(cfg, key, type(getattr(cfg, key))(value))
         mem = GuardedBuffer.filled(size, seed)
@@ -325,6 +340,7 @@ class PacketLoop:
     def close(self, qpn: int) -> None:
         """Forget QP `qpn` (sending or receiving); its counters stay in the totals."""
         self.counters.close(self.send_qps.pop(qpn, None), self.recv_qps.pop(qpn, None))
+        self.np.forget(qpn)
 
     # -- the loop -----------------------------------------------------------------
 
@@ -353,8 +369,13 @@ class PacketLoop:
         """How long the selector may block: until the earliest timer that has work, or
         for ever (None) when no QP needs a timer. Packets and requests wake it."""
         deadlines = []
-        if any(q.sender.wants_to_send() for q in self.send_qps.values()):
+        if any(q.sender.wants_to_send(t) for q in self.send_qps.values()):
             return 0
+        for q in self.send_qps.values():  # dcqcn: wake when the pacer lets a packet go
+            if not q.sender.idle and not q.sender.failed:
+                n = q.sender.next_send_ns(t)
+                if n is not None and n > t:
+                    deadlines.append(n)
         if any(not q.sender.idle and not q.sender.failed for q in self.send_qps.values()) \
                 or any(q.receiver.owes_ack for q in self.recv_qps.values()):
             deadlines.append(self._next_timer)
@@ -365,9 +386,29 @@ class PacketLoop:
             deadlines.append(self._next_port_poll)
         return max(0.0, (min(deadlines) - t) / 1e9) if deadlines else None
 
+    def _port_shares(self) -> None:
+        """dcqcn: a NIC port serves its backlogged QPs in turn, so n paced QPs on one
+        port get 1/n of its rate each (a real NIC's port never drops what its QPs send;
+        the host link here would). Single-path QPs only: a sprayed QP's ports vary."""
+        line = self.fabric.spec.host_rate_bps
+        if not line:
+            return
+        on_port: dict[int, list] = {}
+        for qp in self.send_qps.values():
+            s = qp.sender
+            if s.pacer is not None and s.single_ev is not None:
+                if s.idle or s.failed:
+                    s.pacer.cap_bps = None
+                else:
+                    on_port.setdefault(s.single_ev.plane, []).append(s.pacer)
+        for pacers in on_port.values():
+            for pacer in pacers:
+                pacer.cap_bps = line / len(pacers)
+
     def _send_all(self) -> bool:
         busy = False
         t = now_ns()
+        self._port_shares()
         for qp in self.send_qps.values():
             if qp.sender.idle or qp.sender.failed:
                 continue
@@ -526,11 +567,19 @@ class PacketLoop:
                 qp.sender.on_nack(_unwrap24(pkt.psn, qp.sender.cum), now_ns())
         elif isinstance(pkt, wire.Probe):
             self._on_probe(pkt)
+        elif isinstance(pkt, wire.Cnp):
+            qp = self.send_qps.get(pkt.dest_qp)  # addressed to the requester's QP
+            if qp is None:
+                self.drops["unknown_qp"] += 1
+            else:
+                qp.sender.on_cnp(now_ns())
 
     def _on_data(self, dest_qp: int, psn: int, va: int, rkey: int, payload, ev: int,
-                 tries: int, ack_req: bool, imm: int | None, src: str | bytes) -> None:
+                 tries: int, ack_req: bool, imm: int | None, src: str | bytes,
+                 ce: bool = False) -> None:
         """One data packet, its fields as decoded; `src` the peer's address (text or
-        packed). The payload may be a view into the receive ring: placed now or never."""
+        packed), `ce` whether it arrived CE-marked. The payload may be a view into the
+        receive ring: placed now or never."""
         qp = self.recv_qps.get(dest_qp)
         if qp is None:
             self.drops["unknown_qp"] += 1
@@ -561,6 +610,8 @@ class PacketLoop:
                 self._pending_sacks[qp.qpn] = (qp, sack)
         while rx.nacks:
             self._send_nack(qp, rx.nacks.pop(), ev)
+        if ce and self.np.on_ce(qp.qpn, qp.last_data_ns):
+            self._send_cnp(qp, ev)
 
     def _flush_sacks(self) -> None:
         """The last plain SACK of each QP in this receive batch (the others coalesced)."""
@@ -616,6 +667,18 @@ class PacketLoop:
                                 wire.Sack(cum, 0, ev, 0, 0, self.port_bitmap))
         try:
             self.raw.sendto(rev[0].frame(body), (rev[1], 0))
+        except OSError:
+            pass
+
+    def _send_cnp(self, qp: RecvQp, ev: int) -> None:
+        """DCQCN: a CNP to the sending QP, on the reverse of the marked packet's path
+        (Not-ECT, as every control packet)."""
+        rev = self._reverse(qp, ev)
+        if rev is None:
+            return
+        try:
+            self.raw.sendto(rev[0].frame(wire.encode_cnp(qp.peer_qpn)), (rev[1], 0))
+            qp.cnps_sent += 1
         except OSError:
             pass
 

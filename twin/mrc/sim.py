@@ -35,6 +35,7 @@ class PathModel:
     jitter_ns: int = 5_000  # reordering across paths (a path itself stays FIFO)
     dead: bool = False
     rate_bps: int = 0  # a link that serializes: one packet at a time at this rate (0: none)
+    ecn_threshold_bytes: int = 0  # a rated path marks CE above this queue (0: never)
 
 
 @dataclass
@@ -48,6 +49,7 @@ class SimFabric:
         self._burst: dict[tuple[int, int], tuple[int, int]] = {}  # key -> (left, ends at)
         self._last_arrival: dict[tuple[int, int], int] = {}
         self._busy_until: dict[tuple[int, int], int] = {}  # a rated path's link, sending
+        self.last_ce = False  # the packet `arrivals` last took found a queue to mark CE
 
     def model(self, ev: int) -> tuple[tuple[int, int], PathModel]:
         plane, t1, _ = ev_fields(ev)
@@ -71,10 +73,14 @@ class SimFabric:
         if m.loss and self.rng.random() < m.loss:
             return []
         start = now
+        self.last_ce = False
         if m.rate_bps:
             fifo = (key, size > 0)
             if size:
-                start = max(now, self._busy_until.get(key, 0)) + size * 8 * 10**9 // m.rate_bps
+                busy = self._busy_until.get(key, 0)
+                queued = max(0, busy - now) * m.rate_bps // (8 * 10**9)  # bytes ahead of it
+                self.last_ce = bool(m.ecn_threshold_bytes) and queued > m.ecn_threshold_bytes
+                start = max(now, busy) + size * 8 * 10**9 // m.rate_bps
                 self._busy_until[key] = start
         else:
             fifo = key

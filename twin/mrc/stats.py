@@ -126,6 +126,11 @@ class SendQpStats:
     ev_skips_total: int = 0  # an EV went GOOD -> SKIP for a rotation (congested RTT)
     dead_paths_total: int = 0  # a path shown dead: its EVs retired together
     target_us: float = 0.0  # the queueing delay the window steers to (from the link rates)
+    cc: str = "nscc"  # its congestion control (twin.mrc.cc.CCS)
+    # dcqcn's state (ReactionPoint.to_dict: rate_bps, target_bps, alpha, phase,
+    # line_rate_bps, cnps_received, rate_cuts, min_rate_bps, increases; and paced_polls),
+    # or for another cc {"cnps_ignored": n}
+    dcqcn: Mapping[str, Any] | None = None
 
     def to_dict(self) -> dict[str, Any]:
         return {"qpn": self.qpn, "peer": self.peer, "mode": self.mode, "idle": self.idle,
@@ -143,7 +148,8 @@ class SendQpStats:
                 "completions": [c.to_dict() for c in self.completions],
                 "events_logged": self.events_logged, "single_path": self.single_path,
                 "ev_skips_total": self.ev_skips_total,
-                "dead_paths_total": self.dead_paths_total, "target_us": self.target_us}
+                "dead_paths_total": self.dead_paths_total, "target_us": self.target_us,
+                "cc": self.cc, "dcqcn": None if self.dcqcn is None else dict(self.dcqcn)}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> SendQpStats:
@@ -156,7 +162,8 @@ class SendQpStats:
             d["probes_sent"], d["messages_completed"],
             tuple(MessageLatency.from_dict(c) for c in d["completions"]),
             d["events_logged"], d["single_path"], d.get("ev_skips_total", 0),
-            d.get("dead_paths_total", 0), d.get("target_us", 0.0))
+            d.get("dead_paths_total", 0), d.get("target_us", 0.0), d.get("cc", "nscc"),
+            d.get("dcqcn"))
 
 
 @dataclass(frozen=True)
@@ -169,6 +176,7 @@ class RecvQpStats:
     cum: int  # every PSN below this one has arrived
     completed: tuple[tuple[int, int], ...]  # the latest WRITE_IMM completions: (n, imm)
     reverse_evs: tuple[int, ...]  # the EVs its ACKs go back on, one per path, ascending
+    cnps_sent: int  # DCQCN CNPs sent to the sending QP (CE-marked data arrived)
     packets: int  # new data packets placed (duplicates not counted)
     bytes: int  # payload bytes placed
     duplicates: int  # data packets that had arrived before, dropped
@@ -184,14 +192,16 @@ class RecvQpStats:
                 "reverse_evs": list(self.reverse_evs), "packets": self.packets,
                 "bytes": self.bytes, "duplicates": self.duplicates,
                 "out_of_order": self.out_of_order, "acks": self.acks, "nacks": self.nacks,
-                "completions": self.completions, "out_of_window": self.out_of_window}
+                "completions": self.completions, "out_of_window": self.out_of_window,
+                "cnps_sent": self.cnps_sent}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> RecvQpStats:
         return cls(d["qpn"], d["bad_rkey"], d["cum"],
                    tuple((n, imm) for n, imm in d["completed"]), tuple(d["reverse_evs"]),
-                   d["packets"], d["bytes"], d["duplicates"], d["out_of_order"], d["acks"],
-                   d["nacks"], d["completions"], d.get("out_of_window", 0))
+                   d.get("cnps_sent", 0), d["packets"], d["bytes"], d["duplicates"],
+                   d["out_of_order"], d["acks"], d["nacks"], d["completions"],
+                   d.get("out_of_window", 0))
 
 
 @dataclass(frozen=True)

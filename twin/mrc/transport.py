@@ -87,6 +87,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from operator import attrgetter
 
+from twin.mrc import dcqcn
 from twin.mrc.evset import Ev, EvSet, NoUsableEv
 
 MODES = ("mrc", "spray-static", "single-path")
@@ -298,6 +299,9 @@ class SenderConfig:
     retry_limit: int = 7  # single-path: losses of one PSN; else: its timeouts in a row
     loss_limit: int = 32  # mrc, spray-static: losses of one PSN, whatever found them
     backoff_max: int = 6  # a PSN's timer doubles per timeout, up to 2**backoff_max x RTO
+    cc: str = "nscc"  # congestion control: twin.mrc.cc.CCS (dcqcn: twin.mrc.dcqcn)
+    line_rate_bps: int = 0  # the QP's port rate (0: unshaped): dcqcn's line rate
+    dcqcn: object = None  # dcqcn.Dcqcn parameters (None: scaled from line_rate_bps)
 
 
 @dataclass
@@ -363,6 +367,9 @@ class Sender:
         self.cfg = config or SenderConfig()
         if self.cfg.mode not in MODES:
             raise ValueError(f"mode must be one of {', '.join(MODES)}")
+        # dcqcn: a rate (rp) and its pacer; the window becomes a fixed in-flight cap
+        self.cfg, self.rp, self.pacer = dcqcn.for_sender(self.cfg)
+        self.cnps_ignored = 0  # CNPs for a QP that runs no dcqcn: counted, not acted on
         self.evs = evset
         self.remote_va = remote_va
         self.window = self.cfg.init_window
@@ -504,6 +511,11 @@ class Sender:
         if self.failed:
             return []
         self._now = now
+        pacer = self.pacer
+        if pacer is not None:  # dcqcn: no faster than the QP's rate
+            budget = min(budget, pacer.allowance(now))
+            if budget <= 0:
+                return []
         out = []
         # Retransmissions go first and are not held back by the window: the
         # window may be full of packets that arrived but sit above the hole
@@ -527,6 +539,8 @@ class Sender:
                 self._retx.appendleft(tx.psn)
                 self._stuck = True
                 break
+        if pacer is not None and out:
+            pacer.consume(dcqcn.wire_bytes(out), now)
         return out
 
     def _emit_new(self, now: int, source: memoryview, out: list[TxPacket],
@@ -587,11 +601,25 @@ class Sender:
             self.stats.bytes += nbytes
         return ok
 
-    def wants_to_send(self) -> bool:
-        """Packets are queued and the window (or a retransmission) lets one go now."""
+    def wants_to_send(self, now: int | None = None) -> bool:
+        """Packets are queued and the window (or a retransmission) lets one go now
+        (and, with dcqcn, the pacer at `now`: `next_send_ns` says when it will)."""
         return not self.failed and not self._stuck and bool(
             self._retx or ((self._unsent or self._pending)
-                           and self._inflight < int(self.window)))
+                           and self._inflight < int(self.window))) and (
+            self.pacer is None or now is None or self.pacer.allowance(now) > 0)
+
+    def next_send_ns(self, now: int) -> int | None:
+        """dcqcn: when the pacer lets the next packet go (None: not paced)."""
+        return None if self.pacer is None else self.pacer.next_send_ns(now)
+
+    def on_cnp(self, now: int) -> None:
+        """A CNP for this QP (RoCEv2's congestion notification): dcqcn cuts the rate;
+        any other cc counts it only."""
+        if self.rp is None:
+            self.cnps_ignored += 1
+        else:
+            self.rp.on_cnp(now)
 
     def _resend(self, tx: _Tx, now: int, source: memoryview) -> TxPacket:
         """A packet sent before, again (first transmissions leave by `_emit_new`): on

@@ -19,6 +19,7 @@ has a table per header and the reasons):
         0x0B RDMA WRITE Only with Imm   RETH (16) | ImmDt (4) | payload
         0x11 Acknowledge (ACK/NACK)     AETH (4) | SACK (20)
         0xF0 / 0xF1 EV probe / reply    PROBE (24)
+        0x81 CNP                        16 reserved bytes (RoCEv2's Congestion Notification)
         and last the ICRC (4): RoCEv2's invariant CRC (IBA Annex A17), over 8 bytes of 0xFF,
         the inner IPv6 and UDP headers with their variant fields masked, and BTH .. payload.
 
@@ -72,6 +73,7 @@ RDMA_WRITE_ONLY_WITH_IMMEDIATE = 0x0B
 ACKNOWLEDGE = 0x11
 EV_PROBE = 0xF0
 EV_PROBE_REPLY = 0xF1
+CNP = 0x81  # RoCEv2 Congestion Notification Packet (IBA A17.9.2): DCQCN's, twin.mrc.dcqcn
 
 # AETH syndromes
 SYNDROME_ACK = 0x00
@@ -123,6 +125,9 @@ DATA_OVERHEAD = _DATA.size + ICRC.size  # 32: UDP payload = overhead + data payl
 DATA_IMM_OVERHEAD = _DATA_IMM.size + ICRC.size  # 36
 ACK_SIZE = _ACK.size + ICRC.size  # 40
 PROBE_SIZE = _PROBE.size + ICRC.size  # 40
+CNP_RESERVED = 16  # bytes after a CNP's BTH, zero
+CNP_SIZE = BTH.size + CNP_RESERVED + ICRC.size  # 32
+_BECN = 0x40  # BTH byte 4 (FECN, BECN, reserved; masked by the ICRC): set in a CNP
 MAX_FRAME = HEADROOM + DATA_IMM_OVERHEAD + MTU  # 4220: the smallest link MTU for full packets
 
 Addr = str | bytes  # an IPv6 address as text, or its 16 packed bytes
@@ -250,7 +255,19 @@ class Probe:
                             self.port_state, self.reply)
 
 
-Packet = DataPacket | Ack | Nack | Probe
+@dataclass(slots=True)
+class Cnp:
+    """A Congestion Notification Packet: the receiver (DCQCN's notification point) tells
+    the sending QP `dest_qp` that its packets arrived CE-marked."""
+
+    dest_qp: int
+    becn: bool = True  # BTH BECN, as ConnectX NICs send it
+
+    def encode(self) -> bytes:
+        return encode_cnp(self.dest_qp)
+
+
+Packet = DataPacket | Ack | Nack | Probe | Cnp
 
 # --- the ICRC --------------------------------------------------------------------------------
 
@@ -408,6 +425,14 @@ def encode_probe(dest_qp: int, ev: int, probe_id: int, sent_ns: int, reverse_ev:
     except struct.error as e:
         raise ValueError(f"probe field out of range: {e}") from e
     return _bth(opcode, dest_qp, 0) + ext
+
+
+def encode_cnp(dest_qp: int) -> bytes:
+    """A CNP's RoCE body: BTH(0x81, P_Key 0xFFFF, BECN, DestQP = the requester's QP,
+    PSN 0) | 16 reserved bytes, as a ConnectX NIC sends it (tests/unit/test_icrc.py)."""
+    if not 0 <= dest_qp <= PSN_MASK:
+        raise ValueError(f"DestQP is 24 bits, got {dest_qp:#x}")
+    return BTH.pack(CNP, 0, PKEY, _BECN << 24 | dest_qp, 0) + bytes(CNP_RESERVED)
 
 
 # --- the hot paths ---------------------------------------------------------------------------
@@ -589,6 +614,11 @@ def _decode_control(data: bytes | bytearray | memoryview, n: int, opcode: int) -
         _, _, _, qp, _, ev, probe_id, sent, reverse_ev, port_state = _PROBE.unpack_from(data)
         return Probe(qp & PSN_MASK, ev, probe_id, sent, reverse_ev, port_state,
                      opcode == EV_PROBE_REPLY)
+    if opcode == CNP:
+        if n != CNP_SIZE:
+            raise BadPacket("short" if n < CNP_SIZE else "length", f"{n} bytes for a CNP")
+        _, _, _, qp, _ = BTH.unpack_from(data)
+        return Cnp(qp & PSN_MASK, bool(qp >> 24 & _BECN))
     raise BadPacket("opcode", f"BTH opcode {opcode:#04x}")
 
 

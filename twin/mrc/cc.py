@@ -1,0 +1,46 @@
+"""The congestion controls a sending QP can run: the one registry of their names.
+
+`SenderConfig.cc` (twin.mrc.transport), the endpoint's `send_qp` op (`cc`, checked
+against CCS by twin.mrc.control), `twin traffic --cc` and a drill file's
+`traffic: {cc: ...}` all take their choices from here; a new algorithm adds its name
+to CCS (and its modes to MODES_OF, if it is not for every mode).
+
+    nscc    the MRC window (transport.Sender's NSCC-style window: it steers the
+            queueing delay to a target and is cut once per RTT on loss); what every
+            mode ran before DCQCN was added
+    dcqcn   RoCEv2's DCQCN (twin.mrc.dcqcn): the QP's packets are paced at a rate that
+            CNPs cut and a timer and a byte counter raise again; the window is a fixed
+            in-flight cap (SenderConfig.max_window)
+
+`default_for(mode)`: what a QP runs when no cc is named. The endpoint's own default
+(an omitted `cc`) is SenderConfig's, nscc, for every mode; twin traffic and drills
+(the user-facing side) run single-path with dcqcn, the RoCE baseline: RoCE over ECMP,
+one hashed path, go-back-N, DCQCN (docs/roce-baseline.md).
+"""
+
+from __future__ import annotations
+
+CCS: dict[str, str] = {
+    "nscc": "the MRC window: NSCC-style, steered by queueing delay",
+    "dcqcn": "RoCEv2's DCQCN: a paced rate, cut by CNPs (the RoCE baseline)",
+}
+# The modes each cc is valid with (absent: every mode). DCQCN paces a QP whatever its
+# EVs, so it runs with spraying too, though only single-path is the RoCE baseline.
+MODES_OF: dict[str, tuple[str, ...]] = {}
+DEFAULT = "nscc"
+DEFAULT_OF_MODE = {"single-path": "dcqcn"}
+
+
+def default_for(mode: str) -> str:
+    """The cc a QP of `mode` runs when the user names none (twin traffic, drills)."""
+    return DEFAULT_OF_MODE.get(mode, DEFAULT)
+
+
+def problem(cc: str, mode: str) -> str | None:
+    """Why `cc` cannot run with `mode` (None: it can)."""
+    if cc not in CCS:
+        return f"unknown congestion control {cc!r}; one of {', '.join(CCS)}"
+    modes = MODES_OF.get(cc)
+    if modes is not None and mode not in modes:
+        return f"cc {cc} runs with mode {' or '.join(modes)} only, not {mode}"
+    return None
