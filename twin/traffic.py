@@ -37,6 +37,7 @@ FLOW_FIELDS = ("failed", "goodput_gbps", "elapsed_s", "srtt_us", "reorder_window
                "ev_retirements_undone_total", "probes_sent", "planes_in_use", "single_path",
                "messages_completed", "completions", "events_logged")
 MODES = ("mrc", "single-path", "spray-static")
+CCS = ("nscc", "delay")  # twin.mrc.transport.CCS (not imported: the CLI stays light)
 
 
 @dataclass
@@ -173,6 +174,7 @@ def flows_for(pattern: str, hosts: list[str], size: int, src: str | None = None,
 
 
 def run(rt, pattern: str, flows: list[Flow], mode: str = "mrc", *, evs: int = 128,
+        cc: str | None = None, ecn: bool | None = None, trim: bool | None = None,
         timeout_s: float = 300.0, sample_s: float = 0.02,
         faults: list[tuple[float, Callable[[], str]]] | None = None,
         progress: Callable[[int, int, float], None] | None = None,
@@ -183,9 +185,13 @@ def run(rt, pattern: str, flows: list[Flow], mode: str = "mrc", *, evs: int = 12
     `on_start(t0_ns)` is called once every write is posted (t0_ns: CLOCK_MONOTONIC
     before the first), e.g. to start a timeline of its own. `note(text)` is told of
     the steps before and after the writes that take seconds at GiB sizes: registering
-    the buffers, and hashing both ends."""
+    the buffers, and hashing both ends. `cc`, `ecn`, `trim` choose the senders'
+    congestion control and the signals it uses (SenderConfig; None: the endpoint's
+    default, nscc with both)."""
     if mode not in MODES:
         raise UsageError(f"unknown mode {mode!r}; modes: {', '.join(MODES)}")
+    if cc is not None and cc not in CCS:
+        raise UsageError(f"unknown congestion control {cc!r}; choose {', '.join(CCS)}")
     check_fits(flows)
     hosts = sorted({f.src for f in flows} | {f.dst for f in flows})
     clients = {h: endpoints.client(rt, h) for h in hosts}
@@ -195,7 +201,7 @@ def run(rt, pattern: str, flows: list[Flow], mode: str = "mrc", *, evs: int = 12
         note(f"registering buffers: {len(flows)} QP{'s' * (len(flows) != 1)}, "
              f"{total / 2**20:,.0f} MiB at each end")
     try:
-        _register(clients, flows, mode, evs)
+        _register(clients, flows, mode, evs, {"cc": cc, "ecn": ecn, "trim": trim})
         pending = sorted(faults or [], key=lambda e: e[0])
         start = time.monotonic()
         t0_ns = time.monotonic_ns()
@@ -254,7 +260,8 @@ def _at_every_host(work: dict[str, list], do) -> dict[str, list]:
     return {h: f.result() for h, f in futures.items()}
 
 
-def _register(clients, flows: list[Flow], mode: str, evs: int | None) -> None:
+def _register(clients, flows: list[Flow], mode: str, evs: int | None,
+              signals: dict | None = None) -> None:
     """Every flow's two QPs, connected. The receiving QPs come first (a sending QP is
     created with its peer's QPN and rkey), then the sending QPs. Within each step every
     host registers its own buffers, all hosts at once: at GiB sizes that is seconds of
@@ -277,7 +284,7 @@ def _register(clients, flows: list[Flow], mode: str, evs: int | None) -> None:
         f = flows[i]
         f.send_qpn = clients[host].send_qp(peer=f.dst, peer_qpn=f.recv_qpn,
                                            rkey=rkeys[i], size=f.size, mode=mode, evs=evs,
-                                           seed=i + 1)["qpn"]
+                                           seed=i + 1, **(signals or {}))["qpn"]
 
     _at_every_host(by(lambda f: f.dst), recv)
     _at_every_host(by(lambda f: f.src), send)

@@ -91,7 +91,8 @@ _TOP = {"name", "description", "fabric", "steady_state", "method", "expect",
         "baseline_expect", "compare", "rollback"}
 _STEADY = {"verify", "goodput_floor"}
 _METHOD = {"traffic", "bystander", "timeline"}
-_TRAFFIC = {"pattern", "src", "dst", "senders", "size", "mode", "evs", "qps"}
+_TRAFFIC = {"pattern", "src", "dst", "senders", "size", "mode", "evs", "qps", "cc", "ecn",
+            "trim"}
 _BYSTANDER = {"src", "dst", "size"}
 _STEP = {"at", "fault", "target", "for"}  # and the fault kinds' parameters (_param_keys)
 _ROLLBACK = {"verify"}
@@ -107,6 +108,10 @@ class Traffic:
     evs: int = 128
     qps: int = 1  # QPs per flow
     senders: tuple[str, ...] = ()  # incast: these hosts only (default: every other host)
+    # the senders' congestion control and signals (SenderConfig; None: the endpoint's)
+    cc: str | None = None  # nscc or delay (docs/congestion.md)
+    ecn: bool | None = None  # use echoed CE marks
+    trim: bool | None = None  # act on NACK(TRIMMED)
 
 
 @dataclass(frozen=True)
@@ -383,7 +388,19 @@ def _traffic(c: _Checker, data: Any) -> Traffic | None:
         senders = []
     elif senders and pattern != "incast":
         c.add(f"{path}senders", "applies to incast only", "bulk names src and dst")
-    return Traffic(pattern, src, dst, size or 0, mode, evs, qps, tuple(senders))
+    cc = data.get("cc")
+    if cc is not None and cc not in ("nscc", "delay"):
+        c.add(f"{path}cc", f"must be nscc or delay (got {show_value(cc)})",
+              "nscc uses delay, ECN marks and trims; delay the queueing delay alone")
+        cc = None
+    flags = {}
+    for key in ("ecn", "trim"):
+        flags[key] = data.get(key)
+        if flags[key] is not None and not isinstance(flags[key], bool):
+            c.add(f"{path}{key}", f"must be true or false (got {show_value(flags[key])})")
+            flags[key] = None
+    return Traffic(pattern, src, dst, size or 0, mode, evs, qps, tuple(senders), cc,
+                   flags["ecn"], flags["trim"])
 
 
 def _size(c: _Checker, data: dict, path: str, default: str) -> int | None:

@@ -308,7 +308,7 @@ def run(att: Attached, drill: Drill, *, mode: str | None = None, seed: int = 1,
             note("bystander alone")
             solo = T.run(att.runtime, "bulk", [T.Flow(drill.bystander.src, drill.bystander.dst,
                                                       drill.bystander.size)], mode,
-                         evs=drill.traffic.evs)
+                         evs=drill.traffic.evs, **_signals(drill))
             alone = _flow_logs(solo, 1)[0]
             bystander_solo_gbps = alone.size * 8 / alone.completion_s / 1e9 \
                 if alone.completion_s else None
@@ -318,7 +318,8 @@ def run(att: Attached, drill: Drill, *, mode: str | None = None, seed: int = 1,
         note(f"traffic: {drill.traffic.pattern} {mode}, {len(flows)} flows; "
              f"{len(planned)} faults on the timeline")
         run_data = T.run(att.runtime, drill.traffic.pattern, flows, mode,
-                         evs=drill.traffic.evs, sample_s=0.05, on_start=timeline.begin,
+                         evs=drill.traffic.evs, **_signals(drill), sample_s=0.05,
+                         on_start=timeline.begin,
                          timeout_s=max(120.0, drill.end_ns / 1e9 + 60))
         load_after = link_bytes(att)
     except _SteadyStateFailed:
@@ -380,6 +381,12 @@ def uninterrupted():
     finally:
         for s, handler in old.items():
             signal.signal(s, handler)
+
+
+def _signals(drill: Drill) -> dict:
+    """The senders' congestion control and signals the drill asks for (None: default)."""
+    t = drill.traffic
+    return {"cc": t.cc, "ecn": t.ecn, "trim": t.trim}
 
 
 def _flows(drill: Drill, fabric: Fabric) -> list[T.Flow]:

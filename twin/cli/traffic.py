@@ -35,18 +35,26 @@ def _size(text: str) -> int:
               help="mrc sprays and adapts; single-path is RoCE over ECMP; spray-static sprays "
                    "but never adapts.")
 @click.option("--evs", default=128, show_default=True, help="EVs per QP.")
+@click.option("--cc", type=click.Choice(["nscc", "delay"]), default=None,
+              help="Congestion control: nscc (delay, ECN marks and trims; the default) or "
+                   "delay (queueing delay only). docs/congestion.md")
+@click.option("--ecn/--no-ecn", default=None,
+              help="Use (or ignore) the CE marks the receiver echoes. Default: use.")
+@click.option("--trim/--no-trim", default=None,
+              help="Act on NACK(TRIMMED) (or find trimmed packets as losses). Default: act.")
 @click.option("--cut", "cut", default=None, metavar="NODE:IF",
               help="Take this link down mid-transfer (brought back up when the run ends).")
 @click.option("--cut-at", default=0.5, show_default=True, metavar="SECONDS",
               help="When --cut happens, in seconds after the first write.")
 @click.option("--lab", default=None)
 @click.option("--json", "as_json", is_flag=True)
-def traffic(pattern, src, dst, size, mode, evs, cut, cut_at, lab, as_json):
+def traffic(pattern, src, dst, size, mode, evs, cc, ecn, trim, cut, cut_at, lab, as_json):
     """Move verified bytes through the hosts' MRC endpoints.
 
     \b
       twin traffic bulk --src r0h0 --dst r1h0 --size 256M
       twin traffic bulk --src r0h0 --dst r1h0 --mode single-path
+      twin traffic bulk --src r0h0 --dst r1h0 --cc delay --no-ecn --no-trim
       twin traffic bulk --src r0h0 --dst r1h0 --size 256M --cut t0-p0-r0:eth3
       twin traffic incast --dst r0h0 --size 16M
     Every destination buffer is checked against its source (sha256). When the
@@ -105,7 +113,8 @@ def traffic(pattern, src, dst, size, mode, evs, cut, cut_at, lab, as_json):
         err.print(text, highlight=False)
 
     try:
-        result = T.run(att.runtime, pattern, flows, mode, evs=evs, progress=progress,
+        result = T.run(att.runtime, pattern, flows, mode, evs=evs, cc=cc, ecn=ecn, trim=trim,
+                       progress=progress,
                        faults=scheduled, note=None if as_json else note)
     finally:
         if applied:

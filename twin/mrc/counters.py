@@ -87,7 +87,9 @@ def send_qp_stats(loop, qp) -> SendQpStats:
         events_logged=sender.log.total,
         single_path=loop.path(qp, single.value) if single is not None else None,
         ev_skips_total=evs.skips, dead_paths_total=evs.dead_paths,
-        target_us=sender.cfg.target_ns / 1000)
+        target_us=sender.cfg.target_ns / 1000, ev_skips_by=dict(evs.skips_by),
+        cc=sender.cfg.cc,
+        signals=tuple(k for k in ("ecn", "trim") if getattr(sender.cfg, k)))
 
 
 def recv_qp_stats(qp) -> RecvQpStats:
@@ -168,6 +170,32 @@ def metrics(loop) -> str:
            [({"qp": q.qpn}, q.receiver.stats.bytes) for q in loop.recv_qps.values()])
     metric("rx_duplicates_total", "counter", "Duplicate data packets dropped",
            [({"qp": q.qpn}, q.receiver.stats.duplicates) for q in loop.recv_qps.values()])
+    # congestion signals (docs/congestion.md)
+    rq = list(loop.recv_qps.values())
+    metric("ecn_marks_total", "counter",
+           "CE-marked data packets: seen by a receiving QP (side=rx), reported back to a "
+           "sending QP in its SACKs (side=tx)",
+           [({"qp": q.qpn, "side": "rx"}, q.receiver.stats.ce_marked) for q in rq]
+           + [({"qp": q.qpn, "side": "tx"}, q.sender.stats.ecn_marks) for q in sq])
+    metric("ev_skips_total", "counter", "EVs sent to SKIP for a rotation, by reason",
+           [({"qp": q.qpn, "reason": r}, n) for q in sq
+            for r, n in q.sender.evs.skips_by.items()])
+    metric("trims_total", "counter",
+           "Trimmed data packets: received (side=rx; each NAKed), NAK(TRIMMED) acted on by "
+           "the sender (side=tx)",
+           [({"qp": q.qpn, "side": "rx"}, q.receiver.stats.trimmed) for q in rq]
+           + [({"qp": q.qpn, "side": "tx"}, q.sender.stats.nacks_trimmed) for q in sq])
+    metric("nacks_total", "counter",
+           "NAKs by reason: sent by a receiving QP (side=rx), received by a sending QP "
+           "(side=tx); reason seq (PSN sequence error) or trimmed",
+           [({"qp": q.qpn, "side": "rx", "reason": "seq"},
+             q.receiver.stats.nacks - q.receiver.stats.nacks_trimmed) for q in rq]
+           + [({"qp": q.qpn, "side": "rx", "reason": "trimmed"},
+               q.receiver.stats.nacks_trimmed) for q in rq]
+           + [({"qp": q.qpn, "side": "tx", "reason": "seq"}, q.sender.stats.nacks_seq)
+              for q in sq]
+           + [({"qp": q.qpn, "side": "tx", "reason": "trimmed"},
+               q.sender.stats.nacks_trimmed + q.sender.stats.trims_ignored) for q in sq])
     drops = drop_counts(loop).to_dict()
     metric("bad_packets_total", "counter", "Packets dropped for a bad ICRC or header",
            [({}, drops["truncated"] + drops["malformed"] + drops["bad_icrc"])])
