@@ -547,6 +547,13 @@ class Sender:
             if avoid is None or (ev.plane != avoid.plane and ev.value != avoid.value):
                 break
             ev = self.evs.next()
+        if avoid is not None and ev.value == avoid.value:
+            # Not the very EV the copy took (a trimmed one's is merely SKIPped, and comes
+            # back at the end of a rotation): any other will do, if there is one.
+            for _ in range(self.evs.size):
+                other = self.evs.next()
+                if other.value != avoid.value:
+                    return other
         return ev
 
     def poll(self, now: int, source: memoryview, budget: int = 64) -> list[TxPacket]:
