@@ -21,7 +21,8 @@ def endpoint_wire() -> dict:
                        "ev_retirements": 0,
                        "tx_bytes_per_plane": {"0": 1 << 18, "1": 1 << 18, "2": 1 << 18,
                                               "3": 1 << 18},
-                       "rx_bytes_per_plane": {"0": 0, "1": 0, "2": 0, "3": 0}},
+                       "rx_bytes_per_plane": {"0": 0, "1": 0, "2": 0, "3": 0},
+                       "signals": {"ce_marked_rx": 3, "ecn_marks_tx": 0}},
             "send_qps": [send_qp_stats().to_dict()], "recv_qps": [RECV], "drops": DROPS,
             "datapath": "compiled"}
 
@@ -89,8 +90,11 @@ def test_an_older_endpoint_without_the_congestion_counters_reads_as_zero():
         del q[key]
     for key in S.SenderCounters._SIGNALS:
         del q["sender"][key]
+    del older["totals"]["signals"]
     ep = S.EndpointStats.from_dict(older)
     assert (ep.recv_qp(2).ce_marked, ep.recv_qp(2).nacks_trimmed) == (0, 0)
     qp = ep.send_qp(1)
     assert (qp.cc, qp.signals, dict(qp.ev_skips_by)) == ("", (), {})
     assert (qp.sender.ecn_marks, qp.sender.nacks_trimmed) == (0, 0)
+    assert ep.totals.signals == {}
+    assert S.EndpointStats.from_dict(endpoint_wire()).totals.signals["ce_marked_rx"] == 3

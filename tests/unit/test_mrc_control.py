@@ -57,8 +57,8 @@ def test_every_arg_has_a_known_kind_and_ordered_bounds():
     for op in C.OPS.values():
         assert len({a.name for a in op.args}) == len(op.args), op.name
         for a in op.args:
-            assert a.kind in ("int", "number", "seed", "choice", "bool", "host", "send_qp", "recv_qp",
-                              "qp", "evs"), (op.name, a.name)
+            assert a.kind in ("int", "number", "seed", "choice", "bool", "host", "send_qp",
+                              "recv_qp", "qp", "evs"), (op.name, a.name)
             if a.kind in ("int", "number") and not isinstance(a.hi, C.Limit):
                 assert a.lo <= a.hi, (op.name, a.name)
 

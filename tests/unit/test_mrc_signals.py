@@ -130,7 +130,7 @@ def test_a_ce_packet_is_sacked_at_once_and_echoed():
 def test_marks_since_the_last_sack_are_counted_and_saturate():
     rx, _ = _rx(200)
     rx.ack_every = 1000
-    for psn in range(130):  # a duplicate CE also counts; a NAK's report carries them too
+    for _ in range(130):  # marks since the last SACK (duplicates and trims count too)
         rx._mark()
     sack = rx.on_data(RxPacket(0, 0, b"a" * 8, None, 0x11, 0, ce=True))
     assert sack.congestion == W.CONGESTION_ECHO_CE | W.CONGESTION_COUNT

@@ -320,13 +320,16 @@ def _stats_table(lab: str, data: dict) -> None:
     """One row per endpoint that answered: what a person reads first."""
     t = Table(title=f"endpoints of {lab}")
     for col in ("host", "ports up", "send QPs", "recv QPs", "bytes sent", "bytes placed",
-                "retx", "bad packets", "data path"):
+                "retx", "CE rx/tx", "trims rx/tx", "ECN skips", "bad packets", "data path"):
         t.add_column(col)
     for h, d in data.items():
         tot = d.totals
+        sig = tot.signals.get  # congestion signals (docs/congestion.md); 0 from older ones
         t.add_row(h, f"{d.ports:#06b}", str(len(d.send_qps)), str(len(d.recv_qps)),
                   f"{tot.bytes_sent:,}", f"{tot.bytes_placed:,}", str(tot.retransmits),
-                  str(d.bad_packets), d.datapath.split(":")[0])
+                  f"{sig('ce_marked_rx', 0):,}/{sig('ecn_marks_tx', 0):,}",
+                  f"{sig('trimmed_rx', 0):,}/{sig('nacks_trimmed_received', 0):,}",
+                  f"{sig('ev_skips_ecn', 0):,}", str(d.bad_packets), d.datapath.split(":")[0])
     out.print(t)
 
 

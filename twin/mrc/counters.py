@@ -30,6 +30,27 @@ from twin.mrc.stats import (
 # Drops the endpoint counts itself; the rest are its QPs' transport counters
 ENDPOINT_DROPS = ("truncated", "malformed", "bad_icrc", "unknown_qp", "bad_rkey",
                   "out_of_bounds")
+# The congestion signals over the endpoint's life (EndpointTotals.signals): receiving
+# QPs' (rx) and sending QPs' (tx) counters, summed
+SIGNALS = ("ce_marked_rx", "trimmed_rx", "nacks_seq_sent", "nacks_trimmed_sent",
+           "ecn_marks_tx", "nacks_seq_received", "nacks_trimmed_received",
+           "ev_skips_ecn", "ev_skips_trim", "ev_skips_rtt")
+
+
+def signals_of(sq, rq) -> dict[str, int]:
+    """One sending QP's and one receiving QP's congestion-signal counters (either may
+    be None), keyed as SIGNALS."""
+    out = dict.fromkeys(SIGNALS, 0)
+    if rq is not None:
+        r = rq.receiver.stats
+        out.update(ce_marked_rx=r.ce_marked, trimmed_rx=r.trimmed,
+                   nacks_seq_sent=r.nacks - r.nacks_trimmed, nacks_trimmed_sent=r.nacks_trimmed)
+    if sq is not None:
+        t, by = sq.sender.stats, sq.sender.evs.skips_by
+        out.update(ecn_marks_tx=t.ecn_marks, nacks_seq_received=t.nacks_seq,
+                   nacks_trimmed_received=t.nacks_trimmed + t.trims_ignored,
+                   ev_skips_ecn=by["ecn"], ev_skips_trim=by["trim"], ev_skips_rtt=by["rtt"])
+    return out
 
 
 class EndpointCounters:
@@ -46,6 +67,7 @@ class EndpointCounters:
         self.rx_plane_bytes: dict[int, int] = {p: 0 for p in planes}
         # the QPs' own drop counters, of QPs closed before
         self.closed_drops = {"duplicate": 0, "psn_window": 0, "ack_unsent": 0}
+        self.closed_signals = dict.fromkeys(SIGNALS, 0)  # their congestion signals
 
     def close(self, sq, rq) -> None:
         """A sending QP, a receiving QP (either may be None) closed: closed QPs still
@@ -55,6 +77,8 @@ class EndpointCounters:
             self.totals["retransmits"] += sq.sender.stats.retransmits
             self.totals["ev_retirements"] += sq.sender.evs.retirements
             self.closed_drops["ack_unsent"] += sq.sender.stats.acks_unsent
+        for k, n in signals_of(sq, rq).items():
+            self.closed_signals[k] += n
         if rq is not None:
             self.totals["bytes_placed"] += rq.receiver.stats.bytes
             self.closed_drops["duplicate"] += rq.receiver.stats.duplicates
@@ -125,12 +149,25 @@ def endpoint_stats(loop) -> EndpointStats:
         retransmits=closed["retransmits"] + sum(q.sender.stats.retransmits for q in sq),
         ev_retirements=closed["ev_retirements"] + sum(q.sender.evs.retirements for q in sq),
         tx_bytes_per_plane=loop.tx_bytes_per_plane(),
-        rx_bytes_per_plane=dict(loop.counters.rx_plane_bytes))
+        rx_bytes_per_plane=dict(loop.counters.rx_plane_bytes),
+        signals=signal_totals(loop))
     drops = drop_counts(loop)
     bad = drops.truncated + drops.malformed + drops.bad_icrc
     return EndpointStats(loop.host, loop.port_bitmap, bad, drops.unknown_qp,
                          totals, tuple(send_qp_stats(loop, q) for q in sq),
                          tuple(recv_qp_stats(q) for q in rq), drops, loop.datapath)
+
+
+def signal_totals(loop) -> dict[str, int]:
+    """The congestion signals over the endpoint's life, closed QPs included."""
+    out = dict(loop.counters.closed_signals)
+    for q in [*loop.send_qps.values()]:
+        for k, n in signals_of(q, None).items():
+            out[k] += n
+    for q in [*loop.recv_qps.values()]:
+        for k, n in signals_of(None, q).items():
+            out[k] += n
+    return out
 
 
 def metrics(loop) -> str:

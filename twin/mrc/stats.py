@@ -233,18 +233,23 @@ class EndpointTotals:
     tx_bytes_per_plane: Mapping[int, int] = field(default_factory=dict)
     # plane -> payload bytes placed from data packets that came on it (not duplicates)
     rx_bytes_per_plane: Mapping[int, int] = field(default_factory=dict)
+    # the congestion signals, summed over the QPs (twin.mrc.counters.SIGNALS): marks
+    # seen (ce_marked_rx) and echoed back (ecn_marks_tx), trims, NAKs by reason sent and
+    # received, EV skips by reason; empty from an endpoint before them
+    signals: Mapping[str, int] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {"bytes_sent": self.bytes_sent, "bytes_placed": self.bytes_placed,
                 "retransmits": self.retransmits, "ev_retirements": self.ev_retirements,
                 "tx_bytes_per_plane": {str(p): n for p, n in self.tx_bytes_per_plane.items()},
-                "rx_bytes_per_plane": {str(p): n for p, n in self.rx_bytes_per_plane.items()}}
+                "rx_bytes_per_plane": {str(p): n for p, n in self.rx_bytes_per_plane.items()},
+                "signals": dict(self.signals)}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> EndpointTotals:
         return cls(d["bytes_sent"], d["bytes_placed"], d["retransmits"], d["ev_retirements"],
                    _plane_map(d.get("tx_bytes_per_plane", {})),
-                   _plane_map(d.get("rx_bytes_per_plane", {})))
+                   _plane_map(d.get("rx_bytes_per_plane", {})), dict(d.get("signals", {})))
 
 
 @dataclass(frozen=True)
