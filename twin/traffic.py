@@ -59,7 +59,21 @@ class Flow:
         return {"src": self.src, "dst": self.dst, "bytes": self.size, "exact": self.exact,
                 **{k: qp.get(k) for k in FLOW_FIELDS},
                 "retransmits": sender.get("retransmits"),
-                "per_plane_packets": sender.get("per_plane_packets")}
+                "per_plane_packets": sender.get("per_plane_packets"),
+                "congestion": _congestion(qp)}
+
+
+def _congestion(qp: dict) -> dict | None:
+    """The congestion signals of a flow's QP (docs/congestion.md): its algorithm and
+    signals, the marks echoed to it, its EV skips by reason, the trims it resent."""
+    if not qp:
+        return None
+    s = qp.get("sender", {})
+    return {"cc": qp.get("cc"), "signals": qp.get("signals"), "window": qp.get("window"),
+            "ecn_marks": s.get("ecn_marks"), "ecn_echoes": s.get("ecn_echoes"),
+            "ev_skips_by": qp.get("ev_skips_by"), "nacks_trimmed": s.get("nacks_trimmed"),
+            "nacks_seq": s.get("nacks_seq"), "trims_ignored": s.get("trims_ignored"),
+            "quick_adapts": s.get("quick_adapts"), "window_decreases": s.get("window_decreases")}
 
 
 @dataclass
