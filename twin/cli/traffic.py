@@ -235,7 +235,8 @@ def fuzz(host, seed, budget, per_kind, lab):
     \b
       twin fuzz --host r1h0 --seed 7
     Truncated packets, bad ICRCs, unknown QPs, out-of-bounds RDMA addresses, PSNs
-    far outside the window, replays and ACKs for PSNs never sent (twin.mrc.fuzz),
+    far outside the window, replays, ACKs for PSNs never sent and forged trimmed
+    packets (twin.mrc.fuzz),
     from inside the host's own namespace to its NIC (nothing leaves the lab). The
     report has the packets expected and counted per drop counter, and the `guards`
     of every registered buffer. Needs root and a lab whose namespaces twin can enter.
