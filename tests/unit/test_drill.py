@@ -205,3 +205,13 @@ def test_with_several_labs_up_a_drill_runs_on_its_fabrics_lab(monkeypatch):
     assert cli_drill._lab_for(shaped, None) is None  # attach says: name one with --lab
     monkeypatch.setattr(state, "known_labs", lambda: ["mine"])
     assert cli_drill._lab_for(shaped, None) is None  # the one lab up
+
+
+def test_a_drill_chooses_the_senders_congestion_control_and_signals():
+    d = D.parse_drill(GOOD.replace("size: 16M}", "size: 16M, cc: delay, ecn: false}"))
+    assert (d.traffic.cc, d.traffic.ecn, d.traffic.trim) == ("delay", False, None)
+    assert R._signals(d) == {"cc": "delay", "ecn": False, "trim": None}
+    assert D.parse_drill(GOOD).traffic.cc is None  # the endpoint's default (nscc)
+    got = problems(GOOD.replace("size: 16M}", "size: 16M, cc: dcqcn, trim: yes please}"))
+    assert "must be nscc or delay" in got["method.traffic.cc"]
+    assert "must be true or false" in got["method.traffic.trim"]

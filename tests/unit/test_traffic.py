@@ -88,3 +88,23 @@ def test_a_refused_registration_leaves_every_qp_made_so_far_named_for_closing():
     # both receiving QPs, and b's sending QP, exist: run()'s finally closes them
     assert [(f.send_qpn, f.recv_qpn) for f in flows] == [(0, 1), (2, 1)]
     assert not any(op == "connect" for c in clients.values() for op, _ in c.calls)
+
+
+def test_the_senders_signals_go_to_send_qp_and_only_when_chosen():
+    clients = {"a": Registrar(), "b": Registrar()}
+    _register(clients, [Flow("a", "b", 10)], "mrc", None,
+              {"cc": "delay", "ecn": False, "trim": None})
+    (send,) = [args for op, args in clients["a"].calls if op == "send_qp"]
+    assert (send["cc"], send["ecn"]) == ("delay", False) and "trim" not in send
+    clients = {"a": Registrar(), "b": Registrar()}
+    _register(clients, [Flow("a", "b", 10)], "mrc", None)
+    (send,) = [args for op, args in clients["a"].calls if op == "send_qp"]
+    assert not {"cc", "ecn", "trim"} & set(send)  # the endpoint's defaults
+
+
+def test_an_unknown_congestion_control_is_a_usage_error():
+    from twin import traffic as T
+    from twin.errors import UsageError
+
+    with pytest.raises(UsageError, match="congestion control 'dcqcn'; choose nscc, delay"):
+        T.run(None, "bulk", [Flow("a", "b", 1)], cc="dcqcn")
