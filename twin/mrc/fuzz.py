@@ -38,7 +38,8 @@ receiving QP (connected to an idle sending QP on the peer, so SACKs for the acce
 and duplicate packets have somewhere to go) and an idle sending QP on the target
 host, sends the plan from inside the target's own network namespace to its NIC
 address (nothing leaves the lab), for a bounded time,
-then reads back the endpoint's drop counters and its `guards` report.
+then reads back the endpoint's drop counters (and, as `nacked`, the receiving QP's
+NAK(TRIMMED)s) and its `guards` report.
 """
 
 from __future__ import annotations
@@ -404,7 +405,10 @@ def run(target: EndpointClient, peer: EndpointClient, netns: str, seed=DEFAULT_S
     while True:
         after = target.stats()
         got = {k: after["drops"][k] - before["drops"][k] for k in after["drops"]}
-        if all(got[k] >= n for k, n in want.items() if k not in (ACCEPTED, NACKED)) \
+        # trimmed packets that passed every check: the receiving QP's NAK(TRIMMED)s
+        got[NACKED] = next((q.get("nacks_trimmed", 0) for q in after["recv_qps"]
+                            if q["qpn"] == r["qpn"]), 0)
+        if all(got[k] >= n for k, n in want.items() if k != ACCEPTED) \
                 or time.monotonic() >= deadline:
             break
         time.sleep(0.05)
