@@ -38,6 +38,13 @@ nothing of MRC's may sit there; RETH DMA length is exactly the payload):
     MSN                         the sender's own bookkeeping; the AETH carries the responder's
                                 count, as in IB (every WRITE Only is one message to IB).
 
+Congestion signals (docs/congestion.md): data packets leave ECT(0) in both IPv6 headers
+(control packets Not-ECT; the ICRC masks the traffic class). The receiver reads the inner
+traffic class (IPV6_FLOWINFO: `flowinfo_of`) and echoes CE in the SACK's congestion byte
+(CONGESTION_ECHO_CE | marks since the last SACK). A data opcode arriving with DSCP
+TRIM_DSCP (7) was trimmed by a switch to BTH and RETH: `decode` returns `Trimmed` without
+an ICRC check, and the receiver answers NAK_TRIMMED.
+
 Naming follows the InfiniBand spec (Bth, Reth, ImmDt, Aeth, PSN, QP) and MRC (EV, Sack).
 Encoders return the RoCE body (BTH .. payload, no ICRC); `frame` wraps one in
 IPv6/IPv6/UDP and appends the ICRC. On the receive side the kernel has stripped both IPv6
