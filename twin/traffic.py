@@ -72,7 +72,21 @@ class Flow:
         return {"src": self.src, "dst": self.dst, "bytes": self.size, "exact": self.exact,
                 **{k: qp.get(k) for k in FLOW_FIELDS},
                 "retransmits": sender.get("retransmits"),
-                "per_plane_packets": sender.get("per_plane_packets")}
+                "per_plane_packets": sender.get("per_plane_packets"),
+                "congestion": _congestion(qp)}
+
+
+def _congestion(qp: dict) -> dict | None:
+    """The congestion signals of a flow's QP (docs/congestion.md): its algorithm and
+    signals, the marks echoed to it, its EV skips by reason, the trims it resent."""
+    if not qp:
+        return None
+    s = qp.get("sender", {})
+    return {"cc": qp.get("cc"), "signals": qp.get("signals"), "window": qp.get("window"),
+            "ecn_marks": s.get("ecn_marks"), "ecn_echoes": s.get("ecn_echoes"),
+            "ev_skips_by": qp.get("ev_skips_by"), "nacks_trimmed": s.get("nacks_trimmed"),
+            "nacks_seq": s.get("nacks_seq"), "trims_ignored": s.get("trims_ignored"),
+            "quick_adapts": s.get("quick_adapts"), "window_decreases": s.get("window_decreases")}
 
 
 def split_qps(flows: list[Flow], qps: int) -> list[Flow]:
@@ -256,7 +270,8 @@ def flows_for(pattern: str, hosts: list[str], size: int, src: str | None = None,
 
 
 def run(rt, pattern: str, flows: list[Flow], mode: str = "mrc", *, evs: int = 128,
-        cc: str | None = None, timeout_s: float = 300.0, sample_s: float = 0.02,
+        cc: str | None = None, ecn: bool | None = None, trim: bool | None = None,
+        timeout_s: float = 300.0, sample_s: float = 0.02,
         faults: list[tuple[float, Callable[[], str]]] | None = None,
         progress: Callable[[int, int, float], None] | None = None,
         on_start: Callable[[int], None] | None = None,
@@ -266,7 +281,9 @@ def run(rt, pattern: str, flows: list[Flow], mode: str = "mrc", *, evs: int = 12
     `on_start(t0_ns)` is called once every write is posted (t0_ns: CLOCK_MONOTONIC
     before the first), e.g. to start a timeline of its own. `note(text)` is told of
     the steps before and after the writes that take seconds at GiB sizes: registering
-    the buffers, and hashing both ends."""
+    the buffers, and hashing both ends. `cc`, `ecn`, `trim` choose the senders'
+    congestion control and the signals it uses (SenderConfig; None: the endpoint's
+    default, nscc with both)."""
     if mode not in MODES:
         raise UsageError(f"unknown mode {mode!r}; modes: {', '.join(MODES)}")
     cc = cc or CC.default_for(mode)
@@ -283,7 +300,7 @@ def run(rt, pattern: str, flows: list[Flow], mode: str = "mrc", *, evs: int = 12
         note(f"registering buffers: {len(flows)} QP{'s' * (len(flows) != 1)}, "
              f"{total / 2**20:,.0f} MiB at each end")
     try:
-        _register(clients, flows, mode, evs, cc)
+        _register(clients, flows, mode, evs, {"cc": cc, "ecn": ecn, "trim": trim})
         pending = sorted(faults or [], key=lambda e: e[0])
         start = time.monotonic()
         t0_ns = time.monotonic_ns()
@@ -343,7 +360,7 @@ def _at_every_host(work: dict[str, list], do) -> dict[str, list]:
 
 
 def _register(clients, flows: list[Flow], mode: str, evs: int | None,
-              cc: str | None = None) -> None:
+              signals: dict | None = None) -> None:
     """Every flow's two QPs, connected. The receiving QPs come first (a sending QP is
     created with its peer's QPN and rkey), then the sending QPs. Within each step every
     host registers its own buffers, all hosts at once: at GiB sizes that is seconds of
@@ -366,7 +383,7 @@ def _register(clients, flows: list[Flow], mode: str, evs: int | None,
         f = flows[i]
         f.send_qpn = clients[host].send_qp(peer=f.dst, peer_qpn=f.recv_qpn,
                                            rkey=rkeys[i], size=f.size, mode=mode, evs=evs,
-                                           seed=i + 1, cc=cc)["qpn"]
+                                           seed=i + 1, **(signals or {}))["qpn"]
 
     _at_every_host(by(lambda f: f.dst), recv)
     _at_every_host(by(lambda f: f.src), send)

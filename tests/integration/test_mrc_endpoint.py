@@ -1,5 +1,6 @@
 """The MRC endpoints on mrc-4p: real packets through kernel SRv6, verified bytes."""
 
+import contextlib
 import json
 import shutil
 import socket
@@ -546,3 +547,90 @@ def test_traffic_says_what_it_does_before_and_after_the_writes(lab4):
     flows = json.loads(got.output)["flows"]
     assert len(flows) == 4 and all(f["exact"] for f in flows), flows
     assert {f["src"] for f in flows} == {f["dst"] for f in flows}
+
+
+# -- congestion signals (docs/congestion.md): marks and trims set by nftables ---------------
+#
+# Until the fabric marks and trims in its switches (and the host's decap copies the outer
+# traffic class in, RFC 6040), the receiving host's own nftables stands in for them: an
+# input-hook rule sees the inner packet after decap (End.DT6 and the eBPF decap both
+# deliver it through ip6_input) and rewrites its traffic class, which is what the
+# endpoint's socket reads (IPV6_FLOWINFO). DSCP 7 on a whole packet makes the receiver
+# treat it as trimmed (it reads BTH and RETH only): a real copy in flight is "trimmed".
+
+DATA = "udp dport 4791 @th,64,8 { 0x0a, 0x0b }"  # BTH opcode: RDMA WRITE (with imm)
+
+
+@contextlib.contextmanager
+def nft_at(att, host: str, rule: str):
+    """One nftables rule on `host`'s input hook for the length of the block; its
+    packet counter is read into the yielded dict at the end."""
+    path = att.runtime.netns_path(host)
+    nsenter.run(path, ["nft", "-f", "-"], input=(
+        "table ip6 twin_test_signals {\n chain input {\n"
+        "  type filter hook input priority -300; policy accept;\n"
+        f"  {rule} counter\n }}\n}}\n"))
+    hits: dict = {}
+    try:
+        yield hits
+    finally:
+        out = nsenter.run(path, ["nft", "-j", "list", "table", "ip6", "twin_test_signals"])
+        for item in json.loads(out.stdout)["nftables"]:
+            for expr in item.get("rule", {}).get("expr", []):
+                if "counter" in expr:
+                    hits["packets"] = expr["counter"]["packets"]
+        nsenter.run(path, ["nft", "delete", "table", "ip6", "twin_test_signals"])
+
+
+def signalled(att, size, **signals):
+    flows = T.flows_for("bulk", [], size, "r0h0", "r1h0")
+    return T.run(att.runtime, "bulk", flows, "mrc", timeout_s=120, **signals)
+
+
+def test_ce_marks_on_one_plane_are_echoed_and_its_evs_skipped(lab4):
+    """Every data packet of plane 0 arrives CE-marked (the flow label's low bits are
+    the EV's plane): the receiver echoes every mark, the sender SKIPs each marked EV
+    for a rotation, and plane 0 carries less than the others (a marked EV is used every
+    other rotation); with --no-ecn the marks are only counted."""
+    rule = f"{DATA} ip6 flowlabel & 0xf == 0 ip6 ecn set ce"
+    with endpoints.client(lab4.runtime, "r1h0") as c:
+        before = EndpointStats.from_dict(c.stats()).totals.signals.get("ce_marked_rx", 0)
+    with nft_at(lab4, "r1h0", rule) as hits:
+        on = signalled(lab4, 32 * MiB)
+        off = signalled(lab4, 32 * MiB, ecn=False)
+    assert on.ok and off.ok, (on.to_dict(), off.to_dict())
+    a, b = on.flows[0].result, off.flows[0].result
+    assert hits["packets"] > 100
+    assert a.sender.ecn_marks + b.sender.ecn_marks == hits["packets"]  # every mark echoed
+    with endpoints.client(lab4.runtime, "r1h0") as c:
+        seen = EndpointStats.from_dict(c.stats()).totals.signals["ce_marked_rx"] - before
+    assert seen == hits["packets"]  # the receiver saw each one (its life-long total)
+    assert a.ev_skips_by["ecn"] > 100 and b.ev_skips_by["ecn"] == 0
+    assert a.cc == "nscc" and a.signals == ("ecn", "trim") and b.signals == ("trim",)
+
+    def share(r):
+        pp = r.sender.per_plane_packets
+        return pp[0] / sum(pp.values())
+
+    assert share(a) < min(0.2, share(b) - 0.03), (a.sender.per_plane_packets,
+                                                  b.sender.per_plane_packets)
+
+
+def test_trimmed_packets_are_nacked_and_resent_at_once_without_retiring_evs(lab4):
+    """1% of data packets arrive with DSCP 7: trimmed, to the receiver. Each is NAKed
+    (NAK_TRIMMED) and resent at once on another EV; no EV retires, no loss is counted.
+    With --no-trim the same packets are found as losses, and retire their EVs."""
+    rule = f"{DATA} numgen random mod 100 == 0 ip6 dscp set 7"
+    with nft_at(lab4, "r1h0", rule) as hits:
+        on = signalled(lab4, 32 * MiB)
+        off = signalled(lab4, 32 * MiB, cc="delay", ecn=False, trim=False)
+    assert on.ok and off.ok, (on.to_dict(), off.to_dict())
+    a, b = on.flows[0].result, off.flows[0].result
+    assert a.sender.nacks_trimmed + b.sender.trims_ignored == hits["packets"] > 20
+    assert a.sender.nacks_trimmed > 0 and a.sender.retransmits >= a.sender.nacks_trimmed
+    lost = a.sender.lost_per_ev + a.sender.lost_rack + a.sender.lost_nack \
+        + a.sender.lost_timeout
+    assert lost <= 2 and a.ev_retirements_total <= 2  # the clean fabric's own, at most
+    assert a.ev_skips_by["trim"] > 0
+    assert b.sender.nacks_trimmed == 0 and b.cc == "delay" and b.signals == ()
+    assert b.ev_retirements_total >= b.sender.trims_ignored // 2

@@ -242,3 +242,15 @@ def test_with_several_labs_up_a_drill_runs_on_its_fabrics_lab(monkeypatch):
     assert cli_drill._lab_for(shaped, None) is None  # attach says: name one with --lab
     monkeypatch.setattr(state, "known_labs", lambda: ["mine"])
     assert cli_drill._lab_for(shaped, None) is None  # the one lab up
+
+
+def test_a_drill_chooses_the_senders_congestion_control_and_signals():
+    d = D.parse_drill(GOOD.replace("size: 16M}", "size: 16M, cc: delay, ecn: false}"))
+    assert (d.traffic.cc, d.traffic.ecn, d.traffic.trim) == ("delay", False, None)
+    assert R._signals(d, "mrc") == {"cc": "delay", "ecn": False, "trim": None}
+    # a baseline in another mode runs that mode's default cc (single-path: dcqcn)
+    assert R._signals(d, "single-path") == {"cc": None, "ecn": False, "trim": None}
+    assert D.parse_drill(GOOD).traffic.cc is None  # the mode's default (mrc: nscc)
+    got = problems(GOOD.replace("size: 16M}", "size: 16M, cc: cubic, trim: yes please}"))
+    assert "unknown congestion control 'cubic'" in got["method.traffic.cc"]
+    assert "must be true or false" in got["method.traffic.trim"]

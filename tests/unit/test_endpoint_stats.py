@@ -9,7 +9,8 @@ from twin.mrc.transport import ReceiverStats, SenderStats
 
 RECV = {"qpn": 2, "bad_rkey": 0, "cum": 256, "completed": [[0, 42]], "reverse_evs": [5, 9],
         "packets": 256, "bytes": 1 << 20, "duplicates": 1, "out_of_order": 3, "acks": 200,
-        "nacks": 0, "completions": 1, "out_of_window": 0, "cnps_sent": 0}
+        "nacks": 0, "completions": 1, "out_of_window": 0, "cnps_sent": 0, "ce_marked": 0,
+        "trimmed": 0, "nacks_trimmed": 0}
 DROPS = {"truncated": 1, "malformed": 0, "bad_icrc": 3, "unknown_qp": 2, "bad_rkey": 0,
          "out_of_bounds": 0, "psn_window": 0, "duplicate": 1, "ack_unsent": 0}
 
@@ -20,7 +21,8 @@ def endpoint_wire() -> dict:
                        "ev_retirements": 0,
                        "tx_bytes_per_plane": {"0": 1 << 18, "1": 1 << 18, "2": 1 << 18,
                                               "3": 1 << 18},
-                       "rx_bytes_per_plane": {"0": 0, "1": 0, "2": 0, "3": 0}},
+                       "rx_bytes_per_plane": {"0": 0, "1": 0, "2": 0, "3": 0},
+                       "signals": {"ce_marked_rx": 3, "ecn_marks_tx": 0}},
             "send_qps": [send_qp_stats().to_dict()], "recv_qps": [RECV], "drops": DROPS,
             "datapath": "compiled"}
 
@@ -77,3 +79,22 @@ def test_a_reply_from_an_endpoint_before_the_drop_counters_still_parses():
              "send_qps": [d], "recv_qps": []}
     stats = S.EndpointStats.from_dict(reply)
     assert stats.drops.bad_icrc == 0 and stats.send_qps[0].sender.acks_unsent == 0
+
+
+def test_an_older_endpoint_without_the_congestion_counters_reads_as_zero():
+    older = endpoint_wire()
+    for key in ("ce_marked", "trimmed", "nacks_trimmed"):
+        del older["recv_qps"][0][key]
+    q = older["send_qps"][0]
+    for key in ("ev_skips_by", "cc", "signals"):
+        del q[key]
+    for key in S.SenderCounters._SIGNALS:
+        del q["sender"][key]
+    del older["totals"]["signals"]
+    ep = S.EndpointStats.from_dict(older)
+    assert (ep.recv_qp(2).ce_marked, ep.recv_qp(2).nacks_trimmed) == (0, 0)
+    qp = ep.send_qp(1)
+    assert (qp.cc, qp.signals, dict(qp.ev_skips_by)) == ("", (), {})
+    assert (qp.sender.ecn_marks, qp.sender.nacks_trimmed) == (0, 0)
+    assert ep.totals.signals == {}
+    assert S.EndpointStats.from_dict(endpoint_wire()).totals.signals["ce_marked_rx"] == 3

@@ -133,7 +133,10 @@ def _same(c: tuple, data, src: bytes, dst: bytes, sport: int, flow: int) -> None
         assert c[1:5] == (p.dest_qp, p.psn, p.va, p.rkey)
         assert bytes(c[5]) == bytes(p.payload)
         assert c[6:10] == (p.ev, p.tries, p.ack_req, p.imm)
-        assert c[10] == src
+        assert c[10] == src and c[11] == p.tc
+    elif isinstance(p, wire.Trimmed):
+        assert c == (3, p.dest_qp, p.psn, p.va, p.rkey, p.dma_len, p.ev, p.tries, p.opcode,
+                     p.tc, src)
     else:
         assert c[0] == 2 and wire.decode_checked(c[1], c[2]) == p
         assert (c[3], c[4], c[5], c[6]) == (src, sport, flow, len(data))
@@ -168,8 +171,8 @@ def test_parse_is_decode_on_every_hostile_packet_of_the_fuzz_plan():
     plan = fuzz.plan(t, per_kind=64)
     for h in plan:
         data = h.payload[:fuzz._RECV_BUF]  # what the socket would hand over
-        _same(fp.parse(data, src, dst, t.sport, t.ev & wire.FLOW_MASK), data, src, dst,
-              t.sport, t.ev & wire.FLOW_MASK)
+        flow = h.tclass << wire.TC_SHIFT | t.ev & wire.FLOW_MASK
+        _same(fp.parse(data, src, dst, t.sport, flow), data, src, dst, t.sport, flow)
     assert {h.kind for h in plan} == set(fuzz.KINDS)
 
 

@@ -30,7 +30,7 @@ def judge(packets, t=TARGET):
     for h in packets:
         data = h.payload[:F._RECV_BUF]  # the endpoint's recvmsg cuts longer datagrams
         try:
-            pkt = wire.decode(data, src, dst, t.sport)
+            pkt = wire.decode(data, src, dst, t.sport, h.tclass << wire.TC_SHIFT)
         except wire.BadPacket as e:
             verdicts.append(L._DROP_OF_REASON[e.reason])
             continue
@@ -48,6 +48,26 @@ def judge(packets, t=TARGET):
                                     0, 0))
                 verdicts.append("duplicate" if st.duplicates > before[0] else
                                 "psn_window" if st.out_of_window > before[1] else F.ACCEPTED)
+        elif isinstance(pkt, wire.Trimmed):  # as PacketLoop._on_trimmed judges it
+            if pkt.dest_qp != t.recv_qpn:
+                verdicts.append("unknown_qp")
+            elif pkt.rkey != t.rkey:
+                verdicts.append("bad_rkey")
+            elif pkt.va + pkt.dma_len > t.size or pkt.dma_len > wire.MTU:
+                verdicts.append("out_of_bounds")
+            else:
+                st = rx.stats
+                before = (st.duplicates, st.out_of_window, st.bytes)
+                _, nack = rx.on_trimmed(RxPacket(L._unwrap24(pkt.psn, rx.cum), pkt.va, b"",
+                                                 None, pkt.ev, pkt.tries))
+                assert st.bytes == before[2]  # never placed
+                verdicts.append("duplicate" if st.duplicates > before[0] else
+                                "psn_window" if st.out_of_window > before[1] else
+                                F.NACKED if nack else "?")
+                if nack:  # the NAK reaches a sender that never sent the PSN
+                    n = tx.stats.acks_unsent
+                    tx.on_nack(L._unwrap24(pkt.psn, tx.cum), 0, True, pkt.ev, pkt.tries)
+                    assert tx.stats.acks_unsent == n + 1 and not tx.wants_to_send()
         elif isinstance(pkt, (wire.Ack, wire.Nack)):
             if pkt.dest_qp != t.send_qpn:
                 verdicts.append("unknown_qp")
@@ -79,7 +99,7 @@ def test_every_packet_lands_where_its_oracle_says():
 def test_every_kind_and_every_counter_is_exercised():
     packets = F.plan(TARGET, seed=7)
     assert set(F.sent_by_kind(packets)) == set(F.KINDS)
-    assert set(F.expected(packets)) - {F.ACCEPTED} == set(ENDPOINT_DROPS) | {
+    assert set(F.expected(packets)) - {F.ACCEPTED, F.NACKED} == set(ENDPOINT_DROPS) | {
         "truncated", "malformed", "bad_icrc", "psn_window", "duplicate", "ack_unsent"}
 
 

@@ -57,8 +57,8 @@ def test_every_arg_has_a_known_kind_and_ordered_bounds():
     for op in C.OPS.values():
         assert len({a.name for a in op.args}) == len(op.args), op.name
         for a in op.args:
-            assert a.kind in ("int", "number", "seed", "choice", "host", "send_qp", "recv_qp",
-                              "qp", "evs"), (op.name, a.name)
+            assert a.kind in ("int", "number", "seed", "choice", "bool", "host", "send_qp",
+                              "recv_qp", "qp", "evs"), (op.name, a.name)
             if a.kind in ("int", "number") and not isinstance(a.hi, C.Limit):
                 assert a.lo <= a.hi, (op.name, a.name)
 
@@ -175,6 +175,12 @@ HOSTILE = [  # (request, the error message the endpoint replies, as it always ha
       "target_ns": 0}, "target_ns must be a number in 1..60000000000, not '0'"),
     ({"op": "send_qp", "peer": "r0h0", "peer_qpn": 1, "rkey": 1, "size": 4096,
       "init_window": math.nan}, "init_window must be a number in 1..65536, not 'nan'"),
+    ({"op": "send_qp", "peer": "r0h0", "peer_qpn": 1, "rkey": 1, "size": 4096,
+      "cc": "cubic"}, "cc must be one of nscc, delay, dcqcn"),
+    ({"op": "send_qp", "peer": "r0h0", "peer_qpn": 1, "rkey": 1, "size": 4096,
+      "ecn": "yes"}, "ecn must be true or false, not 'yes'"),
+    ({"op": "send_qp", "peer": "r0h0", "peer_qpn": 1, "rkey": 1, "size": 4096,
+      "trim": 1}, "trim must be true or false, not '1'"),
     ({"op": "connect", "qpn": SEND, "peer": "r0h0", "peer_qpn": 1}, "no receiving QP 1"),
     ({"op": "connect", "qpn": RECV, "peer": "r0h0"}, "missing argument 'peer_qpn'"),
     ({"op": "write", "qpn": "x", "size": 1}, "qpn must be an integer, not 'x'"),
@@ -230,3 +236,12 @@ def test_defaults_are_filled_in_and_qp_numbers_become_their_qps(loop):
                  "rkey": 4, "evs": 128, "seed": 0, "max_window": 32}
     assert check(loop, {"op": "deny", "qpn": SEND, "evs": [1, 2]})["evs"] == [1, 2]
     assert check(loop, {"op": "close", "qpn": 77}) == {"qpn": 77}  # any number: no lookup
+
+
+def test_send_qp_takes_the_congestion_control_and_its_signals(loop):
+    got = check(loop, {"op": "send_qp", "peer": "r0h0", "peer_qpn": 1, "rkey": 1,
+                       "size": 4096, "cc": "delay", "ecn": False, "trim": True})
+    assert (got["cc"], got["ecn"], got["trim"]) == ("delay", False, True)
+    got = check(loop, {"op": "send_qp", "peer": "r0h0", "peer_qpn": 1, "rkey": 1,
+                       "size": 4096})
+    assert not {"cc", "ecn", "trim"} & set(got)  # omitted: SenderConfig's defaults

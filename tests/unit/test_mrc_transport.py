@@ -354,9 +354,9 @@ def test_receiver_completes_write_imm_in_order_even_when_packets_reorder():
     assert dup.cum == 3 and dup.dup and rx.stats.duplicates == 1
 
 
-def test_the_congestion_byte_is_reserved_and_rtt_marks_skip():
-    """Item 15: the docstring's congestion signal is RTT (no ECN here): an EV whose own
-    RTT runs far above the base is SKIPped; the SACK's congestion byte stays 0."""
+def test_without_marks_the_congestion_byte_is_0_and_rtt_still_skips():
+    """Item 15: RTT stays a congestion signal beside ECN and trims (docs/congestion.md):
+    an EV whose own RTT runs far above the base is SKIPped, counted as an rtt skip."""
     evs = EvSet([0], 1, size=4, seed=1)
     sender = Sender(evs, 0, SenderConfig(init_window=8, target_ns=100_000))
     sender.post(8 * 4096)
@@ -366,6 +366,7 @@ def test_the_congestion_byte_is_reserved_and_rtt_marks_skip():
     slow = pkts[1]
     sender.on_sack(SackReport(2, 0, slow.ev, 1, 0), 2_000_000)  # 2 ms on this EV
     assert next(e for e in evs.active if e.value == slow.ev).state is EvState.SKIP
+    assert evs.skips_by == {"ecn": 0, "trim": 0, "rtt": 1}
 
 
 def test_single_path_reports_its_one_plane():

@@ -285,7 +285,7 @@ def test_frame_headers(ev, n):
     assert len(pkt) == W.HEADROOM + len(body) + 4 == 88 + 32 + n
 
     vtcfl, plen, nh, hops = struct.unpack_from("!IHBB", pkt)
-    assert vtcfl >> 28 == 6 and (vtcfl >> 20) & 0xFF == 0
+    assert vtcfl >> 28 == 6 and (vtcfl >> 20) & 0xFF == W.ECT0 == 0x02  # DSCP 0, ECT(0)
     assert vtcfl & 0xFFFFF == ev & 0xFFFFF
     assert (plen, nh, hops) == (len(pkt) - 40, W.NH_IPV6, 64)
     assert socket.inet_ntop(socket.AF_INET6, pkt[8:24]) == NIC_A
@@ -294,6 +294,7 @@ def test_frame_headers(ev, n):
     inner = pkt[40:]
     vtcfl, plen, nh, hops = struct.unpack_from("!IHBB", inner)
     assert vtcfl >> 28 == 6 and (plen, nh, hops) == (len(inner) - 40, W.NH_UDP, 64)
+    assert (vtcfl >> 20) & 0xFF == W.ECT0  # the inner header is ECT(0) too (RFC 6040)
     assert vtcfl & 0xFFFFF == ev & 0xFFFFF  # End.DT6 keeps the inner header as it is
     assert socket.inet_ntop(socket.AF_INET6, inner[8:24]) == NIC_A
     assert socket.inet_ntop(socket.AF_INET6, inner[24:40]) == NIC_B

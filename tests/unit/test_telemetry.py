@@ -28,7 +28,9 @@ DOCS = Path(__file__).resolve().parents[2] / "docs" / "metrics.md"
 def sample(t: float, tx: int, link_tx: int, retx: int = 0, up: bool = True,
            faults=(), verify=None) -> Sample:
     ep = EndpointSample("r0h0", True, {0: tx, 1: 2 * tx}, {0: tx, 1: 2 * tx}, retx,
-                        {"good": 120, "skip": 0, "assumed_bad": 8, "denied": 0}, 0.0005, 1)
+                        {"good": 120, "skip": 0, "assumed_bad": 8, "denied": 0}, 0.0005, 1,
+                        {"ce_marked_rx": 5, "ecn_marks_tx": 3, "ev_skips_ecn": 2,
+                         "trimmed_rx": 4, "nacks_trimmed_received": 1, "nacks_seq_sent": 6})
     return Sample(
         "mrc-4p", t, (ep, EndpointSample("r1h0", up=False)),
         (LinkSample("t0-p0-r0", "eth3", "t1-p0-0:eth1", 0, "fabric", link_tx, 10, 1, 2, up),
@@ -73,6 +75,18 @@ def test_a_sample_is_exposed_under_the_documented_names_and_labels():
     assert {(s.labels["node"], s.labels["counter"]): s.value for s in got["twin_dataplane_packets"]
             if s.name.endswith("_total")} == {("t1-p0-0", "shifted"): 7 * 4096,
                                               ("t1-p0-0", "drop_end_of_carrier"): 1}
+    marks = {s.labels["side"]: s.value for s in got["twin_endpoint_ecn_marks"]
+             if s.name.endswith("_total")}
+    assert marks == {"rx": 5, "tx": 3}
+    skips = {s.labels["reason"]: s.value for s in got["twin_endpoint_ev_skips"]
+             if s.name.endswith("_total")}
+    assert skips == {"ecn": 2, "trim": 0, "rtt": 0}
+    nacks = {(s.labels["side"], s.labels["reason"]): s.value for s in got["twin_endpoint_nacks"]
+             if s.name.endswith("_total")}
+    assert nacks == {("rx", "seq"): 6, ("rx", "trimmed"): 0, ("tx", "seq"): 0,
+                     ("tx", "trimmed"): 1}
+    assert {s.labels["side"]: s.value for s in got["twin_endpoint_trims"]
+            if s.name.endswith("_total")} == {"rx": 4, "tx": 1}
     every_name = {s.name for samples in got.values() for s in samples}
     assert every_name >= set(METRICS)
 

@@ -99,3 +99,23 @@ def test_a_permutation_sends_from_every_host_to_one_other_across_racks():
     assert sorted(f.src for f in flows) == sorted(f.dst for f in flows) == sorted(hosts)
     assert all(f.src[:2] != f.dst[:2] for f in flows)  # every flow crosses racks
     assert tuple(traffic.params[0].type.choices) == PATTERNS  # the CLI offers each one
+
+
+def test_the_senders_signals_go_to_send_qp_and_only_when_chosen():
+    clients = {"a": Registrar(), "b": Registrar()}
+    _register(clients, [Flow("a", "b", 10)], "mrc", None,
+              {"cc": "delay", "ecn": False, "trim": None})
+    (send,) = [args for op, args in clients["a"].calls if op == "send_qp"]
+    assert (send["cc"], send["ecn"]) == ("delay", False) and "trim" not in send
+    clients = {"a": Registrar(), "b": Registrar()}
+    _register(clients, [Flow("a", "b", 10)], "mrc", None)
+    (send,) = [args for op, args in clients["a"].calls if op == "send_qp"]
+    assert not {"cc", "ecn", "trim"} & set(send)  # the endpoint's defaults
+
+
+def test_an_unknown_congestion_control_is_a_usage_error():
+    from twin import traffic as T
+    from twin.errors import UsageError
+
+    with pytest.raises(UsageError, match="unknown congestion control 'cubic'"):
+        T.run(None, "bulk", [Flow("a", "b", 1)], cc="cubic")

@@ -98,7 +98,7 @@ _TOP = {"name", "description", "fabric", "steady_state", "method", "expect",
 _STEADY = {"verify", "goodput_floor"}
 _METHOD = {"traffic", "bystander", "timeline"}
 _TRAFFIC = {"pattern", "src", "dst", "senders", "size", "for", "mode", "evs", "qps",
-            "cc"}
+            "cc", "ecn", "trim"}
 _BYSTANDER = {"src", "dst", "size"}
 _STEP = {"at", "fault", "target", "for"}  # and the fault kinds' parameters (_param_keys)
 _ROLLBACK = {"verify"}
@@ -118,7 +118,10 @@ class Traffic:
     # steady state measured (runner.size_for): a fault then lands mid-transfer on any
     # machine. None: `size` bytes per flow, however long they take.
     for_ns: int | None = None
-    cc: str | None = None  # congestion control (twin.mrc.cc); None: the mode's default
+    # the senders' congestion control and signals (SenderConfig; None: the defaults)
+    cc: str | None = None  # twin.mrc.cc; None: the mode's default (docs/congestion.md)
+    ecn: bool | None = None  # use echoed CE marks
+    trim: bool | None = None  # act on NACK(TRIMMED)
 
 
 @dataclass(frozen=True)
@@ -465,8 +468,14 @@ def _traffic(c: _Checker, data: Any) -> Traffic | None:
         senders = []
     elif senders and pattern != "incast":
         c.add(f"{path}senders", "applies to incast only", "bulk names src and dst")
+    flags = {}
+    for key in ("ecn", "trim"):
+        flags[key] = data.get(key)
+        if flags[key] is not None and not isinstance(flags[key], bool):
+            c.add(f"{path}{key}", f"must be true or false (got {show_value(flags[key])})")
+            flags[key] = None
     return Traffic(pattern, src, dst, size or 0, mode, evs, qps, tuple(senders), for_ns,
-                   cc)
+                   cc, flags["ecn"], flags["trim"])
 
 
 def _size(c: _Checker, data: dict, path: str, default: str) -> int | None:

@@ -319,7 +319,7 @@ def run(att: Attached, drill: Drill, *, mode: str | None = None, seed: int = 1,
             note("bystander alone")
             solo = T.run(att.runtime, "bulk", [T.Flow(drill.bystander.src, drill.bystander.dst,
                                                       drill.bystander.size)], mode,
-                         evs=drill.traffic.evs)
+                         evs=drill.traffic.evs, **_signals(drill, mode))
             alone = _flow_logs(solo, 1)[0]
             bystander_solo_gbps = alone.size * 8 / alone.completion_s / 1e9 \
                 if alone.completion_s else None
@@ -328,11 +328,9 @@ def run(att: Attached, drill: Drill, *, mode: str | None = None, seed: int = 1,
         timeline.before_start()
         note(f"traffic: {drill.traffic.pattern} {mode}, {len(flows)} flows; "
              f"{len(planned)} faults on the timeline")
-        # the drill's cc is for its own mode; a baseline in another mode runs that
-        # mode's default (twin.mrc.cc.default_for)
-        cc = drill.traffic.cc if mode == drill.traffic.mode else None
         run_data = T.run(att.runtime, drill.traffic.pattern, flows, mode,
-                         evs=drill.traffic.evs, cc=cc, sample_s=0.05, on_start=timeline.begin,
+                         evs=drill.traffic.evs, **_signals(drill, mode), sample_s=0.05,
+                         on_start=timeline.begin,
                          timeout_s=max(120.0, drill.end_ns / 1e9 + 60))
         load_after = link_bytes(att)
     except _SteadyStateFailed:
@@ -370,7 +368,7 @@ def size_for(att: Attached, drill: Drill, flows: list[T.Flow], mode: str,
         note(f"steady state: sizing the traffic ({size / 2**20:g} MiB per flow)")
         probe = [T.Flow(f.src, f.dst, size, group=f.group) for f in flows]
         r = T.run(att.runtime, drill.traffic.pattern, probe, mode, evs=drill.traffic.evs,
-                  cc=drill.traffic.cc if mode == drill.traffic.mode else None)
+                  **_signals(drill, mode))
         if not r.ok:
             raise LabError(f"steady state: the sizing transfer failed ({size} bytes per flow "
                            f"in {mode}); the fabric is not healthy before any fault")
@@ -433,6 +431,14 @@ def uninterrupted():
     finally:
         for s, handler in old.items():
             signal.signal(s, handler)
+
+
+def _signals(drill: Drill, mode: str) -> dict:
+    """The senders' congestion control and signals the drill asks for (None: default).
+    The drill's cc is for its own mode: a baseline in another mode runs that mode's
+    default (twin.mrc.cc.default_for)."""
+    t = drill.traffic
+    return {"cc": t.cc if mode == t.mode else None, "ecn": t.ecn, "trim": t.trim}
 
 
 def _flows(drill: Drill, fabric: Fabric) -> list[T.Flow]:

@@ -37,25 +37,33 @@ def _size(text: str) -> int:
               help="mrc sprays and adapts; single-path is RoCE over ECMP; spray-static sprays "
                    "but never adapts.")
 @click.option("--cc", type=click.Choice(list(CCS)), default=None,
-              help="Congestion control (twin.mrc.cc): dcqcn is RoCEv2's, nscc the MRC "
-                   "window. Default: dcqcn for single-path (the RoCE baseline), else nscc.")
+              help="Congestion control (twin.mrc.cc, docs/congestion.md): nscc (the MRC "
+                   "window on delay, ECN marks and trims), delay (queueing delay only) or "
+                   "dcqcn (RoCEv2's). Default: dcqcn for single-path (the RoCE baseline), "
+                   "else nscc.")
 @click.option("--qps", default=1, show_default=True, metavar="N",
               help="QPs per flow (1-64), each with 1/N of the bytes and, in single-path, "
                    "its own hashed path.")
 @click.option("--evs", default=128, show_default=True, help="EVs per QP.")
+@click.option("--ecn/--no-ecn", default=None,
+              help="Use (or ignore) the CE marks the receiver echoes. Default: use.")
+@click.option("--trim/--no-trim", default=None,
+              help="Act on NACK(TRIMMED) (or find trimmed packets as losses). Default: act.")
 @click.option("--cut", "cut", default=None, metavar="NODE:IF",
               help="Take this link down mid-transfer (brought back up when the run ends).")
 @click.option("--cut-at", default=0.5, show_default=True, metavar="SECONDS",
               help="When --cut happens, in seconds after the first write.")
 @click.option("--lab", default=None)
 @click.option("--json", "as_json", is_flag=True)
-def traffic(pattern, src, dst, size, mode, cc, qps, evs, cut, cut_at, lab, as_json):
+def traffic(pattern, src, dst, size, mode, cc, qps, evs, ecn, trim, cut, cut_at, lab,
+            as_json):
     """Move verified bytes through the hosts' MRC endpoints.
 
     \b
       twin traffic bulk --src r0h0 --dst r1h0 --size 256M
       twin traffic bulk --src r0h0 --dst r1h0 --mode single-path
       twin traffic bulk --src r0h0 --dst r1h0 --mode single-path --cc dcqcn --qps 4
+      twin traffic bulk --src r0h0 --dst r1h0 --cc delay --no-ecn --no-trim
       twin traffic bulk --src r0h0 --dst r1h0 --size 256M --cut t0-p0-r0:eth3
       twin traffic incast --dst r0h0 --size 16M
     Every destination buffer is checked against its source (sha256). When the
@@ -121,7 +129,8 @@ def traffic(pattern, src, dst, size, mode, cc, qps, evs, cut, cut_at, lab, as_js
         err.print(text, highlight=False)
 
     try:
-        result = T.run(att.runtime, pattern, flows, mode, evs=evs, cc=cc, progress=progress,
+        result = T.run(att.runtime, pattern, flows, mode, evs=evs, cc=cc, ecn=ecn, trim=trim,
+                       progress=progress,
                        faults=scheduled, note=None if as_json else note)
     finally:
         if applied:
@@ -249,7 +258,8 @@ def fuzz(host, seed, budget, per_kind, lab):
     \b
       twin fuzz --host r1h0 --seed 7
     Truncated packets, bad ICRCs, unknown QPs, out-of-bounds RDMA addresses, PSNs
-    far outside the window, replays and ACKs for PSNs never sent (twin.mrc.fuzz),
+    far outside the window, replays, ACKs for PSNs never sent and forged trimmed
+    packets (twin.mrc.fuzz),
     from inside the host's own namespace to its NIC (nothing leaves the lab). The
     report has the packets expected and counted per drop counter, and the `guards`
     of every registered buffer. Needs root and a lab whose namespaces twin can enter.
@@ -334,13 +344,16 @@ def _stats_table(lab: str, data: dict) -> None:
     """One row per endpoint that answered: what a person reads first."""
     t = Table(title=f"endpoints of {lab}")
     for col in ("host", "ports up", "send QPs", "recv QPs", "bytes sent", "bytes placed",
-                "retx", "bad packets", "data path"):
+                "retx", "CE rx/tx", "trims rx/tx", "ECN skips", "bad packets", "data path"):
         t.add_column(col)
     for h, d in data.items():
         tot = d.totals
+        sig = tot.signals.get  # congestion signals (docs/congestion.md); 0 from older ones
         t.add_row(h, f"{d.ports:#06b}", str(len(d.send_qps)), str(len(d.recv_qps)),
                   f"{tot.bytes_sent:,}", f"{tot.bytes_placed:,}", str(tot.retransmits),
-                  str(d.bad_packets), d.datapath.split(":")[0])
+                  f"{sig('ce_marked_rx', 0):,}/{sig('ecn_marks_tx', 0):,}",
+                  f"{sig('trimmed_rx', 0):,}/{sig('nacks_trimmed_received', 0):,}",
+                  f"{sig('ev_skips_ecn', 0):,}", str(d.bad_packets), d.datapath.split(":")[0])
     out.print(t)
 
 

@@ -10,10 +10,13 @@
  *             ImmDt), the payload straight from the registered source buffer, the ICRC.
  *             Nothing is copied in userspace: the kernel copies the payload once.
  *   RxRing    recvmmsg of up to `slots` datagrams into a ring (the peer address, the UDP
- *             source port and the IPV6_FLOWINFO cmsg with each), the ICRC checked first,
- *             then a data packet's headers parsed to a tuple whose payload is a
- *             memoryview into its slot: the receiver places it straight from there into
- *             the registered buffer. Other opcodes go back whole to wire's decoder.
+ *             source port and the IPV6_FLOWINFO cmsg with each: traffic class and flow
+ *             label), the ICRC checked first, then a data packet's headers parsed to a
+ *             tuple whose payload is a memoryview into its slot: the receiver places it
+ *             straight from there into the registered buffer. A data opcode whose
+ *             traffic class carries DSCP 7 was trimmed by a switch: no ICRC is left to
+ *             check, and its BTH and RETH come back as a tuple of their own. Other
+ *             opcodes go back whole to wire's decoder.
  *   parse     the same parse on one UDP payload (what RxRing does per datagram); the
  *             differential tests hold it to wire.decode.
  *   build     one data packet as bytes, as TxBatch would send it (DataTemplate.build).
@@ -88,8 +91,11 @@ static void choose_crc(void) {
 #define DATA_HEAD 28        /* BTH 12 + RETH 16: the payload's offset */
 #define DATA_IMM_HEAD 32    /* + ImmDt 4 */
 #define IPV6_FLOWINFO_OPT 11
+#define FLOWINFO_MASK 0x0FFFFFFFu /* the kernel's ip6_flowinfo: traffic class, flow label */
+#define TC_SHIFT 20
+#define TRIM_DSCP 7         /* wire.TRIM_DSCP: a switch cut this data packet to its headers */
 
-enum { KIND_BAD = 0, KIND_DATA = 1, KIND_OTHER = 2 };
+enum { KIND_BAD = 0, KIND_DATA = 1, KIND_OTHER = 2, KIND_TRIMMED = 3 };
 
 static PyObject *reason_short, *reason_icrc, *reason_length;
 
@@ -503,6 +509,19 @@ static PyTypeObject TxBatchType = {
 static PyObject *parse_one(PyObject *base, Py_ssize_t at, const unsigned char *data,
                            Py_ssize_t n, const unsigned char *src, const unsigned char *dst,
                            unsigned sport, uint32_t flow, PyObject *src_obj) {
+    unsigned tc = (flow >> TC_SHIFT) & 0xFF;
+    if ((tc >> 2) == TRIM_DSCP && n > 0
+        && (data[0] == OP_WRITE_ONLY || data[0] == OP_WRITE_ONLY_IMM)) {
+        /* trimmed: BTH and RETH only, nothing authenticated (wire.decode_trimmed) */
+        if (n < DATA_HEAD) return Py_BuildValue("(iO)", KIND_BAD, reason_short);
+        uint32_t word = get32(data + 8);
+        uint32_t ev = (flow & FLOW_MASK) | ((uint32_t)(sport & 0x3FFF) << SPORT_SHIFT);
+        /* (3, dest_qp, psn, va, rkey, dma_len, ev, tries, opcode, tc, src) */
+        return Py_BuildValue("(iIIKIIIiiIO)", KIND_TRIMMED, get32(data + 4) & PSN_MASK,
+                             word & PSN_MASK, (unsigned long long)get64(data + 12),
+                             get32(data + 20), get32(data + 24), ev,
+                             (int)((word >> 24) & TRY_MASK), (int)data[0], tc, src_obj);
+    }
     if (n < 16) return Py_BuildValue("(iO)", KIND_BAD, reason_short);
     uint32_t crc = icrc32(seed6(src, dst, sport, (unsigned)(n + 8)), data, 4);
     static const unsigned char ff = 0xFF;
@@ -540,11 +559,11 @@ static PyObject *parse_one(PyObject *base, Py_ssize_t at, const unsigned char *d
     } else {
         imm = Py_NewRef(Py_None);
     }
-    /* (1, dest_qp, psn, va, rkey, payload, ev, tries, ack_req, imm, src) */
-    return Py_BuildValue("(iIIKINIiNNO)", KIND_DATA, qp, word & PSN_MASK,
+    /* (1, dest_qp, psn, va, rkey, payload, ev, tries, ack_req, imm, src, tc) */
+    return Py_BuildValue("(iIIKINIiNNOI)", KIND_DATA, qp, word & PSN_MASK,
                          (unsigned long long)va, rkey, payload, ev,
                          (int)((word >> 24) & TRY_MASK), PyBool_FromLong(word & ACK_REQ), imm,
-                         src_obj);
+                         src_obj, tc);
 }
 
 static PyObject *fp_parse(PyObject *Py_UNUSED(mod), PyObject *args) {
@@ -700,7 +719,7 @@ static PyObject *rxring_recv(RxRing *self, PyObject *Py_UNUSED(ignored)) {
         for (struct cmsghdr *c = CMSG_FIRSTHDR(m); c; c = CMSG_NXTHDR(m, c)) {
             if (c->cmsg_level == IPPROTO_IPV6 && c->cmsg_type == IPV6_FLOWINFO_OPT
                 && c->cmsg_len >= CMSG_LEN(4)) {
-                flow = get32(CMSG_DATA(c)) & FLOW_MASK;
+                flow = get32(CMSG_DATA(c)) & FLOWINFO_MASK;  /* TC and label */
             }
         }
         Py_ssize_t n = self->msgs[i].msg_len;
@@ -753,8 +772,10 @@ static PyTypeObject RxRingType = {
 static PyMethodDef fp_methods[] = {
     {"parse", fp_parse, METH_VARARGS,
      "parse(udp_payload, src, dst, sport, flow=0) -> tuple: (0, reason) for a bad packet; "
-     "(1, dest_qp, psn, va, rkey, payload, ev, tries, ack_req, imm, src) for data; "
-     "(2, view, opcode, src, sport, flow, length) for any other opcode"},
+     "(1, dest_qp, psn, va, rkey, payload, ev, tries, ack_req, imm, src, tc) for data; "
+     "(2, view, opcode, src, sport, flow, length) for any other opcode; "
+     "(3, dest_qp, psn, va, rkey, dma_len, ev, tries, opcode, tc, src) for a data packet "
+     "a switch trimmed (DSCP 7 in flow's traffic class, bits 27..20)"},
     {"build", (PyCFunction)(void (*)(void))fp_build, METH_FASTCALL,
      "build(head, seed, word, va, rkey, payload, imm) -> bytes: one data packet"},
     {NULL}

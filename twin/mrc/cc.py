@@ -5,9 +5,10 @@ against CCS by twin.mrc.control), `twin traffic --cc` and a drill file's
 `traffic: {cc: ...}` all take their choices from here; a new algorithm adds its name
 to CCS (and its modes to MODES_OF, if it is not for every mode).
 
-    nscc    the MRC window (transport.Sender's NSCC-style window: it steers the
-            queueing delay to a target and is cut once per RTT on loss); what every
-            mode ran before DCQCN was added
+    nscc    the MRC window, NSCC's shape (docs/congestion.md): queueing delay, echoed
+            ECN marks and trims together, in four quadrants, QuickAdapt after trims
+    delay   the window steered by queueing delay alone, cut once per RTT on loss:
+            what every mode ran before the fabric marked and trimmed (for comparison)
     dcqcn   RoCEv2's DCQCN (twin.mrc.dcqcn): the QP's packets are paced at a rate that
             CNPs cut and a timer and a byte counter raise again; the window is a fixed
             in-flight cap (SenderConfig.max_window)
@@ -21,7 +22,8 @@ one hashed path, go-back-N, DCQCN (docs/roce-baseline.md).
 from __future__ import annotations
 
 CCS: dict[str, str] = {
-    "nscc": "the MRC window: NSCC-style, steered by queueing delay",
+    "nscc": "the MRC window, NSCC's shape: delay, ECN marks and trims together",
+    "delay": "the MRC window steered by queueing delay alone (before ECN and trims)",
     "dcqcn": "RoCEv2's DCQCN: a paced rate, cut by CNPs (the RoCE baseline)",
 }
 # The modes each cc is valid with (absent: every mode). DCQCN paces a QP whatever its

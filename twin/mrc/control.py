@@ -12,6 +12,7 @@ checks them, and the keys of its reply. An `Arg` is one argument:
               number    a finite JSON number in lo..hi
               seed      an integer or a string of at most 256 characters
               choice    one of `choices`
+              bool      a JSON true or false
               host      the name of a host of the endpoint's fabric (not a switch)
               send_qp   the number of a sending QP of this endpoint (parsed: the QP)
               recv_qp   the number of a receiving QP
@@ -125,7 +126,9 @@ TUNABLES = (Arg("init_window", "number", 1, 1 << 16, OMITTED, doc="packets"),
             Arg("rto_min_ns", "number", 1, 60_000_000_000, OMITTED),
             Arg("reorder_ns", "number", 1, 60_000_000_000, OMITTED),
             Arg("cc", "choice", default=OMITTED, choices=tuple(CCS),
-                doc="congestion control (twin.mrc.cc); omitted: nscc"))
+                doc="congestion control (twin.mrc.cc); omitted: nscc"),
+            Arg("ecn", "bool", default=OMITTED, doc="use echoed CE marks"),
+            Arg("trim", "bool", default=OMITTED, doc="act on NACK(TRIMMED)"))
 
 # The SendQpStats keys (twin.mrc.stats): the reply to `wait`
 _SEND_QP_STATS = ("qpn", "peer", "mode", "idle", "mtu", "failed", "elapsed_s", "goodput_gbps",
@@ -243,8 +246,13 @@ def _check(arg: Arg, req: Mapping, got: Mapping[str, Any], loop) -> Any:
         return seed_arg(req, arg.default)
     if kind == "choice":
         value = req.get(key, arg.default)
-        if value not in arg.choices:
+        if not isinstance(value, str) or value not in arg.choices:
             raise ValueError(f"{key} must be one of {', '.join(arg.choices)}")
+        return value
+    if kind == "bool":
+        value = req.get(key, arg.default)
+        if not isinstance(value, bool):
+            raise ValueError(f"{key} must be true or false, not {str(value)[:40]!r}")
         return value
     if kind == "host":
         return _host(loop.fabric, key, req.get(key))
@@ -334,11 +342,13 @@ class EndpointClient:
                 seed: int | str | None = None, *, init_window: float | None = None,
                 max_window: float | None = None, target_ns: float | None = None,
                 rto_min_ns: float | None = None, reorder_ns: float | None = None,
-                cc: str | None = None, timeout: float | None = None) -> dict:
+                cc: str | None = None, ecn: bool | None = None, trim: bool | None = None,
+                timeout: float | None = None) -> dict:
         return self._ask("send_qp", timeout, peer=peer, mode=mode, size=size,
                          peer_qpn=peer_qpn, rkey=rkey, evs=evs, seed=seed,
                          init_window=init_window, max_window=max_window, target_ns=target_ns,
-                         rto_min_ns=rto_min_ns, reorder_ns=reorder_ns, cc=cc)
+                         rto_min_ns=rto_min_ns, reorder_ns=reorder_ns, cc=cc, ecn=ecn,
+                         trim=trim)
 
     def connect(self, qpn: int, peer: str, peer_qpn: int, *,
                 timeout: float | None = None) -> dict:

@@ -30,6 +30,27 @@ from twin.mrc.stats import (
 # Drops the endpoint counts itself; the rest are its QPs' transport counters
 ENDPOINT_DROPS = ("truncated", "malformed", "bad_icrc", "unknown_qp", "bad_rkey",
                   "out_of_bounds")
+# The congestion signals over the endpoint's life (EndpointTotals.signals): receiving
+# QPs' (rx) and sending QPs' (tx) counters, summed
+SIGNALS = ("ce_marked_rx", "trimmed_rx", "nacks_seq_sent", "nacks_trimmed_sent",
+           "ecn_marks_tx", "nacks_seq_received", "nacks_trimmed_received",
+           "ev_skips_ecn", "ev_skips_trim", "ev_skips_rtt")
+
+
+def signals_of(sq, rq) -> dict[str, int]:
+    """One sending QP's and one receiving QP's congestion-signal counters (either may
+    be None), keyed as SIGNALS."""
+    out = dict.fromkeys(SIGNALS, 0)
+    if rq is not None:
+        r = rq.receiver.stats
+        out.update(ce_marked_rx=r.ce_marked, trimmed_rx=r.trimmed,
+                   nacks_seq_sent=r.nacks - r.nacks_trimmed, nacks_trimmed_sent=r.nacks_trimmed)
+    if sq is not None:
+        t, by = sq.sender.stats, sq.sender.evs.skips_by
+        out.update(ecn_marks_tx=t.ecn_marks, nacks_seq_received=t.nacks_seq,
+                   nacks_trimmed_received=t.nacks_trimmed + t.trims_ignored,
+                   ev_skips_ecn=by["ecn"], ev_skips_trim=by["trim"], ev_skips_rtt=by["rtt"])
+    return out
 
 
 class EndpointCounters:
@@ -46,6 +67,7 @@ class EndpointCounters:
         self.rx_plane_bytes: dict[int, int] = {p: 0 for p in planes}
         # the QPs' own drop counters, of QPs closed before
         self.closed_drops = {"duplicate": 0, "psn_window": 0, "ack_unsent": 0}
+        self.closed_signals = dict.fromkeys(SIGNALS, 0)  # their congestion signals
 
     def close(self, sq, rq) -> None:
         """A sending QP, a receiving QP (either may be None) closed: closed QPs still
@@ -55,6 +77,8 @@ class EndpointCounters:
             self.totals["retransmits"] += sq.sender.stats.retransmits
             self.totals["ev_retirements"] += sq.sender.evs.retirements
             self.closed_drops["ack_unsent"] += sq.sender.stats.acks_unsent
+        for k, n in signals_of(sq, rq).items():
+            self.closed_signals[k] += n
         if rq is not None:
             self.totals["bytes_placed"] += rq.receiver.stats.bytes
             self.closed_drops["duplicate"] += rq.receiver.stats.duplicates
@@ -87,7 +111,10 @@ def send_qp_stats(loop, qp) -> SendQpStats:
         events_logged=sender.log.total,
         single_path=loop.path(qp, single.value) if single is not None else None,
         ev_skips_total=evs.skips, dead_paths_total=evs.dead_paths,
-        target_us=sender.cfg.target_ns / 1000, cc=sender.cfg.cc, dcqcn=dcqcn_state(sender))
+        target_us=sender.cfg.target_ns / 1000, ev_skips_by=dict(evs.skips_by),
+        cc=sender.cfg.cc,
+        signals=tuple(k for k in ("ecn", "trim") if getattr(sender.cfg, k)),
+        dcqcn=dcqcn_state(sender))
 
 
 def dcqcn_state(sender) -> dict:
@@ -131,12 +158,25 @@ def endpoint_stats(loop) -> EndpointStats:
         retransmits=closed["retransmits"] + sum(q.sender.stats.retransmits for q in sq),
         ev_retirements=closed["ev_retirements"] + sum(q.sender.evs.retirements for q in sq),
         tx_bytes_per_plane=loop.tx_bytes_per_plane(),
-        rx_bytes_per_plane=dict(loop.counters.rx_plane_bytes))
+        rx_bytes_per_plane=dict(loop.counters.rx_plane_bytes),
+        signals=signal_totals(loop))
     drops = drop_counts(loop)
     bad = drops.truncated + drops.malformed + drops.bad_icrc
     return EndpointStats(loop.host, loop.port_bitmap, bad, drops.unknown_qp,
                          totals, tuple(send_qp_stats(loop, q) for q in sq),
                          tuple(recv_qp_stats(q) for q in rq), drops, loop.datapath)
+
+
+def signal_totals(loop) -> dict[str, int]:
+    """The congestion signals over the endpoint's life, closed QPs included."""
+    out = dict(loop.counters.closed_signals)
+    for q in [*loop.send_qps.values()]:
+        for k, n in signals_of(q, None).items():
+            out[k] += n
+    for q in [*loop.recv_qps.values()]:
+        for k, n in signals_of(None, q).items():
+            out[k] += n
+    return out
 
 
 def metrics(loop) -> str:
@@ -189,6 +229,32 @@ def metrics(loop) -> str:
            [({"qp": q.qpn}, q.sender.rp.cuts) for q in paced])
     metric("cnps_sent_total", "counter", "DCQCN CNPs sent, per receiving QP",
            [({"qp": q.qpn}, q.cnps_sent) for q in loop.recv_qps.values()])
+    # congestion signals (docs/congestion.md)
+    rq = list(loop.recv_qps.values())
+    metric("ecn_marks_total", "counter",
+           "CE-marked data packets: seen by a receiving QP (side=rx), reported back to a "
+           "sending QP in its SACKs (side=tx)",
+           [({"qp": q.qpn, "side": "rx"}, q.receiver.stats.ce_marked) for q in rq]
+           + [({"qp": q.qpn, "side": "tx"}, q.sender.stats.ecn_marks) for q in sq])
+    metric("ev_skips_total", "counter", "EVs sent to SKIP for a rotation, by reason",
+           [({"qp": q.qpn, "reason": r}, n) for q in sq
+            for r, n in q.sender.evs.skips_by.items()])
+    metric("trims_total", "counter",
+           "Trimmed data packets: received (side=rx; each NAKed), NAK(TRIMMED) acted on by "
+           "the sender (side=tx)",
+           [({"qp": q.qpn, "side": "rx"}, q.receiver.stats.trimmed) for q in rq]
+           + [({"qp": q.qpn, "side": "tx"}, q.sender.stats.nacks_trimmed) for q in sq])
+    metric("nacks_total", "counter",
+           "NAKs by reason: sent by a receiving QP (side=rx), received by a sending QP "
+           "(side=tx); reason seq (PSN sequence error) or trimmed",
+           [({"qp": q.qpn, "side": "rx", "reason": "seq"},
+             q.receiver.stats.nacks - q.receiver.stats.nacks_trimmed) for q in rq]
+           + [({"qp": q.qpn, "side": "rx", "reason": "trimmed"},
+               q.receiver.stats.nacks_trimmed) for q in rq]
+           + [({"qp": q.qpn, "side": "tx", "reason": "seq"}, q.sender.stats.nacks_seq)
+              for q in sq]
+           + [({"qp": q.qpn, "side": "tx", "reason": "trimmed"},
+               q.sender.stats.nacks_trimmed + q.sender.stats.trims_ignored) for q in sq])
     drops = drop_counts(loop).to_dict()
     metric("bad_packets_total", "counter", "Packets dropped for a bad ICRC or header",
            [({}, drops["truncated"] + drops["malformed"] + drops["bad_icrc"])])

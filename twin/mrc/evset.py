@@ -6,11 +6,11 @@ backup set to draw replacements from. Packets take the active EVs in
 rotation. Each EV is in one state:
 
     GOOD         used in rotation
-    SKIP         congested: its own smoothed RTT is more than twice the queueing
-                 target above the QP's base RTT. Passed over for one rotation,
-                 then GOOD again. (RTT is the congestion signal here: ECN is not
-                 used, because this kernel has no marking qdisc and End.DT6 decap
-                 does not carry an outer CE mark to the inner header.)
+    SKIP         congested: the receiver echoed a CE mark on a packet it carried
+                 (ECN), a switch trimmed a packet it carried, or its own smoothed
+                 RTT is more than twice the queueing target above the QP's base RTT.
+                 Passed over for one rotation, then GOOD again. Each way is counted
+                 (skips_by: ecn, trim, rtt; `skips` is their sum).
     ASSUMED_BAD  a packet on it was lost (not merely late): retired at once and
                  replaced from the same plane, by a spare on another path (another
                  T1, so neither of the retired EV's T0-T1 links) when there is one;
@@ -74,6 +74,8 @@ class EvState(Enum):
 _SKIP, _ASSUMED_BAD, _DENIED = EvState.SKIP, EvState.ASSUMED_BAD, EvState.DENIED  # hot path
 
 DEAD_AFTER = 2  # losses on a path, none delivered since the first, that show it dead
+SKIP_REASONS = ("ecn", "trim", "rtt")  # what sends an EV to SKIP: an echoed CE mark, a
+# NACK(TRIMMED) for a packet it carried, its own RTT far above the QP's base
 
 
 @dataclass(slots=True, eq=False)
@@ -145,7 +147,8 @@ class EvSet:
         self.retirements = 0  # events: an EV went GOOD/SKIP -> ASSUMED_BAD
         self.revivals = 0  # events: a probe brought a retired EV back
         self.undone = 0  # events: a retirement that a late delivery proved spurious
-        self.skips = 0  # events: an EV went GOOD -> SKIP (congestion)
+        self.skips = 0  # events: an EV went GOOD -> SKIP (congestion), every reason
+        self.skips_by = dict.fromkeys(SKIP_REASONS, 0)  # the same, by what showed it
         columns = []
         for p in self.planes:
             evs = [self._fresh(p) for _ in range(per_plane + spare_per_plane)]
@@ -269,10 +272,22 @@ class EvSet:
 
     # -- events -----------------------------------------------------------------
 
-    def congested(self, ev: Ev) -> None:
+    def congested(self, ev: Ev, why: str = "rtt") -> bool:
+        """`ev` is congested (`why`: one of SKIP_REASONS): SKIP for a rotation. True when
+        it went GOOD -> SKIP now."""
         if ev.state is EvState.GOOD:
             ev.state = EvState.SKIP
             self.skips += 1  # counted, not reported: a busy QP skips EVs every rotation
+            self.skips_by[why] += 1
+            return True
+        return False
+
+    def find(self, value: int) -> Ev | None:
+        """The EV in a slot with this value (None: not in a slot now)."""
+        for ev in self.active:
+            if ev.value == value:
+                return ev
+        return None
 
     def lost(self, ev: Ev, why: str = "loss") -> tuple[bool, Ev | None]:
         """A real loss on `ev`. Returns (retired now, its replacement). Only the first loss

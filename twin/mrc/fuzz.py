@@ -24,6 +24,12 @@ land in (its oracle, from how it was built, not from the decoder). The kinds:
                    payload over 4096; and a datagram too large for the endpoint's
                    receive buffer (cut by the socket: its ICRC fails)
     random         random bytes of random length
+    trimmed        forged trimmed packets (traffic class DSCP 7: BTH and RETH only, no
+                   ICRC, so nothing authenticates them): too short, for no QP, another
+                   rkey, outside the buffer, a PSN too far ahead or behind cum, and
+                   ones that pass every check: those are NAKed (NAK_TRIMMED, oracle
+                   NACKED), never placed, and the peer's sender, which never sent the
+                   PSN, ignores the NAK. A forged trim costs a NAK, at most one resend.
 
 Everything is seeded: the same seed and target give the same packets, byte for byte.
 The runner (`run`), given control clients of the target and of a peer and the
@@ -32,7 +38,8 @@ receiving QP (connected to an idle sending QP on the peer, so SACKs for the acce
 and duplicate packets have somewhere to go) and an idle sending QP on the target
 host, sends the plan from inside the target's own network namespace to its NIC
 address (nothing leaves the lab), for a bounded time,
-then reads back the endpoint's drop counters and its `guards` report.
+then reads back the endpoint's drop counters (and, as `nacked`, the receiving QP's
+NAK(TRIMMED)s) and its `guards` report.
 """
 
 from __future__ import annotations
@@ -49,8 +56,10 @@ from twin.mrc.control import EndpointClient
 from twin.mrc.transport import RECV_WINDOW
 
 ACCEPTED = "accepted"  # the oracle of a valid packet: placed, counted as no drop
+NACKED = "nacked"  # a trimmed packet that passes the checks: NAKed, not placed, no drop
 KINDS = ("truncated", "unknown_qp", "bad_icrc", "bad_rkey", "out_of_bounds", "psn_window",
-         "duplicate", "ack_unsent", "malformed", "random")
+         "duplicate", "ack_unsent", "malformed", "random", "trimmed")
+TRIMMED_TC = wire.TRIM_DSCP << 2 | wire.ECT0  # what a trimming switch leaves
 DEFAULT_SEED = 4791
 _ICRC_MASKED = 4  # BTH byte 4 (FECN, BECN, reserved) is ones in the ICRC: flips go unseen
 _KNOWN_OPCODES = {wire.RDMA_WRITE_ONLY, wire.RDMA_WRITE_ONLY_WITH_IMMEDIATE, wire.ACKNOWLEDGE,
@@ -81,8 +90,9 @@ class Target:
 @dataclass(frozen=True)
 class Hostile:
     kind: str  # one of KINDS: what it tries
-    expect: str  # the EndpointDrops field it must be counted in, or ACCEPTED
+    expect: str  # the EndpointDrops field it must be counted in, ACCEPTED or NACKED
     payload: bytes  # the UDP payload
+    tclass: int = 0  # the IPv6 traffic class it is sent with (IPV6_TCLASS)
 
 
 def seal(t: Target, body: bytes) -> bytes:
@@ -103,8 +113,8 @@ class _Planner:
         self.t, self.rng, self.cum = t, random.Random(seed), t.cum
         self.out: list[Hostile] = []
 
-    def add(self, kind: str, expect: str, payload: bytes) -> None:
-        self.out.append(Hostile(kind, expect, payload))
+    def add(self, kind: str, expect: str, payload: bytes, tclass: int = 0) -> None:
+        self.out.append(Hostile(kind, expect, payload, tclass))
 
     def payload(self, most: int | None = None) -> bytes:
         return self.rng.randbytes(self.rng.randint(1, most or min(self.t.size, 256)))
@@ -287,10 +297,39 @@ def _random(p: _Planner, n: int) -> None:
         p.add("random", "truncated" if len(junk) < 16 else "bad_icrc", junk)
 
 
+def _trimmed(p: _Planner, n: int) -> None:
+    t, rng = p.t, p.rng
+
+    def cut(length: int | None = None, **kw) -> bytes:
+        """A data packet's BTH and RETH, its DMA length what was cut off."""
+        length = rng.randint(1, 256) if length is None else length
+        return _with_dma_length(p.data(payload=b"", **kw), length)
+
+    def add(expect: str, body: bytes) -> None:
+        p.add("trimmed", expect, body, TRIMMED_TC)
+
+    for k in range(wire.TRIMMED_SIZE):
+        add("truncated", cut()[:k])
+    add("unknown_qp", cut(qpn=p.unknown_qpn()))
+    add("unknown_qp", cut(qpn=t.send_qpn))
+    add("bad_rkey", cut(rkey=t.rkey ^ 1))
+    add("out_of_bounds", cut(t.size + 1, va=0))
+    add("out_of_bounds", cut(64, va=t.size - 63))
+    add("out_of_bounds", cut(64, va=(1 << 64) - 32))
+    add("out_of_bounds", cut(wire.MTU + 1, va=0))
+    add("psn_window", cut(psn=p.cum + RECV_WINDOW))
+    if p.cum:
+        add("duplicate", cut(psn=p.cum - 1))
+    for _ in range(n):  # past every check: NAKed, never placed
+        length = rng.randint(1, 256)
+        add(NACKED, cut(length, psn=p.cum + rng.randrange(1, 64),
+                        va=rng.randint(0, t.size - length)))
+
+
 _BUILDERS = {"truncated": _truncated, "unknown_qp": _unknown_qp, "bad_icrc": _bad_icrc,
              "bad_rkey": _bad_rkey, "out_of_bounds": _out_of_bounds,
              "psn_window": _psn_window, "duplicate": _duplicate, "ack_unsent": _ack_unsent,
-             "malformed": _malformed, "random": _random}
+             "malformed": _malformed, "random": _random, "trimmed": _trimmed}
 
 
 def plan(t: Target, seed=DEFAULT_SEED, per_kind: int = 32) -> list[Hostile]:
@@ -324,7 +363,12 @@ def send(sock: socket.socket, dst: str, packets: list[Hostile], budget_s: float,
     for i, h in enumerate(packets):
         if time.monotonic() >= deadline:
             break
-        sock.sendto(h.payload, (dst, wire.ROCE_PORT))
+        if h.tclass:  # a trimmed packet's DSCP, on this datagram only
+            sock.sendmsg([h.payload], [(socket.IPPROTO_IPV6, socket.IPV6_TCLASS,
+                                        h.tclass.to_bytes(4, "little"))],
+                          0, (dst, wire.ROCE_PORT))
+        else:
+            sock.sendto(h.payload, (dst, wire.ROCE_PORT))
         sent.append(h)
         if i % batch == batch - 1:
             time.sleep(pause_s)
@@ -361,6 +405,9 @@ def run(target: EndpointClient, peer: EndpointClient, netns: str, seed=DEFAULT_S
     while True:
         after = target.stats()
         got = {k: after["drops"][k] - before["drops"][k] for k in after["drops"]}
+        # trimmed packets that passed every check: the receiving QP's NAK(TRIMMED)s
+        got[NACKED] = next((q.get("nacks_trimmed", 0) for q in after["recv_qps"]
+                            if q["qpn"] == r["qpn"]), 0)
         if all(got[k] >= n for k, n in want.items() if k != ACCEPTED) \
                 or time.monotonic() >= deadline:
             break

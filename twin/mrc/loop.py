@@ -10,7 +10,14 @@ One thread, one loop (`PacketLoop.run`):
            reversed): one reverse EV per forward path, its entropy from the QP's rng.
            Coalesced per receive batch: of a QP's plain SACKs (every 2nd packet) only
            the last of a batch is sent, since it says all the others did; a SACK that
-           answers a duplicate, an ACK request or a message's last packet goes at once.
+           answers a duplicate, an ACK request, a message's last packet or a CE-marked
+           packet (its congestion byte echoes the mark) goes at once.
+    ECN    data packets leave ECT(0) (wire.TC_DATA); the receiver reads the inner
+           traffic class from the IPV6_FLOWINFO cmsg (what the host's decap left
+           there) and echoes CE in its SACKs
+    trims  a data packet whose traffic class carries DSCP 7 was trimmed by a switch
+           (wire.TRIM_DSCP): no ICRC is left, so only its QP, rkey and bounds are
+           checked; it is never placed, and is answered at once with a NAK_TRIMMED
     ports  the host's NIC port state comes from netlink link events (RTNLGRP_LINK):
            a port that goes down stops its plane locally and, through the port-state
            bitmap in every SACK, at the peers
@@ -519,13 +526,16 @@ class PacketLoop:
             got += 1
             try:
                 pkt = wire.decode(data, self._packed_peer(addr[0]), self.nic_packed, addr[1],
-                                  wire.flow_label_of(anc))
+                                  wire.flowinfo_of(anc))
             except wire.BadPacket as e:
                 self.drops[_DROP_OF_REASON[e.reason]] += 1
                 continue
             if isinstance(pkt, wire.DataPacket):
                 self._on_data(pkt.dest_qp, pkt.psn, pkt.va, pkt.rkey, pkt.payload, pkt.ev,
-                              pkt.tries, pkt.ack_req, pkt.imm, addr[0])
+                              pkt.tries, pkt.ack_req, pkt.imm, addr[0], pkt.tc)
+            elif isinstance(pkt, wire.Trimmed):
+                self._on_trimmed(pkt.dest_qp, pkt.psn, pkt.va, pkt.rkey, pkt.dma_len, pkt.ev,
+                                 pkt.tries, pkt.opcode, pkt.tc, addr[0])
             else:
                 self._on_control(pkt)
         return got
@@ -540,10 +550,12 @@ class PacketLoop:
             got += len(items)
             for item in items:
                 kind = item[0]
-                if kind == 1:  # (1, dest_qp, psn, va, rkey, payload, ev, tries, ack_req, imm, src)
-                    on_data(*item[1:])
+                if kind == 1:  # (1, dest_qp, psn, va, rkey, payload, ev, tries, ack_req, imm,
+                    on_data(*item[1:])  # src, tc)
                 elif kind == 0:  # (0, reason)
                     drops[_DROP_OF_REASON[item[1]]] += 1
+                elif kind == 3:  # (3, dest_qp, psn, va, rkey, dma_len, ev, tries, opcode, tc,
+                    self._on_trimmed(*item[1:])  # src): trimmed by a switch
                 else:  # (2, whole, opcode, ...): the ICRC is checked, the rest is wire's
                     _, whole, opcode, *_ = item
                     try:
@@ -564,7 +576,8 @@ class PacketLoop:
             if qp is None:
                 self.drops["unknown_qp"] += 1
             else:
-                qp.sender.on_nack(_unwrap24(pkt.psn, qp.sender.cum), now_ns())
+                qp.sender.on_nack(_unwrap24(pkt.psn, qp.sender.cum), now_ns(),
+                                  pkt.code == wire.NAK_TRIMMED, pkt.sack.ev, pkt.sack.tries)
         elif isinstance(pkt, wire.Probe):
             self._on_probe(pkt)
         elif isinstance(pkt, wire.Cnp):
@@ -576,10 +589,10 @@ class PacketLoop:
 
     def _on_data(self, dest_qp: int, psn: int, va: int, rkey: int, payload, ev: int,
                  tries: int, ack_req: bool, imm: int | None, src: str | bytes,
-                 ce: bool = False) -> None:
+                 tc: int = 0) -> None:
         """One data packet, its fields as decoded; `src` the peer's address (text or
-        packed), `ce` whether it arrived CE-marked. The payload may be a view into the
-        receive ring: placed now or never."""
+        packed), `tc` the inner traffic class it came with (ECN: its low 2 bits). The
+        payload may be a view into the receive ring: placed now or never."""
         qp = self.recv_qps.get(dest_qp)
         if qp is None:
             self.drops["unknown_qp"] += 1
@@ -590,7 +603,8 @@ class PacketLoop:
             self.drops["bad_rkey" if rkey != qp.rkey else "out_of_bounds"] += 1
             return
         rx = qp.receiver
-        rp = RxPacket(_unwrap24(psn, rx.cum), va, payload, imm, ev, tries, ack_req)
+        ce = tc & wire.ECN_MASK == wire.CE
+        rp = RxPacket(_unwrap24(psn, rx.cum), va, payload, imm, ev, tries, ack_req, ce)
         if qp.peer_nic is None:
             qp.peer_nic = src if isinstance(src, str) else socket.inet_ntop(socket.AF_INET6,
                                                                             src)
@@ -603,7 +617,8 @@ class PacketLoop:
             if plane in self.rx_plane_bytes:
                 self.rx_plane_bytes[plane] += rx.stats.bytes - placed
         if sack is not None:
-            if sack.dup or ack_req or imm is not None:  # the sender waits on this one
+            # the sender waits on this one, or it echoes a CE mark (never coalesced away)
+            if sack.dup or ack_req or imm is not None or sack.congestion:
                 self._pending_sacks.pop(qp.qpn, None)  # it says all a pending one would
                 self._send_sack(qp, sack)
             else:
@@ -612,6 +627,32 @@ class PacketLoop:
             self._send_nack(qp, rx.nacks.pop(), ev)
         if ce and self.np.on_ce(qp.qpn, qp.last_data_ns):
             self._send_cnp(qp, ev)
+
+    def _on_trimmed(self, dest_qp: int, psn: int, va: int, rkey: int, dma_len: int, ev: int,
+                    tries: int, opcode: int, tc: int, src: str | bytes) -> None:
+        """A data packet a switch cut to its headers (DSCP 7). It carries no ICRC, so it
+        is believed only as far as a NAK goes: for a QP of ours, with its rkey, inside
+        its buffer; then a NAK_TRIMMED for its PSN goes back at once, echoing its EV and
+        transmission number (the sender resends only the copy they name). Never placed."""
+        qp = self.recv_qps.get(dest_qp)
+        if qp is None:
+            self.drops["unknown_qp"] += 1
+            return
+        if rkey != qp.rkey or va + dma_len > len(qp.buf) or dma_len > wire.MTU:
+            qp.bad_rkey += 1
+            self.drops["bad_rkey" if rkey != qp.rkey else "out_of_bounds"] += 1
+            return
+        if qp.peer_nic is None:
+            return  # nobody to NAK yet: the sender's loss detection finds it
+        rx = qp.receiver
+        report, nack = rx.on_trimmed(RxPacket(_unwrap24(psn, rx.cum), va, b"", None, ev,
+                                              tries, False, tc & wire.ECN_MASK == wire.CE))
+        if report is None:
+            return
+        if nack:
+            self._send_nack(qp, report.psn, ev, wire.NAK_TRIMMED, report)
+        else:
+            self._send_sack(qp, report)
 
     def _flush_sacks(self) -> None:
         """The last plain SACK of each QP in this receive batch (the others coalesced)."""
@@ -651,20 +692,27 @@ class PacketLoop:
             return
         cum = sack.cum & 0xFFFFFF
         body = wire.encode_ack(qp.peer_qpn, sack.psn & 0xFFFFFF, cum, wire.Sack(
-            cum, sack.bitmap, sack.ev, sack.tries, 0, self.port_bitmap, sack.dup))
+            cum, sack.bitmap, sack.ev, sack.tries, sack.congestion, self.port_bitmap,
+            sack.dup))
         try:
             self.raw.sendto(rev[0].frame(body), (rev[1], 0))
         except OSError:
             pass
 
-    def _send_nack(self, qp: RecvQp, psn: int, ev: int) -> None:
-        """NAK (PSN sequence error) for a hole, on the path of the packet that showed it."""
+    def _send_nack(self, qp: RecvQp, psn: int, ev: int,
+                   code: int = wire.NAK_PSN_SEQUENCE_ERROR,
+                   report: SackReport | None = None) -> None:
+        """A NAK on the path of the packet that showed it: PSN sequence error for a hole,
+        or NAK_TRIMMED for a trimmed packet (`report`: its SACK, echoing that copy's EV
+        and transmission number, and the congestion byte)."""
         rev = self._reverse(qp, ev)
         if rev is None:
             return
         cum = qp.receiver.cum & 0xFFFFFF
-        body = wire.encode_nack(qp.peer_qpn, psn & 0xFFFFFF, cum, wire.NAK_PSN_SEQUENCE_ERROR,
-                                wire.Sack(cum, 0, ev, 0, 0, self.port_bitmap))
+        sack = wire.Sack(cum, 0, ev, 0, 0, self.port_bitmap) if report is None else \
+            wire.Sack(cum, report.bitmap, report.ev, report.tries, report.congestion,
+                      self.port_bitmap)
+        body = wire.encode_nack(qp.peer_qpn, psn & 0xFFFFFF, cum, code, sack)
         try:
             self.raw.sendto(rev[0].frame(body), (rev[1], 0))
         except OSError:

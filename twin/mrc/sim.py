@@ -4,6 +4,13 @@ duplicate, reorder and delay packets (pure; used by tests and benchmarks).
 Each EV maps to a path (plane, T1) through `twin.fabric.paths.ev_fields`; a path's
 behaviour is a `PathModel`. `run_transfer` drives one Sender/Receiver pair
 over it until the write completes, the QP fails, or the time limit passes.
+
+A rated path (`rate_bps`) is a link with a queue in front of it, and can act as the
+fabric's switches do on congestion (data packets are ECT(0)):
+    mark_bytes   a packet that finds more than this queued is marked CE (ECN)
+    queue_bytes  the queue holds this much; a packet that finds it full is trimmed
+                 (`trim`: cut to its headers, sent ahead of the queue, arriving as a
+                 trimmed packet the receiver NAKs) or dropped
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ from twin.mrc.transport import QpFailed, Receiver, RxPacket, Sender, SenderConfi
 
 DELAYED_ACK_NS = 50_000
 FRAME_OVERHEAD = wire.MAX_FRAME - wire.MTU  # the headers a data packet carries on the wire
+TRIMMED_FRAME = wire.HEADROOM + wire.TRIMMED_SIZE  # what is left of a trimmed packet
 PATH_MASK = (1 << ENTROPY_SHIFT) - 1  # an EV's plane and T1
 
 
@@ -35,7 +43,10 @@ class PathModel:
     jitter_ns: int = 5_000  # reordering across paths (a path itself stays FIFO)
     dead: bool = False
     rate_bps: int = 0  # a link that serializes: one packet at a time at this rate (0: none)
-    ecn_threshold_bytes: int = 0  # a rated path marks CE above this queue (0: never)
+    mark_bytes: int = 0  # rated: mark CE on a packet finding more than this queued (0: never)
+    queue_bytes: int = 0  # rated: the queue's size; a packet finding it full is trimmed or
+    trim: bool = False  # dropped (0: unbounded)
+    ecn_threshold_bytes: int = 0  # the same as mark_bytes (the name DCQCN's tests use)
 
 
 @dataclass
@@ -49,7 +60,9 @@ class SimFabric:
         self._burst: dict[tuple[int, int], tuple[int, int]] = {}  # key -> (left, ends at)
         self._last_arrival: dict[tuple[int, int], int] = {}
         self._busy_until: dict[tuple[int, int], int] = {}  # a rated path's link, sending
-        self.last_ce = False  # the packet `arrivals` last took found a queue to mark CE
+        self.marks = 0  # packets marked CE
+        self.trims = 0  # packets trimmed
+        self.last_ce = False  # the packet `arrivals` last took was marked CE
 
     def model(self, ev: int) -> tuple[tuple[int, int], PathModel]:
         plane, t1, _ = ev_fields(ev)
@@ -60,6 +73,10 @@ class SimFabric:
         """When copies of a `size`-byte packet sent now on `ev` arrive (empty: lost).
         On a rated path a packet waits for the ones before it to be serialized (a
         queue at the link), and a reply (size 0) takes the other direction's FIFO."""
+        return [at for at, _, _ in self.deliver(ev, now, size)]
+
+    def deliver(self, ev: int, now: int, size: int = 0) -> list[tuple[int, bool, bool]]:
+        """`arrivals`, each copy as (when, CE-marked, trimmed)."""
         key, m = self.model(ev)
         if m.dead:
             return []
@@ -73,13 +90,24 @@ class SimFabric:
         if m.loss and self.rng.random() < m.loss:
             return []
         start = now
+        ce = False
         self.last_ce = False
         if m.rate_bps:
             fifo = (key, size > 0)
             if size:
                 busy = self._busy_until.get(key, 0)
-                queued = max(0, busy - now) * m.rate_bps // (8 * 10**9)  # bytes ahead of it
-                self.last_ce = bool(m.ecn_threshold_bytes) and queued > m.ecn_threshold_bytes
+                queued = max(0, busy - now) * m.rate_bps // (8 * 10**9)  # bytes waiting
+                if m.queue_bytes and queued + size > m.queue_bytes:
+                    if not m.trim:
+                        return []  # tail drop
+                    # trimmed: the headers go ahead of the queue, on a priority queue
+                    self.trims += 1
+                    head = TRIMMED_FRAME * 8 * 10**9 // m.rate_bps
+                    return [(now + head + m.delay_ns, False, True)]
+                mark = m.mark_bytes or m.ecn_threshold_bytes
+                ce = bool(mark) and queued > mark
+                self.marks += ce
+                self.last_ce = ce
                 start = max(now, busy) + size * 8 * 10**9 // m.rate_bps
                 self._busy_until[key] = start
         else:
@@ -87,9 +115,9 @@ class SimFabric:
         at = start + m.delay_ns + int(self.rng.random() * m.jitter_ns)
         at = max(at, self._last_arrival.get(fifo, 0))  # one path is FIFO
         self._last_arrival[fifo] = at
-        copies = [at]
+        copies = [(at, ce, False)]
         if m.duplicate and self.rng.random() < m.duplicate:
-            copies.append(at + 1)
+            copies.append((at + 1, ce, False))
         return copies
 
 
@@ -148,11 +176,12 @@ def run_transfer(size: int, fabric: SimFabric, *, mode: str = "mrc", planes: int
             while pending_events and pending_events[0][0] <= now:
                 pending_events.pop(0)[1](fabric)
             for tx in sender.poll(now, view):
-                for at in fabric.arrivals(tx.ev, now, len(tx.payload) + FRAME_OVERHEAD):
+                for at, ce, trimmed in fabric.deliver(tx.ev, now,
+                                                      len(tx.payload) + FRAME_OVERHEAD):
                     tie += 1
-                    heapq.heappush(heap, (at, tie, "data", RxPacket(
-                        tx.psn, tx.va, bytes(tx.payload), tx.imm, tx.ev, tx.tries,
-                        tx.ack_req)))
+                    heapq.heappush(heap, (at, tie, "trim" if trimmed else "data", RxPacket(
+                        tx.psn, tx.va, b"" if trimmed else bytes(tx.payload), tx.imm, tx.ev,
+                        tx.tries, tx.ack_req, ce)))
             if now - last_timer >= 1_000_000:
                 sender.on_timer(now)
                 last_timer = now
@@ -169,6 +198,17 @@ def run_transfer(size: int, fabric: SimFabric, *, mode: str = "mrc", planes: int
                         heapq.heappush(heap, (now + DELAYED_ACK_NS, tie, "flush", obj))
                 if kind == "nack":
                     sender.on_nack(obj, now)
+                    continue
+                if kind == "trim_nack":
+                    sender.on_nack(obj.psn, now, True, obj.ev, obj.tries)
+                    continue
+                if kind == "trim":  # answered at once: NAK(TRIMMED), or a dup's SACK
+                    report, nack = receiver.on_trimmed(obj)
+                    if report is not None:
+                        for at in fabric.arrivals(obj.ev & PATH_MASK, now):
+                            tie += 1
+                            heapq.heappush(heap, (at, tie, "trim_nack" if nack else "sack",
+                                                  report))
                     continue
                 if kind in ("data", "flush"):
                     while receiver.nacks:

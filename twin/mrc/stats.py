@@ -25,7 +25,9 @@ coerces, so a reply re-serialised is byte for byte the reply received. `from_dic
 reads the keys it knows and ignores any others, such as the control reply's `id`.
 A missing key raises KeyError, except the keys added after the first schema (the
 drop counters: `drops`, `acks_unsent`, `out_of_window`; `ev_skips_total`,
-`dead_paths_total`), which read as 0, and the per-plane totals
+`dead_paths_total`; the congestion signals' counters: `ecn_marks` .. `window_decreases`,
+`ce_marked`, `trimmed`, `nacks_trimmed`, `ev_skips_by`, `cc`), which read as 0 (or
+empty), and the per-plane totals
 (`tx_bytes_per_plane`, `rx_bytes_per_plane`), which read as empty: a lab kept up
 across an upgrade of twin has endpoints that do not send them yet.
 
@@ -61,6 +63,18 @@ class SenderCounters:
     per_plane_packets: Mapping[int, int]  # plane -> data packets sent on it
     acks_unsent: int  # SACKs and NAKs naming a PSN never sent (forged or corrupt): ignored
     lost_dead_path: int = 0  # in flight on a path when it proved dead: resent at once
+    # congestion signals (docs/congestion.md)
+    ecn_marks: int = 0  # CE-marked packets the receiver reported in its SACKs
+    ecn_echoes: int = 0  # SACKs echoing a CE-marked packet (its EV SKIPped, ecn on)
+    nacks_seq: int = 0  # NAK(PSN sequence error) received
+    nacks_trimmed: int = 0  # NAK(TRIMMED) received and acted on: resent at once
+    trims_ignored: int = 0  # NAK(TRIMMED) naming no copy in flight (stale), or trim off
+    quick_adapts: int = 0  # nscc: window cut to what the last RTT acked, after a trim
+    window_decreases: int = 0  # nscc: multiplicative decreases (delay high and marked)
+
+    _SIGNALS: ClassVar[tuple[str, ...]] = (
+        "ecn_marks", "ecn_echoes", "nacks_seq", "nacks_trimmed", "trims_ignored",
+        "quick_adapts", "window_decreases")
 
     def to_dict(self) -> dict[str, Any]:
         return {"packets": self.packets, "bytes": self.bytes, "retransmits": self.retransmits,
@@ -68,14 +82,15 @@ class SenderCounters:
                 "lost_timeout": self.lost_timeout, "lost_nack": self.lost_nack,
                 "spurious": self.spurious, "acked": self.acked,
                 "per_plane_packets": {str(p): n for p, n in self.per_plane_packets.items()},
-                "acks_unsent": self.acks_unsent, "lost_dead_path": self.lost_dead_path}
+                "acks_unsent": self.acks_unsent, "lost_dead_path": self.lost_dead_path,
+                **{k: getattr(self, k) for k in self._SIGNALS}}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> SenderCounters:
         return cls(d["packets"], d["bytes"], d["retransmits"], d["lost_per_ev"],
                    d["lost_rack"], d["lost_timeout"], d["lost_nack"], d["spurious"],
                    d["acked"], _plane_map(d["per_plane_packets"]), d.get("acks_unsent", 0),
-                   d.get("lost_dead_path", 0))
+                   d.get("lost_dead_path", 0), *(d.get(k, 0) for k in cls._SIGNALS))
 
 
 @dataclass(frozen=True)
@@ -123,10 +138,12 @@ class SendQpStats:
     completions: tuple[MessageLatency, ...]  # the latest (at most 16), oldest first
     events_logged: int  # events appended to the QP's event log (`events` op)
     single_path: str | None  # single-path's one uSID path, else None
-    ev_skips_total: int = 0  # an EV went GOOD -> SKIP for a rotation (congested RTT)
+    ev_skips_total: int = 0  # an EV went GOOD -> SKIP for a rotation (any reason)
     dead_paths_total: int = 0  # a path shown dead: its EVs retired together
     target_us: float = 0.0  # the queueing delay the window steers to (from the link rates)
-    cc: str = "nscc"  # its congestion control (twin.mrc.cc.CCS)
+    ev_skips_by: Mapping[str, int] = field(default_factory=dict)  # ecn, trim, rtt
+    cc: str = "nscc"  # its congestion control (twin.mrc.cc.CCS; "": an older endpoint)
+    signals: tuple[str, ...] = ()  # the signals it uses: ecn, trim (empty: neither)
     # dcqcn's state (ReactionPoint.to_dict: rate_bps, target_bps, alpha, phase,
     # line_rate_bps, cnps_received, rate_cuts, min_rate_bps, increases; and paced_polls),
     # or for another cc {"cnps_ignored": n}
@@ -149,7 +166,9 @@ class SendQpStats:
                 "events_logged": self.events_logged, "single_path": self.single_path,
                 "ev_skips_total": self.ev_skips_total,
                 "dead_paths_total": self.dead_paths_total, "target_us": self.target_us,
-                "cc": self.cc, "dcqcn": None if self.dcqcn is None else dict(self.dcqcn)}
+                "ev_skips_by": dict(self.ev_skips_by), "cc": self.cc,
+                "signals": list(self.signals),
+                "dcqcn": None if self.dcqcn is None else dict(self.dcqcn)}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> SendQpStats:
@@ -162,7 +181,8 @@ class SendQpStats:
             d["probes_sent"], d["messages_completed"],
             tuple(MessageLatency.from_dict(c) for c in d["completions"]),
             d["events_logged"], d["single_path"], d.get("ev_skips_total", 0),
-            d.get("dead_paths_total", 0), d.get("target_us", 0.0), d.get("cc", "nscc"),
+            d.get("dead_paths_total", 0), d.get("target_us", 0.0),
+            dict(d.get("ev_skips_by", {})), d.get("cc", ""), tuple(d.get("signals", ())),
             d.get("dcqcn"))
 
 
@@ -182,9 +202,12 @@ class RecvQpStats:
     duplicates: int  # data packets that had arrived before, dropped
     out_of_order: int  # data packets that arrived above a hole
     acks: int  # SACKs sent
-    nacks: int  # NAKs sent (a hole further back than the SACK bitmap reaches)
+    nacks: int  # NAKs sent: a hole further back than the SACK bitmap reaches, or a trim
     completions: int  # WRITE_IMM completions delivered, over the QP's life
     out_of_window: int  # data packets 2**16 or more PSNs above cum: dropped, not placed
+    ce_marked: int = 0  # data packets that arrived CE-marked (echoed in the SACKs)
+    trimmed: int = 0  # trimmed data packets received (never placed)
+    nacks_trimmed: int = 0  # NAK(TRIMMED) sent (in nacks too)
 
     def to_dict(self) -> dict[str, Any]:
         return {"qpn": self.qpn, "bad_rkey": self.bad_rkey, "cum": self.cum,
@@ -193,7 +216,8 @@ class RecvQpStats:
                 "bytes": self.bytes, "duplicates": self.duplicates,
                 "out_of_order": self.out_of_order, "acks": self.acks, "nacks": self.nacks,
                 "completions": self.completions, "out_of_window": self.out_of_window,
-                "cnps_sent": self.cnps_sent}
+                "cnps_sent": self.cnps_sent, "ce_marked": self.ce_marked,
+                "trimmed": self.trimmed, "nacks_trimmed": self.nacks_trimmed}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> RecvQpStats:
@@ -201,7 +225,8 @@ class RecvQpStats:
                    tuple((n, imm) for n, imm in d["completed"]), tuple(d["reverse_evs"]),
                    d.get("cnps_sent", 0), d["packets"], d["bytes"], d["duplicates"],
                    d["out_of_order"], d["acks"], d["nacks"], d["completions"],
-                   d.get("out_of_window", 0))
+                   d.get("out_of_window", 0), d.get("ce_marked", 0), d.get("trimmed", 0),
+                   d.get("nacks_trimmed", 0))
 
 
 @dataclass(frozen=True)
@@ -216,18 +241,23 @@ class EndpointTotals:
     tx_bytes_per_plane: Mapping[int, int] = field(default_factory=dict)
     # plane -> payload bytes placed from data packets that came on it (not duplicates)
     rx_bytes_per_plane: Mapping[int, int] = field(default_factory=dict)
+    # the congestion signals, summed over the QPs (twin.mrc.counters.SIGNALS): marks
+    # seen (ce_marked_rx) and echoed back (ecn_marks_tx), trims, NAKs by reason sent and
+    # received, EV skips by reason; empty from an endpoint before them
+    signals: Mapping[str, int] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
         return {"bytes_sent": self.bytes_sent, "bytes_placed": self.bytes_placed,
                 "retransmits": self.retransmits, "ev_retirements": self.ev_retirements,
                 "tx_bytes_per_plane": {str(p): n for p, n in self.tx_bytes_per_plane.items()},
-                "rx_bytes_per_plane": {str(p): n for p, n in self.rx_bytes_per_plane.items()}}
+                "rx_bytes_per_plane": {str(p): n for p, n in self.rx_bytes_per_plane.items()},
+                "signals": dict(self.signals)}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> EndpointTotals:
         return cls(d["bytes_sent"], d["bytes_placed"], d["retransmits"], d["ev_retirements"],
                    _plane_map(d.get("tx_bytes_per_plane", {})),
-                   _plane_map(d.get("rx_bytes_per_plane", {})))
+                   _plane_map(d.get("rx_bytes_per_plane", {})), dict(d.get("signals", {})))
 
 
 @dataclass(frozen=True)

@@ -40,13 +40,33 @@ Sender
     samples are in): on sprayed paths that is how late a packet can be without
     being lost.
 
-    Congestion: a window in packets, NSCC-style: it grows while the queueing
-    delay (RTT above the lowest seen) is under `target_ns`, shrinks in
-    proportion to the excess above it, and once per RTT on loss. An EV whose
-    own delay is above target is SKIPped for a rotation. The target is at least
-    QUEUE_PACKETS packets' time on the slowest link (queueing_target_ns): one
-    packet waiting behind another at a 25 Mbit/s port is 1.35 ms, and a target
-    below that reads a busy link as congested and pins the window at its floor.
+    Congestion signals: the queueing delay (RTT above the lowest seen), ECN (the
+    receiver echoes CE marks in its SACK's congestion byte) and trims (a switch
+    whose queue is full cuts a packet to its headers; the receiver NAKs it,
+    NAK_TRIMMED). An EV the receiver echoes CE-marked, an EV that carried a trimmed
+    packet, and an EV whose own delay is above target are SKIPped for a rotation.
+    A trimmed PSN is resent at once on another EV: congestion, not loss (no EV
+    retires, no loss is counted, the loss limit is untouched).
+
+    The window (packets), `cc` (docs/congestion.md):
+      delay   it grows while the queueing delay is under `target_ns`, shrinks in
+              proportion to the excess above it, and once per RTT on loss or trim
+      nscc    UEC NSCC's four quadrants once the fabric has marked a packet of the
+              QP (before that, a fabric that may not mark at all: as delay):
+                delay low, no mark    proportional increase
+                delay low, marked     hold: the EV skip spreads the load
+                delay high, marked    multiplicative decrease in proportion to the
+                                      excess, once per RTT
+                delay high, no mark   a small fair increase (the queue is not where
+                                      a switch marks: the reverse path, a host)
+              and QuickAdapt on a trim: the window drops to what was acked in the
+              last RTT, once per RTT.
+    `ecn` and `trim` switch each signal's use off (a mark is still counted; a trim
+    NACK is then ignored and the hole found as a loss), for comparisons.
+    The target is at least QUEUE_PACKETS packets' time on the slowest link
+    (queueing_target_ns): one packet waiting behind another at a 25 Mbit/s port
+    is 1.35 ms, and a target below that reads a busy link as congested and pins
+    the window at its floor.
 
     Events (EVENT_KINDS): each packet declared lost, the first loss on each EV,
     every EV state change with its reason, EV retirements, retransmissions and
@@ -74,7 +94,10 @@ Receiver
     its SACK) and PSNs too far ahead to have been sent (RECV_WINDOW),
     delivers WRITE_IMM completions in PSN order, and answers with SACKs
     (cumulative PSN + 64-bit bitmap, echoing the EV, PSN and transmission
-    number of the packet that triggered it).
+    number of the packet that triggered it). A CE-marked packet is answered at
+    once, its SACK's congestion byte saying so (CONGESTION_ECHO_CE) and counting
+    the marks since the previous SACK; a trimmed packet is never placed and is
+    answered at once with a NAK_TRIMMED naming its PSN.
 """
 
 from __future__ import annotations
@@ -88,6 +111,7 @@ from dataclasses import dataclass, field
 from operator import attrgetter
 
 from twin.mrc import dcqcn
+from twin.mrc.cc import CCS
 from twin.mrc.evset import Ev, EvSet, NoUsableEv
 
 MODES = ("mrc", "spray-static", "single-path")
@@ -101,6 +125,8 @@ RECV_WINDOW = 1 << 16
 TRY_MASK = 0x7F  # transmission numbers travel in 7 bits
 _SEND_ORDER = attrgetter("seq")
 LOSS_REASONS = ("per_ev", "rack", "nack", "timeout", "dead_path")
+CONGESTION_ECHO_CE = 0x80  # the SACK congestion byte (wire.CONGESTION_ECHO_CE): the
+CONGESTION_COUNT = 0x7F  # echoed packet was CE-marked | CE-marked packets since the last
 MESSAGES_KEPT = 64  # completed messages remembered for stats (the count is kept in full)
 LOST_REMEMBERED = 1024  # PSNs declared lost, remembered to recognise a late arrival
 # A posted write's packet records are built as the window reaches them, this many at
@@ -129,6 +155,8 @@ EVENT_KINDS = {
     "probe": "a background probe of a retired EV answered or timed out (detail: ok/lost; "
              "every ok, and a lost only when the EV's previous answer was not)",
     "revive": "background probes brought a retired EV back",
+    "trim": "a NACK(TRIMMED): a switch cut the packet; resent at once on another EV, "
+            "no loss counted (ev: the EV that carried it)",
 }
 
 
@@ -270,7 +298,7 @@ class SackReport:
     psn: int  # its PSN
     tries: int  # its transmission number
     port_state: int = 0xFFFF  # bit p: the receiver's port on plane p is up
-    congestion: int = 0
+    congestion: int = 0  # CONGESTION_ECHO_CE | CE-marked packets since the last SACK
     dup: bool = False  # that packet was a duplicate: two copies of its PSN arrived
 
 
@@ -294,6 +322,13 @@ class SenderConfig:
     min_window: float = 2
     max_window: float = 256
     target_ns: int = TARGET_FLOOR_NS  # queueing delay the window steers to
+    cc: str = "nscc"  # the window's algorithm: nscc (delay, ECN, trims) or delay (delay only)
+    ecn: bool = True  # use echoed CE marks: SKIP the marked EV, and nscc's quadrants
+    trim: bool = True  # act on NACK(TRIMMED): resend at once elsewhere; off: found as loss
+    pi_gain: float = 1.0  # nscc: packets per ack added at zero delay, in proportion below
+    fair_increase: float = 1.0  # nscc: packets per RTT added while delay is high, unmarked
+    md_gain: float = 1.0  # nscc: window *= 1 - md_gain * (delay - target) / delay, per RTT
+    md_max: float = 0.5  # nscc: the most one multiplicative decrease takes
     reorder_ns: int = 50_000  # RACK's floor; srtt/4 when larger; widened by late arrivals
     rto_min_ns: int = 10_000_000  # last resort; a noisy 2-core VM stalls for ms at times
     retry_limit: int = 7  # single-path: losses of one PSN; else: its timeouts in a row
@@ -343,6 +378,13 @@ class SenderStats:
     per_plane_packets: dict[int, int] = field(default_factory=dict)
     acks_unsent: int = 0  # SACKs and NAKs naming a PSN never sent: ignored whole
     lost_dead_path: int = 0  # in flight on a path when it proved dead: resent at once
+    ecn_marks: int = 0  # CE-marked packets the receiver reported (SACK congestion counts)
+    ecn_echoes: int = 0  # SACKs echoing a CE-marked packet (its EV SKIPped, with ecn on)
+    nacks_seq: int = 0  # NAK(PSN sequence error) received (lost_nack: those acted on)
+    nacks_trimmed: int = 0  # NAK(TRIMMED) received and acted on: the PSN resent at once
+    trims_ignored: int = 0  # NAK(TRIMMED) for a copy not in flight (stale), or trim off
+    quick_adapts: int = 0  # nscc: the window cut to what the last RTT acked, on a trim
+    window_decreases: int = 0  # multiplicative decreases (nscc: delay high and marked)
 
 
 class QpFailed(RuntimeError):
@@ -420,6 +462,14 @@ class Sender:
         self._last_cut_ns = -1
         self._reorder_steps = 1  # the RACK window, in units of its base
         self._single: Ev | None = evset.hashed() if self.cfg.mode == "single-path" else None
+        if self.cfg.cc not in CCS:
+            raise ValueError(f"cc must be one of {', '.join(CCS)}")
+        self.fabric_marks = False  # a CE mark came back: this fabric marks (nscc's quadrants)
+        self.delay_ns = 0.0  # the latest queueing delay measured (RTT above the base)
+        self._last_md_ns = -1  # the last multiplicative decrease (nscc: once per RTT)
+        self._last_qa_ns = -1  # the last QuickAdapt (once per RTT)
+        self._epoch_ns = 0  # acked packets per RTT, for QuickAdapt: this epoch's start,
+        self._acked_epoch = self._acked_prev = 0  # its count, and the last whole epoch's
 
     # -- posting ----------------------------------------------------------------
 
@@ -504,6 +554,13 @@ class Sender:
             if avoid is None or (ev.plane != avoid.plane and ev.value != avoid.value):
                 break
             ev = self.evs.next()
+        if avoid is not None and ev.value == avoid.value:
+            # Not the very EV the copy took (a trimmed one's is merely SKIPped, and comes
+            # back at the end of a rotation): any other will do, if there is one.
+            for _ in range(self.evs.size):
+                other = self.evs.next()
+                if other.value != avoid.value:
+                    return other
         return ev
 
     def poll(self, now: int, source: memoryview, budget: int = 64) -> list[TxPacket]:
@@ -684,11 +741,17 @@ class Sender:
             bits ^= low
         echoed = txs.get(sack.psn)
         exact = None
+        marked = False
+        if sack.congestion:  # CE marks: counted always, used where ecn is on
+            marked = self._marks(sack, echoed, now)
         if echoed is not None:
             acked.append(sack.psn)
             if (echoed.tries - 1) & TRY_MASK == sack.tries:
                 exact = echoed
-                self._rtt_sample(echoed.ev, now - echoed.sent_ns, now)
+                self._rtt_sample(echoed.ev, now - echoed.sent_ns, now, marked)
+                marked = False  # the window has seen it
+        if marked:  # a mark without an RTT sample: the latest delay judges it
+            self._adjust(self.delay_ns, True, now)
         # An earlier copy arrived (the echo names it), or two copies did (the receiver
         # says duplicate): a loss declared in between was wrong, the copy only late.
         if sack.dup or (echoed is not None and exact is None):
@@ -726,6 +789,7 @@ class Sender:
                 delivered(ev, sent_ns)
         self._inflight -= left_flight
         self.stats.acked += count
+        self._count_acked(count, now)
         # A SACK speaks for PSNs below cum + 1 + 64 only; later ones may have
         # arrived unreported, so they are never judged lost on its word.
         covered = sack.cum + 1 + BITMAP_BITS
@@ -738,6 +802,29 @@ class Sender:
                 self._rack_sent = rack_sent
             self._detect_rack(rack_sent, now, covered)
         self._complete(now)
+
+    def _marks(self, sack: SackReport, echoed: _Tx | None, now: int) -> bool:
+        """The SACK's congestion byte: count its marks; with `ecn` on, SKIP the echoed
+        EV (it carried a CE-marked packet) and say the window should see a mark."""
+        st = self.stats
+        st.ecn_marks += sack.congestion & CONGESTION_COUNT
+        echo = bool(sack.congestion & CONGESTION_ECHO_CE)
+        st.ecn_echoes += echo
+        if not self.cfg.ecn:
+            return False
+        self.fabric_marks = True
+        if echo and self.cfg.mode == "mrc":
+            ev = echoed.ev if echoed is not None and echoed.ev is not None \
+                and echoed.ev.value == sack.ev else self.evs.find(sack.ev)
+            if ev is not None:
+                self.evs.congested(ev, "ecn")
+        return True
+
+    def _count_acked(self, count: int, now: int) -> None:
+        """Packets acked per RTT (QuickAdapt's measure of what the path delivers)."""
+        if now - self._epoch_ns >= max(self.srtt, self.cfg.reorder_ns):
+            self._acked_prev, self._acked_epoch, self._epoch_ns = self._acked_epoch, 0, now
+        self._acked_epoch += count
 
     def _names_sent(self, psn: int, cum: int | None = None) -> bool:
         """Whether an ACK (or NAK) could come from the receiver: it echoes a PSN we sent,
@@ -766,11 +853,17 @@ class Sender:
             if self._reorder_steps < REORDER_STEPS_MAX:
                 self._reorder_steps += 1
 
-    def on_nack(self, psn: int, now: int) -> None:
-        """The receiver NAKs a PSN it has waited too long for: resend it now."""
+    def on_nack(self, psn: int, now: int, trimmed: bool = False, ev: int = -1,
+                tries: int = -1) -> None:
+        """The receiver NAKs a PSN: it has waited too long for it (PSN sequence error),
+        or (`trimmed`) a switch cut it to its headers on `ev`, copy number `tries`."""
         if not self._names_sent(psn):
             return
         self._now = now
+        if trimmed:
+            self._on_trimmed(psn, ev, tries, now)
+            return
+        self.stats.nacks_seq += 1
         tx = self._txs.get(psn)
         # Only the first copy: a NAK cannot say which transmission it missed (Karn). And
         # only once a packet sent a reordering window after it has arrived: the NAK says
@@ -781,6 +874,46 @@ class Sender:
             return
         self.stats.lost_nack += 1
         self._declare_lost(tx, now, "nack")
+
+    def _on_trimmed(self, psn: int, ev_value: int, tries: int, now: int) -> None:
+        """A switch trimmed this copy: the path is congested, not broken. Resend it at
+        once on another EV; its EV SKIPs a rotation; the window adapts. Nothing is
+        counted as loss and no EV retires. A trimmed packet is unauthenticated (its
+        ICRC was cut off), so the NAK must name the copy in flight exactly (its EV and
+        transmission number): a forged or stale one costs at most one resend, since the
+        resend changes the copy's number and EV."""
+        st = self.stats
+        tx = self._txs.get(psn)
+        if not self.cfg.trim or tx is None or not tx.in_flight or tx.ev is None \
+                or tx.ev.value != ev_value or (tx.tries - 1) & TRY_MASK != tries:
+            st.trims_ignored += 1
+            return
+        st.nacks_trimmed += 1
+        ev = tx.ev
+        tx.in_flight = False
+        self._inflight -= 1
+        self.evs.gone(ev)
+        self._stuck = False
+        self._event(now, "trim", ev.value, psn, "resent at once on another EV")
+        if self.cfg.mode == "mrc":
+            self.evs.congested(ev, "trim")
+        if self.cfg.cc == "nscc":
+            self._quick_adapt(now)
+        elif now - self._last_cut_ns > max(self.srtt, self.cfg.reorder_ns):
+            self.window = max(self.cfg.min_window, self.window * 0.85)  # as a loss would
+            self._last_cut_ns = now
+        self._retx.appendleft(psn)
+
+    def _quick_adapt(self, now: int) -> None:
+        """NSCC's QuickAdapt: after a trim, the window drops to what the last RTT acked
+        (never below the floor, never up), once per RTT."""
+        if now - self._last_qa_ns <= max(self.srtt, self.cfg.reorder_ns):
+            return
+        self._last_qa_ns = now
+        achieved = max(self._acked_prev, self._acked_epoch)
+        if achieved < self.window:
+            self.window = max(self.cfg.min_window, float(achieved))
+            self.stats.quick_adapts += 1
 
     def _port_state(self, remote: int, local: int, now: int) -> None:
         """The peer's ports (from its SACK) and ours: a plane is used only if both are up.
@@ -816,21 +949,40 @@ class Sender:
             self._event(now, "revive", value)
         return revived
 
-    def _rtt_sample(self, ev: Ev, rtt: int, now: int) -> None:
+    def _rtt_sample(self, ev: Ev, rtt: int, now: int, marked: bool = False) -> None:
         self.base_rtt = min(self.base_rtt, rtt)
         self.rtt_samples += 1
         self.reordering_ns = max(rtt - self.base_rtt, self.reordering_ns * REORDERING_DECAY)
         self.srtt = rtt if not self.srtt else 0.875 * self.srtt + 0.125 * rtt
         ev.rtt_ns = rtt if not ev.rtt_ns else 0.75 * ev.rtt_ns + 0.25 * rtt
-        delay = rtt - self.base_rtt
-        target = self.cfg.target_ns
-        if delay <= target:  # grow faster the further below target
-            self.window += max(0.1, (target - delay) / target)
-        else:
-            self.window -= min(self.window / 4, (delay - target) / delay * 2)
-        self.window = min(self.cfg.max_window, max(self.cfg.min_window, self.window))
-        if self.cfg.mode == "mrc" and ev.rtt_ns - self.base_rtt > 2 * target:
-            self.evs.congested(ev)
+        self.delay_ns = delay = rtt - self.base_rtt
+        self._adjust(delay, marked, now)
+        if self.cfg.mode == "mrc" and ev.rtt_ns - self.base_rtt > 2 * self.cfg.target_ns:
+            self.evs.congested(ev, "rtt")
+
+    def _adjust(self, delay: float, marked: bool, now: int) -> None:
+        """The window, on one RTT sample (or one SACK reporting marks): `cc` decides."""
+        cfg = self.cfg
+        target = cfg.target_ns
+        w = self.window
+        if cfg.cc == "delay" or not self.fabric_marks:
+            # delay only (and nscc on a fabric not yet seen to mark: it may not mark)
+            if delay <= target:  # grow faster the further below target
+                w += max(0.1, (target - delay) / target)
+            else:
+                w -= min(w / 4, (delay - target) / delay * 2)
+        elif delay <= target:
+            if not marked:  # proportional increase: the further below target, the more
+                w += cfg.pi_gain * max(0.1, (target - delay) / target)
+            # marked with little delay: hold; the marked EV SKIPs, which spreads the load
+        elif marked:  # multiplicative decrease, in proportion to the excess, once per RTT
+            if now - self._last_md_ns > max(self.srtt, cfg.reorder_ns):
+                self._last_md_ns = now
+                w *= 1 - min(cfg.md_max, cfg.md_gain * (delay - target) / delay)
+                self.stats.window_decreases += 1
+        else:  # queueing, but not where the fabric marks: a small fair increase
+            w += cfg.fair_increase / max(w, 1.0)
+        self.window = min(cfg.max_window, max(cfg.min_window, w))
 
     def _detect_per_ev(self, tx: _Tx, now: int, covered: int) -> None:
         value = tx.ev.value
@@ -1008,6 +1160,7 @@ class RxPacket:
     ev: int
     tries: int  # transmission number, echoed
     ack_req: bool = False
+    ce: bool = False  # it arrived ECN Congestion Experienced (the fabric marked it)
 
 
 @dataclass
@@ -1020,6 +1173,9 @@ class ReceiverStats:
     nacks: int = 0
     completions: int = 0
     out_of_window: int = 0  # data packets RECV_WINDOW or more PSNs above cum: dropped
+    ce_marked: int = 0  # data packets that arrived CE-marked (echoed in SACKs)
+    trimmed: int = 0  # trimmed data packets received (never placed)
+    nacks_trimmed: int = 0  # NAK(TRIMMED) sent (counted in nacks too)
 
 
 _MASK64 = (1 << BITMAP_BITS) - 1
@@ -1045,6 +1201,7 @@ class Receiver:
         self._unacked = 0
         self._nacked = -1
         self.nacks: list[int] = []  # PSNs to NAK; the datapath sends and clears them
+        self._marks = 0  # CE-marked packets since the last SACK (saturates at 127)
         self.completions: collections.deque[tuple[int, int]] = collections.deque(
             maxlen=MESSAGES_KEPT)  # (n, imm), in order; the count is stats.completions
         self.stats = ReceiverStats()
@@ -1055,10 +1212,14 @@ class Receiver:
         st = self.stats
         if d < 0 or self._window >> d & 1:
             st.duplicates += 1
+            if pkt.ce:
+                self._mark()
             return self._sack(pkt, dup=True)  # the sender missed an ack: answer at once
         if d >= self.span:  # not placed, not answered: no sender has it outstanding
             st.out_of_window += 1
             return None
+        if pkt.ce:
+            self._mark()
         self.place(pkt.va, pkt.payload)
         st.packets += 1
         st.bytes += len(pkt.payload)
@@ -1081,10 +1242,36 @@ class Receiver:
                 self.nacks.append(self.cum)
                 st.nacks += 1
         self._unacked += 1
-        if self._unacked >= self.ack_every or pkt.ack_req or pkt.imm is not None:
+        # A CE mark is answered at once: its SACK echoes the marked packet's EV.
+        if self._unacked >= self.ack_every or pkt.ack_req or pkt.imm is not None or pkt.ce:
             return self._sack(pkt)
         return None
 
+    def on_trimmed(self, pkt: RxPacket) -> tuple[SackReport | None, bool]:
+        """A data packet a switch trimmed (its payload cut off): never placed. Returns
+        (report, nack): nack True, the report is the SACK a NAK(TRIMMED) for pkt.psn
+        carries (echoing the trimmed copy's EV and number), sent at once; False, a
+        duplicate's SACK (the PSN is here already: no resend is wanted) or None (a PSN
+        out of the window: no sender has it outstanding)."""
+        d = pkt.psn - self.cum
+        st = self.stats
+        st.trimmed += 1
+        if d < 0 or self._window >> d & 1:
+            st.duplicates += 1
+            return self._sack(pkt, dup=True), False
+        if d >= self.span:
+            st.out_of_window += 1
+            return None, False
+        if pkt.ce:
+            self._mark()
+        st.nacks += 1
+        st.nacks_trimmed += 1
+        return self._report(pkt), True
+
+    def _mark(self) -> None:
+        self.stats.ce_marked += 1
+        if self._marks < CONGESTION_COUNT:
+            self._marks += 1
     def flush(self, pkt: RxPacket | None) -> SackReport | None:
         """A delayed-ack timer fired: acknowledge what has not been."""
         return self._sack(pkt) if (self._unacked and pkt is not None) else None
@@ -1102,5 +1289,12 @@ class Receiver:
     def _sack(self, pkt: RxPacket, dup: bool = False) -> SackReport:
         self._unacked = 0
         self.stats.acks += 1
+        return self._report(pkt, dup)
+
+    def _report(self, pkt: RxPacket, dup: bool = False) -> SackReport:
+        """The receiver's state, echoing `pkt`; the congestion byte says whether pkt was
+        CE-marked and counts the marks since the last report (then starts again)."""
+        congestion = (CONGESTION_ECHO_CE if pkt.ce else 0) | self._marks
+        self._marks = 0
         return SackReport(self.cum, (self._window >> 1) & _MASK64, pkt.ev, pkt.psn, pkt.tries,
-                    self.port_state(), 0, dup)
+                          self.port_state(), congestion, dup)

@@ -39,6 +39,13 @@ nothing of MRC's may sit there; RETH DMA length is exactly the payload):
     MSN                         the sender's own bookkeeping; the AETH carries the responder's
                                 count, as in IB (every WRITE Only is one message to IB).
 
+Congestion signals (docs/congestion.md): data packets leave ECT(0) in both IPv6 headers
+(control packets Not-ECT; the ICRC masks the traffic class). The receiver reads the inner
+traffic class (IPV6_FLOWINFO: `flowinfo_of`) and echoes CE in the SACK's congestion byte
+(CONGESTION_ECHO_CE | marks since the last SACK). A data opcode arriving with DSCP
+TRIM_DSCP (7) was trimmed by a switch to BTH and RETH: `decode` returns `Trimmed` without
+an ICRC check, and the receiver answers NAK_TRIMMED.
+
 Naming follows the InfiniBand spec (Bth, Reth, ImmDt, Aeth, PSN, QP) and MRC (EV, Sack).
 Encoders return the RoCE body (BTH .. payload, no ICRC); `frame` wraps one in
 IPv6/IPv6/UDP and appends the ICRC. On the receive side the kernel has stripped both IPv6
@@ -81,8 +88,19 @@ NAK_PSN_SEQUENCE_ERROR = 0x60
 NAK_TRIMMED = 0x61  # IB's "invalid request" code point, repurposed; Wireshark labels it so
 NAK_CODES = (NAK_PSN_SEQUENCE_ERROR, NAK_TRIMMED)
 
-# SACK congestion-state bits (reserved: this fabric has no marking qdisc; sent as 0)
-CONGESTION_ECN_CE, CONGESTION_QUEUE_HIGH = 0x01, 0x02
+# The IPv6 traffic class: DSCP (bits 7..2) and ECN (bits 1..0, RFC 3168)
+NOT_ECT, ECT1, ECT0, CE = 0b00, 0b01, 0b10, 0b11
+ECN_MASK = 0b11
+TC_DATA = ECT0  # data packets leave ECT(0), outer and inner header; control stays Not-ECT
+TRIM_DSCP = 7  # a switch that trimmed a data packet sets this DSCP (TC = 7 << 2 | ECN)
+TRIMMED_SIZE = 28  # a trimmed packet's UDP payload: BTH 12 + RETH 16, no payload, no ICRC
+TC_SHIFT = 20  # the traffic class in the IPV6_FLOWINFO word (flow label below it)
+
+# The SACK's congestion byte (offset 33): bit 7, the echoed packet arrived CE-marked;
+# bits 6..0, CE-marked data packets since the previous SACK (this one's included; 127
+# saturates). 0 where nothing was marked.
+CONGESTION_ECHO_CE = 0x80
+CONGESTION_COUNT = 0x7F
 
 PSN_MASK = 0xFFFFFF
 TRY_MASK = 0x7F  # the transmission number: 7 reserved BTH bits
@@ -133,6 +151,16 @@ MAX_FRAME = HEADROOM + DATA_IMM_OVERHEAD + MTU  # 4220: the smallest link MTU fo
 Addr = str | bytes  # an IPv6 address as text, or its 16 packed bytes
 
 
+def ecn_of(tc: int) -> int:
+    """The ECN codepoint of a traffic class."""
+    return tc & ECN_MASK
+
+
+def is_trimmed_tc(tc: int) -> bool:
+    """A traffic class that says a switch cut the packet to its headers (DSCP 7)."""
+    return tc >> 2 == TRIM_DSCP
+
+
 class BadPacket(ValueError):
     """A UDP payload that is not a valid MRC packet; `reason` is one of the REASONS."""
 
@@ -175,6 +203,12 @@ class DataPacket:
     tries: int = 0  # 0: first transmission of this PSN; modulo 128
     ack_req: bool = False
     imm: int | None = None
+    tc: int = 0  # the inner traffic class it arrived with (ECN: its low 2 bits)
+
+    @property
+    def ce(self) -> bool:
+        """The fabric marked it Congestion Experienced."""
+        return self.tc & ECN_MASK == CE
 
     @property
     def opcode(self) -> int:
@@ -197,7 +231,7 @@ class Sack:
     bitmap: int  # bit i: PSN cum + 1 + i received
     ev: int  # EV of the data packet that triggered this SACK
     tries: int  # that packet's transmission number, echoed (its PSN is the BTH PSN)
-    congestion: int = 0  # CONGESTION_* bits; reserved, 0 here
+    congestion: int = 0  # CONGESTION_ECHO_CE | CE-marked packets since the last SACK
     port_state: int = 0xFFFF  # bit p: the receiver's NIC port on plane p is up
     dup: bool = False  # that packet was a duplicate (bit 7 of the echoed-try byte)
 
@@ -267,7 +301,24 @@ class Cnp:
         return encode_cnp(self.dest_qp)
 
 
-Packet = DataPacket | Ack | Nack | Probe | Cnp
+@dataclass(slots=True)
+class Trimmed:
+    """A data packet a switch cut to its headers (DSCP TRIM_DSCP): BTH and RETH only, no
+    payload and no ICRC (the cut removed it), so nothing in it is authenticated. The
+    receiver answers with NAK_TRIMMED naming its PSN and never places it."""
+
+    dest_qp: int
+    psn: int
+    va: int
+    rkey: int
+    dma_len: int  # the length the RETH announced: what was cut off
+    ev: int = 0
+    tries: int = 0
+    opcode: int = RDMA_WRITE_ONLY
+    tc: int = 0
+
+
+Packet = DataPacket | Ack | Nack | Probe | Cnp | Trimmed
 
 # --- the ICRC --------------------------------------------------------------------------------
 
@@ -316,25 +367,63 @@ def _packed(addr: Addr) -> bytes:
 
 
 def ipv6_header(src: Addr, dst: Addr, next_header: int, payload_len: int, flow: int = 0,
-                hop_limit: int = HOP_LIMIT) -> bytes:
-    """40 bytes of IPv6: version 6, traffic class 0, the low 20 bits of `flow` as flow label."""
-    return IP6.pack((6 << 28) | (flow & FLOW_MASK), payload_len, next_header, hop_limit,
-                    _packed(src), _packed(dst))
+                hop_limit: int = HOP_LIMIT, tc: int = 0) -> bytes:
+    """40 bytes of IPv6: version 6, traffic class `tc`, the low 20 bits of `flow` as flow
+    label."""
+    return IP6.pack((6 << 28) | (tc & 0xFF) << TC_SHIFT | (flow & FLOW_MASK), payload_len,
+                    next_header, hop_limit, _packed(src), _packed(dst))
+
+
+def tc_of_body(body: bytes | bytearray | memoryview) -> int:
+    """The traffic class a RoCE body leaves with: ECT(0) for data, Not-ECT for control."""
+    return TC_DATA if body and body[0] in (RDMA_WRITE_ONLY, RDMA_WRITE_ONLY_WITH_IMMEDIATE) \
+        else NOT_ECT
 
 
 def roce(inner_src: Addr, inner_dst: Addr, ev: int, body: bytes) -> bytes:
-    """The RoCEv2 packet a NIC sees: inner IPv6 / UDP 4791 / body / ICRC."""
+    """The RoCEv2 packet a NIC sees: inner IPv6 / UDP 4791 / body / ICRC. Data packets
+    are ECT(0) (the ICRC masks the traffic class: it changes no ICRC)."""
     udp_len = UDP.size + len(body) + ICRC.size
-    ip_udp = ipv6_header(inner_src, inner_dst, NH_UDP, udp_len, flow=ev) + \
-        UDP.pack(udp_sport(ev), ROCE_PORT, udp_len, 0)
+    ip_udp = ipv6_header(inner_src, inner_dst, NH_UDP, udp_len, flow=ev, tc=tc_of_body(body)) \
+        + UDP.pack(udp_sport(ev), ROCE_PORT, udp_len, 0)
     return b"".join((ip_udp, body, icrc(ip_udp, body)))
 
 
 def frame(outer_src: Addr, path: Addr, ev: int, inner_src: Addr, inner_dst: Addr,
           body: bytes) -> bytes:
-    """IPv6(path) / IPv6(inner_dst) / UDP 4791 / body / ICRC, ready to send raw."""
+    """IPv6(path) / IPv6(inner_dst) / UDP 4791 / body / ICRC, ready to send raw; data
+    packets ECT(0) in both IPv6 headers, control packets Not-ECT."""
     inner = roce(inner_src, inner_dst, ev, body)
-    return ipv6_header(outer_src, path, NH_IPV6, len(inner), flow=ev) + inner
+    return ipv6_header(outer_src, path, NH_IPV6, len(inner), flow=ev, tc=tc_of_body(body)) \
+        + inner
+
+
+def trim(pkt: bytes | bytearray | memoryview, ecn: int | None = None) -> bytes:
+    """What a trimming switch makes of a whole data frame: outer and inner IPv6, UDP, BTH
+    and RETH (UDP payload TRIMMED_SIZE bytes, no payload, no ICRC), the IPv6 and UDP
+    lengths fixed (UDP checksum stays 0), DSCP TRIM_DSCP in both traffic classes (the
+    host's decap copies the outer one in), ECN kept unless `ecn` is given. For tests and
+    tools: the fabric does this in its switches."""
+    head = bytearray(pkt[:HEADROOM + TRIMMED_SIZE])
+    if len(head) < HEADROOM + TRIMMED_SIZE:
+        raise ValueError("too short to be a data frame")
+    for at, plen in ((0, IP6.size + UDP.size + TRIMMED_SIZE), (IP6.size, UDP.size + TRIMMED_SIZE)):
+        word = int.from_bytes(head[at:at + 4], "big")
+        e = word >> TC_SHIFT & ECN_MASK if ecn is None else ecn
+        word = word & ~(0xFF << TC_SHIFT) | (TRIM_DSCP << 2 | e) << TC_SHIFT
+        head[at:at + 4] = word.to_bytes(4, "big")
+        _U16.pack_into(head, at + 4, plen)
+    _U16.pack_into(head, 2 * IP6.size + 4, UDP.size + TRIMMED_SIZE)
+    return bytes(head)
+
+
+def mark_ce(pkt: bytes | bytearray | memoryview, inner: bool = True) -> bytes:
+    """A whole frame with CE set in its outer (and, `inner`, inner) traffic class, as a
+    marking switch (and the host's RFC 6040 decap) leaves it. For tests and tools."""
+    out = bytearray(pkt)
+    for at in (0, IP6.size) if inner else (0,):
+        out[at + 1] |= CE << 4  # ECN is the low 2 bits of the traffic class: byte 1's top
+    return bytes(out)
 
 
 def allow_zero_udp_checksum(sock: socket.socket) -> None:
@@ -347,13 +436,19 @@ def receive_flow_labels(sock: socket.socket) -> None:
     sock.setsockopt(socket.IPPROTO_IPV6, IPV6_FLOWINFO, 1)
 
 
-def flow_label_of(ancdata: list) -> int:
-    """The flow label from recvmsg's ancillary data (0 when the kernel sent none: it omits
-    the cmsg for flow info 0)."""
+def flowinfo_of(ancdata: list) -> int:
+    """Traffic class and flow label from recvmsg's ancillary data, as the kernel gives
+    them (ip6_flowinfo: the header's first word & 0x0FFFFFFF): TC in bits 27..20, the
+    label in 19..0. 0 when the kernel sent none (it omits the cmsg for flow info 0)."""
     for level, kind, data in ancdata:
         if level == socket.IPPROTO_IPV6 and kind == IPV6_FLOWINFO and len(data) >= 4:
-            return int.from_bytes(data[:4], "big") & FLOW_MASK
+            return int.from_bytes(data[:4], "big") & 0x0FFFFFFF
     return 0
+
+
+def flow_label_of(ancdata: list) -> int:
+    """The flow label from recvmsg's ancillary data (0 when the kernel sent none)."""
+    return flowinfo_of(ancdata) & FLOW_MASK
 
 
 # --- generic encoders (header by header; the reference for DataTemplate) ---------------------
@@ -447,14 +542,15 @@ class Framer:
 
     __slots__ = ("ev", "_head0", "_src", "_dst", "_sport", "_lengths")
 
-    def __init__(self, outer_src: Addr, path: Addr, inner_src: Addr, inner_dst: Addr, ev: int):
+    def __init__(self, outer_src: Addr, path: Addr, inner_src: Addr, inner_dst: Addr, ev: int,
+                 tc: int = NOT_ECT):
         if not 0 <= ev <= 0xFFFFFFFF:
             raise ValueError("an EV is 32 bits")
         self.ev = ev
         self._src, self._dst, self._sport = _packed(inner_src), _packed(inner_dst), udp_sport(ev)
         # Lengths are patched per UDP length; everything else here is final.
-        self._head0 = ipv6_header(outer_src, path, NH_IPV6, 0, flow=ev) + \
-            ipv6_header(self._src, self._dst, NH_UDP, 0, flow=ev) + \
+        self._head0 = ipv6_header(outer_src, path, NH_IPV6, 0, flow=ev, tc=tc) + \
+            ipv6_header(self._src, self._dst, NH_UDP, 0, flow=ev, tc=tc) + \
             UDP.pack(self._sport, ROCE_PORT, 0, 0)
         self._lengths: dict[int, tuple[bytes, int]] = {}
 
@@ -493,7 +589,7 @@ class DataTemplate(Framer):
             raise ValueError(f"DestQP is 24 bits, got {dest_qp:#x}")
         if not 0 <= rkey <= 0xFFFFFFFF:
             raise ValueError("an rkey is 32 bits")
-        super().__init__(outer_src, path, inner_src, inner_dst, ev)
+        super().__init__(outer_src, path, inner_src, inner_dst, ev, TC_DATA)
         self.dest_qp, self.rkey = dest_qp, rkey
         self._bth8 = {op: BTH.pack(op, 0, PKEY, dest_qp, 0)[:8]
                       for op in (RDMA_WRITE_ONLY, RDMA_WRITE_ONLY_WITH_IMMEDIATE)}
@@ -556,12 +652,20 @@ def decode(data: bytes | bytearray | memoryview, src: bytes, dst: bytes, sport: 
     """Parse what a UDP socket on port 4791 returns; raises BadPacket for anything invalid.
 
     `src`, `dst` (packed) and `sport` are the inner IPv6 addresses and UDP source port the
-    socket reports, `flow` the inner flow label (the IPV6_FLOWINFO cmsg): with them the
-    RoCEv2 ICRC is checked first, so a corrupted packet is never interpreted, and a data
-    packet's EV is rebuilt. A DataPacket's payload is a memoryview into `data` (no copy:
-    the receiver places it straight into the target buffer).
+    socket reports, `flow` the inner flow info (the IPV6_FLOWINFO cmsg: traffic class in
+    bits 27..20, flow label below): with them the RoCEv2 ICRC is checked first, so a
+    corrupted packet is never interpreted, and a data packet's EV is rebuilt. A
+    DataPacket's payload is a memoryview into `data` (no copy: the receiver places it
+    straight into the target buffer), its `tc` the traffic class (ECN in its low bits).
+
+    A data opcode with DSCP TRIM_DSCP is a packet a switch trimmed: it has no ICRC left
+    to check, and decodes to `Trimmed` (BTH and RETH only).
     """
     n = len(data)
+    tc = flow >> TC_SHIFT & 0xFF
+    if tc >> 2 == TRIM_DSCP and n and data[0] in (RDMA_WRITE_ONLY,
+                                                  RDMA_WRITE_ONLY_WITH_IMMEDIATE):
+        return decode_trimmed(data, sport, flow)
     if n < 16:  # BTH + ICRC
         raise BadPacket("short", f"{n} bytes")
     view = memoryview(data)
@@ -586,7 +690,18 @@ def decode(data: bytes | bytearray | memoryview, src: bytes, dst: bytes, sport: 
         raise BadPacket("length", f"RETH DMA length {dma_len}, carried {n - start - 4}")
     return DataPacket(qp & PSN_MASK, word & PSN_MASK, va, rkey, view[start:-4],
                       ev_of(flow, sport), (word >> _TRY_SHIFT) & TRY_MASK,
-                      bool(word & ACK_REQ), imm)
+                      bool(word & ACK_REQ), imm, tc)
+
+
+def decode_trimmed(data: bytes | bytearray | memoryview, sport: int, flow: int) -> Trimmed:
+    """A trimmed data packet's BTH and RETH (whatever follows them is ignored: a switch
+    that trimmed less is still understood)."""
+    n = len(data)
+    if n < TRIMMED_SIZE:
+        raise BadPacket("short", f"{n} bytes for a trimmed packet")
+    opcode, _, _, qp, word, va, rkey, dma_len = _unpack_data(data)
+    return Trimmed(qp & PSN_MASK, word & PSN_MASK, va, rkey, dma_len, ev_of(flow, sport),
+                   (word >> _TRY_SHIFT) & TRY_MASK, opcode, flow >> TC_SHIFT & 0xFF)
 
 
 def decode_checked(data: bytes | bytearray | memoryview, opcode: int) -> Packet:
@@ -628,4 +743,4 @@ def decode_frame(pkt: bytes | bytearray | memoryview) -> Packet:
     _, _, _, _, src, dst = IP6.unpack_from(pkt, inner)
     word0 = IP6.unpack_from(pkt, inner)[0]
     sport = UDP.unpack_from(pkt, 2 * IP6.size)[0]
-    return decode(memoryview(pkt)[HEADROOM:], src, dst, sport, word0 & FLOW_MASK)
+    return decode(memoryview(pkt)[HEADROOM:], src, dst, sport, word0 & 0x0FFFFFFF)

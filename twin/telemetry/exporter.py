@@ -53,6 +53,19 @@ def families(sample: Sample) -> list[Metric]:
         for state in EV_STATES:
             fam["twin_endpoint_evs"].add_metric([lab, ep.host, state], ep.evs.get(state, 0))
         fam["twin_endpoint_srtt_seconds"].add_metric([lab, ep.host], ep.srtt_s)
+        if ep.signals:  # an endpoint from before the congestion signals sends none
+            sig = ep.signals.get
+            for side, key in (("rx", "ce_marked_rx"), ("tx", "ecn_marks_tx")):
+                fam["twin_endpoint_ecn_marks_total"].add_metric([lab, ep.host, side], sig(key, 0))
+            for reason in ("ecn", "trim", "rtt"):
+                fam["twin_endpoint_ev_skips_total"].add_metric([lab, ep.host, reason],
+                                                               sig(f"ev_skips_{reason}", 0))
+            for side, key in (("rx", "trimmed_rx"), ("tx", "nacks_trimmed_received")):
+                fam["twin_endpoint_trims_total"].add_metric([lab, ep.host, side], sig(key, 0))
+            for side, verb in (("rx", "sent"), ("tx", "received")):
+                for reason in ("seq", "trimmed"):
+                    fam["twin_endpoint_nacks_total"].add_metric(
+                        [lab, ep.host, side, reason], sig(f"nacks_{reason}_{verb}", 0))
     for lk in sample.links:
         labels = [lab, lk.node, lk.ifname, lk.peer, str(lk.plane), lk.tier]
         fam["twin_link_tx_bytes_total"].add_metric(labels, lk.tx_bytes)

@@ -35,6 +35,18 @@ _ALL = (
            "EVs in the host's open sending QPs' sets, by state", ("lab", "host", "state")),
     Metric("twin_endpoint_srtt_seconds", "gauge",
            "The largest smoothed RTT over the host's open sending QPs", ("lab", "host")),
+    Metric("twin_endpoint_ecn_marks_total", "counter",
+           "CE-marked data packets, over the endpoint's life: seen by its receiving QPs "
+           "(side rx), echoed back to its sending QPs (side tx)", ("lab", "host", "side")),
+    Metric("twin_endpoint_ev_skips_total", "counter",
+           "EVs an endpoint's sending QPs passed over for a rotation, by reason: ecn, "
+           "trim, rtt", ("lab", "host", "reason")),
+    Metric("twin_endpoint_trims_total", "counter",
+           "Trimmed data packets: received by the endpoint's receiving QPs (side rx), "
+           "NAK(TRIMMED) received by its sending QPs (side tx)", ("lab", "host", "side")),
+    Metric("twin_endpoint_nacks_total", "counter",
+           "NAKs by reason (seq, trimmed): sent by the endpoint's receiving QPs (side rx), "
+           "received by its sending QPs (side tx)", ("lab", "host", "side", "reason")),
     Metric("twin_endpoint_up", "gauge",
            "1 if the host's endpoint answered this scrape, else 0", ("lab", "host")),
     Metric("twin_link_tx_bytes_total", "counter", "Bytes sent out of a link end (kernel)",
