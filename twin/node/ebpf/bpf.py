@@ -26,7 +26,7 @@ SYSCALL_BPF = {"x86_64": 321, "aarch64": 280, "arm64": 280}
 MAP_CREATE, MAP_LOOKUP_ELEM, MAP_UPDATE_ELEM, PROG_LOAD = 0, 1, 2, 5
 PROG_TEST_RUN, PROG_GET_NEXT_ID, PROG_GET_FD_BY_ID, MAP_GET_FD_BY_ID = 10, 11, 13, 14
 OBJ_GET_INFO_BY_FD = 15
-MAP_TYPE_PERCPU_ARRAY = 6
+MAP_TYPE_ARRAY, MAP_TYPE_PERCPU_ARRAY = 2, 6
 OBJ_NAME_LEN = 16
 ATTR_SIZE = 128
 LOG_SIZE = 1 << 20
@@ -220,6 +220,25 @@ def percpu_lookup(map_fd: int, key: int, value_size: int = 8) -> list[int]:
     struct.pack_into("=IIQQ", attr, 0, map_fd, 0, _ptr(keybuf), _ptr(values))
     _call(MAP_LOOKUP_ELEM, attr, f"lookup of key {key} in map fd {map_fd}")
     return list(struct.unpack_from(f"={cpus}Q", values, 0))
+
+
+def lookup(map_fd: int, key: int, value_size: int) -> bytes:
+    """The value of one u32 key of a (plain) array map."""
+    keybuf = ctypes.create_string_buffer(struct.pack("=I", key), 4)
+    value = ctypes.create_string_buffer(value_size)
+    attr = ctypes.create_string_buffer(ATTR_SIZE)
+    struct.pack_into("=IIQQ", attr, 0, map_fd, 0, _ptr(keybuf), _ptr(value))
+    _call(MAP_LOOKUP_ELEM, attr, f"lookup of key {key} in map fd {map_fd}")
+    return value.raw
+
+
+def update(map_fd: int, key: int, value: bytes) -> None:
+    """Set one u32 key of an array map (BPF_ANY): tests set a port's queue this way."""
+    keybuf = ctypes.create_string_buffer(struct.pack("=I", key), 4)
+    valbuf = ctypes.create_string_buffer(value, len(value))
+    attr = ctypes.create_string_buffer(ATTR_SIZE)
+    struct.pack_into("=IIQQQ", attr, 0, map_fd, 0, _ptr(keybuf), _ptr(valbuf), 0)
+    _call(MAP_UPDATE_ELEM, attr, f"update of key {key} in map fd {map_fd}")
 
 
 def percpu_sum(map_fd: int, key: int) -> int:
