@@ -19,7 +19,9 @@ The steps, in order (each replaces what is there, so running again mends):
     5. `ip -batch`: addresses, MTUs, static routes (and seg6local's local SIDs)
     6. every link's alias: the lab's owner tag (twin.owner), when given
     7. `tc -batch`: shaping
-    8. eBPF programs at TC ingress (the ebpf data plane's local SIDs, twin.node.ebpf)
+    8. eBPF programs at TC ingress (the ebpf data plane's local SIDs, twin.node.ebpf;
+       on seg6local, RFC 6040's copy at host ports) and at TC egress (the virtual
+       queues of shaped switch ports: the fabric signals)
 
 A failed step raises `StepFailed` naming the step and what the command said;
 as a program, the runner prints that one line and exits 1.
@@ -55,11 +57,11 @@ def run(program: dict, owner: str = "", wait_s: float = 0.0) -> None:
     command(["ip", "-batch", "-"], lines, "ip -batch (addresses, routes)")
     if program["tc"]:
         command(["tc", "-batch", "-"], program["tc"], "tc -batch (shaping)")
-    if program.get("bpf"):
+    if program.get("bpf") or program.get("queues"):
         try:
-            ebpf.install(program["bpf"])
+            ebpf.install(program.get("bpf", []), program.get("queues", []))
         except (OSError, ValueError) as e:  # the kernel refused; a program we cannot build
-            raise StepFailed(f"eBPF local SIDs: {e}") from None
+            raise StepFailed(f"eBPF programs (local SIDs, fabric signals): {e}") from None
 
 
 def write_sysctls(pairs: list, what: str) -> None:

@@ -135,8 +135,20 @@ def attach_fd(dev: str, prog_fd: int, name: str) -> None:
     netlink.replace_filter(dev, prog_fd, name)
 
 
-def attach(dev: str, kind: str, prefix: str, counters_fd: int) -> dict:
-    fd, tag = load(kind, prefix, counters_fd)
+def attach(dev: str, kind: str, prefix: str, counters_fd: int, slot: int | None = None,
+           ports_fd: int | None = None) -> dict:
+    """Load and attach one SID's program at dev's ingress. decap and ecn count into a
+    port map: `ports_fd`, or a map of their own when None (slot: the N of ethN, else 0)."""
+    own_ports = None
+    if kind in ("decap", "ecn") and ports_fd is None:
+        if slot is None:
+            slot = port_slot(dev) if dev.removeprefix("eth").isdigit() else 0
+        ports_fd = own_ports = ports_map([], slot + 1)
+    try:
+        fd, tag = load(kind, prefix, counters_fd, slot, ports_fd or 0)
+    finally:
+        if own_ports is not None:
+            os.close(own_ports)  # the program holds the map now
     try:
         name = filter_name(kind, prefix)
         attach_fd(dev, fd, name)
