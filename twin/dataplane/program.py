@@ -14,7 +14,8 @@ routes in the `ip` batch, or eBPF programs in `bpf` (twin.dataplane). Everything
 else is the same on both, the fabric signals included: `queues`, an eBPF program
 at the TC egress of each shaped switch port (before its tbf, twin.fabric.congestion),
 and on seg6local an `ecn` program at each host port's ingress (RFC 6040's copy
-inward, which End.DT6 does not do; on ebpf the decap program does it). Rendered to lab/build/<lab>/config/<node>/program.json;
+inward, which End.DT6 does not do; on ebpf the decap program does it). Rendered
+to lab/build/<lab>/config/<node>/program.json;
 `routes.batch`, `sysctl.conf` and `tc.batch` beside it are its parts as a person
 applies them by hand.
 """

@@ -392,7 +392,7 @@ def _congestion(c: _Checker, data: dict, mtu: int, rates: dict[str, int | None])
     order = [("ecn_min", "congestion.ecn.min"), ("ecn_max", "congestion.ecn.max"),
              ("trim", "congestion.trim"), ("drop", "congestion.drop")]
     present = [(k, p) for k, p in order if got.get(k) is not None]
-    for (k1, p1), (k2, p2) in zip(present, present[1:]):
+    for (k1, p1), (k2, p2) in zip(present, present[1:], strict=False):
         may_equal = (k1, k2) == ("ecn_max", "trim")
         if got[k2] < got[k1] or (got[k2] == got[k1] and not may_equal):
             c.add(p2, f"must be {'at least' if may_equal else 'above'} {p1} "

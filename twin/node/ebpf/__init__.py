@@ -54,10 +54,19 @@ import time
 from . import bpf, netlink, programs
 from .bpf import BpfError
 from .netlink import PREF, NetlinkError
-from .programs import COUNTERS, PORT_FIELDS, PORTS_MAP_NAME, TRIM_DSCP, port_slot
+from .programs import (
+    COUNTERS,
+    PORT_FIELDS,
+    PORTS_MAP_NAME,
+    TRIM_DSCP,
+    TRIM_FRAME_LEN,
+    TRIM_IP_LEN,
+    port_slot,
+)
 
 __all__ = ["COUNTERS", "COUNTERS_MAP_NAME", "PORTS_MAP_NAME", "PORT_FIELDS", "PREF",
-           "TRIM_DSCP", "BpfError", "NetlinkError", "add_encap_route", "attach", "attach_fd",
+           "TRIM_DSCP", "TRIM_FRAME_LEN", "TRIM_IP_LEN", "BpfError", "NetlinkError",
+           "add_encap_route", "attach", "attach_fd",
            "attach_queue", "counters", "counters_map", "del_route", "detach", "detach_queue",
            "expected_tags", "filter_name", "filters", "install", "load", "port_slot",
            "ports_map", "probe", "queue_name", "queue_tags", "read_counters", "read_map",

@@ -9,6 +9,11 @@
     python3 -m twin.node.ebpf encap DST DEV SRC PATH [--flow-label N]
         route DST/128 out of DEV through an encap program: what this node's kernel
         sends to DST leaves IPv6-in-IPv6, SRC -> PATH (the kernel TCP baselines)
+    python3 -m twin.node.ebpf queue JSON
+        (re)attach one port's queue program at its TC egress: JSON holds a
+        twin.fabric.congestion.PortQueue's fields (dev, slot, rate_bps, ecn_min,
+        ecn_max, mark, trim, drop); the node's port map is kept (a link-rate fault
+        re-shapes a port and its queue drains at the new rate)
 
 Runs with python3 alone (node images); exit status 1 with a message on stderr
 when the kernel or tc refuses.
@@ -23,7 +28,16 @@ import socket
 import subprocess
 import sys
 
-from . import FILTER_NAMES, BpfError, add_encap_route, counters, counters_map, filters
+from . import (
+    FILTER_NAMES,
+    BpfError,
+    add_encap_route,
+    attach_queue,
+    counters,
+    counters_map,
+    filters,
+    ports_map,
+)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -37,7 +51,24 @@ def main(argv: list[str] | None = None) -> int:
     for name in ("dst", "dev", "src", "path"):
         enc.add_argument(name)
     enc.add_argument("--flow-label", type=int, default=0)
+    que = sub.add_parser("queue", help="(re)attach one port's queue program at its egress")
+    que.add_argument("json", help="the port's PortQueue fields, as a JSON object")
     args = parser.parse_args(argv)
+    if args.command == "queue":
+        try:
+            q = json.loads(args.json)
+            existing = [f["prog_id"] for f in _all_filters()]
+            existing += [f["prog_id"] for _, dev in socket.if_nameindex()
+                         for f in filters(dev, egress=True)]
+            fd = ports_map(existing, q["slot"] + 1)
+            try:
+                attach_queue(q, fd)
+            finally:
+                os.close(fd)
+        except (OSError, ValueError, KeyError) as e:
+            print(f"ebpf queue: {e}", file=sys.stderr)
+            return 1
+        return 0
     if args.command == "encap":
         try:
             existing = next((f["prog_id"] for f in _all_filters()), None)
