@@ -16,6 +16,7 @@ from twin.telemetry.collect import (
     EndpointSample,
     FaultSample,
     LinkSample,
+    PortSample,
     Sample,
 )
 from twin.telemetry.exporter import LabMetrics, check_address, families
@@ -34,7 +35,12 @@ def sample(t: float, tx: int, link_tx: int, retx: int = 0, up: bool = True,
         (LinkSample("t0-p0-r0", "eth3", "t1-p0-0:eth1", 0, "fabric", link_tx, 10, 1, 2, up),
          LinkSample("r0h0", "eth1", "t0-p0-r0:eth1", 0, "host", 5, 5, 0, 0, True)),
         tuple(FaultSample(k, t) for k, t in faults), verify, 0.004,
-        (DataplaneSample("t1-p0-0", {"shifted": 7 * tx, "drop_end_of_carrier": 1}),))
+        (DataplaneSample("t1-p0-0", {"shifted": 7 * tx, "drop_end_of_carrier": 1}),),
+        (PortSample("t0-p0-r0", "eth3", "t1-p0-0:eth1", 0, "fabric",
+                    {"rate_bps": 50_000_000, "queue_bytes_now": 1500, "high_water_bytes": 91000,
+                     "packets": 100, "ce_marked": 12, "trimmed": 3, "dropped": 1}),
+         PortSample("r0h0", "eth1", "t0-p0-r0:eth1", 0, "host",
+                    {"rate_bps": 0, "ce_to_inner": 12, "trim_to_inner": 3})))
 
 
 class _Fixed:
@@ -73,6 +79,14 @@ def test_a_sample_is_exposed_under_the_documented_names_and_labels():
     assert {(s.labels["node"], s.labels["counter"]): s.value for s in got["twin_dataplane_packets"]
             if s.name.endswith("_total")} == {("t1-p0-0", "shifted"): 7 * 4096,
                                               ("t1-p0-0", "drop_end_of_carrier"): 1}
+    queue = {s.labels["node"]: s.value for s in got["twin_port_queue_bytes"]}
+    assert queue == {"t0-p0-r0": 1500}  # a host port has no queue
+    assert [s.value for s in got["twin_port_queue_high_water_bytes"]] == [91000]
+    signals = {(s.labels["node"], s.labels["signal"]): s.value
+               for s in got["twin_port_signals"] if s.name.endswith("_total") and s.value}
+    assert signals == {("t0-p0-r0", "packets"): 100, ("t0-p0-r0", "ce_marked"): 12,
+                       ("t0-p0-r0", "trimmed"): 3, ("t0-p0-r0", "dropped"): 1,
+                       ("r0h0", "ce_to_inner"): 12, ("r0h0", "trim_to_inner"): 3}
     every_name = {s.name for samples in got.values() for s in samples}
     assert every_name >= set(METRICS)
 

@@ -101,6 +101,8 @@ class Ebpf(Dataplane):
         counters --json: `tc -j filter show`, then the programs' counters map)."""
         out = rt.exec(node, [*rt.python_argv(), "-m", "twin.node.ebpf", "counters", "--json"])
         report = json.loads(out.stdout)
+        for key in ("egress", "ports", "ports_map_id", "slots"):  # the fabric signals'
+            report.pop(key, None)
         return {"counters": report.pop("counters"), "map_id": report.pop("map_id", None),
                 "programs": report}
 

@@ -5,7 +5,12 @@
         show` reports them (the kernel's own account, not ours), and the node's
         counters summed over CPUs from the map those programs count into:
         {"eth1": {"name": "mrc-un fcbb:bb00:100::/48", "prog_id": 41, "tag": "..."},
-         ..., "counters": {"shifted": 12, ...}, "map_id": 7}
+         ..., "counters": {"shifted": 12, ...}, "map_id": 7,
+         "egress": {"eth1": {"name": "mrc-queue 50000000bit", ...}},
+         "ports": {"eth1": {"queue_bytes_now": 0, "ce_marked": 3, ...}},
+         "ports_map_id": 8, "slots": {"eth1": 1}}
+        (the fabric signals: queue programs at TC egress, and per port the
+        virtual queue and what it did; see docs/ebpf.md)
     python3 -m twin.node.ebpf encap DST DEV SRC PATH [--flow-label N]
         route DST/128 out of DEV through an encap program: what this node's kernel
         sends to DST leaves IPv6-in-IPv6, SRC -> PATH (the kernel TCP baselines)
@@ -89,11 +94,18 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         print(json.dumps(report, sort_keys=True))
         return 0
+    meta = ("counters", "map_id", "egress", "ports", "ports_map_id", "slots")
     for dev, found in sorted(report.items()):
-        if dev not in ("counters", "map_id"):
+        if dev not in meta:
             print(f"{dev}: {found['name']} (prog {found['prog_id']}, tag {found['tag']})")
+    for dev, found in sorted(report["egress"].items()):
+        print(f"{dev} egress: {found['name']} (prog {found['prog_id']}, tag {found['tag']})")
     for name, value in report["counters"].items():
         print(f"{name}: {value}")
+    for dev, port in sorted(report["ports"].items()):
+        shown = ", ".join(f"{k} {v}" for k, v in port.items()
+                          if v and k not in ("busy_until_ns", "rate_bps"))
+        print(f"{dev} signals: {shown or 'none yet'}")
     return 0
 
 
