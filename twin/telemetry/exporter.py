@@ -71,9 +71,9 @@ def families(sample: Sample) -> list[Metric]:
             fam["twin_port_queue_bytes"].add_metric(labels, p.values["queue_bytes_now"])
             fam["twin_port_queue_high_water_bytes"].add_metric(labels,
                                                                p.values["high_water_bytes"])
-        for signal in PORT_SIGNALS:
-            fam["twin_port_signals_total"].add_metric([*labels, signal],
-                                                      p.values.get(signal, 0))
+        for kind in PORT_SIGNALS:
+            fam["twin_port_signals_total"].add_metric([*labels, kind],
+                                                      p.values.get(kind, 0))
     if sample.verify_paths_failed is not None:
         fam["twin_verify_paths_failed"].add_metric([lab], sample.verify_paths_failed)
     fam["twin_scrape_duration_seconds"].add_metric([lab], sample.seconds)
