@@ -314,7 +314,7 @@ def test_verify_reads_the_queues_back_and_names_a_missing_one(lab, incast):
 
 def test_a_link_rate_fault_drains_the_queue_at_the_new_rate_until_revert(lab, incast):
     before = lab.dataplane.signals(lab.runtime, "t0-p0-r0")["ports"]["eth3"]
-    fault = F.link_rate(lab, "t0-p0-r0:eth3", "5mbit")
+    F.link_rate(lab, "t0-p0-r0:eth3", "5mbit")
     try:
         assert egress_filter(lab, "t0-p0-r0", "eth3") == "mrc-queue 5000000bit"
         after = lab.dataplane.signals(lab.runtime, "t0-p0-r0")["ports"]["eth3"]
