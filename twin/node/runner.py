@@ -57,11 +57,16 @@ def run(program: dict, owner: str = "", wait_s: float = 0.0) -> None:
     command(["ip", "-batch", "-"], lines, "ip -batch (addresses, routes)")
     if program["tc"]:
         command(["tc", "-batch", "-"], program["tc"], "tc -batch (shaping)")
-    if program.get("bpf") or program.get("queues"):
+    queues = program.get("queues") or []
+    if program.get("bpf") or queues:
+        what = "eBPF local SIDs" + (" and fabric signals" if queues else "")
         try:
-            ebpf.install(program.get("bpf", []), program.get("queues", []))
+            if queues:
+                ebpf.install(program.get("bpf", []), queues=queues)
+            else:
+                ebpf.install(program["bpf"])
         except (OSError, ValueError) as e:  # the kernel refused; a program we cannot build
-            raise StepFailed(f"eBPF programs (local SIDs, fabric signals): {e}") from None
+            raise StepFailed(f"{what}: {e}") from None
 
 
 def write_sysctls(pairs: list, what: str) -> None:
