@@ -134,6 +134,27 @@ def test_top_rates_per_plane_links_and_resets():
     assert rates(after, sample(12.0, 10, 0)).plane_bps == {0: 0.0, 1: 0.0}
 
 
+def test_top_shows_a_links_queue_and_its_signals_per_second():
+    from dataclasses import replace
+
+    from rich.console import Console
+
+    before = sample(10.0, 1000, 0)
+    port = before.ports[0]
+    busier = replace(port, values={**port.values, "queue_bytes_now": 42_000, "ce_marked": 52,
+                                   "trimmed": 13, "dropped": 1})
+    after = replace(sample(12.0, 1000, 1_000_000), ports=(busier, *before.ports[1:]))
+    view = rates(before, after)
+    link = next(lk for lk in view.links if lk.end == "t0-p0-r0:eth3")
+    assert link.queue_bytes == 42_000 and link.signals_per_s == (20.0, 5.0, 0.0)
+    host = next(lk for lk in view.links if lk.end == "r0h0:eth1")
+    assert host.queue_bytes is None  # a host port has no queue
+    con = Console(record=True, width=140)
+    con.print(render(view))
+    row = next(line for line in con.export_text().splitlines() if "t0-p0-r0:eth3" in line)
+    assert "42,000 B" in row and row.split()[-3:] == ["20", "5", "0"]
+
+
 def test_top_renders_a_down_link_and_the_faults():
     from rich.console import Console
 
