@@ -323,3 +323,17 @@ def test_a_link_rate_fault_drains_the_queue_at_the_new_rate_until_revert(lab, in
         F.clear(lab)
     assert egress_filter(lab, "t0-p0-r0", "eth3") == "mrc-queue 20000000bit"
     assert run_verify(lab.runtime, lab.plan).ok
+
+
+def test_stats_shows_each_ports_signals(lab, incast):
+    from click.testing import CliRunner
+
+    from twin.cli import main
+
+    result = CliRunner().invoke(main, ["stats", "--dataplane", "--lab", lab.lab, "--json"])
+    assert result.exit_code == 0, result.output
+    signals = json.loads(result.output)["signals"]
+    assert signals["t0-p0-r0"]["eth3"]["ce_marked"] > 0
+    assert signals[RECEIVER]["eth1"]["trim_to_inner"] > 0
+    text = CliRunner().invoke(main, ["stats", "--dataplane", "--lab", lab.lab]).output
+    assert "virtual queues" in text and "t0-p0-r0:eth3" in text and "RFC 6040" in text
