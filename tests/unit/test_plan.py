@@ -212,3 +212,18 @@ def test_explicit_thresholds_reach_every_queue():
     assert queues and all(q.mark for q in queues)
     assert {(q.ecn_min, q.ecn_max, q.trim, q.drop) for q in queues} == {
         (10240, 30720, 40960, 61440)}
+
+
+def test_a_slower_rate_gets_thresholds_that_fit_its_tbf():
+    """The link-rate fault re-plans a port's queue at its new rate: the spec's thresholds
+    where they fit below tbf's queue at that rate, else the defaults for it."""
+    from twin.fabric.congestion import Congestion, port_queue, tbf_limit
+
+    given = Congestion(ecn_min=10_000, ecn_max=30_000, trim=40_000, drop=60_000)
+    fits = port_queue(given, "eth3", 50_000_000, 9000, True)
+    assert (fits.ecn_min, fits.ecn_max, fits.trim, fits.drop) == (10_000, 30_000, 40_000,
+                                                                    60_000)
+    slow = port_queue(given, "eth3", 2_000_000, 9000, True)  # tbf holds 23,028 bytes
+    assert tbf_limit(2_000_000, 9000) == 5_000 + 18_028
+    assert (slow.slot, slow.rate_bps) == (3, 2_000_000)
+    assert slow.drop < 23_028 and slow.ecn_min < slow.ecn_max <= slow.trim < slow.drop
