@@ -364,3 +364,32 @@ def test_ecn_in_leaves_other_destinations_alone(counters, ports):
         assert run.retval == TC_ACT_OK and run.data_out == packet
     finally:
         os.close(fd)
+
+
+def gso(segs: int, size: int) -> bytes:
+    """A struct __sk_buff for a test run: gso_segs (offset 164) and gso_size (176)."""
+    ctx = bytearray(192)
+    struct.pack_into("=I", ctx, 164, segs)
+    struct.pack_into("=I", ctx, 176, size)
+    return bytes(ctx)
+
+
+def test_a_gso_skb_is_checked_by_one_segment_and_queued_whole(queue, ports):
+    """Kernel TCP crosses the veths as GSO super-packets: one of 4 segments is admitted
+    where a single packet of its whole length would be trimmed, and enters whole."""
+    packet = mrc(2048)  # 2,182 bytes: 4 segments of 545 as the program counts them
+    set_depth(ports, 59_000)
+    run = bpf.test_run(queue, packet, ctx=gso(4, 532))
+    assert run.retval == TC_ACT_OK and len(run.data_out) == len(packet)
+    assert ecn(run.data_out) == CE  # past ecn_max: every segment will carry the mark
+    assert run.data_out[16:] == packet[16:]
+    got = port(ports)
+    assert "trimmed" not in got
+    assert 59_000 + len(packet) - 1 <= got["queue_bytes"] <= 59_000 + len(packet)
+
+
+def test_a_gso_skb_over_trim_is_dropped_not_trimmed(queue, ports):
+    set_depth(ports, 59_600)  # 59,600 + 545 > 60,000
+    assert bpf.test_run(queue, mrc(2048), ctx=gso(4, 532)).retval == TC_ACT_SHOT
+    got = port(ports)
+    assert got["dropped"] == 1 and "trimmed" not in got

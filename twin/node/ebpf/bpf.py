@@ -245,14 +245,21 @@ def percpu_sum(map_fd: int, key: int) -> int:
     return sum(percpu_lookup(map_fd, key))
 
 
-def test_run(prog_fd: int, data: bytes, repeat: int = 1, out_room: int = 256) -> TestRun:
+def test_run(prog_fd: int, data: bytes, repeat: int = 1, out_room: int = 256,
+             ctx: bytes | None = None) -> TestRun:
     """BPF_PROG_TEST_RUN: run a program on one packet, in the kernel, sent
-    nowhere. For TC programs `data` is an Ethernet frame, and so is the output."""
+    nowhere. For TC programs `data` is an Ethernet frame, and so is the output;
+    `ctx` is a struct __sk_buff to start from (the kernel takes a few of its fields:
+    mark, priority, gso_segs, gso_size, ...; the rest must be zero)."""
     data_in = ctypes.create_string_buffer(data, len(data))
     data_out = ctypes.create_string_buffer(len(data) + out_room)
     attr = ctypes.create_string_buffer(ATTR_SIZE)
     struct.pack_into("=IIIIQQII", attr, 0, prog_fd, 0, len(data), len(data_out),
                      _ptr(data_in), _ptr(data_out), repeat, 0)
+    ctx_in = None
+    if ctx is not None:
+        ctx_in = ctypes.create_string_buffer(ctx, len(ctx))
+        struct.pack_into("=IIQQ", attr, 40, len(ctx), 0, _ptr(ctx_in), 0)
     _call(PROG_TEST_RUN, attr, f"test run of prog fd {prog_fd}")
     retval, _, size_out = struct.unpack_from("=III", attr, 4)
     (duration,) = struct.unpack_from("=I", attr, 36)

@@ -35,8 +35,9 @@ requires of the stack):
     fp-64 .. fp-57  the inner IPv6 header's first 8 bytes (queue, RFC 6040)
     fp-72 .. fp-65  the UDP header (queue)
     fp-74 .. fp-73  a 16-bit length to write (queue's trim)
-    fp-96 .. fp-81  queue: the virtual queue's busy-until time, its depth before
-                    this packet (spilled across helper calls)
+    fp-104 .. fp-81 queue: the virtual queue's busy-until time, its depth before
+                    this packet, the length its thresholds are checked with
+                    (spilled across helper calls)
 
 Packet bytes are read with bpf_skb_load_bytes (no direct packet access, so no
 bounds proofs and no trouble with non-linear skbs) and written back with
@@ -88,6 +89,7 @@ PKT_ETHERTYPE = 12
 PKT_IP6 = ETH_HLEN
 PKT_DA = PKT_IP6 + 24
 SKB_LEN = 0  # offsetof(struct __sk_buff, len)
+SKB_GSO_SEGS = 164  # offsetof(struct __sk_buff, gso_segs)
 
 NAMES = {"uN": "mrc_un", "decap": "mrc_decap", "encap": "mrc_encap", "queue": "mrc_queue",
          "ecn": "mrc_ecn_in"}  # bpf prog_name
@@ -113,6 +115,7 @@ UDPH = -72
 LEN16 = -74
 BUSY = -88
 QBEFORE = -96
+SEGLEN = -104
 
 
 def port_slot(dev: str) -> int:
@@ -331,6 +334,14 @@ def queue_program(q, ports_fd: int) -> list:
          while depth + its length <= drop;
       3. anything else over trim, and anything over drop, is dropped (TC_ACT_SHOT).
 
+    A GSO super-packet (kernel TCP crosses the veths as skbs of up to 64 KiB, which
+    tbf segments) is checked against the thresholds by the length of one segment
+    (len / gso_segs), and enters the queue whole: as many segments, back to back.
+    Checked whole, it would be over trim on an empty queue, and TCP would never get
+    through a shaped port; this way it is dropped as its first segment would be, and
+    what of it overflows tbf's queue, tbf drops segment by segment. It is never
+    trimmed.
+
     An admitted packet is marked CE (ECT(0) or ECT(1) -> CE, Not-ECT never) with
     probability (depth - ecn_min) / (ecn_max - ecn_min), 1 past ecn_max, where
     `depth` is what it found ahead of it, unless the port does not mark (a T0's
@@ -388,6 +399,12 @@ def queue_program(q, ports_fd: int) -> list:
         asm.ld_imm64(R1, rate),
         asm.stx(DW, R7, R1, field("rate_bps")),  # for readers: the depth now, from busy_until
         asm.ldx(W, R8, R6, SKB_LEN),
+        asm.mov64_reg(R1, R8),
+        asm.ldx(W, R2, R6, SKB_GSO_SEGS),
+        asm.jmp_imm(asm.JLE, R2, 1, "seglen"),
+        asm.alu64_reg(asm.DIV, R1, R2),  # a GSO skb: one segment's share
+        asm.label("seglen"),
+        asm.stx(DW, FP, R1, SEGLEN),
         asm.call(HELPER_KTIME_GET_NS),
         asm.mov64_reg(R9, R0),
         # the backlog ahead of this packet, in ns; an empty queue is busy until now
@@ -406,9 +423,11 @@ def queue_program(q, ports_fd: int) -> list:
         asm.alu64_reg(asm.DIV, R2, R3),
         asm.stx(DW, FP, R2, QBEFORE),
         asm.mov64_reg(R3, R2),
-        asm.alu64_reg(asm.ADD, R3, R8),
+        asm.ldx(DW, R1, FP, SEGLEN),
+        asm.alu64_reg(asm.ADD, R3, R1),
         *_jmp_const(asm.JLE, R3, trim, "admit"),
-        # past trim: only MRC packets go on, trimmed
+        # past trim: only MRC packets go on, trimmed (never a GSO skb: one is not MRC's)
+        asm.jmp_reg(asm.JNE, R1, R8, "drop"),
         asm.ldx(B, R1, FP, NEXT_HEADER),
         asm.jne_imm(R1, NEXTHDR_IPV6, "drop"),
         *_load(PKT_IP6 + IP6_HLEN, INNER, 8),
