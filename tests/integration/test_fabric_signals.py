@@ -337,3 +337,21 @@ def test_stats_shows_each_ports_signals(lab, incast):
     assert signals[RECEIVER]["eth1"]["trim_to_inner"] > 0
     text = CliRunner().invoke(main, ["stats", "--dataplane", "--lab", lab.lab]).output
     assert "virtual queues" in text and "t0-p0-r0:eth3" in text and "RFC 6040" in text
+
+
+def test_sid_loss_and_a_restart_leave_the_queues_planned(lab, incast):
+    """A sid-loss fault takes the SIDs (routes, or ingress programs), not the queues; its
+    revert re-programs the node, keeping the port map's counts. A restarted switch comes
+    back with fresh queues. verify passes after each."""
+    from twin import lifecycle
+
+    counted = lab.dataplane.signals(lab.runtime, "t0-p0-r1")["ports"]["eth1"]["packets"]
+    F.sid_loss(lab, "t0-p0-r1")
+    try:
+        assert egress_filter(lab, "t0-p0-r1", "eth1") == "mrc-queue 25000000bit"
+    finally:
+        F.clear(lab)
+    assert lab.dataplane.signals(lab.runtime, "t0-p0-r1")["ports"]["eth1"]["packets"] >= counted
+    lifecycle.restart(lab, "t1-p0-0")
+    assert egress_filter(lab, "t1-p0-0", "eth1") == "mrc-queue 20000000bit"
+    assert run_verify(lab.runtime, lab.plan).ok
