@@ -7,7 +7,9 @@ the instruction bytes for `bpf.prog_load`; `tag()` says which tag the kernel
 will show for them (`tc -j filter show`), which is what verify compares.
 
     un(prefix, map_fd)      TC ingress, every switch port: next-csid uN (F3216)
-    decap(prefix, map_fd)   TC ingress, a host port: End.DT6-like decap of 6in6
+    decap(prefix, map_fd, slot, ports_fd)
+                            TC ingress, a host port: End.DT6-like decap of 6in6, after
+                            RFC 6040's copy inward (counted in the port's slot)
     encap(src, dst, flow_label, map_fd)
                             lwt xmit route: H.Encaps.Red-like outer IPv6 header
     queue(q, ports_fd)      TC egress, a shaped switch port: a virtual queue draining at
@@ -21,7 +23,7 @@ The fabric signals count per port into a second map, a plain array named
 `mrc_port_q` with one slot per port (the N of ethN) of PORT_FIELDS (u64 each,
 updated with atomic adds where it is cheap; see `queue_program`).
 
-Every program counts into one per-CPU array (u32 index -> u64), in the fixed
+Every SID program counts into one per-CPU array (u32 index -> u64), in the fixed
 order of COUNTERS; the programs of one node share it.
 
 Stack layout (r10 = FP, every access aligned to its size, as the verifier
