@@ -227,3 +227,10 @@ def test_a_slower_rate_gets_thresholds_that_fit_its_tbf():
     assert tbf_limit(2_000_000, 9000) == 5_000 + 18_028
     assert (slow.slot, slow.rate_bps) == (3, 2_000_000)
     assert slow.drop < 23_028 and slow.ecn_min < slow.ecn_max <= slow.trim < slow.drop
+
+
+def test_plan_text_of_a_shaped_fabric_shows_its_queues():
+    result = CliRunner().invoke(main, ["plan", "mrc-4p-shaped", "--node", "t0-p0-r0",
+                                       "--node", "t1-p0-0"])
+    assert result.exit_code == 0, result.output
+    golden("plan-mrc-4p-shaped.txt", result.output)
