@@ -24,7 +24,10 @@ The public face, all acting on the calling thread's network namespace:
     install(entries, queues)  a node program's `bpf` part ({dev, kind, prefix, slot}
                             each) and its `queues` (twin.fabric.congestion.PortQueue as
                             dicts: egress programs), in place
-    attach_queue(q, ports_fd), detach_queue(dev)   one port's queue program
+    ports_map(existing_prog_ids, slots) -> map fd   a node's port map (fabric signals)
+    load_queue(q, ports_fd) -> (prog_fd, tag), attach_queue(q, ports_fd),
+    detach_queue(dev)       one port's queue program (q: a PortQueue's fields)
+    read_ports(map_fd, slots) -> {slot: {field: value}}   the port map, read back
     filters(dev, egress), counters()  what is attached here, read back with `tc -j`
     expected_tags(kind, prefix, slot), queue_tags(q)  the tags the kernel gives them
     probe(dev) -> None | why not (the kernel option missing)
