@@ -128,6 +128,7 @@ def read_node(runtime, plan: NodePlan) -> NodeCheck:
     routes, links, addrs = parts
     check = compare(plan, routes, links, addrs, backend.is_sid_route)
     check.sids = backend.check_sids(runtime, plan, routes)
+    check.links += backend.check_signals(runtime, plan)
     if any(ifc.rate_bps for ifc in plan.interfaces):
         qdiscs = json.loads(runtime.exec(plan.name, ["tc", "-j", "qdisc", "show"]).stdout or "[]")
         compare_shaping(plan, qdiscs, check)

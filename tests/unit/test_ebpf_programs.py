@@ -81,8 +81,15 @@ def un(counters):
 
 
 @pytest.fixture
-def decap(counters):
-    fd, _ = ebpf.load("decap", PORT_SID, counters)
+def ports():
+    fd = ebpf.ports_map([], 2)
+    yield fd
+    os.close(fd)
+
+
+@pytest.fixture
+def decap(counters, ports):
+    fd, _ = ebpf.load("decap", PORT_SID, counters, 1, ports)
     yield fd
     os.close(fd)
 
@@ -244,20 +251,23 @@ def test_a_vanished_program_gets_a_new_map(counters):
 
 
 @pytest.mark.parametrize("kind, build, prog_type", [
-    ("uN", lambda fd: programs.un(MY_SID, fd), programs.PROG_TYPE_SCHED_CLS),
-    ("decap", lambda fd: programs.decap(PORT_SID, fd), programs.PROG_TYPE_SCHED_CLS),
-    ("encap", lambda fd: programs.encap("fd00::1", "fcbb:bb00:100:1100::", 0x12345, fd),
+    ("uN", lambda fd, _: programs.un(MY_SID, fd), programs.PROG_TYPE_SCHED_CLS),
+    ("decap", lambda fd, ports: programs.decap(PORT_SID, fd, 1, ports),
+     programs.PROG_TYPE_SCHED_CLS),
+    ("encap", lambda fd, _: programs.encap("fd00::1", "fcbb:bb00:100:1100::", 0x12345, fd),
      programs.PROG_TYPE_LWT_XMIT),
 ])
-def test_the_kernel_tag_is_the_one_we_compute(counters, kind, build, prog_type):
-    insns = build(counters)
+def test_the_kernel_tag_is_the_one_we_compute(counters, ports, kind, build, prog_type):
+    insns = build(counters, ports)
     fd = bpf.prog_load(prog_type, insns, programs.NAMES[kind])
     try:
         info = bpf.prog_info(fd)
         assert info.tag == programs.tag(insns)
-        assert info.tag == programs.tag(build(999))  # whatever the map fd
+        assert info.tag == programs.tag(build(999, 998))  # whatever the map fds
         assert info.name == programs.NAMES[kind]
-        assert info.map_ids == (bpf.map_info(counters).id,)
+        maps = {bpf.map_info(counters).id} | ({bpf.map_info(ports).id} if kind == "decap"
+                                              else set())
+        assert set(info.map_ids) == maps
     finally:
         os.close(fd)
 

@@ -149,3 +149,88 @@ def test_fewer_nic_ports_than_planes_leaves_planes_unattached(tmp_path):
     assert [i.name for i in plan["r0h0"].interfaces] == ["eth1", "eth2"]
     assert not [r for r in plan["t0-p3-r0"].routes if r.note.startswith("to r0h0")]
     assert [r.note for r in plan["t0-p1-r0"].routes if r.via] == ["to t1-p1-0", "to r0h0:eth2"]
+
+
+# -- fabric signals: the shaped fabric's queues (twin.fabric.congestion) -----------------
+
+SHAPED_NODES = ("t0-p0-r0", "t1-p0-0", "r0h0")
+
+
+def test_shaped_node_programs_are_golden():
+    """A T0, a T1 and a host of mrc-4p-shaped on both data planes: the queues at the
+    switches' egress, decap (ebpf) or ecn (seg6local) at the host's ports."""
+    _, plan = compiled("mrc-4p-shaped")
+    for dp in ("seg6local", "ebpf"):
+        files = render(plan, dp)
+        for node in SHAPED_NODES:
+            golden(f"shaped/{dp}-{node}.program.json", files[f"config/{node}/program.json"])
+
+
+def test_shaped_queues_mark_everywhere_but_the_last_hop():
+    fabric, plan = compiled("mrc-4p-shaped")
+    t0 = plan["t0-p0-r0"]
+    kinds = {lk.end("t0-p0-r0").ifname: lk.kind for lk in fabric.links_of("t0-p0-r0")}
+    assert [q.dev for q in t0.queues] == [i.name for i in t0.interfaces]
+    for q in t0.queues:
+        assert q.mark == (kinds[q.dev] == "fabric"), q
+        assert q.rate_bps == (25_000_000 if kinds[q.dev] == "host" else 50_000_000)
+    assert all(q.mark for q in plan["t1-p0-0"].queues)
+    assert plan["r0h0"].queues == () and plan["r0h0"].signals
+
+
+def test_default_thresholds_sit_below_tbfs_queue():
+    """tbf queues rate x 20 ms + burst: 80,528 bytes at 25 Mbit/s (burst two 9,014-byte
+    frames), 150,000 at 50 Mbit/s (burst 25,000); the thresholds are 10/40/60/80% of it."""
+    _, plan = compiled("mrc-4p-shaped")
+    by_rate = {q.rate_bps: q for q in plan["t0-p0-r0"].queues}
+    host, fabric = by_rate[25_000_000], by_rate[50_000_000]
+    assert (host.ecn_min, host.ecn_max, host.trim, host.drop) == (8052, 32211, 48316, 64422)
+    assert (fabric.ecn_min, fabric.ecn_max, fabric.trim, fabric.drop) == (15000, 60000, 90000,
+                                                                           120000)
+
+
+def test_congestion_false_and_unshaped_fabrics_have_no_signals():
+    from twin.fabric.spec import parse_spec
+
+    text = (ROOT / "lab/fabrics/mrc-4p-shaped.yml").read_text() + "congestion: false\n"
+    plan = build_plan(build_fabric(parse_spec(text)))
+    assert all(n.queues == () and not n.signals for n in plan.nodes.values())
+    for dp in ("seg6local", "ebpf"):
+        program = dataplane.get(dp).program(plan["r0h0"])
+        assert {b.kind for b in program.bpf} <= {"decap"}
+    _, plain = compiled("mrc-4p")
+    assert all(n.queues == () and not n.signals for n in plain.nodes.values())
+
+
+def test_explicit_thresholds_reach_every_queue():
+    from twin.fabric.spec import parse_spec
+
+    text = (ROOT / "lab/fabrics/mrc-4p-shaped.yml").read_text() + (
+        "congestion: {ecn: {min: 10KB, max: 30KB, last_hop: true}, trim: 40KB, drop: 60KB}\n")
+    plan = build_plan(build_fabric(parse_spec(text)))
+    queues = [q for n in plan.nodes.values() for q in n.queues]
+    assert queues and all(q.mark for q in queues)
+    assert {(q.ecn_min, q.ecn_max, q.trim, q.drop) for q in queues} == {
+        (10240, 30720, 40960, 61440)}
+
+
+def test_a_slower_rate_gets_thresholds_that_fit_its_tbf():
+    """The link-rate fault re-plans a port's queue at its new rate: the spec's thresholds
+    where they fit below tbf's queue at that rate, else the defaults for it."""
+    from twin.fabric.congestion import Congestion, port_queue, tbf_limit
+
+    given = Congestion(ecn_min=10_000, ecn_max=30_000, trim=40_000, drop=60_000)
+    fits = port_queue(given, "eth3", 50_000_000, 9000, True)
+    assert (fits.ecn_min, fits.ecn_max, fits.trim, fits.drop) == (10_000, 30_000, 40_000,
+                                                                    60_000)
+    slow = port_queue(given, "eth3", 2_000_000, 9000, True)  # tbf holds 23,028 bytes
+    assert tbf_limit(2_000_000, 9000) == 5_000 + 18_028
+    assert (slow.slot, slow.rate_bps) == (3, 2_000_000)
+    assert slow.drop < 23_028 and slow.ecn_min < slow.ecn_max <= slow.trim < slow.drop
+
+
+def test_plan_text_of_a_shaped_fabric_shows_its_queues():
+    result = CliRunner().invoke(main, ["plan", "mrc-4p-shaped", "--node", "t0-p0-r0",
+                                       "--node", "t1-p0-0"])
+    assert result.exit_code == 0, result.output
+    golden("plan-mrc-4p-shaped.txt", result.output)

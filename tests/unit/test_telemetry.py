@@ -16,6 +16,7 @@ from twin.telemetry.collect import (
     EndpointSample,
     FaultSample,
     LinkSample,
+    PortSample,
     Sample,
 )
 from twin.telemetry.exporter import LabMetrics, check_address, families
@@ -36,7 +37,12 @@ def sample(t: float, tx: int, link_tx: int, retx: int = 0, up: bool = True,
         (LinkSample("t0-p0-r0", "eth3", "t1-p0-0:eth1", 0, "fabric", link_tx, 10, 1, 2, up),
          LinkSample("r0h0", "eth1", "t0-p0-r0:eth1", 0, "host", 5, 5, 0, 0, True)),
         tuple(FaultSample(k, t) for k, t in faults), verify, 0.004,
-        (DataplaneSample("t1-p0-0", {"shifted": 7 * tx, "drop_end_of_carrier": 1}),))
+        (DataplaneSample("t1-p0-0", {"shifted": 7 * tx, "drop_end_of_carrier": 1}),),
+        (PortSample("t0-p0-r0", "eth3", "t1-p0-0:eth1", 0, "fabric",
+                    {"rate_bps": 50_000_000, "queue_bytes_now": 1500, "high_water_bytes": 91000,
+                     "packets": 100, "ce_marked": 12, "trimmed": 3, "dropped": 1}),
+         PortSample("r0h0", "eth1", "t0-p0-r0:eth1", 0, "host",
+                    {"rate_bps": 0, "ce_to_inner": 12, "trim_to_inner": 3})))
 
 
 class _Fixed:
@@ -87,6 +93,14 @@ def test_a_sample_is_exposed_under_the_documented_names_and_labels():
                      ("tx", "trimmed"): 1}
     assert {s.labels["side"]: s.value for s in got["twin_endpoint_trims"]
             if s.name.endswith("_total")} == {"rx": 4, "tx": 1}
+    queue = {s.labels["node"]: s.value for s in got["twin_port_queue_bytes"]}
+    assert queue == {"t0-p0-r0": 1500}  # a host port has no queue
+    assert [s.value for s in got["twin_port_queue_high_water_bytes"]] == [91000]
+    signals = {(s.labels["node"], s.labels["signal"]): s.value
+               for s in got["twin_port_signals"] if s.name.endswith("_total") and s.value}
+    assert signals == {("t0-p0-r0", "packets"): 100, ("t0-p0-r0", "ce_marked"): 12,
+                       ("t0-p0-r0", "trimmed"): 3, ("t0-p0-r0", "dropped"): 1,
+                       ("r0h0", "ce_to_inner"): 12, ("r0h0", "trim_to_inner"): 3}
     every_name = {s.name for samples in got.values() for s in samples}
     assert every_name >= set(METRICS)
 
@@ -132,6 +146,27 @@ def test_top_rates_per_plane_links_and_resets():
     assert view.retransmits_per_s == 4 and view.endpoints_down == ("r1h0",)
     # a counter that went backwards (an endpoint restarted) is 0, never negative
     assert rates(after, sample(12.0, 10, 0)).plane_bps == {0: 0.0, 1: 0.0}
+
+
+def test_top_shows_a_links_queue_and_its_signals_per_second():
+    from dataclasses import replace
+
+    from rich.console import Console
+
+    before = sample(10.0, 1000, 0)
+    port = before.ports[0]
+    busier = replace(port, values={**port.values, "queue_bytes_now": 42_000, "ce_marked": 52,
+                                   "trimmed": 13, "dropped": 1})
+    after = replace(sample(12.0, 1000, 1_000_000), ports=(busier, *before.ports[1:]))
+    view = rates(before, after)
+    link = next(lk for lk in view.links if lk.end == "t0-p0-r0:eth3")
+    assert link.queue_bytes == 42_000 and link.signals_per_s == (20.0, 5.0, 0.0)
+    host = next(lk for lk in view.links if lk.end == "r0h0:eth1")
+    assert host.queue_bytes is None  # a host port has no queue
+    con = Console(record=True, width=140)
+    con.print(render(view))
+    row = next(line for line in con.export_text().splitlines() if "t0-p0-r0:eth3" in line)
+    assert "42,000 B" in row and row.split()[-3:] == ["20", "5", "0"]
 
 
 def test_top_renders_a_down_link_and_the_faults():

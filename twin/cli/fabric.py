@@ -51,6 +51,11 @@ def plan(spec, nodes, as_json):
         out.print(f"\n[bold]{n}[/bold] ({np_.tier}{sid})")
         for what, note in plan_lines(np_):
             out.print(f"  {what:<64} [dim]{note}[/dim]")
+        for q in np_.queues:  # the fabric signals (docs/ebpf.md), after the routes
+            what = (f"{q.dev} queue {q.rate_bps / 1e6:g}"
+                    f" Mbit/s: CE {q.ecn_min}-{q.ecn_max}, trim {q.trim}, drop {q.drop}")
+            note = "egress; no CE: the last hop" if not q.mark else "egress"
+            out.print(f"  {what:<64} [dim]{note}[/dim]")
 
 
 @main.command()

@@ -144,7 +144,8 @@ def telemetry_status(lab, as_json):
 @click.option("--json", "as_json", is_flag=True, help="With --once: the view as JSON.")
 def top(lab, period, once, as_json):
     """A live view of the lab for people without Grafana: goodput per plane,
-    the busiest links, EV states per host, faults in force. Ctrl-C quits.
+    the busiest links (on a shaped fabric with their virtual queues, CE marks,
+    trims and drops per second), EV states per host, faults in force. Ctrl-C quits.
 
     It samples the same counters the exporter serves (endpoint control
     sockets, kernel link counters), so it needs no telemetry stack.

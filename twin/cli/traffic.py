@@ -175,7 +175,8 @@ def traffic(pattern, src, dst, size, mode, cc, qps, evs, ecn, trim, cut, cut_at,
               help="With --events: only events of this kind (repeatable).")
 @click.option("--dataplane", "show_dataplane", is_flag=True,
               help="The data plane's counters instead, per node (all nodes, or HOST naming "
-                   "any node): what its eBPF SID programs did (docs/ebpf.md).")
+                   "any node): what its eBPF SID programs did, and on a shaped fabric "
+                   "each port's virtual queue and signals (docs/ebpf.md).")
 @click.option("--json", "as_json", is_flag=True)
 def stats(host, lab, prometheus, show_events, qpn, kinds, show_dataplane, as_json):
     """Counters of the hosts' MRC endpoints (all hosts, or HOST).
@@ -185,7 +186,8 @@ def stats(host, lab, prometheus, show_events, qpn, kinds, show_dataplane, as_jso
       twin stats --events                    every sending QP's event log
       twin stats r0h0 --events --qp 3 --kind retire --kind ev_state
       twin stats --dataplane                 per node: packets shifted, decapsulated,
-                                             dropped and why (ebpf data plane)
+                                             dropped and why (ebpf data plane); per
+                                             port: queues, CE marks, trims (shaped)
     An event log is bounded: its first and its latest events are kept, and the
     header says how many fell in between. --json adds the acked bytes per 1 ms
     bin and plane (acked_bins); docs/endpoint-stats.md describes both.
@@ -278,7 +280,8 @@ def fuzz(host, seed, budget, per_kind, lab):
 
 
 def _dataplane_stats(att, node: str | None, as_json: bool) -> None:
-    """Every node's (or one node's) data-plane counters, read in the nodes at once."""
+    """Every node's (or one node's) data-plane counters, read in the nodes at once; and on
+    a fabric with signals, each port's virtual queue and signals (either data plane)."""
     from concurrent.futures import ThreadPoolExecutor
 
     from twin.node.ebpf import COUNTERS
@@ -288,26 +291,55 @@ def _dataplane_stats(att, node: str | None, as_json: bool) -> None:
     nodes = [node] if node else list(att.plan.nodes)
     att.require_whole(nodes)
     backend = att.dataplane
-    if not backend.keeps_counters:
+    signalled = [n for n in nodes if att.plan[n].queues or att.plan[n].signals]
+    if not backend.keeps_counters and not signalled:
         raise UsageError(f"lab {att.lab} runs the {backend.name} data plane, which keeps no "
                          "per-SID counters twin reads; its SIDs are routes: `twin exec "
                          f"{nodes[0]} -- ip -6 route show`")
     with ThreadPoolExecutor(8) as pool:  # a command in each node, as verify reads them
         got = dict(zip(nodes, pool.map(lambda n: backend.counters(att.runtime, n), nodes),
-                       strict=True))
+                       strict=True)) if backend.keeps_counters else {}
+        signals = dict(zip(signalled, pool.map(lambda n: backend.signals(att.runtime, n),
+                                               signalled), strict=True))
     if as_json:
-        emit_json({"lab": att.lab, "dataplane": backend.name, "nodes": got})
+        emit_json({"lab": att.lab, "dataplane": backend.name, "nodes": got,
+                   "signals": {n: (s or {}).get("ports", {}) for n, s in signals.items()}})
         return
-    t = Table(title=f"{backend.name} data plane of {att.lab}: packets, per node")
-    t.add_column("node")
-    for name in COUNTERS:
-        t.add_column(name.replace("_", " "), justify="right")
-    t.add_column("programs")
-    for n, report in got.items():
-        c = report["counters"]
-        t.add_row(n, *(f"{c.get(name, 0):,}" for name in COUNTERS),
-                  str(len({p.get("prog_id") for p in report["programs"].values()})))
-    out.print(t)
+    if got:
+        t = Table(title=f"{backend.name} data plane of {att.lab}: packets, per node")
+        t.add_column("node")
+        for name in COUNTERS:
+            t.add_column(name.replace("_", " "), justify="right")
+        t.add_column("programs")
+        for n, report in got.items():
+            c = report["counters"]
+            t.add_row(n, *(f"{c.get(name, 0):,}" for name in COUNTERS),
+                      str(len({p.get("prog_id") for p in report["programs"].values()})))
+        out.print(t)
+    rows = [(f"{n}:{dev}", p, att.plan[n].tier == "host") for n, report in signals.items()
+            for dev, p in sorted((report or {}).get("ports", {}).items())]
+    queues = [(port, p) for port, p, host in rows if not host]
+    if queues:
+        t = Table(title="virtual queues at switch ports' egress (docs/ebpf.md)")
+        t.add_column("port", no_wrap=True)
+        for col in ("rate", "queue", "high", "packets", "CE", "trims", "drops"):
+            t.add_column(col, justify="right")
+        for port, p in queues:
+            rate = f"{p['rate_bps'] / 1e6:g}M" if p["rate_bps"] else "-"  # no packet yet
+            t.add_row(port, rate, f"{p['queue_bytes_now']:,}",
+                      f"{p['high_water_bytes']:,}", f"{p['packets']:,}", f"{p['ce_marked']:,}",
+                      f"{p['trimmed']:,}", f"{p['dropped']:,}")
+        out.print(t)
+    decaps = [(port, p) for port, p, host in rows if host]
+    if decaps:
+        t = Table(title="RFC 6040 at host ports' decap: copied inward")
+        t.add_column("port", no_wrap=True)
+        for col in ("CE", "trim DSCP", "dropped (CE over Not-ECT)"):
+            t.add_column(col, justify="right")
+        for port, p in decaps:
+            t.add_row(port, f"{p['ce_to_inner']:,}", f"{p['trim_to_inner']:,}",
+                      f"{p['drop_ce_not_ect']:,}")
+        out.print(t)
 
 
 def _each_endpoint(att, hosts: list[str], one: bool, ask) -> tuple[dict, list[str]]:

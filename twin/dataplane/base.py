@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import json
 from abc import ABC, abstractmethod
+from dataclasses import asdict
 from typing import ClassVar
 
 from twin.dataplane.program import BpfAttach, NodeProgram, tc_lines
 from twin.errors import CommandFailed, UsageError
 from twin.fabric.plan import NodePlan
+from twin.node import ebpf
 
 
 class Dataplane(ABC):
@@ -30,7 +33,7 @@ class Dataplane(ABC):
             node=node.name, dataplane=self.name, node_sysctls=node.node_sysctls,
             interfaces=tuple(i.name for i in node.interfaces),
             interface_sysctls=tuple(node.interface_sysctls()), anchor=anchor, ip=tuple(ip),
-            tc=tuple(tc_lines(node)), bpf=tuple(bpf))
+            tc=tuple(tc_lines(node)), bpf=tuple(bpf), queues=node.queues)
 
     @abstractmethod
     def sids(self, node: NodePlan) -> tuple[str | None, list[str], list[BpfAttach]]:
@@ -61,6 +64,49 @@ class Dataplane(ABC):
     @abstractmethod
     def del_encap(self, rt, node: str, dst: str, dev: str) -> None:
         """Remove what add_encap installed; missing is fine."""
+
+    def check_signals(self, rt, node: NodePlan) -> list[str]:
+        """Read the fabric signals' programs back (the same on both data planes): each
+        planned queue at its port's TC egress, and each `ecn` program at a host port's
+        ingress, by name and by the tag the kernel computed; a problem per line."""
+        wanted = [("egress", q.dev, ebpf.queue_name(asdict(q)), ebpf.queue_tags(asdict(q)),
+                   f"queue program at {q.dev} egress ({q.rate_bps} bit/s)")
+                  for q in node.queues]
+        wanted += [("ingress", b.dev, ebpf.filter_name(b.kind, b.prefix),
+                    ebpf.expected_tags(b.kind, b.prefix, b.slot),
+                    f"RFC 6040 program {b.prefix} at {b.dev} ingress")
+                   for b in self.sids(node)[2] if b.kind == "ecn"]
+        if not wanted:
+            return []
+        text = "".join(f"filter show dev {dev} {hook}\n" for hook, dev, *_ in wanted)
+        out = rt.exec(node.name, ["tc", "-j", "-batch", "-"], input=text, check=False).stdout
+        got = [json.loads(line) for line in out.splitlines() if line.strip()]
+        problems = []
+        for i, (_, _, name, tags, what) in enumerate(wanted):
+            found = None
+            for f in got[i] if i < len(got) else []:
+                if f.get("kind") == "bpf" and f.get("pref") == ebpf.PREF and "options" in f:
+                    found = f["options"]
+            if found is None:
+                problems.append(f"missing {what}")
+                continue
+            prog = found.get("prog", {})
+            if found.get("bpf_name") != name or prog.get("tag") not in tags:
+                problems.append(f"{what}: attached is {found.get('bpf_name')!r} (program "
+                                f"{prog.get('id')}, tag {prog.get('tag')}), planned {name!r} "
+                                f"tag {' or '.join(sorted(tags))}")
+        return problems
+
+    def signals(self, rt, node: str) -> dict | None:
+        """The node's fabric signals, read in the node (python3 -m twin.node.ebpf counters
+        --json): {"ports": {dev: {field: value}}, "ports_map_id": id, "slots": {dev:
+        slot}}; None where it has none (no queue, no RFC 6040 program)."""
+        out = rt.exec(node, [*rt.python_argv(), "-m", "twin.node.ebpf", "counters", "--json"])
+        report = json.loads(out.stdout)
+        if report.get("ports_map_id") is None:
+            return None
+        return {"ports": report["ports"], "ports_map_id": report["ports_map_id"],
+                "slots": report["slots"]}
 
     def counters(self, rt, node: str) -> dict | None:
         """What the node's SIDs did, counted by the data plane ({"counters": {name:

@@ -22,6 +22,7 @@ from twin.dataplane.base import Dataplane, delete_all, register
 from twin.dataplane.program import BpfAttach
 from twin.fabric.plan import UN, NodePlan
 from twin.node import ebpf
+from twin.node.ebpf import port_slot
 
 
 def _filters(text: str) -> list[list[dict]]:
@@ -49,8 +50,10 @@ class Ebpf(Dataplane):
     def sids(self, node: NodePlan) -> tuple[str | None, list[str], list[BpfAttach]]:
         bpf = []
         for sid in node.sids:
-            devs = [i.name for i in node.interfaces] if sid.behavior == UN else [sid.dev]
-            bpf += [BpfAttach(dev, sid.behavior, sid.prefix) for dev in devs]
+            if sid.behavior == UN:
+                bpf += [BpfAttach(i.name, UN, sid.prefix) for i in node.interfaces]
+            else:  # decap, with RFC 6040's copy inward counted on the port
+                bpf.append(BpfAttach(sid.dev, sid.behavior, sid.prefix, port_slot(sid.dev)))
         return None, [], bpf
 
     def is_sid_route(self, entry: dict) -> bool:
@@ -73,7 +76,8 @@ class Ebpf(Dataplane):
             if opts is None:
                 problems.append(f"missing {what} (no program attached)")
                 continue
-            name, tags = ebpf.filter_name(b.kind, b.prefix), ebpf.expected_tags(b.kind, b.prefix)
+            name = ebpf.filter_name(b.kind, b.prefix)
+            tags = ebpf.expected_tags(b.kind, b.prefix, b.slot)
             prog = opts.get("prog", {})
             if opts.get("bpf_name") != name or prog.get("tag") not in tags:
                 problems.append(f"{what}: attached is {opts.get('bpf_name')!r} (program "
@@ -97,6 +101,8 @@ class Ebpf(Dataplane):
         counters --json: `tc -j filter show`, then the programs' counters map)."""
         out = rt.exec(node, [*rt.python_argv(), "-m", "twin.node.ebpf", "counters", "--json"])
         report = json.loads(out.stdout)
+        for key in ("egress", "ports", "ports_map_id", "slots"):  # the fabric signals'
+            report.pop(key, None)
         return {"counters": report.pop("counters"), "map_id": report.pop("map_id", None),
                 "programs": report}
 

@@ -11,7 +11,11 @@ One description, one runner (twin.node.runner), three ways to run it:
 
 The data plane decides what a program holds for the node's local SIDs: seg6local
 routes in the `ip` batch, or eBPF programs in `bpf` (twin.dataplane). Everything
-else is the same on both. Rendered to lab/build/<lab>/config/<node>/program.json;
+else is the same on both, the fabric signals included: `queues`, an eBPF program
+at the TC egress of each shaped switch port (before its tbf, twin.fabric.congestion),
+and on seg6local an `ecn` program at each host port's ingress (RFC 6040's copy
+inward, which End.DT6 does not do; on ebpf the decap program does it). Rendered
+to lab/build/<lab>/config/<node>/program.json;
 `routes.batch`, `sysctl.conf` and `tc.batch` beside it are its parts as a person
 applies them by hand.
 """
@@ -24,20 +28,26 @@ from pathlib import Path
 
 from twin import nsenter
 from twin.errors import CommandFailed, LabError
+from twin.fabric.congestion import PortQueue, tbf_burst
 from twin.fabric.plan import NodePlan
 from twin.node import runner
+
+__all__ = ["BpfAttach", "NodeProgram", "PortQueue", "load", "path", "push", "run_inside",
+           "tbf_burst", "tc_lines"]
 
 FILE = "program.json"
 
 
 @dataclass(frozen=True)
 class BpfAttach:
-    """One eBPF program at a port's TC ingress: uN (a switch's SID, on every port)
-    or decap (a host port's SID, on that port)."""
+    """One eBPF program at a port's TC ingress: uN (a switch's SID, on every port),
+    decap (a host port's SID, on that port), or ecn (RFC 6040's copy inward before
+    seg6local's End.DT6, on a host port)."""
 
     dev: str
-    kind: str  # plan.UN | plan.DECAP
+    kind: str  # plan.UN | plan.DECAP | "ecn"
     prefix: str  # the SID's /48
+    slot: int | None = None  # decap, ecn: the port's slot in the node's port map
 
 
 @dataclass(frozen=True)
@@ -51,6 +61,7 @@ class NodeProgram:
     ip: tuple[str, ...]  # `ip -batch` lines: links, addresses, routes (each replaces)
     tc: tuple[str, ...]  # `tc -batch` lines: shaping
     bpf: tuple[BpfAttach, ...] = ()
+    queues: tuple[PortQueue, ...] = ()  # eBPF at TC egress of shaped switch ports
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), indent=2, sort_keys=True) + "\n"
@@ -62,12 +73,8 @@ class NodeProgram:
                    interfaces=tuple(d["interfaces"]),
                    interface_sysctls=tuple(tuple(p) for p in d["interface_sysctls"]),
                    anchor=d.get("anchor"), ip=tuple(d["ip"]), tc=tuple(d["tc"]),
-                   bpf=tuple(BpfAttach(**b) for b in d.get("bpf", ())))
-
-
-def tbf_burst(rate_bps: int, mtu: int) -> int:
-    """A tbf bucket that holds 4 ms at rate, and never less than two frames."""
-    return max(rate_bps // 8 // 250, 2 * (mtu + 14))
+                   bpf=tuple(BpfAttach(**b) for b in d.get("bpf", ())),
+                   queues=tuple(PortQueue(**q) for q in d.get("queues", ())))
 
 
 def tc_lines(node: NodePlan) -> list[str]:

@@ -9,13 +9,19 @@
 
 iproute2 installs them all: pyroute2 0.9 accepts a seg6local `flavors` key and
 silently drops it (DESIGN.md section 5). `ip -j -6 route show` reads them back.
+
+End.DT6 does not apply RFC 6040 (net/ipv6/seg6_local.c: decap_and_validate pulls
+the outer header and leaves the inner one as it was), so on a fabric with signals
+each host port also gets a small eBPF program at its TC ingress (`ecn`,
+twin.node.ebpf) that copies the outer CE and trim DSCP inward first.
 """
 
 from __future__ import annotations
 
 from twin.dataplane.base import Dataplane, delete_all, register
 from twin.dataplane.program import BpfAttach
-from twin.fabric.plan import PROTO, UN, LocalSid, NodePlan
+from twin.fabric.plan import DECAP, PROTO, UN, LocalSid, NodePlan
+from twin.node.ebpf import port_slot
 
 ANCHOR = "sr0"  # always-up device carrying a switch's uN SID (dummy, else ifb)
 
@@ -57,8 +63,12 @@ class Seg6Local(Dataplane):
     needs = "CONFIG_IPV6_SEG6_LWTUNNEL (seg6local routes)"
 
     def sids(self, node: NodePlan) -> tuple[str | None, list[str], list[BpfAttach]]:
+        """The SIDs as routes; on a fabric with signals, RFC 6040's copy inward as an
+        eBPF program at each host port's ingress (End.DT6 copies nothing)."""
         anchor = ANCHOR if any(s.behavior == UN for s in node.sids) else None
-        return anchor, [route_line(s) for s in node.sids], []
+        ecn = [BpfAttach(s.dev, "ecn", s.prefix, port_slot(s.dev)) for s in node.sids
+               if node.signals and s.behavior == DECAP]
+        return anchor, [route_line(s) for s in node.sids], ecn
 
     def is_sid_route(self, entry: dict) -> bool:
         return entry.get("encap") == "seg6local"

@@ -16,6 +16,11 @@ protocol; these tables are written once at install and never change:
 The plan says *what* a node holds, not how: static routes are the same on
 every data plane, and a local SID (`LocalSid`) is installed by the lab's data
 plane (twin.dataplane) as a seg6local route or as an eBPF program.
+
+On a shaped fabric (twin.fabric.congestion) every shaped switch port also has a
+virtual queue (`PortQueue`: ECN marks, trimming, a hard limit), marking CE
+everywhere but on a T0's host-facing ports (unless `congestion.ecn.last_hop`),
+and every host decapsulates by RFC 6040's rules (`signals`).
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ import ipaddress
 from dataclasses import asdict, dataclass, field
 
 from twin.fabric import usid
+from twin.fabric.congestion import PortQueue, port_queue
 from twin.fabric.model import Fabric, Node, Tier
 
 PROTO = "static"  # every planned route is installed with this protocol
@@ -103,6 +109,8 @@ class NodePlan:
     node_sysctls: tuple[tuple[str, str], ...]  # set when the node is created
     routes: tuple[Route, ...]  # static routes
     sids: tuple[LocalSid, ...]  # what the data plane installs
+    queues: tuple[PortQueue, ...] = ()  # a switch's shaped ports' virtual queues
+    signals: bool = False  # a host on a fabric with queues: RFC 6040 at decap
 
     def interface_sysctls(self) -> list[tuple[str, str]]:
         """Per-interface settings, applied once the links are wired."""
@@ -177,6 +185,22 @@ def _interfaces(fabric: Fabric, node: Node, own_ll) -> list[Interface]:
     return sorted(out, key=lambda i: int(i.name.removeprefix("eth")))
 
 
+def _queues(fabric: Fabric, node: Node) -> tuple[PortQueue, ...]:
+    """A switch's shaped ports' virtual queues (none unless the fabric has signals)."""
+    spec = fabric.spec
+    if not spec.signals:
+        return ()
+    out = []
+    for link in fabric.links_of(node.name):
+        if not link.rate_bps:
+            continue
+        last_hop = node.tier is Tier.T0 and link.kind == "host"
+        mark = spec.congestion.last_hop or not last_hop
+        out.append(port_queue(spec.congestion, link.end(node.name).ifname, link.rate_bps,
+                              link.mtu, mark))
+    return tuple(sorted(out, key=lambda q: q.slot))
+
+
 def _uN(fabric: Fabric, sid: usid.USid) -> LocalSid:
     return LocalSid(str(usid.locator(fabric.spec.block, sid)), UN, note="uN: shift and forward")
 
@@ -202,7 +226,8 @@ def _plan_node(fabric: Fabric, node: Node) -> NodePlan:
                                        f"{host.name}:{fabric.host_port(p)}"))
         ifaces = _interfaces(fabric, node, lambda _link: usid.link_local(own))
         return NodePlan(node.name, node.tier.value, str(own), (), tuple(ifaces),
-                        _sysctls(True), _ordered(routes), (_uN(fabric, own),))
+                        _sysctls(True), _ordered(routes), (_uN(fabric, own),),
+                        _queues(fabric, node))
     if node.tier is Tier.T1:
         own = fabric.sid(node)
         for r in range(spec.racks):
@@ -210,7 +235,8 @@ def _plan_node(fabric: Fabric, node: Node) -> NodePlan:
                                    fabric.t0_name(node.plane, r)))
         ifaces = _interfaces(fabric, node, lambda _link: usid.link_local(own))
         return NodePlan(node.name, node.tier.value, str(own), (), tuple(ifaces),
-                        _sysctls(True), _ordered(routes), (_uN(fabric, own),))
+                        _sysctls(True), _ordered(routes), (_uN(fabric, own),),
+                        _queues(fabric, node))
     # host
     sids = []
     for p in fabric.nic_planes:
@@ -223,4 +249,4 @@ def _plan_node(fabric: Fabric, node: Node) -> NodePlan:
                                                                                node.index)))
     nic = nic_address(fabric, node)
     return NodePlan(node.name, node.tier.value, "", (f"{nic}/128",), tuple(ifaces),
-                    _sysctls(False), _ordered(routes), tuple(sids))
+                    _sysctls(False), _ordered(routes), tuple(sids), signals=spec.signals)

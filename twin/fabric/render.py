@@ -125,6 +125,11 @@ def iproute2_batch(lab: str, program: NodeProgram) -> str:
     for b in program.bpf:
         lines.append(f"# {b.kind} {b.prefix} on {b.dev}: an eBPF program at TC ingress "
                      "(program.json; `tc filter show dev " + b.dev + " ingress`)")
+    for q in program.queues:
+        lines.append(f"# queue on {q.dev}: an eBPF program at TC egress, {q.rate_bps} bit/s, "
+                     f"CE {q.ecn_min}..{q.ecn_max} bytes{'' if q.mark else ' (off: last hop)'}"
+                     f", trim past {q.trim}, drop past {q.drop} (`tc filter show dev {q.dev} "
+                     "egress`)")
     return "\n".join(lines) + "\n"
 
 

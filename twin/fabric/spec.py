@@ -10,6 +10,10 @@ A spec names the shape of a multi-plane two-tier fabric, never its parts:
     nic_ports: 4            # optional: ports per NIC (default: one per plane)
     mtu: 9000               # optional: every link
     rate: 1gbit             # optional: every link, or {host: ..., fabric: ...}
+    congestion:             # optional, shaped fabrics only (on by default there):
+      ecn: {min: 20KB, max: 80KB, last_hop: false}   # RED-like CE marking
+      trim: 120KB           # virtual queue depth past which MRC packets are trimmed
+      drop: 150KB           # the hard limit; `congestion: false` turns it all off
     srv6:                   # optional
       block: fcbb:bb00::/32 # the uSID block (F3216: 32-bit block, 16-bit uSIDs)
       dataplane: auto       # who runs the local SIDs: seg6local | ebpf | auto (the
@@ -33,7 +37,9 @@ from typing import Any
 import yaml
 
 from twin.errors import Problem, SpecError
-from twin.units import parse_rate
+from twin.fabric.congestion import DEFAULT_FRACTIONS as _DEFAULT_FRACTION
+from twin.fabric.congestion import Congestion, tbf_limit
+from twin.units import parse_rate, parse_size
 
 # The uSID layout (see twin.fabric.usid) gives these hard limits.
 MAX_PLANES = 16  # the plane is the high nibble of every uSID
@@ -63,6 +69,14 @@ class FabricSpec:
     nic_prefix: ipaddress.IPv6Network
     description: str = ""
     dataplane: str = "auto"  # one of DATAPLANES: what `twin up` uses unless told otherwise
+    congestion: Congestion = Congestion()
+
+    @property
+    def signals(self) -> bool:
+        """Whether shaped switch ports keep a virtual queue (ECN, trimming): on for a
+        shaped fabric unless `congestion: false`."""
+        shaped = bool(self.host_rate_bps or self.fabric_rate_bps)
+        return shaped and self.congestion.enabled is not False
 
     @property
     def hosts(self) -> int:
@@ -79,6 +93,9 @@ class FabricSpec:
         if self.host_rate_bps or self.fabric_rate_bps:
             d["rate"] = {k: f"{v}bit" for k, v in (("host", self.host_rate_bps),
                                                     ("fabric", self.fabric_rate_bps)) if v}
+        congestion = self.congestion.to_dict()
+        if congestion is not None:
+            d["congestion"] = congestion
         if self.description:
             d["description"] = self.description
         return d
@@ -97,9 +114,12 @@ _KEYS: dict[str, tuple[str, bool]] = {
     "rate": ("rate", False),
     "srv6": ("mapping", False),
     "nic_prefix": ("IPv6 prefix", False),
+    "congestion": ("mapping", False),
 }
 _SRV6_KEYS = {"block": "IPv6 prefix", "format": "string", "dataplane": "string"}
 _RATE_KEYS = {"host": "rate", "fabric": "rate"}
+_CONGESTION_KEYS = {"ecn": "mapping", "trim": "size", "drop": "size"}
+_ECN_KEYS = {"min": "size", "max": "size", "last_hop": "boolean"}
 
 
 class _Checker:
@@ -284,6 +304,9 @@ def _validate(data: dict, source: str) -> FabricSpec:
               "ebpf needs CONFIG_NET_CLS_BPF and clsact, auto picks what the kernel has")
         dataplane = "auto"
 
+    congestion = _congestion(c, data, mtu if mtu is not None else DEFAULT_MTU,
+                             {"host": host_rate, "fabric": fabric_rate})
+
     nic_prefix = ipaddress.IPv6Network(DEFAULT_NIC_PREFIX)
     if "nic_prefix" in data:
         nic_prefix = c.prefix("nic_prefix", data["nic_prefix"], 48, "fd00::/8",
@@ -309,7 +332,85 @@ def _validate(data: dict, source: str) -> FabricSpec:
         block=block,
         nic_prefix=nic_prefix,
         dataplane=dataplane,
+        congestion=congestion,
     )
+
+
+CONGESTION_HINT = "e.g. congestion: {ecn: {min: 20KB, max: 80KB}, trim: 120KB, drop: 150KB}"
+
+
+def _size(c: _Checker, path: str, value: Any) -> int | None:
+    size = parse_size(value) if isinstance(value, str) else (
+        value if isinstance(value, int) and not isinstance(value, bool) else None)
+    if size is None or size <= 0:
+        c.add(path, f"must be a size in bytes such as 80KB or 81920 (got {show_value(value)})",
+              "K, M and G are powers of 1024")
+        return None
+    return size
+
+
+def _congestion(c: _Checker, data: dict, mtu: int, rates: dict[str, int | None]) -> Congestion:
+    """The `congestion:` mapping: thresholds in bytes, checked against each other and
+    against tbf's own queue on every shaped kind of link (a threshold past it would
+    never be reached: tbf drops first, and a trimmed header would not get through)."""
+    if "congestion" not in data:
+        return Congestion()
+    raw = data["congestion"]
+    if raw is False:
+        return Congestion(enabled=False)
+    if raw is True or raw is None:
+        return Congestion()
+    if not isinstance(raw, dict):
+        c.add("congestion", f"must be a mapping or false (got {show_value(raw)})",
+              CONGESTION_HINT)
+        return Congestion()
+    c.unknown_keys(raw, _CONGESTION_KEYS, "congestion.")
+    ecn = raw.get("ecn", {})
+    if not isinstance(ecn, dict):
+        c.add("congestion.ecn", f"must be a mapping (got {show_value(ecn)})",
+              "e.g. ecn: {min: 20KB, max: 80KB, last_hop: false}")
+        ecn = {}
+    c.unknown_keys(ecn, _ECN_KEYS, "congestion.ecn.")
+    got = {}
+    for key, path, where in (("ecn_min", "congestion.ecn.min", ecn),
+                             ("ecn_max", "congestion.ecn.max", ecn),
+                             ("trim", "congestion.trim", raw), ("drop", "congestion.drop", raw)):
+        short = path.rsplit(".", 1)[1]
+        if short in where:
+            got[key] = _size(c, path, where[short])
+    last_hop = ecn.get("last_hop", False)
+    if not isinstance(last_hop, bool):
+        c.add("congestion.ecn.last_hop", f"must be true or false (got {show_value(last_hop)})",
+              "true marks CE on a T0's host-facing ports too; MRC keeps it off")
+        last_hop = False
+    shaped = {kind: rate for kind, rate in rates.items() if rate}
+    if not shaped:
+        c.add("congestion", "needs shaped links (rate:)",
+              "unshaped links never queue (the CPU is the bottleneck, not a queue), so "
+              "there is nothing to mark or trim; add rate: {host: ..., fabric: ...}")
+        return Congestion()
+    order = [("ecn_min", "congestion.ecn.min"), ("ecn_max", "congestion.ecn.max"),
+             ("trim", "congestion.trim"), ("drop", "congestion.drop")]
+    present = [(k, p) for k, p in order if got.get(k) is not None]
+    for (k1, p1), (k2, p2) in zip(present, present[1:], strict=False):
+        may_equal = (k1, k2) == ("ecn_max", "trim")
+        if got[k2] < got[k1] or (got[k2] == got[k1] and not may_equal):
+            c.add(p2, f"must be {'at least' if may_equal else 'above'} {p1} "
+                  f"(got {got[k2]} against {got[k1]} bytes)",
+                  "the order is ecn.min < ecn.max <= trim < drop")
+    if got.get("trim") is not None and got["trim"] < mtu + 14:
+        c.add("congestion.trim", f"must hold one whole frame ({mtu + 14} bytes at mtu {mtu}; "
+              f"got {got['trim']})", "below it every full-size packet is trimmed, queue or not")
+    for kind, rate in sorted(shaped.items()):
+        limit = tbf_limit(rate, mtu)
+        for k, p in present:
+            if got[k] >= limit:
+                c.add(p, f"{got[k]} bytes is not below tbf's queue on the {kind} links "
+                      f"({limit} bytes at {rate} bit/s: rate x 20 ms + burst)",
+                      f"set it below {limit}, or leave it out for a default "
+                      f"({int(100 * _DEFAULT_FRACTION[k])}% of tbf's queue)")
+    return Congestion(ecn_min=got.get("ecn_min"), ecn_max=got.get("ecn_max"),
+                      last_hop=last_hop, trim=got.get("trim"), drop=got.get("drop"))
 
 
 def find_spec(name_or_path: str, fabrics_dir: Path) -> Path:

@@ -15,7 +15,9 @@ in it: keep it, or seeds replay other drills).
     route-corrupt  one of NODE's static routes points out of the wrong port
     link-loss   nftables at the link's switch end drops PCT% of the packets
                 forwarded out of or into it (numgen random, per packet).
-    link-rate   a link shaped to RATE at its switch end (tbf): a degraded link
+    link-rate   a link shaped to RATE at its switch end (tbf): a degraded link; on a
+                fabric with signals its port's virtual queue is re-attached to drain
+                at RATE too (thresholds for RATE), and revert restores the planned one
                 sid-loss, route-corrupt and link-rate revert by re-applying the
                 node's plan, which is idempotent.
     link-flap   a link down and up COUNT times, PERIOD apart, while the command
@@ -26,14 +28,16 @@ in it: keep it, or seeds replay other drills).
 
 from __future__ import annotations
 
+import json
 import random
 import time
-from dataclasses import replace
+from dataclasses import asdict, replace
 from enum import StrEnum
 from typing import Any
 
 from twin.dataplane.program import tbf_burst
 from twin.errors import UsageError
+from twin.fabric.congestion import port_queue
 from twin.fabric.model import Endpoint, Fabric, Link
 from twin.fabric.plan import NodePlan, Route
 from twin.fabric.spec import show_value
@@ -562,9 +566,15 @@ class LinkRate(Reprogrammed):
         lab.runtime.exec(end.node, ["tc", "qdisc", "replace", "dev", end.ifname, "root", "tbf",
                                     "rate", f"{rate}bit", "burst", str(tbf_burst(rate, mtu)),
                                     "latency", "20ms"])
+        planned = next((q for q in lab.plan[end.node].queues if q.dev == end.ifname), None)
+        if planned is not None:  # the virtual queue drains at the new rate too
+            q = port_queue(lab.fabric.spec.congestion, end.ifname, rate, mtu, planned.mark)
+            lab.runtime.exec(end.node, [*lab.runtime.python_argv(), "-m", "twin.node.ebpf",
+                                        "queue", json.dumps(asdict(q))])
 
     def undo(self, lab: Attached, fault: Fault) -> None:
-        """The plan re-shapes a link that has a rate; one without loses the qdisc here."""
+        """The plan re-shapes a link that has a rate (and re-attaches its planned
+        queue program, if any); one without loses the qdisc here."""
         end = fault.ends[0]
         planned = next(i for i in lab.plan[end.node].interfaces if i.name == end.ifname)
         if not planned.rate_bps:

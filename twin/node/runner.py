@@ -19,7 +19,9 @@ The steps, in order (each replaces what is there, so running again mends):
     5. `ip -batch`: addresses, MTUs, static routes (and seg6local's local SIDs)
     6. every link's alias: the lab's owner tag (twin.owner), when given
     7. `tc -batch`: shaping
-    8. eBPF programs at TC ingress (the ebpf data plane's local SIDs, twin.node.ebpf)
+    8. eBPF programs at TC ingress (the ebpf data plane's local SIDs, twin.node.ebpf;
+       on seg6local, RFC 6040's copy at host ports) and at TC egress (the virtual
+       queues of shaped switch ports: the fabric signals)
 
 A failed step raises `StepFailed` naming the step and what the command said;
 as a program, the runner prints that one line and exits 1.
@@ -55,11 +57,16 @@ def run(program: dict, owner: str = "", wait_s: float = 0.0) -> None:
     command(["ip", "-batch", "-"], lines, "ip -batch (addresses, routes)")
     if program["tc"]:
         command(["tc", "-batch", "-"], program["tc"], "tc -batch (shaping)")
-    if program.get("bpf"):
+    queues = program.get("queues") or []
+    if program.get("bpf") or queues:
+        what = "eBPF local SIDs" + (" and fabric signals" if queues else "")
         try:
-            ebpf.install(program["bpf"])
+            if queues:
+                ebpf.install(program.get("bpf", []), queues=queues)
+            else:
+                ebpf.install(program["bpf"])
         except (OSError, ValueError) as e:  # the kernel refused; a program we cannot build
-            raise StepFailed(f"eBPF local SIDs: {e}") from None
+            raise StepFailed(f"{what}: {e}") from None
 
 
 def write_sysctls(pairs: list, what: str) -> None:

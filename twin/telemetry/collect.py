@@ -9,6 +9,9 @@
         dataplane   on the ebpf data plane, each node's SID programs' counters: read in
                     this process by map id (a few bpf() calls a node), the id found once
                     per node by a command in it (python3 -m twin.node.ebpf counters)
+        ports       on a fabric with signals (either data plane), each shaped switch
+                    port's virtual queue and signal counters, and each host port's
+                    RFC 6040 counts: the node's port map, found and read the same way
 
 A Collector keeps one control connection per endpoint across samples, and opens a
 netlink socket in each node's namespace for one dump, then closes it: a scrape of
@@ -42,7 +45,7 @@ from twin import faults as F
 from twin.endpoints import EndpointClient, control_path
 from twin.errors import LabError
 from twin.mrc.stats import EndpointStats
-from twin.node.ebpf import bpf, read_map
+from twin.node.ebpf import bpf, read_map, read_ports
 from twin.rundir import read_json, write_json
 from twin.telemetry.linkstats import LinkStats
 from twin.telemetry.names import EV_STATES
@@ -90,6 +93,18 @@ class DataplaneSample:
 
 
 @dataclass(frozen=True)
+class PortSample:
+    """One port's fabric signals (twin.node.ebpf.PORT_FIELDS, and queue_bytes_now)."""
+
+    node: str
+    ifname: str
+    peer: str
+    plane: int
+    tier: str
+    values: dict[str, int]
+
+
+@dataclass(frozen=True)
 class Sample:
     lab: str
     t_wall: float
@@ -99,6 +114,7 @@ class Sample:
     verify_paths_failed: int | None  # None: no verify or probe has run on this lab
     seconds: float  # how long collecting took
     dataplane: tuple[DataplaneSample, ...] = ()  # the ebpf data plane's counters
+    ports: tuple[PortSample, ...] = ()  # the fabric signals, per port
 
 
 def record_verify(lab_dir, failed: int, source: str) -> None:
@@ -125,6 +141,9 @@ class Collector:
             self._ends.setdefault(lk.b.node, {})[lk.b.ifname] = (str(lk.a), lk.plane, tier)
         self.hosts = [h.name for h in att.fabric.hosts]
         self._maps: dict[str, int] = {}  # node -> the id of its SID programs' counters map
+        # node -> (the id of its port map, {slot: ifname}); nodes with fabric signals only
+        self._port_maps: dict[str, tuple[int, dict[int, str]]] = {}
+        self._signalled = [n for n, p in att.plan.nodes.items() if p.queues or p.signals]
 
     def sample(self) -> Sample:
         with self._lock:
@@ -137,8 +156,9 @@ class Collector:
         for node in self._ends:
             links.extend(self._links(node))
         dataplane = tuple(d for d in map(self._dataplane, self._ends) if d is not None)
+        ports = tuple(p for n in self._signalled for p in self._ports(n))
         return Sample(self.lab, time.time(), endpoints, tuple(links), self._faults(),
-                      self._verify(), time.monotonic() - t0, dataplane)
+                      self._verify(), time.monotonic() - t0, dataplane, ports)
 
     def close(self) -> None:
         with self._lock:
@@ -230,6 +250,37 @@ class Collector:
             return None
         finally:
             os.close(fd)
+
+    def _ports(self, node: str) -> list[PortSample]:
+        """The node's ports' fabric signals, by the id of its port map: found once by
+        asking the node, asked again when the map is gone (the node restarted)."""
+        if node not in self._port_maps:
+            try:
+                found = self.att.dataplane.signals(self.att.runtime, node)
+            except (LabError, OSError, ValueError):
+                return []
+            if not found:
+                return []
+            self._port_maps[node] = (found["ports_map_id"],
+                                     {slot: dev for dev, slot in found["slots"].items()})
+        map_id, devs = self._port_maps[node]
+        try:
+            fd = bpf.map_fd_by_id(map_id)
+        except OSError:
+            self._port_maps.pop(node)
+            return []
+        try:
+            by_slot = read_ports(fd, sorted(devs))
+        except OSError:
+            return []
+        finally:
+            os.close(fd)
+        out = []
+        for slot, values in by_slot.items():
+            ifname = devs[slot]
+            peer, plane, tier = self._ends[node].get(ifname, ("", -1, ""))
+            out.append(PortSample(node, ifname, peer, plane, tier, values))
+        return out
 
     # -- faults and verify ------------------------------------------------------------
 

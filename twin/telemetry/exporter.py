@@ -23,7 +23,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from twin import lab as L
 from twin.errors import UsageError
 from twin.telemetry.collect import Collector, Sample
-from twin.telemetry.names import EV_STATES, METRICS
+from twin.telemetry.names import EV_STATES, METRICS, PORT_SIGNALS
 
 DEFAULT_PORT = 9477
 DEFAULT_ADDRESS = "127.0.0.1"
@@ -78,6 +78,15 @@ def families(sample: Sample) -> list[Metric]:
     for d in sample.dataplane:
         for counter, n in d.counters.items():
             fam["twin_dataplane_packets_total"].add_metric([lab, d.node, counter], n)
+    for p in sample.ports:
+        labels = [lab, p.node, p.ifname, p.peer, str(p.plane), p.tier]
+        if p.values.get("rate_bps"):  # a queue has been through this port
+            fam["twin_port_queue_bytes"].add_metric(labels, p.values["queue_bytes_now"])
+            fam["twin_port_queue_high_water_bytes"].add_metric(labels,
+                                                               p.values["high_water_bytes"])
+        for kind in PORT_SIGNALS:
+            fam["twin_port_signals_total"].add_metric([*labels, kind],
+                                                      p.values.get(kind, 0))
     if sample.verify_paths_failed is not None:
         fam["twin_verify_paths_failed"].add_metric([lab], sample.verify_paths_failed)
     fam["twin_scrape_duration_seconds"].add_metric([lab], sample.seconds)

@@ -63,6 +63,18 @@ _ALL = (
            "plane only): shifted, decapsulated, encapsulated, drop_malformed, "
            "drop_end_of_carrier, drop_not_ipv6_in_ipv6, hop_limit_expired",
            ("lab", "node", "counter")),
+    Metric("twin_port_queue_bytes", "gauge",
+           "The virtual queue at a shaped switch port's egress (fabric signals), in bytes: "
+           "the depth now, drained at the port's rate since its last packet",
+           LINK_LABELS),
+    Metric("twin_port_queue_high_water_bytes", "gauge",
+           "The deepest the port's virtual queue has been since it was programmed",
+           LINK_LABELS),
+    Metric("twin_port_signals_total", "counter",
+           "Packets a port's fabric-signal programs handled, by `signal`: at a switch "
+           "port's egress packets, ce_marked, trimmed, dropped; at a host port's ingress "
+           "(RFC 6040 decap) ce_to_inner, trim_to_inner, drop_ce_not_ect",
+           (*LINK_LABELS, "signal")),
     Metric("twin_fault_active", "gauge",
            "1 per fault in force (a blind drill's hidden fault: kind and target 'hidden')",
            ("lab", "kind", "target")),
@@ -74,3 +86,5 @@ _ALL = (
 
 METRICS: dict[str, Metric] = {m.name: m for m in _ALL}
 EV_STATES = ("good", "skip", "assumed_bad", "denied")
+PORT_SIGNALS = ("packets", "ce_marked", "trimmed", "dropped", "ce_to_inner", "trim_to_inner",
+                "drop_ce_not_ect")

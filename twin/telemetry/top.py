@@ -6,8 +6,10 @@
 
 Goodput per plane is what the endpoints placed (rx payload bytes, duplicates not
 counted) per second; a link's load is its kernel tx bytes per second at the end
-that sends. Counters that went backwards (an endpoint restarted with its host) read
-as zero for that interval, not as a negative rate.
+that sends. On a fabric with signals, a link end with a queue also shows its virtual
+queue now and its CE marks, trims and drops per second. Counters that went backwards
+(an endpoint restarted with its host) read as zero for that interval, not as a
+negative rate.
 """
 
 from __future__ import annotations
@@ -32,6 +34,8 @@ class LinkLoad:
     tier: str
     bps: float
     up: bool
+    queue_bytes: int | None = None  # the end's virtual queue now (None: it has none)
+    signals_per_s: tuple[float, float, float] = (0.0, 0.0, 0.0)  # CE marks, trims, drops
 
 
 @dataclass(frozen=True)
@@ -66,11 +70,22 @@ def rates(before: Sample, after: Sample) -> View:
                                                                   n) * 8 / dt
         retx += _delta(prev.retransmits, ep.retransmits)
     old_lk = {(lk.node, lk.ifname): lk for lk in before.links}
+    old_port = {(p.node, p.ifname): p.values for p in before.ports}
+    port = {(p.node, p.ifname): p.values for p in after.ports if p.values.get("rate_bps")}
     loads = []
     for lk in after.links:
         prev = old_lk.get((lk.node, lk.ifname))
         bps = _delta(prev.tx_bytes, lk.tx_bytes) * 8 / dt if prev else 0.0
-        loads.append(LinkLoad(f"{lk.node}:{lk.ifname}", lk.peer, lk.plane, lk.tier, bps, lk.up))
+        q = port.get((lk.node, lk.ifname))
+        if q is None:
+            loads.append(LinkLoad(f"{lk.node}:{lk.ifname}", lk.peer, lk.plane, lk.tier, bps,
+                                  lk.up))
+            continue
+        was = old_port.get((lk.node, lk.ifname), {})
+        per_s = tuple(_delta(was.get(k, 0), q.get(k, 0)) / dt
+                      for k in ("ce_marked", "trimmed", "dropped"))
+        loads.append(LinkLoad(f"{lk.node}:{lk.ifname}", lk.peer, lk.plane, lk.tier, bps,
+                              lk.up, q.get("queue_bytes_now", 0), per_s))
     loads.sort(key=lambda x: (-x.bps, x.end))
     return View(
         after.lab, dt, dict(sorted(plane_bps.items())), tuple(loads[:BUSIEST]),
@@ -101,11 +116,19 @@ def render(view: View) -> Group:
     planes.add_row("all", _bps(total), style="bold")
 
     links = Table(title="busiest links (tx)", title_justify="left", box=None, pad_edge=False)
-    for col in ("link end", "to", "plane", "tier", "load"):
-        links.add_column(col, justify="right" if col == "load" else "left")
+    queues = any(lk.queue_bytes is not None for lk in view.links)
+    signal_cols = ("queue", "CE/s", "trims/s", "drops/s") if queues else ()
+    for col in ("link end", "to", "plane", "tier", "load", *signal_cols):
+        links.add_column(col, justify="left" if col in ("link end", "to", "tier") else "right")
     for lk in view.links:
         style = None if lk.up else "red"
-        links.add_row(lk.end, lk.peer, str(lk.plane), lk.tier, _bps(lk.bps), style=style)
+        extra = []
+        if queues and lk.queue_bytes is not None:
+            extra = [f"{lk.queue_bytes:,} B", *(f"{v:.0f}" for v in lk.signals_per_s)]
+        elif queues:
+            extra = ["-"] * len(signal_cols)
+        links.add_row(lk.end, lk.peer, str(lk.plane), lk.tier, _bps(lk.bps), *extra,
+                      style=style)
 
     evs = Table(title="EVs of open sending QPs", title_justify="left", box=None,
                 pad_edge=False)

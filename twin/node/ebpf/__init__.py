@@ -6,8 +6,8 @@ with the bpf() syscall, with no clang, libbpf or bpftool. Imports inside the
 package are relative, so it also works copied (or bind-mounted) elsewhere.
 
     asm        a tiny eBPF assembler
-    programs   the three programs, generated per node (SIDs as immediates),
-               their counters, and the kernel's program tag
+    programs   the programs, generated per node (SIDs, rates and thresholds as
+               immediates), their counters, and the kernel's program tag
     bpf        the bpf() syscall: maps, programs, info, test runs
     netlink    rtnetlink: clsact, cls_bpf filters, lwt bpf routes
 
@@ -21,16 +21,26 @@ The public face, all acting on the calling thread's network namespace:
     read_counters(prog_id) -> {counter: total over CPUs}
     add_encap_route(dst, dev, src, path, flow_label, counters_fd) -> {...}
     del_route(dst, dev)
-    install(entries)        a node program's `bpf` part ({dev, kind, prefix} each), in place
-    filters(dev), counters()  what is attached here, read back with `tc -j`
-    expected_tags(kind, prefix)  the tags the kernel gives that SID's program
+    install(entries, queues)  a node program's `bpf` part ({dev, kind, prefix, slot}
+                            each) and its `queues` (twin.fabric.congestion.PortQueue as
+                            dicts: egress programs), in place
+    ports_map(existing_prog_ids, slots) -> map fd   a node's port map (fabric signals)
+    load_queue(q, ports_fd) -> (prog_fd, tag), attach_queue(q, ports_fd),
+    detach_queue(dev)       one port's queue program (q: a PortQueue's fields)
+    read_ports(map_fd, slots) -> {slot: {field: value}}   the port map, read back
+    filters(dev, egress), counters()  what is attached here, read back with `tc -j`
+    expected_tags(kind, prefix, slot), queue_tags(q)  the tags the kernel gives them
     probe(dev) -> None | why not (the kernel option missing)
 
-`kind` is "uN" (a switch's SID, on every port) or "decap" (a host port's
-SID). A filter's name is `mrc-un fcbb:bb00:100::/48` (FILTER_NAMES), the
-program's kernel name `mrc_un`, `mrc_decap` or `mrc_encap`, and every program
-of a node counts into one per-CPU array named `mrc_srv6_ctr`, in the order
-of COUNTERS. `python3 -m twin.node.ebpf counters --json` reads them back.
+`kind` is "uN" (a switch's SID, on every port), "decap" (a host port's
+SID) or "ecn" (a host port's SID on seg6local: only RFC 6040's copy inward,
+the kernel decapsulates). A filter's name is `mrc-un fcbb:bb00:100::/48`
+(FILTER_NAMES), the program's kernel name `mrc_un`, `mrc_decap`, `mrc_encap`,
+`mrc_queue` or `mrc_ecn_in`, and every SID program of a node counts into one
+per-CPU array named `mrc_srv6_ctr`, in the order of COUNTERS. The fabric
+signals (queue, and the RFC 6040 copy in decap and ecn) count per port into a
+plain array named `mrc_port_q` (PORT_FIELDS, one slot per port: the N of
+ethN). `python3 -m twin.node.ebpf counters --json` reads both back.
 """
 
 from __future__ import annotations
@@ -40,21 +50,41 @@ import ipaddress
 import json
 import os
 import socket
+import struct
 import subprocess
+import time
 
 from . import bpf, netlink, programs
 from .bpf import BpfError
 from .netlink import PREF, NetlinkError
-from .programs import COUNTERS
+from .programs import (
+    COUNTERS,
+    PORT_FIELDS,
+    PORTS_MAP_NAME,
+    TRIM_DSCP,
+    TRIM_FRAME_LEN,
+    TRIM_IP_LEN,
+    port_slot,
+)
 
-__all__ = ["COUNTERS", "COUNTERS_MAP_NAME", "PREF", "BpfError", "NetlinkError",
-           "add_encap_route", "attach", "attach_fd", "counters", "counters_map", "del_route",
-           "detach", "expected_tags", "filter_name", "filters", "install", "load", "probe",
-           "read_counters", "read_map"]
+__all__ = ["COUNTERS", "COUNTERS_MAP_NAME", "PORTS_MAP_NAME", "PORT_FIELDS", "PREF",
+           "TRIM_DSCP", "TRIM_FRAME_LEN", "TRIM_IP_LEN", "BpfError", "NetlinkError",
+           "add_encap_route", "attach", "attach_fd",
+           "attach_queue", "counters", "counters_map", "del_route", "detach", "detach_queue",
+           "expected_tags", "filter_name", "filters", "install", "load", "port_slot",
+           "ports_map", "probe", "queue_name", "queue_tags", "read_counters", "read_map",
+           "read_ports"]
 
 COUNTERS_MAP_NAME = "mrc_srv6_ctr"
-KINDS = ("uN", "decap")
-FILTER_NAMES = {"uN": "mrc-un", "decap": "mrc-decap", "encap": "mrc-encap"}
+KINDS = ("uN", "decap", "ecn")
+FILTER_NAMES = {"uN": "mrc-un", "decap": "mrc-decap", "encap": "mrc-encap", "ecn": "mrc-ecn",
+                "queue": "mrc-queue"}
+
+
+def queue_name(q: dict) -> str:
+    """The name of a port's queue filter: `mrc-queue 50000000bit` (the thresholds are
+    in its tag)."""
+    return f"{FILTER_NAMES['queue']} {q['rate_bps']}bit"
 
 
 def filter_name(kind: str, prefix: str) -> str:
@@ -65,20 +95,49 @@ def filter_name(kind: str, prefix: str) -> str:
     return f"{FILTER_NAMES[kind]} {net.network_address.compressed}/{net.prefixlen}"
 
 
-def _build(kind: str, prefix: str, counters_fd: int) -> bytes:
+def _build(kind: str, prefix: str, counters_fd: int, slot: int | None = None,
+           ports_fd: int = 0) -> bytes:
     if kind == "uN":
         return programs.un(prefix, counters_fd)
     if kind == "decap":
-        return programs.decap(prefix, counters_fd)
+        return programs.decap(prefix, counters_fd, slot or 0, ports_fd)
+    if kind == "ecn":
+        return programs.ecn_in(prefix, slot or 0, ports_fd)
     raise ValueError(f"unknown eBPF program kind {kind!r} (valid: {', '.join(KINDS)})")
 
 
-def load(kind: str, prefix: str, counters_fd: int) -> tuple[int, str]:
-    """Load a TC program for one SID; the caller owns (and closes) the fd. The
-    same fd may be attached to several devices."""
-    insns = _build(kind, prefix, counters_fd)
+def load(kind: str, prefix: str, counters_fd: int, slot: int | None = None,
+         ports_fd: int = 0) -> tuple[int, str]:
+    """Load a TC program for one SID (decap and ecn: of the port in `slot` of the
+    port map `ports_fd`); the caller owns (and closes) the fd. The same fd may be
+    attached to several devices."""
+    insns = _build(kind, prefix, counters_fd, slot, ports_fd)
     fd = bpf.prog_load(programs.PROG_TYPE_SCHED_CLS, insns, programs.NAMES[kind])
     return fd, bpf.prog_info(fd).tag
+
+
+def load_queue(q: dict, ports_fd: int) -> tuple[int, str]:
+    """Load a port's queue program (q: a PortQueue's fields); the caller closes the fd."""
+    fd = bpf.prog_load(programs.PROG_TYPE_SCHED_CLS, programs.queue(q, ports_fd),
+                       programs.NAMES["queue"])
+    return fd, bpf.prog_info(fd).tag
+
+
+def attach_queue(q: dict, ports_fd: int) -> dict:
+    """The queue program of port q["dev"] at its TC egress (replacing ours in place)."""
+    fd, tag = load_queue(q, ports_fd)
+    try:
+        netlink.ensure_clsact(q["dev"])
+        netlink.replace_filter(q["dev"], fd, queue_name(q), egress=True)
+        prog_id = bpf.prog_info(fd).id
+    finally:
+        os.close(fd)  # the filter holds the program now
+    return {"dev": q["dev"], "prog_id": prog_id, "tag": tag, "name": queue_name(q)}
+
+
+def detach_queue(dev: str) -> bool:
+    """Remove our egress filter from dev; False if there was none."""
+    return netlink.delete_filter(dev, egress=True)
 
 
 def attach_fd(dev: str, prog_fd: int, name: str) -> None:
@@ -88,8 +147,20 @@ def attach_fd(dev: str, prog_fd: int, name: str) -> None:
     netlink.replace_filter(dev, prog_fd, name)
 
 
-def attach(dev: str, kind: str, prefix: str, counters_fd: int) -> dict:
-    fd, tag = load(kind, prefix, counters_fd)
+def attach(dev: str, kind: str, prefix: str, counters_fd: int, slot: int | None = None,
+           ports_fd: int | None = None) -> dict:
+    """Load and attach one SID's program at dev's ingress. decap and ecn count into a
+    port map: `ports_fd`, or a map of their own when None (slot: the N of ethN, else 0)."""
+    own_ports = None
+    if kind in ("decap", "ecn") and ports_fd is None:
+        if slot is None:
+            slot = port_slot(dev) if dev.removeprefix("eth").isdigit() else 0
+        ports_fd = own_ports = ports_map([], slot + 1)
+    try:
+        fd, tag = load(kind, prefix, counters_fd, slot, ports_fd or 0)
+    finally:
+        if own_ports is not None:
+            os.close(own_ports)  # the program holds the map now
     try:
         name = filter_name(kind, prefix)
         attach_fd(dev, fd, name)
@@ -105,8 +176,9 @@ def detach(dev: str) -> None:
     netlink.delete_filter(dev)
 
 
-def _map_of(prog_id: int) -> int:
-    """An fd for the counters map of a loaded program."""
+def _map_of(prog_id: int, name: str = COUNTERS_MAP_NAME) -> int:
+    """An fd for the map named `name` (the counters, or the port map) of a loaded
+    program."""
     prog_fd = bpf.prog_fd_by_id(prog_id)
     try:
         map_ids = bpf.prog_info(prog_fd).map_ids
@@ -115,13 +187,50 @@ def _map_of(prog_id: int) -> int:
     fds = [bpf.map_fd_by_id(map_id) for map_id in map_ids]
     found = None
     for fd in fds:
-        if found is None and bpf.map_info(fd).name == COUNTERS_MAP_NAME:
+        if found is None and bpf.map_info(fd).name == name:
             found = fd
         else:
             os.close(fd)
     if found is None:
-        raise BpfError(errno.ENOENT, f"program {prog_id} has no {COUNTERS_MAP_NAME} map")
+        raise BpfError(errno.ENOENT, f"program {prog_id} has no {name} map")
     return found
+
+
+def ports_map(existing_prog_ids: list[int] = (), slots: int = 1) -> int:
+    """An fd for a node's port map (fabric signals): the one a program of
+    `existing_prog_ids` already uses, if it has room for `slots` ports (so
+    re-programming a node keeps its queues and counts), else a new one."""
+    for prog_id in existing_prog_ids:
+        try:
+            fd = _map_of(prog_id, PORTS_MAP_NAME)
+        except BpfError as e:
+            if e.errno != errno.ENOENT:
+                raise
+            continue
+        if bpf.map_info(fd).max_entries >= slots:
+            return fd
+        os.close(fd)
+    return bpf.map_create(PORTS_MAP_NAME, bpf.MAP_TYPE_ARRAY, 4, programs.PORT_VALUE_SIZE,
+                          max(slots, 1))
+
+
+def read_ports(map_fd: int, slots: list[int], now_ns: int | None = None) -> dict[int, dict]:
+    """The port map's slots as {slot: {field: value}}, with `queue_bytes_now`: the
+    depth at `now_ns` (CLOCK_MONOTONIC, what bpf_ktime_get_ns reads), drained from
+    the last packet's at the port's rate."""
+    now_ns = time.monotonic_ns() if now_ns is None else now_ns
+    entries = bpf.map_info(map_fd).max_entries
+    out = {}
+    for slot in slots:
+        if not 0 <= slot < entries:
+            continue
+        values = struct.unpack(f"={len(PORT_FIELDS)}Q",
+                               bpf.lookup(map_fd, slot, programs.PORT_VALUE_SIZE))
+        got = dict(zip(PORT_FIELDS, values, strict=True))
+        backlog = max(0, got["busy_until_ns"] - now_ns)
+        got["queue_bytes_now"] = backlog * got["rate_bps"] // (8 * programs.NS_PER_S)
+        out[slot] = got
+    return out
 
 
 def counters_map(existing_prog_id: int | None = None) -> int:
@@ -176,10 +285,12 @@ PREFIX = "mrc-"
 TC_TIMEOUT_S = 10
 
 
-def filters(dev: str) -> list[dict]:
-    """Our bpf filters on dev's ingress, as `tc -j filter show` reports them (the
-    kernel's account, not ours): [{name, prog_id, tag}]; [] without a clsact."""
-    out = subprocess.run(["tc", "-j", "filter", "show", "dev", dev, "ingress"],
+def filters(dev: str, egress: bool = False) -> list[dict]:
+    """Our bpf filters on dev's ingress (or egress), as `tc -j filter show` reports
+    them (the kernel's account, not ours): [{name, prog_id, tag}]; [] without a
+    clsact."""
+    hook = "egress" if egress else "ingress"
+    out = subprocess.run(["tc", "-j", "filter", "show", "dev", dev, hook],
                          capture_output=True, text=True, timeout=TC_TIMEOUT_S)
     if out.returncode != 0:  # no clsact on dev: tc says so, and there is nothing of ours
         return []
@@ -195,61 +306,95 @@ def filters(dev: str) -> list[dict]:
 
 def counters() -> dict:
     """This namespace's filters of ours, by device, and the node's counters (and the id of
-    the map that holds them: twin's telemetry reads it by id from then on)."""
+    the map that holds them: twin's telemetry reads it by id from then on); its queue
+    programs under "egress", and each port's fabric signals under "ports" (with the id
+    of their map, "ports_map_id", and the slot of each port, "slots")."""
     report: dict = {}
+    egress: dict = {}
     map_ids: set[int] = set()
+    slots: dict[str, int] = {}
     for _, dev in socket.if_nameindex():
-        for found in filters(dev):
-            report[dev] = found
+        for hook, found in ([("ingress", f) for f in filters(dev)]
+                            + [("egress", f) for f in filters(dev, egress=True)]):
+            (report if hook == "ingress" else egress)[dev] = found
             fd = bpf.prog_fd_by_id(found["prog_id"])
             try:
                 map_ids.update(bpf.prog_info(fd).map_ids)
             finally:
                 os.close(fd)
+            if not found["name"].startswith(FILTER_NAMES["uN"] + " "):
+                try:
+                    slots[dev] = port_slot(dev)
+                except ValueError:
+                    pass
     totals = dict.fromkeys(COUNTERS, 0)
+    ports: dict = {}
     for map_id in sorted(map_ids):
         fd = bpf.map_fd_by_id(map_id)
         try:
-            if bpf.map_info(fd).name != COUNTERS_MAP_NAME:
-                continue
-            for name, value in read_map(fd).items():
-                totals[name] += value
-            report["map_id"] = map_id
+            name = bpf.map_info(fd).name
+            if name == COUNTERS_MAP_NAME:
+                for counter, value in read_map(fd).items():
+                    totals[counter] += value
+                report["map_id"] = map_id
+            elif name == PORTS_MAP_NAME:
+                by_slot = read_ports(fd, sorted(set(slots.values())))
+                ports = {dev: by_slot[slot] for dev, slot in sorted(slots.items())
+                         if slot in by_slot}
+                report["ports_map_id"] = map_id
         finally:
             os.close(fd)
     report["counters"] = totals
+    report["egress"] = egress
+    report["ports"] = ports
+    report["slots"] = slots
     return report
 
 
-def install(entries: list[dict]) -> None:
-    """A node's local SIDs (the node program's `bpf` part: {dev, kind, prefix}): each
-    SID's program loaded once and attached to its ports, replacing what is there in
-    place. The node's counters map is the one its programs already count into, if any,
-    so re-programming a node keeps its counts."""
-    # a node programmed before has ours on every port: its first port tells
-    existing = next((f["prog_id"] for f in filters(entries[0]["dev"])), None) \
-        if entries else None
-    counters_fd = counters_map(existing)
+def install(entries: list[dict], queues: list[dict] = ()) -> None:
+    """A node's local SIDs (the node program's `bpf` part: {dev, kind, prefix, slot}):
+    each SID's program loaded once and attached to its ports, replacing what is there
+    in place; and its ports' queue programs (`queues`, at TC egress). The node's maps
+    are the ones its programs already use, if any, so re-programming a node keeps its
+    counts and its queues."""
+    # a node programmed before has ours on its ports: its first ports tell
+    existing = [f["prog_id"] for e in entries[:1] for f in filters(e["dev"])]
+    existing += [f["prog_id"] for q in queues[:1] for f in filters(q["dev"], egress=True)]
+    slots = max([e.get("slot") or 0 for e in entries] + [q["slot"] for q in queues] + [0]) + 1
+    signals = bool(queues) or any(e["kind"] in ("decap", "ecn") for e in entries)
+    counters_fd = counters_map(existing[0] if existing else None)
+    ports_fd = ports_map(existing, slots) if signals else 0
     try:
-        by_sid: dict[tuple[str, str], list[str]] = {}
+        by_sid: dict[tuple[str, str, int | None], list[str]] = {}
         for e in entries:
-            by_sid.setdefault((e["kind"], e["prefix"]), []).append(e["dev"])
-        for (kind, prefix), devs in by_sid.items():
-            fd, _ = load(kind, prefix, counters_fd)
+            slot = e.get("slot") if e["kind"] != "uN" else None
+            by_sid.setdefault((e["kind"], e["prefix"], slot), []).append(e["dev"])
+        for (kind, prefix, slot), devs in by_sid.items():
+            fd, _ = load(kind, prefix, counters_fd, slot, ports_fd)
             try:
                 for dev in devs:
                     attach_fd(dev, fd, filter_name(kind, prefix))
             finally:
                 os.close(fd)  # the filters hold the program now
+        for q in queues:
+            attach_queue(q, ports_fd)
     finally:
         os.close(counters_fd)
+        if ports_fd:
+            os.close(ports_fd)
 
 
-def expected_tags(kind: str, prefix: str) -> set[str]:
+def expected_tags(kind: str, prefix: str, slot: int | None = None) -> set[str]:
     """The tags the kernel gives the program of this SID: SHA-1 before Linux 6.18 and
     SHA-256 since (programs.tag_digest), either accepted so that a node's kernel need not
     be this machine's."""
-    insns = _build(kind, prefix, 0)  # the map fd is zeroed in the tag
+    insns = _build(kind, prefix, 0, slot)  # map fds are zeroed in the tag
+    return {programs.tag(insns, digest) for digest in ("sha1", "sha256")}
+
+
+def queue_tags(q: dict) -> set[str]:
+    """The tags the kernel gives a port's queue program (either hash, as above)."""
+    insns = programs.queue(q, 0)
     return {programs.tag(insns, digest) for digest in ("sha1", "sha256")}
 
 

@@ -26,7 +26,7 @@ SYSCALL_BPF = {"x86_64": 321, "aarch64": 280, "arm64": 280}
 MAP_CREATE, MAP_LOOKUP_ELEM, MAP_UPDATE_ELEM, PROG_LOAD = 0, 1, 2, 5
 PROG_TEST_RUN, PROG_GET_NEXT_ID, PROG_GET_FD_BY_ID, MAP_GET_FD_BY_ID = 10, 11, 13, 14
 OBJ_GET_INFO_BY_FD = 15
-MAP_TYPE_PERCPU_ARRAY = 6
+MAP_TYPE_ARRAY, MAP_TYPE_PERCPU_ARRAY = 2, 6
 OBJ_NAME_LEN = 16
 ATTR_SIZE = 128
 LOG_SIZE = 1 << 20
@@ -222,18 +222,44 @@ def percpu_lookup(map_fd: int, key: int, value_size: int = 8) -> list[int]:
     return list(struct.unpack_from(f"={cpus}Q", values, 0))
 
 
+def lookup(map_fd: int, key: int, value_size: int) -> bytes:
+    """The value of one u32 key of a (plain) array map."""
+    keybuf = ctypes.create_string_buffer(struct.pack("=I", key), 4)
+    value = ctypes.create_string_buffer(value_size)
+    attr = ctypes.create_string_buffer(ATTR_SIZE)
+    struct.pack_into("=IIQQ", attr, 0, map_fd, 0, _ptr(keybuf), _ptr(value))
+    _call(MAP_LOOKUP_ELEM, attr, f"lookup of key {key} in map fd {map_fd}")
+    return value.raw
+
+
+def update(map_fd: int, key: int, value: bytes) -> None:
+    """Set one u32 key of an array map (BPF_ANY): tests set a port's queue this way."""
+    keybuf = ctypes.create_string_buffer(struct.pack("=I", key), 4)
+    valbuf = ctypes.create_string_buffer(value, len(value))
+    attr = ctypes.create_string_buffer(ATTR_SIZE)
+    struct.pack_into("=IIQQQ", attr, 0, map_fd, 0, _ptr(keybuf), _ptr(valbuf), 0)
+    _call(MAP_UPDATE_ELEM, attr, f"update of key {key} in map fd {map_fd}")
+
+
 def percpu_sum(map_fd: int, key: int) -> int:
     return sum(percpu_lookup(map_fd, key))
 
 
-def test_run(prog_fd: int, data: bytes, repeat: int = 1, out_room: int = 256) -> TestRun:
+def test_run(prog_fd: int, data: bytes, repeat: int = 1, out_room: int = 256,
+             ctx: bytes | None = None) -> TestRun:
     """BPF_PROG_TEST_RUN: run a program on one packet, in the kernel, sent
-    nowhere. For TC programs `data` is an Ethernet frame, and so is the output."""
+    nowhere. For TC programs `data` is an Ethernet frame, and so is the output;
+    `ctx` is a struct __sk_buff to start from (the kernel takes a few of its fields:
+    mark, priority, gso_segs, gso_size, ...; the rest must be zero)."""
     data_in = ctypes.create_string_buffer(data, len(data))
     data_out = ctypes.create_string_buffer(len(data) + out_room)
     attr = ctypes.create_string_buffer(ATTR_SIZE)
     struct.pack_into("=IIIIQQII", attr, 0, prog_fd, 0, len(data), len(data_out),
                      _ptr(data_in), _ptr(data_out), repeat, 0)
+    ctx_in = None
+    if ctx is not None:
+        ctx_in = ctypes.create_string_buffer(ctx, len(ctx))
+        struct.pack_into("=IIQQ", attr, 40, len(ctx), 0, _ptr(ctx_in), 0)
     _call(PROG_TEST_RUN, attr, f"test run of prog fd {prog_fd}")
     retval, _, size_out = struct.unpack_from("=III", attr, 4)
     (duration,) = struct.unpack_from("=I", attr, 36)
