@@ -260,3 +260,17 @@ def test_flow_series_puts_every_flow_on_one_clock_in_10ms_bins():
     got = M.flow_series([a, b])
     assert got["bin_ns"] == 10 * MS and got["t0_ns"] == T0
     assert [s["bytes"] for s in got["series"]] == [[30, 20], [20, 20]]
+
+
+def test_flows_are_compared_over_the_stretch_they_ran_side_by_side(shaped):
+    # b starts 50 ms after a and, once a is done, runs alone at twice the rate: over
+    # the 250 ms both ran they got the same, which size over completion would hide
+    a = M.FlowLog("r1h0", "r0h0", 300_000, bins_t0_ns=T0, bins={0: [1000] * 300},
+                  completion_s=0.3)
+    b = M.FlowLog("r1h1", "r0h1", 350_000, bins_t0_ns=T0 + 50 * MS,
+                  bins={0: [1000] * 250 + [2000] * 50}, completion_s=0.3)
+    assert M.common_rates([a, b]) == [8e6, 8e6]
+    got = M.flow_figures(shaped, [a, b])
+    assert got["flow_spread"] == 0.0 and got["flow_mbps"] == [8.0, 8.0]
+    short = M.FlowLog("r1h1", "r0h1", 1, bins_t0_ns=T0 + 250 * MS, bins={0: [1] * 60})
+    assert M.common_rates([a, short]) is None  # 50 ms side by side: too short to judge

@@ -179,14 +179,21 @@ def test_shaped_queues_mark_everywhere_but_the_last_hop():
 
 
 def test_default_thresholds_sit_below_tbfs_queue():
-    """tbf queues rate x 20 ms + burst: 80,528 bytes at 25 Mbit/s (burst two 9,014-byte
-    frames), 150,000 at 50 Mbit/s (burst 25,000); the thresholds are 10/40/60/80% of it."""
+    """tbf queues rate x latency + burst, its latency 20 ms or 16 frames' time where that
+    is longer: at 25 Mbit/s 47 ms (16 frames of 9,014 bytes), 164,903 bytes with a burst
+    of two frames; at 50 Mbit/s 24 ms, 175,000 bytes with a 25,000-byte burst. The
+    thresholds are 10/40/60/80% of it."""
+    from twin.fabric.congestion import tbf_latency_ms, tbf_limit
+
+    assert (tbf_latency_ms(25_000_000, 9000), tbf_limit(25_000_000, 9000)) == (47, 164_903)
+    assert (tbf_latency_ms(50_000_000, 9000), tbf_limit(50_000_000, 9000)) == (24, 175_000)
+    assert tbf_latency_ms(500_000_000, 9000) == 20  # a fast port: 20 ms is many frames
     _, plan = compiled("mrc-4p-shaped")
     by_rate = {q.rate_bps: q for q in plan["t0-p0-r0"].queues}
     host, fabric = by_rate[25_000_000], by_rate[50_000_000]
-    assert (host.ecn_min, host.ecn_max, host.trim, host.drop) == (8052, 32211, 48316, 64422)
-    assert (fabric.ecn_min, fabric.ecn_max, fabric.trim, fabric.drop) == (15000, 60000, 90000,
-                                                                           120000)
+    assert (host.ecn_min, host.ecn_max, host.trim, host.drop) == (16490, 65961, 98941, 131922)
+    assert (fabric.ecn_min, fabric.ecn_max, fabric.trim, fabric.drop) == (17500, 70000,
+                                                                           105000, 140000)
 
 
 def test_congestion_false_and_unshaped_fabrics_have_no_signals():
@@ -219,14 +226,14 @@ def test_a_slower_rate_gets_thresholds_that_fit_its_tbf():
     where they fit below tbf's queue at that rate, else the defaults for it."""
     from twin.fabric.congestion import Congestion, port_queue, tbf_limit
 
-    given = Congestion(ecn_min=10_000, ecn_max=30_000, trim=40_000, drop=60_000)
-    fits = port_queue(given, "eth3", 50_000_000, 9000, True)
-    assert (fits.ecn_min, fits.ecn_max, fits.trim, fits.drop) == (10_000, 30_000, 40_000,
-                                                                    60_000)
-    slow = port_queue(given, "eth3", 2_000_000, 9000, True)  # tbf holds 23,028 bytes
-    assert tbf_limit(2_000_000, 9000) == 5_000 + 18_028
+    given = Congestion(ecn_min=100_000, ecn_max=300_000, trim=400_000, drop=600_000)
+    fits = port_queue(given, "eth3", 500_000_000, 9000, True)  # tbf holds 1,500,000
+    assert (fits.ecn_min, fits.ecn_max, fits.trim, fits.drop) == (100_000, 300_000,
+                                                                    400_000, 600_000)
+    slow = port_queue(given, "eth3", 2_000_000, 9000, True)  # tbf holds 162,278 bytes
+    assert tbf_limit(2_000_000, 9000) == 144_250 + 18_028  # 577 ms: 16 frames
     assert (slow.slot, slow.rate_bps) == (3, 2_000_000)
-    assert slow.drop < 23_028 and slow.ecn_min < slow.ecn_max <= slow.trim < slow.drop
+    assert slow.drop < 162_278 and slow.ecn_min < slow.ecn_max <= slow.trim < slow.drop
 
 
 def test_plan_text_of_a_shaped_fabric_shows_its_queues():

@@ -379,11 +379,46 @@ def fair_shares(fabric: Fabric, pairs: list[tuple[str, str]]) -> list[float] | N
     return [capacity(fabric, s, d, []) / max(out_of[s], into[d]) for s, d in pairs]
 
 
+COMMON_MIN_NS = 100 * BIN_NS  # flows side by side this long are judged on that stretch
+
+
+def _per_ms(flow: FlowLog) -> list[int]:
+    planes = list(flow.bins.values())
+    width = max((len(v) for v in planes), default=0)
+    return [sum(v[i] for v in planes if i < len(v)) for i in range(width)]
+
+
+def common_rates(flows: list[FlowLog]) -> list[float] | None:
+    """Each flow's goodput (bit/s) over the stretch when every one of them was moving
+    data (the latest first byte to the earliest last one): flows posted one after
+    another start apart, and the last ones run alone at the end, so size over
+    completion would favour them. None when they overlap less than COMMON_MIN_NS."""
+    spans = []
+    for f in flows:
+        per_ms = _per_ms(f)
+        busy = [i for i, b in enumerate(per_ms) if b]
+        if not busy:
+            return None
+        spans.append((f.bins_t0_ns, per_ms, f.bins_t0_ns + busy[0] * BIN_NS,
+                      f.bins_t0_ns + (busy[-1] + 1) * BIN_NS))
+    start, end = max(s[2] for s in spans), min(s[3] for s in spans)
+    if end - start < COMMON_MIN_NS:
+        return None
+    out = []
+    for t0, per_ms, _, _ in spans:
+        lo, hi = (start - t0) // BIN_NS, (end - t0) // BIN_NS
+        out.append(sum(per_ms[lo:hi]) * 8 / ((hi - lo) * BIN_NS / 1e9))
+    return out
+
+
 def flow_figures(fabric: Fabric, flows: list[FlowLog]) -> dict:
-    """Per main flow: its goodput (size over completion); `flow_spread`, 1 - the least
+    """Per main flow: its goodput over the stretch all of them ran side by side
+    (`common_rates`; else its size over its completion); `flow_spread`, 1 - the least
     over the most; `least_fair_share`, the least of goodput over fair share."""
     main = [f for f in flows if not f.bystander]
-    rates = [f.size * 8 / f.completion_s if f.completion_s else 0.0 for f in main]
+    rates = common_rates(main) if len(main) > 1 else None
+    if rates is None:
+        rates = [f.size * 8 / f.completion_s if f.completion_s else 0.0 for f in main]
     shares = fair_shares(fabric, [(f.src, f.dst) for f in main])
     spread = round(1 - min(rates) / max(rates), 4) if len(rates) > 1 and max(rates) else None
     least = round(min(r / s for r, s in zip(rates, shares, strict=True)), 4) \
@@ -403,9 +438,7 @@ def flow_series(flows: list[FlowLog], bin_ms: int = 10) -> dict:
     series = []
     for f in main:
         shift = (f.bins_t0_ns - t0) // BIN_NS
-        planes = list(f.bins.values())
-        width = max(len(v) for v in planes)
-        per_ms = [0] * shift + [sum(v[i] for v in planes if i < len(v)) for i in range(width)]
+        per_ms = [0] * shift + _per_ms(f)
         series.append({"src": f.src, "dst": f.dst,
                        "bytes": [sum(per_ms[i:i + bin_ms]) for i in range(0, len(per_ms),
                                                                             bin_ms)]})

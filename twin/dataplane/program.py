@@ -28,7 +28,7 @@ from pathlib import Path
 
 from twin import nsenter
 from twin.errors import CommandFailed, LabError
-from twin.fabric.congestion import PortQueue, tbf_burst
+from twin.fabric.congestion import PortQueue, tbf_args, tbf_burst
 from twin.fabric.plan import NodePlan
 from twin.node import runner
 
@@ -82,8 +82,8 @@ def tc_lines(node: NodePlan) -> list[str]:
     out = []
     for ifc in node.interfaces:
         if ifc.rate_bps:
-            out.append(f"qdisc replace dev {ifc.name} root tbf rate {ifc.rate_bps}bit "
-                       f"burst {tbf_burst(ifc.rate_bps, ifc.mtu)} latency 20ms")
+            out.append(f"qdisc replace dev {ifc.name} root tbf "
+                       + " ".join(tbf_args(ifc.rate_bps, ifc.mtu)))
     return out
 
 

@@ -1,9 +1,10 @@
 """Fabric signals, planned: each shaped switch port's virtual queue (pure).
 
-A switch port with a rate is shaped by tbf (`latency 20ms`, a bucket of
-`tbf_burst`). In front of tbf, at the port's TC egress, an eBPF program keeps a
-virtual queue in bytes that drains at the same rate (twin.node.ebpf, `queue`)
-and turns its depth into the signals MRC reacts to:
+A switch port with a rate is shaped by tbf (`latency` 20 ms, or 16 frames' time
+where that is longer: `tbf_latency_ms`; a bucket of `tbf_burst`). In front of tbf,
+at the port's TC egress, an eBPF program keeps a virtual queue in bytes that
+drains at the same rate (twin.node.ebpf, `queue`) and turns its depth into the
+signals MRC reacts to:
 
     ecn_min .. ecn_max   CE on ECN-capable packets, with a probability rising
                          linearly from 0 to 1 (RED-like); not on a T0's
@@ -28,7 +29,8 @@ from dataclasses import dataclass
 
 from twin.node.ebpf.programs import port_slot
 
-TBF_LATENCY_S = 0.020  # every tbf this project installs: `latency 20ms`
+TBF_LATENCY_MS = 20  # a tbf's queue holds this long at its rate...
+QUEUE_FRAMES = 16  # ...and at least this many frames: a switch buffer holds many packets
 DEFAULT_FRACTIONS = {"ecn_min": 0.10, "ecn_max": 0.40, "trim": 0.60, "drop": 0.80}
 ETH_HLEN = 14
 
@@ -38,10 +40,24 @@ def tbf_burst(rate_bps: int, mtu: int) -> int:
     return max(rate_bps // 8 // 250, 2 * (mtu + ETH_HLEN))
 
 
+def tbf_latency_ms(rate_bps: int, mtu: int) -> int:
+    """tbf's `latency`: 20 ms, or QUEUE_FRAMES frames' time where that is longer (a slow
+    port with big frames: 20 ms of a 3 Mbit/s port is 2 frames of 4 KB, too few for a
+    queue to be marked before it is full)."""
+    frames_ms = -(-QUEUE_FRAMES * (mtu + ETH_HLEN) * 8 * 1000 // rate_bps)
+    return max(TBF_LATENCY_MS, frames_ms)
+
+
+def tbf_args(rate_bps: int, mtu: int) -> list[str]:
+    """`tc qdisc ... tbf` arguments for a port shaped to `rate_bps`."""
+    return ["rate", f"{rate_bps}bit", "burst", str(tbf_burst(rate_bps, mtu)),
+            "latency", f"{tbf_latency_ms(rate_bps, mtu)}ms"]
+
+
 def tbf_limit(rate_bps: int, mtu: int) -> int:
     """The bytes tbf queues before it drops: what tc computes from `latency`
     (rate x latency + burst, tc/q_tbf.c)."""
-    return int(rate_bps / 8 * TBF_LATENCY_S) + tbf_burst(rate_bps, mtu)
+    return rate_bps * tbf_latency_ms(rate_bps, mtu) // 8000 + tbf_burst(rate_bps, mtu)
 
 
 @dataclass(frozen=True)

@@ -35,9 +35,8 @@ from dataclasses import asdict, replace
 from enum import StrEnum
 from typing import Any
 
-from twin.dataplane.program import tbf_burst
 from twin.errors import UsageError
-from twin.fabric.congestion import port_queue
+from twin.fabric.congestion import port_queue, tbf_args
 from twin.fabric.model import Endpoint, Fabric, Link
 from twin.fabric.plan import NodePlan, Route
 from twin.fabric.spec import show_value
@@ -564,8 +563,7 @@ class LinkRate(Reprogrammed):
         rate = int(fault.detail)
         mtu = next(i.mtu for i in lab.plan[end.node].interfaces if i.name == end.ifname)
         lab.runtime.exec(end.node, ["tc", "qdisc", "replace", "dev", end.ifname, "root", "tbf",
-                                    "rate", f"{rate}bit", "burst", str(tbf_burst(rate, mtu)),
-                                    "latency", "20ms"])
+                                    *tbf_args(rate, mtu)])
         planned = next((q for q in lab.plan[end.node].queues if q.dev == end.ifname), None)
         if planned is not None:  # the virtual queue drains at the new rate too
             q = port_queue(lab.fabric.spec.congestion, end.ifname, rate, mtu, planned.mark)

@@ -84,6 +84,7 @@ from twin.mrc.transport import (
     Sender,
     SenderConfig,
     queueing_target_ns,
+    slow_link_floors,
 )
 
 RECV_BATCH = 256
@@ -228,6 +229,12 @@ class PacketLoop:
             spec.host_rate_bps, max_payload(spec.mtu) + wire.MAX_FRAME - wire.MTU
         ).min_time_between_cnps_ns)
         self._next_timer = self._next_probe = self._next_port_poll = 0
+        # The timers' period: 1 ms, or a quarter frame's time on a slow fabric's slowest
+        # link (4 KB at 3 Mbit/s is 11 ms a frame, and 16 endpoints waking every 1 ms
+        # for nothing were most of two cores' work)
+        rates = [r for r in (spec.host_rate_bps, spec.fabric_rate_bps) if r]
+        self.timer_ns = max(TIMER_NS, max_payload(spec.mtu) * 8 * 10**9 // min(rates) // 4) \
+            if rates else TIMER_NS
         # called when a QP with waiters goes idle or fails (the control server's `wait`)
         self.on_done: Callable[[SendQp], None] = lambda qp: qp.waiters.clear()
         self._open_sockets()
@@ -311,8 +318,10 @@ class PacketLoop:
         payload = max_payload(self.fabric.spec.mtu)
         spec = self.fabric.spec
         rates = [r for r in (spec.host_rate_bps, spec.fabric_rate_bps) if r]
-        cfg = SenderConfig(mode=mode, mtu=payload, target_ns=queueing_target_ns(
-            payload + wire.MAX_FRAME - wire.MTU, min(rates) if rates else None),
+        frame = payload + wire.MAX_FRAME - wire.MTU
+        slowest = min(rates) if rates else None
+        cfg = SenderConfig(mode=mode, mtu=payload, target_ns=queueing_target_ns(frame, slowest),
+                           **slow_link_floors(frame, slowest),
             # dcqcn's line rate: its port's (a sprayed QP's: every port's together)
             line_rate_bps=(spec.host_rate_bps or 0) * (1 if mode == "single-path"
                                                         else len(planes)))
@@ -360,7 +369,7 @@ class PacketLoop:
             # steal, GC) the queue holds the answers a timer would otherwise miss.
             if t >= self._next_timer and got < RECV_BATCH:
                 self._timers(t)
-                self._next_timer = t + TIMER_NS
+                self._next_timer = t + self.timer_ns
             if t >= self._next_probe:
                 self._probe_retired(t)
                 self._next_probe = t + PROBE_NS

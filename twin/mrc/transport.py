@@ -306,6 +306,22 @@ TARGET_FLOOR_NS = 400_000  # the queueing-delay target on fast links
 QUEUE_PACKETS = 2  # packets queued at the bottleneck that are not yet congestion
 
 
+REORDER_FRAMES = 2  # RACK's floor on a slow fabric: frames' time on its slowest link
+RTO_FRAMES = 16  # the retransmit timer's floor there: a port queue's worth (16 frames)
+
+
+def slow_link_floors(frame_bytes: int, slowest_bps: int | None) -> dict[str, int]:
+    """SenderConfig floors for a fabric whose slowest link runs at `slowest_bps`: where a
+    frame takes milliseconds to serialize (4 KB at 3 Mbit/s is 11 ms), one path's packet
+    can trail another's by several frames' time with nothing lost, so RACK's window and
+    the timer (which caps it at half) start there. {} on an unshaped fabric."""
+    if not slowest_bps:
+        return {}
+    frame_ns = frame_bytes * 8 * 1_000_000_000 // slowest_bps
+    return {"reorder_ns": max(SenderConfig.reorder_ns, REORDER_FRAMES * frame_ns),
+            "rto_min_ns": max(SenderConfig.rto_min_ns, RTO_FRAMES * frame_ns)}
+
+
 def queueing_target_ns(frame_bytes: int, slowest_bps: int | None) -> int:
     """The window's queueing-delay target on a fabric whose slowest link runs at
     `slowest_bps` (None: unshaped): QUEUE_PACKETS frames' time on it, 400 µs at least."""
