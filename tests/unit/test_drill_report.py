@@ -290,3 +290,19 @@ def test_several_baselines_of_one_mode_each_get_their_own_section_and_suite(tmp_
     suites = [s.get("name") for s in ET.parse(paths["junit"]).getroot().iter("testsuite")]
     assert suites == ["drill.one-qp.mrc", "drill.one-qp.single-path-x1-QP",
                       "drill.one-qp.single-path-x16-QPs"]
+
+
+def test_trims_over_time_are_drawn_with_the_runs_signal_totals(tmp_path):
+    from twin.chaos import metrics as M
+
+    events = [{"kind": "trim", "t_ns": 10**9 + i * 3_000_000} for i in range(10)] + \
+        [{"kind": "loss", "t_ns": 10**9}]
+    sig = M.signal_series(events, 10**9)
+    assert sig["trims"] == [4, 3, 3] and sig["bin_ns"] == 10**7
+    run = {"name": "incast-victim", "mode": "mrc", "verdict": "pass",
+           "signals": {**sig, "ce_echoed": 1234, "ev_skips_ecn": 99, "trims_resent": 10}}
+    text = report.write({"drills": [run]}, tmp_path)["html"].read_text()
+    assert "Congestion signals" in text and "CE marks echoed 1,234" in text
+    quiet = report.write({"drills": [{**run, "signals": {"trims": [0, 0]}}]},
+                         tmp_path / "q")["html"].read_text()
+    assert "Congestion signals" not in quiet

@@ -445,6 +445,22 @@ def flow_series(flows: list[FlowLog], bin_ms: int = 10) -> dict:
     return {"bin_ns": bin_ms * BIN_NS, "t0_ns": t0, "series": series}
 
 
+def signal_series(events: list[dict], t0_ns: int, bin_ms: int = 10) -> dict:
+    """Trims the senders resent, per `bin_ms` from t0_ns (their `trim` events: one per
+    NACK(TRIMMED) acted on), for the report's signals plot. CE marks are counted, not
+    logged (a QP echoes hundreds a second): their totals are in the run's metrics."""
+    bin_ns = bin_ms * BIN_NS
+    trims: list[int] = []
+    for e in events:
+        if e.get("kind") != "trim" or not t0_ns:
+            continue
+        i = max(0, (e["t_ns"] - t0_ns) // bin_ns)
+        if i >= len(trims):
+            trims.extend([0] * (i + 1 - len(trims)))
+        trims[i] += 1
+    return {"bin_ns": bin_ns, "t0_ns": t0_ns, "trims": trims}
+
+
 def lost_share(fabric: Fabric, pairs: list[tuple[str, str, int]],
                faults: list[AppliedFault]) -> float:
     """Size-weighted share of the pairs' capacity the faults take, all of them at once."""

@@ -250,6 +250,30 @@ def flows(run: dict) -> str | None:
         return _svg(fig)
 
 
+def signals(run: dict) -> str | None:
+    """Trims resent per 10 ms over the run, with the run's CE and trim totals in the
+    title: where the fabric's queues overflowed, and when."""
+    sig = run.get("signals") or {}
+    trims = sig.get("trims") or []
+    if not any(trims):
+        return None
+    bin_ms = (sig.get("bin_ns") or 10**7) / 1e6
+    with rc_context(RC):
+        fig = _figure(2.2)
+        ax = fig.subplots()
+        ms = np.arange(len(trims)) * bin_ms
+        ax.bar(ms, trims, width=bin_ms, align="edge", color="#cf222e", linewidth=0)
+        ax.set_ylabel(f"trims\nper {bin_ms:g} ms")
+        ax.set_ylim(0, _headroom([max(trims)]))
+        ax.set_title(f"CE marks echoed {sig.get('ce_echoed', 0):,}, EVs skipped for them "
+                     f"{sig.get('ev_skips_ecn', 0):,}, trims resent "
+                     f"{sig.get('trims_resent', 0):,}", fontsize=8, loc="left")
+        _time_axis(ax, len(trims) * bin_ms, 1, bin_ms)
+        marks = within(fault_marks(run), len(trims) * bin_ms)
+        _fault_lines(ax, marks)
+        return _svg(fig)
+
+
 def ev_states(run: dict) -> str | None:
     ev = run.get("ev_states") or {}
     series = {s: v for s, v in (ev.get("series") or {}).items() if v}

@@ -275,6 +275,11 @@ def _run_section(run: dict, plots, figures: _Figures) -> str:
     facts.append(("clock", _clock(run.get("clock"))))
     dl = "".join(f"<div><dt>{escape(k)}</dt><dd>{_text(v)}</dd></div>"
                  for k, v in facts if v is not None)
+    sig = plots.signals(run)
+    signals = '<div class="signals"><h3>Congestion signals</h3>' + figures.figure(
+        sig, "Trims the senders resent per 10 ms (a switch's queue full: the packet cut to "
+        "its headers, NAKed and resent at once on another EV); the totals above it. "
+        + MARKS_KEY, "") + "</div>" if sig else ""
     per_flow = plots.flows(run)  # a single flow has its goodput above already
     flows = '<div class="flows"><h3>Goodput per flow</h3>' + figures.figure(
         per_flow, "Each flow's acked bytes per 10 ms as Mbit/s. " + MARKS_KEY, "") \
@@ -291,7 +296,7 @@ def _run_section(run: dict, plots, figures: _Figures) -> str:
                          "Acked bytes per 1 ms bin as Gbit/s: all planes, then each plane. "
                          "The strip on top marks every event of the timeline. " + MARKS_KEY,
                          "No goodput bins in this run's results.") + "</div>"
-        + flows
+        + flows + signals
         + '<div class="ev-states"><h3>EV states</h3>'
         + figures.figure(plots.ev_states(run), "EVs in each state, per bin. " + MARKS_KEY,
                          "No EV state series in this run's results.") + "</div>"

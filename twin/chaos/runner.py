@@ -574,7 +574,22 @@ def _judge(att, drill: Drill, mode, seed, baseline_of, planned, timeline: Timeli
         "variables": variables,
         "flows": _flows_json(run_data, n_main),
         "flow_goodput": M.flow_series(logs),
+        "signals": {**M.signal_series([e for f in main_logs for e in f.events],
+                                      M.flow_series(logs)["t0_ns"]),
+                    **_signal_totals(run_data, n_main)},
     }
+
+
+def _signal_totals(run_data: T.Run | None, n_main: int) -> dict:
+    """The main flows' congestion signals over the run: CE marks echoed to the senders,
+    EVs skipped for them, trims NAKed and resent (docs/congestion.md)."""
+    totals = {"ce_echoed": 0, "ev_skips_ecn": 0, "trims_resent": 0}
+    for f in (run_data.flows[:n_main] if run_data else []):
+        c = f.to_dict().get("congestion") or {}
+        totals["ce_echoed"] += c.get("ecn_marks") or 0
+        totals["ev_skips_ecn"] += (c.get("ev_skips_by") or {}).get("ecn", 0)
+        totals["trims_resent"] += c.get("nacks_trimmed") or 0
+    return totals
 
 
 def _met_traffic(faults: list[dict]) -> dict:
