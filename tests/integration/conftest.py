@@ -41,6 +41,15 @@ def own_spec(where: Path, lab: str, builtin: str | None = None) -> str:
     return str(path)
 
 
+def needs_dataplane(dataplane: str) -> None:
+    """Skip, saying why, where this kernel cannot run `dataplane` (seg6local or ebpf)."""
+    from twin.dataplane.probe import probe
+
+    why = probe()[dataplane]
+    if why:
+        pytest.skip(f"this kernel has no {dataplane}: {why}")
+
+
 def pytest_collection_modifyitems(config, items):
     """`first` tests run before every other, `last` after (test_users_lab.py)."""
     rank = {"first": 0, "last": 2}

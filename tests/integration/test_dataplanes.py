@@ -15,7 +15,14 @@ import time
 import pytest
 from click.testing import CliRunner
 
-from tests.integration.conftest import lab_name, namespaces_of, own_spec, running_lab, set_env
+from tests.integration.conftest import (
+    lab_name,
+    namespaces_of,
+    needs_dataplane,
+    own_spec,
+    running_lab,
+    set_env,
+)
 from twin import faults as F
 from twin import lab as L
 from twin import lifecycle
@@ -29,16 +36,10 @@ pytestmark = pytest.mark.netns
 LAB = lab_name("test-dp")
 
 
-def needs(dataplane: str) -> None:
-    why = probe()[dataplane]
-    if why:
-        pytest.skip(f"this kernel has no {dataplane}: {why}")
-
-
 @pytest.fixture(scope="module", params=["seg6local", "ebpf"])
 def lab(session_dirs, request):
     """mrc-4p on the netns runtime with this data plane, where the kernel runs it."""
-    needs(request.param)
+    needs_dataplane(request.param)
     name = f"{LAB}-{request.param[:3]}"
     spec = own_spec(session_dirs, name, "mrc-4p")
     with running_lab(session_dirs, spec, "netns", dataplane=request.param) as att:
@@ -175,7 +176,7 @@ def test_sid_loss_is_named_by_verify_and_reverted(lab):
 def test_down_leaves_no_program_of_the_lab(session_dirs):
     """Every program a lab attached dies with its nodes: no pin, no leftover; bpftool,
     where installed, is the independent witness (the kernel's own list)."""
-    needs("ebpf")
+    needs_dataplane("ebpf")
     name = lab_name("test-dp-gone")
     set_env(session_dirs)
     state = L.up(own_spec(session_dirs, name, "mrc-4p"), "netns", dataplane="ebpf").state
@@ -207,7 +208,7 @@ def loaded_programs() -> set[int]:
 
 def test_a_program_the_kernel_refuses_fails_up_naming_it_and_rolls_back(session_dirs,
                                                                       monkeypatch):
-    needs("ebpf")
+    needs_dataplane("ebpf")
     from twin.node import ebpf
 
     def refused(entries):
@@ -240,7 +241,7 @@ def test_an_unavailable_data_plane_is_refused_before_anything_exists(session_dir
 
 
 def test_seg6local_lab_verifies(session_dirs):
-    needs("seg6local")
+    needs_dataplane("seg6local")
     name = lab_name("test-dp-seg6")
     set_env(session_dirs)
     state = L.up(own_spec(session_dirs, name, "mrc-4p"), "netns", dataplane="seg6local").state
@@ -255,8 +256,8 @@ def test_seg6local_lab_verifies(session_dirs):
 def test_both_data_planes_deliver_and_drop_the_same_paths(session_dirs):
     """The same fabric on both backends, the same probes and faults: the same paths
     delivered, the same ones dropped."""
-    needs("seg6local")
-    needs("ebpf")
+    needs_dataplane("seg6local")
+    needs_dataplane("ebpf")
     set_env(session_dirs)
     outcomes = {}
     for dp in ("seg6local", "ebpf"):

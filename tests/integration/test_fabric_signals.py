@@ -34,10 +34,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import lab_name, namespaces_of, running_lab
+from tests.integration.conftest import lab_name, namespaces_of, needs_dataplane, running_lab
 from twin import faults as F
 from twin import nsenter
-from twin.dataplane.probe import probe
 from twin.fabric.paths import route
 from twin.mrc import wire
 from twin.node.ebpf import TRIM_DSCP, TRIM_IP_LEN
@@ -67,15 +66,9 @@ IPV6_TCLASS, IPV6_RECVTCLASS = 67, 66
 ECT0, CE = 2, 3
 
 
-def needs(dataplane: str) -> None:
-    why = probe()[dataplane]
-    if why:
-        pytest.skip(f"this kernel has no {dataplane}: {why}")
-
-
 @pytest.fixture(scope="module", params=["seg6local", "ebpf"])
 def lab(session_dirs, request):
-    needs(request.param)
+    needs_dataplane(request.param)
     name = f"{LAB}-{request.param[:3]}"
     spec = Path(session_dirs) / f"{name}.yml"
     spec.write_text(SPEC.format(name=name))
