@@ -254,3 +254,13 @@ def test_a_drill_chooses_the_senders_congestion_control_and_signals():
     got = problems(GOOD.replace("size: 16M}", "size: 16M, cc: cubic, trim: yes please}"))
     assert "unknown congestion control 'cubic'" in got["method.traffic.cc"]
     assert "must be true or false" in got["method.traffic.trim"]
+
+
+def test_a_congestion_claim_on_an_unshaped_fabric_is_warned_about():
+    plain = build_fabric(load_spec(ROOT / "lab/fabrics/mrc-4p.yml"))
+    shaped = build_fabric(load_spec(ROOT / "lab/fabrics/mrc-4p-shaped.yml"))
+    victim = D.load_drill(D.find("incast-bystander"))
+    said = R.unshaped_warning(plain, victim)
+    assert "bystander_retained" in said and "mrc-4p is unshaped" in said
+    assert R.unshaped_warning(shaped, victim) is None
+    assert R.unshaped_warning(plain, D.load_drill(D.find("t1-blackhole"))) is None

@@ -275,6 +275,9 @@ def run(att: Attached, drill: Drill, *, mode: str | None = None, seed: int = 1,
     result = RunResult(drill, mode, seed, att.lab)
     note = progress or (lambda text: None)
     planned = plan_targets(drill, att, seed)  # 1: nothing applied before this passes
+    unshaped = unshaped_warning(fabric, drill)
+    if unshaped:
+        note(unshaped)
     in_force = F.active(att)
     if in_force:
         shown = ", ".join("hidden" if f.hidden else f.target for f in in_force)
@@ -347,6 +350,7 @@ def run(att: Attached, drill: Drill, *, mode: str | None = None, seed: int = 1,
                          n_main, checks, prober, timeline_events, load_before, load_after,
                          bystander_solo_gbps, time.monotonic() - started, clock)
     result.data["variant"] = variant.label if variant is not None else mode
+    result.data["warnings"] = [unshaped] if unshaped else []
     result.data["qps"] = drill.traffic.qps
     return result
 
@@ -711,6 +715,24 @@ def run_all(att: Attached, drill: Drill, *, mode: str | None = None,
 def results(runs: list[RunResult]) -> dict:
     """The runs as `twin drill run --json` prints them and twin.chaos.report draws them."""
     return {"drills": [r.data for r in runs]}
+
+
+# Expectations that are claims about queues: on an unshaped fabric nothing queues (the
+# CPU is the bottleneck), so they measure the machine, not the transport
+CONGESTION_CLAIMS = ("bystander_retained", "flow_spread", "least_fair_share", "speedup")
+
+
+def unshaped_warning(fabric: Fabric, drill: Drill) -> str | None:
+    """What to say when a drill that claims congestion runs on a fabric without rates, or
+    None: an unshaped veth never queues, so no switch marks or trims and the figures are
+    the CPU's (docs/ebpf.md, "Fabric signals")."""
+    claims = sorted({e.what for e in drill.expect if e.what in CONGESTION_CLAIMS})
+    if not claims or any(lk.rate_bps for lk in fabric.links):
+        return None
+    return (f"warning: {drill.name} claims congestion ({', '.join(claims)}) but fabric "
+            f"{fabric.spec.name} is unshaped: its links never queue, no switch marks or "
+            "trims, and the CPU sets the figures; run it on a shaped fabric "
+            "(mrc-4p-shaped, mrc-8p-shaped)")
 
 
 def written_for(att: Attached, drill: Drill) -> str | None:
