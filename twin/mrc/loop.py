@@ -216,6 +216,7 @@ class PacketLoop:
         self._path_set = frozenset(self._path_keys)
         self.recv_qps: dict[int, RecvQp] = {}
         self.send_qps: dict[int, SendQp] = {}
+        self._paced: dict[int, SendQp] = {}  # single-path dcqcn QPs: _port_shares' work
         self._next_qpn = 1
         self.counters = EndpointCounters(self.fabric.nic_planes)
         # the data path counts into these (the counters' own dicts, one lookup less)
@@ -337,6 +338,8 @@ class PacketLoop:
         qp = SendQp(qpn, peer.name, str(nic_address(self.fabric, peer)), peer_qpn, rkey, mem,
                     mem.view, sender, mode, started_ns=t)
         self.send_qps[qpn] = qp
+        if sender.pacer is not None and sender.single_ev is not None:
+            self._paced[qpn] = qp
         self._warm_routes(peer)
         return qp
 
@@ -355,6 +358,7 @@ class PacketLoop:
 
     def close(self, qpn: int) -> None:
         """Forget QP `qpn` (sending or receiving); its counters stay in the totals."""
+        self._paced.pop(qpn, None)
         self.counters.close(self.send_qps.pop(qpn, None), self.recv_qps.pop(qpn, None))
         self.np.forget(qpn)
 
@@ -405,18 +409,18 @@ class PacketLoop:
     def _port_shares(self) -> None:
         """dcqcn: a NIC port serves its backlogged QPs in turn, so n paced QPs on one
         port get 1/n of its rate each (a real NIC's port never drops what its QPs send;
-        the host link here would). Single-path QPs only: a sprayed QP's ports vary."""
+        the host link here would). Single-path QPs only: a sprayed QP's ports vary.
+        Runs every loop round, so it walks the paced QPs only (none on an MRC host)."""
         line = self.fabric.spec.host_rate_bps
-        if not line:
+        if not line or not self._paced:
             return
         on_port: dict[int, list] = {}
-        for qp in self.send_qps.values():
+        for qp in self._paced.values():
             s = qp.sender
-            if s.pacer is not None and s.single_ev is not None:
-                if s.idle or s.failed:
-                    s.pacer.cap_bps = None
-                else:
-                    on_port.setdefault(s.single_ev.plane, []).append(s.pacer)
+            if s.idle or s.failed:
+                s.pacer.cap_bps = None
+            else:
+                on_port.setdefault(s.single_ev.plane, []).append(s.pacer)
         for pacers in on_port.values():
             for pacer in pacers:
                 pacer.cap_bps = line / len(pacers)
