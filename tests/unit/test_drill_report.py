@@ -286,6 +286,8 @@ def test_several_baselines_of_one_mode_each_get_their_own_section_and_suite(tmp_
             "run-one-qp-single-path-x16-QPs"} <= set(page.ids)
     text = paths["html"].read_text()
     assert "Goodput per flow" in text and text.count("Goodput per flow") == 1
+    verdicts = text[text.index('id="verdicts"'):text.index('id="compare"')]
+    assert "single-path x16 QPs" in verdicts  # each baseline's row says which it is
     assert "mrc against single-path x1 QP, single-path x16 QPs" in text
     suites = [s.get("name") for s in ET.parse(paths["junit"]).getroot().iter("testsuite")]
     assert suites == ["drill.one-qp.mrc", "drill.one-qp.single-path-x1-QP",
@@ -299,6 +301,7 @@ def test_trims_over_time_are_drawn_with_the_runs_signal_totals(tmp_path):
         [{"kind": "loss", "t_ns": 10**9}]
     sig = M.signal_series(events, 10**9)
     assert sig["trims"] == [4, 3, 3] and sig["bin_ns"] == 10**7
+    assert M.signal_series(events, 10**9, bins=5)["trims"] == [4, 3, 3, 0, 0]  # the span
     run = {"name": "incast-victim", "mode": "mrc", "verdict": "pass",
            "signals": {**sig, "ce_echoed": 1234, "ev_skips_ecn": 99, "trims_resent": 10}}
     text = report.write({"drills": [run]}, tmp_path)["html"].read_text()

@@ -445,12 +445,13 @@ def flow_series(flows: list[FlowLog], bin_ms: int = 10) -> dict:
     return {"bin_ns": bin_ms * BIN_NS, "t0_ns": t0, "series": series}
 
 
-def signal_series(events: list[dict], t0_ns: int, bin_ms: int = 10) -> dict:
+def signal_series(events: list[dict], t0_ns: int, bins: int = 0, bin_ms: int = 10) -> dict:
     """Trims the senders resent, per `bin_ms` from t0_ns (their `trim` events: one per
-    NACK(TRIMMED) acted on), for the report's signals plot. CE marks are counted, not
+    NACK(TRIMMED) acted on), at least `bins` of them (the run's span, so the plot's time
+    axis is the other plots'), for the report's signals plot. CE marks are counted, not
     logged (a QP echoes hundreds a second): their totals are in the run's metrics."""
     bin_ns = bin_ms * BIN_NS
-    trims: list[int] = []
+    trims: list[int] = [0] * bins
     for e in events:
         if e.get("kind") != "trim" or not t0_ns:
             continue

@@ -196,7 +196,7 @@ def _verdicts(all_runs: list[dict]) -> str:
             if i == 0:
                 span = f' rowspan="{len(exps)}"' if len(exps) > 1 else ""
                 cells = (f'<td{span}><a href="#{_anchor(run)}">{escape(str(run.get("name")))}'
-                         f'</a></td><td{span}>{escape(str(run.get("mode") or "mrc"))}</td>'
+                         f'</a></td><td{span}>{escape(_variant(run))}</td>'
                          f'<td{span}>{_badge(run.get("verdict"))}</td>')
             if e is None:
                 rows.append(f'<tr>{cells}<td colspan="4" class="empty">no expectations '
@@ -229,7 +229,7 @@ COMPARE_ROWS = [  # label, how to get it from a run, format, lower is better?
 
 def _variant(run: dict) -> str:
     """A run's label: its mode, and its QPs per flow when a baseline set them."""
-    return str(run.get("variant") or run.get("mode"))
+    return str(run.get("variant") or run.get("mode") or "mrc")
 
 
 def _compare_section(groups: list[list[dict]], plots, figures: _Figures) -> str:
@@ -261,7 +261,9 @@ def _compare_section(groups: list[list[dict]], plots, figures: _Figures) -> str:
 
 
 def _run_section(run: dict, plots, figures: _Figures) -> str:
-    facts = [("lab", run.get("lab")), ("mode", run.get("mode")), ("seed", run.get("seed")),
+    facts = [("lab", run.get("lab")), ("mode", run.get("mode")),
+             ("QPs per flow", run.get("qps") if (run.get("qps") or 1) > 1 else None),
+             ("seed", run.get("seed")),
              ("baseline of", run.get("baseline_of")),
              ("wall time", _number(run.get("wall_s"), "{:.2f} s", None)),
              ("byte-exact", run.get("exact")),

@@ -518,6 +518,9 @@ def _judge(att, drill: Drill, mode, seed, baseline_of, planned, timeline: Timeli
         "speedup": None,
     }
     per_flow = M.flow_figures(fabric, logs)
+    flow_goodput = M.flow_series(logs)
+    per_flow_t0 = flow_goodput["t0_ns"]
+    per_flow_bins = max((len(x["bytes"]) for x in flow_goodput["series"]), default=0)
     figures["flow_spread"] = per_flow["flow_spread"]
     figures["least_fair_share"] = per_flow["least_fair_share"]
     by = [f for f in logs if f.bystander]
@@ -577,9 +580,9 @@ def _judge(att, drill: Drill, mode, seed, baseline_of, planned, timeline: Timeli
         "targets": [p.target for p in planned],
         "variables": variables,
         "flows": _flows_json(run_data, n_main),
-        "flow_goodput": M.flow_series(logs),
+        "flow_goodput": flow_goodput,
         "signals": {**M.signal_series([e for f in main_logs for e in f.events],
-                                      M.flow_series(logs)["t0_ns"]),
+                                      per_flow_t0, per_flow_bins),
                     **_signal_totals(run_data, n_main)},
     }
 
