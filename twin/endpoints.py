@@ -38,10 +38,11 @@ REMOTE_SOCK = "/run/mrc-twin/endpoint.sock"  # where images/mrc-twin-boot starts
 def _paths(rt, host: str) -> tuple[list[str], str, Path]:
     view = rt.node_view(host)
     sock_inside = f"{view.run_dir}/endpoint.sock"
-    datapath = os.environ.get("MRC_TWIN_DATAPATH")  # the endpoint's: auto, compiled, python
+    # the endpoint's data path and transport: auto, compiled, python (twin.mrc.loop, .core)
+    chosen = [f"{k}={os.environ[k]}" for k in ("MRC_TWIN_DATAPATH", "MRC_TWIN_TRANSPORT")
+              if os.environ.get(k)]
     argv = rt.shell_argv(host, ["env", f"PYTHONPATH={view.pythonpath}",
-                                f"{owner.ENV}={rt.owner.tag}",
-                                *([f"MRC_TWIN_DATAPATH={datapath}"] if datapath else []),
+                                f"{owner.ENV}={rt.owner.tag}", *chosen,
                                 view.python, "-m",
                                 "twin.mrc.endpoint", "--config",
                                 f"{view.config_dir}/endpoint.json", "--control", sock_inside])
@@ -121,7 +122,8 @@ def client(rt, host: str, timeout: float = 30.0) -> EndpointClient:
 def liveness(rt, node: str, timeout: float = 1.0) -> dict | None:
     """Whether a node's endpoint answers, for `twin status`: None where the node has
     none (a switch, or a host whose endpoint never started) or where asking would cost
-    an exec (a remote runtime's nodes); else {"state": "up", "pid", "datapath", "icrc"}
+    an exec (a remote runtime's nodes); else {"state": "up", "pid", "datapath", "icrc",
+    "transport"}
     or {"state": "ended", "log"}: its socket is there and nothing answers."""
     if getattr(rt, "endpoint_relay", None) is not None:
         return None
@@ -135,7 +137,7 @@ def liveness(rt, node: str, timeout: float = 1.0) -> dict | None:
     except (LabError, OSError, ValueError):
         return {"state": "ended", "log": str(log)}
     return {"state": "up", "pid": hello.get("pid"), "datapath": hello.get("datapath"),
-            "icrc": hello.get("icrc")}
+            "icrc": hello.get("icrc"), "transport": hello.get("transport")}
 
 
 def fuzz(rt, host: str, peer: str, **kw) -> dict:

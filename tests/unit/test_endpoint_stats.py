@@ -24,7 +24,7 @@ def endpoint_wire() -> dict:
                        "rx_bytes_per_plane": {"0": 0, "1": 0, "2": 0, "3": 0},
                        "signals": {"ce_marked_rx": 3, "ecn_marks_tx": 0}},
             "send_qps": [send_qp_stats().to_dict()], "recv_qps": [RECV], "drops": DROPS,
-            "datapath": "compiled"}
+            "datapath": "compiled", "transport": "compiled"}
 
 
 def test_a_reply_parses_and_serialises_back_byte_for_byte():

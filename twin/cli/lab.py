@@ -325,9 +325,10 @@ def _endpoint_cell(ep: dict | None) -> str:
         return "-"
     if ep["state"] != "up":
         return f"[red]{ep['state']}[/red]"
+    core = "transport " + (ep.get("transport") or "python").split(":")[0]
     if ep.get("datapath") == "compiled":
-        return f"up (compiled, ICRC {ep.get('icrc') or '?'})"
-    return "up (python)"
+        return f"up (compiled, ICRC {ep.get('icrc') or '?'}, {core})"
+    return f"up (python, {core})"
 
 
 @main.command(name="exec", context_settings={"ignore_unknown_options": True})

@@ -376,7 +376,8 @@ def _stats_table(lab: str, data: dict) -> None:
     """One row per endpoint that answered: what a person reads first."""
     t = Table(title=f"endpoints of {lab}")
     for col in ("host", "ports up", "send QPs", "recv QPs", "bytes sent", "bytes placed",
-                "retx", "CE rx/tx", "trims rx/tx", "ECN skips", "bad packets", "data path"):
+                "retx", "CE rx/tx", "trims rx/tx", "ECN skips", "bad packets", "data path",
+                "transport"):
         t.add_column(col)
     for h, d in data.items():
         tot = d.totals
@@ -385,7 +386,8 @@ def _stats_table(lab: str, data: dict) -> None:
                   f"{tot.bytes_sent:,}", f"{tot.bytes_placed:,}", str(tot.retransmits),
                   f"{sig('ce_marked_rx', 0):,}/{sig('ecn_marks_tx', 0):,}",
                   f"{sig('trimmed_rx', 0):,}/{sig('nacks_trimmed_received', 0):,}",
-                  f"{sig('ev_skips_ecn', 0):,}", str(d.bad_packets), d.datapath.split(":")[0])
+                  f"{sig('ev_skips_ecn', 0):,}", str(d.bad_packets), d.datapath.split(":")[0],
+                  d.transport.split(":")[0])
     out.print(t)
 
 

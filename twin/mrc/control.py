@@ -139,9 +139,11 @@ _SEND_QP_STATS = ("qpn", "peer", "mode", "idle", "mtu", "failed", "elapsed_s", "
                   "single_path", "ev_skips_total", "dead_paths_total", "target_us")
 
 OPS: dict[str, Op] = {op.name: op for op in (
-    Op("hello", (), ("host", "nic", "planes", "ports", "pid", "datapath", "icrc"),
-       "who am I: host, NIC, planes, port state, pid, data path and ICRC (the compiled "
-       "data path adds its batching counters: tx, rx)"),
+    Op("hello", (), ("host", "nic", "planes", "ports", "pid", "datapath", "icrc",
+                     "transport"),
+       "who am I: host, NIC, planes, port state, pid, data path, ICRC and transport "
+       "(compiled, or python: why; the compiled data path adds its batching counters: "
+       "tx, rx)"),
     Op("recv_qp", (Arg("size", "int", 1, MEMORY, doc="bytes"),
                    Arg("seed", "seed", default=0, doc="seeds the rkey and reverse EVs")),
        ("qpn", "rkey"), "register a receive buffer (zeroed)"),
@@ -178,7 +180,7 @@ OPS: dict[str, Op] = {op.name: op for op in (
        "a sending QP's event log (CLOCK_MONOTONIC ns and us) and its acked bytes per "
        "1 ms bin and plane"),
     Op("stats", (), ("host", "ports", "bad_packets", "unknown_qp", "totals", "send_qps",
-                     "recv_qps", "drops", "datapath"),
+                     "recv_qps", "drops", "datapath", "transport"),
        "every QP's counters (twin.mrc.stats.EndpointStats)"),
     Op("metrics", (), ("text",), "the same in Prometheus text format"),
     Op("close", (Arg("qpn", "int", 0, QPN_MAX),), ("closed",),

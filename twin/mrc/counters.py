@@ -164,7 +164,8 @@ def endpoint_stats(loop) -> EndpointStats:
     bad = drops.truncated + drops.malformed + drops.bad_icrc
     return EndpointStats(loop.host, loop.port_bitmap, bad, drops.unknown_qp,
                          totals, tuple(send_qp_stats(loop, q) for q in sq),
-                         tuple(recv_qp_stats(q) for q in rq), drops, loop.datapath)
+                         tuple(recv_qp_stats(q) for q in rq), drops, loop.datapath,
+                         loop.transport)
 
 
 def signal_totals(loop) -> dict[str, int]:

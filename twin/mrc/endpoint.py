@@ -56,7 +56,8 @@ def main(argv: list[str] | None = None) -> None:
     ControlServer(loop, args.control)  # joins the loop's selector
     gc.freeze()  # long-lived setup objects leave the collector's generations
     print(f"mrc endpoint {loop.host} ({loop.nic}) up, control {args.control}, "
-          f"data path {loop.datapath}, ICRC by {loop.icrc}", flush=True)
+          f"data path {loop.datapath}, ICRC by {loop.icrc}, transport {loop.transport}",
+          flush=True)
     try:
         loop.run()
     except KeyboardInterrupt:

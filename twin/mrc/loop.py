@@ -73,6 +73,7 @@ from twin.fabric.plan import nic_address
 from twin.fabric.spec import parse_spec
 from twin.mrc import wire
 from twin.mrc.buffer import GuardedBuffer
+from twin.mrc.core import load_transport
 from twin.mrc.counters import EndpointCounters
 from twin.mrc.dcqcn import Dcqcn, NotificationPoint
 from twin.mrc.evset import EvSet
@@ -172,7 +173,7 @@ class SendQp:
     rkey: int
     mem: GuardedBuffer  # src is its view
     src: memoryview
-    sender: Sender
+    sender: Sender  # or the compiled core's (twin.mrc.core): the same interface
     mode: str
     templates: dict[int, wire.DataTemplate] = field(default_factory=dict)
     paths: dict[int, str] = field(default_factory=dict)  # EV -> uSID program
@@ -256,6 +257,8 @@ class PacketLoop:
         self.udp.bind((self.nic, wire.ROCE_PORT))
         self.udp.setblocking(False)
         fast, self.datapath = load_datapath()
+        self.core = load_transport()  # the Sender and Receiver classes QPs are built with
+        self.transport = self.core.name  # "compiled", or "python: why"
         # who computes the ICRC: the compiled path's ISA-L or zlib; Python's zlib.crc32
         self.icrc = getattr(fast, "ICRC", "zlib") if fast is not None else "zlib (python)"
         self.tx_batch = self.rx_ring = None
@@ -332,7 +335,7 @@ class PacketLoop:
         qpn = self._qpn()
         evs = EvSet(planes, self.fabric.spec.t1_per_plane, size=n_evs,
                     seed=f"{self.host}/send/{qpn}/{seed}", cross_rack=peer.rack != self.me.rack)
-        sender = Sender(evs, 0, cfg)
+        sender = self.core.sender(evs, 0, cfg)
         t = now_ns()
         sender.set_local_ports(self.port_bitmap, t)
         qp = SendQp(qpn, peer.name, str(nic_address(self.fabric, peer)), peer_qpn, rkey, mem,

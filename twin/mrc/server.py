@@ -166,7 +166,7 @@ class ControlServer:
         loop = self.loop
         return {"host": loop.host, "nic": loop.nic, "planes": sorted(loop.ports),
                 "ports": loop.port_bitmap, "pid": os.getpid(), "datapath": loop.datapath,
-                "icrc": loop.icrc, **loop.batching()}
+                "icrc": loop.icrc, "transport": loop.transport, **loop.batching()}
 
     def op_recv_qp(self, a: dict, asker) -> dict:
         qp = self.loop.open_recv_qp(a["size"], a["seed"])

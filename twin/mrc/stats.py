@@ -308,13 +308,15 @@ class EndpointStats:
     recv_qps: tuple[RecvQpStats, ...]
     drops: EndpointDrops  # every dropped packet, by reason
     datapath: str = "python"  # "compiled", or "python: why" (twin.mrc.loop)
+    transport: str = "python"  # "compiled", or "python: why" (twin.mrc.core)
 
     def to_dict(self) -> dict[str, Any]:
         return {"host": self.host, "ports": self.ports, "bad_packets": self.bad_packets,
                 "unknown_qp": self.unknown_qp, "totals": self.totals.to_dict(),
                 "send_qps": [q.to_dict() for q in self.send_qps],
                 "recv_qps": [q.to_dict() for q in self.recv_qps],
-                "drops": self.drops.to_dict(), "datapath": self.datapath}
+                "drops": self.drops.to_dict(), "datapath": self.datapath,
+                "transport": self.transport}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> EndpointStats:
@@ -323,7 +325,7 @@ class EndpointStats:
                    tuple(SendQpStats.from_dict(q) for q in d["send_qps"]),
                    tuple(RecvQpStats.from_dict(q) for q in d["recv_qps"]),
                    EndpointDrops.from_dict(d.get("drops") or EndpointDrops.NONE),
-                   d.get("datapath", "python"))
+                   d.get("datapath", "python"), d.get("transport", "python"))
 
     def send_qp(self, qpn: int) -> SendQpStats | None:
         return next((q for q in self.send_qps if q.qpn == qpn), None)

@@ -1,0 +1,66 @@
+"""Which transport an endpoint runs: the compiled core, or the Python reference.
+
+Two implementations of one behaviour (docs/transport-core.md):
+    compiled   twin.mrc._fastpath.Sender and .Receiver, in C (_sender.c, _receiver.c),
+               built with the data path by `pip install -e .`: per-packet records,
+               the SACK walk, loss detection, the window; the EV set, the event log
+               and the stats objects stay the Python ones. The default where built.
+    python     twin.mrc.transport.Sender and .Receiver: the readable specification.
+               Where the compiled module does not load, or with
+               MRC_TWIN_TRANSPORT=python.
+
+The two are held equal by tests/unit/test_transport_differential.py: the same recorded
+inputs (twin.mrc.trace) must give the same decisions, packet for packet.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from twin.errors import UsageError
+from twin.mrc import transport
+
+TRANSPORTS = ("auto", "compiled", "python")
+TRANSPORT_ENV = "MRC_TWIN_TRANSPORT"
+
+
+@dataclass(frozen=True)
+class Transport:
+    """The Sender and Receiver classes an endpoint builds its QPs with, and what to
+    call them in `hello`, `twin stats` and the endpoint's log."""
+
+    sender: type
+    receiver: type
+    name: str  # "compiled", or "python: why"
+
+    @property
+    def compiled(self) -> bool:
+        return self.name == "compiled"
+
+
+REFERENCE = Transport(transport.Sender, transport.Receiver, "python: asked for")
+
+
+def load_transport(asked: str | None = None) -> Transport:
+    """The transport MRC_TWIN_TRANSPORT asks for: auto (compiled where it is built),
+    compiled (refuse to run without it), python (the reference)."""
+    asked = asked or os.environ.get(TRANSPORT_ENV, "auto")
+    if asked not in TRANSPORTS:
+        raise UsageError(f"{TRANSPORT_ENV}={asked!r}: want one of {', '.join(TRANSPORTS)}")
+    if asked == "python":
+        return REFERENCE
+    why = None
+    try:
+        from twin.mrc import _fastpath
+    except ImportError as e:
+        why = f"the compiled module does not load ({e})"
+    else:
+        if not (hasattr(_fastpath, "Sender") and hasattr(_fastpath, "Receiver")):
+            why = "the compiled module was built without the transport core"
+    if why is None:
+        return Transport(_fastpath.Sender, _fastpath.Receiver, "compiled")
+    if asked == "compiled":
+        raise UsageError(f"{TRANSPORT_ENV}=compiled, but {why}; `pip install -e .` "
+                         "builds it with gcc")
+    return Transport(transport.Sender, transport.Receiver, f"python: {why}")
