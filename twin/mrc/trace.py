@@ -250,6 +250,7 @@ class Recording:
 
 _STATS = [f.name for f in dataclasses.fields(SenderStats)]
 _RX_STATS = [f.name for f in dataclasses.fields(ReceiverStats)]
+TX_FIELDS = ("psn", "ev", "va", "len", "crc32", "tries", "ack_req", "imm")  # a tx entry
 _STATE_NAMES = [s.value for s in EvState]
 _EVS_COUNTERS = ("retirements", "revivals", "undone", "skips", "dead_paths", "paths_back")
 
@@ -411,7 +412,9 @@ def _replay_receiver(trace: Trace, factory: ReceiverFactory) -> list[dict]:
 def _diff(a: Any, b: Any, path: str) -> tuple[str, Any, Any] | None:
     """The first place two JSON-plain values differ: (path, a's, b's)."""
     if isinstance(a, dict) and isinstance(b, dict):
-        for key in sorted(set(a) | set(b), key=str):
+        # in the order the decision is written: what was sent, returned or raised, the
+        # events, then the state it left (window first, counters last)
+        for key in [*a, *(k for k in b if k not in a)]:
             if key not in a or key not in b:
                 return f"{path}.{key}", a.get(key, "<absent>"), b.get(key, "<absent>")
             found = _diff(a[key], b[key], f"{path}.{key}")
@@ -441,7 +444,10 @@ def first_divergence(a: list[dict], b: list[dict], calls: list[list] | None = No
         if found is None:
             continue
         where, va, vb = found
-        if where.startswith(".snap.slots["):  # flat: say which slot, value or state
+        if where.startswith(".tx[") and where.count("[") == 2:  # name the packet's field
+            j = int(where.rsplit("[", 1)[1].rstrip("]"))
+            where += f" ({TX_FIELDS[j]})" if j < len(TX_FIELDS) else ""
+        elif where.startswith(".snap.slots["):  # flat: say which slot, value or state
             i_item = int(where[len(".snap.slots["):].split("]")[0])
             where = f"snap.slots: slot {i_item // 2}'s {('EV value', 'state')[i_item % 2]}"
         call = calls[i] if calls is not None and i < len(calls) else "?"
