@@ -11,6 +11,11 @@ fabric's switches do on congestion (data packets are ECT(0)):
     queue_bytes  the queue holds this much; a packet that finds it full is trimmed
                  (`trim`: cut to its headers, sent ahead of the queue, arriving as a
                  trimmed packet the receiver NAKs) or dropped
+
+`run_transfer` can also be recorded (`record`: twin.mrc.trace.Recording wraps the
+Sender and Receiver it builds and writes down every call into them), can act on the
+sender at set times (`actions`: port changes, denylists, background probes), and can
+answer CE marks with CNPs (`cnp_ns`: RoCEv2's notification point, for dcqcn).
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ from dataclasses import dataclass, field
 
 from twin.fabric.paths import ENTROPY_SHIFT, ev_fields
 from twin.mrc import wire
+from twin.mrc.dcqcn import NotificationPoint
 from twin.mrc.evset import EvSet
 from twin.mrc.transport import QpFailed, Receiver, RxPacket, Sender, SenderConfig
 
@@ -54,6 +60,7 @@ class SimFabric:
     default: PathModel = field(default_factory=PathModel)
     paths: dict[tuple[int, int], PathModel] = field(default_factory=dict)  # (plane, t1)
     seed: int = 1
+    peer_ports: int = 0xFFFF  # the receiver's NIC ports (bit p: plane p up), in its SACKs
 
     def __post_init__(self) -> None:
         self.rng = random.Random(self.seed)
@@ -131,19 +138,32 @@ class Result:
     receiver: Receiver
 
 
+def source_bytes(size: int, seed: int) -> bytes:
+    """The source buffer `run_transfer` writes: seeded random bytes (64 KiB, repeated)."""
+    rng = random.Random(seed)
+    src = bytes(rng.getrandbits(8) for _ in range(min(size, 1 << 16)))
+    return (src * (size // len(src) + 1))[:size]
+
+
+Action = Callable[[Sender, SimFabric, int], None]  # (sender, fabric, now)
+
+
 def run_transfer(size: int, fabric: SimFabric, *, mode: str = "mrc", planes: int = 4,
                  t1: int = 2, evs: int = 128, limit_ns: int = 20_000_000_000,
                  events: list[tuple[int, Callable]] | None = None, seed: int = 7,
                  pace_ns: int = 2_000, config: SenderConfig | None = None, repeat: int = 1,
-                 checkpoint: tuple[int, Callable[[Sender, Receiver], None]] | None = None
-                 ) -> Result:
+                 checkpoint: tuple[int, Callable[[Sender, Receiver], None]] | None = None,
+                 actions: list[tuple[int, Action]] | None = None, cnp_ns: int = 0,
+                 cross_rack: bool = True, record=None) -> Result:
     """Write `size` random bytes across the simulated fabric; check them byte for byte.
 
     `repeat` posts the same write that many times (to the same offsets: a long run in
-    constant memory); `checkpoint` = (every n packets sent, callback)."""
-    rng = random.Random(seed)
-    src = bytes(rng.getrandbits(8) for _ in range(min(size, 1 << 16)))
-    src = (src * (size // len(src) + 1))[:size]
+    constant memory); `checkpoint` = (every n packets sent, callback). `events` act on
+    the fabric at their time, `actions` on the sender (sender, fabric, now). `cnp_ns`
+    > 0: a CE-marked data packet makes the receiver send a CNP, at most one per
+    `cnp_ns`. `record` (twin.mrc.trace.Recording) builds the Sender and Receiver, and
+    so sees every call into them."""
+    src = source_bytes(size, seed)
     dst = bytearray(size)
 
     def place(va: int, payload) -> None:
@@ -151,8 +171,16 @@ def run_transfer(size: int, fabric: SimFabric, *, mode: str = "mrc", planes: int
 
     cfg = config or SenderConfig(mode=mode)
     cfg.mode = mode
-    sender = Sender(EvSet(list(range(planes)), t1, size=evs, seed=seed), 0, cfg)
-    receiver = Receiver(place)
+    evset_args = {"planes": list(range(planes)), "t1_per_plane": t1, "size": evs,
+                  "seed": seed, "cross_rack": cross_rack}
+    if record is None:
+        sender = Sender(EvSet(**evset_args), 0, cfg)
+        receiver = Receiver(place, port_state=lambda: fabric.peer_ports)
+    else:
+        sender = record.sender(evset_args, 0, cfg, size, seed)
+        receiver = record.receiver(place, port_state=lambda: fabric.peer_ports)
+    notify = NotificationPoint(cnp_ns) if cnp_ns else None
+    pending_actions = sorted(actions or [], key=lambda a: a[0])
     posted = 1
     sender.post(size, imm=0xC0FFEE)
     every, check = checkpoint or (0, None)
@@ -175,6 +203,8 @@ def run_transfer(size: int, fabric: SimFabric, *, mode: str = "mrc", planes: int
                 check(sender, receiver)
             while pending_events and pending_events[0][0] <= now:
                 pending_events.pop(0)[1](fabric)
+            while pending_actions and pending_actions[0][0] <= now:
+                pending_actions.pop(0)[1](sender, fabric, now)
             for tx in sender.poll(now, view):
                 for at, ce, trimmed in fabric.deliver(tx.ev, now,
                                                       len(tx.payload) + FRAME_OVERHEAD):
@@ -199,6 +229,12 @@ def run_transfer(size: int, fabric: SimFabric, *, mode: str = "mrc", planes: int
                 if kind == "nack":
                     sender.on_nack(obj, now)
                     continue
+                if kind == "cnp":
+                    sender.on_cnp(now)
+                    continue
+                if kind == "data" and notify is not None and obj.ce and notify.on_ce(0, now):
+                    tie += 1
+                    heapq.heappush(heap, (now + fabric.default.delay_ns, tie, "cnp", None))
                 if kind == "trim_nack":
                     sender.on_nack(obj.psn, now, True, obj.ev, obj.tries)
                     continue
