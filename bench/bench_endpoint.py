@@ -17,16 +17,32 @@ On a netns lab shaped like mrc-4p (named bench-ep), cross-rack r0h0 -> r1h0, pla
             Not MRC's wire (one EV for 15 packets, a UDP checksum); it measures what a
             data path carrying several packets per skb would leave.
   goodput   twin.traffic bulk through the endpoint daemons: mrc and single-path on the
-            compiled data path, mrc on it with the ICRC by zlib instead of ISA-L
-            (MRC_TWIN_ICRC=zlib), and mrc on the pure-Python one (MRC_TWIN_DATAPATH=python;
-            the two endpoints restarted for each). srtt is the sender's, at the end: under load.
+            compiled data path with the transport MRC_TWIN_TRANSPORT=auto picks (the compiled
+            transport core where it is built), mrc/reference the same with the reference
+            Python transport (MRC_TWIN_TRANSPORT=python), mrc/zlib with the ICRC by zlib
+            instead of ISA-L (MRC_TWIN_ICRC=zlib), and mrc/python on the pure-Python data path
+            (MRC_TWIN_DATAPATH=python; the two endpoints restarted for each, with all three
+            variables set). Each row records what its endpoints said they ran (hello:
+            datapath, icrc, and transport once they report it). srtt is the sender's, at the
+            end: under load.
   CPU/GB    utime+stime of both processes (endpoints: between the first and last goodput
             sample) per GB delivered; the switches' softirq forwarding is billed to the task it
             interrupts.
   recovery  a 256 MiB bulk whose T0-T1 link goes down at 0.4 s (mrc: t0-p0-r0:eth3; single-path:
             the uplink of its one path): detection and repair µs from the QPs' event logs
             (twin.failover), Run.recovery_s, how low goodput fell, retransmits, EV retirements;
-            single-path's outcome (retry limit, or a stall cut at STALL_S).
+            single-path's outcome (retry limit, or a stall cut at STALL_S); mrc/reference
+            beside mrc, so the two transports' repair is compared in one run.
+  all-to-all  after that lab is down, a second one shaped like mrc-8p (bench-ep-a2a: 8
+            planes, 4 racks x 4 hosts, 4 T1s; 16 hosts, 64 routers), up once, round-robin:
+            16 compiled blasters at once, one process per host, all pairs rotating (packet k
+            of a host goes to the next destination, plane and T1 in turn: every host sends
+            to and receives from every other equally, sprayed as MRC sprays; each sends
+            what its MRC flows carry), a drain per host counting, aggregate received
+            Gbit/s over one window (first packet anywhere to last); against twin.traffic's
+            all-to-all in mode mrc (240 flows; goodput = all bytes / the run's elapsed
+            time; byte-exact or not). CPU s/GB is summed over every process (blasters and
+            drains; the 16 endpoints), 16 hosts sharing the 2 cores, unpinned.
 Side by side in one run, round-robin (the modes swap order every repetition), so drift on the
 noisy 2-core machine hits the ceiling and both modes alike and ratios within the run mean
 something. Every sender (blasters, TCP and GSO clients, r0h0's endpoint) is pinned to the first
@@ -34,6 +50,7 @@ CPU and every receiver to the second, so placement is the same for all (--no-pin
 scheduler's). Medians (min-max). Private dirs, spec, tables, machine facts: bench_lab's. Exits 1
 if a fault-free transfer or mrc's recovery did not finish byte-exact.
 Usage: .venv/bin/python bench/bench_endpoint.py [--repeat N] [--quick] [--no-pin]
+       [--no-all-to-all]
 """
 
 from __future__ import annotations
@@ -772,7 +789,8 @@ def all_to_all(repeat: int, size: int, limit_s: float) -> dict:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=int, default=3, help="repetitions (default 3)")
-    ap.add_argument("--quick", action="store_true", help="1 repetition, smaller sizes")
+    ap.add_argument("--quick", action="store_true",
+                    help="1 repetition, smaller sizes (all-to-all: 1 MiB flows)")
     ap.add_argument("--no-all-to-all", action="store_true",
                     help="skip the all-to-all row (a second lab shaped like mrc-8p)")
     ap.add_argument("--no-pin", action="store_true",
