@@ -30,8 +30,7 @@
  * says which runs.
  */
 
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
+#include "_fastpath.h"
 
 #include <arpa/inet.h>
 #include <dlfcn.h>
@@ -802,7 +801,8 @@ PyMODINIT_FUNC PyInit__fastpath(void) {
     if (PyModule_AddObjectRef(m, "TxBatch", (PyObject *)&TxBatchType) < 0
         || PyModule_AddObjectRef(m, "RxRing", (PyObject *)&RxRingType) < 0
         || PyModule_AddIntConstant(m, "HEAD_BYTES", HEAD_BYTES) < 0
-        || PyModule_AddStringConstant(m, "ICRC", icrc_impl) < 0) {
+        || PyModule_AddStringConstant(m, "ICRC", icrc_impl) < 0
+        || fp_add_sender(m) < 0 || fp_add_receiver(m) < 0) {
         Py_DECREF(m);
         return NULL;
     }

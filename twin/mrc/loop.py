@@ -308,7 +308,7 @@ class PacketLoop:
         rng = random.Random(f"{self.host}/recv/{qpn}/{seed}")
         rkey = rng.getrandbits(32)
         qp = RecvQp(qpn, rkey, mem, mem.view, None, rng)
-        qp.receiver = Receiver(_placer(qp.buf), port_state=lambda: self.port_bitmap)
+        qp.receiver = self.core.receiver(_placer(qp.buf), port_state=lambda: self.port_bitmap)
         self.recv_qps[qpn] = qp
         return qp
 
