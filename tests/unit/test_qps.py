@@ -84,7 +84,7 @@ class FakeEndpoint(EndpointClient):
                         k: 0 for k in ("truncated", "malformed", "bad_icrc", "unknown_qp",
                                        "bad_rkey", "out_of_bounds", "psn_window",
                                        "duplicate", "ack_unsent")},
-                    "datapath": "fake"}
+                    "datapath": "fake", "transport": "fake"}
         if op == "digest":
             size = w.qps[self.host, a["qpn"]]["size"]
             return {"sha256": hashlib.sha256(str(size).encode()).hexdigest()}
