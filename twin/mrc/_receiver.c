@@ -1,7 +1,536 @@
-/* The transport's compiled Receiver: not yet built (twin.mrc.core runs the reference). */
+/* The transport's compiled Receiver: twin.mrc.transport.Receiver's decisions, in C.
+ *
+ * The reference (transport.Receiver) is the specification; this is the same
+ * behaviour with C state, held to it by tests/unit/test_transport_differential.py
+ * (recorded traces replayed into both, every SACK, NAK, placement and counter compared)
+ * and tests/unit/test_receiver_compiled.py (random packet sequences, the edges).
+ *
+ * What changes is only the representation:
+ *   the PSN window   the reference keeps an integer whose bit k says PSN cum + k
+ *                    arrived. Here a ring of bits indexed by PSN modulo a power of two
+ *                    at least span + 65 wide: a PSN's bit is set when it arrives and
+ *                    cleared when cum passes it, so the ring holds exactly the
+ *                    reference's bits and a 64-bit SACK bitmap is two word reads.
+ *   WRITE_IMM heap   a binary min-heap of (psn, imm) in C arrays, as heapq's.
+ *   counters         int64 fields; `stats` builds a transport.ReceiverStats of them
+ *                    when read (a snapshot: the reference's is live).
+ *   placement        `place` is the reference's callable place(va, payload), or a
+ *                    writable buffer (the QP's registered memory): then a payload is
+ *                    copied at va with memcpy, bounds checked, and nothing written
+ *                    outside.
+ * What stays Python: the packets it is given (transport.RxPacket, read by attribute),
+ * the SackReports it returns (transport.SackReport), `nacks` (a list the data path
+ * sends and clears), `completions` (a deque of (n, imm)), and port_state(), called
+ * once per report as the reference does.
+ */
 #include "_fastpath.h"
 
-int fp_add_receiver(PyObject *m) {
-    (void)m;
+#include <stdint.h>
+#include <string.h>
+
+#include "structmember.h"
+
+/* From twin.mrc.transport, looked up when the first Receiver is made (the module
+ * imports nothing of ours, so there is no cycle). */
+static PyObject *SackReport, *ReceiverStats, *make_deque;
+static long long MESSAGES_KEPT, RECV_WINDOW, NACK_DISTANCE, CONGESTION_ECHO_CE,
+    CONGESTION_COUNT;
+static PyObject *s_psn, *s_va, *s_payload, *s_imm, *s_ev, *s_tries, *s_ack_req, *s_ce,
+    *s_maxlen;
+
+enum { BITMAP_BITS = 64 };
+
+typedef struct {
+    int64_t packets, bytes, duplicates, out_of_order, acks, nacks, completions,
+        out_of_window, ce_marked, trimmed, nacks_trimmed;
+} RxCounters;
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *place;       /* the callable, or NULL: copy into `buf` */
+    Py_buffer buf;         /* valid when place is NULL */
+    PyObject *port_state;  /* callable, or Py_None: 0xFFFF */
+    PyObject *nacks;       /* list of PSNs to NAK */
+    PyObject *completions; /* deque(maxlen=MESSAGES_KEPT) of (n, imm) */
+    long long span, ack_every;
+    int64_t cum;
+    uint64_t *ring;        /* bit (psn & mask): psn >= cum arrived */
+    int64_t mask;          /* ring bits - 1 */
+    int64_t *heap_psn;     /* the WRITE_IMM min-heap, by PSN */
+    PyObject **heap_imm;
+    Py_ssize_t heap_len, heap_cap;
+    int64_t unacked, nacked;
+    long long marks;       /* CE-marked packets since the last report, saturating */
+    RxCounters st;
+} Receiver;
+
+/* -- the ring of PSN bits -------------------------------------------------------- */
+
+static inline int ring_has(const Receiver *r, int64_t psn) {
+    int64_t i = psn & r->mask;
+    return (int)(r->ring[i >> 6] >> (i & 63) & 1);
+}
+
+static inline void ring_set(Receiver *r, int64_t psn) {
+    int64_t i = psn & r->mask;
+    r->ring[i >> 6] |= (uint64_t)1 << (i & 63);
+}
+
+static inline void ring_clear(Receiver *r, int64_t psn) {
+    int64_t i = psn & r->mask;
+    r->ring[i >> 6] &= ~((uint64_t)1 << (i & 63));
+}
+
+/* Bits for PSNs cum + 1 .. cum + 64: the reference's (window >> 1) & MASK64. */
+static uint64_t ring_bitmap(const Receiver *r) {
+    int64_t i = (r->cum + 1) & r->mask, word = i >> 6, shift = i & 63;
+    int64_t words = (r->mask + 1) >> 6;
+    uint64_t bits = r->ring[word] >> shift;
+    if (shift)
+        bits |= r->ring[(word + 1) % words] << (64 - shift);
+    return bits;
+}
+
+/* -- the WRITE_IMM heap (heapq's, on PSN; PSNs in it are distinct) ----------------- */
+
+static int heap_push(Receiver *r, int64_t psn, PyObject *imm) {
+    if (r->heap_len == r->heap_cap) {
+        Py_ssize_t cap = r->heap_cap ? 2 * r->heap_cap : 16;
+        int64_t *p = PyMem_Realloc(r->heap_psn, cap * sizeof *p);
+        if (!p) { PyErr_NoMemory(); return -1; }
+        r->heap_psn = p;
+        PyObject **q = PyMem_Realloc(r->heap_imm, cap * sizeof *q);
+        if (!q) { PyErr_NoMemory(); return -1; }
+        r->heap_imm = q;
+        r->heap_cap = cap;
+    }
+    Py_ssize_t k = r->heap_len++;
+    while (k > 0) {
+        Py_ssize_t up = (k - 1) / 2;
+        if (r->heap_psn[up] <= psn) break;
+        r->heap_psn[k] = r->heap_psn[up];
+        r->heap_imm[k] = r->heap_imm[up];
+        k = up;
+    }
+    r->heap_psn[k] = psn;
+    r->heap_imm[k] = Py_NewRef(imm);
     return 0;
+}
+
+/* The smallest entry out; its imm is the caller's reference. */
+static PyObject *heap_pop(Receiver *r) {
+    PyObject *top = r->heap_imm[0];
+    Py_ssize_t n = --r->heap_len, k = 0;
+    int64_t psn = r->heap_psn[n];
+    PyObject *imm = r->heap_imm[n];
+    for (;;) {
+        Py_ssize_t c = 2 * k + 1;
+        if (c >= n) break;
+        if (c + 1 < n && r->heap_psn[c + 1] < r->heap_psn[c]) c++;
+        if (psn <= r->heap_psn[c]) break;
+        r->heap_psn[k] = r->heap_psn[c];
+        r->heap_imm[k] = r->heap_imm[c];
+        k = c;
+    }
+    if (n) {
+        r->heap_psn[k] = psn;
+        r->heap_imm[k] = imm;
+    }
+    return top;
+}
+
+/* Receiver._deliver: messages whose last PSN is now below cum complete, in order. */
+static int deliver(Receiver *r) {
+    while (r->heap_len && r->heap_psn[0] < r->cum) {
+        PyObject *imm = heap_pop(r);
+        PyObject *done = Py_BuildValue("(LN)", (long long)r->st.completions, imm);
+        if (!done) return -1;
+        PyObject *ok = PyObject_CallMethod(r->completions, "append", "(N)", done);
+        if (!ok) return -1;
+        Py_DECREF(ok);
+        r->st.completions++;
+    }
+    return 0;
+}
+
+/* -- reports ------------------------------------------------------------------------ */
+
+/* A packet's fields, as the receiver reads them. */
+typedef struct {
+    PyObject *obj;
+    int64_t psn, va;
+    PyObject *psn_o, *ev, *tries, *imm, *payload;  /* new references: pkt_release */
+    int ack_req, ce;
+} Pkt;
+
+static void pkt_release(Pkt *p) {
+    Py_XDECREF(p->psn_o); Py_XDECREF(p->ev); Py_XDECREF(p->tries);
+    Py_XDECREF(p->imm); Py_XDECREF(p->payload);
+}
+
+static int get_int64(PyObject *obj, PyObject *name, PyObject **keep, int64_t *out) {
+    PyObject *v = PyObject_GetAttr(obj, name);
+    if (!v) return -1;
+    long long x = PyLong_AsLongLong(v);
+    if (x == -1 && PyErr_Occurred()) { Py_DECREF(v); return -1; }
+    *out = x;
+    if (keep) *keep = v; else Py_DECREF(v);
+    return 0;
+}
+
+static int get_bool(PyObject *obj, PyObject *name, int *out) {
+    PyObject *v = PyObject_GetAttr(obj, name);
+    if (!v) return -1;
+    *out = PyObject_IsTrue(v);
+    Py_DECREF(v);
+    return *out < 0 ? -1 : 0;
+}
+
+static int pkt_read(PyObject *obj, Pkt *p, int with_payload) {
+    memset(p, 0, sizeof *p);
+    p->obj = obj;
+    if (get_int64(obj, s_psn, &p->psn_o, &p->psn) < 0
+        || get_int64(obj, s_va, NULL, &p->va) < 0
+        || !(p->ev = PyObject_GetAttr(obj, s_ev))
+        || !(p->tries = PyObject_GetAttr(obj, s_tries))
+        || !(p->imm = PyObject_GetAttr(obj, s_imm))
+        || get_bool(obj, s_ack_req, &p->ack_req) < 0
+        || get_bool(obj, s_ce, &p->ce) < 0
+        || (with_payload && !(p->payload = PyObject_GetAttr(obj, s_payload)))) {
+        pkt_release(p);
+        return -1;
+    }
+    return 0;
+}
+
+static void mark(Receiver *r) {  /* Receiver._mark */
+    r->st.ce_marked++;
+    if (r->marks < CONGESTION_COUNT) r->marks++;
+}
+
+/* Receiver._report: the state, echoing the packet; the marks start again. */
+static PyObject *report(Receiver *r, const Pkt *p, int dup) {
+    long long congestion = (p->ce ? CONGESTION_ECHO_CE : 0) | r->marks;
+    r->marks = 0;
+    PyObject *ports;
+    if (r->port_state == Py_None) ports = PyLong_FromLong(0xFFFF);
+    else ports = PyObject_CallNoArgs(r->port_state);
+    if (!ports) return NULL;
+    return PyObject_CallFunction(SackReport, "LKOOONLO", (long long)r->cum,
+                                 (unsigned long long)ring_bitmap(r), p->ev, p->psn_o,
+                                 p->tries, ports, congestion, dup ? Py_True : Py_False);
+}
+
+static PyObject *sack(Receiver *r, const Pkt *p, int dup) {  /* Receiver._sack */
+    r->unacked = 0;
+    r->st.acks++;
+    return report(r, p, dup);
+}
+
+/* place(va, payload): the callable, or a copy into the registered buffer. */
+static int place(Receiver *r, const Pkt *p, Py_ssize_t *length) {
+    if (r->place) {
+        Py_ssize_t n = PyObject_Length(p->payload);
+        if (n < 0) return -1;
+        PyObject *ok = PyObject_CallFunction(r->place, "LO", (long long)p->va, p->payload);
+        if (!ok) return -1;
+        Py_DECREF(ok);
+        *length = n;
+        return 0;
+    }
+    Py_buffer src;
+    if (PyObject_GetBuffer(p->payload, &src, PyBUF_SIMPLE) < 0) return -1;
+    if (p->va < 0 || p->va > r->buf.len || src.len > r->buf.len - p->va) {
+        PyErr_Format(PyExc_ValueError, "placing %zd bytes at va %lld overflows the %zd-byte "
+                     "buffer", src.len, (long long)p->va, r->buf.len);
+        PyBuffer_Release(&src);
+        return -1;
+    }
+    memcpy((char *)r->buf.buf + p->va, src.buf, src.len);
+    *length = src.len;
+    PyBuffer_Release(&src);
+    return 0;
+}
+
+/* -- the methods ------------------------------------------------------------------------ */
+
+static PyObject *on_data(Receiver *r, PyObject *obj) {  /* Receiver.on_data */
+    Pkt p;
+    if (pkt_read(obj, &p, 1) < 0) return NULL;
+    PyObject *out = NULL;
+    int64_t d = p.psn - r->cum;
+    if (d < 0 || (d < r->span && ring_has(r, p.psn))) {
+        r->st.duplicates++;
+        if (p.ce) mark(r);
+        out = sack(r, &p, 1);  /* the sender missed an ack: answer at once */
+        goto done;
+    }
+    if (d >= r->span) {
+        r->st.out_of_window++;
+        out = Py_NewRef(Py_None);
+        goto done;
+    }
+    if (p.ce) mark(r);
+    Py_ssize_t length;
+    if (place(r, &p, &length) < 0) goto done;
+    r->st.packets++;
+    r->st.bytes += length;
+    if (p.imm != Py_None && heap_push(r, p.psn, p.imm) < 0) goto done;
+    if (d == 0) {
+        ring_set(r, r->cum);
+        while (ring_has(r, r->cum)) {
+            ring_clear(r, r->cum);
+            r->cum++;
+        }
+        if (r->heap_len && deliver(r) < 0) goto done;
+    } else {
+        r->st.out_of_order++;
+        ring_set(r, p.psn);
+        if (d >= NACK_DISTANCE && r->nacked != r->cum) {
+            r->nacked = r->cum;
+            PyObject *cum = PyLong_FromLongLong(r->cum);
+            if (!cum || PyList_Append(r->nacks, cum) < 0) { Py_XDECREF(cum); goto done; }
+            Py_DECREF(cum);
+            r->st.nacks++;
+        }
+    }
+    r->unacked++;
+    if (r->unacked >= r->ack_every || p.ack_req || p.imm != Py_None || p.ce)
+        out = sack(r, &p, 0);
+    else
+        out = Py_NewRef(Py_None);
+done:
+    pkt_release(&p);
+    return out;
+}
+
+static PyObject *on_trimmed(Receiver *r, PyObject *obj) {  /* Receiver.on_trimmed */
+    Pkt p;
+    if (pkt_read(obj, &p, 0) < 0) return NULL;
+    PyObject *rep = NULL, *out = NULL;
+    int nack = 0;
+    int64_t d = p.psn - r->cum;
+    r->st.trimmed++;
+    if (d < 0 || (d < r->span && ring_has(r, p.psn))) {
+        r->st.duplicates++;
+        rep = sack(r, &p, 1);
+    } else if (d >= r->span) {
+        r->st.out_of_window++;
+        rep = Py_NewRef(Py_None);
+    } else {
+        if (p.ce) mark(r);
+        r->st.nacks++;
+        r->st.nacks_trimmed++;
+        rep = report(r, &p, 0);
+        nack = 1;
+    }
+    if (rep) out = Py_BuildValue("(NO)", rep, nack ? Py_True : Py_False);
+    pkt_release(&p);
+    return out;
+}
+
+static PyObject *flush(Receiver *r, PyObject *obj) {  /* Receiver.flush */
+    if (!r->unacked || obj == Py_None) Py_RETURN_NONE;
+    Pkt p;
+    if (pkt_read(obj, &p, 0) < 0) return NULL;
+    PyObject *out = sack(r, &p, 0);
+    pkt_release(&p);
+    return out;
+}
+
+/* -- the type -------------------------------------------------------------------------- */
+
+static int lookup_transport(void) {
+    if (SackReport) return 0;
+    PyObject *t = PyImport_ImportModule("twin.mrc.transport");
+    if (!t) return -1;
+    PyObject *collections = PyImport_ImportModule("collections");
+    int rc = -1;
+    if (!collections) goto out;
+    make_deque = PyObject_GetAttrString(collections, "deque");
+    Py_DECREF(collections);
+    if (!make_deque) goto out;
+    if (!(SackReport = PyObject_GetAttrString(t, "SackReport"))
+        || !(ReceiverStats = PyObject_GetAttrString(t, "ReceiverStats"))) goto out;
+    struct { const char *name; long long *into; } consts[] = {
+        {"MESSAGES_KEPT", &MESSAGES_KEPT}, {"RECV_WINDOW", &RECV_WINDOW},
+        {"NACK_DISTANCE", &NACK_DISTANCE}, {"CONGESTION_ECHO_CE", &CONGESTION_ECHO_CE},
+        {"CONGESTION_COUNT", &CONGESTION_COUNT}};
+    for (size_t i = 0; i < sizeof consts / sizeof *consts; i++) {
+        PyObject *v = PyObject_GetAttrString(t, consts[i].name);
+        if (!v) goto out;
+        *consts[i].into = PyLong_AsLongLong(v);
+        Py_DECREF(v);
+        if (PyErr_Occurred()) goto out;
+    }
+    if (BITMAP_BITS != 64) goto out;
+    rc = 0;
+out:
+    Py_DECREF(t);
+    if (rc < 0) Py_CLEAR(SackReport);
+    return rc;
+}
+
+static int Receiver_init(Receiver *r, PyObject *args, PyObject *kw) {
+    static char *names[] = {"place", "ack_every", "port_state", "span", NULL};
+    PyObject *placer, *port_state = Py_None;
+    long long ack_every = 2, span = -1;
+    if (lookup_transport() < 0) return -1;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|LOL:Receiver", names, &placer, &ack_every,
+                                     &port_state, &span))
+        return -1;
+    if (r->ring) {
+        PyErr_SetString(PyExc_TypeError, "a Receiver is initialised once");
+        return -1;
+    }
+    if (span < 0) span = RECV_WINDOW;
+    if (span < 1 || span > (1LL << 30)) {
+        PyErr_Format(PyExc_ValueError, "span %lld: want 1 .. 2**30 PSNs", span);
+        return -1;
+    }
+    if (PyCallable_Check(placer)) {
+        r->place = Py_NewRef(placer);
+    } else if (PyObject_GetBuffer(placer, &r->buf, PyBUF_WRITABLE) < 0) {
+        PyErr_SetString(PyExc_TypeError, "place: want place(va, payload), or a writable "
+                        "buffer to copy payloads into");
+        return -1;
+    }
+    if (port_state != Py_None && !PyCallable_Check(port_state)) {
+        PyErr_SetString(PyExc_TypeError, "port_state: want a callable returning the port bitmap");
+        return -1;
+    }
+    int64_t bits = 128;
+    while (bits < span + BITMAP_BITS + 1) bits <<= 1;
+    if (!(r->ring = PyMem_Calloc(bits / 64, sizeof(uint64_t)))) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    r->mask = bits - 1;
+    r->span = span;
+    r->ack_every = ack_every;
+    r->port_state = Py_NewRef(port_state);
+    r->nacked = -1;
+    if (!(r->nacks = PyList_New(0))) return -1;
+    PyObject *kwargs = Py_BuildValue("{OL}", s_maxlen, MESSAGES_KEPT);
+    if (!kwargs) return -1;
+    PyObject *empty = PyTuple_New(0);
+    r->completions = empty ? PyObject_Call(make_deque, empty, kwargs) : NULL;
+    Py_XDECREF(empty);
+    Py_DECREF(kwargs);
+    return r->completions ? 0 : -1;
+}
+
+static int Receiver_traverse(Receiver *r, visitproc visit, void *arg) {
+    Py_VISIT(r->place); Py_VISIT(r->port_state); Py_VISIT(r->nacks);
+    Py_VISIT(r->completions);
+    for (Py_ssize_t i = 0; i < r->heap_len; i++) Py_VISIT(r->heap_imm[i]);
+    return 0;
+}
+
+static int Receiver_clear(Receiver *r) {
+    Py_CLEAR(r->place); Py_CLEAR(r->port_state); Py_CLEAR(r->nacks);
+    Py_CLEAR(r->completions);
+    for (Py_ssize_t i = 0; i < r->heap_len; i++) Py_CLEAR(r->heap_imm[i]);
+    r->heap_len = 0;
+    return 0;
+}
+
+static void Receiver_dealloc(Receiver *r) {
+    PyObject_GC_UnTrack(r);
+    Receiver_clear(r);
+    if (r->buf.obj) PyBuffer_Release(&r->buf);
+    PyMem_Free(r->ring);
+    PyMem_Free(r->heap_psn);
+    PyMem_Free(r->heap_imm);
+    Py_TYPE(r)->tp_free((PyObject *)r);
+}
+
+static PyObject *get_stats(Receiver *r, void *closure) {
+    (void)closure;
+    const RxCounters *s = &r->st;
+    return PyObject_CallFunction(ReceiverStats, "LLLLLLLLLLL", (long long)s->packets,
+                                 (long long)s->bytes, (long long)s->duplicates,
+                                 (long long)s->out_of_order, (long long)s->acks,
+                                 (long long)s->nacks, (long long)s->completions,
+                                 (long long)s->out_of_window, (long long)s->ce_marked,
+                                 (long long)s->trimmed, (long long)s->nacks_trimmed);
+}
+
+static PyObject *get_owes_ack(Receiver *r, void *closure) {
+    (void)closure;
+    return PyBool_FromLong(r->unacked > 0);
+}
+
+static PyObject *get_cum(Receiver *r, void *closure) {
+    (void)closure;
+    return PyLong_FromLongLong(r->cum);
+}
+
+static PyObject *get_bytes_placed(Receiver *r, void *closure) {
+    (void)closure;
+    return PyLong_FromLongLong(r->st.bytes);
+}
+
+static PyObject *get_place(Receiver *r, void *closure) {
+    (void)closure;
+    return Py_NewRef(r->place ? r->place : r->buf.obj);
+}
+
+static PyGetSetDef Receiver_getset[] = {
+    {"stats", (getter)get_stats, NULL, "the counters: a transport.ReceiverStats, as of now"},
+    {"owes_ack", (getter)get_owes_ack, NULL, "packets arrived since the last SACK"},
+    {"cum", (getter)get_cum, NULL, "every PSN below it arrived"},
+    {"bytes_placed", (getter)get_bytes_placed, NULL, "stats.bytes, without the snapshot"},
+    {"place", (getter)get_place, NULL, "place(va, payload), or the buffer payloads go to"},
+    {NULL},
+};
+
+static PyMemberDef Receiver_members[] = {
+    {"span", T_LONGLONG, offsetof(Receiver, span), READONLY, "PSNs above cum it accepts"},
+    {"ack_every", T_LONGLONG, offsetof(Receiver, ack_every), READONLY,
+     "a SACK per this many packets"},
+    {"port_state", T_OBJECT, offsetof(Receiver, port_state), READONLY,
+     "port_state() -> the port bitmap SACKs carry (None: 0xFFFF)"},
+    {"nacks", T_OBJECT, offsetof(Receiver, nacks), READONLY,
+     "PSNs to NAK; the data path sends and clears them"},
+    {"completions", T_OBJECT, offsetof(Receiver, completions), READONLY,
+     "the last completed messages, (n, imm), in order"},
+    {NULL},
+};
+
+static PyMethodDef Receiver_methods[] = {
+    {"on_data", (PyCFunction)on_data, METH_O,
+     "on_data(pkt) -> SackReport | None: take one data packet (transport.Receiver.on_data)"},
+    {"on_trimmed", (PyCFunction)on_trimmed, METH_O,
+     "on_trimmed(pkt) -> (SackReport | None, nack): a trimmed packet, never placed"},
+    {"flush", (PyCFunction)flush, METH_O,
+     "flush(pkt | None) -> SackReport | None: the delayed-ack timer fired"},
+    {NULL},
+};
+
+static PyTypeObject ReceiverType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "twin.mrc._fastpath.Receiver",
+    .tp_doc = "Receiver(place, ack_every=2, port_state=None, span=RECV_WINDOW): "
+              "twin.mrc.transport.Receiver in C (the same decisions; see _receiver.c)",
+    .tp_basicsize = sizeof(Receiver),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)Receiver_init,
+    .tp_dealloc = (destructor)Receiver_dealloc,
+    .tp_traverse = (traverseproc)Receiver_traverse,
+    .tp_clear = (inquiry)Receiver_clear,
+    .tp_methods = Receiver_methods,
+    .tp_members = Receiver_members,
+    .tp_getset = Receiver_getset,
+};
+
+int fp_add_receiver(PyObject *m) {
+#define NAME(var, text) if (!(var = PyUnicode_InternFromString(text))) return -1
+    NAME(s_psn, "psn"); NAME(s_va, "va"); NAME(s_payload, "payload"); NAME(s_imm, "imm");
+    NAME(s_ev, "ev"); NAME(s_tries, "tries"); NAME(s_ack_req, "ack_req"); NAME(s_ce, "ce");
+    NAME(s_maxlen, "maxlen");
+#undef NAME
+    if (PyType_Ready(&ReceiverType) < 0) return -1;
+    return PyModule_AddObjectRef(m, "Receiver", (PyObject *)&ReceiverType);
 }

@@ -308,7 +308,10 @@ class PacketLoop:
         rng = random.Random(f"{self.host}/recv/{qpn}/{seed}")
         rkey = rng.getrandbits(32)
         qp = RecvQp(qpn, rkey, mem, mem.view, None, rng)
-        qp.receiver = self.core.receiver(_placer(qp.buf), port_state=lambda: self.port_bitmap)
+        # the compiled Receiver copies payloads into the buffer itself; the reference
+        # calls a placer per packet
+        place = qp.buf if self.core.compiled else _placer(qp.buf)
+        qp.receiver = self.core.receiver(place, port_state=lambda: self.port_bitmap)
         self.recv_qps[qpn] = qp
         return qp
 
@@ -626,12 +629,12 @@ class PacketLoop:
                                                                             src)
         qp.last_pkt = rp  # for a delayed ACK: its PSN, EV and try (never its payload)
         qp.last_data_ns = now_ns()
-        placed = rx.stats.bytes
+        placed = rx.bytes_placed
         sack = rx.on_data(rp)
-        if rx.stats.bytes != placed:
+        if rx.bytes_placed != placed:
             plane = ev & _PLANE_MASK
             if plane in self.rx_plane_bytes:
-                self.rx_plane_bytes[plane] += rx.stats.bytes - placed
+                self.rx_plane_bytes[plane] += rx.bytes_placed - placed
         if sack is not None:
             # the sender waits on this one, or it echoes a CE mark (never coalesced away)
             if sack.dup or ack_req or imm is not None or sack.congestion:

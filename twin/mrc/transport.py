@@ -1296,6 +1296,10 @@ class Receiver:
     def owes_ack(self) -> bool:
         return self._unacked > 0
 
+    @property
+    def bytes_placed(self) -> int:
+        return self.stats.bytes
+
     def _deliver(self) -> None:
         while self._imm and self._imm[0][0] < self.cum:
             _, imm = heapq.heappop(self._imm)
