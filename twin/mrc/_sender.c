@@ -1,7 +1,2198 @@
-/* The transport's compiled Sender: not yet built (twin.mrc.core runs the reference). */
+/* The transport's compiled Sender: twin.mrc.transport.Sender's decisions, in C.
+ *
+ * The reference (transport.Sender) is the specification and stays the readable one;
+ * every function here is named after the method it mirrors and does what it does, in
+ * the same order, so that the same inputs give the same packets, EVs, losses, events
+ * and window, float for float. tests/unit/test_transport_differential.py holds the two
+ * equal on recorded traces (link cuts, loss, reordering, trims, ECN marks, CNPs, port
+ * and probe events), decision by decision; tests/unit/test_sender_compiled.py covers
+ * what traces do not.
+ *
+ * In C, per packet and per batch:
+ *   records      a packet's record (_Tx) lives in a ring indexed by PSN, grown by
+ *                doubling when the outstanding PSNs outgrow it; `present` is the
+ *                reference's `psn in self._txs`
+ *   queues       the send order, the per-EV send orders, the retransmit and unsent
+ *                queues: deques of (seq, psn) in C; the per-EV ones in a hash map
+ *   the SACK walk, RACK and per-EV loss detection, the retransmit timer, the window
+ *   (nscc and delay: the same double arithmetic, in the same order), NACK and trim
+ *   handling, message completion; the counters (`stats` is a transport.SenderStats
+ *   made from them when read: a snapshot, where the reference's is live)
+ *   the EV rotation and the per-packet path bookkeeping of the EV set (EvSet.next,
+ *   sent_unproven, gone, delivered): the same steps on the same Python EvSet and Ev
+ *   objects, their slots read and written in place (see `EvSet access`)
+ * In Python, called from here as the reference calls them: everything else of the EV
+ * set (retirement, replacement, revival, SKIP, denylist, planes), the event log
+ * (transport.EventLog of transport.Event), the acked-bytes bins, DCQCN's rate and
+ * pacer, the record of losses (an OrderedDict, touched only on loss), and messages
+ * (transport._Msg). Packets go out as TxPacket objects the data path (TxBatch) reads
+ * by attribute, as it reads transport.TxPacket.
+ *
+ * Divergences, on purpose: numbers read back as floats where the reference may hold
+ * an int of the same value (window, srtt); the config is read once (the reference
+ * reads self.cfg per use; nothing changes it after construction); a non-positive MTU
+ * is refused at construction (the reference fails at the first post); PSNs, times
+ * and VAs are 64-bit.
+ */
 #include "_fastpath.h"
 
-int fp_add_sender(PyObject *m) {
-    (void)m;
+#include <math.h>
+#include <stdio.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "structmember.h"
+
+/* -- what is looked up in Python once ------------------------------------------------ */
+
+static PyObject *Event, *SenderStats, *Msg, *QpFailed, *NoUsableEv, *weakly, *EventLog,
+    *AckedBins, *for_sender, *wire_bytes, *make_deque, *OrderedDict, *SenderConfig,
+    *MODES, *CCS, *EvType, *PathType;
+static long long BUILD_CHUNK, LOST_REMEMBERED, REORDER_STEPS_MAX, REORDERING_LEARNED,
+    TRY_MASK, BITMAP_BITS, CONGESTION_ECHO_CE, CONGESTION_COUNT, MESSAGES_KEPT;
+static double REORDERING_DECAY;
+
+enum { MODE_MRC, MODE_SPRAY_STATIC, MODE_SINGLE };
+enum { CC_NSCC, CC_DELAY, CC_OTHER };
+enum { PLANES_MAX = 64 };
+
+static PyObject *s_next, *s_sent, *s_sent_unproven, *s_proving, *s_gone, *s_delivered, *s_congested, *s_find,
+    *s_unretire, *s_lost, *s_path_lost, *s_set_plane, *s_probe_result, *s_deny, *s_hashed,
+    *s_set_unproven_cap, *s_planes_in_use, *s_planes, *s_paths_per_plane, *s_size,
+    *s_planes_down, *s_retired, *s_append, *s_start, *s_at, *s_allowance, *s_consume,
+    *s_next_send_ns, *s_on_cnp, *s_value, *s_plane, *s_path, *s_dead_since,
+    *s_first_loss_ns, *s_rtt_ns, *s_probed, *s_done_ns, *s_move_to_end, *s_pop,
+    *s_popitem, *s_get, *s_last, *s_on_change, *s_mode, *s_cc, *s_mtu, *s_init_window,
+    *s_min_window, *s_max_window, *s_target_ns, *s_ecn, *s_trim, *s_pi_gain,
+    *s_fair_increase, *s_md_gain, *s_md_max, *s_reorder_ns, *s_rto_min_ns,
+    *s_retry_limit, *s_loss_limit, *s_backoff_max, *s_maxlen, *s_active, *s_cursor,
+    *s_skipped, *s_unproven_cap, *s_end_of_rotation, *s_proven, *s_inflight, *s_state,
+    *s_delivered_ns, *s_path_alive, *s_update_proving, *s_failed, *s_capped, *s_add,
+    *s_clear, *k_loss, *k_first_loss, *k_retire, *k_retransmit, *k_repaired,
+    *k_spurious, *k_port, *k_probe, *k_revive, *k_trim, *k_ev_state, *r_per_ev,
+    *r_rack, *r_nack, *r_timeout, *r_dead_path, *w_ecn, *w_trim, *w_rtt, *a_ok,
+    *a_lost, *k_cum, *k_ev, *k_psn, *k_tries, *k_port_state, *k_congestion, *k_bitmap, *k_dup, *k_empty, *k_resent_at_once;
+
+/* -- EvSet access ---------------------------------------------------------------------
+ * Ev and PathState are slotted dataclasses: their fields are member descriptors at
+ * fixed offsets, read and written here in place (a pointer load, not an attribute
+ * lookup) when the object is exactly that type, else through getattr. */
+
+typedef struct {
+    PyObject **name;
+    Py_ssize_t offset;  /* -1: use getattr */
+} Field;
+
+static Field F_VALUE = {&s_value, -1}, F_PLANE = {&s_plane, -1}, F_SENT = {&s_sent, -1},
+             F_PATH = {&s_path, -1}, F_FIRST_LOSS = {&s_first_loss_ns, -1},
+             F_RTT = {&s_rtt_ns, -1}, F_PROBED = {&s_probed, -1}, F_STATE = {&s_state, -1},
+             P_PROVEN = {&s_proven, -1}, P_INFLIGHT = {&s_inflight, -1},
+             P_DEAD = {&s_dead_since, -1}, P_DELIVERED = {&s_delivered_ns, -1};
+
+static int field_offset(PyObject *type, Field *f) {
+    PyObject *d = PyObject_GetAttr(type, *f->name);
+    if (!d) return -1;
+    if (Py_IS_TYPE(d, &PyMemberDescr_Type)) {
+        PyMemberDef *m = ((PyMemberDescrObject *)d)->d_member;
+        if (m->type == T_OBJECT_EX) f->offset = m->offset;
+    }
+    Py_DECREF(d);
     return 0;
+}
+
+static inline int fast(PyObject *o, const Field *f, PyObject *type) {
+    return f->offset >= 0 && Py_IS_TYPE(o, (PyTypeObject *)type);
+}
+
+/* A field of an Ev (type EvType) or PathState (PathType): a new reference. */
+static PyObject *fget(PyObject *o, const Field *f, PyObject *type) {
+    if (fast(o, f, type)) {
+        PyObject *v = *(PyObject **)((char *)o + f->offset);
+        if (v) return Py_NewRef(v);
+    }
+    return PyObject_GetAttr(o, *f->name);
+}
+
+/* Set it; steals v (which may be NULL: then fails). */
+static int fset(PyObject *o, const Field *f, PyObject *type, PyObject *v) {
+    if (!v) return -1;
+    if (fast(o, f, type)) {
+        PyObject **p = (PyObject **)((char *)o + f->offset), *old = *p;
+        *p = v;
+        Py_XDECREF(old);
+        return 0;
+    }
+    int rc = PyObject_SetAttr(o, *f->name, v);
+    Py_DECREF(v);
+    return rc;
+}
+
+static int fget_i64(PyObject *o, const Field *f, PyObject *type, int64_t *out) {
+    PyObject *v = fget(o, f, type);
+    if (!v) return -1;
+    long long x = PyLong_AsLongLong(v);
+    Py_DECREF(v);
+    if (x == -1 && PyErr_Occurred()) return -1;
+    *out = x;
+    return 0;
+}
+
+#define EV_I64(ev, F, out) fget_i64((ev), &(F), EvType, (out))
+
+/* -- small containers -------------------------------------------------------------- */
+
+typedef struct {
+    int64_t a, b;  /* (seq, psn); a single PSN in a */
+} Pair;
+
+typedef struct {
+    Pair *buf;
+    int64_t head, len, cap;  /* cap: 0 or a power of two */
+} Deque;
+
+static int dq_grow(Deque *q) {
+    int64_t cap = q->cap ? 2 * q->cap : 16;
+    Pair *buf = PyMem_Malloc(cap * sizeof *buf);
+    if (!buf) { PyErr_NoMemory(); return -1; }
+    for (int64_t i = 0; i < q->len; i++) buf[i] = q->buf[(q->head + i) & (q->cap - 1)];
+    PyMem_Free(q->buf);
+    q->buf = buf;
+    q->head = 0;
+    q->cap = cap;
+    return 0;
+}
+
+static inline int dq_push(Deque *q, int64_t a, int64_t b) {
+    if (q->len == q->cap && dq_grow(q) < 0) return -1;
+    Pair *p = &q->buf[(q->head + q->len++) & (q->cap - 1)];
+    p->a = a;
+    p->b = b;
+    return 0;
+}
+
+static inline int dq_push_front(Deque *q, int64_t a, int64_t b) {
+    if (q->len == q->cap && dq_grow(q) < 0) return -1;
+    q->head = (q->head - 1) & (q->cap - 1);
+    q->len++;
+    q->buf[q->head].a = a;
+    q->buf[q->head].b = b;
+    return 0;
+}
+
+static inline Pair *dq_front(Deque *q) { return &q->buf[q->head]; }
+static inline Pair *dq_at(Deque *q, int64_t i) { return &q->buf[(q->head + i) & (q->cap - 1)]; }
+
+static inline Pair dq_pop(Deque *q) {
+    Pair p = q->buf[q->head];
+    q->head = (q->head + 1) & (q->cap - 1);
+    q->len--;
+    return p;
+}
+
+static void dq_free(Deque *q) {
+    PyMem_Free(q->buf);
+    memset(q, 0, sizeof *q);
+}
+
+/* EV value -> its send order (the reference's _per_ev dict of deques). Open addressing
+ * with tombstones; never resized while a detection walks one of its deques (only a
+ * send adds). */
+typedef struct {
+    int64_t key;
+    int state;  /* 0 empty, 1 in use, 2 deleted */
+    Deque q;
+} EvQ;
+
+typedef struct {
+    EvQ *slots;
+    int64_t cap, used, deleted;
+} EvMap;
+
+static inline uint64_t evmap_hash(int64_t key) {
+    return (uint64_t)key * 0x9E3779B97F4A7C15ull;
+}
+
+static Deque *evmap_get(EvMap *m, int64_t key) {
+    if (!m->cap) return NULL;
+    for (uint64_t i = evmap_hash(key) >> 32;; i++) {
+        EvQ *e = &m->slots[i & (m->cap - 1)];
+        if (e->state == 0) return NULL;
+        if (e->state == 1 && e->key == key) return &e->q;
+    }
+}
+
+static int evmap_resize(EvMap *m, int64_t cap) {
+    EvQ *slots = PyMem_Calloc(cap, sizeof *slots), *old = m->slots;
+    if (!slots) { PyErr_NoMemory(); return -1; }
+    for (int64_t j = 0; j < m->cap; j++) {
+        if (old[j].state != 1) continue;
+        for (uint64_t i = evmap_hash(old[j].key) >> 32;; i++) {
+            EvQ *e = &slots[i & (cap - 1)];
+            if (e->state == 0) { *e = old[j]; break; }
+        }
+    }
+    PyMem_Free(old);
+    m->slots = slots;
+    m->cap = cap;
+    m->deleted = 0;
+    return 0;
+}
+
+/* The deque of `key`, made empty if there is none. */
+static Deque *evmap_add(EvMap *m, int64_t key) {
+    Deque *q = evmap_get(m, key);
+    if (q) return q;
+    if ((m->used + m->deleted + 1) * 2 > m->cap) {
+        int64_t cap = m->cap ? m->cap : 64;
+        while ((m->used + 1) * 4 > cap) cap *= 2;
+        if (evmap_resize(m, cap) < 0) return NULL;
+    }
+    for (uint64_t i = evmap_hash(key) >> 32;; i++) {
+        EvQ *e = &m->slots[i & (m->cap - 1)];
+        if (e->state == 0) {
+            e->state = 1;
+            e->key = key;
+            memset(&e->q, 0, sizeof e->q);
+            m->used++;
+            return &e->q;
+        }
+    }
+}
+
+/* Forget `key`'s deque; `keep` leaves its memory to the caller (who walks it). */
+static void evmap_del(EvMap *m, int64_t key, int keep) {
+    if (!m->cap) return;
+    for (uint64_t i = evmap_hash(key) >> 32;; i++) {
+        EvQ *e = &m->slots[i & (m->cap - 1)];
+        if (e->state == 0) return;
+        if (e->state == 1 && e->key == key) {
+            if (!keep) dq_free(&e->q);
+            e->state = 2;
+            m->used--;
+            m->deleted++;
+            return;
+        }
+    }
+}
+
+static void evmap_free(EvMap *m) {
+    for (int64_t j = 0; j < m->cap; j++)
+        if (m->slots[j].state == 1) dq_free(&m->slots[j].q);
+    PyMem_Free(m->slots);
+    memset(m, 0, sizeof *m);
+}
+
+/* Python's f"{v:#x}" (PyUnicode_FromFormat has no %llx) */
+typedef struct { char s[24]; } Hex;
+
+static Hex hex(long long v) {
+    Hex h;
+    snprintf(h.s, sizeof h.s, v < 0 ? "-0x%llx" : "0x%llx",
+             v < 0 ? -(unsigned long long)v : (unsigned long long)v);
+    return h;
+}
+
+/* -- the packet the data path sends (transport.TxPacket's fields) -------------------- */
+
+typedef struct {
+    PyObject_HEAD
+    long long psn, ev, tries;
+    unsigned long long va;
+    char ack_req;
+    PyObject *payload, *imm;
+} Packet;
+
+static void Packet_dealloc(Packet *p) {
+    Py_XDECREF(p->payload);
+    Py_XDECREF(p->imm);
+    Py_TYPE(p)->tp_free((PyObject *)p);
+}
+
+static PyObject *Packet_repr(Packet *p) {
+    return PyUnicode_FromFormat("TxPacket(psn=%lld, ev=%s, va=%llu, len=%zd, tries=%lld, "
+                                "ack_req=%s, imm=%R)", p->psn, hex(p->ev).s, p->va,
+                                PyObject_Length(p->payload), p->tries,
+                                p->ack_req ? "True" : "False", p->imm);
+}
+
+static PyMemberDef Packet_members[] = {
+    {"psn", T_LONGLONG, offsetof(Packet, psn), READONLY, NULL},
+    {"ev", T_LONGLONG, offsetof(Packet, ev), READONLY, "the EV value it goes on"},
+    {"va", T_ULONGLONG, offsetof(Packet, va), READONLY, "where it lands, remote"},
+    {"payload", T_OBJECT, offsetof(Packet, payload), READONLY,
+     "a memoryview of the source buffer"},
+    {"tries", T_LONGLONG, offsetof(Packet, tries), READONLY,
+     "transmission number on the wire (0: first copy), modulo 128"},
+    {"ack_req", T_BOOL, offsetof(Packet, ack_req), READONLY, NULL},
+    {"imm", T_OBJECT, offsetof(Packet, imm), READONLY, "WRITE with immediate: the last packet"},
+    {NULL},
+};
+
+static PyTypeObject PacketType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "twin.mrc._fastpath.TxPacket",
+    .tp_doc = "One data packet to put on the wire (transport.TxPacket's fields).",
+    .tp_basicsize = sizeof(Packet),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_dealloc = (destructor)Packet_dealloc,
+    .tp_repr = (reprfunc)Packet_repr,
+    .tp_members = Packet_members,
+};
+
+/* -- the sender's state -------------------------------------------------------------- */
+
+typedef struct {  /* transport._Tx */
+    int64_t psn, offset, length, last_psn;
+    PyObject *imm;  /* its message's imm, on its last packet only (else NULL) */
+    PyObject *ev;   /* NULL until sent */
+    int64_t sent_ns, seq, tries, losses, timeouts;
+    char acked, in_flight, present;
+} Tx;
+
+typedef struct {  /* a posted write whose records are not all built */
+    PyObject *msg, *imm;
+    int64_t off, end, psn, last_psn;
+} Seg;
+
+typedef struct {
+    PyObject *msg;
+    int64_t last_psn;
+} MsgRef;
+
+typedef struct {  /* a record just acked, kept for loss detection after it is gone */
+    int64_t seq, psn, value, sent_ns;
+} Newly;
+
+typedef struct {
+    int64_t packets, bytes, retransmits, lost_per_ev, lost_rack, lost_timeout, lost_nack,
+        spurious, acked, acks_unsent, lost_dead_path, ecn_marks, ecn_echoes, nacks_seq,
+        nacks_trimmed, trims_ignored, quick_adapts, window_decreases;
+    int64_t per_plane[PLANES_MAX];
+    int plane_order[PLANES_MAX], planes_seen;
+} TxCounters;
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *weakrefs;
+    PyObject *cfg, *rp, *pacer, *evs, *log, *acked_bins, *completed, *lost, *single,
+        *failed;
+    int mode, cc, ecn, trim;
+    int64_t mtu, target_ns, reorder_ns, rto_min_ns, retry_limit, loss_limit, backoff_max;
+    double init_window, min_window, max_window, pi_gain, fair_increase, md_gain, md_max;
+    double window, base_rtt, srtt, reordering_ns, delay_ns;
+    int64_t rtt_samples, cnps_ignored, remote_va, local_ports, remote_ports, posted_bytes,
+        messages_completed;
+    int fabric_marks, stuck;
+    int64_t now;
+    Tx *txs;
+    int64_t tx_cap, ring_lo, ntx;
+    Deque order, retx, unsent;
+    EvMap per_ev;
+    Seg *segs;
+    int64_t seg_head, seg_len, seg_cap;
+    MsgRef *msgs;
+    int64_t msg_head, msg_len, msg_cap;
+    int64_t built_psn, next_psn, next_msn, sent_high, seq, inflight, cum, rack_sent;
+    uint64_t sacked;
+    int64_t low, last_cut_ns, reorder_steps, last_md_ns, last_qa_ns, epoch_ns,
+        acked_epoch, acked_prev;
+    int64_t judging;  /* the EV value whose send order a detection walks, or -1 */
+    int judged_gone;  /* ... and it was deleted meanwhile */
+    TxCounters st;
+    int64_t *scratch;  /* PSNs a SACK acks */
+    int64_t scratch_cap;
+    Newly *newly;
+    int64_t newly_cap;
+} Sender;
+
+/* -- records ------------------------------------------------------------------------- */
+
+static inline Tx *tx_get(Sender *s, int64_t psn) {
+    if (!s->tx_cap || psn < 0) return NULL;
+    Tx *t = &s->txs[psn & (s->tx_cap - 1)];
+    return t->present && t->psn == psn ? t : NULL;
+}
+
+static void tx_release(Tx *t) {
+    Py_CLEAR(t->ev);
+    Py_CLEAR(t->imm);
+    t->present = 0;
+}
+
+static int ring_room(Sender *s, int64_t psn) {
+    while (s->ring_lo < s->built_psn && !tx_get(s, s->ring_lo)) s->ring_lo++;
+    int64_t lo = s->ntx ? s->ring_lo : psn;
+    if (psn - lo < s->tx_cap) return 0;
+    int64_t cap = s->tx_cap ? s->tx_cap : 1024;
+    while (psn - lo >= cap) cap *= 2;
+    Tx *txs = PyMem_Calloc(cap, sizeof *txs);
+    if (!txs) { PyErr_NoMemory(); return -1; }
+    for (int64_t i = 0; i < s->tx_cap; i++)
+        if (s->txs[i].present) txs[s->txs[i].psn & (cap - 1)] = s->txs[i];
+    PyMem_Free(s->txs);
+    s->txs = txs;
+    s->tx_cap = cap;
+    if (!s->ntx) s->ring_lo = psn;
+    return 0;
+}
+
+/* -- events ------------------------------------------------------------------------ */
+
+static int event(Sender *s, int64_t now, PyObject *kind, int64_t ev, int64_t psn,
+                 PyObject *detail) {
+    PyObject *e = PyObject_CallFunction(Event, "LOLLO", (long long)now, kind, (long long)ev,
+                                        (long long)psn, detail ? detail : k_empty);
+    if (!e) return -1;
+    PyObject *r = PyObject_CallMethodOneArg(s->log, s_append, e);
+    Py_DECREF(e);
+    if (!r) return -1;
+    Py_DECREF(r);
+    return 0;
+}
+
+/* An event whose detail is formatted (PyUnicode_FromFormat's formats). */
+static int eventf(Sender *s, int64_t now, PyObject *kind, int64_t ev, int64_t psn,
+                  const char *fmt, ...) {
+    va_list va;
+    va_start(va, fmt);
+    PyObject *detail = PyUnicode_FromFormatV(fmt, va);
+    va_end(va);
+    if (!detail) return -1;
+    int rc = event(s, now, kind, ev, psn, detail);
+    Py_DECREF(detail);
+    return rc;
+}
+
+static PyObject *replaced(PyObject *replacement) {  /* transport._replaced */
+    if (replacement == Py_None)
+        return PyUnicode_FromString("; not replaced: every path of its plane failed");
+    int64_t v;
+    if (EV_I64(replacement, F_VALUE, &v) < 0) return NULL;
+    return PyUnicode_FromFormat("; replaced by %s", hex(v).s);
+}
+
+static inline void count_plane(TxCounters *st, int64_t plane) {
+    if (plane < 0 || plane >= PLANES_MAX) return;
+    if (!st->per_plane[plane]++) st->plane_order[st->planes_seen++] = (int)plane;
+}
+
+/* -- the EV set's hot steps (EvSet.next, sent_unproven, gone, delivered) --------------- */
+
+static PyObject *call0(PyObject *o, PyObject *name) {
+    return PyObject_CallMethodNoArgs(o, name);
+}
+
+/* evs._proving, or -1 */
+static int proving(Sender *s) {
+    PyObject *v = PyObject_GetAttr(s->evs, s_proving);
+    if (!v) return -1;
+    int r = PyObject_IsTrue(v);
+    Py_DECREF(v);
+    return r;
+}
+
+/* evs.next(): a new reference, or NULL (NoUsableEv among others) */
+static PyObject *ev_next(Sender *s) {
+    return call0(s->evs, s_next);
+}
+
+static int evs_call1(Sender *s, PyObject *name, PyObject *ev) {
+    PyObject *r = PyObject_CallMethodOneArg(s->evs, name, ev);
+    if (!r) return -1;
+    Py_DECREF(r);
+    return 0;
+}
+
+/* EvSet.gone(ev): a packet on it is no longer outstanding */
+static int ev_gone(Sender *s, PyObject *ev) {
+    return evs_call1(s, s_gone, ev);
+}
+
+static int ev_delivered(Sender *s, PyObject *ev, int64_t sent_ns) {
+    PyObject *t = PyLong_FromLongLong(sent_ns);
+    if (!t) return -1;
+    PyObject *r = PyObject_CallMethodObjArgs(s->evs, s_delivered, ev, t, NULL);
+    Py_DECREF(t);
+    if (!r) return -1;
+    Py_DECREF(r);
+    return 0;
+}
+
+/* ev.sent += 1; and EvSet.sent_unproven(ev) while some path is unproven */
+static int ev_sent(Sender *s, PyObject *ev, int is_proving) {
+    int64_t n;
+    if (EV_I64(ev, F_SENT, &n) < 0) return -1;
+    if (fset(ev, &F_SENT, EvType, PyLong_FromLongLong(n + 1)) < 0) return -1;
+    if (is_proving) {
+        PyObject *r = PyObject_CallMethodOneArg(s->evs, s_sent_unproven, ev);
+        if (!r) return -1;
+        Py_DECREF(r);
+    }
+    return 0;
+}
+
+/* -- the window ---------------------------------------------------------------------- */
+
+static inline double hold_ns(Sender *s) {  /* max(self.srtt, self.cfg.reorder_ns) */
+    return fmax(s->srtt, (double)s->reorder_ns);
+}
+
+/* Sender.reorder_window_ns */
+static int64_t reorder_window_ns(Sender *s) {
+    int64_t base = s->reorder_ns, q = (int64_t)(s->srtt / 4), r = (int64_t)s->reordering_ns;
+    if (q > base) base = q;
+    if (r > base) base = r;
+    if (s->rtt_samples < REORDERING_LEARNED && (int64_t)s->srtt > base) base = (int64_t)s->srtt;
+    int64_t w = base * s->reorder_steps, cap = s->rto_min_ns / 2;
+    return w < cap ? w : cap;
+}
+
+/* Sender._adjust: the window, on one RTT sample (or one SACK reporting marks) */
+static void adjust(Sender *s, double delay, int marked, int64_t now) {
+    double target = (double)s->target_ns, w = s->window;
+    if (s->cc == CC_DELAY || !s->fabric_marks) {
+        if (delay <= target)
+            w += fmax(0.1, (target - delay) / target);
+        else
+            w -= fmin(w / 4, (delay - target) / delay * 2);
+    } else if (delay <= target) {
+        if (!marked) w += s->pi_gain * fmax(0.1, (target - delay) / target);
+    } else if (marked) {
+        if ((double)(now - s->last_md_ns) > hold_ns(s)) {
+            s->last_md_ns = now;
+            w *= 1 - fmin(s->md_max, s->md_gain * (delay - target) / delay);
+            s->st.window_decreases++;
+        }
+    } else {
+        w += s->fair_increase / fmax(w, 1.0);
+    }
+    s->window = fmin(s->max_window, fmax(s->min_window, w));
+}
+
+static inline void cut_window(Sender *s, int64_t now) {  /* as a loss cuts it */
+    if ((double)(now - s->last_cut_ns) > hold_ns(s)) {
+        s->window = fmax(s->min_window, s->window * 0.85);
+        s->last_cut_ns = now;
+    }
+}
+
+static int congested(Sender *s, PyObject *ev, PyObject *why) {
+    PyObject *r = PyObject_CallMethodObjArgs(s->evs, s_congested, ev, why, NULL);
+    if (!r) return -1;
+    Py_DECREF(r);
+    return 0;
+}
+
+/* Sender._rtt_sample */
+static int rtt_sample(Sender *s, PyObject *ev, int64_t rtt, int64_t now, int marked) {
+    if ((double)rtt < s->base_rtt) s->base_rtt = (double)rtt;
+    s->rtt_samples++;
+    s->reordering_ns = fmax((double)rtt - s->base_rtt, s->reordering_ns * REORDERING_DECAY);
+    s->srtt = s->srtt == 0 ? (double)rtt : 0.875 * s->srtt + 0.125 * (double)rtt;
+    PyObject *old = fget(ev, &F_RTT, EvType);
+    if (!old) return -1;
+    double ev_rtt = PyFloat_AsDouble(old);
+    Py_DECREF(old);
+    if (ev_rtt == -1 && PyErr_Occurred()) return -1;
+    PyObject *v;
+    if (ev_rtt == 0) {
+        v = PyLong_FromLongLong(rtt);
+        ev_rtt = (double)rtt;
+    } else {
+        ev_rtt = 0.75 * ev_rtt + 0.25 * (double)rtt;
+        v = PyFloat_FromDouble(ev_rtt);
+    }
+    if (fset(ev, &F_RTT, EvType, v) < 0) return -1;
+    double delay = (double)rtt - s->base_rtt;
+    s->delay_ns = delay;
+    adjust(s, delay, marked, now);
+    if (s->mode == MODE_MRC && ev_rtt - s->base_rtt > 2 * (double)s->target_ns)
+        return congested(s, ev, w_rtt);
+    return 0;
+}
+
+/* Sender._count_acked: packets acked per RTT (QuickAdapt's measure) */
+static void count_acked(Sender *s, int64_t count, int64_t now) {
+    if ((double)(now - s->epoch_ns) >= hold_ns(s)) {
+        s->acked_prev = s->acked_epoch;
+        s->acked_epoch = 0;
+        s->epoch_ns = now;
+    }
+    s->acked_epoch += count;
+}
+
+/* Sender._quick_adapt */
+static void quick_adapt(Sender *s, int64_t now) {
+    if ((double)(now - s->last_qa_ns) <= hold_ns(s)) return;
+    s->last_qa_ns = now;
+    int64_t achieved = s->acked_prev > s->acked_epoch ? s->acked_prev : s->acked_epoch;
+    if ((double)achieved < s->window) {
+        s->window = fmax(s->min_window, (double)achieved);
+        s->st.quick_adapts++;
+    }
+}
+
+/* -- sending ----------------------------------------------------------------------- */
+
+static int is_no_ev(void) {
+    if (!PyErr_ExceptionMatches(NoUsableEv)) return 0;
+    PyErr_Clear();
+    return 1;
+}
+
+static int plane_down(Sender *s, PyObject *ev, int64_t *plane) {
+    if (EV_I64(ev, F_PLANE, plane) < 0) return -1;
+    PyObject *down = PyObject_GetAttr(s->evs, s_planes_down), *p = PyLong_FromLongLong(*plane);
+    int r = down && p ? PySequence_Contains(down, p) : -1;
+    Py_XDECREF(down);
+    Py_XDECREF(p);
+    return r;
+}
+
+/* Sender._pick_ev: the next EV; a retransmission avoids the lost copy's plane when it
+ * can. A new reference, or NULL (NoUsableEv when there is none). */
+static PyObject *pick_ev(Sender *s, PyObject *avoid) {
+    if (s->single != Py_None) {
+        int64_t plane;
+        int down = plane_down(s, s->single, &plane);
+        if (down < 0) return NULL;
+        if (down) {
+            PyErr_Format(NoUsableEv, "single-path's plane %lld is down", (long long)plane);
+            return NULL;
+        }
+        return Py_NewRef(s->single);
+    }
+    PyObject *ev = ev_next(s);
+    if (!ev || avoid == NULL) return ev;
+    int64_t avoid_plane, avoid_value, plane, value;
+    if (EV_I64(avoid, F_PLANE, &avoid_plane) < 0 || EV_I64(avoid, F_VALUE, &avoid_value) < 0)
+        goto fail;
+    for (int i = 0; i < 8; i++) {
+        if (EV_I64(ev, F_PLANE, &plane) < 0 || EV_I64(ev, F_VALUE, &value) < 0) goto fail;
+        if (plane != avoid_plane && value != avoid_value) break;
+        Py_SETREF(ev, ev_next(s));
+        if (!ev) return NULL;
+    }
+    if (EV_I64(ev, F_VALUE, &value) < 0) goto fail;
+    if (value == avoid_value) {
+        /* Not the very EV the copy took: any other will do, if there is one. */
+        PyObject *size = PyObject_GetAttr(s->evs, s_size);
+        if (!size) goto fail;
+        Py_ssize_t n = PyLong_AsSsize_t(size);
+        Py_DECREF(size);
+        if (n == -1 && PyErr_Occurred()) goto fail;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            PyObject *other = ev_next(s);
+            if (!other) goto fail;
+            int64_t v;
+            if (EV_I64(other, F_VALUE, &v) < 0) { Py_DECREF(other); goto fail; }
+            if (v != avoid_value) {
+                Py_DECREF(ev);
+                return other;
+            }
+            Py_DECREF(other);
+        }
+    }
+    return ev;
+fail:
+    Py_DECREF(ev);
+    return NULL;
+}
+
+/* Record that `tx` leaves on `ev` now (the bookkeeping _emit_new and _resend share):
+ * the send order, the EV's send order, ev.sent, the path's count while unproven. */
+static int sent_on(Sender *s, Tx *tx, PyObject *ev, int64_t value, int64_t now,
+                   int is_proving) {
+    Py_XSETREF(tx->ev, Py_NewRef(ev));
+    tx->sent_ns = now;
+    tx->seq = s->seq;
+    tx->in_flight = 1;
+    if (dq_push(&s->order, s->seq, tx->psn) < 0) return -1;
+    Deque *q = evmap_add(&s->per_ev, value);
+    if (!q || dq_push(q, s->seq, tx->psn) < 0) return -1;
+    s->seq++;
+    return ev_sent(s, ev, is_proving);
+}
+
+static PyObject *packet(Sender *s, Tx *tx, int64_t value, PyObject *source, int64_t tries,
+                        int ack_req) {
+    Packet *p = PyObject_New(Packet, &PacketType);
+    if (!p) return NULL;
+    p->psn = tx->psn;
+    p->ev = value;
+    p->va = (unsigned long long)s->remote_va + (unsigned long long)tx->offset;
+    p->tries = tries;
+    p->ack_req = (char)ack_req;
+    p->imm = Py_NewRef(tx->psn == tx->last_psn && tx->imm ? tx->imm : Py_None);
+    p->payload = PySequence_GetSlice(source, tx->offset, tx->offset + tx->length);
+    if (!p->payload) {
+        Py_DECREF(p);
+        return NULL;
+    }
+    return (PyObject *)p;
+}
+
+/* Sender._build: the records of the next `count` posted packets, queued to send */
+static int64_t build(Sender *s, int64_t count) {
+    int64_t built = 0;
+    while (built < count && s->seg_len) {
+        Seg *seg = &s->segs[s->seg_head];
+        int64_t off = seg->off, end = seg->end, psn = seg->psn;
+        while (built < count && off < end) {
+            int64_t size = end - off < s->mtu ? end - off : s->mtu;
+            if (ring_room(s, psn) < 0) return -1;
+            Tx *t = &s->txs[psn & (s->tx_cap - 1)];
+            memset(t, 0, sizeof *t);
+            t->psn = psn;
+            t->offset = off;
+            t->length = size;
+            t->last_psn = seg->last_psn;
+            if (psn == seg->last_psn) t->imm = Py_NewRef(seg->imm);
+            t->present = 1;
+            s->ntx++;
+            if (dq_push(&s->unsent, psn, 0) < 0) return -1;
+            off += size;
+            psn++;
+            built++;
+        }
+        if (off < end) {
+            seg->off = off;
+            seg->psn = psn;
+        } else {
+            Py_CLEAR(seg->msg);
+            Py_CLEAR(seg->imm);
+            s->seg_head++;
+            s->seg_len--;
+        }
+        s->built_psn = psn;
+    }
+    return built;
+}
+
+/* Sender._emit_new: first transmissions, as many as the window and the budget let go.
+ * 1: went on; 0: no EV could be had (the packet is held); -1: an error. */
+static int emit_new(Sender *s, int64_t now, PyObject *source, PyObject *out, int64_t budget) {
+    int64_t room = budget - PyList_GET_SIZE(out), win = (int64_t)s->window - s->inflight;
+    if (win < room) room = win;
+    int64_t sent = 0, nbytes = 0;
+    int ok = 1, is_proving = proving(s);
+    if (is_proving < 0) return -1;
+    while (sent < room) {
+        if (!s->unsent.len) {
+            if (!s->seg_len) break;
+            int64_t b = build(s, BUILD_CHUNK);
+            if (b < 0) { ok = -1; break; }
+            if (!b) break;
+        }
+        int64_t psn = dq_pop(&s->unsent).a;
+        Tx *tx = tx_get(s, psn);
+        PyObject *ev = s->single != Py_None ? pick_ev(s, NULL) : ev_next(s);
+        if (!ev) {
+            ok = is_no_ev() ? 0 : -1;
+            if (!ok) {
+                if (dq_push_front(&s->unsent, psn, 0) < 0) ok = -1;
+                s->stuck = 1;
+            }
+            break;
+        }
+        int64_t value, plane;
+        if (EV_I64(ev, F_VALUE, &value) < 0 || EV_I64(ev, F_PLANE, &plane) < 0) {
+            Py_DECREF(ev);
+            ok = -1;
+            break;
+        }
+        tx->tries = 1;
+        if (psn > s->sent_high) s->sent_high = psn;
+        int rc = sent_on(s, tx, ev, value, now, is_proving);
+        Py_DECREF(ev);
+        if (rc < 0) { ok = -1; break; }
+        count_plane(&s->st, plane);
+        sent++;
+        nbytes += tx->length;
+        int last = psn == tx->last_psn;
+        PyObject *p = packet(s, tx, value, source, 0, last || !(s->unsent.len || s->seg_len));
+        if (!p || PyList_Append(out, p) < 0) {
+            Py_XDECREF(p);
+            ok = -1;
+            break;
+        }
+        Py_DECREF(p);
+    }
+    s->inflight += sent;
+    s->st.packets += sent;
+    s->st.bytes += nbytes;
+    return ok;
+}
+
+/* Sender._resend: a packet sent before, again, on another EV, asking for an ack */
+static PyObject *resend(Sender *s, Tx *tx, int64_t now, PyObject *source) {
+    PyObject *before = Py_NewRef(tx->ev);
+    PyObject *ev = pick_ev(s, before), *p = NULL;
+    if (!ev) goto out;
+    int64_t value, plane, before_value;
+    int is_proving;
+    if (EV_I64(ev, F_VALUE, &value) < 0 || EV_I64(ev, F_PLANE, &plane) < 0
+        || EV_I64(before, F_VALUE, &before_value) < 0)
+        goto out;
+    tx->tries++;
+    s->inflight++;
+    if ((is_proving = proving(s)) < 0 || sent_on(s, tx, ev, value, now, is_proving) < 0)
+        goto out;
+    s->st.packets++;
+    s->st.bytes += tx->length;
+    count_plane(&s->st, plane);
+    s->st.retransmits++;
+    if (eventf(s, now, k_retransmit, value, tx->psn, "before on %s",
+               hex(before_value).s) < 0)
+        goto out;
+    p = packet(s, tx, value, source, (tx->tries - 1) & TRY_MASK, 1);
+out:
+    Py_XDECREF(ev);
+    Py_DECREF(before);
+    return p;
+}
+
+static PyObject *Sender_poll(Sender *s, PyObject *args, PyObject *kw) {
+    static char *names[] = {"now", "source", "budget", NULL};
+    long long now, budget = 64;
+    PyObject *source;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "LO|L:poll", names, &now, &source, &budget))
+        return NULL;
+    if (s->failed != Py_None) return PyList_New(0);
+    s->now = now;
+    if (s->pacer != Py_None) {  /* dcqcn: no faster than the QP's rate */
+        PyObject *a = PyObject_CallMethod(s->pacer, "allowance", "L", now);
+        if (!a) return NULL;
+        long long n = PyLong_AsLongLong(a);
+        Py_DECREF(a);
+        if (n == -1 && PyErr_Occurred()) return NULL;
+        if (n < budget) budget = n;
+        if (budget <= 0) return PyList_New(0);
+    }
+    PyObject *out = PyList_New(0);
+    if (!out) return NULL;
+    while (PyList_GET_SIZE(out) < budget
+           && (s->retx.len || s->inflight < (int64_t)s->window)) {
+        Tx *tx;
+        if (s->retx.len) {
+            int64_t psn = dq_pop(&s->retx).a;
+            tx = tx_get(s, psn);
+            if (!tx || tx->acked || tx->in_flight) continue;
+        } else if (s->unsent.len || s->seg_len) {
+            if (!s->unsent.len) {
+                int64_t b = build(s, BUILD_CHUNK);
+                if (b < 0) goto fail;
+                if (!b) break;
+            }
+            int r = emit_new(s, now, source, out, budget);
+            if (r < 0) goto fail;
+            if (r) continue;
+            break;
+        } else {
+            break;
+        }
+        PyObject *p = resend(s, tx, now, source);
+        if (!p) {
+            if (!is_no_ev()) goto fail;
+            /* every plane is down (or every unproven path is full): hold the packet
+             * until an ack, the timer or a port change frees one */
+            if (dq_push_front(&s->retx, tx->psn, 0) < 0) goto fail;
+            s->stuck = 1;
+            break;
+        }
+        int rc = PyList_Append(out, p);
+        Py_DECREF(p);
+        if (rc < 0) goto fail;
+    }
+    if (s->pacer != Py_None && PyList_GET_SIZE(out)) {
+        PyObject *nbytes = PyObject_CallOneArg(wire_bytes, out);
+        if (!nbytes) goto fail;
+        PyObject *r = PyObject_CallMethod(s->pacer, "consume", "NL", nbytes, now);
+        if (!r) goto fail;
+        Py_DECREF(r);
+    }
+    return out;
+fail:
+    Py_DECREF(out);
+    return NULL;
+}
+
+static PyObject *Sender_post(Sender *s, PyObject *args, PyObject *kw) {
+    static char *names[] = {"length", "offset", "imm", "now", NULL};
+    long long length, offset = 0, now = 0;
+    PyObject *imm = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "L|LOL:post", names, &length, &offset, &imm,
+                                     &now))
+        return NULL;
+    if (length <= 0) {
+        PyErr_SetString(PyExc_ValueError, "a write moves at least one byte");
+        return NULL;
+    }
+    int64_t n = (length + s->mtu - 1) / s->mtu;
+    s->posted_bytes += length;
+    PyObject *r = PyObject_CallMethod(s->acked_bins, "start", "L", now);
+    if (!r) return NULL;
+    Py_DECREF(r);
+    int64_t last_psn = s->next_psn + n - 1;
+    PyObject *msg = PyObject_CallFunction(Msg, "LLOL", (long long)s->next_msn,
+                                          (long long)last_psn, imm, now);
+    if (!msg) return NULL;
+    if (s->seg_head + s->seg_len == s->seg_cap) {  /* make room at the end */
+        if (s->seg_head) {
+            memmove(s->segs, s->segs + s->seg_head, s->seg_len * sizeof *s->segs);
+            s->seg_head = 0;
+        }
+        if (s->seg_len == s->seg_cap) {
+            int64_t cap = s->seg_cap ? 2 * s->seg_cap : 8;
+            Seg *segs = PyMem_Realloc(s->segs, cap * sizeof *segs);
+            if (!segs) { Py_DECREF(msg); return PyErr_NoMemory(); }
+            s->segs = segs;
+            s->seg_cap = cap;
+        }
+    }
+    if (s->msg_head + s->msg_len == s->msg_cap) {
+        if (s->msg_head) {
+            memmove(s->msgs, s->msgs + s->msg_head, s->msg_len * sizeof *s->msgs);
+            s->msg_head = 0;
+        }
+        if (s->msg_len == s->msg_cap) {
+            int64_t cap = s->msg_cap ? 2 * s->msg_cap : 8;
+            MsgRef *msgs = PyMem_Realloc(s->msgs, cap * sizeof *msgs);
+            if (!msgs) { Py_DECREF(msg); return PyErr_NoMemory(); }
+            s->msgs = msgs;
+            s->msg_cap = cap;
+        }
+    }
+    int64_t msn = s->next_msn++;
+    Seg *seg = &s->segs[s->seg_head + s->seg_len++];
+    seg->msg = Py_NewRef(msg);
+    seg->imm = Py_NewRef(imm);
+    seg->off = offset;
+    seg->end = offset + length;
+    seg->psn = s->next_psn;
+    seg->last_psn = last_psn;
+    s->next_psn += n;
+    MsgRef *m = &s->msgs[s->msg_head + s->msg_len++];
+    m->msg = msg;  /* the reference we made */
+    m->last_psn = last_psn;
+    return PyLong_FromLongLong(msn);
+}
+
+/* -- losses ------------------------------------------------------------------------ */
+
+static int declare_lost(Sender *s, Tx *tx, int64_t now, PyObject *reason);
+
+/* Sender._resend_dead_path: what is still in flight on a path just proved dead */
+static int resend_dead_path(Sender *s, PyObject *path, int64_t now) {
+    int64_t n = 0;
+    for (int64_t p = s->ring_lo; p < s->built_psn; p++) {
+        Tx *t = tx_get(s, p);
+        if (!t || !t->in_flight) continue;
+        PyObject *tp = fget(t->ev, &F_PATH, EvType);
+        if (!tp) return -1;
+        int same = tp == path;
+        Py_DECREF(tp);
+        if (!same) continue;
+        if (n == s->scratch_cap) {
+            int64_t cap = s->scratch_cap ? 2 * s->scratch_cap : 256;
+            int64_t *b = PyMem_Realloc(s->scratch, cap * sizeof *b);
+            if (!b) { PyErr_NoMemory(); return -1; }
+            s->scratch = b;
+            s->scratch_cap = cap;
+        }
+        s->scratch[n++] = p;
+    }
+    /* declare_lost may grow nothing, but copy: the scratch buffer is the SACK walk's */
+    int64_t *psns = PyMem_Malloc((n ? n : 1) * sizeof *psns);
+    if (!psns) { PyErr_NoMemory(); return -1; }
+    memcpy(psns, s->scratch, n * sizeof *psns);
+    int rc = 0;
+    for (int64_t i = 0; i < n && rc == 0; i++) {
+        s->st.lost_dead_path++;
+        rc = declare_lost(s, tx_get(s, psns[i]), now, r_dead_path);
+    }
+    PyMem_Free(psns);
+    return rc;
+}
+
+static int fail_qp(Sender *s, PyObject *why) {
+    if (!why) return -1;
+    Py_SETREF(s->failed, why);
+    PyErr_SetObject(QpFailed, why);
+    return -1;
+}
+
+/* Sender._declare_lost */
+static int declare_lost(Sender *s, Tx *tx, int64_t now, PyObject *reason) {
+    if (!tx || tx->acked || !tx->in_flight) return 0;
+    tx->in_flight = 0;  /* declared lost, not yet resent */
+    s->inflight--;
+    tx->losses++;
+    PyObject *ev = Py_NewRef(tx->ev), *path = NULL, *victims = NULL, *r;
+    int64_t psn = tx->psn, sent_ns = tx->sent_ns, value, first;
+    int rc = -1, died = 0;
+    if (EV_I64(ev, F_VALUE, &value) < 0 || ev_gone(s, ev) < 0) goto out;
+    PyObject *key = PyLong_FromLongLong(psn);
+    PyObject *rec = Py_BuildValue("(LOL)", (long long)value, reason, (long long)sent_ns);
+    if (!key || !rec || PyObject_SetItem(s->lost, key, rec) < 0) {
+        Py_XDECREF(key); Py_XDECREF(rec);
+        goto out;
+    }
+    Py_DECREF(rec);
+    r = PyObject_CallMethodOneArg(s->lost, s_move_to_end, key);
+    Py_DECREF(key);
+    if (!r) goto out;
+    Py_DECREF(r);
+    if (PyObject_Length(s->lost) > LOST_REMEMBERED) {
+        r = PyObject_CallMethodObjArgs(s->lost, s_popitem, Py_False, NULL);
+        if (!r) goto out;
+        Py_DECREF(r);
+    }
+    if (event(s, now, k_loss, value, psn, reason) < 0) goto out;
+    if (EV_I64(ev, F_FIRST_LOSS, &first) < 0) goto out;
+    if (first < 0) {
+        if (fset(ev, &F_FIRST_LOSS, EvType, PyLong_FromLongLong(now)) < 0
+            || event(s, now, k_first_loss, value, psn, reason) < 0)
+            goto out;
+    }
+    int timeout = reason == r_timeout;
+    tx->timeouts = timeout ? tx->timeouts + 1 : 0;
+    if (s->mode == MODE_SINGLE) {
+        if (tx->losses > s->retry_limit) {
+            fail_qp(s, PyUnicode_FromFormat("PSN %lld lost %lld times (retry limit)",
+                                            (long long)psn, (long long)tx->losses));
+            goto out;
+        }
+    } else if (tx->timeouts > s->retry_limit) {
+        fail_qp(s, PyUnicode_FromFormat("PSN %lld timed out %lld times in a row (retry limit)",
+                                        (long long)psn, (long long)tx->timeouts));
+        goto out;
+    } else if (tx->losses > s->loss_limit) {
+        fail_qp(s, PyUnicode_FromFormat("PSN %lld lost %lld times (loss limit)",
+                                        (long long)psn, (long long)tx->losses));
+        goto out;
+    }
+    /* A timeout names no path; a packet resent because its path died is blamed already */
+    if (s->mode == MODE_MRC && !timeout && reason != r_dead_path) {
+        PyObject *why = PyUnicode_FromFormat("%U loss of PSN %lld", reason, (long long)psn);
+        if (!why) goto out;
+        PyObject *res = PyObject_CallMethodObjArgs(s->evs, s_lost, ev, why, NULL);
+        Py_DECREF(why);
+        if (!res) goto out;
+        int retired = PyObject_IsTrue(PyTuple_GET_ITEM(res, 0));
+        if (retired) {
+            evmap_del(&s->per_ev, value, s->judging == value);
+            if (s->judging == value) s->judged_gone = 1;
+            PyObject *repl = replaced(PyTuple_GET_ITEM(res, 1));
+            if (!repl) { Py_DECREF(res); goto out; }
+            int e = eventf(s, now, k_retire, value, psn, "%U%U", reason, repl);
+            Py_DECREF(repl);
+            if (e < 0) { Py_DECREF(res); goto out; }
+        }
+        Py_DECREF(res);
+        path = fget(ev, &F_PATH, EvType);
+        if (!path) goto out;
+        int alive = 0;
+        if (path != Py_None) {
+            PyObject *dead = fget(path, &P_DEAD, PathType);
+            if (!dead) goto out;
+            alive = dead == Py_None;
+            Py_DECREF(dead);
+        }
+        PyObject *t = PyLong_FromLongLong(sent_ns);
+        if (!t) goto out;
+        victims = PyObject_CallMethodObjArgs(s->evs, s_path_lost, ev, t, NULL);
+        Py_DECREF(t);
+        if (!victims) goto out;
+        Py_ssize_t nv = PyList_Size(victims);
+        if (nv < 0) goto out;
+        for (Py_ssize_t i = 0; i < nv; i++) {
+            PyObject *pair = PyList_GET_ITEM(victims, i);
+            int64_t sib;
+            if (EV_I64(PyTuple_GET_ITEM(pair, 0), F_VALUE, &sib) < 0) goto out;
+            evmap_del(&s->per_ev, sib, s->judging == sib);
+            if (s->judging == sib) s->judged_gone = 1;
+            PyObject *repl = replaced(PyTuple_GET_ITEM(pair, 1));
+            if (!repl) goto out;
+            int e = eventf(s, now, k_retire, sib, psn, "path dead, as %s showed%U",
+                           hex(value).s, repl);
+            Py_DECREF(repl);
+            if (e < 0) goto out;
+        }
+        if (alive && path != Py_None) {
+            PyObject *dead = fget(path, &P_DEAD, PathType);
+            if (!dead) goto out;
+            died = dead != Py_None;
+            Py_DECREF(dead);
+        }
+    }
+    cut_window(s, now);
+    if (s->mode == MODE_SINGLE) {  /* go-back-N: resend everything from the hole on */
+        if (dq_push(&s->retx, psn, 0) < 0) goto out;
+        for (int64_t p = psn + 1; p <= s->sent_high; p++) {
+            Tx *t = tx_get(s, p);
+            if (t && t->in_flight) {
+                t->in_flight = 0;
+                s->inflight--;
+                if (dq_push(&s->retx, p, 0) < 0) goto out;
+            }
+        }
+    } else if (dq_push(&s->retx, psn, 0) < 0) {
+        goto out;
+    }
+    rc = died ? resend_dead_path(s, path, now) : 0;
+out:
+    Py_XDECREF(victims);
+    Py_XDECREF(path);
+    Py_DECREF(ev);
+    return rc;
+}
+
+/* Sender._detect_per_ev: packets sent on the same EV before `tx`, still unacked,
+ * are lost (an EV's packets keep their order) */
+static int detect_per_ev(Sender *s, const Newly *tx, int64_t now, int64_t covered) {
+    int64_t value = tx->value;
+    Deque *q = evmap_get(&s->per_ev, value);
+    if (!q) return 0;
+    if (q->len && dq_front(q)->a == tx->seq) {  /* in order on its EV: the common case */
+        dq_pop(q);
+        if (!q->len) evmap_del(&s->per_ev, value, 0);
+        return 0;
+    }
+    Deque unjudged = {0};
+    int rc = 0;
+    s->judging = value;
+    s->judged_gone = 0;
+    while (q->len && dq_front(q)->a < tx->seq) {
+        Pair e = dq_pop(q);
+        Tx *old = tx_get(s, e.b);
+        if (!old || old->seq != e.a || old->acked) continue;
+        if (e.b >= covered) {
+            if ((rc = dq_push(&unjudged, e.a, e.b)) < 0) break;
+            continue;
+        }
+        s->st.lost_per_ev++;
+        if ((rc = declare_lost(s, old, now, r_per_ev)) < 0) break;
+    }
+    if (rc == 0) {
+        if (q->len && dq_front(q)->a == tx->seq) dq_pop(q);
+        for (int64_t i = unjudged.len - 1; i >= 0 && rc == 0; i--)
+            rc = dq_push_front(q, dq_at(&unjudged, i)->a, dq_at(&unjudged, i)->b);
+    }
+    s->judging = -1;
+    if (s->judged_gone) {  /* retired meanwhile: its send order went with it */
+        dq_free(q);
+    } else if (rc == 0 && !q->len) {
+        evmap_del(&s->per_ev, value, 0);
+    }
+    dq_free(&unjudged);
+    return rc;
+}
+
+/* Sender._detect_rack: sent a reordering window before the latest delivered: lost */
+static int detect_rack(Sender *s, int64_t rack_sent, int64_t now, int64_t covered) {
+    int64_t reo = reorder_window_ns(s);
+    while (s->order.len) {
+        Pair e = *dq_front(&s->order);
+        Tx *tx = tx_get(s, e.b);
+        if (!tx || tx->seq != e.a || !tx->in_flight) {  /* acked, lost or resent */
+            dq_pop(&s->order);
+            continue;
+        }
+        if (tx->sent_ns + reo >= rack_sent || e.b >= covered) break;
+        dq_pop(&s->order);
+        s->st.lost_rack++;
+        if (declare_lost(s, tx, now, r_rack) < 0) return -1;
+    }
+    return 0;
+}
+
+/* Sender._late: a copy of `psn` declared lost was delivered after all */
+static int late(Sender *s, int64_t psn, int64_t now) {
+    PyObject *key = PyLong_FromLongLong(psn);
+    if (!key) return -1;
+    PyObject *lost = PyObject_CallMethodObjArgs(s->lost, s_pop, key, Py_None, NULL);
+    Py_DECREF(key);
+    if (!lost) return -1;
+    if (lost == Py_None) {
+        Py_DECREF(lost);
+        return 0;
+    }
+    PyObject *ev_value = PyTuple_GET_ITEM(lost, 0), *reason = PyTuple_GET_ITEM(lost, 1);
+    int64_t value = PyLong_AsLongLong(ev_value),
+            sent_ns = PyLong_AsLongLong(PyTuple_GET_ITEM(lost, 2));
+    int rc = -1, undone = 0;
+    s->st.spurious++;
+    if (s->mode == MODE_MRC) {
+        PyObject *u = PyObject_CallMethodOneArg(s->evs, s_unretire, ev_value);
+        if (!u) goto out;
+        undone = PyObject_IsTrue(u);
+        Py_DECREF(u);
+    }
+    if ((undone ? eventf(s, now, k_spurious, value, psn, "%U; retirement undone", reason)
+                : event(s, now, k_spurious, value, psn, reason)) < 0)
+        goto out;
+    if (reason != r_timeout && reason != r_dead_path) {  /* reordering deeper than the window */
+        s->reordering_ns = fmax(s->reordering_ns, (double)(s->rack_sent - sent_ns));
+        if (s->reorder_steps < REORDER_STEPS_MAX) s->reorder_steps++;
+    }
+    rc = 0;
+out:
+    Py_DECREF(lost);
+    return rc;
+}
+
+/* Sender._names_sent: whether an ACK or NAK could come from the receiver */
+static int names_sent(Sender *s, int64_t psn, int has_cum, int64_t cum) {
+    int64_t high = s->sent_high;
+    if (0 <= psn && psn <= high && (!has_cum || (0 <= cum && cum <= high + 1))) return 1;
+    s->st.acks_unsent++;
+    return 0;
+}
+
+/* -- acks -------------------------------------------------------------------------- */
+
+static int set_plane(Sender *s, int64_t plane, int up) {
+    PyObject *r = PyObject_CallMethod(s->evs, "set_plane", "LO", (long long)plane,
+                                      up ? Py_True : Py_False);
+    if (!r) return -1;
+    Py_DECREF(r);
+    return 0;
+}
+
+/* Sender._port_state: a plane is used only if both ends' ports on it are up */
+static int port_state(Sender *s, int64_t remote, int64_t local, int64_t now) {
+    int64_t old_remote = s->remote_ports, old_local = s->local_ports, both = remote & local;
+    s->remote_ports = remote;
+    s->local_ports = local;
+    s->stuck = 0;
+    PyObject *planes = PyObject_GetAttr(s->evs, s_planes);
+    if (!planes) return -1;
+    PyObject *seq = PySequence_Fast(planes, "evs.planes");
+    Py_DECREF(planes);
+    if (!seq) return -1;
+    int rc = 0;
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq) && rc == 0; i++) {
+        int64_t p = PyLong_AsLongLong(PySequence_Fast_GET_ITEM(seq, i));
+        if (p == -1 && PyErr_Occurred()) { rc = -1; break; }
+        struct { const char *side; int64_t old, new; } sides[] = {
+            {"local", old_local, local}, {"peer", old_remote, remote}};
+        for (int k = 0; k < 2 && rc == 0; k++)
+            if ((sides[k].old ^ sides[k].new) >> p & 1)
+                rc = eventf(s, now, k_port, 0, -1, "plane %lld %s (%s)", (long long)p,
+                            sides[k].new >> p & 1 ? "up" : "down", sides[k].side);
+        if (rc == 0) rc = set_plane(s, p, (int)(both >> p & 1));
+    }
+    Py_DECREF(seq);
+    return rc;
+}
+
+/* Sender._marks: the SACK's congestion byte */
+static int marks(Sender *s, int64_t congestion, Tx *echoed, int64_t sack_ev) {
+    s->st.ecn_marks += congestion & CONGESTION_COUNT;
+    int echo = (congestion & CONGESTION_ECHO_CE) != 0;
+    s->st.ecn_echoes += echo;
+    if (!s->ecn) return 0;
+    s->fabric_marks = 1;
+    if (echo && s->mode == MODE_MRC) {
+        PyObject *ev = NULL;
+        int64_t v;
+        if (echoed && echoed->ev) {
+            if (EV_I64(echoed->ev, F_VALUE, &v) < 0) return -1;
+            if (v == sack_ev) ev = Py_NewRef(echoed->ev);
+        }
+        if (!ev) {
+            ev = PyObject_CallMethod(s->evs, "find", "L", (long long)sack_ev);
+            if (!ev) return -1;
+        }
+        int rc = ev == Py_None ? 0 : congested(s, ev, w_ecn);
+        Py_DECREF(ev);
+        if (rc < 0) return -1;
+    }
+    return 1;
+}
+
+static int complete(Sender *s, int64_t now);
+
+static int64_t *scratch_push(Sender *s, int64_t n, int64_t psn) {
+    if (n == s->scratch_cap) {
+        int64_t cap = s->scratch_cap ? 2 * s->scratch_cap : 256;
+        int64_t *b = PyMem_Realloc(s->scratch, cap * sizeof *b);
+        if (!b) { PyErr_NoMemory(); return NULL; }
+        s->scratch = b;
+        s->scratch_cap = cap;
+    }
+    s->scratch[n] = psn;
+    return s->scratch;
+}
+
+static int newly_cmp(const void *a, const void *b) {
+    int64_t x = ((const Newly *)a)->seq, y = ((const Newly *)b)->seq;
+    return (x > y) - (x < y);
+}
+
+typedef struct {
+    int64_t cum, ev, psn, tries, port_state, congestion;
+    uint64_t bitmap;
+    int dup;
+} Sack;
+
+static int read_sack(PyObject *o, Sack *k) {
+    PyObject *v;
+#define I64(field)                                                    \
+    if (!(v = PyObject_GetAttr(o, k_##field))) return -1;             \
+    k->field = PyLong_AsLongLong(v);                                  \
+    Py_DECREF(v);                                                     \
+    if (k->field == -1 && PyErr_Occurred()) return -1;
+    I64(cum) I64(ev) I64(psn) I64(tries) I64(port_state) I64(congestion)
+#undef I64
+    if (!(v = PyObject_GetAttr(o, k_bitmap))) return -1;
+    k->bitmap = PyLong_AsUnsignedLongLongMask(v);
+    Py_DECREF(v);
+    if (k->bitmap == (uint64_t)-1 && PyErr_Occurred()) return -1;
+    if (!(v = PyObject_GetAttr(o, k_dup))) return -1;
+    k->dup = PyObject_IsTrue(v);
+    Py_DECREF(v);
+    return k->dup < 0 ? -1 : 0;
+}
+
+/* Sender.on_sack */
+static PyObject *Sender_on_sack(Sender *s, PyObject *const *args, Py_ssize_t nargs) {
+    if (nargs != 2) {
+        PyErr_SetString(PyExc_TypeError, "on_sack(sack, now)");
+        return NULL;
+    }
+    Sack k;
+    long long now = PyLong_AsLongLong(args[1]);
+    if ((now == -1 && PyErr_Occurred()) || read_sack(args[0], &k) < 0) return NULL;
+    if (s->failed != Py_None) Py_RETURN_NONE;
+    if (!names_sent(s, k.psn, 1, k.cum)) Py_RETURN_NONE;
+    s->now = now;
+    s->stuck = 0;
+    if (k.port_state != s->remote_ports && port_state(s, k.port_state, s->local_ports, now) < 0)
+        return NULL;
+    int64_t c0 = s->cum, n = 0;
+    uint64_t bits;
+    if (k.cum > c0) {
+        for (int64_t p = c0; p < k.cum; p++)
+            if (tx_get(s, p) && !scratch_push(s, n++, p)) return NULL;
+        int64_t shift = k.cum - c0;
+        s->cum = k.cum;
+        s->sacked = shift >= 64 ? 0 : s->sacked >> shift;
+        bits = k.bitmap;
+    } else {  /* an older SACK (they can pass each other): align it to our cum */
+        int64_t shift = c0 - k.cum;
+        bits = shift >= 64 ? 0 : k.bitmap >> shift;
+    }
+    uint64_t fresh = bits & ~s->sacked;  /* only bits no earlier SACK reported */
+    s->sacked |= bits;
+    int64_t base = s->cum + 1;
+    while (fresh) {
+        int64_t p = base + __builtin_ctzll(fresh);
+        if (tx_get(s, p) && !scratch_push(s, n++, p)) return NULL;
+        fresh &= fresh - 1;
+    }
+    Tx *echoed = tx_get(s, k.psn), *exact = NULL;
+    int marked = 0;
+    if (k.congestion && (marked = marks(s, k.congestion, echoed, k.ev)) < 0) return NULL;
+    if (echoed) {
+        if (!scratch_push(s, n++, k.psn)) return NULL;
+        if (((echoed->tries - 1) & TRY_MASK) == k.tries) {
+            exact = echoed;
+            if (!echoed->ev) {
+                PyErr_SetString(PyExc_AttributeError, "the echoed PSN was never sent");
+                return NULL;
+            }
+            if (rtt_sample(s, echoed->ev, now - echoed->sent_ns, now, marked) < 0) return NULL;
+            marked = 0;  /* the window has seen it */
+        }
+    }
+    if (marked) adjust(s, s->delay_ns, 1, now);  /* a mark without an RTT sample */
+    if ((k.dup || (echoed && !exact)) && late(s, k.psn, now) < 0) return NULL;
+    int64_t rack_sent = -1, count = 0, left_flight = 0, nnew = 0;
+    int64_t plane_bytes[PLANES_MAX] = {0};
+    int is_proving = proving(s), rc = -1;
+    if (is_proving < 0) return NULL;
+    PyObject *bins = PyObject_CallMethod(s->acked_bins, "at", "L", now);
+    if (!bins) return NULL;
+    if (n > s->newly_cap) {
+        Newly *b = PyMem_Realloc(s->newly, n * sizeof *b);
+        if (!b) { Py_DECREF(bins); return PyErr_NoMemory(); }
+        s->newly = b;
+        s->newly_cap = n;
+    }
+    for (int64_t i = 0; i < n; i++) {  /* every PSN this SACK covers, before any loss */
+        int64_t psn = s->scratch[i];
+        Tx *tx = tx_get(s, psn);
+        if (!tx || tx->acked) continue;
+        int is_exact = tx == exact;
+        tx->acked = 1;
+        PyObject *ev = tx->ev;
+        int64_t value, plane;
+        if (EV_I64(ev, F_VALUE, &value) < 0 || EV_I64(ev, F_PLANE, &plane) < 0) goto out;
+        if (tx->in_flight) {
+            tx->in_flight = 0;
+            left_flight++;
+            if (is_proving && ev_gone(s, ev) < 0) goto out;
+        }
+        count++;
+        if (plane >= 0 && plane < PLANES_MAX) plane_bytes[plane] += tx->length;
+        if (tx->tries > 1 && event(s, now, k_repaired, value, psn, NULL) < 0) goto out;
+        /* Only an ack that names one transmission can judge the packets sent before it
+         * (Karn): a first transmission, or the copy the SACK echoes. */
+        if (tx->tries == 1 || is_exact) {
+            if (tx->sent_ns > rack_sent) rack_sent = tx->sent_ns;
+            s->newly[nnew++] = (Newly){tx->seq, psn, value, tx->sent_ns};
+            if (ev_delivered(s, ev, tx->sent_ns) < 0) goto out;
+        }
+        tx_release(tx);  /* txs.pop */
+        s->ntx--;
+        if (is_exact) exact = NULL;
+    }
+    for (int64_t p = 0; p < PLANES_MAX; p++) {
+        if (!plane_bytes[p] || p >= PyList_GET_SIZE(bins)) continue;
+        PyObject *old = PyList_GET_ITEM(bins, p);
+        PyObject *add = PyLong_FromLongLong(plane_bytes[p]);
+        PyObject *sum = add ? PyNumber_Add(old, add) : NULL;
+        Py_XDECREF(add);
+        if (!sum || PyList_SetItem(bins, p, sum) < 0) goto out;
+    }
+    s->inflight -= left_flight;
+    s->st.acked += count;
+    count_acked(s, count, now);
+    /* A SACK speaks for PSNs below cum + 1 + 64 only */
+    int64_t covered = k.cum + 1 + BITMAP_BITS;
+    if (nnew > 1) qsort(s->newly, nnew, sizeof *s->newly, newly_cmp);
+    for (int64_t i = 0; i < nnew; i++)
+        if (detect_per_ev(s, &s->newly[i], now, covered) < 0) goto out;
+    if (rack_sent >= 0) {
+        if (rack_sent > s->rack_sent) s->rack_sent = rack_sent;
+        if (detect_rack(s, rack_sent, now, covered) < 0) goto out;
+    }
+    if (complete(s, now) < 0) goto out;
+    rc = 0;
+out:
+    Py_DECREF(bins);
+    if (rc < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
+/* Sender._lowest_unacked */
+static int64_t lowest_unacked(Sender *s) {
+    int64_t low = s->low;
+    while (low < s->built_psn && !tx_get(s, low)) low++;
+    s->low = low;
+    return low;
+}
+
+/* Sender._complete */
+static int complete(Sender *s, int64_t now) {
+    while (s->msg_len && s->msgs[s->msg_head].last_psn < lowest_unacked(s)) {
+        PyObject *msg = s->msgs[s->msg_head].msg;
+        s->msg_head++;
+        s->msg_len--;
+        PyObject *t = PyLong_FromLongLong(now);
+        int rc = t ? PyObject_SetAttr(msg, s_done_ns, t) : -1;
+        Py_XDECREF(t);
+        PyObject *r = rc < 0 ? NULL : PyObject_CallMethodOneArg(s->completed, s_append, msg);
+        Py_DECREF(msg);
+        if (!r) return -1;
+        Py_DECREF(r);
+        s->messages_completed++;
+    }
+    return 0;
+}
+
+/* Sender.on_nack */
+static PyObject *Sender_on_nack(Sender *s, PyObject *args, PyObject *kw) {
+    static char *names[] = {"psn", "now", "trimmed", "ev", "tries", NULL};
+    long long psn, now, ev = -1, tries = -1;
+    int trimmed = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "LL|pLL:on_nack", names, &psn, &now, &trimmed,
+                                     &ev, &tries))
+        return NULL;
+    if (!names_sent(s, psn, 0, 0)) Py_RETURN_NONE;
+    s->now = now;
+    Tx *tx = tx_get(s, psn);
+    if (trimmed) {  /* Sender._on_trimmed: congested, not broken: resend at once */
+        int64_t value = -1;
+        if (tx && tx->ev && EV_I64(tx->ev, F_VALUE, &value) < 0) return NULL;
+        if (!s->trim || !tx || !tx->in_flight || !tx->ev || value != ev
+            || ((tx->tries - 1) & TRY_MASK) != tries) {
+            s->st.trims_ignored++;
+            Py_RETURN_NONE;
+        }
+        s->st.nacks_trimmed++;
+        PyObject *e = Py_NewRef(tx->ev);
+        tx->in_flight = 0;
+        s->inflight--;
+        int rc = ev_gone(s, e);
+        s->stuck = 0;
+        if (rc == 0) rc = event(s, now, k_trim, value, psn, k_resent_at_once);
+        if (rc == 0 && s->mode == MODE_MRC) rc = congested(s, e, w_trim);
+        Py_DECREF(e);
+        if (rc < 0) return NULL;
+        if (s->cc == CC_NSCC)
+            quick_adapt(s, now);
+        else
+            cut_window(s, now);
+        if (dq_push_front(&s->retx, psn, 0) < 0) return NULL;
+        Py_RETURN_NONE;
+    }
+    s->st.nacks_seq++;
+    /* Only the first copy, and only once a packet sent a reordering window after it
+     * has arrived (Karn; a deep hole a sprayed burst reaches without loss) */
+    if (!tx || !tx->in_flight || tx->tries > 1
+        || tx->sent_ns + reorder_window_ns(s) >= s->rack_sent)
+        Py_RETURN_NONE;
+    s->st.lost_nack++;
+    if (declare_lost(s, tx, now, r_nack) < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
+/* Sender.on_timer: anything outstanding longer than the RTO is lost */
+static PyObject *Sender_on_timer(Sender *s, PyObject *arg) {
+    long long now = PyLong_AsLongLong(arg);
+    if (now == -1 && PyErr_Occurred()) return NULL;
+    s->now = now;
+    s->stuck = 0;
+    int64_t rto = (int64_t)(3 * s->srtt);
+    if (rto < s->rto_min_ns) rto = s->rto_min_ns;
+    int backoff = s->mode != MODE_SINGLE;  /* RoCE's timer does not back off */
+    int64_t judgeable = s->cum + 1 + BITMAP_BITS, n = 0;
+    while (s->order.len) {
+        Pair e = *dq_front(&s->order);
+        Tx *tx = tx_get(s, e.b);
+        if (tx && tx->seq == e.a && tx->in_flight) break;
+        dq_pop(&s->order);
+    }
+    for (int64_t i = 0; i < s->order.len; i++) {
+        Pair *e = dq_at(&s->order, i);
+        Tx *tx = tx_get(s, e->b);
+        if (!tx || tx->seq != e->a || !tx->in_flight || e->b >= judgeable) continue;
+        if (now - tx->sent_ns < rto) break;  /* in send order: nothing later waited */
+        int64_t shift = tx->timeouts < s->backoff_max ? tx->timeouts : s->backoff_max;
+        if (backoff && now - tx->sent_ns < (rto << shift)) continue;  /* backed off */
+        if (!scratch_push(s, n++, e->b)) return NULL;
+    }
+    int64_t *psns = PyMem_Malloc((n ? n : 1) * sizeof *psns);
+    if (!psns) return PyErr_NoMemory();
+    memcpy(psns, s->scratch, n * sizeof *psns);
+    int rc = 0;
+    for (int64_t i = 0; i < n && rc == 0; i++) {
+        s->st.lost_timeout++;
+        rc = declare_lost(s, tx_get(s, psns[i]), now, r_timeout);
+    }
+    PyMem_Free(psns);
+    if (rc < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *Sender_on_cnp(Sender *s, PyObject *arg) {
+    if (s->rp == Py_None) {
+        s->cnps_ignored++;
+        Py_RETURN_NONE;
+    }
+    return PyObject_CallMethodOneArg(s->rp, s_on_cnp, arg);
+}
+
+static PyObject *Sender_wants_to_send(Sender *s, PyObject *args, PyObject *kw) {
+    static char *names[] = {"now", NULL};
+    PyObject *now = Py_None;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "|O:wants_to_send", names, &now)) return NULL;
+    int want = s->failed == Py_None && !s->stuck
+        && (s->retx.len || ((s->unsent.len || s->seg_len)
+                            && s->inflight < (int64_t)s->window));
+    if (!want || s->pacer == Py_None || now == Py_None) return PyBool_FromLong(want);
+    PyObject *a = PyObject_CallMethodOneArg(s->pacer, s_allowance, now);
+    if (!a) return NULL;
+    long long n = PyLong_AsLongLong(a);
+    Py_DECREF(a);
+    if (n == -1 && PyErr_Occurred()) return NULL;
+    return PyBool_FromLong(n > 0);
+}
+
+static PyObject *Sender_next_send_ns(Sender *s, PyObject *arg) {
+    if (s->pacer == Py_None) Py_RETURN_NONE;
+    return PyObject_CallMethodOneArg(s->pacer, s_next_send_ns, arg);
+}
+
+static PyObject *Sender_set_local_ports(Sender *s, PyObject *args, PyObject *kw) {
+    static char *names[] = {"bitmap", "now", NULL};
+    long long bitmap, now = 0;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "L|L:set_local_ports", names, &bitmap, &now))
+        return NULL;
+    if (bitmap != s->local_ports) {
+        s->now = now;
+        if (port_state(s, s->remote_ports, bitmap, now) < 0) return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+/* Sender.probe_result: a background probe's answer (or its timeout) on a retired EV */
+static PyObject *Sender_probe_result(Sender *s, PyObject *args) {
+    PyObject *value, *ok_obj;
+    long long now;
+    if (!PyArg_ParseTuple(args, "OOL:probe_result", &value, &ok_obj, &now)) return NULL;
+    int ok = PyObject_IsTrue(ok_obj);
+    if (ok < 0) return NULL;
+    s->now = now;
+    long long v = PyLong_AsLongLong(value);
+    if (v == -1 && PyErr_Occurred()) return NULL;
+    PyObject *retired = PyObject_GetAttr(s->evs, s_retired);
+    if (!retired) return NULL;
+    PyObject *ev = PyObject_CallMethodObjArgs(retired, s_get, value, NULL);
+    Py_DECREF(retired);
+    if (!ev) return NULL;
+    if (ev != Py_None) {
+        PyObject *answer = ok ? a_ok : a_lost;
+        PyObject *probed = fget(ev, &F_PROBED, EvType);
+        int same = probed ? PyObject_RichCompareBool(probed, answer, Py_EQ) : -1;
+        Py_XDECREF(probed);
+        if (same < 0 || ((ok || !same) && event(s, now, k_probe, v, -1, answer) < 0)
+            || fset(ev, &F_PROBED, EvType, Py_NewRef(answer)) < 0) {
+            Py_DECREF(ev);
+            return NULL;
+        }
+    }
+    Py_DECREF(ev);
+    PyObject *revived = PyObject_CallMethodObjArgs(s->evs, s_probe_result, value,
+                                                   ok ? Py_True : Py_False, NULL);
+    if (!revived) return NULL;
+    int r = PyObject_IsTrue(revived);
+    if (r > 0) {
+        s->stuck = 0;
+        if (event(s, now, k_revive, v, -1, NULL) < 0) {
+            Py_DECREF(revived);
+            return NULL;
+        }
+    }
+    return revived;
+}
+
+static PyObject *Sender_deny(Sender *s, PyObject *args) {
+    PyObject *values;
+    long long now;
+    if (!PyArg_ParseTuple(args, "OL:deny", &values, &now)) return NULL;
+    s->now = now;
+    s->stuck = 0;
+    PyObject *it = PyObject_GetIter(values), *v;
+    if (!it) return NULL;
+    while ((v = PyIter_Next(it))) {
+        PyObject *r = PyObject_CallMethodOneArg(s->evs, s_deny, v);
+        Py_DECREF(v);
+        if (!r) break;
+        Py_DECREF(r);
+    }
+    Py_DECREF(it);
+    if (PyErr_Occurred()) return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *Sender_planes_in_use(Sender *s, PyObject *Py_UNUSED(ignored)) {
+    if (s->single == Py_None) return call0(s->evs, s_planes_in_use);
+    int64_t plane;
+    int down = plane_down(s, s->single, &plane);
+    if (down < 0) return NULL;
+    return down ? PyList_New(0) : Py_BuildValue("[L]", (long long)plane);
+}
+
+static PyObject *Sender_reorder_window_ns(Sender *s, PyObject *Py_UNUSED(ignored)) {
+    return PyLong_FromLongLong(reorder_window_ns(s));
+}
+
+/* The EV set's change handler calls this (through transport._weakly): the change is
+ * logged at the time of the call being handled. */
+static PyObject *Sender_ev_changed(Sender *s, PyObject *args) {
+    PyObject *ev, *old, *new, *why;
+    if (!PyArg_ParseTuple(args, "OOOO:_ev_changed", &ev, &old, &new, &why)) return NULL;
+    int64_t value;
+    if (EV_I64(ev, F_VALUE, &value) < 0) return NULL;
+    if (eventf(s, s->now, k_ev_state, value, -1, "%S->%S: %S", old, new, why) < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
+/* -- attributes -------------------------------------------------------------------- */
+
+static PyObject *get_stats(Sender *s, void *c) {
+    (void)c;
+    const TxCounters *t = &s->st;
+    PyObject *per_plane = PyDict_New(), *kw = NULL, *out = NULL, *empty = NULL;
+    if (!per_plane) return NULL;
+    for (int i = 0; i < t->planes_seen; i++) {
+        PyObject *k = PyLong_FromLong(t->plane_order[i]);
+        PyObject *v = PyLong_FromLongLong(t->per_plane[t->plane_order[i]]);
+        int rc = k && v ? PyDict_SetItem(per_plane, k, v) : -1;
+        Py_XDECREF(k);
+        Py_XDECREF(v);
+        if (rc < 0) goto out;
+    }
+    kw = Py_BuildValue(
+        "{sLsLsLsLsLsLsLsLsLsOsLsLsLsLsLsLsLsLsL}", "packets", (long long)t->packets,
+        "bytes", (long long)t->bytes, "retransmits", (long long)t->retransmits,
+        "lost_per_ev", (long long)t->lost_per_ev, "lost_rack", (long long)t->lost_rack,
+        "lost_timeout", (long long)t->lost_timeout, "lost_nack", (long long)t->lost_nack,
+        "spurious", (long long)t->spurious, "acked", (long long)t->acked,
+        "per_plane_packets", per_plane, "acks_unsent", (long long)t->acks_unsent,
+        "lost_dead_path", (long long)t->lost_dead_path, "ecn_marks", (long long)t->ecn_marks,
+        "ecn_echoes", (long long)t->ecn_echoes, "nacks_seq", (long long)t->nacks_seq,
+        "nacks_trimmed", (long long)t->nacks_trimmed,
+        "trims_ignored", (long long)t->trims_ignored,
+        "quick_adapts", (long long)t->quick_adapts,
+        "window_decreases", (long long)t->window_decreases);
+    if (!kw || !(empty = PyTuple_New(0))) goto out;
+    out = PyObject_Call(SenderStats, empty, kw);
+out:
+    Py_XDECREF(empty);
+    Py_XDECREF(kw);
+    Py_DECREF(per_plane);
+    return out;
+}
+
+#define GET_I64(name, expr)                                         \
+    static PyObject *get_##name(Sender *s, void *c) {               \
+        (void)c;                                                    \
+        return PyLong_FromLongLong(expr);                           \
+    }
+GET_I64(cum, s->cum)
+GET_I64(rtt_samples, s->rtt_samples)
+GET_I64(cnps_ignored, s->cnps_ignored)
+GET_I64(remote_va, s->remote_va)
+GET_I64(local_ports, s->local_ports)
+GET_I64(remote_ports, s->remote_ports)
+GET_I64(posted_bytes, s->posted_bytes)
+GET_I64(messages_completed, s->messages_completed)
+GET_I64(inflight, s->inflight)
+#undef GET_I64
+
+#define FLOAT_ATTR(name)                                            \
+    static PyObject *get_##name(Sender *s, void *c) {               \
+        (void)c;                                                    \
+        return PyFloat_FromDouble(s->name);                         \
+    }                                                               \
+    static int set_##name(Sender *s, PyObject *v, void *c) {        \
+        (void)c;                                                    \
+        double x = v ? PyFloat_AsDouble(v) : -1;                    \
+        if (!v) PyErr_SetString(PyExc_AttributeError, #name);      \
+        if (x == -1 && PyErr_Occurred()) return -1;                 \
+        s->name = x;                                                \
+        return 0;                                                   \
+    }
+FLOAT_ATTR(window)
+FLOAT_ATTR(srtt)
+FLOAT_ATTR(base_rtt)
+FLOAT_ATTR(reordering_ns)
+FLOAT_ATTR(delay_ns)
+#undef FLOAT_ATTR
+
+static PyObject *get_idle(Sender *s, void *c) {
+    (void)c;
+    return PyBool_FromLong(!s->ntx && !s->seg_len);
+}
+
+static PyObject *get_fabric_marks(Sender *s, void *c) {
+    (void)c;
+    return PyBool_FromLong(s->fabric_marks);
+}
+
+static PyGetSetDef Sender_getset[] = {
+    {"stats", (getter)get_stats, NULL, "the counters: a transport.SenderStats, as of now"},
+    {"cum", (getter)get_cum, NULL, "every PSN below this one has been acknowledged"},
+    {"idle", (getter)get_idle, NULL, "nothing outstanding, nothing left to build"},
+    {"window", (getter)get_window, (setter)set_window, "packets in flight allowed"},
+    {"srtt", (getter)get_srtt, (setter)set_srtt, "smoothed RTT, ns"},
+    {"base_rtt", (getter)get_base_rtt, (setter)set_base_rtt, "the lowest RTT seen, ns"},
+    {"reordering_ns", (getter)get_reordering_ns, (setter)set_reordering_ns,
+     "how late a packet can be and still arrive (a decaying maximum)"},
+    {"delay_ns", (getter)get_delay_ns, (setter)set_delay_ns, "the latest queueing delay"},
+    {"rtt_samples", (getter)get_rtt_samples, NULL, NULL},
+    {"cnps_ignored", (getter)get_cnps_ignored, NULL, "CNPs for a QP that runs no dcqcn"},
+    {"remote_va", (getter)get_remote_va, NULL, NULL},
+    {"local_ports", (getter)get_local_ports, NULL, NULL},
+    {"remote_ports", (getter)get_remote_ports, NULL, NULL},
+    {"posted_bytes", (getter)get_posted_bytes, NULL, NULL},
+    {"messages_completed", (getter)get_messages_completed, NULL, NULL},
+    {"fabric_marks", (getter)get_fabric_marks, NULL, "a CE mark came back"},
+    {"inflight", (getter)get_inflight, NULL, "packets sent and not yet acked or lost"},
+    {NULL},
+};
+
+static PyMemberDef Sender_members[] = {
+    {"cfg", T_OBJECT, offsetof(Sender, cfg), READONLY, "its SenderConfig"},
+    {"rp", T_OBJECT, offsetof(Sender, rp), READONLY, "dcqcn's reaction point, or None"},
+    {"pacer", T_OBJECT, offsetof(Sender, pacer), READONLY, "dcqcn's pacer, or None"},
+    {"evs", T_OBJECT, offsetof(Sender, evs), READONLY, "the EvSet"},
+    {"log", T_OBJECT, offsetof(Sender, log), READONLY, "the EventLog"},
+    {"acked_bins", T_OBJECT, offsetof(Sender, acked_bins), READONLY, NULL},
+    {"completed", T_OBJECT, offsetof(Sender, completed), READONLY, NULL},
+    {"failed", T_OBJECT, offsetof(Sender, failed), READONLY, "why the QP failed, or None"},
+    {"single_ev", T_OBJECT, offsetof(Sender, single), READONLY,
+     "single-path's one EV (None in the spraying modes)"},
+    {"__weaklistoffset__", T_PYSSIZET, offsetof(Sender, weakrefs), READONLY},
+    {NULL},
+};
+
+static PyMethodDef Sender_methods[] = {
+    {"post", (PyCFunction)(void (*)(void))Sender_post, METH_VARARGS | METH_KEYWORDS,
+     "post(length, offset=0, imm=None, now=0) -> msn: queue an RDMA WRITE"},
+    {"poll", (PyCFunction)(void (*)(void))Sender_poll, METH_VARARGS | METH_KEYWORDS,
+     "poll(now, source, budget=64) -> [TxPacket]: retransmissions first, then new ones"},
+    {"on_sack", (PyCFunction)(void (*)(void))Sender_on_sack, METH_FASTCALL,
+     "on_sack(sack, now)"},
+    {"on_nack", (PyCFunction)(void (*)(void))Sender_on_nack, METH_VARARGS | METH_KEYWORDS,
+     "on_nack(psn, now, trimmed=False, ev=-1, tries=-1)"},
+    {"on_timer", (PyCFunction)Sender_on_timer, METH_O, "on_timer(now)"},
+    {"on_cnp", (PyCFunction)Sender_on_cnp, METH_O, "on_cnp(now)"},
+    {"wants_to_send", (PyCFunction)(void (*)(void))Sender_wants_to_send,
+     METH_VARARGS | METH_KEYWORDS, "wants_to_send(now=None) -> bool"},
+    {"next_send_ns", (PyCFunction)Sender_next_send_ns, METH_O, "dcqcn: when the pacer lets go"},
+    {"set_local_ports", (PyCFunction)(void (*)(void))Sender_set_local_ports,
+     METH_VARARGS | METH_KEYWORDS, "set_local_ports(bitmap, now=0)"},
+    {"probe_result", (PyCFunction)Sender_probe_result, METH_VARARGS,
+     "probe_result(value, ok, now) -> revived"},
+    {"deny", (PyCFunction)Sender_deny, METH_VARARGS, "deny(values, now)"},
+    {"planes_in_use", (PyCFunction)Sender_planes_in_use, METH_NOARGS, NULL},
+    {"reorder_window_ns", (PyCFunction)Sender_reorder_window_ns, METH_NOARGS,
+     "RACK's window now, ns"},
+    {"_ev_changed", (PyCFunction)Sender_ev_changed, METH_VARARGS, NULL},
+    {NULL},
+};
+
+/* -- construction ------------------------------------------------------------------ */
+
+static int cfg_i64(PyObject *cfg, PyObject *name, int64_t *out) {
+    PyObject *v = PyObject_GetAttr(cfg, name);
+    if (!v) return -1;
+    long long x = PyLong_AsLongLong(v);
+    Py_DECREF(v);
+    if (x == -1 && PyErr_Occurred()) return -1;
+    *out = x;
+    return 0;
+}
+
+static int cfg_f64(PyObject *cfg, PyObject *name, double *out) {
+    PyObject *v = PyObject_GetAttr(cfg, name);
+    if (!v) return -1;
+    double x = PyFloat_AsDouble(v);
+    Py_DECREF(v);
+    if (x == -1 && PyErr_Occurred()) return -1;
+    *out = x;
+    return 0;
+}
+
+static int cfg_bool(PyObject *cfg, PyObject *name, int *out) {
+    PyObject *v = PyObject_GetAttr(cfg, name);
+    if (!v) return -1;
+    *out = PyObject_IsTrue(v);
+    Py_DECREF(v);
+    return *out < 0 ? -1 : 0;
+}
+
+static int choices(PyObject *name, PyObject *options) {  /* ValueError: "... one of a, b" */
+    PyObject *sep = PyUnicode_FromString(", "), *joined = NULL;
+    if (sep) joined = PyUnicode_Join(sep, options);
+    Py_XDECREF(sep);
+    if (joined) PyErr_Format(PyExc_ValueError, "%U must be one of %U", name, joined);
+    Py_XDECREF(joined);
+    return -1;
+}
+
+static int lookup(void);
+
+static int Sender_init(Sender *s, PyObject *args, PyObject *kw) {
+    static char *names[] = {"evset", "remote_va", "config", NULL};
+    PyObject *evset, *config = Py_None;
+    long long remote_va;
+    if (lookup() < 0) return -1;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "OL|O:Sender", names, &evset, &remote_va,
+                                     &config))
+        return -1;
+    if (s->evs) {
+        PyErr_SetString(PyExc_TypeError, "a Sender is initialised once");
+        return -1;
+    }
+    if (remote_va < 0) {
+        PyErr_SetString(PyExc_ValueError, "remote_va: want a non-negative address");
+        return -1;
+    }
+    PyObject *cfg = config == Py_None ? PyObject_CallNoArgs(SenderConfig) : Py_NewRef(config);
+    if (!cfg) return -1;
+    PyObject *mode = PyObject_GetAttr(cfg, s_mode);
+    int in = mode ? PySequence_Contains(MODES, mode) : -1;
+    Py_XDECREF(mode);
+    if (in <= 0) {
+        Py_DECREF(cfg);
+        if (in == 0) {
+            PyObject *what = PyUnicode_FromString("mode");
+            if (what) choices(what, MODES);
+            Py_XDECREF(what);
+        }
+        return -1;
+    }
+    /* dcqcn: a rate (rp) and its pacer; the window becomes a fixed in-flight cap */
+    PyObject *triple = PyObject_CallOneArg(for_sender, cfg);
+    Py_DECREF(cfg);
+    if (!triple) return -1;
+    s->cfg = Py_NewRef(PyTuple_GET_ITEM(triple, 0));
+    s->rp = Py_NewRef(PyTuple_GET_ITEM(triple, 1));
+    s->pacer = Py_NewRef(PyTuple_GET_ITEM(triple, 2));
+    Py_DECREF(triple);
+    cfg = s->cfg;
+    PyObject *m = PyObject_GetAttr(cfg, s_mode), *cc = PyObject_GetAttr(cfg, s_cc);
+    if (!m || !cc) { Py_XDECREF(m); Py_XDECREF(cc); return -1; }
+    s->mode = PyUnicode_CompareWithASCIIString(m, "mrc") == 0 ? MODE_MRC
+        : PyUnicode_CompareWithASCIIString(m, "single-path") == 0 ? MODE_SINGLE
+        : MODE_SPRAY_STATIC;
+    s->cc = PyUnicode_Check(cc) && PyUnicode_CompareWithASCIIString(cc, "nscc") == 0 ? CC_NSCC
+        : PyUnicode_Check(cc) && PyUnicode_CompareWithASCIIString(cc, "delay") == 0 ? CC_DELAY
+        : CC_OTHER;
+    Py_DECREF(m);
+    if (cfg_i64(cfg, s_mtu, &s->mtu) < 0 || cfg_f64(cfg, s_init_window, &s->init_window) < 0
+        || cfg_f64(cfg, s_min_window, &s->min_window) < 0
+        || cfg_f64(cfg, s_max_window, &s->max_window) < 0
+        || cfg_i64(cfg, s_target_ns, &s->target_ns) < 0 || cfg_bool(cfg, s_ecn, &s->ecn) < 0
+        || cfg_bool(cfg, s_trim, &s->trim) < 0 || cfg_f64(cfg, s_pi_gain, &s->pi_gain) < 0
+        || cfg_f64(cfg, s_fair_increase, &s->fair_increase) < 0
+        || cfg_f64(cfg, s_md_gain, &s->md_gain) < 0 || cfg_f64(cfg, s_md_max, &s->md_max) < 0
+        || cfg_i64(cfg, s_reorder_ns, &s->reorder_ns) < 0
+        || cfg_i64(cfg, s_rto_min_ns, &s->rto_min_ns) < 0
+        || cfg_i64(cfg, s_retry_limit, &s->retry_limit) < 0
+        || cfg_i64(cfg, s_loss_limit, &s->loss_limit) < 0
+        || cfg_i64(cfg, s_backoff_max, &s->backoff_max) < 0) {
+        Py_DECREF(cc);
+        return -1;
+    }
+    if (s->mtu <= 0) {
+        Py_DECREF(cc);
+        PyErr_Format(PyExc_ValueError, "mtu %lld: want a positive packet payload size",
+                     (long long)s->mtu);
+        return -1;
+    }
+    s->evs = Py_NewRef(evset);
+    s->remote_va = remote_va;
+    s->window = s->init_window;
+    s->base_rtt = INFINITY;
+    s->failed = Py_NewRef(Py_None);
+    s->single = Py_NewRef(Py_None);
+    s->local_ports = s->remote_ports = 0xFFFF;
+    s->sent_high = -1;
+    s->rack_sent = -1;
+    s->last_cut_ns = s->last_md_ns = s->last_qa_ns = -1;
+    s->reorder_steps = 1;
+    s->judging = -1;
+    PyObject *planes = PyObject_GetAttr(evset, s_planes), *ppp = NULL, *weak = NULL, *cap;
+    if (!planes || !(s->log = PyObject_CallNoArgs(EventLog))
+        || !(s->acked_bins = PyObject_CallOneArg(AckedBins, planes))
+        || !(s->lost = PyObject_CallNoArgs(OrderedDict))
+        || !(weak = PyObject_CallOneArg(weakly, (PyObject *)s))
+        || PyObject_SetAttr(evset, s_on_change, weak) < 0
+        || !(ppp = PyObject_GetAttr(evset, s_paths_per_plane))) {
+        Py_XDECREF(planes); Py_XDECREF(weak); Py_DECREF(cc);
+        return -1;
+    }
+    PyObject *kwargs = Py_BuildValue("{OL}", s_maxlen, MESSAGES_KEPT), *empty = PyTuple_New(0);
+    s->completed = kwargs && empty ? PyObject_Call(make_deque, empty, kwargs) : NULL;
+    Py_XDECREF(kwargs);
+    Py_XDECREF(empty);
+    int64_t paths = (int64_t)PyObject_Length(planes) * PyLong_AsLongLong(ppp);
+    Py_DECREF(planes);
+    Py_DECREF(ppp);
+    Py_DECREF(weak);
+    if (!s->completed || PyErr_Occurred()) { Py_DECREF(cc); return -1; }
+    /* mrc holds a path not yet heard from to a share of the first window */
+    if (s->mode == MODE_MRC) {
+        int64_t iw = (int64_t)s->init_window, q = -iw / paths;
+        if ((-iw % paths) && ((-iw < 0) != (paths < 0))) q--;  /* floor division */
+        cap = PyLong_FromLongLong(-q);
+    } else {
+        cap = Py_NewRef(Py_None);
+    }
+    PyObject *r = cap ? PyObject_CallMethodOneArg(evset, s_set_unproven_cap, cap) : NULL;
+    Py_XDECREF(cap);
+    if (!r) { Py_DECREF(cc); return -1; }
+    Py_DECREF(r);
+    if (s->mode == MODE_SINGLE) {
+        PyObject *single = call0(evset, s_hashed);
+        if (!single) { Py_DECREF(cc); return -1; }
+        Py_SETREF(s->single, single);
+    }
+    int known = PySequence_Contains(CCS, cc);
+    Py_DECREF(cc);
+    if (known <= 0) {
+        if (known == 0) {
+            PyObject *what = PyUnicode_FromString("cc");
+            if (what) choices(what, CCS);
+            Py_XDECREF(what);
+        }
+        return -1;
+    }
+    return 0;
+}
+
+static int Sender_traverse(Sender *s, visitproc visit, void *arg) {
+    Py_VISIT(s->cfg); Py_VISIT(s->rp); Py_VISIT(s->pacer); Py_VISIT(s->evs);
+    Py_VISIT(s->log); Py_VISIT(s->acked_bins); Py_VISIT(s->completed); Py_VISIT(s->lost);
+    Py_VISIT(s->single); Py_VISIT(s->failed);
+    for (int64_t i = 0; i < s->tx_cap; i++) {
+        Py_VISIT(s->txs[i].ev);
+        Py_VISIT(s->txs[i].imm);
+    }
+    for (int64_t i = 0; i < s->seg_len; i++) {
+        Py_VISIT(s->segs[s->seg_head + i].msg);
+        Py_VISIT(s->segs[s->seg_head + i].imm);
+    }
+    for (int64_t i = 0; i < s->msg_len; i++) Py_VISIT(s->msgs[s->msg_head + i].msg);
+    return 0;
+}
+
+static int Sender_clear(Sender *s) {
+    Py_CLEAR(s->cfg); Py_CLEAR(s->rp); Py_CLEAR(s->pacer); Py_CLEAR(s->evs);
+    Py_CLEAR(s->log); Py_CLEAR(s->acked_bins); Py_CLEAR(s->completed); Py_CLEAR(s->lost);
+    Py_CLEAR(s->single); Py_CLEAR(s->failed);
+    for (int64_t i = 0; i < s->tx_cap; i++) tx_release(&s->txs[i]);
+    s->ntx = 0;
+    for (int64_t i = 0; i < s->seg_len; i++) {
+        Py_CLEAR(s->segs[s->seg_head + i].msg);
+        Py_CLEAR(s->segs[s->seg_head + i].imm);
+    }
+    s->seg_len = 0;
+    for (int64_t i = 0; i < s->msg_len; i++) Py_CLEAR(s->msgs[s->msg_head + i].msg);
+    s->msg_len = 0;
+    return 0;
+}
+
+static void Sender_dealloc(Sender *s) {
+    PyObject_GC_UnTrack(s);
+    if (s->weakrefs) PyObject_ClearWeakRefs((PyObject *)s);
+    Sender_clear(s);
+    PyMem_Free(s->txs);
+    dq_free(&s->order);
+    dq_free(&s->retx);
+    dq_free(&s->unsent);
+    evmap_free(&s->per_ev);
+    PyMem_Free(s->segs);
+    PyMem_Free(s->msgs);
+    PyMem_Free(s->scratch);
+    PyMem_Free(s->newly);
+    Py_TYPE(s)->tp_free((PyObject *)s);
+}
+
+static PyTypeObject SenderType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "twin.mrc._fastpath.Sender",
+    .tp_doc = "Sender(evset, remote_va, config=None): twin.mrc.transport.Sender in C "
+              "(the same decisions; see _sender.c)",
+    .tp_basicsize = sizeof(Sender),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)Sender_init,
+    .tp_dealloc = (destructor)Sender_dealloc,
+    .tp_traverse = (traverseproc)Sender_traverse,
+    .tp_clear = (inquiry)Sender_clear,
+    .tp_weaklistoffset = offsetof(Sender, weakrefs),
+    .tp_methods = Sender_methods,
+    .tp_members = Sender_members,
+    .tp_getset = Sender_getset,
+};
+
+/* -- the module's part ---------------------------------------------------------------- */
+
+static int lookup(void) {
+    if (Event) return 0;
+    PyObject *t = PyImport_ImportModule("twin.mrc.transport"),
+             *e = PyImport_ImportModule("twin.mrc.evset"),
+             *d = PyImport_ImportModule("twin.mrc.dcqcn"),
+             *c = PyImport_ImportModule("collections");
+    int rc = -1;
+    if (!t || !e || !d || !c) goto out;
+#define GET(var, mod, name) if (!(var = PyObject_GetAttrString(mod, name))) goto out
+    GET(SenderStats, t, "SenderStats"); GET(Msg, t, "_Msg"); GET(QpFailed, t, "QpFailed");
+    GET(weakly, t, "_weakly"); GET(EventLog, t, "EventLog"); GET(AckedBins, t, "AckedBins");
+    GET(SenderConfig, t, "SenderConfig"); GET(MODES, t, "MODES"); GET(CCS, t, "CCS");
+    GET(NoUsableEv, e, "NoUsableEv"); GET(EvType, e, "Ev"); GET(PathType, e, "PathState");
+    GET(for_sender, d, "for_sender"); GET(wire_bytes, d, "wire_bytes");
+    GET(make_deque, c, "deque"); GET(OrderedDict, c, "OrderedDict");
+#undef GET
+    struct { const char *name; long long *into; } ints[] = {
+        {"BUILD_CHUNK", &BUILD_CHUNK}, {"LOST_REMEMBERED", &LOST_REMEMBERED},
+        {"REORDER_STEPS_MAX", &REORDER_STEPS_MAX}, {"REORDERING_LEARNED", &REORDERING_LEARNED},
+        {"TRY_MASK", &TRY_MASK}, {"BITMAP_BITS", &BITMAP_BITS},
+        {"CONGESTION_ECHO_CE", &CONGESTION_ECHO_CE}, {"CONGESTION_COUNT", &CONGESTION_COUNT},
+        {"MESSAGES_KEPT", &MESSAGES_KEPT}};
+    for (size_t i = 0; i < sizeof ints / sizeof *ints; i++) {
+        PyObject *v = PyObject_GetAttrString(t, ints[i].name);
+        if (!v) goto out;
+        *ints[i].into = PyLong_AsLongLong(v);
+        Py_DECREF(v);
+        if (PyErr_Occurred()) goto out;
+    }
+    PyObject *v = PyObject_GetAttrString(t, "REORDERING_DECAY");
+    if (!v) goto out;
+    REORDERING_DECAY = PyFloat_AsDouble(v);
+    Py_DECREF(v);
+    if (PyErr_Occurred()) goto out;
+    if (BITMAP_BITS != 64) {
+        PyErr_SetString(PyExc_RuntimeError, "the compiled Sender reads 64-bit SACK bitmaps");
+        goto out;
+    }
+    Field *ev_fields[] = {&F_VALUE, &F_PLANE, &F_SENT, &F_PATH, &F_FIRST_LOSS, &F_RTT,
+                          &F_PROBED, &F_STATE};
+    for (size_t i = 0; i < sizeof ev_fields / sizeof *ev_fields; i++)
+        if (field_offset(EvType, ev_fields[i]) < 0) goto out;
+    Field *path_fields[] = {&P_PROVEN, &P_INFLIGHT, &P_DEAD, &P_DELIVERED};
+    for (size_t i = 0; i < sizeof path_fields / sizeof *path_fields; i++)
+        if (field_offset(PathType, path_fields[i]) < 0) goto out;
+    if (!(Event = PyObject_GetAttrString(t, "Event"))) goto out;
+    rc = 0;
+out:
+    Py_XDECREF(t); Py_XDECREF(e); Py_XDECREF(d); Py_XDECREF(c);
+    return rc;
+}
+
+int fp_add_sender(PyObject *m) {
+    struct { PyObject **var; const char *text; } names[] = {
+        {&s_next, "next"}, {&s_sent, "sent"}, {&s_sent_unproven, "sent_unproven"},
+        {&s_proving, "_proving"}, {&s_gone, "gone"}, {&s_delivered, "delivered"},
+        {&s_congested, "congested"}, {&s_find, "find"}, {&s_unretire, "unretire"},
+        {&s_lost, "lost"}, {&s_path_lost, "path_lost"}, {&s_set_plane, "set_plane"},
+        {&s_probe_result, "probe_result"}, {&s_deny, "deny"}, {&s_hashed, "hashed"},
+        {&s_set_unproven_cap, "set_unproven_cap"}, {&s_planes_in_use, "planes_in_use"},
+        {&s_planes, "planes"}, {&s_paths_per_plane, "paths_per_plane"}, {&s_size, "size"},
+        {&s_planes_down, "planes_down"}, {&s_retired, "retired"}, {&s_append, "append"},
+        {&s_start, "start"}, {&s_at, "at"}, {&s_allowance, "allowance"},
+        {&s_consume, "consume"}, {&s_next_send_ns, "next_send_ns"}, {&s_on_cnp, "on_cnp"},
+        {&s_value, "value"}, {&s_plane, "plane"}, {&s_path, "path"},
+        {&s_dead_since, "dead_since"}, {&s_first_loss_ns, "first_loss_ns"},
+        {&s_rtt_ns, "rtt_ns"}, {&s_probed, "probed"}, {&s_done_ns, "done_ns"},
+        {&s_move_to_end, "move_to_end"}, {&s_pop, "pop"}, {&s_popitem, "popitem"},
+        {&s_get, "get"}, {&s_last, "last"}, {&s_on_change, "on_change"}, {&s_mode, "mode"},
+        {&s_cc, "cc"}, {&s_mtu, "mtu"}, {&s_init_window, "init_window"},
+        {&s_min_window, "min_window"}, {&s_max_window, "max_window"},
+        {&s_target_ns, "target_ns"}, {&s_ecn, "ecn"}, {&s_trim, "trim"},
+        {&s_pi_gain, "pi_gain"}, {&s_fair_increase, "fair_increase"},
+        {&s_md_gain, "md_gain"}, {&s_md_max, "md_max"}, {&s_reorder_ns, "reorder_ns"},
+        {&s_rto_min_ns, "rto_min_ns"}, {&s_retry_limit, "retry_limit"},
+        {&s_loss_limit, "loss_limit"}, {&s_backoff_max, "backoff_max"},
+        {&s_maxlen, "maxlen"}, {&s_active, "active"}, {&s_cursor, "_cursor"},
+        {&s_skipped, "_skipped"}, {&s_unproven_cap, "unproven_cap"},
+        {&s_end_of_rotation, "_end_of_rotation"}, {&s_proven, "proven"},
+        {&s_inflight, "inflight"}, {&s_state, "state"}, {&s_delivered_ns, "delivered_ns"},
+        {&s_path_alive, "_path_alive"}, {&s_update_proving, "_update_proving"},
+        {&s_failed, "_failed"}, {&s_capped, "_capped"}, {&s_add, "add"},
+        {&s_clear, "clear"}, {&k_loss, "loss"}, {&k_first_loss, "first_loss"},
+        {&k_retire, "retire"}, {&k_retransmit, "retransmit"}, {&k_repaired, "repaired"},
+        {&k_spurious, "spurious"}, {&k_port, "port"}, {&k_probe, "probe"},
+        {&k_revive, "revive"}, {&k_trim, "trim"}, {&k_ev_state, "ev_state"},
+        {&r_per_ev, "per_ev"}, {&r_rack, "rack"}, {&r_nack, "nack"},
+        {&r_timeout, "timeout"}, {&r_dead_path, "dead_path"}, {&w_ecn, "ecn"},
+        {&w_trim, "trim"}, {&w_rtt, "rtt"}, {&a_ok, "ok"}, {&a_lost, "lost"},
+        {&k_cum, "cum"}, {&k_ev, "ev"}, {&k_psn, "psn"}, {&k_tries, "tries"},
+        {&k_port_state, "port_state"}, {&k_congestion, "congestion"}, {&k_bitmap, "bitmap"},
+        {&k_dup, "dup"}, {&k_empty, ""},
+        {&k_resent_at_once, "resent at once on another EV"}};
+    for (size_t i = 0; i < sizeof names / sizeof *names; i++)
+        if (!(*names[i].var = PyUnicode_InternFromString(names[i].text))) return -1;
+    if (PyType_Ready(&PacketType) < 0 || PyType_Ready(&SenderType) < 0) return -1;
+    if (PyModule_AddObjectRef(m, "TxPacket", (PyObject *)&PacketType) < 0) return -1;
+    return PyModule_AddObjectRef(m, "Sender", (PyObject *)&SenderType);
 }
