@@ -1,5 +1,5 @@
-"""Transport benchmark: what the sender's transport logic costs per packet, in Python,
-with no network and no kernel.
+"""Transport benchmark: what the transport's logic costs per packet, the Python reference
+beside the compiled core, with no network and no kernel.
 
 On the endpoint's sending core the data path (build, ICRC, sendmmsg, and the kernel's
 forwarding) and the transport (twin.mrc.transport.Sender: EV choice, window, packet
@@ -8,12 +8,16 @@ transport is about half of it. This bench isolates that half. A Sender posts one
 of --packets 4 KiB packets; a Receiver (its place() a no-op) takes every packet one
 simulated RTT after it left, in send order or, with --reorder, shuffled within each
 receive batch; the receiver's last SACK of each batch of 5 goes back, as the endpoint
-coalesces them. Only the Sender's calls are timed: `poll` (send) and `on_sack` (ack).
+coalesces them. Timed: the Sender's `poll` (send) and `on_sack` (ack), and the
+Receiver's `on_data` (receive).
 
-Each mode (mrc, spray-static, single-path) runs --repeat times, round-robin, in one
-process. Reported: median µs per packet sent (min-max), split into send and ack, and
-each mode's ratio to mrc.
-Usage: .venv/bin/python bench/bench_transport.py [--packets N] [--repeat N] [--reorder] [--json]
+--impl both (the default) runs each mode with the reference (twin.mrc.transport) and
+with the compiled core (twin.mrc._fastpath.Sender and .Receiver, the same decisions),
+--repeat times, round-robin, in one process. Reported: median µs per packet sent
+(min-max), split into send, ack and receive, each mode's ratio to mrc, and the
+compiled core's to the reference.
+Usage: .venv/bin/python bench/bench_transport.py [--packets N] [--repeat N] [--reorder]
+       [--impl python|compiled|both] [--json]
 """
 
 from __future__ import annotations
@@ -28,8 +32,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from twin.mrc import core  # noqa: E402
 from twin.mrc.evset import EvSet  # noqa: E402
-from twin.mrc.transport import Receiver, RxPacket, Sender, SenderConfig  # noqa: E402
+from twin.mrc.transport import RxPacket, SenderConfig  # noqa: E402
 
 MODES = ("mrc", "spray-static", "single-path")
 RTT_NS = 400_000  # a packet is delivered, and its SACK back, this long after it left
@@ -37,15 +42,16 @@ STEP_NS = 20_000  # simulated time between two polls
 BATCH = 5  # data packets per receive batch: one SACK goes back per batch
 
 
-def one(mode: str, packets: int, reorder: bool, seed: int) -> dict:
+def one(impl: core.Transport, mode: str, packets: int, reorder: bool, seed: int) -> dict:
     size = packets * 4096
     src = memoryview(bytearray(size))
-    sender = Sender(EvSet([0, 1, 2, 3], 2, size=128, seed=seed), 0, SenderConfig(mode=mode))
-    receiver = Receiver(lambda va, payload: None)
+    sender = impl.sender(EvSet([0, 1, 2, 3], 2, size=128, seed=seed), 0,
+                         SenderConfig(mode=mode))
+    receiver = impl.receiver(lambda va, payload: None)
     rng = random.Random(seed)
     sender.post(size, imm=1)
     flight: list[tuple[int, object]] = []  # (due, TxPacket), in send order
-    now, send_s, ack_s, polls = 0, 0.0, 0.0, 0
+    now, send_s, ack_s, recv_s, polls = 0, 0.0, 0.0, 0.0, 0
     clock = time.perf_counter
     while not sender.idle and polls < 50 * packets:  # bounded: a stall ends the run
         polls += 1
@@ -63,9 +69,12 @@ def one(mode: str, packets: int, reorder: bool, seed: int) -> dict:
             if reorder:
                 rng.shuffle(batch)
             sack = None
-            for tx in batch:
-                sack = receiver.on_data(RxPacket(tx.psn, tx.va, tx.payload, tx.imm, tx.ev,
-                                                 tx.tries, tx.ack_req)) or sack
+            pkts = [RxPacket(tx.psn, tx.va, tx.payload, tx.imm, tx.ev, tx.tries, tx.ack_req)
+                    for tx in batch]
+            t = clock()
+            for pkt in pkts:
+                sack = receiver.on_data(pkt) or sack
+            recv_s += clock() - t
             if sack is not None:
                 t = clock()
                 sender.on_sack(sack, now + RTT_NS // 2)
@@ -78,7 +87,10 @@ def one(mode: str, packets: int, reorder: bool, seed: int) -> dict:
                          f"{packets} packets acked)")
     return {"mode": mode, "sent": sent, "retransmits": sender.stats.retransmits,
             "send_us": send_s / sent * 1e6, "ack_us": ack_s / sent * 1e6,
-            "total_us": (send_s + ack_s) / sent * 1e6}
+            "total_us": (send_s + ack_s) / sent * 1e6, "recv_us": recv_s / sent * 1e6}
+
+
+KEYS = ("send_us", "ack_us", "total_us", "recv_us")
 
 
 def main() -> int:
@@ -87,30 +99,46 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--reorder", action="store_true",
                     help="shuffle each receive batch (SACK bitmaps, per-EV checks)")
+    ap.add_argument("--impl", choices=("python", "compiled", "both"), default="both",
+                    help="the reference, the compiled core, or both side by side")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args()
-    rows: dict[str, list[dict]] = {m: [] for m in MODES}
+    impls = {"python": core.load_transport("python")}
+    if a.impl != "python":
+        impls["compiled"] = core.load_transport("compiled")  # refuses where it is not built
+        if a.impl == "compiled":
+            del impls["python"]
+    rows: dict[tuple[str, str], list[dict]] = {(i, m): [] for i in impls for m in MODES}
     for r in range(a.repeat):
-        for mode in (MODES if r % 2 == 0 else MODES[::-1]):
-            rows[mode].append(one(mode, a.packets, a.reorder, seed=r + 1))
+        order = [(i, m) for m in MODES for i in impls]
+        for impl, mode in (order if r % 2 == 0 else order[::-1]):
+            rows[impl, mode].append(one(impls[impl], mode, a.packets, a.reorder, seed=r + 1))
         print(f"repetition {r + 1}/{a.repeat} done", file=sys.stderr, flush=True)
-    med = {m: {k: statistics.median(x[k] for x in xs) for k in ("send_us", "ack_us",
-                                                                 "total_us")}
-           for m, xs in rows.items()}
+    med = {k: {f: statistics.median(x[f] for x in xs) for f in KEYS} for k, xs in rows.items()}
     if a.json:
-        print(json.dumps({"packets": a.packets, "reorder": a.reorder, "median": med,
-                          "runs": rows}, indent=1))
+        print(json.dumps({"packets": a.packets, "reorder": a.reorder,
+                          "median": {f"{i}/{m}": v for (i, m), v in med.items()},
+                          "runs": {f"{i}/{m}": v for (i, m), v in rows.items()}}, indent=1))
         return 0
     print(f"{a.packets:,} packets per transfer, {a.repeat} repetitions"
           f"{', batches shuffled' if a.reorder else ''}; µs per packet sent, median (min-max)")
-    print("| mode | send (poll) | ack (on_sack) | total | total / mrc |")
-    print("| --- | --- | --- | --- | --- |")
-    for m, xs in rows.items():
+    print("| transport | mode | send (poll) | ack (on_sack) | sender total | total / mrc "
+          "| receive (on_data) |" + (" sender, compiled / python |" if len(impls) > 1 else ""))
+    print("| --- | --- | --- | --- | --- | --- | --- |" + (" --- |" if len(impls) > 1 else ""))
+    for (impl, m), xs in rows.items():
         def f(k: str, xs: list[dict] = xs) -> str:
             v = [x[k] for x in xs]
             return f"{statistics.median(v):.2f} ({min(v):.2f}-{max(v):.2f})"
-        print(f"| {m} | {f('send_us')} | {f('ack_us')} | {f('total_us')} | "
-              f"{med[m]['total_us'] / med['mrc']['total_us']:.2f} |")
+        line = (f"| {impl} | {m} | {f('send_us')} | {f('ack_us')} | {f('total_us')} | "
+                f"{med[impl, m]['total_us'] / med[impl, 'mrc']['total_us']:.2f} | "
+                f"{f('recv_us')} |")
+        if len(impls) > 1:
+            line += (f" {med['compiled', m]['total_us'] / med['python', m]['total_us']:.2f} |"
+                     if impl == "compiled" else " |")
+        print(line)
+    if len(impls) > 1:
+        rx = med["compiled", "mrc"]["recv_us"] / med["python", "mrc"]["recv_us"]
+        print(f"receiver (mrc), compiled / python: {rx:.2f}")
     return 0
 
 

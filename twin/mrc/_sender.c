@@ -47,7 +47,8 @@
 
 static PyObject *Event, *SenderStats, *Msg, *QpFailed, *NoUsableEv, *weakly, *EventLog,
     *AckedBins, *for_sender, *wire_bytes, *make_deque, *OrderedDict, *SenderConfig,
-    *MODES, *CCS, *EvType, *PathType;
+    *MODES, *CCS, *EvType, *PathType, *EvSetType, *EvState_SKIP, *EvState_DENIED,
+    *EvState_BAD;
 static long long BUILD_CHUNK, LOST_REMEMBERED, REORDER_STEPS_MAX, REORDERING_LEARNED,
     TRY_MASK, BITMAP_BITS, CONGESTION_ECHO_CE, CONGESTION_COUNT, MESSAGES_KEPT;
 static double REORDERING_DECAY;
@@ -71,7 +72,7 @@ static PyObject *s_next, *s_sent, *s_sent_unproven, *s_proving, *s_gone, *s_deli
     *s_clear, *k_loss, *k_first_loss, *k_retire, *k_retransmit, *k_repaired,
     *k_spurious, *k_port, *k_probe, *k_revive, *k_trim, *k_ev_state, *r_per_ev,
     *r_rack, *r_nack, *r_timeout, *r_dead_path, *w_ecn, *w_trim, *w_rtt, *a_ok,
-    *a_lost, *k_cum, *k_ev, *k_psn, *k_tries, *k_port_state, *k_congestion, *k_bitmap, *k_dup, *k_empty, *k_resent_at_once;
+    *a_lost, *k_cum, *k_ev, *k_psn, *k_tries, *k_port_state, *k_congestion, *k_bitmap, *k_dup, *k_empty, *k_resent_at_once, *k_alive_why;
 
 /* -- EvSet access ---------------------------------------------------------------------
  * Ev and PathState are slotted dataclasses: their fields are member descriptors at
@@ -98,6 +99,15 @@ static int field_offset(PyObject *type, Field *f) {
     }
     Py_DECREF(d);
     return 0;
+}
+
+/* Whether every field the EV set's hot steps touch is a slot (else they call Python) */
+static int fields_fast(void) {
+    const Field *all[] = {&F_VALUE, &F_PLANE, &F_SENT, &F_PATH, &F_STATE, &P_PROVEN,
+                          &P_INFLIGHT, &P_DEAD, &P_DELIVERED};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+        if (all[i]->offset < 0) return 0;
+    return 1;
 }
 
 static inline int fast(PyObject *o, const Field *f, PyObject *type) {
@@ -383,6 +393,7 @@ typedef struct {
     int64_t rtt_samples, cnps_ignored, remote_va, local_ports, remote_ports, posted_bytes,
         messages_completed;
     int fabric_marks, stuck;
+    int c_evs;  /* the EV set is twin.mrc.evset.EvSet: its hot steps run here */
     int64_t now;
     Tx *txs;
     int64_t tx_cap, ring_lo, ntx;
@@ -491,11 +502,6 @@ static int proving(Sender *s) {
     return r;
 }
 
-/* evs.next(): a new reference, or NULL (NoUsableEv among others) */
-static PyObject *ev_next(Sender *s) {
-    return call0(s->evs, s_next);
-}
-
 static int evs_call1(Sender *s, PyObject *name, PyObject *ev) {
     PyObject *r = PyObject_CallMethodOneArg(s->evs, name, ev);
     if (!r) return -1;
@@ -503,19 +509,187 @@ static int evs_call1(Sender *s, PyObject *name, PyObject *ev) {
     return 0;
 }
 
-/* EvSet.gone(ev): a packet on it is no longer outstanding */
-static int ev_gone(Sender *s, PyObject *ev) {
-    return evs_call1(s, s_gone, ev);
+static int set_i64(PyObject *o, const Field *f, PyObject *type, int64_t v) {
+    return fset(o, f, type, PyLong_FromLongLong(v));
 }
 
+/* EvSet.next: the next usable EV in rotation (SKIP ones are passed over once). A new
+ * reference, or NULL (NoUsableEv when there is none). Where the EV set is not exactly
+ * twin.mrc.evset.EvSet, its own next() is called. */
+static PyObject *ev_next(Sender *s) {
+    if (!s->c_evs) return call0(s->evs, s_next);
+    PyObject *evs = s->evs, *active = PyObject_GetAttr(evs, s_active),
+             *down = PyObject_GetAttr(evs, s_planes_down), *ev = NULL;
+    int64_t cursor = 0, cap = 0;
+    int is_proving = proving(s);
+    if (!active || !down || is_proving < 0 || !PyList_Check(active) || !PyAnySet_Check(down)) {
+        if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "EvSet.active, planes_down");
+        goto out;
+    }
+    PyObject *c = PyObject_GetAttr(evs, s_cursor);
+    if (!c) goto out;
+    cursor = PyLong_AsLongLong(c);
+    Py_DECREF(c);
+    if (cursor == -1 && PyErr_Occurred()) goto out;
+    if (is_proving) {
+        PyObject *u = PyObject_GetAttr(evs, s_unproven_cap);
+        if (!u) goto out;
+        cap = u == Py_None ? INT64_MAX : PyLong_AsLongLong(u);
+        Py_DECREF(u);
+        if (cap == -1 && PyErr_Occurred()) goto out;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(active);
+    int any_down = PySet_GET_SIZE(down) > 0;
+    for (Py_ssize_t i = 0; i < 2 * n; i++) {
+        if (cursor < 0 || cursor >= PyList_GET_SIZE(active)) {
+            PyErr_SetString(PyExc_IndexError, "EvSet._cursor out of its slots");
+            goto out;
+        }
+        PyObject *cand = Py_NewRef(PyList_GET_ITEM(active, cursor));
+        if (++cursor == n) {
+            cursor = 0;
+            PyObject *r = call0(evs, s_end_of_rotation);  /* may turn it SKIP -> GOOD */
+            if (!r) { Py_DECREF(cand); goto out; }
+            Py_DECREF(r);
+        }
+        PyObject *state = fget(cand, &F_STATE, EvType);
+        if (!state) { Py_DECREF(cand); goto out; }
+        Py_DECREF(state);  /* an enum member: compared by identity only */
+        int skip = state == EvState_DENIED || state == EvState_BAD;
+        if (!skip && any_down) {
+            PyObject *plane = fget(cand, &F_PLANE, EvType);
+            skip = plane ? PySet_Contains(down, plane) : -1;
+            Py_XDECREF(plane);
+            if (skip < 0) { Py_DECREF(cand); goto out; }
+        }
+        if (!skip && state == EvState_SKIP) {
+            PyObject *skipped = PyObject_GetAttr(evs, s_skipped), *value = NULL;
+            int rc = skipped && (value = fget(cand, &F_VALUE, EvType))
+                ? PySet_Add(skipped, value) : -1;
+            Py_XDECREF(value);
+            Py_XDECREF(skipped);
+            if (rc < 0) { Py_DECREF(cand); goto out; }
+            skip = 1;
+        }
+        if (!skip && is_proving) {
+            PyObject *path = fget(cand, &F_PATH, EvType), *proven = NULL;
+            int64_t inflight = 0;
+            int rc = path && (proven = fget(path, &P_PROVEN, PathType))
+                && fget_i64(path, &P_INFLIGHT, PathType, &inflight) == 0 ? 0 : -1;
+            if (rc == 0 && !PyObject_IsTrue(proven) && inflight >= cap) skip = 1;
+            Py_XDECREF(proven);
+            Py_XDECREF(path);
+            if (rc < 0) { Py_DECREF(cand); goto out; }
+        }
+        if (!skip) {
+            ev = cand;
+            break;
+        }
+        Py_DECREF(cand);
+    }
+    PyObject *c2 = PyLong_FromLongLong(cursor);
+    if (!c2 || PyObject_SetAttr(evs, s_cursor, c2) < 0) {
+        Py_XDECREF(c2);
+        Py_CLEAR(ev);
+        goto out;
+    }
+    Py_DECREF(c2);
+    if (!ev) {
+        PyObject *sorted = PySequence_List(down), *capped = NULL;
+        if (sorted && PyList_Sort(sorted) == 0 && (capped = call0(evs, s_capped)))
+            PyErr_Format(NoUsableEv, "no usable EV: planes down %R, %S unproven paths full",
+                         sorted, capped);
+        Py_XDECREF(sorted);
+        Py_XDECREF(capped);
+    }
+out:
+    Py_XDECREF(active);
+    Py_XDECREF(down);
+    return ev;
+}
+
+/* EvSet.gone: a packet on `ev` is no longer outstanding (acked, or declared lost) */
+static int ev_gone(Sender *s, PyObject *ev) {
+    if (!s->c_evs) return evs_call1(s, s_gone, ev);
+    PyObject *path = fget(ev, &F_PATH, EvType), *proven = NULL;
+    int64_t inflight;
+    int rc = -1;
+    if (!path || !(proven = fget(path, &P_PROVEN, PathType))
+        || fget_i64(path, &P_INFLIGHT, PathType, &inflight) < 0)
+        goto out;
+    rc = 0;
+    if (!PyObject_IsTrue(proven) && inflight > 0)
+        rc = set_i64(path, &P_INFLIGHT, PathType, inflight - 1);
+out:
+    Py_XDECREF(proven);
+    Py_XDECREF(path);
+    return rc;
+}
+
+/* EvSet.delivered: a packet sent on `ev` at `sent_ns` got through: its plane and its
+ * path work. The rare turns (a dead path back, a path proven) call the EV set's own. */
 static int ev_delivered(Sender *s, PyObject *ev, int64_t sent_ns) {
-    PyObject *t = PyLong_FromLongLong(sent_ns);
-    if (!t) return -1;
-    PyObject *r = PyObject_CallMethodObjArgs(s->evs, s_delivered, ev, t, NULL);
-    Py_DECREF(t);
-    if (!r) return -1;
-    Py_DECREF(r);
-    return 0;
+    if (!s->c_evs) {
+        PyObject *t = PyLong_FromLongLong(sent_ns);
+        if (!t) return -1;
+        PyObject *r = PyObject_CallMethodObjArgs(s->evs, s_delivered, ev, t, NULL);
+        Py_DECREF(t);
+        if (!r) return -1;
+        Py_DECREF(r);
+        return 0;
+    }
+    PyObject *path = fget(ev, &F_PATH, EvType), *dead = NULL, *plane = NULL, *failed = NULL;
+    int64_t delivered_ns;
+    int rc = -1;
+    if (!path || fget_i64(path, &P_DELIVERED, PathType, &delivered_ns) < 0) goto out;
+    if (sent_ns > delivered_ns) {
+        if (set_i64(path, &P_DELIVERED, PathType, sent_ns) < 0) goto out;
+        if (!(dead = fget(path, &P_DEAD, PathType))) goto out;
+        if (dead != Py_None) {
+            long long since = PyLong_AsLongLong(dead);
+            if (since == -1 && PyErr_Occurred()) goto out;
+            if (sent_ns >= since) {
+                PyObject *r = PyObject_CallMethodObjArgs(s->evs, s_path_alive, path,
+                                                         k_alive_why, NULL);
+                if (!r) goto out;
+                Py_DECREF(r);
+            }
+            Py_SETREF(dead, fget(path, &P_DEAD, PathType));
+            if (!dead) goto out;
+        }
+        PyObject *proven = fget(path, &P_PROVEN, PathType);
+        if (!proven) goto out;
+        int is_proven = PyObject_IsTrue(proven);
+        Py_DECREF(proven);
+        if (!is_proven && dead == Py_None) {
+            if (fset(path, &P_PROVEN, PathType, Py_NewRef(Py_True)) < 0
+                || set_i64(path, &P_INFLIGHT, PathType, 0) < 0)
+                goto out;
+            PyObject *r = call0(s->evs, s_update_proving);
+            if (!r) goto out;
+            Py_DECREF(r);
+        }
+    }
+    PyObject *by_plane = PyObject_GetAttr(s->evs, s_failed);
+    if (!by_plane || !(plane = fget(ev, &F_PLANE, EvType))) {
+        Py_XDECREF(by_plane);
+        goto out;
+    }
+    failed = PyObject_GetItem(by_plane, plane);
+    Py_DECREF(by_plane);
+    if (!failed) goto out;
+    if (PySet_Check(failed) ? PySet_GET_SIZE(failed) > 0 : PyObject_IsTrue(failed)) {
+        PyObject *r = call0(failed, s_clear);
+        if (!r) goto out;
+        Py_DECREF(r);
+    }
+    rc = 0;
+out:
+    Py_XDECREF(failed);
+    Py_XDECREF(plane);
+    Py_XDECREF(dead);
+    Py_XDECREF(path);
+    return rc;
 }
 
 /* ev.sent += 1; and EvSet.sent_unproven(ev) while some path is unproven */
@@ -523,12 +697,17 @@ static int ev_sent(Sender *s, PyObject *ev, int is_proving) {
     int64_t n;
     if (EV_I64(ev, F_SENT, &n) < 0) return -1;
     if (fset(ev, &F_SENT, EvType, PyLong_FromLongLong(n + 1)) < 0) return -1;
-    if (is_proving) {
-        PyObject *r = PyObject_CallMethodOneArg(s->evs, s_sent_unproven, ev);
-        if (!r) return -1;
-        Py_DECREF(r);
-    }
-    return 0;
+    if (!is_proving) return 0;
+    if (!s->c_evs) return evs_call1(s, s_sent_unproven, ev);
+    PyObject *path = fget(ev, &F_PATH, EvType), *proven = NULL;  /* EvSet.sent_unproven */
+    int64_t inflight;
+    int rc = -1;
+    if (path && (proven = fget(path, &P_PROVEN, PathType))
+        && fget_i64(path, &P_INFLIGHT, PathType, &inflight) == 0)
+        rc = PyObject_IsTrue(proven) ? 0 : set_i64(path, &P_INFLIGHT, PathType, inflight + 1);
+    Py_XDECREF(proven);
+    Py_XDECREF(path);
+    return rc;
 }
 
 /* -- the window ---------------------------------------------------------------------- */
@@ -1969,6 +2148,7 @@ static int Sender_init(Sender *s, PyObject *args, PyObject *kw) {
         return -1;
     }
     s->evs = Py_NewRef(evset);
+    s->c_evs = Py_IS_TYPE(evset, (PyTypeObject *)EvSetType) && fields_fast();
     s->remote_va = remote_va;
     s->window = s->init_window;
     s->base_rtt = INFINITY;
@@ -2110,6 +2290,14 @@ static int lookup(void) {
     GET(weakly, t, "_weakly"); GET(EventLog, t, "EventLog"); GET(AckedBins, t, "AckedBins");
     GET(SenderConfig, t, "SenderConfig"); GET(MODES, t, "MODES"); GET(CCS, t, "CCS");
     GET(NoUsableEv, e, "NoUsableEv"); GET(EvType, e, "Ev"); GET(PathType, e, "PathState");
+    GET(EvSetType, e, "EvSet");
+    PyObject *states;
+    GET(states, e, "EvState");
+    EvState_SKIP = PyObject_GetAttrString(states, "SKIP");
+    EvState_DENIED = PyObject_GetAttrString(states, "DENIED");
+    EvState_BAD = PyObject_GetAttrString(states, "ASSUMED_BAD");
+    Py_DECREF(states);
+    if (!EvState_SKIP || !EvState_DENIED || !EvState_BAD) goto out;
     GET(for_sender, d, "for_sender"); GET(wire_bytes, d, "wire_bytes");
     GET(make_deque, c, "deque"); GET(OrderedDict, c, "OrderedDict");
 #undef GET
@@ -2189,7 +2377,8 @@ int fp_add_sender(PyObject *m) {
         {&k_cum, "cum"}, {&k_ev, "ev"}, {&k_psn, "psn"}, {&k_tries, "tries"},
         {&k_port_state, "port_state"}, {&k_congestion, "congestion"}, {&k_bitmap, "bitmap"},
         {&k_dup, "dup"}, {&k_empty, ""},
-        {&k_resent_at_once, "resent at once on another EV"}};
+        {&k_resent_at_once, "resent at once on another EV"},
+        {&k_alive_why, "a packet sent on it after its first loss arrived"}};
     for (size_t i = 0; i < sizeof names / sizeof *names; i++)
         if (!(*names[i].var = PyUnicode_InternFromString(names[i].text))) return -1;
     if (PyType_Ready(&PacketType) < 0 || PyType_Ready(&SenderType) < 0) return -1;
