@@ -1942,6 +1942,10 @@ GET_I64(remote_ports, s->remote_ports)
 GET_I64(posted_bytes, s->posted_bytes)
 GET_I64(messages_completed, s->messages_completed)
 GET_I64(inflight, s->inflight)
+GET_I64(records, s->ntx)
+GET_I64(record_slots, s->tx_cap)
+GET_I64(per_ev_queues, s->per_ev.used)
+GET_I64(send_order_len, s->order.len)
 #undef GET_I64
 
 #define FLOAT_ATTR(name)                                            \
@@ -1993,6 +1997,10 @@ static PyGetSetDef Sender_getset[] = {
     {"messages_completed", (getter)get_messages_completed, NULL, NULL},
     {"fabric_marks", (getter)get_fabric_marks, NULL, "a CE mark came back"},
     {"inflight", (getter)get_inflight, NULL, "packets sent and not yet acked or lost"},
+    {"records", (getter)get_records, NULL, "packet records kept (unacked PSNs built)"},
+    {"record_slots", (getter)get_record_slots, NULL, "the record ring's size"},
+    {"per_ev_queues", (getter)get_per_ev_queues, NULL, "EVs with a send order kept"},
+    {"send_order_len", (getter)get_send_order_len, NULL, "entries in the send order"},
     {NULL},
 };
 

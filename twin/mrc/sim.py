@@ -154,7 +154,8 @@ def run_transfer(size: int, fabric: SimFabric, *, mode: str = "mrc", planes: int
                  pace_ns: int = 2_000, config: SenderConfig | None = None, repeat: int = 1,
                  checkpoint: tuple[int, Callable[[Sender, Receiver], None]] | None = None,
                  actions: list[tuple[int, Action]] | None = None, cnp_ns: int = 0,
-                 cross_rack: bool = True, record=None) -> Result:
+                 cross_rack: bool = True, record=None, sender_class: type = Sender,
+                 receiver_class: type = Receiver) -> Result:
     """Write `size` random bytes across the simulated fabric; check them byte for byte.
 
     `repeat` posts the same write that many times (to the same offsets: a long run in
@@ -162,7 +163,8 @@ def run_transfer(size: int, fabric: SimFabric, *, mode: str = "mrc", planes: int
     the fabric at their time, `actions` on the sender (sender, fabric, now). `cnp_ns`
     > 0: a CE-marked data packet makes the receiver send a CNP, at most one per
     `cnp_ns`. `record` (twin.mrc.trace.Recording) builds the Sender and Receiver, and
-    so sees every call into them."""
+    so sees every call into them. `sender_class` and `receiver_class`: the implementation
+    to run (twin.mrc.core: the reference, or the compiled core)."""
     src = source_bytes(size, seed)
     dst = bytearray(size)
 
@@ -174,8 +176,8 @@ def run_transfer(size: int, fabric: SimFabric, *, mode: str = "mrc", planes: int
     evset_args = {"planes": list(range(planes)), "t1_per_plane": t1, "size": evs,
                   "seed": seed, "cross_rack": cross_rack}
     if record is None:
-        sender = Sender(EvSet(**evset_args), 0, cfg)
-        receiver = Receiver(place, port_state=lambda: fabric.peer_ports)
+        sender = sender_class(EvSet(**evset_args), 0, cfg)
+        receiver = receiver_class(place, port_state=lambda: fabric.peer_ports)
     else:
         sender = record.sender(evset_args, 0, cfg, size, seed)
         receiver = record.receiver(place, port_state=lambda: fabric.peer_ports)
