@@ -96,7 +96,7 @@ def test_a_hole_far_behind_the_newest_is_nakd_once():
     ref, fast, *_, ports = _pair()
     pkts = [("data", T.RxPacket(p, 0, b"y", None, 2, 0)) for p in range(1, 200)]
     ref_nacks, fast_nacks = [], []
-    for op, pkt in pkts:
+    for _, pkt in pkts:
         assert ref.on_data(pkt) == fast.on_data(pkt)
         ref_nacks += ref.nacks
         fast_nacks += fast.nacks
