@@ -1096,6 +1096,26 @@ fail:
     return NULL;
 }
 
+/* A queue kept as an array from `head`: room for one more at its end (moved to the
+ * front, or grown). */
+static int room_at_end(void **buf, int64_t *head, int64_t len, int64_t *cap, size_t size) {
+    if (*head + len < *cap) return 0;
+    if (*head) {
+        memmove(*buf, (char *)*buf + *head * size, len * size);
+        *head = 0;
+    }
+    if (len < *cap) return 0;
+    int64_t more = *cap ? 2 * *cap : 8;
+    void *grown = PyMem_Realloc(*buf, more * size);
+    if (!grown) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    *buf = grown;
+    *cap = more;
+    return 0;
+}
+
 static PyObject *Sender_post(Sender *s, PyObject *args, PyObject *kw) {
     static char *names[] = {"length", "offset", "imm", "now", NULL};
     long long length, offset = 0, now = 0;
@@ -1116,31 +1136,11 @@ static PyObject *Sender_post(Sender *s, PyObject *args, PyObject *kw) {
     PyObject *msg = PyObject_CallFunction(Msg, "LLOL", (long long)s->next_msn,
                                           (long long)last_psn, imm, now);
     if (!msg) return NULL;
-    if (s->seg_head + s->seg_len == s->seg_cap) {  /* make room at the end */
-        if (s->seg_head) {
-            memmove(s->segs, s->segs + s->seg_head, s->seg_len * sizeof *s->segs);
-            s->seg_head = 0;
-        }
-        if (s->seg_len == s->seg_cap) {
-            int64_t cap = s->seg_cap ? 2 * s->seg_cap : 8;
-            Seg *segs = PyMem_Realloc(s->segs, cap * sizeof *segs);
-            if (!segs) { Py_DECREF(msg); return PyErr_NoMemory(); }
-            s->segs = segs;
-            s->seg_cap = cap;
-        }
-    }
-    if (s->msg_head + s->msg_len == s->msg_cap) {
-        if (s->msg_head) {
-            memmove(s->msgs, s->msgs + s->msg_head, s->msg_len * sizeof *s->msgs);
-            s->msg_head = 0;
-        }
-        if (s->msg_len == s->msg_cap) {
-            int64_t cap = s->msg_cap ? 2 * s->msg_cap : 8;
-            MsgRef *msgs = PyMem_Realloc(s->msgs, cap * sizeof *msgs);
-            if (!msgs) { Py_DECREF(msg); return PyErr_NoMemory(); }
-            s->msgs = msgs;
-            s->msg_cap = cap;
-        }
+    if (room_at_end((void **)&s->segs, &s->seg_head, s->seg_len, &s->seg_cap, sizeof *s->segs) < 0
+        || room_at_end((void **)&s->msgs, &s->msg_head, s->msg_len, &s->msg_cap,
+                       sizeof *s->msgs) < 0) {
+        Py_DECREF(msg);
+        return NULL;
     }
     int64_t msn = s->next_msn++;
     Seg *seg = &s->segs[s->seg_head + s->seg_len++];
