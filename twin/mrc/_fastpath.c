@@ -780,6 +780,15 @@ static PyMethodDef fp_methods[] = {
     {NULL}
 };
 
+PyObject *fp_bounded_deque(long long maxlen) {
+    PyObject *collections = PyImport_ImportModule("collections"), *deque = NULL, *out = NULL;
+    PyObject *empty = PyTuple_New(0), *kw = Py_BuildValue("{sL}", "maxlen", maxlen);
+    if (collections && empty && kw && (deque = PyObject_GetAttrString(collections, "deque")))
+        out = PyObject_Call(deque, empty, kw);
+    Py_XDECREF(collections); Py_XDECREF(deque); Py_XDECREF(empty); Py_XDECREF(kw);
+    return out;
+}
+
 static struct PyModuleDef fp_module = {
     PyModuleDef_HEAD_INIT, "_fastpath",
     "The MRC endpoint's compiled data path (sendmmsg, recvmmsg, the ICRC).", -1, fp_methods,

@@ -14,4 +14,7 @@
 int fp_add_sender(PyObject *m);
 int fp_add_receiver(PyObject *m);
 
+/* collections.deque(maxlen=maxlen): a new reference, or NULL with an exception set. */
+PyObject *fp_bounded_deque(long long maxlen);
+
 #endif

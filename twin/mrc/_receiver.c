@@ -32,11 +32,10 @@
 
 /* From twin.mrc.transport, looked up when the first Receiver is made (the module
  * imports nothing of ours, so there is no cycle). */
-static PyObject *SackReport, *ReceiverStats, *make_deque;
+static PyObject *SackReport, *ReceiverStats;
 static long long MESSAGES_KEPT, RECV_WINDOW, NACK_DISTANCE, CONGESTION_ECHO_CE,
     CONGESTION_COUNT;
-static PyObject *s_psn, *s_va, *s_payload, *s_imm, *s_ev, *s_tries, *s_ack_req, *s_ce,
-    *s_maxlen;
+static PyObject *s_psn, *s_va, *s_payload, *s_imm, *s_ev, *s_tries, *s_ack_req, *s_ce;
 
 enum { BITMAP_BITS = 64 };
 
@@ -344,12 +343,7 @@ static int lookup_transport(void) {
     if (SackReport) return 0;
     PyObject *t = PyImport_ImportModule("twin.mrc.transport");
     if (!t) return -1;
-    PyObject *collections = PyImport_ImportModule("collections");
     int rc = -1;
-    if (!collections) goto out;
-    make_deque = PyObject_GetAttrString(collections, "deque");
-    Py_DECREF(collections);
-    if (!make_deque) goto out;
     if (!(SackReport = PyObject_GetAttrString(t, "SackReport"))
         || !(ReceiverStats = PyObject_GetAttrString(t, "ReceiverStats"))) goto out;
     struct { const char *name; long long *into; } consts[] = {
@@ -363,7 +357,6 @@ static int lookup_transport(void) {
         Py_DECREF(v);
         if (PyErr_Occurred()) goto out;
     }
-    if (BITMAP_BITS != 64) goto out;
     rc = 0;
 out:
     Py_DECREF(t);
@@ -411,12 +404,7 @@ static int Receiver_init(Receiver *r, PyObject *args, PyObject *kw) {
     r->port_state = Py_NewRef(port_state);
     r->nacked = -1;
     if (!(r->nacks = PyList_New(0))) return -1;
-    PyObject *kwargs = Py_BuildValue("{OL}", s_maxlen, MESSAGES_KEPT);
-    if (!kwargs) return -1;
-    PyObject *empty = PyTuple_New(0);
-    r->completions = empty ? PyObject_Call(make_deque, empty, kwargs) : NULL;
-    Py_XDECREF(empty);
-    Py_DECREF(kwargs);
+    r->completions = fp_bounded_deque(MESSAGES_KEPT);
     return r->completions ? 0 : -1;
 }
 
@@ -529,7 +517,6 @@ int fp_add_receiver(PyObject *m) {
 #define NAME(var, text) if (!(var = PyUnicode_InternFromString(text))) return -1
     NAME(s_psn, "psn"); NAME(s_va, "va"); NAME(s_payload, "payload"); NAME(s_imm, "imm");
     NAME(s_ev, "ev"); NAME(s_tries, "tries"); NAME(s_ack_req, "ack_req"); NAME(s_ce, "ce");
-    NAME(s_maxlen, "maxlen");
 #undef NAME
     if (PyType_Ready(&ReceiverType) < 0) return -1;
     return PyModule_AddObjectRef(m, "Receiver", (PyObject *)&ReceiverType);

@@ -46,7 +46,7 @@
 /* -- what is looked up in Python once ------------------------------------------------ */
 
 static PyObject *Event, *SenderStats, *Msg, *QpFailed, *NoUsableEv, *weakly, *EventLog,
-    *AckedBins, *for_sender, *wire_bytes, *make_deque, *OrderedDict, *SenderConfig,
+    *AckedBins, *for_sender, *wire_bytes, *OrderedDict, *SenderConfig,
     *MODES, *CCS, *EvType, *PathType, *EvSetType, *EvState_SKIP, *EvState_DENIED,
     *EvState_BAD;
 static long long BUILD_CHUNK, LOST_REMEMBERED, REORDER_STEPS_MAX, REORDERING_LEARNED,
@@ -63,12 +63,12 @@ static PyObject *s_next, *s_sent, *s_sent_unproven, *s_proving, *s_gone, *s_deli
     *s_planes_down, *s_retired, *s_append, *s_start, *s_at, *s_allowance, *s_consume,
     *s_next_send_ns, *s_on_cnp, *s_value, *s_plane, *s_path, *s_dead_since,
     *s_first_loss_ns, *s_rtt_ns, *s_probed, *s_done_ns, *s_move_to_end, *s_pop,
-    *s_popitem, *s_get, *s_last, *s_on_change, *s_mode, *s_cc, *s_mtu, *s_init_window,
+    *s_popitem, *s_get, *s_on_change, *s_mode, *s_cc, *s_mtu, *s_init_window,
     *s_min_window, *s_max_window, *s_target_ns, *s_ecn, *s_trim, *s_pi_gain,
     *s_fair_increase, *s_md_gain, *s_md_max, *s_reorder_ns, *s_rto_min_ns,
-    *s_retry_limit, *s_loss_limit, *s_backoff_max, *s_maxlen, *s_active, *s_cursor,
+    *s_retry_limit, *s_loss_limit, *s_backoff_max, *s_active, *s_cursor,
     *s_skipped, *s_unproven_cap, *s_end_of_rotation, *s_proven, *s_inflight, *s_state,
-    *s_delivered_ns, *s_path_alive, *s_update_proving, *s_failed, *s_capped, *s_add,
+    *s_delivered_ns, *s_path_alive, *s_update_proving, *s_failed, *s_capped,
     *s_clear, *k_loss, *k_first_loss, *k_retire, *k_retransmit, *k_repaired,
     *k_spurious, *k_port, *k_probe, *k_revive, *k_trim, *k_ev_state, *r_per_ev,
     *r_rack, *r_nack, *r_timeout, *r_dead_path, *w_ecn, *w_trim, *w_rtt, *a_ok,
@@ -1040,7 +1040,9 @@ static PyObject *Sender_poll(Sender *s, PyObject *args, PyObject *kw) {
     if (s->failed != Py_None) return PyList_New(0);
     s->now = now;
     if (s->pacer != Py_None) {  /* dcqcn: no faster than the QP's rate */
-        PyObject *a = PyObject_CallMethod(s->pacer, "allowance", "L", now);
+        PyObject *t = PyLong_FromLongLong(now);
+        PyObject *a = t ? PyObject_CallMethodOneArg(s->pacer, s_allowance, t) : NULL;
+        Py_XDECREF(t);
         if (!a) return NULL;
         long long n = PyLong_AsLongLong(a);
         Py_DECREF(a);
@@ -1086,7 +1088,11 @@ static PyObject *Sender_poll(Sender *s, PyObject *args, PyObject *kw) {
     if (s->pacer != Py_None && PyList_GET_SIZE(out)) {
         PyObject *nbytes = PyObject_CallOneArg(wire_bytes, out);
         if (!nbytes) goto fail;
-        PyObject *r = PyObject_CallMethod(s->pacer, "consume", "NL", nbytes, now);
+        PyObject *t = PyLong_FromLongLong(now);
+        PyObject *r = t ? PyObject_CallMethodObjArgs(s->pacer, s_consume, nbytes, t, NULL)
+                        : NULL;
+        Py_DECREF(nbytes);
+        Py_XDECREF(t);
         if (!r) goto fail;
         Py_DECREF(r);
     }
@@ -1129,7 +1135,9 @@ static PyObject *Sender_post(Sender *s, PyObject *args, PyObject *kw) {
     }
     int64_t n = (length + s->mtu - 1) / s->mtu;
     s->posted_bytes += length;
-    PyObject *r = PyObject_CallMethod(s->acked_bins, "start", "L", now);
+    PyObject *t = PyLong_FromLongLong(now);
+    PyObject *r = t ? PyObject_CallMethodOneArg(s->acked_bins, s_start, t) : NULL;
+    Py_XDECREF(t);
     if (!r) return NULL;
     Py_DECREF(r);
     int64_t last_psn = s->next_psn + n - 1;
@@ -1432,8 +1440,10 @@ static int names_sent(Sender *s, int64_t psn, int has_cum, int64_t cum) {
 /* -- acks -------------------------------------------------------------------------- */
 
 static int set_plane(Sender *s, int64_t plane, int up) {
-    PyObject *r = PyObject_CallMethod(s->evs, "set_plane", "LO", (long long)plane,
-                                      up ? Py_True : Py_False);
+    PyObject *p = PyLong_FromLongLong(plane);
+    PyObject *r = p ? PyObject_CallMethodObjArgs(s->evs, s_set_plane, p,
+                                                 up ? Py_True : Py_False, NULL) : NULL;
+    Py_XDECREF(p);
     if (!r) return -1;
     Py_DECREF(r);
     return 0;
@@ -1481,7 +1491,9 @@ static int marks(Sender *s, int64_t congestion, Tx *echoed, int64_t sack_ev) {
             if (v == sack_ev) ev = Py_NewRef(echoed->ev);
         }
         if (!ev) {
-            ev = PyObject_CallMethod(s->evs, "find", "L", (long long)sack_ev);
+            PyObject *v = PyLong_FromLongLong(sack_ev);
+            ev = v ? PyObject_CallMethodOneArg(s->evs, s_find, v) : NULL;
+            Py_XDECREF(v);
             if (!ev) return -1;
         }
         int rc = ev == Py_None ? 0 : congested(s, ev, w_ecn);
@@ -1592,7 +1604,7 @@ static PyObject *Sender_on_sack(Sender *s, PyObject *const *args, Py_ssize_t nar
     int64_t plane_bytes[PLANES_MAX] = {0};
     int is_proving = proving(s), rc = -1;
     if (is_proving < 0) return NULL;
-    PyObject *bins = PyObject_CallMethod(s->acked_bins, "at", "L", now);
+    PyObject *bins = PyObject_CallMethodOneArg(s->acked_bins, s_at, args[1]);
     if (!bins) return NULL;
     if (n > s->newly_cap) {
         Newly *b = PyMem_Realloc(s->newly, n * sizeof *b);
@@ -2178,10 +2190,7 @@ static int Sender_init(Sender *s, PyObject *args, PyObject *kw) {
         Py_XDECREF(planes); Py_XDECREF(weak); Py_DECREF(cc);
         return -1;
     }
-    PyObject *kwargs = Py_BuildValue("{OL}", s_maxlen, MESSAGES_KEPT), *empty = PyTuple_New(0);
-    s->completed = kwargs && empty ? PyObject_Call(make_deque, empty, kwargs) : NULL;
-    Py_XDECREF(kwargs);
-    Py_XDECREF(empty);
+    s->completed = fp_bounded_deque(MESSAGES_KEPT);
     int64_t paths = (int64_t)PyObject_Length(planes) * PyLong_AsLongLong(ppp);
     Py_DECREF(planes);
     Py_DECREF(ppp);
@@ -2307,7 +2316,7 @@ static int lookup(void) {
     Py_DECREF(states);
     if (!EvState_SKIP || !EvState_DENIED || !EvState_BAD) goto out;
     GET(for_sender, d, "for_sender"); GET(wire_bytes, d, "wire_bytes");
-    GET(make_deque, c, "deque"); GET(OrderedDict, c, "OrderedDict");
+    GET(OrderedDict, c, "OrderedDict");
 #undef GET
     struct { const char *name; long long *into; } ints[] = {
         {"BUILD_CHUNK", &BUILD_CHUNK}, {"LOST_REMEMBERED", &LOST_REMEMBERED},
@@ -2361,7 +2370,7 @@ int fp_add_sender(PyObject *m) {
         {&s_dead_since, "dead_since"}, {&s_first_loss_ns, "first_loss_ns"},
         {&s_rtt_ns, "rtt_ns"}, {&s_probed, "probed"}, {&s_done_ns, "done_ns"},
         {&s_move_to_end, "move_to_end"}, {&s_pop, "pop"}, {&s_popitem, "popitem"},
-        {&s_get, "get"}, {&s_last, "last"}, {&s_on_change, "on_change"}, {&s_mode, "mode"},
+        {&s_get, "get"}, {&s_on_change, "on_change"}, {&s_mode, "mode"},
         {&s_cc, "cc"}, {&s_mtu, "mtu"}, {&s_init_window, "init_window"},
         {&s_min_window, "min_window"}, {&s_max_window, "max_window"},
         {&s_target_ns, "target_ns"}, {&s_ecn, "ecn"}, {&s_trim, "trim"},
@@ -2369,12 +2378,12 @@ int fp_add_sender(PyObject *m) {
         {&s_md_gain, "md_gain"}, {&s_md_max, "md_max"}, {&s_reorder_ns, "reorder_ns"},
         {&s_rto_min_ns, "rto_min_ns"}, {&s_retry_limit, "retry_limit"},
         {&s_loss_limit, "loss_limit"}, {&s_backoff_max, "backoff_max"},
-        {&s_maxlen, "maxlen"}, {&s_active, "active"}, {&s_cursor, "_cursor"},
+        {&s_active, "active"}, {&s_cursor, "_cursor"},
         {&s_skipped, "_skipped"}, {&s_unproven_cap, "unproven_cap"},
         {&s_end_of_rotation, "_end_of_rotation"}, {&s_proven, "proven"},
         {&s_inflight, "inflight"}, {&s_state, "state"}, {&s_delivered_ns, "delivered_ns"},
         {&s_path_alive, "_path_alive"}, {&s_update_proving, "_update_proving"},
-        {&s_failed, "_failed"}, {&s_capped, "_capped"}, {&s_add, "add"},
+        {&s_failed, "_failed"}, {&s_capped, "_capped"},
         {&s_clear, "clear"}, {&k_loss, "loss"}, {&k_first_loss, "first_loss"},
         {&k_retire, "retire"}, {&k_retransmit, "retransmit"}, {&k_repaired, "repaired"},
         {&k_spurious, "spurious"}, {&k_port, "port"}, {&k_probe, "probe"},
