@@ -50,8 +50,8 @@ static PyObject *Event, *SenderStats, *Msg, *QpFailed, *NoUsableEv, *weakly, *Ev
     *MODES, *CCS, *EvType, *PathType, *EvSetType, *EvState_SKIP, *EvState_DENIED,
     *EvState_BAD;
 static long long BUILD_CHUNK, LOST_REMEMBERED, REORDER_STEPS_MAX, REORDERING_LEARNED,
-    TRY_MASK, BITMAP_BITS, CONGESTION_ECHO_CE, CONGESTION_COUNT, MESSAGES_KEPT;
-static double REORDERING_DECAY;
+    TRY_MASK, BITMAP_BITS, CONGESTION_ECHO_CE, CONGESTION_COUNT, MESSAGES_KEPT, COMPACT_AFTER;
+static double REORDERING_DECAY, CNP_SPACING;
 
 enum { MODE_MRC, MODE_SPRAY_STATIC, MODE_SINGLE };
 enum { CC_NSCC, CC_DELAY, CC_OTHER };
@@ -66,12 +66,13 @@ static PyObject *s_next, *s_sent, *s_sent_unproven, *s_proving, *s_gone, *s_deli
     *s_popitem, *s_get, *s_on_change, *s_mode, *s_cc, *s_mtu, *s_init_window,
     *s_min_window, *s_max_window, *s_target_ns, *s_ecn, *s_trim, *s_pi_gain,
     *s_fair_increase, *s_md_gain, *s_md_max, *s_reorder_ns, *s_rto_min_ns,
-    *s_retry_limit, *s_loss_limit, *s_backoff_max, *s_active, *s_cursor,
+    *s_retry_limit, *s_loss_limit, *s_trim_limit, *s_backoff_max, *s_p,
+    *s_min_time_between_cnps_ns, *s_active, *s_cursor,
     *s_skipped, *s_unproven_cap, *s_end_of_rotation, *s_proven, *s_inflight, *s_state,
     *s_delivered_ns, *s_path_alive, *s_update_proving, *s_failed, *s_capped,
     *s_clear, *k_loss, *k_first_loss, *k_retire, *k_retransmit, *k_repaired,
     *k_spurious, *k_port, *k_probe, *k_revive, *k_trim, *k_ev_state, *r_per_ev,
-    *r_rack, *r_nack, *r_timeout, *r_dead_path, *w_ecn, *w_trim, *w_rtt, *a_ok,
+    *r_rack, *r_nack, *r_timeout, *r_dead_path, *r_trim, *w_ecn, *w_trim, *w_rtt, *a_ok,
     *a_lost, *k_cum, *k_ev, *k_psn, *k_tries, *k_port_state, *k_congestion, *k_bitmap, *k_dup, *k_empty, *k_resent_at_once, *k_alive_why;
 
 /* -- EvSet access ---------------------------------------------------------------------
@@ -355,7 +356,7 @@ typedef struct {  /* transport._Tx */
     int64_t psn, offset, length, last_psn;
     PyObject *imm;  /* its message's imm, on its last packet only (else NULL) */
     PyObject *ev;   /* NULL until sent */
-    int64_t sent_ns, seq, tries, losses, timeouts;
+    int64_t sent_ns, seq, tries, losses, timeouts, trims;
     char acked, in_flight, present;
 } Tx;
 
@@ -376,7 +377,8 @@ typedef struct {  /* a record just acked, kept for loss detection after it is go
 typedef struct {
     int64_t packets, bytes, retransmits, lost_per_ev, lost_rack, lost_timeout, lost_nack,
         spurious, acked, acks_unsent, lost_dead_path, ecn_marks, ecn_echoes, nacks_seq,
-        nacks_trimmed, trims_ignored, quick_adapts, window_decreases;
+        nacks_trimmed, trims_ignored, quick_adapts, window_decreases, sack_bits_unsent,
+        nacks_stale, trims_stale, cnps_limited, lost_trim;
     int64_t per_plane[PLANES_MAX];
     int plane_order[PLANES_MAX], planes_seen;
 } TxCounters;
@@ -387,7 +389,8 @@ typedef struct {
     PyObject *cfg, *rp, *pacer, *evs, *log, *acked_bins, *completed, *lost, *single,
         *failed;
     int mode, cc, ecn, trim;
-    int64_t mtu, target_ns, reorder_ns, rto_min_ns, retry_limit, loss_limit, backoff_max;
+    int64_t mtu, target_ns, reorder_ns, rto_min_ns, retry_limit, loss_limit, trim_limit,
+        backoff_max;
     double init_window, min_window, max_window, pi_gain, fair_increase, md_gain, md_max;
     double window, base_rtt, srtt, reordering_ns, delay_ns;
     int64_t rtt_samples, cnps_ignored, remote_va, local_ports, remote_ports, posted_bytes,
@@ -407,6 +410,9 @@ typedef struct {
     uint64_t sacked;
     int64_t low, last_cut_ns, reorder_steps, last_md_ns, last_qa_ns, epoch_ns,
         acked_epoch, acked_prev;
+    int64_t since_compact;  /* send-order entries added since the last compact() */
+    int64_t cnp_gap_ns, last_cnp_ns;  /* dcqcn: CNPs closer than the gap are ignored */
+    int cnp_seen;
     int64_t judging;  /* the EV value whose send order a detection walks, or -1 */
     int judged_gone;  /* ... and it was deleted meanwhile */
     TxCounters st;
@@ -893,6 +899,46 @@ static int sent_on(Sender *s, Tx *tx, PyObject *ev, int64_t value, int64_t now,
     return ev_sent(s, ev, is_proving);
 }
 
+/* Sender._compact: drop the send orders' entries that name no copy in flight (acked,
+ * declared lost, trimmed, resent since). Every reader skips them anyway; this bounds
+ * the orders at O(in flight) where nothing reads them from the front. Never called
+ * while a detection walks an EV's order (only sends call it). */
+static inline int live_entry(Sender *s, Pair e) {
+    Tx *tx = tx_get(s, e.b);
+    return tx && tx->seq == e.a && tx->in_flight;
+}
+
+static void keep_live(Sender *s, Deque *q) {
+    int64_t kept = 0;
+    for (int64_t i = 0; i < q->len; i++) {
+        Pair e = *dq_at(q, i);
+        if (live_entry(s, e)) *dq_at(q, kept++) = e;  /* kept <= i: read before written */
+    }
+    q->len = kept;
+}
+
+static void compact(Sender *s) {
+    keep_live(s, &s->order);
+    EvMap *m = &s->per_ev;
+    for (int64_t j = 0; j < m->cap; j++) {
+        EvQ *e = &m->slots[j];
+        if (e->state != 1) continue;
+        keep_live(s, &e->q);
+        if (!e->q.len) {
+            dq_free(&e->q);
+            e->state = 2;
+            m->used--;
+            m->deleted++;
+        }
+    }
+    s->since_compact = 0;
+}
+
+static inline void count_appends(Sender *s, int64_t n) {
+    s->since_compact += n;
+    if (s->since_compact > 2 * s->inflight + COMPACT_AFTER) compact(s);
+}
+
 static PyObject *packet(Sender *s, Tx *tx, int64_t value, PyObject *source, int64_t tries,
                         int ack_req) {
     Packet *p = PyObject_New(Packet, &PacketType);
@@ -1000,6 +1046,7 @@ static int emit_new(Sender *s, int64_t now, PyObject *source, PyObject *out, int
     s->inflight += sent;
     s->st.packets += sent;
     s->st.bytes += nbytes;
+    count_appends(s, sent);
     return ok;
 }
 
@@ -1017,6 +1064,7 @@ static PyObject *resend(Sender *s, Tx *tx, int64_t now, PyObject *source) {
     s->inflight++;
     if ((is_proving = proving(s)) < 0 || sent_on(s, tx, ev, value, now, is_proving) < 0)
         goto out;
+    count_appends(s, 1);
     s->st.packets++;
     s->st.bytes += tx->length;
     count_plane(&s->st, plane);
@@ -1202,7 +1250,13 @@ static int resend_dead_path(Sender *s, PyObject *path, int64_t now) {
     return rc;
 }
 
-static int fail_qp(Sender *s, PyObject *why) {
+/* Sender._fail: the QP gives up; `what` happened to tx's PSN, past `limit` */
+static int fail_qp(Sender *s, const Tx *tx, PyObject *what, const char *limit) {
+    if (!what) return -1;
+    PyObject *why = tx->trims
+        ? PyUnicode_FromFormat("%U, trimmed %lld times (%s)", what, (long long)tx->trims, limit)
+        : PyUnicode_FromFormat("%U (%s)", what, limit);
+    Py_DECREF(what);
     if (!why) return -1;
     Py_SETREF(s->failed, why);
     PyErr_SetObject(QpFailed, why);
@@ -1246,21 +1300,23 @@ static int declare_lost(Sender *s, Tx *tx, int64_t now, PyObject *reason) {
     tx->timeouts = timeout ? tx->timeouts + 1 : 0;
     if (s->mode == MODE_SINGLE) {
         if (tx->losses > s->retry_limit) {
-            fail_qp(s, PyUnicode_FromFormat("PSN %lld lost %lld times (retry limit)",
-                                            (long long)psn, (long long)tx->losses));
+            fail_qp(s, tx, PyUnicode_FromFormat("PSN %lld lost %lld times", (long long)psn,
+                                                (long long)tx->losses), "retry limit");
             goto out;
         }
     } else if (tx->timeouts > s->retry_limit) {
-        fail_qp(s, PyUnicode_FromFormat("PSN %lld timed out %lld times in a row (retry limit)",
-                                        (long long)psn, (long long)tx->timeouts));
+        fail_qp(s, tx, PyUnicode_FromFormat("PSN %lld timed out %lld times in a row",
+                                            (long long)psn, (long long)tx->timeouts),
+                "retry limit");
         goto out;
     } else if (tx->losses > s->loss_limit) {
-        fail_qp(s, PyUnicode_FromFormat("PSN %lld lost %lld times (loss limit)",
-                                        (long long)psn, (long long)tx->losses));
+        fail_qp(s, tx, PyUnicode_FromFormat("PSN %lld lost %lld times", (long long)psn,
+                                            (long long)tx->losses), "loss limit");
         goto out;
     }
-    /* A timeout names no path; a packet resent because its path died is blamed already */
-    if (s->mode == MODE_MRC && !timeout && reason != r_dead_path) {
+    /* A timeout names no path; a packet resent because its path died is blamed already;
+     * a PSN trimmed past trim_limit was trimmed on many paths, lost on none */
+    if (s->mode == MODE_MRC && !timeout && reason != r_dead_path && reason != r_trim) {
         PyObject *why = PyUnicode_FromFormat("%U loss of PSN %lld", reason, (long long)psn);
         if (!why) goto out;
         PyObject *res = PyObject_CallMethodObjArgs(s->evs, s_lost, ev, why, NULL);
@@ -1353,7 +1409,7 @@ static int detect_per_ev(Sender *s, const Newly *tx, int64_t now, int64_t covere
     while (q->len && dq_front(q)->a < tx->seq) {
         Pair e = dq_pop(q);
         Tx *old = tx_get(s, e.b);
-        if (!old || old->seq != e.a || old->acked) continue;
+        if (!old || old->seq != e.a || !old->in_flight) continue;  /* acked, lost, trimmed */
         if (e.b >= covered) {
             if ((rc = dq_push(&unjudged, e.a, e.b)) < 0) break;
             continue;
@@ -1419,7 +1475,8 @@ static int late(Sender *s, int64_t psn, int64_t now) {
     if ((undone ? eventf(s, now, k_spurious, value, psn, "%U; retirement undone", reason)
                 : event(s, now, k_spurious, value, psn, reason)) < 0)
         goto out;
-    if (reason != r_timeout && reason != r_dead_path) {  /* reordering deeper than the window */
+    if (reason != r_timeout && reason != r_dead_path && reason != r_trim) {
+        /* reordering deeper than the window */
         s->reordering_ns = fmax(s->reordering_ns, (double)(s->rack_sent - sent_ns));
         if (s->reorder_steps < REORDER_STEPS_MAX) s->reorder_steps++;
     }
@@ -1575,6 +1632,12 @@ static PyObject *Sender_on_sack(Sender *s, PyObject *const *args, Py_ssize_t nar
         int64_t shift = c0 - k.cum;
         bits = shift >= 64 ? 0 : k.bitmap >> shift;
     }
+    /* Bits for PSNs never sent are not believed: nothing of them was on the wire */
+    int64_t unsent = s->sent_high - s->cum > 0 ? s->sent_high - s->cum : 0;
+    if (unsent < 64 && (bits >> unsent)) {
+        s->st.sack_bits_unsent++;
+        bits &= ((uint64_t)1 << unsent) - 1;
+    }
     uint64_t fresh = bits & ~s->sacked;  /* only bits no earlier SACK reported */
     s->sacked |= bits;
     int64_t base = s->cum + 1;
@@ -1702,18 +1765,30 @@ static PyObject *Sender_on_nack(Sender *s, PyObject *args, PyObject *kw) {
     if (!PyArg_ParseTupleAndKeywords(args, kw, "LL|pLL:on_nack", names, &psn, &now, &trimmed,
                                      &ev, &tries))
         return NULL;
-    if (!names_sent(s, psn, 0, 0)) Py_RETURN_NONE;
+    if (s->failed != Py_None || !names_sent(s, psn, 0, 0)) Py_RETURN_NONE;
     s->now = now;
     Tx *tx = tx_get(s, psn);
     if (trimmed) {  /* Sender._on_trimmed: congested, not broken: resend at once */
-        int64_t value = -1;
-        if (tx && tx->ev && EV_I64(tx->ev, F_VALUE, &value) < 0) return NULL;
-        if (!s->trim || !tx || !tx->in_flight || !tx->ev || value != ev
-            || ((tx->tries - 1) & TRY_MASK) != tries) {
+        if (!s->trim) {
             s->st.trims_ignored++;
             Py_RETURN_NONE;
         }
+        int64_t value = -1;
+        if (tx && tx->ev && EV_I64(tx->ev, F_VALUE, &value) < 0) return NULL;
+        if (!tx || !tx->in_flight || !tx->ev || value != ev
+            || ((tx->tries - 1) & TRY_MASK) != tries) {
+            s->st.trims_ignored++;
+            s->st.trims_stale++;
+            Py_RETURN_NONE;
+        }
         s->st.nacks_trimmed++;
+        if (++tx->trims >= s->trim_limit) {
+            /* trimmed on path after path: a loss, which the QP's loss limit bounds */
+            s->st.lost_trim++;
+            s->stuck = 0;
+            if (declare_lost(s, tx, now, r_trim) < 0) return NULL;
+            Py_RETURN_NONE;
+        }
         PyObject *e = Py_NewRef(tx->ev);
         tx->in_flight = 0;
         s->inflight--;
@@ -1731,10 +1806,13 @@ static PyObject *Sender_on_nack(Sender *s, PyObject *args, PyObject *kw) {
         Py_RETURN_NONE;
     }
     s->st.nacks_seq++;
+    if (!tx || !tx->in_flight) {  /* acked, or lost and not yet resent */
+        s->st.nacks_stale++;
+        Py_RETURN_NONE;
+    }
     /* Only the first copy, and only once a packet sent a reordering window after it
      * has arrived (Karn; a deep hole a sprayed burst reaches without loss) */
-    if (!tx || !tx->in_flight || tx->tries > 1
-        || tx->sent_ns + reorder_window_ns(s) >= s->rack_sent)
+    if (tx->tries > 1 || tx->sent_ns + reorder_window_ns(s) >= s->rack_sent)
         Py_RETURN_NONE;
     s->st.lost_nack++;
     if (declare_lost(s, tx, now, r_nack) < 0) return NULL;
@@ -1780,10 +1858,18 @@ static PyObject *Sender_on_timer(Sender *s, PyObject *arg) {
 }
 
 static PyObject *Sender_on_cnp(Sender *s, PyObject *arg) {
+    long long now = PyLong_AsLongLong(arg);
+    if (now == -1 && PyErr_Occurred()) return NULL;
     if (s->rp == Py_None) {
         s->cnps_ignored++;
         Py_RETURN_NONE;
     }
+    if (s->cnp_seen && now - s->last_cnp_ns < s->cnp_gap_ns) {
+        s->st.cnps_limited++;  /* sooner than any notification point sends one */
+        Py_RETURN_NONE;
+    }
+    s->cnp_seen = 1;
+    s->last_cnp_ns = now;
     return PyObject_CallMethodOneArg(s->rp, s_on_cnp, arg);
 }
 
@@ -1931,6 +2017,18 @@ static PyObject *get_stats(Sender *s, void *c) {
         "trims_ignored", (long long)t->trims_ignored,
         "quick_adapts", (long long)t->quick_adapts,
         "window_decreases", (long long)t->window_decreases);
+    if (kw) {
+        struct { const char *name; int64_t v; } more[] = {
+            {"sack_bits_unsent", t->sack_bits_unsent}, {"nacks_stale", t->nacks_stale},
+            {"trims_stale", t->trims_stale}, {"cnps_limited", t->cnps_limited},
+            {"lost_trim", t->lost_trim}};
+        for (size_t i = 0; i < sizeof more / sizeof *more; i++) {
+            PyObject *v = PyLong_FromLongLong(more[i].v);
+            int rc = v ? PyDict_SetItemString(kw, more[i].name, v) : -1;
+            Py_XDECREF(v);
+            if (rc < 0) goto out;
+        }
+    }
     if (!kw || !(empty = PyTuple_New(0))) goto out;
     out = PyObject_Call(SenderStats, empty, kw);
 out:
@@ -1959,6 +2057,14 @@ GET_I64(record_slots, s->tx_cap)
 GET_I64(per_ev_queues, s->per_ev.used)
 GET_I64(send_order_len, s->order.len)
 #undef GET_I64
+
+static PyObject *get_per_ev_entries(Sender *s, void *c) {
+    (void)c;
+    int64_t n = 0;
+    for (int64_t j = 0; j < s->per_ev.cap; j++)
+        if (s->per_ev.slots[j].state == 1) n += s->per_ev.slots[j].q.len;
+    return PyLong_FromLongLong(n);
+}
 
 #define FLOAT_ATTR(name)                                            \
     static PyObject *get_##name(Sender *s, void *c) {               \
@@ -2013,6 +2119,8 @@ static PyGetSetDef Sender_getset[] = {
     {"record_slots", (getter)get_record_slots, NULL, "the record ring's size"},
     {"per_ev_queues", (getter)get_per_ev_queues, NULL, "EVs with a send order kept"},
     {"send_order_len", (getter)get_send_order_len, NULL, "entries in the send order"},
+    {"per_ev_entries", (getter)get_per_ev_entries, NULL,
+     "entries in the per-EV send orders, together"},
     {NULL},
 };
 
@@ -2157,6 +2265,7 @@ static int Sender_init(Sender *s, PyObject *args, PyObject *kw) {
         || cfg_i64(cfg, s_rto_min_ns, &s->rto_min_ns) < 0
         || cfg_i64(cfg, s_retry_limit, &s->retry_limit) < 0
         || cfg_i64(cfg, s_loss_limit, &s->loss_limit) < 0
+        || cfg_i64(cfg, s_trim_limit, &s->trim_limit) < 0
         || cfg_i64(cfg, s_backoff_max, &s->backoff_max) < 0) {
         Py_DECREF(cc);
         return -1;
@@ -2180,6 +2289,14 @@ static int Sender_init(Sender *s, PyObject *args, PyObject *kw) {
     s->last_cut_ns = s->last_md_ns = s->last_qa_ns = -1;
     s->reorder_steps = 1;
     s->judging = -1;
+    if (s->rp != Py_None) {  /* dcqcn: CNP_SPACING of the notification point's interval */
+        PyObject *p = PyObject_GetAttr(s->rp, s_p);
+        int64_t gap;
+        int rc = p ? cfg_i64(p, s_min_time_between_cnps_ns, &gap) : -1;
+        Py_XDECREF(p);
+        if (rc < 0) { Py_DECREF(cc); return -1; }
+        s->cnp_gap_ns = (int64_t)((double)gap * CNP_SPACING);
+    }
     PyObject *planes = PyObject_GetAttr(evset, s_planes), *ppp = NULL, *weak = NULL, *cap;
     if (!planes || !(s->log = PyObject_CallNoArgs(EventLog))
         || !(s->acked_bins = PyObject_CallOneArg(AckedBins, planes))
@@ -2323,7 +2440,7 @@ static int lookup(void) {
         {"REORDER_STEPS_MAX", &REORDER_STEPS_MAX}, {"REORDERING_LEARNED", &REORDERING_LEARNED},
         {"TRY_MASK", &TRY_MASK}, {"BITMAP_BITS", &BITMAP_BITS},
         {"CONGESTION_ECHO_CE", &CONGESTION_ECHO_CE}, {"CONGESTION_COUNT", &CONGESTION_COUNT},
-        {"MESSAGES_KEPT", &MESSAGES_KEPT}};
+        {"MESSAGES_KEPT", &MESSAGES_KEPT}, {"COMPACT_AFTER", &COMPACT_AFTER}};
     for (size_t i = 0; i < sizeof ints / sizeof *ints; i++) {
         PyObject *v = PyObject_GetAttrString(t, ints[i].name);
         if (!v) goto out;
@@ -2334,6 +2451,10 @@ static int lookup(void) {
     PyObject *v = PyObject_GetAttrString(t, "REORDERING_DECAY");
     if (!v) goto out;
     REORDERING_DECAY = PyFloat_AsDouble(v);
+    Py_DECREF(v);
+    if (PyErr_Occurred()) goto out;
+    if (!(v = PyObject_GetAttrString(t, "CNP_SPACING"))) goto out;
+    CNP_SPACING = PyFloat_AsDouble(v);
     Py_DECREF(v);
     if (PyErr_Occurred()) goto out;
     if (BITMAP_BITS != 64) {
@@ -2377,7 +2498,9 @@ int fp_add_sender(PyObject *m) {
         {&s_pi_gain, "pi_gain"}, {&s_fair_increase, "fair_increase"},
         {&s_md_gain, "md_gain"}, {&s_md_max, "md_max"}, {&s_reorder_ns, "reorder_ns"},
         {&s_rto_min_ns, "rto_min_ns"}, {&s_retry_limit, "retry_limit"},
-        {&s_loss_limit, "loss_limit"}, {&s_backoff_max, "backoff_max"},
+        {&s_loss_limit, "loss_limit"}, {&s_trim_limit, "trim_limit"},
+        {&s_backoff_max, "backoff_max"}, {&s_p, "p"},
+        {&s_min_time_between_cnps_ns, "min_time_between_cnps_ns"},
         {&s_active, "active"}, {&s_cursor, "_cursor"},
         {&s_skipped, "_skipped"}, {&s_unproven_cap, "unproven_cap"},
         {&s_end_of_rotation, "_end_of_rotation"}, {&s_proven, "proven"},
@@ -2389,7 +2512,8 @@ int fp_add_sender(PyObject *m) {
         {&k_spurious, "spurious"}, {&k_port, "port"}, {&k_probe, "probe"},
         {&k_revive, "revive"}, {&k_trim, "trim"}, {&k_ev_state, "ev_state"},
         {&r_per_ev, "per_ev"}, {&r_rack, "rack"}, {&r_nack, "nack"},
-        {&r_timeout, "timeout"}, {&r_dead_path, "dead_path"}, {&w_ecn, "ecn"},
+        {&r_timeout, "timeout"}, {&r_dead_path, "dead_path"}, {&r_trim, "trim"},
+        {&w_ecn, "ecn"},
         {&w_trim, "trim"}, {&w_rtt, "rtt"}, {&a_ok, "ok"}, {&a_lost, "lost"},
         {&k_cum, "cum"}, {&k_ev, "ev"}, {&k_psn, "psn"}, {&k_tries, "tries"},
         {&k_port_state, "port_state"}, {&k_congestion, "congestion"}, {&k_bitmap, "bitmap"},
