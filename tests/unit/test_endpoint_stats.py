@@ -12,7 +12,9 @@ RECV = {"qpn": 2, "bad_rkey": 0, "cum": 256, "completed": [[0, 42]], "reverse_ev
         "nacks": 0, "completions": 1, "out_of_window": 0, "cnps_sent": 0, "ce_marked": 0,
         "trimmed": 0, "nacks_trimmed": 0}
 DROPS = {"truncated": 1, "malformed": 0, "bad_icrc": 3, "unknown_qp": 2, "bad_rkey": 0,
-         "out_of_bounds": 0, "psn_window": 0, "duplicate": 1, "ack_unsent": 0}
+         "out_of_bounds": 0, "psn_window": 0, "duplicate": 1, "ack_unsent": 0,
+         "sack_bits_unsent": 2, "nack_stale": 0, "trim_stale": 4, "probe_unknown": 1,
+         "cnp_limited": 5}
 
 
 def endpoint_wire() -> dict:
@@ -32,6 +34,14 @@ def test_a_reply_parses_and_serialises_back_byte_for_byte():
     text = json.dumps(wire)
     parsed = S.EndpointStats.from_dict(json.loads(text))
     assert json.dumps(parsed.to_dict()) == text  # same keys, same order, same numbers
+
+
+def test_drops_from_before_the_hostile_counters_read_as_zero():
+    older = endpoint_wire()
+    older["drops"] = {k: n for k, n in DROPS.items() if k not in S.EndpointDrops._LATER}
+    drops = S.EndpointStats.from_dict(older).drops
+    assert drops.trim_stale == drops.cnp_limited == 0 and drops.bad_icrc == 3
+    assert S.EndpointStats.from_dict(endpoint_wire()).drops.cnp_limited == 5
 
 
 def test_typed_values_are_typed():

@@ -48,7 +48,10 @@ already checked (twin.mrc.control); what the loop counts is read by twin.mrc.cou
 A packet is checked before anything of it is believed, and each drop is counted by
 reason (stats.EndpointDrops): too short, malformed, a bad ICRC, no such QP, a wrong
 rkey, VA + length outside the buffer, a PSN too far ahead, a duplicate, an ACK for a
-PSN never sent. Every registered buffer sits between guard bytes (twin.mrc.buffer).
+PSN never sent; and a control packet whose claim its QP's state refutes (a SACK bit
+for a PSN never sent, a NAK or trim notice for nothing in flight, a probe reply for no
+probe, a CNP sooner than any notification point sends one) is counted and ignored.
+Every registered buffer sits between guard bytes (twin.mrc.buffer).
 
 Seeds make runs reproducible: a QP's EV set, rkey and reverse EVs come from
 generators seeded with (host, QP number, the request's seed).
@@ -594,9 +597,13 @@ class PacketLoop:
             qp = self.send_qps.get(pkt.dest_qp)
             if qp is None:
                 self.drops["unknown_qp"] += 1
-            else:
+                return
+            try:  # a NAK can be the loss (or the trim) that reaches a PSN's limit
                 qp.sender.on_nack(_unwrap24(pkt.psn, qp.sender.cum), now_ns(),
                                   pkt.code == wire.NAK_TRIMMED, pkt.sack.ev, pkt.sack.tries)
+            except QpFailed:
+                pass
+            self._maybe_done(qp)
         elif isinstance(pkt, wire.Probe):
             self._on_probe(pkt)
         elif isinstance(pkt, wire.Cnp):
@@ -827,7 +834,8 @@ class PacketLoop:
         if qp is None:
             self.drops["unknown_qp"] += 1
             return
-        if probe.ev not in qp.probes:  # late (timed out already) or not ours
+        if probe.ev not in qp.probes:  # late (timed out already), forged, or never probed
+            self.drops["probe_unknown"] += 1
             return
         del qp.probes[probe.ev]
         qp.sender.probe_result(probe.ev, True, now_ns())

@@ -25,7 +25,9 @@ coerces, so a reply re-serialised is byte for byte the reply received. `from_dic
 reads the keys it knows and ignores any others, such as the control reply's `id`.
 A missing key raises KeyError, except the keys added after the first schema (the
 drop counters: `drops`, `acks_unsent`, `out_of_window`; `ev_skips_total`,
-`dead_paths_total`; the congestion signals' counters: `ecn_marks` .. `window_decreases`,
+`dead_paths_total`; the congestion signals' counters: `ecn_marks` .. `window_decreases`;
+the hostile-input counters: `sack_bits_unsent` .. `lost_trim`, and the drops from
+`sack_bits_unsent` on,
 `ce_marked`, `trimmed`, `nacks_trimmed`, `ev_skips_by`, `cc`), which read as 0 (or
 empty), and the per-plane totals
 (`tx_bytes_per_plane`, `rx_bytes_per_plane`), which read as empty: a lab kept up
@@ -71,10 +73,17 @@ class SenderCounters:
     trims_ignored: int = 0  # NAK(TRIMMED) naming no copy in flight (stale), or trim off
     quick_adapts: int = 0  # nscc: window cut to what the last RTT acked, after a trim
     window_decreases: int = 0  # nscc: multiplicative decreases (delay high and marked)
+    # hostile or stale inputs, counted and ignored (docs/endpoint-stats.md)
+    sack_bits_unsent: int = 0  # SACKs whose bitmap named PSNs never sent: those bits masked
+    nacks_stale: int = 0  # NAK(PSN sequence error) for a PSN not in flight
+    trims_stale: int = 0  # NAK(TRIMMED) naming no copy in flight (in trims_ignored too)
+    cnps_limited: int = 0  # CNPs sooner than half the notification point's interval
+    lost_trim: int = 0  # losses declared because a PSN was trimmed trim_limit times
 
     _SIGNALS: ClassVar[tuple[str, ...]] = (
         "ecn_marks", "ecn_echoes", "nacks_seq", "nacks_trimmed", "trims_ignored",
-        "quick_adapts", "window_decreases")
+        "quick_adapts", "window_decreases", "sack_bits_unsent", "nacks_stale", "trims_stale",
+        "cnps_limited", "lost_trim")
 
     def to_dict(self) -> dict[str, Any]:
         return {"packets": self.packets, "bytes": self.bytes, "retransmits": self.retransmits,
@@ -276,13 +285,25 @@ class EndpointDrops:
     psn_window: int  # data 2**16 or more PSNs ahead of the receiver's cum
     duplicate: int  # data whose PSN had arrived before (answered with a SACK, not placed)
     ack_unsent: int  # an ACK or NAK naming a PSN its QP never sent
+    # Well-formed control packets for a QP of ours whose claim the QP's state refutes:
+    # each is counted here and ignored (what it names is not in flight), never believed.
+    # (`sack_bits_unsent` counts SACKs that were believed, but for those bits.)
+    sack_bits_unsent: int = 0  # a SACK whose bitmap named PSNs never sent: bits masked
+    nack_stale: int = 0  # a NAK (PSN sequence error) for a PSN not in flight
+    trim_stale: int = 0  # a NAK(TRIMMED) naming no copy in flight (its EV, try, PSN)
+    probe_unknown: int = 0  # a probe reply for no probe in flight (late, forged, an EV
+    #                         never probed)
+    cnp_limited: int = 0  # a CNP sooner than half the notification point's interval
+
+    _LATER: ClassVar[tuple[str, ...]] = ("sack_bits_unsent", "nack_stale", "trim_stale",
+                                         "probe_unknown", "cnp_limited")
 
     def to_dict(self) -> dict[str, Any]:
         return {"truncated": self.truncated, "malformed": self.malformed,
                 "bad_icrc": self.bad_icrc, "unknown_qp": self.unknown_qp,
                 "bad_rkey": self.bad_rkey, "out_of_bounds": self.out_of_bounds,
                 "psn_window": self.psn_window, "duplicate": self.duplicate,
-                "ack_unsent": self.ack_unsent}
+                "ack_unsent": self.ack_unsent, **{k: getattr(self, k) for k in self._LATER}}
 
     NONE: ClassVar[dict[str, int]] = {}  # what an endpoint from before drops counted sends
 
@@ -292,7 +313,7 @@ class EndpointDrops:
             return cls(0, 0, 0, 0, 0, 0, 0, 0, 0)
         return cls(d["truncated"], d["malformed"], d["bad_icrc"], d["unknown_qp"],
                    d["bad_rkey"], d["out_of_bounds"], d["psn_window"], d["duplicate"],
-                   d["ack_unsent"])
+                   d["ack_unsent"], *(d.get(k, 0) for k in cls._LATER))
 
 
 @dataclass(frozen=True)
