@@ -1254,7 +1254,8 @@ static int resend_dead_path(Sender *s, PyObject *path, int64_t now) {
 static int fail_qp(Sender *s, const Tx *tx, PyObject *what, const char *limit) {
     if (!what) return -1;
     PyObject *why = tx->trims
-        ? PyUnicode_FromFormat("%U, trimmed %lld times (%s)", what, (long long)tx->trims, limit)
+        ? PyUnicode_FromFormat("%U, trimmed %lld time%s (%s)", what, (long long)tx->trims,
+                               tx->trims == 1 ? "" : "s", limit)
         : PyUnicode_FromFormat("%U (%s)", what, limit);
     Py_DECREF(what);
     if (!why) return -1;

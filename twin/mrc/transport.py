@@ -1230,7 +1230,8 @@ class Sender:
 
     def _fail(self, what: str, tx: _Tx, limit: str) -> None:
         """The QP gives up: `what` happened to `tx`'s PSN, past `limit`."""
-        trims = f", trimmed {tx.trims} times" if tx.trims else ""
+        n = tx.trims
+        trims = f", trimmed {n} time{'s' * (n != 1)}" if n else ""
         self.failed = f"{what}{trims} ({limit})"
         raise QpFailed(self.failed)
 
