@@ -177,8 +177,13 @@ def traffic(pattern, src, dst, size, mode, cc, qps, evs, ecn, trim, cut, cut_at,
               help="The data plane's counters instead, per node (all nodes, or HOST naming "
                    "any node): what its eBPF SID programs did, and on a shaped fabric "
                    "each port's virtual queue and signals (docs/ebpf.md).")
+@click.option("--drops", "show_drops", is_flag=True,
+              help="The packets each endpoint dropped or refused instead, by reason "
+                   "(malformed or forged ones, and control packets whose claim the QP's "
+                   "state refutes); docs/endpoint-stats.md says where each is counted.")
 @click.option("--json", "as_json", is_flag=True)
-def stats(host, lab, prometheus, show_events, qpn, kinds, show_dataplane, as_json):
+def stats(host, lab, prometheus, show_events, qpn, kinds, show_dataplane, show_drops,
+          as_json):
     """Counters of the hosts' MRC endpoints (all hosts, or HOST).
 
     \b
@@ -188,6 +193,8 @@ def stats(host, lab, prometheus, show_events, qpn, kinds, show_dataplane, as_jso
       twin stats --dataplane                 per node: packets shifted, decapsulated,
                                              dropped and why (ebpf data plane); per
                                              port: queues, CE marks, trims (shaped)
+      twin stats --drops                     per endpoint: packets dropped or refused,
+                                             by reason (forged ACKs, stale NAKs, ...)
     An event log is bounded: its first and its latest events are kept, and the
     header says how many fell in between. --json adds the acked bytes per 1 ms
     bin and plane (acked_bins); docs/endpoint-stats.md describes both.
@@ -205,8 +212,8 @@ def stats(host, lab, prometheus, show_events, qpn, kinds, show_dataplane, as_jso
                              "--prometheus")
         _dataplane_stats(L.attach(lab), host, as_json)
         return
-    if show_events and prometheus:
-        raise UsageError("--events and --prometheus are two different outputs: pick one")
+    if sum(map(bool, (show_events, prometheus, show_drops))) > 1:
+        raise UsageError("--events, --prometheus and --drops are different outputs: pick one")
     unknown = sorted(set(kinds) - set(EVENT_KINDS))
     if unknown:
         raise UsageError(f"--kind {unknown[0]!r}: the kinds are {', '.join(EVENT_KINDS)}")
@@ -237,7 +244,11 @@ def stats(host, lab, prometheus, show_events, qpn, kinds, show_dataplane, as_jso
         return
     replies, gone = _each_endpoint(att, hosts, host is not None, lambda c: c.stats())
     data = {h: EndpointStats.from_dict(r) for h, r in replies.items()}
-    if as_json:
+    if show_drops and as_json:
+        emit_json({h: d.drops.to_dict() for h, d in data.items()})
+    elif show_drops:
+        _drops_table(att.state.lab, data)
+    elif as_json:
         # The control reply's "id" has always led each host's object here: kept, so the
         # output stays what scripts already read.
         emit_json({h: {"id": replies[h]["id"], **d.to_dict()} for h, d in data.items()})
@@ -388,6 +399,23 @@ def _stats_table(lab: str, data: dict) -> None:
                   f"{sig('trimmed_rx', 0):,}/{sig('nacks_trimmed_received', 0):,}",
                   f"{sig('ev_skips_ecn', 0):,}", str(d.bad_packets), d.datapath.split(":")[0],
                   d.transport.split(":")[0])
+    out.print(t)
+
+
+def _drops_table(lab: str, data: dict) -> None:
+    """One row per endpoint and reason it counted any packet for."""
+    from twin.mrc.stats import EndpointDrops
+
+    t = Table(title=f"packets the endpoints of {lab} dropped or refused")
+    for col, justify in (("host", "left"), ("reason", "left"), ("packets", "right"),
+                         ("what", "left")):
+        t.add_column(col, justify=justify)
+    for h, d in data.items():
+        counted = {k: n for k, n in d.drops.to_dict().items() if n}
+        for reason, n in counted.items():
+            t.add_row(h, reason, f"{n:,}", EndpointDrops.MEANING.get(reason, ""))
+        if not counted:
+            t.add_row(h, "-", "0", "nothing dropped")
     out.print(t)
 
 

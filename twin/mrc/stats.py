@@ -297,6 +297,23 @@ class EndpointDrops:
 
     _LATER: ClassVar[tuple[str, ...]] = ("sack_bits_unsent", "nack_stale", "trim_stale",
                                          "probe_unknown", "cnp_limited")
+    # What each reason means, in a few words (`twin stats --drops`)
+    MEANING: ClassVar[dict[str, str]] = {
+        "truncated": "shorter than its headers",
+        "malformed": "valid ICRC, invalid packet",
+        "bad_icrc": "ICRC mismatch: corrupted, or cut",
+        "unknown_qp": "for no QP of this endpoint",
+        "bad_rkey": "data with a wrong rkey",
+        "out_of_bounds": "data outside the registered buffer",
+        "psn_window": "data too far ahead of cum",
+        "duplicate": "data that had arrived (answered)",
+        "ack_unsent": "ACK or NAK naming a PSN never sent",
+        "sack_bits_unsent": "SACK bits for PSNs never sent (masked)",
+        "nack_stale": "NAK for a PSN not in flight",
+        "trim_stale": "NAK(TRIMMED) naming no copy in flight",
+        "probe_unknown": "probe reply for no probe in flight",
+        "cnp_limited": "CNP sooner than an NP sends one",
+    }
 
     def to_dict(self) -> dict[str, Any]:
         return {"truncated": self.truncated, "malformed": self.malformed,
