@@ -98,6 +98,18 @@ enum { KIND_BAD = 0, KIND_DATA = 1, KIND_OTHER = 2, KIND_TRIMMED = 3 };
 
 static PyObject *reason_short, *reason_icrc, *reason_length;
 
+void fp_not_ready(PyObject *self, int state) {
+    const char *name = Py_TYPE(self)->tp_name;
+    if (state == FP_INITIALISING)
+        PyErr_Format(PyExc_RuntimeError, "%s: not initialised yet (called while its "
+                     "__init__ runs)", name);
+    else if (state == FP_CLEARED)
+        PyErr_Format(PyExc_RuntimeError, "%s: cleared by the garbage collector", name);
+    else
+        PyErr_Format(PyExc_RuntimeError, "%s: not initialised (its __init__ did not run or "
+                     "failed)", name);
+}
+
 /* -- bytes in network order --------------------------------------------------------- */
 
 static inline void put32(unsigned char *p, uint32_t v) {
@@ -222,6 +234,7 @@ typedef struct {
 
 typedef struct {
     PyObject_HEAD
+    int ready;           /* FP_READY once __init__ ran to its end (_fastpath.h) */
     int fd, cap, n;
     TxSlot *slots;
     struct mmsghdr *msgs;
@@ -248,10 +261,6 @@ static void txbatch_dealloc(TxBatch *self) {
 static int txbatch_init(TxBatch *self, PyObject *args, PyObject *kw) {
     static char *names[] = {"fd", "capacity", NULL};
     int fd, cap = 64;
-    if (self->slots) {
-        PyErr_SetString(PyExc_RuntimeError, "TxBatch is initialised once");
-        return -1;
-    }
     if (!PyArg_ParseTupleAndKeywords(args, kw, "i|i", names, &fd, &cap)) return -1;
     if (cap < 1 || cap > 1024) {
         PyErr_SetString(PyExc_ValueError, "capacity must be in 1..1024");
@@ -262,6 +271,25 @@ static int txbatch_init(TxBatch *self, PyObject *args, PyObject *kw) {
     if (!self->slots || !self->msgs) { PyErr_NoMemory(); return -1; }
     self->fd = fd;
     self->cap = cap;
+    return 0;
+}
+
+/* __init__ once; one that fails leaves the batch blank (nothing held, nothing allocated) */
+static int txbatch_init_once(TxBatch *self, PyObject *args, PyObject *kw) {
+    if (self->ready != FP_BLANK) {
+        PyErr_SetString(PyExc_RuntimeError, "TxBatch is initialised once");
+        return -1;
+    }
+    self->ready = FP_INITIALISING;
+    if (txbatch_init(self, args, kw) < 0) {
+        PyMem_Free(self->slots);
+        PyMem_Free(self->msgs);
+        self->slots = NULL;
+        self->msgs = NULL;
+        self->ready = FP_BLANK;
+        return -1;
+    }
+    self->ready = FP_READY;
     return 0;
 }
 
@@ -320,6 +348,7 @@ static int send_all(TxBatch *self, PyObject *refused) {
 /* data(head, seed, word, va, rkey, payload, imm, tag): add one data packet to the
  * batch. Returns True when the batch is full (the caller flushes). */
 static PyObject *txbatch_data(TxBatch *self, PyObject *const *args, Py_ssize_t nargs) {
+    FP_REQUIRE_READY(self, NULL);
     if (nargs != 8) {
         PyErr_SetString(PyExc_TypeError,
                         "want (head, seed, word, va, rkey, payload, imm, tag)");
@@ -337,6 +366,7 @@ static PyObject *txbatch_data(TxBatch *self, PyObject *const *args, Py_ssize_t n
 
 /* flush() -> [tag, ...]: send the batch; the tags of packets the kernel refused. */
 static PyObject *txbatch_flush(TxBatch *self, PyObject *Py_UNUSED(ignored)) {
+    FP_REQUIRE_READY(self, NULL);
     PyObject *refused = PyList_New(0);
     if (!refused) return NULL;
     if (send_all(self, refused) < 0) { Py_DECREF(refused); return NULL; }
@@ -425,6 +455,7 @@ out:
  * one call (one sendmmsg per `capacity`): each packet's template is templates[tx.ev],
  * or miss(tx.ev) where there is none. Returns the refused tags, as flush does. */
 static PyObject *txbatch_post(TxBatch *self, PyObject *const *args, Py_ssize_t nargs) {
+    FP_REQUIRE_READY(self, NULL);
     if (nargs != 4 || !PyList_Check(args[0]) || !PyDict_Check(args[1])) {
         PyErr_SetString(PyExc_TypeError, "want (txs: list, templates: dict, miss, tag)");
         return NULL;
@@ -447,6 +478,7 @@ static PyObject *txbatch_post(TxBatch *self, PyObject *const *args, Py_ssize_t n
 }
 
 static PyObject *txbatch_plane_bytes(TxBatch *self, void *Py_UNUSED(closure)) {
+    FP_REQUIRE_READY(self, NULL);
     PyObject *out = PyDict_New();
     if (!out) return NULL;
     for (int p = 0; p < PLANES; p++) {
@@ -462,10 +494,12 @@ static PyObject *txbatch_plane_bytes(TxBatch *self, void *Py_UNUSED(closure)) {
 }
 
 static PyObject *txbatch_counters(TxBatch *self, void *Py_UNUSED(closure)) {
+    FP_REQUIRE_READY(self, NULL);
     return Py_BuildValue("(KKK)", self->packets, self->errors, self->batches);
 }
 
 static PyObject *txbatch_queued(TxBatch *self, void *Py_UNUSED(closure)) {
+    FP_REQUIRE_READY(self, NULL);
     return PyLong_FromLong(self->n);
 }
 
@@ -495,7 +529,7 @@ static PyTypeObject TxBatchType = {
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = "TxBatch(fd, capacity=64): a window's data packets, sent with one sendmmsg",
     .tp_new = PyType_GenericNew,
-    .tp_init = (initproc)txbatch_init,
+    .tp_init = (initproc)txbatch_init_once,
     .tp_dealloc = (destructor)txbatch_dealloc,
     .tp_methods = txbatch_methods,
     .tp_getset = txbatch_getset,
@@ -607,6 +641,7 @@ static PyObject *fp_build(PyObject *Py_UNUSED(mod), PyObject *const *args, Py_ss
 
 typedef struct {
     PyObject_HEAD
+    int ready;           /* FP_READY once __init__ ran to its end (_fastpath.h) */
     int fd;
     int slots;
     Py_ssize_t slot_size;
@@ -623,7 +658,8 @@ typedef struct {
     unsigned long long datagrams, batches;
 } RxRing;
 
-static void rxring_dealloc(RxRing *self) {
+/* What __init__ made, released: the ring is blank again. */
+static void rxring_release(RxRing *self) {
     Py_CLEAR(self->buf_view);
     Py_CLEAR(self->store);
     Py_CLEAR(self->peers);
@@ -631,6 +667,15 @@ static void rxring_dealloc(RxRing *self) {
     PyMem_Free(self->iov);
     PyMem_Free(self->from);
     PyMem_Free(self->ctl);
+    self->msgs = NULL;
+    self->iov = NULL;
+    self->from = NULL;
+    self->ctl = NULL;
+    self->buf = NULL;
+}
+
+static void rxring_dealloc(RxRing *self) {
+    rxring_release(self);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -639,10 +684,6 @@ static int rxring_init(RxRing *self, PyObject *args, PyObject *kw) {
     int fd, slots = 64;
     Py_ssize_t slot_size = MTU + 256;
     PyObject *local;
-    if (self->store) {
-        PyErr_SetString(PyExc_RuntimeError, "RxRing is initialised once");
-        return -1;
-    }
     if (!PyArg_ParseTupleAndKeywords(args, kw, "iS|in", names, &fd, &local, &slots,
                                      &slot_size))
         return -1;
@@ -674,6 +715,22 @@ static int rxring_init(RxRing *self, PyObject *args, PyObject *kw) {
     return self->buf_view ? 0 : -1;
 }
 
+/* __init__ once; one that fails leaves the ring blank (nothing held, nothing allocated) */
+static int rxring_init_once(RxRing *self, PyObject *args, PyObject *kw) {
+    if (self->ready != FP_BLANK) {
+        PyErr_SetString(PyExc_RuntimeError, "RxRing is initialised once");
+        return -1;
+    }
+    self->ready = FP_INITIALISING;
+    if (rxring_init(self, args, kw) < 0) {
+        rxring_release(self);
+        self->ready = FP_BLANK;
+        return -1;
+    }
+    self->ready = FP_READY;
+    return 0;
+}
+
 static PyObject *peer_bytes(RxRing *self, const unsigned char *addr) {
     PyObject *key = PyBytes_FromStringAndSize((const char *)addr, 16);
     if (!key) return NULL;
@@ -688,6 +745,7 @@ static PyObject *peer_bytes(RxRing *self, const unsigned char *addr) {
 /* recv() -> [parsed, ...]: what one recvmmsg(MSG_DONTWAIT) returned, each parsed as
  * `parse` does. Payload views point into the ring: they are valid until the next recv. */
 static PyObject *rxring_recv(RxRing *self, PyObject *Py_UNUSED(ignored)) {
+    FP_REQUIRE_READY(self, NULL);
     for (int i = 0; i < self->slots; i++) {
         self->iov[i] = (struct iovec){self->buf + (size_t)i * self->slot_size,
                                       (size_t)self->slot_size};
@@ -738,6 +796,7 @@ static PyObject *rxring_recv(RxRing *self, PyObject *Py_UNUSED(ignored)) {
 }
 
 static PyObject *rxring_counters(RxRing *self, void *Py_UNUSED(closure)) {
+    FP_REQUIRE_READY(self, NULL);
     return Py_BuildValue("(KK)", self->datagrams, self->batches);
 }
 
@@ -760,7 +819,7 @@ static PyTypeObject RxRingType = {
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = "RxRing(fd, local, slots=64, slot_size=4352): recvmmsg into a ring, parsed",
     .tp_new = PyType_GenericNew,
-    .tp_init = (initproc)rxring_init,
+    .tp_init = (initproc)rxring_init_once,
     .tp_dealloc = (destructor)rxring_dealloc,
     .tp_methods = rxring_methods,
     .tp_getset = rxring_getset,

@@ -384,6 +384,7 @@ typedef struct {
 typedef struct {
     PyObject_HEAD
     PyObject *weakrefs;
+    int ready;  /* FP_READY once __init__ ran to its end (_fastpath.h) */
     PyObject *cfg, *rp, *pacer, *evs, *log, *acked_bins, *completed, *lost, *single,
         *failed;
     int mode, cc, ecn, trim;
@@ -1032,6 +1033,7 @@ out:
 }
 
 static PyObject *Sender_poll(Sender *s, PyObject *args, PyObject *kw) {
+    FP_REQUIRE_READY(s, NULL);
     static char *names[] = {"now", "source", "budget", NULL};
     long long now, budget = 64;
     PyObject *source;
@@ -1123,6 +1125,7 @@ static int room_at_end(void **buf, int64_t *head, int64_t len, int64_t *cap, siz
 }
 
 static PyObject *Sender_post(Sender *s, PyObject *args, PyObject *kw) {
+    FP_REQUIRE_READY(s, NULL);
     static char *names[] = {"length", "offset", "imm", "now", NULL};
     long long length, offset = 0, now = 0;
     PyObject *imm = Py_None;
@@ -1549,6 +1552,7 @@ static int read_sack(PyObject *o, Sack *k) {
 
 /* Sender.on_sack */
 static PyObject *Sender_on_sack(Sender *s, PyObject *const *args, Py_ssize_t nargs) {
+    FP_REQUIRE_READY(s, NULL);
     if (nargs != 2) {
         PyErr_SetString(PyExc_TypeError, "on_sack(sack, now)");
         return NULL;
@@ -1696,6 +1700,7 @@ static int complete(Sender *s, int64_t now) {
 
 /* Sender.on_nack */
 static PyObject *Sender_on_nack(Sender *s, PyObject *args, PyObject *kw) {
+    FP_REQUIRE_READY(s, NULL);
     static char *names[] = {"psn", "now", "trimmed", "ev", "tries", NULL};
     long long psn, now, ev = -1, tries = -1;
     int trimmed = 0;
@@ -1743,6 +1748,7 @@ static PyObject *Sender_on_nack(Sender *s, PyObject *args, PyObject *kw) {
 
 /* Sender.on_timer: anything outstanding longer than the RTO is lost */
 static PyObject *Sender_on_timer(Sender *s, PyObject *arg) {
+    FP_REQUIRE_READY(s, NULL);
     long long now = PyLong_AsLongLong(arg);
     if (now == -1 && PyErr_Occurred()) return NULL;
     s->now = now;
@@ -1780,6 +1786,7 @@ static PyObject *Sender_on_timer(Sender *s, PyObject *arg) {
 }
 
 static PyObject *Sender_on_cnp(Sender *s, PyObject *arg) {
+    FP_REQUIRE_READY(s, NULL);
     if (s->rp == Py_None) {
         s->cnps_ignored++;
         Py_RETURN_NONE;
@@ -1788,6 +1795,7 @@ static PyObject *Sender_on_cnp(Sender *s, PyObject *arg) {
 }
 
 static PyObject *Sender_wants_to_send(Sender *s, PyObject *args, PyObject *kw) {
+    FP_REQUIRE_READY(s, NULL);
     static char *names[] = {"now", NULL};
     PyObject *now = Py_None;
     if (!PyArg_ParseTupleAndKeywords(args, kw, "|O:wants_to_send", names, &now)) return NULL;
@@ -1804,11 +1812,13 @@ static PyObject *Sender_wants_to_send(Sender *s, PyObject *args, PyObject *kw) {
 }
 
 static PyObject *Sender_next_send_ns(Sender *s, PyObject *arg) {
+    FP_REQUIRE_READY(s, NULL);
     if (s->pacer == Py_None) Py_RETURN_NONE;
     return PyObject_CallMethodOneArg(s->pacer, s_next_send_ns, arg);
 }
 
 static PyObject *Sender_set_local_ports(Sender *s, PyObject *args, PyObject *kw) {
+    FP_REQUIRE_READY(s, NULL);
     static char *names[] = {"bitmap", "now", NULL};
     long long bitmap, now = 0;
     if (!PyArg_ParseTupleAndKeywords(args, kw, "L|L:set_local_ports", names, &bitmap, &now))
@@ -1822,6 +1832,7 @@ static PyObject *Sender_set_local_ports(Sender *s, PyObject *args, PyObject *kw)
 
 /* Sender.probe_result: a background probe's answer (or its timeout) on a retired EV */
 static PyObject *Sender_probe_result(Sender *s, PyObject *args) {
+    FP_REQUIRE_READY(s, NULL);
     PyObject *value, *ok_obj;
     long long now;
     if (!PyArg_ParseTuple(args, "OOL:probe_result", &value, &ok_obj, &now)) return NULL;
@@ -1862,6 +1873,7 @@ static PyObject *Sender_probe_result(Sender *s, PyObject *args) {
 }
 
 static PyObject *Sender_deny(Sender *s, PyObject *args) {
+    FP_REQUIRE_READY(s, NULL);
     PyObject *values;
     long long now;
     if (!PyArg_ParseTuple(args, "OL:deny", &values, &now)) return NULL;
@@ -1881,6 +1893,7 @@ static PyObject *Sender_deny(Sender *s, PyObject *args) {
 }
 
 static PyObject *Sender_planes_in_use(Sender *s, PyObject *Py_UNUSED(ignored)) {
+    FP_REQUIRE_READY(s, NULL);
     if (s->single == Py_None) return call0(s->evs, s_planes_in_use);
     int64_t plane;
     int down = plane_down(s, s->single, &plane);
@@ -1889,12 +1902,14 @@ static PyObject *Sender_planes_in_use(Sender *s, PyObject *Py_UNUSED(ignored)) {
 }
 
 static PyObject *Sender_reorder_window_ns(Sender *s, PyObject *Py_UNUSED(ignored)) {
+    FP_REQUIRE_READY(s, NULL);
     return PyLong_FromLongLong(reorder_window_ns(s));
 }
 
 /* The EV set's change handler calls this (through transport._weakly): the change is
  * logged at the time of the call being handled. */
 static PyObject *Sender_ev_changed(Sender *s, PyObject *args) {
+    if (!(s->ready == FP_INITIALISING && s->log)) FP_REQUIRE_READY(s, NULL);
     PyObject *ev, *old, *new, *why;
     if (!PyArg_ParseTuple(args, "OOOO:_ev_changed", &ev, &old, &new, &why)) return NULL;
     int64_t value;
@@ -1906,6 +1921,7 @@ static PyObject *Sender_ev_changed(Sender *s, PyObject *args) {
 /* -- attributes -------------------------------------------------------------------- */
 
 static PyObject *get_stats(Sender *s, void *c) {
+    FP_REQUIRE_READY(s, NULL);
     (void)c;
     const TxCounters *t = &s->st;
     PyObject *per_plane = PyDict_New(), *kw = NULL, *out = NULL, *empty = NULL;
@@ -1943,6 +1959,7 @@ out:
 #define GET_I64(name, expr)                                         \
     static PyObject *get_##name(Sender *s, void *c) {               \
         (void)c;                                                    \
+        FP_REQUIRE_READY(s, NULL);                                  \
         return PyLong_FromLongLong(expr);                           \
     }
 GET_I64(cum, s->cum)
@@ -1963,10 +1980,12 @@ GET_I64(send_order_len, s->order.len)
 #define FLOAT_ATTR(name)                                            \
     static PyObject *get_##name(Sender *s, void *c) {               \
         (void)c;                                                    \
+        FP_REQUIRE_READY(s, NULL);                                  \
         return PyFloat_FromDouble(s->name);                         \
     }                                                               \
     static int set_##name(Sender *s, PyObject *v, void *c) {        \
         (void)c;                                                    \
+        FP_REQUIRE_READY(s, -1);                                    \
         double x = v ? PyFloat_AsDouble(v) : -1;                    \
         if (!v) PyErr_SetString(PyExc_AttributeError, #name);      \
         if (x == -1 && PyErr_Occurred()) return -1;                 \
@@ -1981,16 +2000,37 @@ FLOAT_ATTR(delay_ns)
 #undef FLOAT_ATTR
 
 static PyObject *get_idle(Sender *s, void *c) {
+    FP_REQUIRE_READY(s, NULL);
     (void)c;
     return PyBool_FromLong(!s->ntx && !s->seg_len);
 }
 
 static PyObject *get_fabric_marks(Sender *s, void *c) {
+    FP_REQUIRE_READY(s, NULL);
     (void)c;
     return PyBool_FromLong(s->fabric_marks);
 }
 
+/* An object field (what were members, which would read None on a blank Sender);
+ * `closure` is its offset in Sender. */
+static PyObject *get_object(Sender *s, void *closure) {
+    FP_REQUIRE_READY(s, NULL);
+    return Py_NewRef(*(PyObject **)((char *)s + (Py_ssize_t)closure));
+}
+
+#define OBJECT_ATTR(name, field, doc) \
+    {name, (getter)get_object, NULL, doc, (void *)offsetof(Sender, field)},
+
 static PyGetSetDef Sender_getset[] = {
+    OBJECT_ATTR("cfg", cfg, "its SenderConfig")
+    OBJECT_ATTR("rp", rp, "dcqcn's reaction point, or None")
+    OBJECT_ATTR("pacer", pacer, "dcqcn's pacer, or None")
+    OBJECT_ATTR("evs", evs, "the EvSet")
+    OBJECT_ATTR("log", log, "the EventLog")
+    OBJECT_ATTR("acked_bins", acked_bins, NULL)
+    OBJECT_ATTR("completed", completed, NULL)
+    OBJECT_ATTR("failed", failed, "why the QP failed, or None")
+    OBJECT_ATTR("single_ev", single, "single-path's one EV (None in the spraying modes)")
     {"stats", (getter)get_stats, NULL, "the counters: a transport.SenderStats, as of now"},
     {"cum", (getter)get_cum, NULL, "every PSN below this one has been acknowledged"},
     {"idle", (getter)get_idle, NULL, "nothing outstanding, nothing left to build"},
@@ -2017,16 +2057,6 @@ static PyGetSetDef Sender_getset[] = {
 };
 
 static PyMemberDef Sender_members[] = {
-    {"cfg", T_OBJECT, offsetof(Sender, cfg), READONLY, "its SenderConfig"},
-    {"rp", T_OBJECT, offsetof(Sender, rp), READONLY, "dcqcn's reaction point, or None"},
-    {"pacer", T_OBJECT, offsetof(Sender, pacer), READONLY, "dcqcn's pacer, or None"},
-    {"evs", T_OBJECT, offsetof(Sender, evs), READONLY, "the EvSet"},
-    {"log", T_OBJECT, offsetof(Sender, log), READONLY, "the EventLog"},
-    {"acked_bins", T_OBJECT, offsetof(Sender, acked_bins), READONLY, NULL},
-    {"completed", T_OBJECT, offsetof(Sender, completed), READONLY, NULL},
-    {"failed", T_OBJECT, offsetof(Sender, failed), READONLY, "why the QP failed, or None"},
-    {"single_ev", T_OBJECT, offsetof(Sender, single), READONLY,
-     "single-path's one EV (None in the spraying modes)"},
     {"__weaklistoffset__", T_PYSSIZET, offsetof(Sender, weakrefs), READONLY},
     {NULL},
 };
@@ -2106,10 +2136,6 @@ static int Sender_init(Sender *s, PyObject *args, PyObject *kw) {
     if (!PyArg_ParseTupleAndKeywords(args, kw, "OL|O:Sender", names, &evset, &remote_va,
                                      &config))
         return -1;
-    if (s->evs) {
-        PyErr_SetString(PyExc_TypeError, "a Sender is initialised once");
-        return -1;
-    }
     if (remote_va < 0) {
         PyErr_SetString(PyExc_ValueError, "remote_va: want a non-negative address");
         return -1;
@@ -2243,6 +2269,7 @@ static int Sender_traverse(Sender *s, visitproc visit, void *arg) {
 }
 
 static int Sender_clear(Sender *s) {
+    s->ready = FP_CLEARED;  /* a finalizer that still holds it gets an error, not a NULL */
     Py_CLEAR(s->cfg); Py_CLEAR(s->rp); Py_CLEAR(s->pacer); Py_CLEAR(s->evs);
     Py_CLEAR(s->log); Py_CLEAR(s->acked_bins); Py_CLEAR(s->completed); Py_CLEAR(s->lost);
     Py_CLEAR(s->single); Py_CLEAR(s->failed);
@@ -2255,6 +2282,24 @@ static int Sender_clear(Sender *s) {
     s->seg_len = 0;
     for (int64_t i = 0; i < s->msg_len; i++) Py_CLEAR(s->msgs[s->msg_head + i].msg);
     s->msg_len = 0;
+    return 0;
+}
+
+/* __init__ once; one that fails part-way leaves the Sender blank, every object it had
+ * taken released (no method runs before it is ready, so nothing else was allocated),
+ * and __init__ may run again */
+static int Sender_init_once(Sender *s, PyObject *args, PyObject *kw) {
+    if (s->ready != FP_BLANK) {
+        PyErr_SetString(PyExc_TypeError, "a Sender is initialised once");
+        return -1;
+    }
+    s->ready = FP_INITIALISING;
+    if (Sender_init(s, args, kw) < 0) {
+        Sender_clear(s);
+        s->ready = FP_BLANK;
+        return -1;
+    }
+    s->ready = FP_READY;
     return 0;
 }
 
@@ -2282,7 +2327,7 @@ static PyTypeObject SenderType = {
     .tp_basicsize = sizeof(Sender),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
     .tp_new = PyType_GenericNew,
-    .tp_init = (initproc)Sender_init,
+    .tp_init = (initproc)Sender_init_once,
     .tp_dealloc = (destructor)Sender_dealloc,
     .tp_traverse = (traverseproc)Sender_traverse,
     .tp_clear = (inquiry)Sender_clear,
