@@ -359,7 +359,16 @@ static PyObject *txbatch_data(TxBatch *self, PyObject *const *args, Py_ssize_t n
         return NULL;
     }
     DataArgs d;
-    if (data_args(args, 7, &d, &self->slots[self->n].payload) < 0) return NULL;
+    Py_buffer payload;
+    if (data_args(args, 7, &d, &payload) < 0) return NULL;
+    /* reading the arguments can run Python (an __index__), which may have filled the
+     * batch meanwhile: the slot is taken only now */
+    if (self->n >= self->cap) {
+        PyBuffer_Release(&payload);
+        PyErr_SetString(PyExc_OverflowError, "batch full: flush it first");
+        return NULL;
+    }
+    self->slots[self->n].payload = payload;
     fill_slot(self, args[0], &d, args[7]);
     return PyBool_FromLong(self->n >= self->cap);
 }
@@ -436,13 +445,22 @@ static int add_tx(TxBatch *self, PyObject *tx, PyObject *templates, PyObject *mi
              | (uint32_t)(psn & PSN_MASK);
     d.has_imm = imm != Py_None;
     if (d.has_imm && as_u32(imm, &d.imm, "imm") < 0) goto out;
-    TxSlot *s = &self->slots[self->n];
-    if (PyObject_GetBuffer(payload, &s->payload, PyBUF_SIMPLE) < 0) goto out;
-    if (s->payload.len > MTU) {
+    Py_buffer buf;
+    if (PyObject_GetBuffer(payload, &buf, PyBUF_SIMPLE) < 0) goto out;
+    if (buf.len > MTU) {
         PyErr_Format(PyExc_ValueError, "payload is at most %d bytes", MTU);
-        PyBuffer_Release(&s->payload);
+        PyBuffer_Release(&buf);
         goto out;
     }
+    /* the miss callback and the attributes read above ran Python, which may have added
+     * to this very batch (post or data from inside miss): the slot is taken only now */
+    if (self->n >= self->cap) {
+        PyErr_SetString(PyExc_RuntimeError, "TxBatch.post: the batch was filled while a "
+                        "packet was being built (by a call from inside miss?)");
+        PyBuffer_Release(&buf);
+        goto out;
+    }
+    self->slots[self->n].payload = buf;
     fill_slot(self, head_obj, &d, tag);
     rc = 0;
 out:
@@ -463,8 +481,12 @@ static PyObject *txbatch_post(TxBatch *self, PyObject *const *args, Py_ssize_t n
     PyObject *txs = args[0], *refused = PyList_New(0);
     if (!refused) return NULL;
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(txs); i++) {
-        if ((self->n >= self->cap && send_all(self, refused) < 0)
-            || add_tx(self, PyList_GET_ITEM(txs, i), args[1], args[2], args[3]) < 0) {
+        /* held: building it calls Python (getattr, miss), which may empty the list */
+        PyObject *tx = Py_NewRef(PyList_GET_ITEM(txs, i));
+        int rc = (self->n >= self->cap && send_all(self, refused) < 0)
+            || add_tx(self, tx, args[1], args[2], args[3]) < 0 ? -1 : 0;
+        Py_DECREF(tx);
+        if (rc < 0) {
             PyObject *type, *value, *trace;
             PyErr_Fetch(&type, &value, &trace);
             send_all(self, refused);  /* what was built before the bad one still goes */
@@ -608,14 +630,24 @@ static PyObject *fp_parse(PyObject *Py_UNUSED(mod), PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "src and dst are packed 16-byte IPv6 addresses");
         return NULL;
     }
-    PyObject *view = PyMemoryView_FromObject(data);
-    if (!view) return NULL;
-    Py_buffer *b = PyMemoryView_GET_BUFFER(view);
-    PyObject *out = parse_one(view, 0, b->buf, b->len,
-                              (const unsigned char *)PyBytes_AS_STRING(src),
-                              (const unsigned char *)PyBytes_AS_STRING(dst), sport & 0xFFFF,
-                              (uint32_t)flow, src);
-    Py_DECREF(view);
+    /* The bytes are read through a simple buffer: contiguous, `len` bytes from `buf`. A
+     * strided view (memoryview(b)[::2], [::-1]) has no such buffer and is refused
+     * (BufferError) rather than read as if it were one, past its end. Held while the
+     * payload views are sliced, so the bytes cannot move or go meanwhile. */
+    Py_buffer b;
+    if (PyObject_GetBuffer(data, &b, PyBUF_SIMPLE) < 0) return NULL;
+    /* the views handed back are slices of a byte view of `data` (format B, so a slice
+     * is in bytes whatever data's own format is) */
+    PyObject *view = PyMemoryView_FromObject(data), *bytes_view = NULL, *out = NULL;
+    if (view) bytes_view = PyObject_CallMethod(view, "cast", "s", "B");
+    if (bytes_view)
+        out = parse_one(bytes_view, 0, b.buf, b.len,
+                        (const unsigned char *)PyBytes_AS_STRING(src),
+                        (const unsigned char *)PyBytes_AS_STRING(dst), sport & 0xFFFF,
+                        (uint32_t)flow, src);
+    Py_XDECREF(bytes_view);
+    Py_XDECREF(view);
+    PyBuffer_Release(&b);
     return out;
 }
 

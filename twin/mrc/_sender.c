@@ -1293,11 +1293,16 @@ static int declare_lost(Sender *s, Tx *tx, int64_t now, PyObject *reason) {
         if (!t) goto out;
         victims = PyObject_CallMethodObjArgs(s->evs, s_path_lost, ev, t, NULL);
         Py_DECREF(t);
+        /* a tuple of its own: the loop calls Python, which must not empty it under us */
+        if (victims) Py_SETREF(victims, PySequence_Tuple(victims));
         if (!victims) goto out;
-        Py_ssize_t nv = PyList_Size(victims);
-        if (nv < 0) goto out;
+        Py_ssize_t nv = PyTuple_GET_SIZE(victims);
         for (Py_ssize_t i = 0; i < nv; i++) {
-            PyObject *pair = PyList_GET_ITEM(victims, i);
+            PyObject *pair = PyTuple_GET_ITEM(victims, i);
+            if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2) {
+                PyErr_SetString(PyExc_TypeError, "EvSet.path_lost gives (ev, replacement)s");
+                goto out;
+            }
             int64_t sib;
             if (EV_I64(PyTuple_GET_ITEM(pair, 0), F_VALUE, &sib) < 0) goto out;
             evmap_del(&s->per_ev, sib, s->judging == sib);
@@ -1646,9 +1651,10 @@ static PyObject *Sender_on_sack(Sender *s, PyObject *const *args, Py_ssize_t nar
     }
     for (int64_t p = 0; p < PLANES_MAX; p++) {
         if (!plane_bytes[p] || p >= PyList_GET_SIZE(bins)) continue;
-        PyObject *old = PyList_GET_ITEM(bins, p);
+        PyObject *old = Py_NewRef(PyList_GET_ITEM(bins, p));  /* held: + may run Python */
         PyObject *add = PyLong_FromLongLong(plane_bytes[p]);
         PyObject *sum = add ? PyNumber_Add(old, add) : NULL;
+        Py_DECREF(old);
         Py_XDECREF(add);
         if (!sum || PyList_SetItem(bins, p, sum) < 0) goto out;
     }
