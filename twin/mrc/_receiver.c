@@ -363,7 +363,10 @@ static int lookup_transport(void) {
     rc = 0;
 out:
     Py_DECREF(t);
-    if (rc < 0) Py_CLEAR(SackReport);
+    if (rc < 0) {  /* looked up again by the next Receiver */
+        Py_CLEAR(SackReport);
+        Py_CLEAR(ReceiverStats);
+    }
     return rc;
 }
 

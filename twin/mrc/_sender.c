@@ -319,9 +319,11 @@ static void Packet_dealloc(Packet *p) {
 }
 
 static PyObject *Packet_repr(Packet *p) {
+    Py_ssize_t len = PyObject_Length(p->payload);
+    if (len < 0) return NULL;
     return PyUnicode_FromFormat("TxPacket(psn=%lld, ev=%s, va=%llu, len=%zd, tries=%lld, "
                                 "ack_req=%s, imm=%R)", p->psn, hex(p->ev).s, p->va,
-                                PyObject_Length(p->payload), p->tries,
+                                len, p->tries,
                                 p->ack_req ? "True" : "False", p->imm);
 }
 
@@ -577,7 +579,9 @@ static PyObject *ev_next(Sender *s) {
             int64_t inflight = 0;
             int rc = path && (proven = fget(path, &P_PROVEN, PathType))
                 && fget_i64(path, &P_INFLIGHT, PathType, &inflight) == 0 ? 0 : -1;
-            if (rc == 0 && !PyObject_IsTrue(proven) && inflight >= cap) skip = 1;
+            int is_proven = rc == 0 ? PyObject_IsTrue(proven) : -1;
+            if (is_proven < 0) rc = -1;
+            else if (!is_proven && inflight >= cap) skip = 1;
             Py_XDECREF(proven);
             Py_XDECREF(path);
             if (rc < 0) { Py_DECREF(cand); goto out; }
@@ -618,8 +622,9 @@ static int ev_gone(Sender *s, PyObject *ev) {
     if (!path || !(proven = fget(path, &P_PROVEN, PathType))
         || fget_i64(path, &P_INFLIGHT, PathType, &inflight) < 0)
         goto out;
-    rc = 0;
-    if (!PyObject_IsTrue(proven) && inflight > 0)
+    int is_proven = PyObject_IsTrue(proven);
+    rc = is_proven < 0 ? -1 : 0;
+    if (is_proven == 0 && inflight > 0)
         rc = set_i64(path, &P_INFLIGHT, PathType, inflight - 1);
 out:
     Py_XDECREF(proven);
@@ -662,6 +667,7 @@ static int ev_delivered(Sender *s, PyObject *ev, int64_t sent_ns) {
         if (!proven) goto out;
         int is_proven = PyObject_IsTrue(proven);
         Py_DECREF(proven);
+        if (is_proven < 0) goto out;
         if (!is_proven && dead == Py_None) {
             if (fset(path, &P_PROVEN, PathType, Py_NewRef(Py_True)) < 0
                 || set_i64(path, &P_INFLIGHT, PathType, 0) < 0)
@@ -679,7 +685,9 @@ static int ev_delivered(Sender *s, PyObject *ev, int64_t sent_ns) {
     failed = PyObject_GetItem(by_plane, plane);
     Py_DECREF(by_plane);
     if (!failed) goto out;
-    if (PySet_Check(failed) ? PySet_GET_SIZE(failed) > 0 : PyObject_IsTrue(failed)) {
+    int any = PySet_Check(failed) ? PySet_GET_SIZE(failed) > 0 : PyObject_IsTrue(failed);
+    if (any < 0) goto out;
+    if (any) {
         PyObject *r = call0(failed, s_clear);
         if (!r) goto out;
         Py_DECREF(r);
@@ -702,10 +710,11 @@ static int ev_sent(Sender *s, PyObject *ev, int is_proving) {
     if (!s->c_evs) return evs_call1(s, s_sent_unproven, ev);
     PyObject *path = fget(ev, &F_PATH, EvType), *proven = NULL;  /* EvSet.sent_unproven */
     int64_t inflight;
-    int rc = -1;
+    int rc = -1, is_proven;
     if (path && (proven = fget(path, &P_PROVEN, PathType))
-        && fget_i64(path, &P_INFLIGHT, PathType, &inflight) == 0)
-        rc = PyObject_IsTrue(proven) ? 0 : set_i64(path, &P_INFLIGHT, PathType, inflight + 1);
+        && fget_i64(path, &P_INFLIGHT, PathType, &inflight) == 0
+        && (is_proven = PyObject_IsTrue(proven)) >= 0)
+        rc = is_proven ? 0 : set_i64(path, &P_INFLIGHT, PathType, inflight + 1);
     Py_XDECREF(proven);
     Py_XDECREF(path);
     return rc;
@@ -1233,7 +1242,9 @@ static int declare_lost(Sender *s, Tx *tx, int64_t now, PyObject *reason) {
     Py_DECREF(key);
     if (!r) goto out;
     Py_DECREF(r);
-    if (PyObject_Length(s->lost) > LOST_REMEMBERED) {
+    Py_ssize_t remembered = PyObject_Length(s->lost);
+    if (remembered < 0) goto out;
+    if (remembered > LOST_REMEMBERED) {
         r = PyObject_CallMethodObjArgs(s->lost, s_popitem, Py_False, NULL);
         if (!r) goto out;
         Py_DECREF(r);
@@ -1269,7 +1280,13 @@ static int declare_lost(Sender *s, Tx *tx, int64_t now, PyObject *reason) {
         PyObject *res = PyObject_CallMethodObjArgs(s->evs, s_lost, ev, why, NULL);
         Py_DECREF(why);
         if (!res) goto out;
+        if (!PyTuple_Check(res) || PyTuple_GET_SIZE(res) != 2) {
+            PyErr_SetString(PyExc_TypeError, "EvSet.lost gives (retired, replacement)");
+            Py_DECREF(res);
+            goto out;
+        }
         int retired = PyObject_IsTrue(PyTuple_GET_ITEM(res, 0));
+        if (retired < 0) { Py_DECREF(res); goto out; }
         if (retired) {
             evmap_del(&s->per_ev, value, s->judging == value);
             if (s->judging == value) s->judged_gone = 1;
@@ -1417,12 +1434,14 @@ static int late(Sender *s, int64_t psn, int64_t now) {
     int64_t value = PyLong_AsLongLong(ev_value),
             sent_ns = PyLong_AsLongLong(PyTuple_GET_ITEM(lost, 2));
     int rc = -1, undone = 0;
+    if (PyErr_Occurred()) goto out;
     s->st.spurious++;
     if (s->mode == MODE_MRC) {
         PyObject *u = PyObject_CallMethodOneArg(s->evs, s_unretire, ev_value);
         if (!u) goto out;
         undone = PyObject_IsTrue(u);
         Py_DECREF(u);
+        if (undone < 0) goto out;
     }
     if ((undone ? eventf(s, now, k_spurious, value, psn, "%U; retirement undone", reason)
                 : event(s, now, k_spurious, value, psn, reason)) < 0)
@@ -1615,6 +1634,11 @@ static PyObject *Sender_on_sack(Sender *s, PyObject *const *args, Py_ssize_t nar
     if (is_proving < 0) return NULL;
     PyObject *bins = PyObject_CallMethodOneArg(s->acked_bins, s_at, args[1]);
     if (!bins) return NULL;
+    if (!PyList_Check(bins)) {
+        Py_DECREF(bins);
+        PyErr_SetString(PyExc_TypeError, "AckedBins.at gives a list");
+        return NULL;
+    }
     if (n > s->newly_cap) {
         Newly *b = PyMem_Realloc(s->newly, n * sizeof *b);
         if (!b) { Py_DECREF(bins); return PyErr_NoMemory(); }
@@ -1868,6 +1892,10 @@ static PyObject *Sender_probe_result(Sender *s, PyObject *args) {
                                                    ok ? Py_True : Py_False, NULL);
     if (!revived) return NULL;
     int r = PyObject_IsTrue(revived);
+    if (r < 0) {
+        Py_DECREF(revived);
+        return NULL;
+    }
     if (r > 0) {
         s->stuck = 0;
         if (event(s, now, k_revive, v, -1, NULL) < 0) {
@@ -2164,6 +2192,11 @@ static int Sender_init(Sender *s, PyObject *args, PyObject *kw) {
     PyObject *triple = PyObject_CallOneArg(for_sender, cfg);
     Py_DECREF(cfg);
     if (!triple) return -1;
+    if (!PyTuple_Check(triple) || PyTuple_GET_SIZE(triple) != 3) {
+        Py_DECREF(triple);
+        PyErr_SetString(PyExc_TypeError, "dcqcn.for_sender gives (config, rp, pacer)");
+        return -1;
+    }
     s->cfg = Py_NewRef(PyTuple_GET_ITEM(triple, 0));
     s->rp = Py_NewRef(PyTuple_GET_ITEM(triple, 1));
     s->pacer = Py_NewRef(PyTuple_GET_ITEM(triple, 2));
@@ -2171,6 +2204,14 @@ static int Sender_init(Sender *s, PyObject *args, PyObject *kw) {
     cfg = s->cfg;
     PyObject *m = PyObject_GetAttr(cfg, s_mode), *cc = PyObject_GetAttr(cfg, s_cc);
     if (!m || !cc) { Py_XDECREF(m); Py_XDECREF(cc); return -1; }
+    if (!PyUnicode_Check(m)) {  /* equal to one of MODES, yet not a str: compared as one */
+        PyObject *what = PyUnicode_FromString("mode");
+        if (what) choices(what, MODES);
+        Py_XDECREF(what);
+        Py_DECREF(m);
+        Py_DECREF(cc);
+        return -1;
+    }
     s->mode = PyUnicode_CompareWithASCIIString(m, "mrc") == 0 ? MODE_MRC
         : PyUnicode_CompareWithASCIIString(m, "single-path") == 0 ? MODE_SINGLE
         : MODE_SPRAY_STATIC;
@@ -2229,6 +2270,12 @@ static int Sender_init(Sender *s, PyObject *args, PyObject *kw) {
     Py_DECREF(weak);
     if (!s->completed || PyErr_Occurred()) { Py_DECREF(cc); return -1; }
     /* mrc holds a path not yet heard from to a share of the first window */
+    if (s->mode == MODE_MRC && paths == 0) {  /* the reference's // raises it; C would trap */
+        Py_DECREF(cc);
+        PyErr_SetString(PyExc_ZeroDivisionError, "the EV set has no paths (planes times "
+                        "paths_per_plane is 0)");
+        return -1;
+    }
     if (s->mode == MODE_MRC) {
         int64_t iw = (int64_t)s->init_window, q = -iw / paths;
         if ((-iw % paths) && ((-iw < 0) != (paths < 0))) q--;  /* floor division */
