@@ -96,6 +96,13 @@ static void choose_crc(void) {
 
 enum { KIND_BAD = 0, KIND_DATA = 1, KIND_OTHER = 2, KIND_TRIMMED = 3 };
 
+/* setup.py passes the SHA-256 of the sources the module is built from (the one hash of
+ * twin/mrc/build_hash.py); twin.mrc.core compares it with the tree's to tell a stale
+ * build. Built some other way, the module cannot say, and counts as stale. */
+#ifndef MRC_SOURCES_HASH
+#define MRC_SOURCES_HASH "unknown"
+#endif
+
 static PyObject *reason_short, *reason_icrc, *reason_length;
 
 void fp_not_ready(PyObject *self, int state) {
@@ -902,6 +909,7 @@ PyMODINIT_FUNC PyInit__fastpath(void) {
         || PyModule_AddObjectRef(m, "RxRing", (PyObject *)&RxRingType) < 0
         || PyModule_AddIntConstant(m, "HEAD_BYTES", HEAD_BYTES) < 0
         || PyModule_AddStringConstant(m, "ICRC", icrc_impl) < 0
+        || PyModule_AddStringConstant(m, "SOURCES_HASH", MRC_SOURCES_HASH) < 0
         || fp_add_sender(m) < 0 || fp_add_receiver(m) < 0) {
         Py_DECREF(m);
         return NULL;
