@@ -71,6 +71,7 @@ def all_down():  # single-path draws its EV last: none is usable
     return e
 
 ev = evset().active[0]
+placed = bytearray(64)  # a failed Receiver must not keep it exported (unresizable)
 sack = T.SackReport(cum=0, bitmap=0, ev=ev.value, psn=0, tries=0)
 pkt = T.RxPacket(psn=0, va=0, payload=b"x", imm=None, ev=1, tries=0)
 txp = T.TxPacket(0, 0x10, 0, memoryview(b"x"), 0, True, None)
@@ -93,7 +94,8 @@ TYPES = {
     "Receiver": (
         lambda: ((bytearray(64),), {}),
         {"span 0": lambda: ((bytearray(64),), {"span": 0}),
-         "port_state, after the buffer": lambda: ((bytearray(64),), {"port_state": 7}),
+         "port_state, after the buffer": lambda: ((placed,), {"port_state": 7}),
+         "port_state, after the placer": lambda: ((lambda va, p: None,), {"port_state": 7}),
          "read-only buffer": lambda: ((b"x",), {})},
         {"on_data": (pkt,), "on_trimmed": (pkt,), "flush": (pkt,)},
         lambda r: r.cum == 0 and r.span > 0),
@@ -169,6 +171,11 @@ for name, (good_args, failing, calls, works) in TYPES.items():
             print("BAD init took", name, why, flush=True)
         # what it had taken is released (the GC types say what they hold)
         print("holds", len(gc.get_referents(obj)), name, why, flush=True)
+        try:
+            placed.append(0)  # a buffer still exported cannot be resized
+            print("ok not exported", name, why, flush=True)
+        except BufferError as e:
+            print("BAD still exported", name, why, e, flush=True)
         probe(name, f"failed: {why}", obj, calls, settable)
         # a failed __init__ leaves it blank: it may run again, and then it is ready
         a, kw = good_args()
@@ -223,11 +230,12 @@ def test_an_object_that_is_not_ready_refuses_every_method_getter_and_setter():
                  "init failed RxRing local of 3 bytes ValueError",
                  "init failed RxRing slots 0 ValueError",
                  "retried Sender no usable EV, at the very end",
+                 "init failed Receiver port_state, after the placer TypeError",
                  "retried Receiver port_state, after the buffer"):
         assert line in out
     holding = [line for line in out if line.startswith("holds") and line[6:8] != "0 "]
     assert not holding, holding
-    assert sum(line.startswith(("holds 0 Sender", "holds 0 Receiver")) for line in out) == 8
+    assert sum(line.startswith(("holds 0 Sender", "holds 0 Receiver")) for line in out) == 9
     assert sum(line.startswith("ok once") for line in out) == 4
     assert sum(line.startswith("ok TxPacket cannot be made") for line in out) == 2
 
