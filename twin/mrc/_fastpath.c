@@ -368,8 +368,8 @@ static PyObject *txbatch_data(TxBatch *self, PyObject *const *args, Py_ssize_t n
     DataArgs d;
     Py_buffer payload;
     if (data_args(args, 7, &d, &payload) < 0) return NULL;
-    /* reading the arguments can run Python (an __index__), which may have filled the
-     * batch meanwhile: the slot is taken only now */
+    /* taking the payload's buffer can run Python (a class's __buffer__, from Python
+     * 3.12), which may have filled the batch meanwhile: the slot is taken only now */
     if (self->n >= self->cap) {
         PyBuffer_Release(&payload);
         PyErr_SetString(PyExc_OverflowError, "batch full: flush it first");
