@@ -320,9 +320,11 @@ static void Packet_dealloc(Packet *p) {
 }
 
 static PyObject *Packet_repr(Packet *p) {
+    Py_ssize_t len = PyObject_Length(p->payload);
+    if (len < 0) return NULL;
     return PyUnicode_FromFormat("TxPacket(psn=%lld, ev=%s, va=%llu, len=%zd, tries=%lld, "
                                 "ack_req=%s, imm=%R)", p->psn, hex(p->ev).s, p->va,
-                                PyObject_Length(p->payload), p->tries,
+                                len, p->tries,
                                 p->ack_req ? "True" : "False", p->imm);
 }
 
@@ -386,6 +388,7 @@ typedef struct {
 typedef struct {
     PyObject_HEAD
     PyObject *weakrefs;
+    int ready;  /* FP_READY once __init__ ran to its end (_fastpath.h) */
     PyObject *cfg, *rp, *pacer, *evs, *log, *acked_bins, *completed, *lost, *single,
         *failed;
     int mode, cc, ecn, trim;
@@ -582,7 +585,9 @@ static PyObject *ev_next(Sender *s) {
             int64_t inflight = 0;
             int rc = path && (proven = fget(path, &P_PROVEN, PathType))
                 && fget_i64(path, &P_INFLIGHT, PathType, &inflight) == 0 ? 0 : -1;
-            if (rc == 0 && !PyObject_IsTrue(proven) && inflight >= cap) skip = 1;
+            int is_proven = rc == 0 ? PyObject_IsTrue(proven) : -1;
+            if (is_proven < 0) rc = -1;
+            else if (!is_proven && inflight >= cap) skip = 1;
             Py_XDECREF(proven);
             Py_XDECREF(path);
             if (rc < 0) { Py_DECREF(cand); goto out; }
@@ -623,8 +628,9 @@ static int ev_gone(Sender *s, PyObject *ev) {
     if (!path || !(proven = fget(path, &P_PROVEN, PathType))
         || fget_i64(path, &P_INFLIGHT, PathType, &inflight) < 0)
         goto out;
-    rc = 0;
-    if (!PyObject_IsTrue(proven) && inflight > 0)
+    int is_proven = PyObject_IsTrue(proven);
+    rc = is_proven < 0 ? -1 : 0;
+    if (is_proven == 0 && inflight > 0)
         rc = set_i64(path, &P_INFLIGHT, PathType, inflight - 1);
 out:
     Py_XDECREF(proven);
@@ -667,6 +673,7 @@ static int ev_delivered(Sender *s, PyObject *ev, int64_t sent_ns) {
         if (!proven) goto out;
         int is_proven = PyObject_IsTrue(proven);
         Py_DECREF(proven);
+        if (is_proven < 0) goto out;
         if (!is_proven && dead == Py_None) {
             if (fset(path, &P_PROVEN, PathType, Py_NewRef(Py_True)) < 0
                 || set_i64(path, &P_INFLIGHT, PathType, 0) < 0)
@@ -684,7 +691,9 @@ static int ev_delivered(Sender *s, PyObject *ev, int64_t sent_ns) {
     failed = PyObject_GetItem(by_plane, plane);
     Py_DECREF(by_plane);
     if (!failed) goto out;
-    if (PySet_Check(failed) ? PySet_GET_SIZE(failed) > 0 : PyObject_IsTrue(failed)) {
+    int any = PySet_Check(failed) ? PySet_GET_SIZE(failed) > 0 : PyObject_IsTrue(failed);
+    if (any < 0) goto out;
+    if (any) {
         PyObject *r = call0(failed, s_clear);
         if (!r) goto out;
         Py_DECREF(r);
@@ -707,10 +716,11 @@ static int ev_sent(Sender *s, PyObject *ev, int is_proving) {
     if (!s->c_evs) return evs_call1(s, s_sent_unproven, ev);
     PyObject *path = fget(ev, &F_PATH, EvType), *proven = NULL;  /* EvSet.sent_unproven */
     int64_t inflight;
-    int rc = -1;
+    int rc = -1, is_proven;
     if (path && (proven = fget(path, &P_PROVEN, PathType))
-        && fget_i64(path, &P_INFLIGHT, PathType, &inflight) == 0)
-        rc = PyObject_IsTrue(proven) ? 0 : set_i64(path, &P_INFLIGHT, PathType, inflight + 1);
+        && fget_i64(path, &P_INFLIGHT, PathType, &inflight) == 0
+        && (is_proven = PyObject_IsTrue(proven)) >= 0)
+        rc = is_proven ? 0 : set_i64(path, &P_INFLIGHT, PathType, inflight + 1);
     Py_XDECREF(proven);
     Py_XDECREF(path);
     return rc;
@@ -1080,6 +1090,7 @@ out:
 }
 
 static PyObject *Sender_poll(Sender *s, PyObject *args, PyObject *kw) {
+    FP_REQUIRE_READY(s, NULL);
     static char *names[] = {"now", "source", "budget", NULL};
     long long now, budget = 64;
     PyObject *source;
@@ -1171,6 +1182,7 @@ static int room_at_end(void **buf, int64_t *head, int64_t len, int64_t *cap, siz
 }
 
 static PyObject *Sender_post(Sender *s, PyObject *args, PyObject *kw) {
+    FP_REQUIRE_READY(s, NULL);
     static char *names[] = {"length", "offset", "imm", "now", NULL};
     long long length, offset = 0, now = 0;
     PyObject *imm = Py_None;
@@ -1285,7 +1297,9 @@ static int declare_lost(Sender *s, Tx *tx, int64_t now, PyObject *reason) {
     Py_DECREF(key);
     if (!r) goto out;
     Py_DECREF(r);
-    if (PyObject_Length(s->lost) > LOST_REMEMBERED) {
+    Py_ssize_t remembered = PyObject_Length(s->lost);
+    if (remembered < 0) goto out;
+    if (remembered > LOST_REMEMBERED) {
         r = PyObject_CallMethodObjArgs(s->lost, s_popitem, Py_False, NULL);
         if (!r) goto out;
         Py_DECREF(r);
@@ -1323,7 +1337,13 @@ static int declare_lost(Sender *s, Tx *tx, int64_t now, PyObject *reason) {
         PyObject *res = PyObject_CallMethodObjArgs(s->evs, s_lost, ev, why, NULL);
         Py_DECREF(why);
         if (!res) goto out;
+        if (!PyTuple_Check(res) || PyTuple_GET_SIZE(res) != 2) {
+            PyErr_SetString(PyExc_TypeError, "EvSet.lost gives (retired, replacement)");
+            Py_DECREF(res);
+            goto out;
+        }
         int retired = PyObject_IsTrue(PyTuple_GET_ITEM(res, 0));
+        if (retired < 0) { Py_DECREF(res); goto out; }
         if (retired) {
             evmap_del(&s->per_ev, value, s->judging == value);
             if (s->judging == value) s->judged_gone = 1;
@@ -1347,11 +1367,16 @@ static int declare_lost(Sender *s, Tx *tx, int64_t now, PyObject *reason) {
         if (!t) goto out;
         victims = PyObject_CallMethodObjArgs(s->evs, s_path_lost, ev, t, NULL);
         Py_DECREF(t);
+        /* a tuple of its own: the loop calls Python, which must not empty it under us */
+        if (victims) Py_SETREF(victims, PySequence_Tuple(victims));
         if (!victims) goto out;
-        Py_ssize_t nv = PyList_Size(victims);
-        if (nv < 0) goto out;
+        Py_ssize_t nv = PyTuple_GET_SIZE(victims);
         for (Py_ssize_t i = 0; i < nv; i++) {
-            PyObject *pair = PyList_GET_ITEM(victims, i);
+            PyObject *pair = PyTuple_GET_ITEM(victims, i);
+            if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2) {
+                PyErr_SetString(PyExc_TypeError, "EvSet.path_lost gives (ev, replacement)s");
+                goto out;
+            }
             int64_t sib;
             if (EV_I64(PyTuple_GET_ITEM(pair, 0), F_VALUE, &sib) < 0) goto out;
             evmap_del(&s->per_ev, sib, s->judging == sib);
@@ -1466,12 +1491,14 @@ static int late(Sender *s, int64_t psn, int64_t now) {
     int64_t value = PyLong_AsLongLong(ev_value),
             sent_ns = PyLong_AsLongLong(PyTuple_GET_ITEM(lost, 2));
     int rc = -1, undone = 0;
+    if (PyErr_Occurred()) goto out;
     s->st.spurious++;
     if (s->mode == MODE_MRC) {
         PyObject *u = PyObject_CallMethodOneArg(s->evs, s_unretire, ev_value);
         if (!u) goto out;
         undone = PyObject_IsTrue(u);
         Py_DECREF(u);
+        if (undone < 0) goto out;
     }
     if ((undone ? eventf(s, now, k_spurious, value, psn, "%U; retirement undone", reason)
                 : event(s, now, k_spurious, value, psn, reason)) < 0)
@@ -1607,6 +1634,7 @@ static int read_sack(PyObject *o, Sack *k) {
 
 /* Sender.on_sack */
 static PyObject *Sender_on_sack(Sender *s, PyObject *const *args, Py_ssize_t nargs) {
+    FP_REQUIRE_READY(s, NULL);
     if (nargs != 2) {
         PyErr_SetString(PyExc_TypeError, "on_sack(sack, now)");
         return NULL;
@@ -1670,6 +1698,11 @@ static PyObject *Sender_on_sack(Sender *s, PyObject *const *args, Py_ssize_t nar
     if (is_proving < 0) return NULL;
     PyObject *bins = PyObject_CallMethodOneArg(s->acked_bins, s_at, args[1]);
     if (!bins) return NULL;
+    if (!PyList_Check(bins)) {
+        Py_DECREF(bins);
+        PyErr_SetString(PyExc_TypeError, "AckedBins.at gives a list");
+        return NULL;
+    }
     if (n > s->newly_cap) {
         Newly *b = PyMem_Realloc(s->newly, n * sizeof *b);
         if (!b) { Py_DECREF(bins); return PyErr_NoMemory(); }
@@ -1706,9 +1739,10 @@ static PyObject *Sender_on_sack(Sender *s, PyObject *const *args, Py_ssize_t nar
     }
     for (int64_t p = 0; p < PLANES_MAX; p++) {
         if (!plane_bytes[p] || p >= PyList_GET_SIZE(bins)) continue;
-        PyObject *old = PyList_GET_ITEM(bins, p);
+        PyObject *old = Py_NewRef(PyList_GET_ITEM(bins, p));  /* held: + may run Python */
         PyObject *add = PyLong_FromLongLong(plane_bytes[p]);
         PyObject *sum = add ? PyNumber_Add(old, add) : NULL;
+        Py_DECREF(old);
         Py_XDECREF(add);
         if (!sum || PyList_SetItem(bins, p, sum) < 0) goto out;
     }
@@ -1760,6 +1794,7 @@ static int complete(Sender *s, int64_t now) {
 
 /* Sender.on_nack */
 static PyObject *Sender_on_nack(Sender *s, PyObject *args, PyObject *kw) {
+    FP_REQUIRE_READY(s, NULL);
     static char *names[] = {"psn", "now", "trimmed", "ev", "tries", NULL};
     long long psn, now, ev = -1, tries = -1;
     int trimmed = 0;
@@ -1822,6 +1857,7 @@ static PyObject *Sender_on_nack(Sender *s, PyObject *args, PyObject *kw) {
 
 /* Sender.on_timer: anything outstanding longer than the RTO is lost */
 static PyObject *Sender_on_timer(Sender *s, PyObject *arg) {
+    FP_REQUIRE_READY(s, NULL);
     long long now = PyLong_AsLongLong(arg);
     if (now == -1 && PyErr_Occurred()) return NULL;
     s->now = now;
@@ -1859,6 +1895,7 @@ static PyObject *Sender_on_timer(Sender *s, PyObject *arg) {
 }
 
 static PyObject *Sender_on_cnp(Sender *s, PyObject *arg) {
+    FP_REQUIRE_READY(s, NULL);
     long long now = PyLong_AsLongLong(arg);
     if (now == -1 && PyErr_Occurred()) return NULL;
     if (s->rp == Py_None) {
@@ -1875,6 +1912,7 @@ static PyObject *Sender_on_cnp(Sender *s, PyObject *arg) {
 }
 
 static PyObject *Sender_wants_to_send(Sender *s, PyObject *args, PyObject *kw) {
+    FP_REQUIRE_READY(s, NULL);
     static char *names[] = {"now", NULL};
     PyObject *now = Py_None;
     if (!PyArg_ParseTupleAndKeywords(args, kw, "|O:wants_to_send", names, &now)) return NULL;
@@ -1891,11 +1929,13 @@ static PyObject *Sender_wants_to_send(Sender *s, PyObject *args, PyObject *kw) {
 }
 
 static PyObject *Sender_next_send_ns(Sender *s, PyObject *arg) {
+    FP_REQUIRE_READY(s, NULL);
     if (s->pacer == Py_None) Py_RETURN_NONE;
     return PyObject_CallMethodOneArg(s->pacer, s_next_send_ns, arg);
 }
 
 static PyObject *Sender_set_local_ports(Sender *s, PyObject *args, PyObject *kw) {
+    FP_REQUIRE_READY(s, NULL);
     static char *names[] = {"bitmap", "now", NULL};
     long long bitmap, now = 0;
     if (!PyArg_ParseTupleAndKeywords(args, kw, "L|L:set_local_ports", names, &bitmap, &now))
@@ -1909,6 +1949,7 @@ static PyObject *Sender_set_local_ports(Sender *s, PyObject *args, PyObject *kw)
 
 /* Sender.probe_result: a background probe's answer (or its timeout) on a retired EV */
 static PyObject *Sender_probe_result(Sender *s, PyObject *args) {
+    FP_REQUIRE_READY(s, NULL);
     PyObject *value, *ok_obj;
     long long now;
     if (!PyArg_ParseTuple(args, "OOL:probe_result", &value, &ok_obj, &now)) return NULL;
@@ -1938,6 +1979,10 @@ static PyObject *Sender_probe_result(Sender *s, PyObject *args) {
                                                    ok ? Py_True : Py_False, NULL);
     if (!revived) return NULL;
     int r = PyObject_IsTrue(revived);
+    if (r < 0) {
+        Py_DECREF(revived);
+        return NULL;
+    }
     if (r > 0) {
         s->stuck = 0;
         if (event(s, now, k_revive, v, -1, NULL) < 0) {
@@ -1949,6 +1994,7 @@ static PyObject *Sender_probe_result(Sender *s, PyObject *args) {
 }
 
 static PyObject *Sender_deny(Sender *s, PyObject *args) {
+    FP_REQUIRE_READY(s, NULL);
     PyObject *values;
     long long now;
     if (!PyArg_ParseTuple(args, "OL:deny", &values, &now)) return NULL;
@@ -1968,6 +2014,7 @@ static PyObject *Sender_deny(Sender *s, PyObject *args) {
 }
 
 static PyObject *Sender_planes_in_use(Sender *s, PyObject *Py_UNUSED(ignored)) {
+    FP_REQUIRE_READY(s, NULL);
     if (s->single == Py_None) return call0(s->evs, s_planes_in_use);
     int64_t plane;
     int down = plane_down(s, s->single, &plane);
@@ -1976,12 +2023,14 @@ static PyObject *Sender_planes_in_use(Sender *s, PyObject *Py_UNUSED(ignored)) {
 }
 
 static PyObject *Sender_reorder_window_ns(Sender *s, PyObject *Py_UNUSED(ignored)) {
+    FP_REQUIRE_READY(s, NULL);
     return PyLong_FromLongLong(reorder_window_ns(s));
 }
 
 /* The EV set's change handler calls this (through transport._weakly): the change is
  * logged at the time of the call being handled. */
 static PyObject *Sender_ev_changed(Sender *s, PyObject *args) {
+    if (!(s->ready == FP_INITIALISING && s->log)) FP_REQUIRE_READY(s, NULL);
     PyObject *ev, *old, *new, *why;
     if (!PyArg_ParseTuple(args, "OOOO:_ev_changed", &ev, &old, &new, &why)) return NULL;
     int64_t value;
@@ -1993,6 +2042,7 @@ static PyObject *Sender_ev_changed(Sender *s, PyObject *args) {
 /* -- attributes -------------------------------------------------------------------- */
 
 static PyObject *get_stats(Sender *s, void *c) {
+    FP_REQUIRE_READY(s, NULL);
     (void)c;
     const TxCounters *t = &s->st;
     PyObject *per_plane = PyDict_New(), *kw = NULL, *out = NULL, *empty = NULL;
@@ -2042,6 +2092,7 @@ out:
 #define GET_I64(name, expr)                                         \
     static PyObject *get_##name(Sender *s, void *c) {               \
         (void)c;                                                    \
+        FP_REQUIRE_READY(s, NULL);                                  \
         return PyLong_FromLongLong(expr);                           \
     }
 GET_I64(cum, s->cum)
@@ -2061,6 +2112,7 @@ GET_I64(send_order_len, s->order.len)
 
 static PyObject *get_per_ev_entries(Sender *s, void *c) {
     (void)c;
+    FP_REQUIRE_READY(s, NULL);
     int64_t n = 0;
     for (int64_t j = 0; j < s->per_ev.cap; j++)
         if (s->per_ev.slots[j].state == 1) n += s->per_ev.slots[j].q.len;
@@ -2070,10 +2122,12 @@ static PyObject *get_per_ev_entries(Sender *s, void *c) {
 #define FLOAT_ATTR(name)                                            \
     static PyObject *get_##name(Sender *s, void *c) {               \
         (void)c;                                                    \
+        FP_REQUIRE_READY(s, NULL);                                  \
         return PyFloat_FromDouble(s->name);                         \
     }                                                               \
     static int set_##name(Sender *s, PyObject *v, void *c) {        \
         (void)c;                                                    \
+        FP_REQUIRE_READY(s, -1);                                    \
         double x = v ? PyFloat_AsDouble(v) : -1;                    \
         if (!v) PyErr_SetString(PyExc_AttributeError, #name);      \
         if (x == -1 && PyErr_Occurred()) return -1;                 \
@@ -2088,16 +2142,37 @@ FLOAT_ATTR(delay_ns)
 #undef FLOAT_ATTR
 
 static PyObject *get_idle(Sender *s, void *c) {
+    FP_REQUIRE_READY(s, NULL);
     (void)c;
     return PyBool_FromLong(!s->ntx && !s->seg_len);
 }
 
 static PyObject *get_fabric_marks(Sender *s, void *c) {
+    FP_REQUIRE_READY(s, NULL);
     (void)c;
     return PyBool_FromLong(s->fabric_marks);
 }
 
+/* An object field (what were members, which would read None on a blank Sender);
+ * `closure` is its offset in Sender. */
+static PyObject *get_object(Sender *s, void *closure) {
+    FP_REQUIRE_READY(s, NULL);
+    return Py_NewRef(*(PyObject **)((char *)s + (Py_ssize_t)closure));
+}
+
+#define OBJECT_ATTR(name, field, doc) \
+    {name, (getter)get_object, NULL, doc, (void *)offsetof(Sender, field)},
+
 static PyGetSetDef Sender_getset[] = {
+    OBJECT_ATTR("cfg", cfg, "its SenderConfig")
+    OBJECT_ATTR("rp", rp, "dcqcn's reaction point, or None")
+    OBJECT_ATTR("pacer", pacer, "dcqcn's pacer, or None")
+    OBJECT_ATTR("evs", evs, "the EvSet")
+    OBJECT_ATTR("log", log, "the EventLog")
+    OBJECT_ATTR("acked_bins", acked_bins, NULL)
+    OBJECT_ATTR("completed", completed, NULL)
+    OBJECT_ATTR("failed", failed, "why the QP failed, or None")
+    OBJECT_ATTR("single_ev", single, "single-path's one EV (None in the spraying modes)")
     {"stats", (getter)get_stats, NULL, "the counters: a transport.SenderStats, as of now"},
     {"cum", (getter)get_cum, NULL, "every PSN below this one has been acknowledged"},
     {"idle", (getter)get_idle, NULL, "nothing outstanding, nothing left to build"},
@@ -2126,16 +2201,6 @@ static PyGetSetDef Sender_getset[] = {
 };
 
 static PyMemberDef Sender_members[] = {
-    {"cfg", T_OBJECT, offsetof(Sender, cfg), READONLY, "its SenderConfig"},
-    {"rp", T_OBJECT, offsetof(Sender, rp), READONLY, "dcqcn's reaction point, or None"},
-    {"pacer", T_OBJECT, offsetof(Sender, pacer), READONLY, "dcqcn's pacer, or None"},
-    {"evs", T_OBJECT, offsetof(Sender, evs), READONLY, "the EvSet"},
-    {"log", T_OBJECT, offsetof(Sender, log), READONLY, "the EventLog"},
-    {"acked_bins", T_OBJECT, offsetof(Sender, acked_bins), READONLY, NULL},
-    {"completed", T_OBJECT, offsetof(Sender, completed), READONLY, NULL},
-    {"failed", T_OBJECT, offsetof(Sender, failed), READONLY, "why the QP failed, or None"},
-    {"single_ev", T_OBJECT, offsetof(Sender, single), READONLY,
-     "single-path's one EV (None in the spraying modes)"},
     {"__weaklistoffset__", T_PYSSIZET, offsetof(Sender, weakrefs), READONLY},
     {NULL},
 };
@@ -2215,10 +2280,6 @@ static int Sender_init(Sender *s, PyObject *args, PyObject *kw) {
     if (!PyArg_ParseTupleAndKeywords(args, kw, "OL|O:Sender", names, &evset, &remote_va,
                                      &config))
         return -1;
-    if (s->evs) {
-        PyErr_SetString(PyExc_TypeError, "a Sender is initialised once");
-        return -1;
-    }
     if (remote_va < 0) {
         PyErr_SetString(PyExc_ValueError, "remote_va: want a non-negative address");
         return -1;
@@ -2241,6 +2302,11 @@ static int Sender_init(Sender *s, PyObject *args, PyObject *kw) {
     PyObject *triple = PyObject_CallOneArg(for_sender, cfg);
     Py_DECREF(cfg);
     if (!triple) return -1;
+    if (!PyTuple_Check(triple) || PyTuple_GET_SIZE(triple) != 3) {
+        Py_DECREF(triple);
+        PyErr_SetString(PyExc_TypeError, "dcqcn.for_sender gives (config, rp, pacer)");
+        return -1;
+    }
     s->cfg = Py_NewRef(PyTuple_GET_ITEM(triple, 0));
     s->rp = Py_NewRef(PyTuple_GET_ITEM(triple, 1));
     s->pacer = Py_NewRef(PyTuple_GET_ITEM(triple, 2));
@@ -2248,6 +2314,14 @@ static int Sender_init(Sender *s, PyObject *args, PyObject *kw) {
     cfg = s->cfg;
     PyObject *m = PyObject_GetAttr(cfg, s_mode), *cc = PyObject_GetAttr(cfg, s_cc);
     if (!m || !cc) { Py_XDECREF(m); Py_XDECREF(cc); return -1; }
+    if (!PyUnicode_Check(m)) {  /* equal to one of MODES, yet not a str: compared as one */
+        PyObject *what = PyUnicode_FromString("mode");
+        if (what) choices(what, MODES);
+        Py_XDECREF(what);
+        Py_DECREF(m);
+        Py_DECREF(cc);
+        return -1;
+    }
     s->mode = PyUnicode_CompareWithASCIIString(m, "mrc") == 0 ? MODE_MRC
         : PyUnicode_CompareWithASCIIString(m, "single-path") == 0 ? MODE_SINGLE
         : MODE_SPRAY_STATIC;
@@ -2315,6 +2389,12 @@ static int Sender_init(Sender *s, PyObject *args, PyObject *kw) {
     Py_DECREF(weak);
     if (!s->completed || PyErr_Occurred()) { Py_DECREF(cc); return -1; }
     /* mrc holds a path not yet heard from to a share of the first window */
+    if (s->mode == MODE_MRC && paths == 0) {  /* the reference's // raises it; C would trap */
+        Py_DECREF(cc);
+        PyErr_SetString(PyExc_ZeroDivisionError, "the EV set has no paths (planes times "
+                        "paths_per_plane is 0)");
+        return -1;
+    }
     if (s->mode == MODE_MRC) {
         int64_t iw = (int64_t)s->init_window, q = -iw / paths;
         if ((-iw % paths) && ((-iw < 0) != (paths < 0))) q--;  /* floor division */
@@ -2361,6 +2441,7 @@ static int Sender_traverse(Sender *s, visitproc visit, void *arg) {
 }
 
 static int Sender_clear(Sender *s) {
+    s->ready = FP_CLEARED;  /* a finalizer that still holds it gets an error, not a NULL */
     Py_CLEAR(s->cfg); Py_CLEAR(s->rp); Py_CLEAR(s->pacer); Py_CLEAR(s->evs);
     Py_CLEAR(s->log); Py_CLEAR(s->acked_bins); Py_CLEAR(s->completed); Py_CLEAR(s->lost);
     Py_CLEAR(s->single); Py_CLEAR(s->failed);
@@ -2373,6 +2454,24 @@ static int Sender_clear(Sender *s) {
     s->seg_len = 0;
     for (int64_t i = 0; i < s->msg_len; i++) Py_CLEAR(s->msgs[s->msg_head + i].msg);
     s->msg_len = 0;
+    return 0;
+}
+
+/* __init__ once; one that fails part-way leaves the Sender blank, every object it had
+ * taken released (no method runs before it is ready, so nothing else was allocated),
+ * and __init__ may run again */
+static int Sender_init_once(Sender *s, PyObject *args, PyObject *kw) {
+    if (s->ready != FP_BLANK) {
+        PyErr_SetString(PyExc_TypeError, "a Sender is initialised once");
+        return -1;
+    }
+    s->ready = FP_INITIALISING;
+    if (Sender_init(s, args, kw) < 0) {
+        Sender_clear(s);
+        s->ready = FP_BLANK;
+        return -1;
+    }
+    s->ready = FP_READY;
     return 0;
 }
 
@@ -2400,7 +2499,7 @@ static PyTypeObject SenderType = {
     .tp_basicsize = sizeof(Sender),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
     .tp_new = PyType_GenericNew,
-    .tp_init = (initproc)Sender_init,
+    .tp_init = (initproc)Sender_init_once,
     .tp_dealloc = (destructor)Sender_dealloc,
     .tp_traverse = (traverseproc)Sender_traverse,
     .tp_clear = (inquiry)Sender_clear,

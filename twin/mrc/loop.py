@@ -35,7 +35,8 @@ Two implementations of send and recv, the same bytes on the wire (MRC_TWIN_DATAP
               placed from the ring. The default where it is built (auto).
     python    the standard library only: one sendto / recvmsg per packet, wire's
               encoder and decoder. Where the module is missing (a container whose
-              Python cannot load it), or asked for with MRC_TWIN_DATAPATH=python.
+              Python cannot load it) or stale (built from other sources than the
+              tree's: twin.mrc.core.stale_build), or asked for with MRC_TWIN_DATAPATH=python.
 
 Idle, the loop blocks in its selector (UDP, control, netlink sockets) with no
 timeout; the 1 ms transport timer and the probe timer run only while a QP has
@@ -76,7 +77,7 @@ from twin.fabric.plan import nic_address
 from twin.fabric.spec import parse_spec
 from twin.mrc import wire
 from twin.mrc.buffer import GuardedBuffer
-from twin.mrc.core import load_transport
+from twin.mrc.core import LOAD_HINT, load_transport, stale_build
 from twin.mrc.counters import EndpointCounters
 from twin.mrc.dcqcn import Dcqcn, NotificationPoint
 from twin.mrc.evset import EvSet
@@ -127,7 +128,8 @@ DATAPATH_ENV = "MRC_TWIN_DATAPATH"
 
 def load_datapath(asked: str | None = None):
     """(the compiled module or None, "compiled" or "python: why"), as MRC_TWIN_DATAPATH
-    asks: auto (compiled where it is built), compiled (refuse to run without it), python."""
+    asks: auto (compiled where it is built and current), compiled (refuse to run without
+    it), python."""
     asked = asked or os.environ.get(DATAPATH_ENV, "auto")
     if asked not in DATAPATHS:
         raise UsageError(f"{DATAPATH_ENV}={asked!r}: want one of {', '.join(DATAPATHS)}")
@@ -138,8 +140,12 @@ def load_datapath(asked: str | None = None):
     except ImportError as e:
         if asked == "compiled":
             raise UsageError(f"{DATAPATH_ENV}=compiled, but twin.mrc._fastpath does not "
-                             f"load ({e}); `pip install -e .` builds it with gcc") from e
+                             f"load ({e}){LOAD_HINT}") from e
         return None, f"python: the compiled data path does not load ({e})"
+    if why := stale_build(_fastpath):
+        if asked == "compiled":
+            raise UsageError(f"{DATAPATH_ENV}=compiled, but {why}")
+        return None, f"python: {why}"
     return _fastpath, "compiled"
 
 
