@@ -387,8 +387,19 @@ def _stats_table(lab: str, data: dict) -> None:
                   f"{sig('ce_marked_rx', 0):,}/{sig('ecn_marks_tx', 0):,}",
                   f"{sig('trimmed_rx', 0):,}/{sig('nacks_trimmed_received', 0):,}",
                   f"{sig('ev_skips_ecn', 0):,}", str(d.bad_packets), d.datapath.split(":")[0],
-                  d.transport.split(":")[0])
+                  transport_cell(d))
     out.print(t)
+
+
+def transport_cell(d) -> str:
+    """The endpoint's transport, and how many of its QPs run another one (a QP may ask
+    for its own: `twin fuzz` opens one of each); --json names each QP's."""
+    own = d.transport.split(":")[0]
+    others: dict[str, int] = {}
+    for q in (*d.send_qps, *d.recv_qps):
+        if q.transport and q.transport != own:
+            others[q.transport] = others.get(q.transport, 0) + 1
+    return own + "".join(f", {n} QP{'s' * (n > 1)} {name}" for name, n in sorted(others.items()))
 
 
 # -- stats --events ---------------------------------------------------------------
