@@ -19,6 +19,7 @@ land in (its oracle, from how it was built, not from the decoder). The kinds:
     duplicate      a valid packet (accepted: it is placed), then replays of it, and
                    PSNs behind cum
     ack_unsent     ACKs and NAKs to a sending QP that has sent nothing
+    probe_unknown  EV probe replies to that QP: it has no probe in flight
     malformed      a valid ICRC over an unknown opcode, an ACK with an unknown
                    syndrome or of the wrong size, a RETH DMA length that lies, a
                    payload over 4096; and a datagram too large for the endpoint's
@@ -58,7 +59,7 @@ from twin.mrc.transport import RECV_WINDOW
 ACCEPTED = "accepted"  # the oracle of a valid packet: placed, counted as no drop
 NACKED = "nacked"  # a trimmed packet that passes the checks: NAKed, not placed, no drop
 KINDS = ("truncated", "unknown_qp", "bad_icrc", "bad_rkey", "out_of_bounds", "psn_window",
-         "duplicate", "ack_unsent", "malformed", "random", "trimmed")
+         "duplicate", "ack_unsent", "probe_unknown", "malformed", "random", "trimmed")
 TRIMMED_TC = wire.TRIM_DSCP << 2 | wire.ECT0  # what a trimming switch leaves
 DEFAULT_SEED = 4791
 _ICRC_MASKED = 4  # BTH byte 4 (FECN, BECN, reserved) is ones in the ICRC: flips go unseen
@@ -251,6 +252,17 @@ def _ack_unsent(p: _Planner, n: int) -> None:
         p.add("ack_unsent", "ack_unsent", seal(t, body))
 
 
+def _probe_unknown(p: _Planner, n: int) -> None:
+    """Probe replies to the idle sending QP: it has probed nothing, so none is for a probe
+    in flight, whatever its EV."""
+    t, rng = p.t, p.rng
+    for _ in range(max(1, n // 4)):
+        body = wire.encode_probe(t.send_qpn, rng.getrandbits(32), rng.getrandbits(32),
+                                 rng.getrandbits(64), rng.getrandbits(32),
+                                 rng.randrange(1 << 16), reply=True)
+        p.add("probe_unknown", "probe_unknown", seal(t, body))
+
+
 def _malformed(p: _Planner, n: int) -> None:
     t, rng = p.t, p.rng
     ack = wire.encode_ack(t.send_qpn, 0, 0, p.sack())
@@ -301,8 +313,10 @@ def _trimmed(p: _Planner, n: int) -> None:
     t, rng = p.t, p.rng
 
     def cut(length: int | None = None, **kw) -> bytes:
-        """A data packet's BTH and RETH, its DMA length what was cut off."""
+        """A data packet's BTH and RETH, its DMA length what was cut off; inside the
+        buffer unless `va` says otherwise (so only the check it aims at can refuse it)."""
         length = rng.randint(1, 256) if length is None else length
+        kw.setdefault("va", rng.randint(0, max(0, t.size - length)))
         return _with_dma_length(p.data(payload=b"", **kw), length)
 
     def add(expect: str, body: bytes) -> None:
@@ -329,7 +343,8 @@ def _trimmed(p: _Planner, n: int) -> None:
 _BUILDERS = {"truncated": _truncated, "unknown_qp": _unknown_qp, "bad_icrc": _bad_icrc,
              "bad_rkey": _bad_rkey, "out_of_bounds": _out_of_bounds,
              "psn_window": _psn_window, "duplicate": _duplicate, "ack_unsent": _ack_unsent,
-             "malformed": _malformed, "random": _random, "trimmed": _trimmed}
+             "probe_unknown": _probe_unknown, "malformed": _malformed, "random": _random,
+             "trimmed": _trimmed}
 
 
 def plan(t: Target, seed=DEFAULT_SEED, per_kind: int = 32) -> list[Hostile]:
