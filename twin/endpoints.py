@@ -142,7 +142,8 @@ def liveness(rt, node: str, timeout: float = 1.0) -> dict | None:
 
 def fuzz(rt, host: str, peer: str, **kw) -> dict:
     """twin.mrc.fuzz.run against `host`'s endpoint, `peer`'s helping (keywords: seed,
-    budget_s, per_kind, settle_s): the packets go from inside `host`'s namespace."""
+    budget_s, per_kind, settle_s, live, shape, steps): the packets go from inside
+    `host`'s namespace."""
     from twin.mrc import fuzz as mrc_fuzz  # 35 ms of imports every command would pay
 
     with client(rt, host) as target, client(rt, peer) as helper:
