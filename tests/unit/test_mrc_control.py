@@ -259,3 +259,14 @@ def test_a_qp_may_ask_for_either_transport_and_omitted_runs_the_endpoints(loop):
     assert check(loop, {"op": "recv_qp", "size": 64, "transport": "compiled"})["transport"] \
         == "compiled"
     assert "transport" not in check(loop, {"op": "recv_qp", "size": 64})
+
+
+def test_a_connection_that_breaks_is_an_error_naming_the_op_not_an_oserror():
+    """An endpoint that ends mid-conversation: LabError, which the CLI prints (click
+    swallows a bare EPIPE and exits 1 without a word)."""
+    ours, theirs = socket.socketpair()
+    theirs.close()
+    with ours, C.EndpointClient("fake", timeout=5, sock=ours) as client:
+        with pytest.raises(LabError, match=r"^endpoint fake: the connection broke during "
+                                           r"hello \(Broken pipe\): did the endpoint end\?$"):
+            client.hello()

@@ -416,7 +416,11 @@ class EndpointClient:
     def call_raw(self, op: str, timeout: float | None = None, **args) -> dict:
         """Send `op` with `args` as they are, unchecked; its reply."""
         self._id += 1
-        self.sock.sendall(json.dumps({"op": op, "id": self._id, **args}).encode() + b"\n")
+        try:
+            self.sock.sendall(json.dumps({"op": op, "id": self._id, **args}).encode() + b"\n")
+        except OSError as e:  # EPIPE, ECONNRESET: it ended (click would swallow an EPIPE)
+            raise LabError(f"endpoint {self.path}: the connection broke during {op} "
+                           f"({e.strerror or e}): did the endpoint end?") from None
         if timeout is not None:
             self.sock.settimeout(timeout)
         while True:
@@ -425,6 +429,9 @@ class EndpointClient:
                     chunk = self.sock.recv(1 << 20)
                 except TimeoutError:
                     raise LabError(f"endpoint {self.path}: no answer to {op} in time") from None
+                except OSError as e:
+                    raise LabError(f"endpoint {self.path}: the connection broke during {op} "
+                                   f"({e.strerror or e}): did the endpoint end?") from None
                 if not chunk:
                     raise LabError(f"endpoint {self.path} closed the connection during {op}")
                 self._buf += chunk
