@@ -147,7 +147,14 @@ def fuzz(rt, host: str, peer: str, **kw) -> dict:
     from twin.mrc import fuzz as mrc_fuzz  # 35 ms of imports every command would pay
 
     with client(rt, host) as target, client(rt, peer) as helper:
-        return mrc_fuzz.run(target, helper, rt.netns_path(host), **kw)
+        report = mrc_fuzz.run(target, helper, rt.netns_path(host), **kw)
+    # an endpoint the attack ended: its log's last line (a traceback's) names the fault
+    for i, line in enumerate(report["problems"]):
+        h = line.split(":", 1)[0]
+        if report["alive"].get(h) is False and line.endswith("no longer answers hello"):
+            last = log_tail(Path(control_path(rt, h)).with_name("endpoint.log"), 1)
+            report["problems"][i] = f"{line}; its log ends: {last[:200]}"
+    return report
 
 
 def _not_running(rt, host: str, path: str) -> str:

@@ -817,10 +817,15 @@ class _Ends:
     planes: frozenset[int]
 
 
+# What a control call raises when the endpoint is gone (it ended mid-attack): an error
+# reply or no answer (LabError), or the connection broken under it (OSError)
+_GONE = (LabError, OSError)
+
+
 def _answers(client: EndpointClient, host: str) -> bool:
     try:
         return client.hello(timeout=10)["host"] == host
-    except LabError:
+    except _GONE:
         return False
 
 
@@ -836,8 +841,8 @@ def _live(target: EndpointClient, peer: EndpointClient, sock: socket.socket, end
     opened: list[tuple[EndpointClient, int]] = []
     try:
         qps = _open_live(target, peer, ends, transport, shape, seed, opened)
-    except LabError as e:
-        rep.errors.append(f"could not open its QPs: {e}")
+    except _GONE as e:
+        rep.errors.append(f"could not open its QPs: {_why(e)}")
         _close(opened)
         return rep
     try:
@@ -874,7 +879,7 @@ def _live(target: EndpointClient, peer: EndpointClient, sock: socket.socket, end
         for q in (qps.mrc, qps.dcqcn):
             try:
                 done[q] = target.wait(qpn=q, timeout=wait_s)
-            except LabError as e:
+            except LabError as e:  # no answer in time (a broken connection ends the attack)
                 rep.errors.append(f"QP {q}: no end to its write: {e}")
         settle = time.monotonic() + settle_s
         while True:  # the counters of what was sent: poll until they agree, bounded
@@ -891,8 +896,8 @@ def _live(target: EndpointClient, peer: EndpointClient, sock: socket.socket, end
                 name, q, rq, size, bool(end.get("idle")), end.get("failed"),
                 target.digest(qpn=q)["sha256"], peer.digest(qpn=rq)["sha256"]))
         rep.guards = {ends.host: target.guards()["intact"], ends.peer: peer.guards()["intact"]}
-    except LabError as e:
-        rep.errors.append(f"the attack stopped: {e}")
+    except _GONE as e:
+        rep.errors.append(f"the attack stopped: {_why(e)}")
     finally:
         _close(opened)
         rep.seconds = time.monotonic() - t0
@@ -918,9 +923,16 @@ def _open_live(target: EndpointClient, peer: EndpointClient, ends: _Ends, transp
     return LiveQps(got["mrc"][0], got["dcqcn"][0], got["mrc"][1], got["dcqcn"][1])
 
 
+def _why(e: Exception) -> str:
+    """An error as one line: a broken control connection says the endpoint went away."""
+    if isinstance(e, OSError):
+        return f"its control connection broke ({e.strerror or e}): did the endpoint end?"
+    return str(e)
+
+
 def _close(opened: list[tuple[EndpointClient, int]]) -> None:
     for client, qpn in opened:
         try:
             client.close_qp(qpn)
-        except LabError:
+        except _GONE:
             pass  # its endpoint is gone: the report says so
