@@ -152,9 +152,17 @@ def fuzz(rt, host: str, peer: str, **kw) -> dict:
     for i, line in enumerate(report["problems"]):
         h = line.split(":", 1)[0]
         if report["alive"].get(h) is False and line.endswith("no longer answers hello"):
-            last = log_tail(Path(control_path(rt, h)).with_name("endpoint.log"), 1)
-            report["problems"][i] = f"{line}; its log ends: {last[:200]}"
+            last = _last_words(Path(control_path(rt, h)).with_name("endpoint.log"))
+            report["problems"][i] = f"{line}; its log says: {last[:200]}"
     return report
+
+
+def _last_words(log: Path, lines: int = 40) -> str:
+    """What ended an endpoint, from its log's last lines: the last that names an error
+    (a traceback's last line, "Fatal Python error: Segmentation fault"), else the last."""
+    tail = log_tail(log, lines).split("\n")
+    said = [t.strip() for t in tail if "Error" in t or "error:" in t]
+    return said[-1] if said else tail[-1].strip()
 
 
 def _not_running(rt, host: str, path: str) -> str:

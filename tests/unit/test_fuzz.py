@@ -475,3 +475,18 @@ def test_the_live_rounds_land_where_the_oracle_says_in_a_real_transport(impl):
     assert r.sender.cnps_ignored == n["cnp_ignored"]
     believed, limited = dcqcn.rp.cnps, dcqcn.stats.cnps_limited
     assert believed + limited == n["cnp_flood"] and limited > n["cnp_flood"] // 2
+
+
+@pytest.mark.parametrize(("log", "said"), [
+    ("up\nTraceback (most recent call last):\n  File \"x\", line 1\n"
+     "AttributeError: 'NoneType' object has no attribute 'plane'\n",
+     "AttributeError: 'NoneType' object has no attribute 'plane'"),
+    ("up\nFatal Python error: Segmentation fault\n\nCurrent thread:\n  File \"loop.py\"\n\n"
+     "Extension modules: yaml._yaml, twin.mrc._fastpath (total: 2)\n",
+     "Fatal Python error: Segmentation fault"),
+    ("up\nmrc endpoint: stopped by SIGTERM\n", "mrc endpoint: stopped by SIGTERM")])
+def test_a_dead_endpoints_problem_line_names_what_ended_it(tmp_path, log, said):
+    from twin.endpoints import _last_words
+
+    (tmp_path / "endpoint.log").write_text(log)
+    assert _last_words(tmp_path / "endpoint.log") == said

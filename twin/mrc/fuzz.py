@@ -677,6 +677,7 @@ class LiveReport:
     # far as the sender got while a round's forged SACKs were on their way (they go
     # first). Under SACK_FIRST_UNSENT - window, none of them can have named a PSN sent.
     max_cum_step: int = 0
+    stopped: str = ""  # why the rounds ended: writes done, a bound, or a stall
     seconds: float = 0.0
     sent_by_kind: dict[str, int] = field(default_factory=dict)
     checks: list[Check] = field(default_factory=list)
@@ -701,7 +702,8 @@ class LiveReport:
     def to_dict(self) -> dict:
         return {"transport": self.transport, "ok": not self.problems, "rounds": self.rounds,
                 "rounds_mid_transfer": self.rounds_mid_transfer,
-                "max_cum_step": self.max_cum_step, "seconds": round(self.seconds, 3),
+                "max_cum_step": self.max_cum_step, "stopped": self.stopped,
+                "seconds": round(self.seconds, 3),
                 "sent_by_kind": dict(self.sent_by_kind),
                 "expected": {c.what: c.expected for c in self.checks},
                 "counted": {c.what: c.counted for c in self.checks},
@@ -790,14 +792,15 @@ def run(target: EndpointClient, peer: EndpointClient, netns: str, seed=DEFAULT_S
                        settle_s, steps) for transport in live]
     steps.done()
     alive = {h: _answers(c, h) for h, c in ((host, target), (peer_host, peer))}
-    problems = [f"plan: {k} counted {got.get(k, 0)}, expected {want.get(k, 0)}"
-                for k in sorted(set(want) | set(got) - {ACCEPTED})
-                if k != ACCEPTED and got.get(k, 0) != want.get(k, 0)]
-    problems += [p for lr in lives for p in lr.problems]
+    # the worst first: an endpoint gone explains every problem after it
+    problems = [f"{h}: its endpoint no longer answers hello" for h, ok in alive.items()
+                if not ok]
     if not guards["intact"]:
         problems.append(f"guard bytes broken around the buffers of QPs {guards['broken']}")
-    problems += [f"{h}: its endpoint no longer answers hello" for h, ok in alive.items()
-                 if not ok]
+    problems += [f"plan: {k} counted {got.get(k, 0)}, expected {want.get(k, 0)}"
+                 for k in sorted((set(want) | set(got)) - {ACCEPTED})
+                 if got.get(k, 0) != want.get(k, 0)]
+    problems += [p for lr in lives for p in lr.problems]
     return {"seed": seed, "planned": len(packets), "sent": len(sent),
             "sent_by_kind": dict(sent_by_kind(sent)), "expected": dict(want),
             "counted": got, "guards": guards,
@@ -831,11 +834,12 @@ def _answers(client: EndpointClient, host: str) -> bool:
 
 def _live(target: EndpointClient, peer: EndpointClient, sock: socket.socket, ends: _Ends,
           transport: str, shape: LiveShape, seed, settle_s: float, steps: Steps,
-          wait_s: float = 60.0, budget_s: float = 10.0) -> LiveReport:
+          wait_s: float = 60.0, budget_s: float = 10.0, stall_s: float = 1.0) -> LiveReport:
     """One transport's live attack: open the QPs (on `transport`, both ends), post the
     writes, then rounds of live_round from `sock` (bound in the target's namespace)
-    while they are in flight, at most shape.max_rounds and `budget_s`; wait for the
-    writes (`wait_s` each), let the counters settle, judge (live_oracle), close."""
+    while they are in flight, at most shape.max_rounds and `budget_s`, and no longer
+    than `stall_s` without a byte placed; wait for the writes (`wait_s` each), let the
+    counters settle, judge (live_oracle), close."""
     rep = LiveReport(transport)
     t0 = time.monotonic()
     opened: list[tuple[EndpointClient, int]] = []
@@ -852,14 +856,21 @@ def _live(target: EndpointClient, peer: EndpointClient, sock: socket.socket, end
         sent: list[Hostile] = []
         steps.start(f"live attack: {transport}", shape.max_rounds)
         deadline = time.monotonic() + budget_s
-        last_cum = None
+        last_cum, placed, moved = None, -1, time.monotonic()
+        rep.stopped = f"{shape.max_rounds} rounds"
         for round_no in range(shape.max_rounds):
             left = deadline - time.monotonic()
             if left <= 0:
+                rep.stopped = f"{budget_s:g} s"
                 break
             now = EndpointStats.from_dict(peer.stats())
             rm, rd = now.recv_qp(qps.rx_mrc), now.recv_qp(qps.rx_dcqcn)
             mid = rm.bytes < shape.mrc_bytes or rd.bytes < shape.dcqcn_bytes
+            if rm.bytes + rd.bytes != placed:
+                placed, moved = rm.bytes + rd.bytes, time.monotonic()
+            elif time.monotonic() - moved > stall_s:  # a QP failed, or the target ended
+                rep.stopped = f"no byte placed for {stall_s:g} s"
+                break
             if last_cum is not None:
                 rep.max_cum_step = max(rep.max_cum_step, rm.cum - last_cum)
             last_cum = rm.cum
@@ -873,6 +884,7 @@ def _live(target: EndpointClient, peer: EndpointClient, sock: socket.socket, end
             rep.rounds_mid_transfer += mid
             steps.advance()
             if not mid:  # both done: this round hit them idle, the last one
+                rep.stopped = "writes done"
                 break
         rep.sent_by_kind = dict(Counter(h.kind for h in sent))
         done = {}
