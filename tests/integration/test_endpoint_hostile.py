@@ -48,7 +48,8 @@ def test_fuzzed_packets_are_each_dropped_and_counted_and_nothing_leaks(lab4):
     assert set(report["live"]) == {"compiled", "python"}, where
     for transport, live in report["live"].items():
         print(transport, json.dumps({k: live[k] for k in (
-            "rounds", "rounds_mid_transfer", "max_cum_step", "seconds", "sent_by_kind")}))
+            "rounds", "rounds_mid_transfer", "max_cum_step", "sacks_unsure", "stopped",
+            "seconds", "sent_by_kind")}))
         assert live["rounds_mid_transfer"] >= 10, f"{transport}: {where}"
         assert set(live["sent_by_kind"]) == set(F.LIVE_KINDS), f"{transport}: {where}"
         assert all(c["ok"] for c in live["checks"]), f"{transport}: {live['problems']}"

@@ -263,7 +263,9 @@ def test_the_live_packets_decode_to_what_they_claim():
     assert by_kind == {"forged_sack": shape.sacks, "trim_replay": shape.trim_replays,
                        "nack_stale": shape.nacks, "probe_unknown": 2 * shape.probes,
                        "cnp_ignored": shape.cnps_mrc, "cnp_flood": shape.cnp_flood}
-    assert [h.kind for h in packets[:shape.sacks]] == ["forged_sack"] * shape.sacks  # first
+    order = list(dict.fromkeys(h.kind for h in packets))  # SACKs first, NAKs after them
+    assert order == ["forged_sack", "trim_replay", "nack_stale", "probe_unknown",
+                     "cnp_ignored", "cnp_flood"]
     trims = set()
     for h in packets:
         pkt = decoded(h)
@@ -278,8 +280,8 @@ def test_the_live_packets_decode_to_what_they_claim():
             if h.kind == "trim_replay":
                 assert (pkt.code, pkt.psn, h.expect) == (wire.NAK_TRIMMED, 99, "trim_stale")
                 trims.add(h.payload)
-            else:  # acked for sure: c - 1 - window
-                assert (pkt.code, pkt.psn, h.expect) == (wire.NAK_PSN_SEQUENCE_ERROR, 98,
+            else:  # acked for sure: the forged SACKs before it said cum 100
+                assert (pkt.code, pkt.psn, h.expect) == (wire.NAK_PSN_SEQUENCE_ERROR, 99,
                                                          "nack_stale")
         elif h.kind == "probe_unknown":
             assert isinstance(pkt, wire.Probe) and pkt.reply and pkt.dest_qp in (5, 6)
@@ -300,8 +302,9 @@ def test_the_live_rounds_are_seeded_and_follow_the_cum():
     kinds = lambda cum: set(F.sent_by_kind(F.live_round(  # noqa: E731
         F.LiveTarget(**{**LIVE.__dict__, "cum": cum}), shape)))
     assert kinds(0) == {"probe_unknown", "cnp_ignored", "cnp_flood"}  # nothing acked yet
-    assert kinds(1) == kinds(0) | {"forged_sack", "trim_replay"}
-    assert kinds(2) == set(F.LIVE_KINDS)  # c - 1 - window >= 0
+    assert kinds(1) == set(F.LIVE_KINDS)
+    no_sacks = F.LiveShape(sacks=0)  # a stale NAK relies on a forged SACK's cum before it
+    assert "nack_stale" not in F.sent_by_kind(F.live_round(LIVE, no_sacks))
     with pytest.raises(ValueError, match="2\\*\\*24"):
         F.LiveTarget(**{**LIVE.__dict__, "cum": 1 << 24})
 
@@ -359,6 +362,22 @@ def test_the_live_oracle_passes_a_perfect_count_and_names_each_wrong_one():
                                                   "drops.cnp_limited"]
     assert failing(F.live_oracle(SENT, perfect(SENT, believed=160))) == ["dcqcn.cnps_limited"]
     assert failing(F.live_oracle(SENT, perfect(SENT, believed=159))) == []  # 161 of 320
+
+
+def test_forged_sacks_not_proven_over_unsent_psns_may_count_or_not_and_no_more():
+    short = perfect(SENT)
+    for k in ("drops.sack_bits_unsent", "mrc.sack_bits_unsent"):
+        short[k] -= 3  # 3 of 4 SACKs of one round read after the sender passed c+64
+    assert failing(F.live_oracle(SENT, short)) == ["drops.sack_bits_unsent",
+                                                   "mrc.sack_bits_unsent"]
+    assert failing(F.live_oracle(SENT, short, sacks_unsure=4)) == []
+    assert failing(F.live_oracle(SENT, perfect(SENT), sacks_unsure=4)) == []
+    over = perfect(SENT)
+    over["drops.sack_bits_unsent"] += 1
+    checks = F.live_oracle(SENT, over, sacks_unsure=4)
+    assert [c.problem() for c in checks if not c.ok] == [
+        "drops.sack_bits_unsent counted 41, expected 36..40 (forged SACKs over unsent PSNs: "
+        "bits masked)"]
 
 
 def test_a_live_report_says_what_failed_one_line_each():
