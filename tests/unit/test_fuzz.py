@@ -509,3 +509,46 @@ def test_a_dead_endpoints_problem_line_names_what_ended_it(tmp_path, log, said):
 
     (tmp_path / "endpoint.log").write_text(log)
     assert _last_words(tmp_path / "endpoint.log") == said
+
+
+def test_an_endpoint_that_ignores_the_transport_asked_for_is_named_not_attacked():
+    """An endpoint from before per-QP transports takes `transport` and ignores it: its
+    QPs run its own, so the attack would judge the wrong one twice. Said, not run; every
+    QP it opened closed."""
+    from tests.helpers import send_qp_stats
+    from tests.unit.test_endpoint_stats import endpoint_wire
+    from twin.progress import Steps
+
+    class Older:
+        def __init__(self):
+            self.qpn, self.closed, self.written = 0, [], []
+
+        def _open(self, **kw):
+            self.qpn += 1
+            return {"qpn": self.qpn, "rkey": 7}
+
+        recv_qp = send_qp = _open
+
+        def connect(self, **kw):
+            return {}
+
+        def stats(self):
+            w = endpoint_wire()
+            w["send_qps"] = [{k: v for k, v in send_qp_stats(qpn=q).to_dict().items()
+                              if k != "transport"} for q in range(1, self.qpn + 1)]
+            return w  # "transport": "compiled", the endpoint's
+
+        def write(self, **kw):
+            self.written.append(kw)
+
+        def close_qp(self, qpn):
+            self.closed.append(qpn)
+
+    target, peer = Older(), Older()
+    ends = F._Ends("r1h0", "fd00::2", "r0h0", 0xF, frozenset({0, 1, 2, 3}))
+    with socket.socket(socket.AF_INET6, socket.SOCK_DGRAM) as sock:
+        rep = F._live(target, peer, sock, ends, "python", F.LiveShape(), 1, 0.1, Steps())
+    assert rep.problems == ["live python: its QPs run compiled, not python: is the "
+                            "endpoint older than twin? rebuild the images: twin images build"]
+    assert not target.written and sorted(target.closed) == [1, 2]
+    assert sorted(peer.closed) == [1, 2]

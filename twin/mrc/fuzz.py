@@ -867,6 +867,12 @@ def _live(target: EndpointClient, peer: EndpointClient, sock: socket.socket, end
         return rep
     try:
         before = EndpointStats.from_dict(target.stats())
+        runs = {q.transport for q in before.send_qps if q.qpn in (qps.mrc, qps.dcqcn)}
+        if runs != {transport}:  # an endpoint from before per-QP transports ignores it
+            rep.errors.append(f"its QPs run {', '.join(sorted(runs)) or '?'}, not "
+                              f"{transport}: is the endpoint older than twin? rebuild the "
+                              "images: twin images build")
+            return rep
         target.write(qpn=qps.mrc, size=shape.mrc_bytes)
         target.write(qpn=qps.dcqcn, size=shape.dcqcn_bytes)
         sent: list[Hostile] = []
