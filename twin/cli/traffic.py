@@ -9,7 +9,7 @@ from rich.table import Table
 
 from twin import faults as F
 from twin import lab as L
-from twin.cli.base import emit_json, err, main, out, sigterm_as_interrupt
+from twin.cli.base import RichSteps, emit_json, err, main, out, sigterm_as_interrupt
 from twin.errors import LabError, UsageError
 from twin.mrc.cc import CCS
 from twin.units import parse_size
@@ -261,24 +261,51 @@ def stats(host, lab, prometheus, show_events, qpn, kinds, show_dataplane, show_d
 @click.option("--host", default=None, help="The endpoint to fuzz (default: the last host).")
 @click.option("--seed", type=int, default=4791, show_default=True)
 @click.option("--budget", type=float, default=3.0, show_default=True,
-              help="Seconds of sending, at most.")
+              help="Seconds of sending the plan, at most.")
 @click.option("--per-kind", type=int, default=32, show_default=True,
-              help="Random packets of each kind, at most.")
+              help="Random packets of each kind of the plan, at most.")
+@click.option("--live", "live", multiple=True, type=click.Choice(["compiled", "python"]),
+              help="Attack a sender mid-transfer on this transport (repeat for both; "
+                   "default: both).")
+@click.option("--no-live", is_flag=True, help="The plan only: no sender mid-transfer.")
 @click.option("--lab", default=None)
-def fuzz(host, seed, budget, per_kind, lab):
-    """Send a host's MRC endpoint hostile packets; a JSON report.
+def fuzz(host, seed, budget, per_kind, live, no_live, lab):
+    """Send a host's MRC endpoint hostile packets; a JSON verdict.
 
     \b
       twin fuzz --host r1h0 --seed 7
-    Truncated packets, bad ICRCs, unknown QPs, out-of-bounds RDMA addresses, PSNs
-    far outside the window, replays, ACKs for PSNs never sent and forged trimmed
-    packets (twin.mrc.fuzz),
-    from inside the host's own namespace to its NIC (nothing leaves the lab). The
-    report has the packets expected and counted per drop counter, and the `guards`
-    of every registered buffer. Needs root and a lab whose namespaces twin can enter.
+      twin fuzz --live python            the plan, then one live attack
+    Every packet goes from inside the host's own namespace to its own NIC address
+    (nothing leaves the lab), as UDP to port 4791 with a valid ICRC where the
+    packet needs one (twin.mrc.fuzz). Needs root and a lab whose namespaces twin
+    can enter; another host's endpoint helps.
+
+    \b
+    1. The plan, at an idle sending QP and a receiving QP: truncated packets, bad
+       ICRCs, unknown QPs, other rkeys, RDMA addresses outside the buffer, PSNs
+       far outside the window, replays, ACKs for PSNs never sent, probe replies
+       for no probe, malformed and random bytes, forged trimmed packets.
+    2. The live attack, once per transport (compiled core, Python reference): an
+       mrc QP (a window of 1 packet) and a single-path dcqcn QP each write 1 MiB
+       to the other host; while they are in flight, each round reads the
+       receiver's cum and sends forged SACKs naming PSNs never sent, replayed
+       NAK(TRIMMED)s and NAKs for acked PSNs, probe replies for no probe, and a
+       CNP flood. It passes if every packet is counted where it must be, both
+       writes end byte-exact and no QP fails (about half a second each).
+
+    \b
+    The report: `ok` and `problems` (one line per thing that failed); for the
+    plan, `expected` and `counted` per drop counter (twin stats --json "drops");
+    under `live`, per transport: `sent_by_kind`, `checks` (each counter, what it
+    must be and what it was: docs/endpoint-stats.md, "Hostile packets: where each
+    is counted"), `transfers` (each write's source and destination sha256:
+    `exact`), `rounds_mid_transfer`; the buffers' `guards`; `alive` (both
+    endpoints answer). Exit status 1 when not ok.
     """
     from twin import endpoints
 
+    if live and no_live:
+        raise UsageError("--live and --no-live: pick one")
     att = L.attach(lab)
     hosts = [h.name for h in att.fabric.hosts]
     if host is not None and host not in hosts:
@@ -286,8 +313,16 @@ def fuzz(host, seed, budget, per_kind, lab):
     host = host or hosts[-1]
     peer = next(h for h in hosts if h != host)
     att.require_whole([host, peer])
-    emit_json(endpoints.fuzz(att.runtime, host, peer, seed=seed, budget_s=budget,
-                             per_kind=per_kind))
+    transports = () if no_live else tuple(dict.fromkeys(live)) or ("compiled", "python")
+    steps = RichSteps()
+    try:
+        report = endpoints.fuzz(att.runtime, host, peer, seed=seed, budget_s=budget,
+                                per_kind=per_kind, live=transports, steps=steps)
+    finally:
+        steps.done()
+    emit_json(report)
+    if not report["ok"]:
+        sys.exit(1)
 
 
 def _dataplane_stats(att, node: str | None, as_json: bool) -> None:
@@ -398,7 +433,7 @@ def _stats_table(lab: str, data: dict) -> None:
                   f"{sig('ce_marked_rx', 0):,}/{sig('ecn_marks_tx', 0):,}",
                   f"{sig('trimmed_rx', 0):,}/{sig('nacks_trimmed_received', 0):,}",
                   f"{sig('ev_skips_ecn', 0):,}", str(d.bad_packets), d.datapath.split(":")[0],
-                  d.transport.split(":")[0])
+                  transport_cell(d))
     out.print(t)
 
 
@@ -417,6 +452,17 @@ def _drops_table(lab: str, data: dict) -> None:
         if not counted:
             t.add_row(h, "-", "0", "nothing dropped")
     out.print(t)
+
+
+def transport_cell(d) -> str:
+    """The endpoint's transport, and how many of its QPs run another one (a QP may ask
+    for its own: `twin fuzz` opens one of each); --json names each QP's."""
+    own = d.transport.split(":")[0]
+    others: dict[str, int] = {}
+    for q in (*d.send_qps, *d.recv_qps):
+        if q.transport and q.transport != own:
+            others[q.transport] = others.get(q.transport, 0) + 1
+    return own + "".join(f", {n} QP{'s' * (n > 1)} {name}" for name, n in sorted(others.items()))
 
 
 # -- stats --events ---------------------------------------------------------------

@@ -9,6 +9,10 @@ Two implementations of one behaviour (docs/transport-core.md):
                Where the compiled module does not load, or with
                MRC_TWIN_TRANSPORT=python.
 
+An endpoint runs one of them for its QPs; a QP may ask for the other (the `transport`
+argument of the `send_qp` and `recv_qp` control ops), so both can run side by side in
+one lab (`twin fuzz` attacks a sender of each). Each QP's stats name the one it runs.
+
 The two are held equal by tests/unit/test_transport_differential.py: the same recorded
 inputs (twin.mrc.trace) must give the same decisions, packet for packet.
 
@@ -69,12 +73,19 @@ def stale_build(module: ModuleType) -> str | None:
             f"{tree}; `make venv` rebuilds it)")
 
 
-def load_transport(asked: str | None = None) -> Transport:
-    """The transport MRC_TWIN_TRANSPORT asks for: auto (compiled where it is built and
-    current), compiled (refuse to run without it), python (the reference)."""
+def short_name(name: str) -> str:
+    """A transport's name without its why: "compiled" or "python" (what a QP reports)."""
+    return name.split(":")[0]
+
+
+def load_transport(asked: str | None = None, named: str = TRANSPORT_ENV) -> Transport:
+    """The transport `asked` for (None: what MRC_TWIN_TRANSPORT asks for): auto (compiled
+    where it is built and current), compiled (refuse to run without it), python (the
+    reference). `named` is where the choice came from, for the error: the variable, or a
+    control request's `transport` argument (a QP of its own, twin.mrc.loop)."""
     asked = asked or os.environ.get(TRANSPORT_ENV, "auto")
     if asked not in TRANSPORTS:
-        raise UsageError(f"{TRANSPORT_ENV}={asked!r}: want one of {', '.join(TRANSPORTS)}")
+        raise UsageError(f"{named}={asked!r}: want one of {', '.join(TRANSPORTS)}")
     if asked == "python":
         return REFERENCE
     why, hint = None, LOAD_HINT
@@ -90,5 +101,5 @@ def load_transport(asked: str | None = None) -> Transport:
     if why is None:
         return Transport(_fastpath.Sender, _fastpath.Receiver, "compiled")
     if asked == "compiled":
-        raise UsageError(f"{TRANSPORT_ENV}=compiled, but {why}{hint}")
+        raise UsageError(f"{named}=compiled, but {why}{hint}")
     return Transport(transport.Sender, transport.Receiver, f"python: {why}")

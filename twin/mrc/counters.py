@@ -120,7 +120,7 @@ def send_qp_stats(loop, qp) -> SendQpStats:
         target_us=sender.cfg.target_ns / 1000, ev_skips_by=dict(evs.skips_by),
         cc=sender.cfg.cc,
         signals=tuple(k for k in ("ecn", "trim") if getattr(sender.cfg, k)),
-        dcqcn=dcqcn_state(sender))
+        dcqcn=dcqcn_state(sender), transport=qp.transport)
 
 
 def dcqcn_state(sender) -> dict:
@@ -134,7 +134,7 @@ def recv_qp_stats(qp) -> RecvQpStats:
     return RecvQpStats(qp.qpn, qp.bad_rkey, qp.receiver.cum,
                        tuple(list(qp.receiver.completions)[-16:]),  # (n, imm)
                        tuple(sorted(qp.rev_evs.values())), qp.cnps_sent,
-                       **asdict(qp.receiver.stats))
+                       transport=qp.transport, **asdict(qp.receiver.stats))
 
 
 def guards(loop) -> dict:

@@ -77,7 +77,7 @@ from twin.fabric.plan import nic_address
 from twin.fabric.spec import parse_spec
 from twin.mrc import wire
 from twin.mrc.buffer import GuardedBuffer
-from twin.mrc.core import LOAD_HINT, load_transport, stale_build
+from twin.mrc.core import LOAD_HINT, Transport, load_transport, short_name, stale_build
 from twin.mrc.counters import EndpointCounters
 from twin.mrc.dcqcn import Dcqcn, NotificationPoint
 from twin.mrc.evset import EvSet
@@ -166,6 +166,7 @@ class RecvQp:
     last_data_ns: int = 0
     bad_rkey: int = 0
     cnps_sent: int = 0  # DCQCN: CNPs to the sending QP for CE-marked data
+    transport: str = "python"  # its receiver's: "compiled" or "python" (twin.mrc.core)
 
     @property
     def buffer(self) -> memoryview:
@@ -193,6 +194,7 @@ class SendQp:
     send_errors: int = 0
     probes: dict[int, int] = field(default_factory=dict)  # retired EV -> probe sent ns
     probes_sent: int = 0
+    transport: str = "python"  # its sender's: "compiled" or "python" (twin.mrc.core)
 
     @property
     def buffer(self) -> memoryview:
@@ -268,6 +270,7 @@ class PacketLoop:
         fast, self.datapath = load_datapath()
         self.core = load_transport()  # the Sender and Receiver classes QPs are built with
         self.transport = self.core.name  # "compiled", or "python: why"
+        self._cores: dict[str, Transport] = {}  # a QP's own, by name (transport_for)
         # who computes the ICRC: the compiled path's ISA-L or zlib; Python's zlib.crc32
         self.icrc = getattr(fast, "ICRC", "zlib") if fast is not None else "zlib (python)"
         self.tx_batch = self.rx_ring = None
@@ -310,24 +313,41 @@ class PacketLoop:
         self._next_qpn += 1
         return qpn
 
-    def open_recv_qp(self, size: int, seed: int | str) -> RecvQp:
-        """Register a receive buffer of `size` bytes (zeroed)."""
+    def transport_for(self, asked: str | None) -> Transport:
+        """The transport a QP is built with: the endpoint's own (asked None), or the one
+        asked for by name ("compiled", "python"), loaded once. UsageError where the
+        compiled core is asked for and not built: the request's error reply."""
+        if asked is None:
+            return self.core
+        core = self._cores.get(asked)
+        if core is None:
+            core = self._cores[asked] = load_transport(asked, named="transport")
+        return core
+
+    def open_recv_qp(self, size: int, seed: int | str, transport: str | None = None
+                     ) -> RecvQp:
+        """Register a receive buffer of `size` bytes (zeroed), its receiver of the
+        `transport` asked for (None: the endpoint's)."""
+        core = self.transport_for(transport)  # before anything is registered
         mem = GuardedBuffer(size)
         qpn = self._qpn()
         rng = random.Random(f"{self.host}/recv/{qpn}/{seed}")
         rkey = rng.getrandbits(32)
-        qp = RecvQp(qpn, rkey, mem, mem.view, None, rng)
+        qp = RecvQp(qpn, rkey, mem, mem.view, None, rng, transport=short_name(core.name))
         # the compiled Receiver copies payloads into the buffer itself; the reference
         # calls a placer per packet
-        place = qp.buf if self.core.compiled else _placer(qp.buf)
-        qp.receiver = self.core.receiver(place, port_state=lambda: self.port_bitmap)
+        place = qp.buf if core.compiled else _placer(qp.buf)
+        qp.receiver = core.receiver(place, port_state=lambda: self.port_bitmap)
         self.recv_qps[qpn] = qp
         return qp
 
     def open_send_qp(self, peer, mode: str, size: int, peer_qpn: int, rkey: int,
-                     n_evs: int, seed: int | str, tunables: dict) -> SendQp:
+                     n_evs: int, seed: int | str, tunables: dict,
+                     transport: str | None = None) -> SendQp:
         """A sending QP to `peer` (a host node), its source buffer filled from `seed`;
-        `tunables` override SenderConfig fields."""
+        `tunables` override SenderConfig fields; its sender of the `transport` asked for
+        (None: the endpoint's)."""
+        core = self.transport_for(transport)  # before anything is registered
         planes = list(self.fabric.nic_planes)  # every NIC has ports on the same planes
         # Payload per packet: 4096, or less where the fabric's MTU cannot carry it;
         # the delay target from the slowest link a packet crosses.
@@ -347,11 +367,11 @@ class PacketLoop:
         qpn = self._qpn()
         evs = EvSet(planes, self.fabric.spec.t1_per_plane, size=n_evs,
                     seed=f"{self.host}/send/{qpn}/{seed}", cross_rack=peer.rack != self.me.rack)
-        sender = self.core.sender(evs, 0, cfg)
+        sender = core.sender(evs, 0, cfg)
         t = now_ns()
         sender.set_local_ports(self.port_bitmap, t)
         qp = SendQp(qpn, peer.name, str(nic_address(self.fabric, peer)), peer_qpn, rkey, mem,
-                    mem.view, sender, mode, started_ns=t)
+                    mem.view, sender, mode, started_ns=t, transport=short_name(core.name))
         self.send_qps[qpn] = qp
         if sender.pacer is not None and sender.single_ev is not None:
             self._paced[qpn] = qp

@@ -23,15 +23,15 @@ Numbers pass through as the endpoint computed them. A QP that never wrote has th
 integer 0 as its `elapsed_s`, and a fresh window is the integer 16. Parsing never
 coerces, so a reply re-serialised is byte for byte the reply received. `from_dict`
 reads the keys it knows and ignores any others, such as the control reply's `id`.
-A missing key raises KeyError, except the keys added after the first schema (the
-drop counters: `drops`, `acks_unsent`, `out_of_window`; `ev_skips_total`,
-`dead_paths_total`; the congestion signals' counters: `ecn_marks` .. `window_decreases`;
-the hostile-input counters: `sack_bits_unsent` .. `lost_trim`, and the drops from
-`sack_bits_unsent` on,
-`ce_marked`, `trimmed`, `nacks_trimmed`, `ev_skips_by`, `cc`), which read as 0 (or
-empty), and the per-plane totals
-(`tx_bytes_per_plane`, `rx_bytes_per_plane`), which read as empty: a lab kept up
-across an upgrade of twin has endpoints that do not send them yet.
+A missing key raises KeyError, except the keys added after the first schema, which
+read as 0 (or empty): the drop counters (`drops`, `acks_unsent`, `out_of_window`),
+`ev_skips_total`, `dead_paths_total`, the congestion signals' counters (`ecn_marks` ..
+`window_decreases`), the hostile-input counters (`sack_bits_unsent` .. `lost_trim`, and
+the drops from `sack_bits_unsent` on), `ce_marked`, `trimmed`, `nacks_trimmed`,
+`ev_skips_by`, `cc`, and the per-plane totals (`tx_bytes_per_plane`,
+`rx_bytes_per_plane`); a QP's `transport` reads as the endpoint's (within an
+EndpointStats; a lone SendQpStats, a `wait` reply, reads as ""). A lab kept up across an
+upgrade of twin has endpoints that do not send them yet.
 
 Only the standard library: the endpoint imports this inside a host's namespace.
 """
@@ -157,6 +157,7 @@ class SendQpStats:
     # line_rate_bps, cnps_received, rate_cuts, min_rate_bps, increases; and paced_polls),
     # or for another cc {"cnps_ignored": n}
     dcqcn: Mapping[str, Any] | None = None
+    transport: str = ""  # its sender's: compiled or python (twin.mrc.core)
 
     def to_dict(self) -> dict[str, Any]:
         return {"qpn": self.qpn, "peer": self.peer, "mode": self.mode, "idle": self.idle,
@@ -177,10 +178,12 @@ class SendQpStats:
                 "dead_paths_total": self.dead_paths_total, "target_us": self.target_us,
                 "ev_skips_by": dict(self.ev_skips_by), "cc": self.cc,
                 "signals": list(self.signals),
-                "dcqcn": None if self.dcqcn is None else dict(self.dcqcn)}
+                "dcqcn": None if self.dcqcn is None else dict(self.dcqcn),
+                "transport": self.transport}
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> SendQpStats:
+    def from_dict(cls, d: Mapping[str, Any], transport: str = "") -> SendQpStats:
+        """`transport`: what an endpoint that does not name each QP's runs (its own)."""
         return cls(
             d["qpn"], d["peer"], d["mode"], d["idle"], d["mtu"], d["failed"], d["elapsed_s"],
             d["goodput_gbps"], SenderCounters.from_dict(d["sender"]), d["window"],
@@ -192,7 +195,7 @@ class SendQpStats:
             d["events_logged"], d["single_path"], d.get("ev_skips_total", 0),
             d.get("dead_paths_total", 0), d.get("target_us", 0.0),
             dict(d.get("ev_skips_by", {})), d.get("cc", ""), tuple(d.get("signals", ())),
-            d.get("dcqcn"))
+            d.get("dcqcn"), d.get("transport", transport))
 
 
 @dataclass(frozen=True)
@@ -206,6 +209,9 @@ class RecvQpStats:
     completed: tuple[tuple[int, int], ...]  # the latest WRITE_IMM completions: (n, imm)
     reverse_evs: tuple[int, ...]  # the EVs its ACKs go back on, one per path, ascending
     cnps_sent: int  # DCQCN CNPs sent to the sending QP (CE-marked data arrived)
+    # its receiver's: compiled or python (twin.mrc.core); keyword-only, so the receiver's
+    # counters stay the last fields, as transport.ReceiverStats has them
+    transport: str = field(default="", kw_only=True)
     packets: int  # new data packets placed (duplicates not counted)
     bytes: int  # payload bytes placed
     duplicates: int  # data packets that had arrived before, dropped
@@ -226,16 +232,18 @@ class RecvQpStats:
                 "out_of_order": self.out_of_order, "acks": self.acks, "nacks": self.nacks,
                 "completions": self.completions, "out_of_window": self.out_of_window,
                 "cnps_sent": self.cnps_sent, "ce_marked": self.ce_marked,
-                "trimmed": self.trimmed, "nacks_trimmed": self.nacks_trimmed}
+                "trimmed": self.trimmed, "nacks_trimmed": self.nacks_trimmed,
+                "transport": self.transport}
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> RecvQpStats:
+    def from_dict(cls, d: Mapping[str, Any], transport: str = "") -> RecvQpStats:
+        """`transport`: what an endpoint that does not name each QP's runs (its own)."""
         return cls(d["qpn"], d["bad_rkey"], d["cum"],
                    tuple((n, imm) for n, imm in d["completed"]), tuple(d["reverse_evs"]),
                    d.get("cnps_sent", 0), d["packets"], d["bytes"], d["duplicates"],
                    d["out_of_order"], d["acks"], d["nacks"], d["completions"],
                    d.get("out_of_window", 0), d.get("ce_marked", 0), d.get("trimmed", 0),
-                   d.get("nacks_trimmed", 0))
+                   d.get("nacks_trimmed", 0), transport=d.get("transport", transport))
 
 
 @dataclass(frozen=True)
@@ -358,10 +366,12 @@ class EndpointStats:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> EndpointStats:
+        # a QP of an endpoint from before per-QP transports runs the endpoint's
+        own = d.get("transport", "python").split(":")[0]
         return cls(d["host"], d["ports"], d["bad_packets"], d["unknown_qp"],
                    EndpointTotals.from_dict(d["totals"]),
-                   tuple(SendQpStats.from_dict(q) for q in d["send_qps"]),
-                   tuple(RecvQpStats.from_dict(q) for q in d["recv_qps"]),
+                   tuple(SendQpStats.from_dict(q, own) for q in d["send_qps"]),
+                   tuple(RecvQpStats.from_dict(q, own) for q in d["recv_qps"]),
                    EndpointDrops.from_dict(d.get("drops") or EndpointDrops.NONE),
                    d.get("datapath", "python"), d.get("transport", "python"))
 
