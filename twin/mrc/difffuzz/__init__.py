@@ -46,10 +46,11 @@ from twin.mrc.difffuzz.judge import (
     KINDS,
     REFERENCE,
     SIDES,
+    BufferedReceiver,
     Finding,
     Impl,
     compiled_impls,
-    judge,
+    judge_case,
     judge_trace,
     order_bound,
 )
@@ -62,7 +63,7 @@ from twin.mrc.difffuzz.runner import (
     shrink,
 )
 
-__all__ = ["FUZZ_TRACES", "KINDS", "MOVES", "REFERENCE", "SIDES", "CaseSpec", "Finding",
-           "FuzzCase", "FuzzReport", "Impl", "Move", "check_trace", "compiled_impls", "fuzz",
-           "judge", "judge_trace", "make_case", "order_bound", "plan_case", "save_finding",
-           "select_moves", "shrink"]
+__all__ = ["FUZZ_TRACES", "KINDS", "MOVES", "REFERENCE", "SIDES", "BufferedReceiver",
+           "CaseSpec", "Finding", "FuzzCase", "FuzzReport", "Impl", "Move", "check_trace",
+           "compiled_impls", "fuzz", "judge_case", "judge_trace", "make_case", "order_bound",
+           "plan_case", "save_finding", "select_moves", "shrink"]

@@ -64,7 +64,7 @@ class Impl:
     factory: Callable
 
 
-class _BufferedReceiver:
+class BufferedReceiver:
     """A compiled Receiver that copies payloads into a buffer itself (as the endpoint
     runs it), seen by trace.replay as placing through place(): after each packet it
     places, what landed in the buffer is reported, so a wrong copy is a divergence."""
@@ -100,7 +100,7 @@ def compiled_impls() -> list[Impl]:
     return [Impl("_fastpath.Sender", "sender", _fastpath.Sender),
             Impl("_fastpath.Receiver", "receiver", rx),
             Impl("_fastpath.Receiver(buffer)", "receiver",
-                 lambda place, **kw: _BufferedReceiver(rx, place, **kw))]
+                 lambda place, **kw: BufferedReceiver(rx, place, **kw))]
 
 
 SIDES = ("sender", "receiver")
@@ -234,7 +234,7 @@ def judge_trace(t: trace.Trace, impls: Iterable[Impl], seed: int = -1,
     return out
 
 
-def judge(case: FuzzCase, impls: Iterable[Impl]) -> list[Finding]:
+def judge_case(case: FuzzCase, impls: Iterable[Impl]) -> list[Finding]:
     """Both traces of a case, in this process (see judge_trace)."""
     impls = list(impls)
     return [f for t in (case.sender, case.receiver)

@@ -147,7 +147,7 @@ def _isolated(t: trace.Trace, impl: Impl, ref: Replayed, seed: int, index: int,
 
 
 def shrink(t: trace.Trace, fails: Callable[[trace.Trace], bool], call: int = -1,
-           seconds: float = 30.0, checks: int = 80) -> trace.Trace:
+           seconds: float = 30.0, checks: int = 300) -> trace.Trace:
     """A smaller trace that still `fails`: the calls after `call` cut, then chunks of
     calls removed while it still fails (a few dozen checks, a few seconds, at most).
     Removing calls keeps every one well-formed and `now` never going back."""
@@ -180,8 +180,9 @@ def save_finding(t: trace.Trace, f: Finding, out: Path, calls_found: int) -> Pat
     first = f.detail.splitlines()[0] if f.detail else ""
     saved = dataclasses.replace(
         t, name=name, decisions=None,
-        about=f"{f.kind} in {f.impl}: python -m twin.mrc.difffuzz --seed {f.seed} "
-              f"--case {f.index} ({calls_found} calls, shrunk to {len(t.calls)}): {first}",
+        about=f"{f.kind} in {f.impl}, found by python -m twin.mrc.difffuzz --seed {f.seed} "
+              f"--case {f.index} at call {f.call} of {calls_found} (kept: {len(t.calls)} "
+              f"calls that still show it): {first}",
         facts={"seed": f.seed, "index": f.index, "side": f.side, "impl": f.impl,
                "kind": f.kind, "call": f.call, "op": f.op, "detail": f.detail[:4000],
                "calls_found": calls_found})
