@@ -106,7 +106,8 @@ def _isolated(t: trace.Trace, impl: Impl, ref: Replayed, seed: int, index: int,
             code = 70
             try:
                 os.close(read_fd)
-                os.dup2(err.fileno(), 2)
+                os.dup2(err.fileno(), 2)  # what a sanitizer prints goes to fd 2
+                sys.stderr = open(2, "w", closefd=False)  # not a test runner's capture
                 faulthandler.enable(sys.stderr)
                 found = judge_impl(t, impl, ref, seed, index,
                                    lambda i: _PROGRESS.pack_into(shared, 0, i))
@@ -210,7 +211,8 @@ def fuzz(seed: int, seconds: float, *, first: int = 0, cases: int | None = None,
          on_case: Callable[[FuzzCase, list[Finding]], None] | None = None) -> FuzzReport:
     """Cases first, first + 1, ... of `seed` (at most `cases`), their `sides` traces each
     judged in child processes, until `seconds` pass or `max_findings` distinct findings
-    are in. A finding's trace is shrunk and saved in `out` (None: not saved)."""
+    are in. A finding's trace is shrunk (for `shrink_s` at most, and no longer than the
+    run has left) and saved in `out` (None: not saved)."""
     impls = impls if impls is not None else compiled_impls()
     report = FuzzReport(seed, first)
     start = time.monotonic()
@@ -236,7 +238,8 @@ def fuzz(seed: int, seconds: float, *, first: int = 0, cases: int | None = None,
                 report.findings.append(f)
                 if out is not None and t.name not in saved:  # one file per trace
                     saved.add(t.name)
-                    small = shrink(t, _still(f, impls), f.call, shrink_s)
+                    left = seconds - (time.monotonic() - start)  # the run's time bounds it
+                    small = shrink(t, _still(f, impls), f.call, max(2.0, min(shrink_s, left)))
                     report.saved.append(save_finding(small, f, out, len(t.calls)))
         if on_case is not None:
             on_case(case, found)
