@@ -153,6 +153,19 @@ def test_an_unknown_move_is_refused_with_the_valid_names():
     assert A.select_moves(only=["deny"]) == ("deny",)
 
 
+def test_the_command_line_lists_moves_refuses_bad_ones_and_runs_a_case(capsys):
+    from twin.mrc.difffuzz.__main__ import main
+
+    assert main(["--list-moves"]) == 0
+    assert "trim_storm" in capsys.readouterr().out
+    assert main(["--without", "nope"]) == 2
+    assert "unknown move(s) nope" in capsys.readouterr().err
+    _impls()
+    assert main(["--seed", "1", "--case", "4", "--no-save", "--only", "deny,probe"]) == 0
+    out = capsys.readouterr().out
+    assert "1 cases" in out and "0 distinct finding(s)" in out
+
+
 # -- a short run --------------------------------------------------------------------------
 
 

@@ -37,6 +37,9 @@ KINDS = {
 
 @dataclass(frozen=True)
 class Finding:
+    """One thing judging found: in one implementation, on one trace of case (seed,
+    index) (-1, -1: a trace from a file)."""
+
     seed: int
     index: int
     side: str  # "sender" or "receiver": which trace of the case
@@ -47,7 +50,7 @@ class Finding:
     detail: str
 
     def signature(self) -> tuple[str, str, str, str]:
-        """What makes two findings the same: side, implementation, kind, call."""
+        """What makes two findings the same: side, implementation, kind, the call's op."""
         return self.side, self.impl, self.kind, self.op
 
     def headline(self) -> str:
