@@ -51,10 +51,14 @@ deps:
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
 	fi
 
-# setup.py builds the endpoint's compiled data path (twin/mrc/_fastpath.c) with gcc
-$(STAMP): pyproject.toml setup.py twin/mrc/_fastpath.c
+# setup.py builds the endpoint's compiled data path and transport core (every twin/mrc/*.c
+# and *.h; build_hash.py says which, and hashes them into the module) with gcc. The old
+# module goes first: the build is optional, and one that fails must not leave it behind
+# as if it were current (an endpoint would find it stale: twin.mrc.core.stale_build).
+$(STAMP): pyproject.toml setup.py twin/mrc/build_hash.py $(wildcard twin/mrc/*.c twin/mrc/*.h)
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
+	rm -f twin/mrc/_fastpath.*.so
 	$(BIN)/pip install -q -e '.[dev]'
 	@touch $@
 

@@ -17,6 +17,8 @@ The cases, each one call of BPF_PROG_TEST_RUN (repeat 1) on a fresh copy of the 
     queue, marks CE    a port at 1 bit/s with the queue past ecn.max: ECT(0) -> CE
     queue, RED draw    the queue between ecn.min and ecn.max: a bpf_get_prandom_u32 draw
     queue, trims       the queue past trim: cut to 130 bytes, lengths and DSCP rewritten
+    queue, ACK whole   the queue past trim, an ACK (142 bytes, the endpoint's encoder): its
+                       opcode read, admitted whole
     queue, drops       the queue past the hard limit
     decap              the ebpf decap program (RFC 6040's copy inward folded in), outer CE
     ecn_in             seg6local's RFC 6040 program on a host port, outer CE
@@ -43,6 +45,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from twin.mrc import wire  # noqa: E402
 from twin.node import ebpf  # noqa: E402
 from twin.node.ebpf import asm, bpf, programs  # noqa: E402
 
@@ -74,6 +77,15 @@ def mrc_frame(da: str, outer_tc: int, payload: int = 2048) -> bytes:
     return bytes(6) + bytes(5) + b"\x01" + b"\x86\xdd" + outer
 
 
+def ack_frame(da: str) -> bytes:
+    """An ACK as the endpoint sends it (a Framer on the reverse EV), with Ethernet."""
+    sack = wire.Sack(cum=41, bitmap=0b1011, ev=0x1234, tries=0)
+    body = wire.encode_ack(0x11, 42, 41, sack)
+    nic, peer = "fd00:4d52:43:1::1", "fd00:4d52:43::1"
+    return bytes(6) + bytes(5) + b"\x01" + b"\x86\xdd" \
+        + wire.Framer(nic, da, nic, peer, 0x1234).frame(body)
+
+
 def set_depth(ports: int, depth: int) -> None:
     busy = time.monotonic_ns() + depth * 8 * 10**9  # at 1 bit/s
     bpf.update(ports, SLOT, struct.pack(f"={len(programs.PORT_FIELDS)}Q", busy,
@@ -100,6 +112,8 @@ def load_all(counters: int, ports: int) -> dict[str, tuple[int, bytes, object]]:
     }
     for name, depth in DEPTH.items():
         cases[name] = (slow, carrier, lambda d=depth: set_depth(ports, d))
+    cases["queue, ACK whole"] = (slow, ack_frame("fcbb:bb00:100:200:1100::"),
+                                 lambda: set_depth(ports, 70_000))
     cases["decap"] = (ebpf.load("decap", PORT_SID, counters, SLOT, ports)[0], to_port, None)
     cases["ecn_in"] = (ebpf.load("ecn", PORT_SID, counters, SLOT, ports)[0], to_port, None)
     return cases
@@ -129,6 +143,7 @@ def check(cases: dict, ports: int) -> None:
     assert run("queue, empty").data_out == cases["queue, empty"][1]
     assert run("queue, marks CE").data_out[15] >> 4 & 3 == CE
     assert len(run("queue, trims").data_out) == programs.TRIM_FRAME_LEN
+    assert run("queue, ACK whole").data_out == cases["queue, ACK whole"][1]
     assert run("queue, drops").retval == programs.TC_ACT_SHOT
     assert len(run("decap").data_out) == len(cases["decap"][1]) - 40
 

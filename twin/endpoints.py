@@ -142,11 +142,27 @@ def liveness(rt, node: str, timeout: float = 1.0) -> dict | None:
 
 def fuzz(rt, host: str, peer: str, **kw) -> dict:
     """twin.mrc.fuzz.run against `host`'s endpoint, `peer`'s helping (keywords: seed,
-    budget_s, per_kind, settle_s): the packets go from inside `host`'s namespace."""
+    budget_s, per_kind, settle_s, live, shape, steps): the packets go from inside
+    `host`'s namespace."""
     from twin.mrc import fuzz as mrc_fuzz  # 35 ms of imports every command would pay
 
     with client(rt, host) as target, client(rt, peer) as helper:
-        return mrc_fuzz.run(target, helper, rt.netns_path(host), **kw)
+        report = mrc_fuzz.run(target, helper, rt.netns_path(host), **kw)
+    # an endpoint the attack ended: its log's last line (a traceback's) names the fault
+    for i, line in enumerate(report["problems"]):
+        h = line.split(":", 1)[0]
+        if report["alive"].get(h) is False and line.endswith("no longer answers hello"):
+            last = _last_words(Path(control_path(rt, h)).with_name("endpoint.log"))
+            report["problems"][i] = f"{line}; its log says: {last[:200]}"
+    return report
+
+
+def _last_words(log: Path, lines: int = 40) -> str:
+    """What ended an endpoint, from its log's last lines: the last that names an error
+    (a traceback's last line, "Fatal Python error: Segmentation fault"), else the last."""
+    tail = log_tail(log, lines).split("\n")
+    said = [t.strip() for t in tail if "Error" in t or "error:" in t]
+    return said[-1] if said else tail[-1].strip()
 
 
 def _not_running(rt, host: str, path: str) -> str:

@@ -121,7 +121,9 @@ SPECS = [
     TraceSpec("spray_static", "spray-static under 1% loss: resends, no retirements",
               384 * KIB, fabric(seed=14, loss=0.01), config=MTU,
               run={"mode": "spray-static"}),
-    TraceSpec("dcqcn_cnp", "RoCE with DCQCN on a slower, marking link: CNPs cut the rate",
+    TraceSpec("dcqcn_cnp", "RoCE with DCQCN on a slower, marking link: CNPs cut the rate "
+              "(its NP sends every 50 µs, the unscaled N: those sooner than half the "
+              "sender's N are limited)",
               96 * KIB, fabric(seed=15, mark_bytes=4 * KIB, **{**RATED, "rate_bps": 300_000_000}),
               config={**MTU, "cc": "dcqcn", "line_rate_bps": 1_000_000_000},
               run={"mode": "single-path", "cnp_ns": 50_000}),

@@ -166,6 +166,38 @@ def test_un_passes_other_traffic_untouched(un, counters, packet):
     assert counts(counters) == {}
 
 
+def srh(segments: list[str], segments_left: int) -> bytes:
+    """A Segment Routing Header (RFC 8754, routing type 4) before INNER: next header 41,
+    the segment list as given (reduced: the active segment is the DA)."""
+    return struct.pack("!BBBBBBH", 41, 2 * len(segments), 4, segments_left,
+                       len(segments) - 1, 0, 0) \
+        + b"".join(ipaddress.IPv6Address(s).packed for s in segments) + INNER
+
+
+def srh_carrier(da: str, segments_left: int = 1) -> bytes:
+    return frame(ipv6("fd00::1", da, 43, srh(["fcbb:bb00:200:1100::"], segments_left),
+                      flow_label=0xABCDE))
+
+
+def test_un_shifts_a_carrier_with_an_srh_without_reading_it(un, counters):
+    """uN reads the DA only: with a next uSID it shifts, and the SRH stays as it was.
+    So does the kernel's End with next-csid (end_next_csid_core: the SRH is looked at
+    only at the end of the carrier)."""
+    run = bpf.test_run(un, srh_carrier("fcbb:bb00:100:300::"))
+    assert run.retval == TC_ACT_OK
+    assert run.data_out == srh_carrier("fcbb:bb00:300::")
+    assert counts(counters) == {"shifted": 1}
+
+
+def test_un_drops_the_end_of_a_carrier_even_with_segments_left(un, counters):
+    """At the end of the carrier the kernel's End would take the SRH's next segment
+    (segments left 1 -> 0, DA = fcbb:bb00:200:1100::); uN does no SRH processing and
+    drops, as it does without an SRH. MRC never sends one (docs/ebpf.md)."""
+    run = bpf.test_run(un, srh_carrier("fcbb:bb00:100::", segments_left=1))
+    assert run.retval == TC_ACT_SHOT
+    assert counts(counters) == {"drop_end_of_carrier": 1}
+
+
 @pytest.mark.parametrize("version", [4, 0, 15])
 def test_un_drops_malformed_ipv6(un, counters, version):
     # a test run refuses an IPv6 frame shorter than 14 + 40 bytes (EINVAL),

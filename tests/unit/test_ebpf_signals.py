@@ -10,8 +10,12 @@ clock a few microseconds later, which leaves the depth the program sees one byte
 short at most: no threshold is within a byte of a depth used here).
 
 Expected packets are built here with struct, from the lengths written out in the
-tests, never with the code under test. A test run takes at most a page minus the
-skb's head and tail room, so the "big" MRC packets here carry 2 KiB, not 4.
+tests, never with the code under test. What a queue does past `trim` with MRC's own
+frames is checked on the frames the endpoint sends, made by its encoder
+(twin.mrc.wire, as twin/mrc/loop.py frames them), and judged by what the receiving
+host makes of them: its port's decap program, then the endpoint's decoder, ICRC and
+all. A test run takes at most a page minus the skb's head and tail room, so the "big"
+MRC packets here carry 2 KiB, not 4.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import time
 import pytest
 
 from tests.helpers import bpf_refused
+from twin.mrc import wire
 from twin.node import ebpf
 from twin.node.ebpf import bpf, programs
 
@@ -223,12 +228,231 @@ def test_a_non_mrc_packet_over_trim_is_dropped(queue, ports, packet):
     assert port(ports)["dropped"] == 1
 
 
-def test_a_short_mrc_packet_over_trim_passes_below_the_drop_limit(queue, ports):
-    ack = mrc(0)[:14 + 40 + 40 + 8 + 12] + b"ACKS"  # 118 bytes, shorter than a trim
-    set_depth(ports, 70_000)
-    run = bpf.test_run(queue, ack)
-    assert run.retval == TC_ACT_OK and len(run.data_out) == len(ack)
+# --- past trim, MRC's real frames: data is trimmed, control passes whole ------------
+
+NIC_A, NIC_B = "fd00:4d52:43::1", "fd00:4d52:43:1::1"  # the sending and receiving NIC
+LAST_HOP = "fcbb:bb00:1100::"  # a path at its last switch: the receiving port's SID
+EV, QP, RKEY = 0x8123_4567, 0x000011, 0x1234
+SACK = wire.Sack(cum=41, bitmap=0b1011, ev=EV, tries=2,
+                 congestion=wire.CONGESTION_ECHO_CE | 3, port_state=0xFE)
+CONTROL = {
+    "ack": wire.Ack(QP, 42, 41, SACK),
+    "nak-seq": wire.Nack(QP, 41, 41, wire.NAK_PSN_SEQUENCE_ERROR, SACK),
+    "nak-trimmed": wire.Nack(QP, 44, 41, wire.NAK_TRIMMED, SACK),
+    "probe": wire.Probe(QP, EV, 7, 1_234_567_890, 0x4321_0003, 0xFF),
+    "probe-reply": wire.Probe(QP, EV, 7, 1_234_567_890, 0x4321_0003, 0xFF).as_reply(),
+    "cnp": wire.Cnp(QP),
+}
+# depths, with the thresholds of Q: 60,000 trim, 80,000 drop
+BELOW_TRIM, PAST_TRIM, OVER_DROP = 10_000, 70_000, 79_950
+
+
+def ethernet(packet: bytes) -> bytes:
+    return DST_MAC + SRC_MAC + b"\x86\xdd" + packet
+
+
+def control(name: str) -> bytes:
+    """A control frame as the endpoint sends it (loop.py `_send_sack`: the reverse EV's
+    Framer), with the Ethernet header its port adds."""
+    return ethernet(wire.Framer(NIC_B, LAST_HOP, NIC_B, NIC_A, EV).frame(CONTROL[name].encode()))
+
+
+def data(n: int, imm: int | None = None) -> bytes:
+    """An MRC data frame of n payload bytes as the sender builds it (a DataTemplate)."""
+    template = wire.DataTemplate(NIC_A, LAST_HOP, NIC_A, NIC_B, EV, QP, RKEY)
+    return ethernet(template.build(0x42, 0x10_0000, bytes(range(256)) * (n // 256)
+                                   + bytes(n % 256), tries=1, imm=imm))
+
+
+@pytest.fixture
+def receiver():
+    """The receiving host's port: its decap program, with maps of its own."""
+    counters, ports = ebpf.counters_map(None), ebpf.ports_map([], 8)
+    fd, _ = ebpf.load("decap", PORT_SID, counters, SLOT, ports)
+    yield fd
+    for each in (fd, counters, ports):
+        os.close(each)
+
+
+def arrived(receiver: int, frame: bytes) -> bytes:
+    """The frame as the receiving host's port leaves it: decapsulated (the outer trim
+    DSCP and CE copied inward, RFC 6040)."""
+    run = bpf.test_run(receiver, frame)
+    assert run.retval == TC_ACT_OK and len(run.data_out) == len(frame) - 40
+    return run.data_out
+
+
+def decoded(receiver: int, frame: bytes) -> wire.Packet:
+    """What the endpoint makes of a frame the queue let through: decapsulated, then
+    decoded from what its socket reports (the inner addresses, UDP source port and flow
+    info), the ICRC checked unless it is a trimmed data packet."""
+    inner = arrived(receiver, frame)[14:]
+    word0, _, _, _, src, dst = wire.IP6.unpack_from(inner)
+    sport = wire.UDP.unpack_from(inner, wire.IP6.size)[0]
+    return wire.decode(inner[wire.HEADROOM - wire.IP6.size:], src, dst, sport,
+                       word0 & 0x0FFFFFFF)
+
+
+@pytest.mark.parametrize("depth", [BELOW_TRIM, PAST_TRIM], ids=["below-trim", "past-trim"])
+@pytest.mark.parametrize("name", CONTROL)
+def test_a_control_frame_passes_whole_up_to_drop(queue, ports, receiver, name, depth):
+    """ACK, NAK, probes and CNP are longer than a trim: cut to 130 bytes they would lose
+    their ICRC, and the signals they carry back would be lost with them."""
+    frame = control(name)
+    assert len(frame) > programs.TRIM_FRAME_LEN  # 142 bytes, a CNP 134
+    set_depth(ports, depth)
+    run = bpf.test_run(queue, frame)
+    assert run.retval == TC_ACT_OK and run.data_out == frame  # Not-ECT: never marked
+    assert decoded(receiver, run.data_out) == CONTROL[name]
+    got = port(ports)
+    assert "trimmed" not in got and "dropped" not in got
+    assert depth + len(frame) - 1 <= got["queue_bytes"] <= depth + len(frame)
+
+
+@pytest.mark.parametrize("name", CONTROL)
+def test_a_control_frame_over_drop_is_dropped(queue, ports, name):
+    set_depth(ports, OVER_DROP)
+    assert bpf.test_run(queue, control(name)).retval == TC_ACT_SHOT
+    got = port(ports)
+    assert got["dropped"] == 1 and "trimmed" not in got
+
+
+DATA = [(0, None), (64, None), (1000, None), (2048, None), (0, 7), (1000, 7), (2048, 7)]
+DATA_IDS = [f"write{'-imm' if imm is not None else ''}-{n}" for n, imm in DATA]
+
+
+@pytest.mark.parametrize("n, imm", DATA, ids=DATA_IDS)
+def test_a_data_frame_below_trim_passes_whole(queue, ports, receiver, n, imm):
+    frame = data(n, imm)
+    set_depth(ports, BELOW_TRIM)
+    run = bpf.test_run(queue, frame)
+    assert run.retval == TC_ACT_OK and run.data_out == frame
+    got = decoded(receiver, run.data_out)
+    assert isinstance(got, wire.DataPacket) and (got.psn, got.imm) == (0x42, imm)
+    assert bytes(got.payload) == frame[-4 - n:-4]
+
+
+@pytest.mark.parametrize("n, imm", DATA, ids=DATA_IDS)
+def test_a_data_frame_past_trim_is_trimmed_to_its_headers(queue, ports, receiver, n, imm):
+    frame = data(n, imm)
+    set_depth(ports, PAST_TRIM)  # past ecn_max too: the trimmed header is also CE
+    run = bpf.test_run(queue, frame)
+    assert run.retval == TC_ACT_OK and len(run.data_out) == programs.TRIM_FRAME_LEN == 130
+    assert dscp(run.data_out) == wire.TRIM_DSCP and ecn(run.data_out) == CE
+    # the receiving host sees what wire.trim says a trimming switch leaves
+    assert arrived(receiver, run.data_out)[14:] == wire.trim(frame[14:], ecn=CE)[40:]
+    opcode = wire.RDMA_WRITE_ONLY if imm is None else wire.RDMA_WRITE_ONLY_WITH_IMMEDIATE
+    assert decoded(receiver, run.data_out) == wire.Trimmed(
+        QP, 0x42, 0x10_0000, RKEY, n, EV, 1, opcode, wire.TRIM_DSCP << 2 | CE)
+    got = port(ports)
+    assert got["trimmed"] == 1 and "dropped" not in got
+    assert PAST_TRIM + 129 <= got["queue_bytes"] <= PAST_TRIM + 130  # in at its new size
+
+
+def test_a_data_frame_over_drop_is_dropped(queue, ports):
+    set_depth(ports, OVER_DROP)
+    assert bpf.test_run(queue, data(1000)).retval == TC_ACT_SHOT
+    got = port(ports)
+    assert got["dropped"] == 1 and "trimmed" not in got
+
+
+def test_a_data_frame_trimmed_upstream_passes_as_it_is(queue, ports, receiver):
+    """A data frame no longer than a trim (one an earlier switch trimmed) is not cut
+    again, and not counted again."""
+    frame = ethernet(wire.trim(data(1000)[14:]))
+    set_depth(ports, PAST_TRIM)
+    run = bpf.test_run(queue, frame)
+    assert run.retval == TC_ACT_OK and len(run.data_out) == len(frame) == 130
+    assert isinstance(decoded(receiver, run.data_out), wire.Trimmed)
     assert "trimmed" not in port(ports)
+
+
+@pytest.mark.parametrize("opcode", range(0x04, 0x0E), ids=lambda op: f"{op:#04x}")
+def test_only_the_rc_write_opcodes_are_trimmed(queue, ports, opcode):
+    """RC RDMA WRITE FIRST .. ONLY with Immediate (0x06 .. 0x0B) are RoCE data, as a
+    standard RoCEv2 sender sends them (MRC uses ONLY and ONLY with Immediate); the
+    opcodes on either side (SEND, RDMA READ request) pass whole. A 1,000-byte body
+    after the BTH, framed by the endpoint's encoder, ICRC included."""
+    body = wire.BTH.pack(opcode, 0, wire.PKEY, QP, 0x42) + bytes(1000)
+    frame = ethernet(wire.Framer(NIC_A, LAST_HOP, NIC_A, NIC_B, EV, wire.ECT0).frame(body))
+    set_depth(ports, PAST_TRIM)
+    run = bpf.test_run(queue, frame)
+    assert run.retval == TC_ACT_OK
+    if 0x06 <= opcode <= 0x0B:
+        assert len(run.data_out) == 130 and run.data_out[102] == opcode
+        assert port(ports)["trimmed"] == 1
+    else:
+        assert len(run.data_out) == len(frame) and "trimmed" not in port(ports)
+
+
+# --- past trim, ICMPv6 neighbour discovery passes whole -----------------------------
+
+ROUTER, NEIGHBOUR = "fe80::100", "fe80::200"
+SOLICITED = "ff02::1:ff00:200"  # NEIGHBOUR's solicited-node multicast group
+
+
+def icmpv6_checksum(src: str, dst: str, message: bytes) -> int:
+    """RFC 4443 2.3: the ones' complement sum over the pseudo-header (RFC 8200 8.1) and
+    the message."""
+    data = ipaddress.IPv6Address(src).packed + ipaddress.IPv6Address(dst).packed \
+        + struct.pack("!I3xB", len(message), 58) + message
+    data += bytes(len(data) % 2)
+    total = sum(struct.unpack(f"!{len(data) // 2}H", data))
+    while total >> 16:
+        total = (total & 0xFFFF) + (total >> 16)
+    return ~total & 0xFFFF
+
+
+def neighbour_solicitation(hop_limit: int = 255, icmp_type: int = 135) -> bytes:
+    """A switch asking for its next hop's MAC (RFC 4861 4.3): type 135, the target, and
+    its own link-layer address as an option; hop limit 255, as ND is always sent."""
+    message = struct.pack("!BBHI16s", icmp_type, 0, 0, 0,
+                          ipaddress.IPv6Address(NEIGHBOUR).packed) \
+        + struct.pack("!BB6s", 1, 1, SRC_MAC)
+    message = message[:2] + struct.pack("!H", icmpv6_checksum(ROUTER, SOLICITED, message)) \
+        + message[4:]
+    packet = struct.pack("!IHBB", 6 << 28, len(message), 58, hop_limit) \
+        + ipaddress.IPv6Address(ROUTER).packed + ipaddress.IPv6Address(SOLICITED).packed \
+        + message
+    return bytes.fromhex("3333ff000200") + SRC_MAC + b"\x86\xdd" + packet
+
+
+def test_the_neighbour_solicitation_is_what_scapy_builds():
+    scapy = pytest.importorskip("scapy.all")
+    ours = neighbour_solicitation()
+    theirs = scapy.Ether(ours)
+    assert theirs[scapy.ICMPv6ND_NS].tgt == NEIGHBOUR
+    checksum = theirs[scapy.ICMPv6ND_NS].cksum
+    del theirs[scapy.ICMPv6ND_NS].cksum  # scapy computes it anew
+    assert scapy.Ether(bytes(theirs))[scapy.ICMPv6ND_NS].cksum == checksum
+    assert bytes(theirs) == ours
+
+
+@pytest.mark.parametrize("depth, verdict", [(PAST_TRIM, TC_ACT_OK), (OVER_DROP, TC_ACT_SHOT)],
+                         ids=["past-trim", "over-drop"])
+def test_a_neighbour_solicitation_passes_whole_up_to_drop(queue, ports, depth, verdict):
+    """Dropped past trim, a long incast could fail the next hop's neighbour entry."""
+    frame = neighbour_solicitation()
+    set_depth(ports, depth)
+    run = bpf.test_run(queue, frame)
+    assert run.retval == verdict
+    got = port(ports)
+    if verdict == TC_ACT_OK:
+        assert run.data_out == frame and "dropped" not in got
+        assert depth + len(frame) - 1 <= got["queue_bytes"] <= depth + len(frame)
+    else:
+        assert got["dropped"] == 1
+
+
+@pytest.mark.parametrize("frame", [
+    neighbour_solicitation(icmp_type=128),  # an echo request: not ND
+    neighbour_solicitation(icmp_type=138),  # the first type after the ND range
+    neighbour_solicitation(hop_limit=254),  # forwarded: not from this link
+], ids=["echo-request", "type-138", "forwarded"])
+def test_other_icmpv6_past_trim_is_dropped(queue, ports, frame):
+    set_depth(ports, PAST_TRIM)
+    assert bpf.test_run(queue, frame).retval == TC_ACT_SHOT
+    assert port(ports)["dropped"] == 1
 
 
 def test_the_queue_drains_at_the_ports_rate(ports):

@@ -10,9 +10,11 @@ from twin.mrc.transport import ReceiverStats, SenderStats
 RECV = {"qpn": 2, "bad_rkey": 0, "cum": 256, "completed": [[0, 42]], "reverse_evs": [5, 9],
         "packets": 256, "bytes": 1 << 20, "duplicates": 1, "out_of_order": 3, "acks": 200,
         "nacks": 0, "completions": 1, "out_of_window": 0, "cnps_sent": 0, "ce_marked": 0,
-        "trimmed": 0, "nacks_trimmed": 0}
+        "trimmed": 0, "nacks_trimmed": 0, "transport": "python"}
 DROPS = {"truncated": 1, "malformed": 0, "bad_icrc": 3, "unknown_qp": 2, "bad_rkey": 0,
-         "out_of_bounds": 0, "psn_window": 0, "duplicate": 1, "ack_unsent": 0}
+         "out_of_bounds": 0, "psn_window": 0, "duplicate": 1, "ack_unsent": 0,
+         "sack_bits_unsent": 2, "nack_stale": 0, "trim_stale": 4, "probe_unknown": 1,
+         "cnp_limited": 5}
 
 
 def endpoint_wire() -> dict:
@@ -23,7 +25,8 @@ def endpoint_wire() -> dict:
                                               "3": 1 << 18},
                        "rx_bytes_per_plane": {"0": 0, "1": 0, "2": 0, "3": 0},
                        "signals": {"ce_marked_rx": 3, "ecn_marks_tx": 0}},
-            "send_qps": [send_qp_stats().to_dict()], "recv_qps": [RECV], "drops": DROPS,
+            "send_qps": [send_qp_stats(transport="compiled").to_dict()], "recv_qps": [dict(RECV)],
+            "drops": DROPS,
             "datapath": "compiled", "transport": "compiled"}
 
 
@@ -32,6 +35,14 @@ def test_a_reply_parses_and_serialises_back_byte_for_byte():
     text = json.dumps(wire)
     parsed = S.EndpointStats.from_dict(json.loads(text))
     assert json.dumps(parsed.to_dict()) == text  # same keys, same order, same numbers
+
+
+def test_drops_from_before_the_hostile_counters_read_as_zero():
+    older = endpoint_wire()
+    older["drops"] = {k: n for k, n in DROPS.items() if k not in S.EndpointDrops._LATER}
+    drops = S.EndpointStats.from_dict(older).drops
+    assert drops.trim_stale == drops.cnp_limited == 0 and drops.bad_icrc == 3
+    assert S.EndpointStats.from_dict(endpoint_wire()).drops.cnp_limited == 5
 
 
 def test_typed_values_are_typed():
@@ -98,3 +109,26 @@ def test_an_older_endpoint_without_the_congestion_counters_reads_as_zero():
     assert (qp.sender.ecn_marks, qp.sender.nacks_trimmed) == (0, 0)
     assert ep.totals.signals == {}
     assert S.EndpointStats.from_dict(endpoint_wire()).totals.signals["ce_marked_rx"] == 3
+
+
+def test_each_qp_names_its_transport_and_an_older_endpoints_run_its_own():
+    ep = S.EndpointStats.from_dict(endpoint_wire())
+    assert (ep.send_qp(1).transport, ep.recv_qp(2).transport) == ("compiled", "python")
+    older = endpoint_wire()
+    older["transport"] = "python: asked for"
+    del older["send_qps"][0]["transport"], older["recv_qps"][0]["transport"]
+    ep = S.EndpointStats.from_dict(older)
+    assert (ep.send_qp(1).transport, ep.recv_qp(2).transport) == ("python", "python")
+    assert S.SendQpStats.from_dict(older["send_qps"][0]).transport == ""  # a lone `wait`
+    assert list(S.EndpointStats.from_dict(endpoint_wire()).to_dict()["recv_qps"][0])[-1] \
+        == "transport"  # a key added after the others goes last
+
+
+def test_the_stats_table_names_qps_that_run_another_transport():
+    from twin.cli.traffic import transport_cell
+
+    ep = S.EndpointStats.from_dict(endpoint_wire())  # compiled, its receiving QP python
+    assert transport_cell(ep) == "compiled, 1 QP python"
+    one = endpoint_wire()
+    one["recv_qps"][0]["transport"] = "compiled"
+    assert transport_cell(S.EndpointStats.from_dict(one)) == "compiled"

@@ -69,6 +69,7 @@ CALLS = [  # (method, args, kwargs, the request's arguments, in the table's orde
     ("hello", (), {}, {}),
     ("recv_qp", (4096,), {}, {"size": 4096}),
     ("recv_qp", (), {"size": 8, "seed": "s"}, {"size": 8, "seed": "s"}),
+    ("recv_qp", (8,), {"transport": "python"}, {"size": 8, "transport": "python"}),
     ("send_qp", ("r1h0", 3, 0xABC, 4096), {"mode": "single-path", "seed": 7, "target_ns": 5e4},
      {"peer": "r1h0", "mode": "single-path", "size": 4096, "peer_qpn": 3, "rkey": 0xABC,
       "seed": 7, "target_ns": 5e4}),
@@ -181,6 +182,10 @@ HOSTILE = [  # (request, the error message the endpoint replies, as it always ha
       "ecn": "yes"}, "ecn must be true or false, not 'yes'"),
     ({"op": "send_qp", "peer": "r0h0", "peer_qpn": 1, "rkey": 1, "size": 4096,
       "trim": 1}, "trim must be true or false, not '1'"),
+    ({"op": "send_qp", "peer": "r0h0", "peer_qpn": 1, "rkey": 1, "size": 4096,
+      "transport": "auto"}, "transport must be one of compiled, python"),
+    ({"op": "recv_qp", "size": 4096, "transport": None},
+     "transport must be one of compiled, python"),
     ({"op": "connect", "qpn": SEND, "peer": "r0h0", "peer_qpn": 1}, "no receiving QP 1"),
     ({"op": "connect", "qpn": RECV, "peer": "r0h0"}, "missing argument 'peer_qpn'"),
     ({"op": "write", "qpn": "x", "size": 1}, "qpn must be an integer, not 'x'"),
@@ -245,3 +250,23 @@ def test_send_qp_takes_the_congestion_control_and_its_signals(loop):
     got = check(loop, {"op": "send_qp", "peer": "r0h0", "peer_qpn": 1, "rkey": 1,
                        "size": 4096})
     assert not {"cc", "ecn", "trim"} & set(got)  # omitted: SenderConfig's defaults
+
+
+def test_a_qp_may_ask_for_either_transport_and_omitted_runs_the_endpoints(loop):
+    got = check(loop, {"op": "send_qp", "peer": "r0h0", "peer_qpn": 1, "rkey": 1,
+                       "size": 4096, "transport": "python"})
+    assert got["transport"] == "python"
+    assert check(loop, {"op": "recv_qp", "size": 64, "transport": "compiled"})["transport"] \
+        == "compiled"
+    assert "transport" not in check(loop, {"op": "recv_qp", "size": 64})
+
+
+def test_a_connection_that_breaks_is_an_error_naming_the_op_not_an_oserror():
+    """An endpoint that ends mid-conversation: LabError, which the CLI prints (click
+    swallows a bare EPIPE and exits 1 without a word)."""
+    ours, theirs = socket.socketpair()
+    theirs.close()
+    with ours, C.EndpointClient("fake", timeout=5, sock=ours) as client:
+        with pytest.raises(LabError, match=r"^endpoint fake: the connection broke during "
+                                           r"hello \(Broken pipe\): did the endpoint end\?$"):
+            client.hello()

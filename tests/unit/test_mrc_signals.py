@@ -10,7 +10,15 @@ import pytest
 from twin.mrc import wire as W
 from twin.mrc.evset import EvSet, EvState
 from twin.mrc.sim import PathModel, SimFabric, run_transfer
-from twin.mrc.transport import Receiver, RxPacket, SackReport, Sender, SenderConfig
+from twin.mrc.transport import (
+    COMPACT_AFTER,
+    QpFailed,
+    Receiver,
+    RxPacket,
+    SackReport,
+    Sender,
+    SenderConfig,
+)
 
 NIC_A, NIC_B, PATH = "fd00::a", "fd00::b", "fcbb:bb00:100:200:300::"
 A, B = socket.inet_pton(socket.AF_INET6, NIC_A), socket.inet_pton(socket.AF_INET6, NIC_B)
@@ -207,11 +215,57 @@ def test_a_forged_or_stale_trim_nack_costs_one_resend_at_most():
         sender.on_nack(2, 2, True, pkts[2].ev, 0)
     assert [p.psn for p in sender.poll(2, src)] == [2]
     assert sender.stats.nacks_trimmed == 1 and sender.stats.trims_ignored == 6
-    for _ in range(100):  # a real QP is never failed by trims: they are not losses
-        tx = sender._txs[2]
-        sender.on_nack(2, 3, True, tx.ev.value, (tx.tries - 1) & 0x7F)
-        sender.poll(3, src)
-    assert sender.failed is None and sender._txs[2].losses == 0
+    assert sender.stats.trims_stale == 6
+
+
+def _trim_current_copy(sender, psn: int, now: int) -> None:
+    tx = sender._txs[psn]
+    sender.on_nack(psn, now, True, tx.ev.value, (tx.tries - 1) & 0x7F)
+
+
+def test_trims_are_not_losses_until_a_psn_reaches_the_trim_limit():
+    sender, evs, pkts = _sender()
+    src = memoryview(bytes(8 * 4096))
+    limit = sender.cfg.trim_limit
+    for t in range(1, limit):  # congestion: resent at once, nothing counted as loss
+        _trim_current_copy(sender, 2, t)
+        assert [p.psn for p in sender.poll(t, src)] == [2]
+    assert sender._txs[2].losses == 0 and sender.stats.lost_trim == 0
+    _trim_current_copy(sender, 2, limit)  # the limit-th trim of PSN 2: a loss
+    assert sender._txs[2].losses == 1 and sender.stats.lost_trim == 1
+    assert any(e.kind == "loss" and e.detail == "trim" for e in sender.log)
+    assert evs.retirements == 0  # trimmed on many paths, lost on none: no EV blamed
+    assert [p.psn for p in sender.poll(limit, src)] == [2]
+
+
+def test_a_psn_trimmed_for_ever_fails_the_qp_naming_the_trims():
+    sender, evs, pkts = _sender()
+    src = memoryview(bytes(8 * 4096))
+    cfg = sender.cfg
+    trims = 0
+    with pytest.raises(QpFailed) as failed:
+        for t in range(1, 1000):
+            trims += 1
+            _trim_current_copy(sender, 2, t)
+            sender.poll(t, src)
+    assert trims == cfg.trim_limit + cfg.loss_limit  # the limit-th trim is loss 1
+    assert str(failed.value) == sender.failed == (
+        f"PSN 2 lost {cfg.loss_limit + 1} times, trimmed {trims} times (loss limit)")
+    assert sender.poll(10_000, src) == []
+
+
+def test_a_trim_storm_keeps_memory_flat():
+    """Trims below the limit, for ever, on one PSN after another: every resend adds an
+    entry to the send order and an EV's send order that nothing reads from the front;
+    compaction keeps them to O(packets in flight)."""
+    sender, evs, pkts = _sender(trim_limit=10**9, loss_limit=10**9)
+    src = memoryview(bytes(8 * 4096))
+    for t in range(1, 20_001):
+        _trim_current_copy(sender, 2 + t % 3, t)
+        sender.poll(t, src)
+    assert sender.failed is None and sender.stats.nacks_trimmed == 20_000
+    entries = len(sender._order) + sum(len(q) for q in sender._per_ev.values())
+    assert entries <= 2 * (2 * sender._inflight + COMPACT_AFTER) + 8
 
 
 def test_with_trim_off_a_trim_nack_is_ignored():

@@ -31,7 +31,8 @@ def sample(t: float, tx: int, link_tx: int, retx: int = 0, up: bool = True,
     ep = EndpointSample("r0h0", True, {0: tx, 1: 2 * tx}, {0: tx, 1: 2 * tx}, retx,
                         {"good": 120, "skip": 0, "assumed_bad": 8, "denied": 0}, 0.0005, 1,
                         {"ce_marked_rx": 5, "ecn_marks_tx": 3, "ev_skips_ecn": 2,
-                         "trimmed_rx": 4, "nacks_trimmed_received": 1, "nacks_seq_sent": 6})
+                         "trimmed_rx": 4, "nacks_trimmed_received": 1, "nacks_seq_sent": 6},
+                        {"bad_icrc": 2, "sack_bits_unsent": 9, "trim_stale": 0})
     return Sample(
         "mrc-4p", t, (ep, EndpointSample("r1h0", up=False)),
         (LinkSample("t0-p0-r0", "eth3", "t1-p0-0:eth1", 0, "fabric", link_tx, 10, 1, 2, up),
@@ -93,6 +94,10 @@ def test_a_sample_is_exposed_under_the_documented_names_and_labels():
                      ("tx", "trimmed"): 1}
     assert {s.labels["side"]: s.value for s in got["twin_endpoint_trims"]
             if s.name.endswith("_total")} == {"rx": 4, "tx": 1}
+    assert {(s.labels["host"], s.labels["reason"]): s.value for s in got["twin_endpoint_drops"]
+            if s.name.endswith("_total")} == {("r0h0", "bad_icrc"): 2,
+                                              ("r0h0", "sack_bits_unsent"): 9,
+                                              ("r0h0", "trim_stale"): 0}
     queue = {s.labels["node"]: s.value for s in got["twin_port_queue_bytes"]}
     assert queue == {"t0-p0-r0": 1500}  # a host port has no queue
     assert [s.value for s in got["twin_port_queue_high_water_bytes"]] == [91000]

@@ -42,3 +42,16 @@ def test_where_the_module_does_not_load_auto_falls_back_and_compiled_refuses(mon
     with pytest.raises(UsageError, match="MRC_TWIN_TRANSPORT=compiled, but the compiled "
                                          "module does not load"):
         core.load_transport("compiled")
+
+
+def test_a_qp_asking_for_a_missing_compiled_core_is_told_which_argument_and_why(monkeypatch):
+    """The control ops' `transport` argument: an error reply naming it, not the variable."""
+    import sys
+
+    import twin.mrc
+    monkeypatch.setitem(sys.modules, "twin.mrc._fastpath", None)
+    monkeypatch.delattr(twin.mrc, "_fastpath", raising=False)
+    with pytest.raises(UsageError, match=r"^transport=compiled, but the compiled module does "
+                                         r"not load .*`pip install -e \.` builds it"):
+        core.load_transport("compiled", named="transport")
+    assert core.short_name("python: asked for") == "python"

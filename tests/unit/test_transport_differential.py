@@ -186,8 +186,9 @@ def test_spray_static_resends_but_never_retires():
 
 
 def test_dcqcn_gets_cnps():
-    f, _, _, ops = _facts("dcqcn_cnp")
+    f, st, _, ops = _facts("dcqcn_cnp")
     assert ops["cnp"] > 0 and f["fabric_marks"] > 0 and f["cnps_ignored"] == 0
+    assert 0 < st["cnps_limited"] < ops["cnp"]  # its NP sends faster than N allows
     rates = {d["snap"]["rate_bps"] for d in TRACES["dcqcn_cnp"].decisions}
     assert len(rates) > 1
 

@@ -9,7 +9,7 @@ from rich.table import Table
 
 from twin import faults as F
 from twin import lab as L
-from twin.cli.base import emit_json, err, main, out, sigterm_as_interrupt
+from twin.cli.base import RichSteps, emit_json, err, main, out, sigterm_as_interrupt
 from twin.errors import LabError, UsageError
 from twin.mrc.cc import CCS
 from twin.units import parse_size
@@ -177,8 +177,13 @@ def traffic(pattern, src, dst, size, mode, cc, qps, evs, ecn, trim, cut, cut_at,
               help="The data plane's counters instead, per node (all nodes, or HOST naming "
                    "any node): what its eBPF SID programs did, and on a shaped fabric "
                    "each port's virtual queue and signals (docs/ebpf.md).")
+@click.option("--drops", "show_drops", is_flag=True,
+              help="The packets each endpoint dropped or refused instead, by reason "
+                   "(malformed or forged ones, and control packets whose claim the QP's "
+                   "state refutes); docs/endpoint-stats.md says where each is counted.")
 @click.option("--json", "as_json", is_flag=True)
-def stats(host, lab, prometheus, show_events, qpn, kinds, show_dataplane, as_json):
+def stats(host, lab, prometheus, show_events, qpn, kinds, show_dataplane, show_drops,
+          as_json):
     """Counters of the hosts' MRC endpoints (all hosts, or HOST).
 
     \b
@@ -188,6 +193,8 @@ def stats(host, lab, prometheus, show_events, qpn, kinds, show_dataplane, as_jso
       twin stats --dataplane                 per node: packets shifted, decapsulated,
                                              dropped and why (ebpf data plane); per
                                              port: queues, CE marks, trims (shaped)
+      twin stats --drops                     per endpoint: packets dropped or refused,
+                                             by reason (forged ACKs, stale NAKs, ...)
     An event log is bounded: its first and its latest events are kept, and the
     header says how many fell in between. --json adds the acked bytes per 1 ms
     bin and plane (acked_bins); docs/endpoint-stats.md describes both.
@@ -205,8 +212,8 @@ def stats(host, lab, prometheus, show_events, qpn, kinds, show_dataplane, as_jso
                              "--prometheus")
         _dataplane_stats(L.attach(lab), host, as_json)
         return
-    if show_events and prometheus:
-        raise UsageError("--events and --prometheus are two different outputs: pick one")
+    if sum(map(bool, (show_events, prometheus, show_drops))) > 1:
+        raise UsageError("--events, --prometheus and --drops are different outputs: pick one")
     unknown = sorted(set(kinds) - set(EVENT_KINDS))
     if unknown:
         raise UsageError(f"--kind {unknown[0]!r}: the kinds are {', '.join(EVENT_KINDS)}")
@@ -237,7 +244,11 @@ def stats(host, lab, prometheus, show_events, qpn, kinds, show_dataplane, as_jso
         return
     replies, gone = _each_endpoint(att, hosts, host is not None, lambda c: c.stats())
     data = {h: EndpointStats.from_dict(r) for h, r in replies.items()}
-    if as_json:
+    if show_drops and as_json:
+        emit_json({h: d.drops.to_dict() for h, d in data.items()})
+    elif show_drops:
+        _drops_table(att.state.lab, data)
+    elif as_json:
         # The control reply's "id" has always led each host's object here: kept, so the
         # output stays what scripts already read.
         emit_json({h: {"id": replies[h]["id"], **d.to_dict()} for h, d in data.items()})
@@ -250,24 +261,51 @@ def stats(host, lab, prometheus, show_events, qpn, kinds, show_dataplane, as_jso
 @click.option("--host", default=None, help="The endpoint to fuzz (default: the last host).")
 @click.option("--seed", type=int, default=4791, show_default=True)
 @click.option("--budget", type=float, default=3.0, show_default=True,
-              help="Seconds of sending, at most.")
+              help="Seconds of sending the plan, at most.")
 @click.option("--per-kind", type=int, default=32, show_default=True,
-              help="Random packets of each kind, at most.")
+              help="Random packets of each kind of the plan, at most.")
+@click.option("--live", "live", multiple=True, type=click.Choice(["compiled", "python"]),
+              help="Attack a sender mid-transfer on this transport (repeat for both; "
+                   "default: both).")
+@click.option("--no-live", is_flag=True, help="The plan only: no sender mid-transfer.")
 @click.option("--lab", default=None)
-def fuzz(host, seed, budget, per_kind, lab):
-    """Send a host's MRC endpoint hostile packets; a JSON report.
+def fuzz(host, seed, budget, per_kind, live, no_live, lab):
+    """Send a host's MRC endpoint hostile packets; a JSON verdict.
 
     \b
       twin fuzz --host r1h0 --seed 7
-    Truncated packets, bad ICRCs, unknown QPs, out-of-bounds RDMA addresses, PSNs
-    far outside the window, replays, ACKs for PSNs never sent and forged trimmed
-    packets (twin.mrc.fuzz),
-    from inside the host's own namespace to its NIC (nothing leaves the lab). The
-    report has the packets expected and counted per drop counter, and the `guards`
-    of every registered buffer. Needs root and a lab whose namespaces twin can enter.
+      twin fuzz --live python            the plan, then one live attack
+    Every packet goes from inside the host's own namespace to its own NIC address
+    (nothing leaves the lab), as UDP to port 4791 with a valid ICRC where the
+    packet needs one (twin.mrc.fuzz). Needs root and a lab whose namespaces twin
+    can enter; another host's endpoint helps.
+
+    \b
+    1. The plan, at an idle sending QP and a receiving QP: truncated packets, bad
+       ICRCs, unknown QPs, other rkeys, RDMA addresses outside the buffer, PSNs
+       far outside the window, replays, ACKs for PSNs never sent, probe replies
+       for no probe, malformed and random bytes, forged trimmed packets.
+    2. The live attack, once per transport (compiled core, Python reference): an
+       mrc QP (a window of 1 packet) and a single-path dcqcn QP each write 1 MiB
+       to the other host; while they are in flight, each round reads the
+       receiver's cum and sends forged SACKs naming PSNs never sent, replayed
+       NAK(TRIMMED)s and NAKs for acked PSNs, probe replies for no probe, and a
+       CNP flood. It passes if every packet is counted where it must be, both
+       writes end byte-exact and no QP fails (about half a second each).
+
+    \b
+    The report: `ok` and `problems` (one line per thing that failed); for the
+    plan, `expected` and `counted` per drop counter (twin stats --json "drops");
+    under `live`, per transport: `sent_by_kind`, `checks` (each counter, what it
+    must be and what it was: docs/endpoint-stats.md, "Hostile packets: where each
+    is counted"), `transfers` (each write's source and destination sha256:
+    `exact`), `rounds_mid_transfer`; the buffers' `guards`; `alive` (both
+    endpoints answer). Exit status 1 when not ok.
     """
     from twin import endpoints
 
+    if live and no_live:
+        raise UsageError("--live and --no-live: pick one")
     att = L.attach(lab)
     hosts = [h.name for h in att.fabric.hosts]
     if host is not None and host not in hosts:
@@ -275,8 +313,16 @@ def fuzz(host, seed, budget, per_kind, lab):
     host = host or hosts[-1]
     peer = next(h for h in hosts if h != host)
     att.require_whole([host, peer])
-    emit_json(endpoints.fuzz(att.runtime, host, peer, seed=seed, budget_s=budget,
-                             per_kind=per_kind))
+    transports = () if no_live else tuple(dict.fromkeys(live)) or ("compiled", "python")
+    steps = RichSteps()
+    try:
+        report = endpoints.fuzz(att.runtime, host, peer, seed=seed, budget_s=budget,
+                                per_kind=per_kind, live=transports, steps=steps)
+    finally:
+        steps.done()
+    emit_json(report)
+    if not report["ok"]:
+        sys.exit(1)
 
 
 def _dataplane_stats(att, node: str | None, as_json: bool) -> None:
@@ -387,8 +433,36 @@ def _stats_table(lab: str, data: dict) -> None:
                   f"{sig('ce_marked_rx', 0):,}/{sig('ecn_marks_tx', 0):,}",
                   f"{sig('trimmed_rx', 0):,}/{sig('nacks_trimmed_received', 0):,}",
                   f"{sig('ev_skips_ecn', 0):,}", str(d.bad_packets), d.datapath.split(":")[0],
-                  d.transport.split(":")[0])
+                  transport_cell(d))
     out.print(t)
+
+
+def _drops_table(lab: str, data: dict) -> None:
+    """One row per endpoint and reason it counted any packet for."""
+    from twin.mrc.stats import EndpointDrops
+
+    t = Table(title=f"packets the endpoints of {lab} dropped or refused")
+    for col, justify in (("host", "left"), ("reason", "left"), ("packets", "right"),
+                         ("what", "left")):
+        t.add_column(col, justify=justify)
+    for h, d in data.items():
+        counted = {k: n for k, n in d.drops.to_dict().items() if n}
+        for reason, n in counted.items():
+            t.add_row(h, reason, f"{n:,}", EndpointDrops.MEANING.get(reason, ""))
+        if not counted:
+            t.add_row(h, "-", "0", "nothing dropped")
+    out.print(t)
+
+
+def transport_cell(d) -> str:
+    """The endpoint's transport, and how many of its QPs run another one (a QP may ask
+    for its own: `twin fuzz` opens one of each); --json names each QP's."""
+    own = d.transport.split(":")[0]
+    others: dict[str, int] = {}
+    for q in (*d.send_qps, *d.recv_qps):
+        if q.transport and q.transport != own:
+            others[q.transport] = others.get(q.transport, 0) + 1
+    return own + "".join(f", {n} QP{'s' * (n > 1)} {name}" for name, n in sorted(others.items()))
 
 
 # -- stats --events ---------------------------------------------------------------

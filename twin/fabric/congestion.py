@@ -10,8 +10,11 @@ signals MRC reacts to:
                          linearly from 0 to 1 (RED-like); not on a T0's
                          host-facing ports unless `last_hop` (the MRC paper
                          keeps ECN off on the last hop)
-    trim                 an MRC packet that would take the queue past it is
-                         cut to its headers (130 bytes) and forwarded
+    trim                 RoCE data (an MRC packet with an RDMA WRITE opcode)
+                         that would take the queue past it is cut to its
+                         headers (130 bytes) and forwarded; MRC's control
+                         frames (ACK, NAK, probes, CNP) and ICMPv6 neighbour
+                         discovery go on whole; anything else is dropped
     drop                 past it, nothing enters: the hard limit
 
 tbf itself queues at most `tbf_limit` bytes (rate x latency + burst) and drops

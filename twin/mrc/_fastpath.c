@@ -96,7 +96,26 @@ static void choose_crc(void) {
 
 enum { KIND_BAD = 0, KIND_DATA = 1, KIND_OTHER = 2, KIND_TRIMMED = 3 };
 
+/* setup.py passes the SHA-256 of the sources the module is built from (the one hash of
+ * twin/mrc/build_hash.py); twin.mrc.core compares it with the tree's to tell a stale
+ * build. Built some other way, the module cannot say, and counts as stale. */
+#ifndef MRC_SOURCES_HASH
+#define MRC_SOURCES_HASH "unknown"
+#endif
+
 static PyObject *reason_short, *reason_icrc, *reason_length;
+
+void fp_not_ready(PyObject *self, int state) {
+    const char *name = Py_TYPE(self)->tp_name;
+    if (state == FP_INITIALISING)
+        PyErr_Format(PyExc_RuntimeError, "%s: not initialised yet (called while its "
+                     "__init__ runs)", name);
+    else if (state == FP_CLEARED)
+        PyErr_Format(PyExc_RuntimeError, "%s: cleared by the garbage collector", name);
+    else
+        PyErr_Format(PyExc_RuntimeError, "%s: not initialised (its __init__ did not run or "
+                     "failed)", name);
+}
 
 /* -- bytes in network order --------------------------------------------------------- */
 
@@ -222,6 +241,7 @@ typedef struct {
 
 typedef struct {
     PyObject_HEAD
+    int ready;           /* FP_READY once __init__ ran to its end (_fastpath.h) */
     int fd, cap, n;
     TxSlot *slots;
     struct mmsghdr *msgs;
@@ -248,10 +268,6 @@ static void txbatch_dealloc(TxBatch *self) {
 static int txbatch_init(TxBatch *self, PyObject *args, PyObject *kw) {
     static char *names[] = {"fd", "capacity", NULL};
     int fd, cap = 64;
-    if (self->slots) {
-        PyErr_SetString(PyExc_RuntimeError, "TxBatch is initialised once");
-        return -1;
-    }
     if (!PyArg_ParseTupleAndKeywords(args, kw, "i|i", names, &fd, &cap)) return -1;
     if (cap < 1 || cap > 1024) {
         PyErr_SetString(PyExc_ValueError, "capacity must be in 1..1024");
@@ -262,6 +278,25 @@ static int txbatch_init(TxBatch *self, PyObject *args, PyObject *kw) {
     if (!self->slots || !self->msgs) { PyErr_NoMemory(); return -1; }
     self->fd = fd;
     self->cap = cap;
+    return 0;
+}
+
+/* __init__ once; one that fails leaves the batch blank (nothing held, nothing allocated) */
+static int txbatch_init_once(TxBatch *self, PyObject *args, PyObject *kw) {
+    if (self->ready != FP_BLANK) {
+        PyErr_SetString(PyExc_RuntimeError, "TxBatch is initialised once");
+        return -1;
+    }
+    self->ready = FP_INITIALISING;
+    if (txbatch_init(self, args, kw) < 0) {
+        PyMem_Free(self->slots);
+        PyMem_Free(self->msgs);
+        self->slots = NULL;
+        self->msgs = NULL;
+        self->ready = FP_BLANK;
+        return -1;
+    }
+    self->ready = FP_READY;
     return 0;
 }
 
@@ -320,6 +355,7 @@ static int send_all(TxBatch *self, PyObject *refused) {
 /* data(head, seed, word, va, rkey, payload, imm, tag): add one data packet to the
  * batch. Returns True when the batch is full (the caller flushes). */
 static PyObject *txbatch_data(TxBatch *self, PyObject *const *args, Py_ssize_t nargs) {
+    FP_REQUIRE_READY(self, NULL);
     if (nargs != 8) {
         PyErr_SetString(PyExc_TypeError,
                         "want (head, seed, word, va, rkey, payload, imm, tag)");
@@ -330,13 +366,23 @@ static PyObject *txbatch_data(TxBatch *self, PyObject *const *args, Py_ssize_t n
         return NULL;
     }
     DataArgs d;
-    if (data_args(args, 7, &d, &self->slots[self->n].payload) < 0) return NULL;
+    Py_buffer payload;
+    if (data_args(args, 7, &d, &payload) < 0) return NULL;
+    /* taking the payload's buffer can run Python (a class's __buffer__, from Python
+     * 3.12), which may have filled the batch meanwhile: the slot is taken only now */
+    if (self->n >= self->cap) {
+        PyBuffer_Release(&payload);
+        PyErr_SetString(PyExc_OverflowError, "batch full: flush it first");
+        return NULL;
+    }
+    self->slots[self->n].payload = payload;
     fill_slot(self, args[0], &d, args[7]);
     return PyBool_FromLong(self->n >= self->cap);
 }
 
 /* flush() -> [tag, ...]: send the batch; the tags of packets the kernel refused. */
 static PyObject *txbatch_flush(TxBatch *self, PyObject *Py_UNUSED(ignored)) {
+    FP_REQUIRE_READY(self, NULL);
     PyObject *refused = PyList_New(0);
     if (!refused) return NULL;
     if (send_all(self, refused) < 0) { Py_DECREF(refused); return NULL; }
@@ -406,13 +452,22 @@ static int add_tx(TxBatch *self, PyObject *tx, PyObject *templates, PyObject *mi
              | (uint32_t)(psn & PSN_MASK);
     d.has_imm = imm != Py_None;
     if (d.has_imm && as_u32(imm, &d.imm, "imm") < 0) goto out;
-    TxSlot *s = &self->slots[self->n];
-    if (PyObject_GetBuffer(payload, &s->payload, PyBUF_SIMPLE) < 0) goto out;
-    if (s->payload.len > MTU) {
+    Py_buffer buf;
+    if (PyObject_GetBuffer(payload, &buf, PyBUF_SIMPLE) < 0) goto out;
+    if (buf.len > MTU) {
         PyErr_Format(PyExc_ValueError, "payload is at most %d bytes", MTU);
-        PyBuffer_Release(&s->payload);
+        PyBuffer_Release(&buf);
         goto out;
     }
+    /* the miss callback and the attributes read above ran Python, which may have added
+     * to this very batch (post or data from inside miss): the slot is taken only now */
+    if (self->n >= self->cap) {
+        PyErr_SetString(PyExc_RuntimeError, "TxBatch.post: the batch was filled while a "
+                        "packet was being built (by a call from inside miss?)");
+        PyBuffer_Release(&buf);
+        goto out;
+    }
+    self->slots[self->n].payload = buf;
     fill_slot(self, head_obj, &d, tag);
     rc = 0;
 out:
@@ -425,6 +480,7 @@ out:
  * one call (one sendmmsg per `capacity`): each packet's template is templates[tx.ev],
  * or miss(tx.ev) where there is none. Returns the refused tags, as flush does. */
 static PyObject *txbatch_post(TxBatch *self, PyObject *const *args, Py_ssize_t nargs) {
+    FP_REQUIRE_READY(self, NULL);
     if (nargs != 4 || !PyList_Check(args[0]) || !PyDict_Check(args[1])) {
         PyErr_SetString(PyExc_TypeError, "want (txs: list, templates: dict, miss, tag)");
         return NULL;
@@ -432,8 +488,12 @@ static PyObject *txbatch_post(TxBatch *self, PyObject *const *args, Py_ssize_t n
     PyObject *txs = args[0], *refused = PyList_New(0);
     if (!refused) return NULL;
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(txs); i++) {
-        if ((self->n >= self->cap && send_all(self, refused) < 0)
-            || add_tx(self, PyList_GET_ITEM(txs, i), args[1], args[2], args[3]) < 0) {
+        /* held: building it calls Python (getattr, miss), which may empty the list */
+        PyObject *tx = Py_NewRef(PyList_GET_ITEM(txs, i));
+        int rc = (self->n >= self->cap && send_all(self, refused) < 0)
+            || add_tx(self, tx, args[1], args[2], args[3]) < 0 ? -1 : 0;
+        Py_DECREF(tx);
+        if (rc < 0) {
             PyObject *type, *value, *trace;
             PyErr_Fetch(&type, &value, &trace);
             send_all(self, refused);  /* what was built before the bad one still goes */
@@ -447,6 +507,7 @@ static PyObject *txbatch_post(TxBatch *self, PyObject *const *args, Py_ssize_t n
 }
 
 static PyObject *txbatch_plane_bytes(TxBatch *self, void *Py_UNUSED(closure)) {
+    FP_REQUIRE_READY(self, NULL);
     PyObject *out = PyDict_New();
     if (!out) return NULL;
     for (int p = 0; p < PLANES; p++) {
@@ -462,10 +523,12 @@ static PyObject *txbatch_plane_bytes(TxBatch *self, void *Py_UNUSED(closure)) {
 }
 
 static PyObject *txbatch_counters(TxBatch *self, void *Py_UNUSED(closure)) {
+    FP_REQUIRE_READY(self, NULL);
     return Py_BuildValue("(KKK)", self->packets, self->errors, self->batches);
 }
 
 static PyObject *txbatch_queued(TxBatch *self, void *Py_UNUSED(closure)) {
+    FP_REQUIRE_READY(self, NULL);
     return PyLong_FromLong(self->n);
 }
 
@@ -495,7 +558,7 @@ static PyTypeObject TxBatchType = {
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = "TxBatch(fd, capacity=64): a window's data packets, sent with one sendmmsg",
     .tp_new = PyType_GenericNew,
-    .tp_init = (initproc)txbatch_init,
+    .tp_init = (initproc)txbatch_init_once,
     .tp_dealloc = (destructor)txbatch_dealloc,
     .tp_methods = txbatch_methods,
     .tp_getset = txbatch_getset,
@@ -574,14 +637,24 @@ static PyObject *fp_parse(PyObject *Py_UNUSED(mod), PyObject *args) {
         PyErr_SetString(PyExc_ValueError, "src and dst are packed 16-byte IPv6 addresses");
         return NULL;
     }
-    PyObject *view = PyMemoryView_FromObject(data);
-    if (!view) return NULL;
-    Py_buffer *b = PyMemoryView_GET_BUFFER(view);
-    PyObject *out = parse_one(view, 0, b->buf, b->len,
-                              (const unsigned char *)PyBytes_AS_STRING(src),
-                              (const unsigned char *)PyBytes_AS_STRING(dst), sport & 0xFFFF,
-                              (uint32_t)flow, src);
-    Py_DECREF(view);
+    /* The bytes are read through a simple buffer: contiguous, `len` bytes from `buf`. A
+     * strided view (memoryview(b)[::2], [::-1]) has no such buffer and is refused
+     * (BufferError) rather than read as if it were one, past its end. Held while the
+     * payload views are sliced, so the bytes cannot move or go meanwhile. */
+    Py_buffer b;
+    if (PyObject_GetBuffer(data, &b, PyBUF_SIMPLE) < 0) return NULL;
+    /* the views handed back are slices of a byte view of `data` (format B, so a slice
+     * is in bytes whatever data's own format is) */
+    PyObject *view = PyMemoryView_FromObject(data), *bytes_view = NULL, *out = NULL;
+    if (view) bytes_view = PyObject_CallMethod(view, "cast", "s", "B");
+    if (bytes_view)
+        out = parse_one(bytes_view, 0, b.buf, b.len,
+                        (const unsigned char *)PyBytes_AS_STRING(src),
+                        (const unsigned char *)PyBytes_AS_STRING(dst), sport & 0xFFFF,
+                        (uint32_t)flow, src);
+    Py_XDECREF(bytes_view);
+    Py_XDECREF(view);
+    PyBuffer_Release(&b);
     return out;
 }
 
@@ -607,6 +680,7 @@ static PyObject *fp_build(PyObject *Py_UNUSED(mod), PyObject *const *args, Py_ss
 
 typedef struct {
     PyObject_HEAD
+    int ready;           /* FP_READY once __init__ ran to its end (_fastpath.h) */
     int fd;
     int slots;
     Py_ssize_t slot_size;
@@ -623,7 +697,8 @@ typedef struct {
     unsigned long long datagrams, batches;
 } RxRing;
 
-static void rxring_dealloc(RxRing *self) {
+/* What __init__ made, released: the ring is blank again. */
+static void rxring_release(RxRing *self) {
     Py_CLEAR(self->buf_view);
     Py_CLEAR(self->store);
     Py_CLEAR(self->peers);
@@ -631,6 +706,15 @@ static void rxring_dealloc(RxRing *self) {
     PyMem_Free(self->iov);
     PyMem_Free(self->from);
     PyMem_Free(self->ctl);
+    self->msgs = NULL;
+    self->iov = NULL;
+    self->from = NULL;
+    self->ctl = NULL;
+    self->buf = NULL;
+}
+
+static void rxring_dealloc(RxRing *self) {
+    rxring_release(self);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -639,10 +723,6 @@ static int rxring_init(RxRing *self, PyObject *args, PyObject *kw) {
     int fd, slots = 64;
     Py_ssize_t slot_size = MTU + 256;
     PyObject *local;
-    if (self->store) {
-        PyErr_SetString(PyExc_RuntimeError, "RxRing is initialised once");
-        return -1;
-    }
     if (!PyArg_ParseTupleAndKeywords(args, kw, "iS|in", names, &fd, &local, &slots,
                                      &slot_size))
         return -1;
@@ -674,6 +754,22 @@ static int rxring_init(RxRing *self, PyObject *args, PyObject *kw) {
     return self->buf_view ? 0 : -1;
 }
 
+/* __init__ once; one that fails leaves the ring blank (nothing held, nothing allocated) */
+static int rxring_init_once(RxRing *self, PyObject *args, PyObject *kw) {
+    if (self->ready != FP_BLANK) {
+        PyErr_SetString(PyExc_RuntimeError, "RxRing is initialised once");
+        return -1;
+    }
+    self->ready = FP_INITIALISING;
+    if (rxring_init(self, args, kw) < 0) {
+        rxring_release(self);
+        self->ready = FP_BLANK;
+        return -1;
+    }
+    self->ready = FP_READY;
+    return 0;
+}
+
 static PyObject *peer_bytes(RxRing *self, const unsigned char *addr) {
     PyObject *key = PyBytes_FromStringAndSize((const char *)addr, 16);
     if (!key) return NULL;
@@ -688,6 +784,7 @@ static PyObject *peer_bytes(RxRing *self, const unsigned char *addr) {
 /* recv() -> [parsed, ...]: what one recvmmsg(MSG_DONTWAIT) returned, each parsed as
  * `parse` does. Payload views point into the ring: they are valid until the next recv. */
 static PyObject *rxring_recv(RxRing *self, PyObject *Py_UNUSED(ignored)) {
+    FP_REQUIRE_READY(self, NULL);
     for (int i = 0; i < self->slots; i++) {
         self->iov[i] = (struct iovec){self->buf + (size_t)i * self->slot_size,
                                       (size_t)self->slot_size};
@@ -738,6 +835,7 @@ static PyObject *rxring_recv(RxRing *self, PyObject *Py_UNUSED(ignored)) {
 }
 
 static PyObject *rxring_counters(RxRing *self, void *Py_UNUSED(closure)) {
+    FP_REQUIRE_READY(self, NULL);
     return Py_BuildValue("(KK)", self->datagrams, self->batches);
 }
 
@@ -760,7 +858,7 @@ static PyTypeObject RxRingType = {
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = "RxRing(fd, local, slots=64, slot_size=4352): recvmmsg into a ring, parsed",
     .tp_new = PyType_GenericNew,
-    .tp_init = (initproc)rxring_init,
+    .tp_init = (initproc)rxring_init_once,
     .tp_dealloc = (destructor)rxring_dealloc,
     .tp_methods = rxring_methods,
     .tp_getset = rxring_getset,
@@ -811,6 +909,7 @@ PyMODINIT_FUNC PyInit__fastpath(void) {
         || PyModule_AddObjectRef(m, "RxRing", (PyObject *)&RxRingType) < 0
         || PyModule_AddIntConstant(m, "HEAD_BYTES", HEAD_BYTES) < 0
         || PyModule_AddStringConstant(m, "ICRC", icrc_impl) < 0
+        || PyModule_AddStringConstant(m, "SOURCES_HASH", MRC_SOURCES_HASH) < 0
         || fp_add_sender(m) < 0 || fp_add_receiver(m) < 0) {
         Py_DECREF(m);
         return NULL;

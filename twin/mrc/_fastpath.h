@@ -17,4 +17,26 @@ int fp_add_receiver(PyObject *m);
 /* collections.deque(maxlen=maxlen): a new reference, or NULL with an exception set. */
 PyObject *fp_bounded_deque(long long maxlen);
 
+/* Where an object of the module's types is in its life. tp_new (PyType_GenericNew) makes
+ * it zero-filled, FP_BLANK; its __init__ sets FP_INITIALISING while it runs, FP_READY at
+ * its very end, and puts an object whose __init__ failed part-way back to FP_BLANK (its
+ * fields released); the cyclic GC's tp_clear leaves FP_CLEARED. Only a FP_READY object
+ * has the state its methods use: anything else has NULL objects and a zero MTU where
+ * they would follow a pointer or divide, so every method, getter and setter starts with
+ * FP_REQUIRE_READY, and a misuse from Python is a RuntimeError, never a crash. */
+enum { FP_BLANK = 0, FP_INITIALISING, FP_READY, FP_CLEARED };
+
+/* Set the RuntimeError that says why `self` (whose state is `state`) cannot be used. */
+void fp_not_ready(PyObject *self, int state);
+
+/* The first line of every method, getter and setter: `fail` is what it returns on error
+ * (NULL, or -1 for a setter). */
+#define FP_REQUIRE_READY(self, fail)                                  \
+    do {                                                              \
+        if ((self)->ready != FP_READY) {                              \
+            fp_not_ready((PyObject *)(self), (self)->ready);          \
+            return fail;                                              \
+        }                                                             \
+    } while (0)
+
 #endif

@@ -25,10 +25,9 @@
  */
 #include "_fastpath.h"
 
+#include <stddef.h>
 #include <stdint.h>
 #include <string.h>
-
-#include "structmember.h"
 
 /* From twin.mrc.transport, looked up when the first Receiver is made (the module
  * imports nothing of ours, so there is no cycle). */
@@ -46,6 +45,7 @@ typedef struct {
 
 typedef struct {
     PyObject_HEAD
+    int ready;             /* FP_READY once __init__ ran to its end (_fastpath.h) */
     PyObject *place;       /* the callable, or NULL: copy into `buf` */
     Py_buffer buf;         /* valid when place is NULL */
     PyObject *port_state;  /* callable, or Py_None: 0xFFFF */
@@ -254,6 +254,7 @@ static int place(Receiver *r, const Pkt *p, Py_ssize_t *length) {
 /* -- the methods ------------------------------------------------------------------------ */
 
 static PyObject *on_data(Receiver *r, PyObject *obj) {  /* Receiver.on_data */
+    FP_REQUIRE_READY(r, NULL);
     Pkt p;
     if (pkt_read(obj, &p, 1) < 0) return NULL;
     PyObject *out = NULL;
@@ -304,6 +305,7 @@ done:
 }
 
 static PyObject *on_trimmed(Receiver *r, PyObject *obj) {  /* Receiver.on_trimmed */
+    FP_REQUIRE_READY(r, NULL);
     Pkt p;
     if (pkt_read(obj, &p, 0) < 0) return NULL;
     PyObject *rep = NULL, *out = NULL;
@@ -329,6 +331,7 @@ static PyObject *on_trimmed(Receiver *r, PyObject *obj) {  /* Receiver.on_trimme
 }
 
 static PyObject *flush(Receiver *r, PyObject *obj) {  /* Receiver.flush */
+    FP_REQUIRE_READY(r, NULL);
     if (!r->unacked || obj == Py_None) Py_RETURN_NONE;
     Pkt p;
     if (pkt_read(obj, &p, 0) < 0) return NULL;
@@ -360,7 +363,10 @@ static int lookup_transport(void) {
     rc = 0;
 out:
     Py_DECREF(t);
-    if (rc < 0) Py_CLEAR(SackReport);
+    if (rc < 0) {  /* looked up again by the next Receiver */
+        Py_CLEAR(SackReport);
+        Py_CLEAR(ReceiverStats);
+    }
     return rc;
 }
 
@@ -372,10 +378,6 @@ static int Receiver_init(Receiver *r, PyObject *args, PyObject *kw) {
     if (!PyArg_ParseTupleAndKeywords(args, kw, "O|LOL:Receiver", names, &placer, &ack_every,
                                      &port_state, &span))
         return -1;
-    if (r->ring) {
-        PyErr_SetString(PyExc_TypeError, "a Receiver is initialised once");
-        return -1;
-    }
     if (span < 0) span = RECV_WINDOW;
     if (span < 1 || span > (1LL << 30)) {
         PyErr_Format(PyExc_ValueError, "span %lld: want 1 .. 2**30 PSNs", span);
@@ -416,10 +418,34 @@ static int Receiver_traverse(Receiver *r, visitproc visit, void *arg) {
 }
 
 static int Receiver_clear(Receiver *r) {
+    r->ready = FP_CLEARED;  /* its objects are gone: a finalizer that still holds it must
+                             * get an error, not a NULL */
     Py_CLEAR(r->place); Py_CLEAR(r->port_state); Py_CLEAR(r->nacks);
     Py_CLEAR(r->completions);
     for (Py_ssize_t i = 0; i < r->heap_len; i++) Py_CLEAR(r->heap_imm[i]);
     r->heap_len = 0;
+    return 0;
+}
+
+/* __init__ once; one that fails part-way leaves the receiver blank, what it had taken
+ * released (so a method refuses it instead of reaching a NULL, and __init__ may run
+ * again) */
+static int Receiver_init_once(Receiver *r, PyObject *args, PyObject *kw) {
+    if (r->ready != FP_BLANK) {
+        PyErr_SetString(PyExc_TypeError, "a Receiver is initialised once");
+        return -1;
+    }
+    r->ready = FP_INITIALISING;
+    if (Receiver_init(r, args, kw) < 0) {
+        Receiver_clear(r);
+        if (r->buf.obj) PyBuffer_Release(&r->buf);
+        memset(&r->buf, 0, sizeof r->buf);
+        PyMem_Free(r->ring);
+        r->ring = NULL;
+        r->ready = FP_BLANK;
+        return -1;
+    }
+    r->ready = FP_READY;
     return 0;
 }
 
@@ -435,6 +461,7 @@ static void Receiver_dealloc(Receiver *r) {
 
 static PyObject *get_stats(Receiver *r, void *closure) {
     (void)closure;
+    FP_REQUIRE_READY(r, NULL);
     const RxCounters *s = &r->st;
     return PyObject_CallFunction(ReceiverStats, "LLLLLLLLLLL", (long long)s->packets,
                                  (long long)s->bytes, (long long)s->duplicates,
@@ -446,22 +473,46 @@ static PyObject *get_stats(Receiver *r, void *closure) {
 
 static PyObject *get_owes_ack(Receiver *r, void *closure) {
     (void)closure;
+    FP_REQUIRE_READY(r, NULL);
     return PyBool_FromLong(r->unacked > 0);
 }
 
 static PyObject *get_cum(Receiver *r, void *closure) {
     (void)closure;
+    FP_REQUIRE_READY(r, NULL);
     return PyLong_FromLongLong(r->cum);
 }
 
 static PyObject *get_bytes_placed(Receiver *r, void *closure) {
     (void)closure;
+    FP_REQUIRE_READY(r, NULL);
     return PyLong_FromLongLong(r->st.bytes);
 }
 
 static PyObject *get_place(Receiver *r, void *closure) {
     (void)closure;
+    FP_REQUIRE_READY(r, NULL);
     return Py_NewRef(r->place ? r->place : r->buf.obj);
+}
+
+/* What were members (a member of a blank Receiver reads 0 or None): getters, so that
+ * they too refuse a Receiver that is not ready. */
+static PyObject *get_span(Receiver *r, void *closure) {
+    (void)closure;
+    FP_REQUIRE_READY(r, NULL);
+    return PyLong_FromLongLong(r->span);
+}
+
+static PyObject *get_ack_every(Receiver *r, void *closure) {
+    (void)closure;
+    FP_REQUIRE_READY(r, NULL);
+    return PyLong_FromLongLong(r->ack_every);
+}
+
+/* An object field; `closure` is its offset in Receiver. */
+static PyObject *get_object(Receiver *r, void *closure) {
+    FP_REQUIRE_READY(r, NULL);
+    return Py_NewRef(*(PyObject **)((char *)r + (Py_ssize_t)closure));
 }
 
 static PyGetSetDef Receiver_getset[] = {
@@ -470,19 +521,15 @@ static PyGetSetDef Receiver_getset[] = {
     {"cum", (getter)get_cum, NULL, "every PSN below it arrived"},
     {"bytes_placed", (getter)get_bytes_placed, NULL, "stats.bytes, without the snapshot"},
     {"place", (getter)get_place, NULL, "place(va, payload), or the buffer payloads go to"},
-    {NULL},
-};
-
-static PyMemberDef Receiver_members[] = {
-    {"span", T_LONGLONG, offsetof(Receiver, span), READONLY, "PSNs above cum it accepts"},
-    {"ack_every", T_LONGLONG, offsetof(Receiver, ack_every), READONLY,
-     "a SACK per this many packets"},
-    {"port_state", T_OBJECT, offsetof(Receiver, port_state), READONLY,
-     "port_state() -> the port bitmap SACKs carry (None: 0xFFFF)"},
-    {"nacks", T_OBJECT, offsetof(Receiver, nacks), READONLY,
-     "PSNs to NAK; the data path sends and clears them"},
-    {"completions", T_OBJECT, offsetof(Receiver, completions), READONLY,
-     "the last completed messages, (n, imm), in order"},
+    {"span", (getter)get_span, NULL, "PSNs above cum it accepts"},
+    {"ack_every", (getter)get_ack_every, NULL, "a SACK per this many packets"},
+    {"port_state", (getter)get_object, NULL,
+     "port_state() -> the port bitmap SACKs carry (None: 0xFFFF)",
+     (void *)offsetof(Receiver, port_state)},
+    {"nacks", (getter)get_object, NULL, "PSNs to NAK; the data path sends and clears them",
+     (void *)offsetof(Receiver, nacks)},
+    {"completions", (getter)get_object, NULL, "the last completed messages, (n, imm), in order",
+     (void *)offsetof(Receiver, completions)},
     {NULL},
 };
 
@@ -504,12 +551,11 @@ static PyTypeObject ReceiverType = {
     .tp_basicsize = sizeof(Receiver),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
     .tp_new = PyType_GenericNew,
-    .tp_init = (initproc)Receiver_init,
+    .tp_init = (initproc)Receiver_init_once,
     .tp_dealloc = (destructor)Receiver_dealloc,
     .tp_traverse = (traverseproc)Receiver_traverse,
     .tp_clear = (inquiry)Receiver_clear,
     .tp_methods = Receiver_methods,
-    .tp_members = Receiver_members,
     .tp_getset = Receiver_getset,
 };
 

@@ -50,8 +50,8 @@ static PyObject *Event, *SenderStats, *Msg, *QpFailed, *NoUsableEv, *weakly, *Ev
     *MODES, *CCS, *EvType, *PathType, *EvSetType, *EvState_SKIP, *EvState_DENIED,
     *EvState_BAD;
 static long long BUILD_CHUNK, LOST_REMEMBERED, REORDER_STEPS_MAX, REORDERING_LEARNED,
-    TRY_MASK, BITMAP_BITS, CONGESTION_ECHO_CE, CONGESTION_COUNT, MESSAGES_KEPT;
-static double REORDERING_DECAY;
+    TRY_MASK, BITMAP_BITS, CONGESTION_ECHO_CE, CONGESTION_COUNT, MESSAGES_KEPT, COMPACT_AFTER;
+static double REORDERING_DECAY, CNP_SPACING;
 
 enum { MODE_MRC, MODE_SPRAY_STATIC, MODE_SINGLE };
 enum { CC_NSCC, CC_DELAY, CC_OTHER };
@@ -66,12 +66,13 @@ static PyObject *s_next, *s_sent, *s_sent_unproven, *s_proving, *s_gone, *s_deli
     *s_popitem, *s_get, *s_on_change, *s_mode, *s_cc, *s_mtu, *s_init_window,
     *s_min_window, *s_max_window, *s_target_ns, *s_ecn, *s_trim, *s_pi_gain,
     *s_fair_increase, *s_md_gain, *s_md_max, *s_reorder_ns, *s_rto_min_ns,
-    *s_retry_limit, *s_loss_limit, *s_backoff_max, *s_active, *s_cursor,
+    *s_retry_limit, *s_loss_limit, *s_trim_limit, *s_backoff_max, *s_p,
+    *s_min_time_between_cnps_ns, *s_active, *s_cursor,
     *s_skipped, *s_unproven_cap, *s_end_of_rotation, *s_proven, *s_inflight, *s_state,
     *s_delivered_ns, *s_path_alive, *s_update_proving, *s_failed, *s_capped,
     *s_clear, *k_loss, *k_first_loss, *k_retire, *k_retransmit, *k_repaired,
     *k_spurious, *k_port, *k_probe, *k_revive, *k_trim, *k_ev_state, *r_per_ev,
-    *r_rack, *r_nack, *r_timeout, *r_dead_path, *w_ecn, *w_trim, *w_rtt, *a_ok,
+    *r_rack, *r_nack, *r_timeout, *r_dead_path, *r_trim, *w_ecn, *w_trim, *w_rtt, *a_ok,
     *a_lost, *k_cum, *k_ev, *k_psn, *k_tries, *k_port_state, *k_congestion, *k_bitmap, *k_dup, *k_empty, *k_resent_at_once, *k_alive_why;
 
 /* -- EvSet access ---------------------------------------------------------------------
@@ -319,9 +320,11 @@ static void Packet_dealloc(Packet *p) {
 }
 
 static PyObject *Packet_repr(Packet *p) {
+    Py_ssize_t len = PyObject_Length(p->payload);
+    if (len < 0) return NULL;
     return PyUnicode_FromFormat("TxPacket(psn=%lld, ev=%s, va=%llu, len=%zd, tries=%lld, "
                                 "ack_req=%s, imm=%R)", p->psn, hex(p->ev).s, p->va,
-                                PyObject_Length(p->payload), p->tries,
+                                len, p->tries,
                                 p->ack_req ? "True" : "False", p->imm);
 }
 
@@ -355,7 +358,7 @@ typedef struct {  /* transport._Tx */
     int64_t psn, offset, length, last_psn;
     PyObject *imm;  /* its message's imm, on its last packet only (else NULL) */
     PyObject *ev;   /* NULL until sent */
-    int64_t sent_ns, seq, tries, losses, timeouts;
+    int64_t sent_ns, seq, tries, losses, timeouts, trims;
     char acked, in_flight, present;
 } Tx;
 
@@ -376,7 +379,8 @@ typedef struct {  /* a record just acked, kept for loss detection after it is go
 typedef struct {
     int64_t packets, bytes, retransmits, lost_per_ev, lost_rack, lost_timeout, lost_nack,
         spurious, acked, acks_unsent, lost_dead_path, ecn_marks, ecn_echoes, nacks_seq,
-        nacks_trimmed, trims_ignored, quick_adapts, window_decreases;
+        nacks_trimmed, trims_ignored, quick_adapts, window_decreases, sack_bits_unsent,
+        nacks_stale, trims_stale, cnps_limited, lost_trim;
     int64_t per_plane[PLANES_MAX];
     int plane_order[PLANES_MAX], planes_seen;
 } TxCounters;
@@ -384,10 +388,12 @@ typedef struct {
 typedef struct {
     PyObject_HEAD
     PyObject *weakrefs;
+    int ready;  /* FP_READY once __init__ ran to its end (_fastpath.h) */
     PyObject *cfg, *rp, *pacer, *evs, *log, *acked_bins, *completed, *lost, *single,
         *failed;
     int mode, cc, ecn, trim;
-    int64_t mtu, target_ns, reorder_ns, rto_min_ns, retry_limit, loss_limit, backoff_max;
+    int64_t mtu, target_ns, reorder_ns, rto_min_ns, retry_limit, loss_limit, trim_limit,
+        backoff_max;
     double init_window, min_window, max_window, pi_gain, fair_increase, md_gain, md_max;
     double window, base_rtt, srtt, reordering_ns, delay_ns;
     int64_t rtt_samples, cnps_ignored, remote_va, local_ports, remote_ports, posted_bytes,
@@ -407,6 +413,9 @@ typedef struct {
     uint64_t sacked;
     int64_t low, last_cut_ns, reorder_steps, last_md_ns, last_qa_ns, epoch_ns,
         acked_epoch, acked_prev;
+    int64_t since_compact;  /* send-order entries added since the last compact() */
+    int64_t cnp_gap_ns, last_cnp_ns;  /* dcqcn: CNPs closer than the gap are ignored */
+    int cnp_seen;
     int64_t judging;  /* the EV value whose send order a detection walks, or -1 */
     int judged_gone;  /* ... and it was deleted meanwhile */
     TxCounters st;
@@ -576,7 +585,9 @@ static PyObject *ev_next(Sender *s) {
             int64_t inflight = 0;
             int rc = path && (proven = fget(path, &P_PROVEN, PathType))
                 && fget_i64(path, &P_INFLIGHT, PathType, &inflight) == 0 ? 0 : -1;
-            if (rc == 0 && !PyObject_IsTrue(proven) && inflight >= cap) skip = 1;
+            int is_proven = rc == 0 ? PyObject_IsTrue(proven) : -1;
+            if (is_proven < 0) rc = -1;
+            else if (!is_proven && inflight >= cap) skip = 1;
             Py_XDECREF(proven);
             Py_XDECREF(path);
             if (rc < 0) { Py_DECREF(cand); goto out; }
@@ -617,8 +628,9 @@ static int ev_gone(Sender *s, PyObject *ev) {
     if (!path || !(proven = fget(path, &P_PROVEN, PathType))
         || fget_i64(path, &P_INFLIGHT, PathType, &inflight) < 0)
         goto out;
-    rc = 0;
-    if (!PyObject_IsTrue(proven) && inflight > 0)
+    int is_proven = PyObject_IsTrue(proven);
+    rc = is_proven < 0 ? -1 : 0;
+    if (is_proven == 0 && inflight > 0)
         rc = set_i64(path, &P_INFLIGHT, PathType, inflight - 1);
 out:
     Py_XDECREF(proven);
@@ -661,6 +673,7 @@ static int ev_delivered(Sender *s, PyObject *ev, int64_t sent_ns) {
         if (!proven) goto out;
         int is_proven = PyObject_IsTrue(proven);
         Py_DECREF(proven);
+        if (is_proven < 0) goto out;
         if (!is_proven && dead == Py_None) {
             if (fset(path, &P_PROVEN, PathType, Py_NewRef(Py_True)) < 0
                 || set_i64(path, &P_INFLIGHT, PathType, 0) < 0)
@@ -678,7 +691,9 @@ static int ev_delivered(Sender *s, PyObject *ev, int64_t sent_ns) {
     failed = PyObject_GetItem(by_plane, plane);
     Py_DECREF(by_plane);
     if (!failed) goto out;
-    if (PySet_Check(failed) ? PySet_GET_SIZE(failed) > 0 : PyObject_IsTrue(failed)) {
+    int any = PySet_Check(failed) ? PySet_GET_SIZE(failed) > 0 : PyObject_IsTrue(failed);
+    if (any < 0) goto out;
+    if (any) {
         PyObject *r = call0(failed, s_clear);
         if (!r) goto out;
         Py_DECREF(r);
@@ -701,10 +716,11 @@ static int ev_sent(Sender *s, PyObject *ev, int is_proving) {
     if (!s->c_evs) return evs_call1(s, s_sent_unproven, ev);
     PyObject *path = fget(ev, &F_PATH, EvType), *proven = NULL;  /* EvSet.sent_unproven */
     int64_t inflight;
-    int rc = -1;
+    int rc = -1, is_proven;
     if (path && (proven = fget(path, &P_PROVEN, PathType))
-        && fget_i64(path, &P_INFLIGHT, PathType, &inflight) == 0)
-        rc = PyObject_IsTrue(proven) ? 0 : set_i64(path, &P_INFLIGHT, PathType, inflight + 1);
+        && fget_i64(path, &P_INFLIGHT, PathType, &inflight) == 0
+        && (is_proven = PyObject_IsTrue(proven)) >= 0)
+        rc = is_proven ? 0 : set_i64(path, &P_INFLIGHT, PathType, inflight + 1);
     Py_XDECREF(proven);
     Py_XDECREF(path);
     return rc;
@@ -893,6 +909,46 @@ static int sent_on(Sender *s, Tx *tx, PyObject *ev, int64_t value, int64_t now,
     return ev_sent(s, ev, is_proving);
 }
 
+/* Sender._compact: drop the send orders' entries that name no copy in flight (acked,
+ * declared lost, trimmed, resent since). Every reader skips them anyway; this bounds
+ * the orders at O(in flight) where nothing reads them from the front. Never called
+ * while a detection walks an EV's order (only sends call it). */
+static inline int live_entry(Sender *s, Pair e) {
+    Tx *tx = tx_get(s, e.b);
+    return tx && tx->seq == e.a && tx->in_flight;
+}
+
+static void keep_live(Sender *s, Deque *q) {
+    int64_t kept = 0;
+    for (int64_t i = 0; i < q->len; i++) {
+        Pair e = *dq_at(q, i);
+        if (live_entry(s, e)) *dq_at(q, kept++) = e;  /* kept <= i: read before written */
+    }
+    q->len = kept;
+}
+
+static void compact(Sender *s) {
+    keep_live(s, &s->order);
+    EvMap *m = &s->per_ev;
+    for (int64_t j = 0; j < m->cap; j++) {
+        EvQ *e = &m->slots[j];
+        if (e->state != 1) continue;
+        keep_live(s, &e->q);
+        if (!e->q.len) {
+            dq_free(&e->q);
+            e->state = 2;
+            m->used--;
+            m->deleted++;
+        }
+    }
+    s->since_compact = 0;
+}
+
+static inline void count_appends(Sender *s, int64_t n) {
+    s->since_compact += n;
+    if (s->since_compact > 2 * s->inflight + COMPACT_AFTER) compact(s);
+}
+
 static PyObject *packet(Sender *s, Tx *tx, int64_t value, PyObject *source, int64_t tries,
                         int ack_req) {
     Packet *p = PyObject_New(Packet, &PacketType);
@@ -1000,6 +1056,7 @@ static int emit_new(Sender *s, int64_t now, PyObject *source, PyObject *out, int
     s->inflight += sent;
     s->st.packets += sent;
     s->st.bytes += nbytes;
+    count_appends(s, sent);
     return ok;
 }
 
@@ -1017,6 +1074,7 @@ static PyObject *resend(Sender *s, Tx *tx, int64_t now, PyObject *source) {
     s->inflight++;
     if ((is_proving = proving(s)) < 0 || sent_on(s, tx, ev, value, now, is_proving) < 0)
         goto out;
+    count_appends(s, 1);
     s->st.packets++;
     s->st.bytes += tx->length;
     count_plane(&s->st, plane);
@@ -1032,6 +1090,7 @@ out:
 }
 
 static PyObject *Sender_poll(Sender *s, PyObject *args, PyObject *kw) {
+    FP_REQUIRE_READY(s, NULL);
     static char *names[] = {"now", "source", "budget", NULL};
     long long now, budget = 64;
     PyObject *source;
@@ -1123,6 +1182,7 @@ static int room_at_end(void **buf, int64_t *head, int64_t len, int64_t *cap, siz
 }
 
 static PyObject *Sender_post(Sender *s, PyObject *args, PyObject *kw) {
+    FP_REQUIRE_READY(s, NULL);
     static char *names[] = {"length", "offset", "imm", "now", NULL};
     long long length, offset = 0, now = 0;
     PyObject *imm = Py_None;
@@ -1202,7 +1262,14 @@ static int resend_dead_path(Sender *s, PyObject *path, int64_t now) {
     return rc;
 }
 
-static int fail_qp(Sender *s, PyObject *why) {
+/* Sender._fail: the QP gives up; `what` happened to tx's PSN, past `limit` */
+static int fail_qp(Sender *s, const Tx *tx, PyObject *what, const char *limit) {
+    if (!what) return -1;
+    PyObject *why = tx->trims
+        ? PyUnicode_FromFormat("%U, trimmed %lld time%s (%s)", what, (long long)tx->trims,
+                               tx->trims == 1 ? "" : "s", limit)
+        : PyUnicode_FromFormat("%U (%s)", what, limit);
+    Py_DECREF(what);
     if (!why) return -1;
     Py_SETREF(s->failed, why);
     PyErr_SetObject(QpFailed, why);
@@ -1230,7 +1297,9 @@ static int declare_lost(Sender *s, Tx *tx, int64_t now, PyObject *reason) {
     Py_DECREF(key);
     if (!r) goto out;
     Py_DECREF(r);
-    if (PyObject_Length(s->lost) > LOST_REMEMBERED) {
+    Py_ssize_t remembered = PyObject_Length(s->lost);
+    if (remembered < 0) goto out;
+    if (remembered > LOST_REMEMBERED) {
         r = PyObject_CallMethodObjArgs(s->lost, s_popitem, Py_False, NULL);
         if (!r) goto out;
         Py_DECREF(r);
@@ -1246,27 +1315,35 @@ static int declare_lost(Sender *s, Tx *tx, int64_t now, PyObject *reason) {
     tx->timeouts = timeout ? tx->timeouts + 1 : 0;
     if (s->mode == MODE_SINGLE) {
         if (tx->losses > s->retry_limit) {
-            fail_qp(s, PyUnicode_FromFormat("PSN %lld lost %lld times (retry limit)",
-                                            (long long)psn, (long long)tx->losses));
+            fail_qp(s, tx, PyUnicode_FromFormat("PSN %lld lost %lld times", (long long)psn,
+                                                (long long)tx->losses), "retry limit");
             goto out;
         }
     } else if (tx->timeouts > s->retry_limit) {
-        fail_qp(s, PyUnicode_FromFormat("PSN %lld timed out %lld times in a row (retry limit)",
-                                        (long long)psn, (long long)tx->timeouts));
+        fail_qp(s, tx, PyUnicode_FromFormat("PSN %lld timed out %lld times in a row",
+                                            (long long)psn, (long long)tx->timeouts),
+                "retry limit");
         goto out;
     } else if (tx->losses > s->loss_limit) {
-        fail_qp(s, PyUnicode_FromFormat("PSN %lld lost %lld times (loss limit)",
-                                        (long long)psn, (long long)tx->losses));
+        fail_qp(s, tx, PyUnicode_FromFormat("PSN %lld lost %lld times", (long long)psn,
+                                            (long long)tx->losses), "loss limit");
         goto out;
     }
-    /* A timeout names no path; a packet resent because its path died is blamed already */
-    if (s->mode == MODE_MRC && !timeout && reason != r_dead_path) {
+    /* A timeout names no path; a packet resent because its path died is blamed already;
+     * a PSN trimmed past trim_limit was trimmed on many paths, lost on none */
+    if (s->mode == MODE_MRC && !timeout && reason != r_dead_path && reason != r_trim) {
         PyObject *why = PyUnicode_FromFormat("%U loss of PSN %lld", reason, (long long)psn);
         if (!why) goto out;
         PyObject *res = PyObject_CallMethodObjArgs(s->evs, s_lost, ev, why, NULL);
         Py_DECREF(why);
         if (!res) goto out;
+        if (!PyTuple_Check(res) || PyTuple_GET_SIZE(res) != 2) {
+            PyErr_SetString(PyExc_TypeError, "EvSet.lost gives (retired, replacement)");
+            Py_DECREF(res);
+            goto out;
+        }
         int retired = PyObject_IsTrue(PyTuple_GET_ITEM(res, 0));
+        if (retired < 0) { Py_DECREF(res); goto out; }
         if (retired) {
             evmap_del(&s->per_ev, value, s->judging == value);
             if (s->judging == value) s->judged_gone = 1;
@@ -1290,11 +1367,16 @@ static int declare_lost(Sender *s, Tx *tx, int64_t now, PyObject *reason) {
         if (!t) goto out;
         victims = PyObject_CallMethodObjArgs(s->evs, s_path_lost, ev, t, NULL);
         Py_DECREF(t);
+        /* a tuple of its own: the loop calls Python, which must not empty it under us */
+        if (victims) Py_SETREF(victims, PySequence_Tuple(victims));
         if (!victims) goto out;
-        Py_ssize_t nv = PyList_Size(victims);
-        if (nv < 0) goto out;
+        Py_ssize_t nv = PyTuple_GET_SIZE(victims);
         for (Py_ssize_t i = 0; i < nv; i++) {
-            PyObject *pair = PyList_GET_ITEM(victims, i);
+            PyObject *pair = PyTuple_GET_ITEM(victims, i);
+            if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2) {
+                PyErr_SetString(PyExc_TypeError, "EvSet.path_lost gives (ev, replacement)s");
+                goto out;
+            }
             int64_t sib;
             if (EV_I64(PyTuple_GET_ITEM(pair, 0), F_VALUE, &sib) < 0) goto out;
             evmap_del(&s->per_ev, sib, s->judging == sib);
@@ -1353,7 +1435,7 @@ static int detect_per_ev(Sender *s, const Newly *tx, int64_t now, int64_t covere
     while (q->len && dq_front(q)->a < tx->seq) {
         Pair e = dq_pop(q);
         Tx *old = tx_get(s, e.b);
-        if (!old || old->seq != e.a || old->acked) continue;
+        if (!old || old->seq != e.a || !old->in_flight) continue;  /* acked, lost, trimmed */
         if (e.b >= covered) {
             if ((rc = dq_push(&unjudged, e.a, e.b)) < 0) break;
             continue;
@@ -1409,17 +1491,20 @@ static int late(Sender *s, int64_t psn, int64_t now) {
     int64_t value = PyLong_AsLongLong(ev_value),
             sent_ns = PyLong_AsLongLong(PyTuple_GET_ITEM(lost, 2));
     int rc = -1, undone = 0;
+    if (PyErr_Occurred()) goto out;
     s->st.spurious++;
     if (s->mode == MODE_MRC) {
         PyObject *u = PyObject_CallMethodOneArg(s->evs, s_unretire, ev_value);
         if (!u) goto out;
         undone = PyObject_IsTrue(u);
         Py_DECREF(u);
+        if (undone < 0) goto out;
     }
     if ((undone ? eventf(s, now, k_spurious, value, psn, "%U; retirement undone", reason)
                 : event(s, now, k_spurious, value, psn, reason)) < 0)
         goto out;
-    if (reason != r_timeout && reason != r_dead_path) {  /* reordering deeper than the window */
+    if (reason != r_timeout && reason != r_dead_path && reason != r_trim) {
+        /* reordering deeper than the window */
         s->reordering_ns = fmax(s->reordering_ns, (double)(s->rack_sent - sent_ns));
         if (s->reorder_steps < REORDER_STEPS_MAX) s->reorder_steps++;
     }
@@ -1549,6 +1634,7 @@ static int read_sack(PyObject *o, Sack *k) {
 
 /* Sender.on_sack */
 static PyObject *Sender_on_sack(Sender *s, PyObject *const *args, Py_ssize_t nargs) {
+    FP_REQUIRE_READY(s, NULL);
     if (nargs != 2) {
         PyErr_SetString(PyExc_TypeError, "on_sack(sack, now)");
         return NULL;
@@ -1574,6 +1660,12 @@ static PyObject *Sender_on_sack(Sender *s, PyObject *const *args, Py_ssize_t nar
     } else {  /* an older SACK (they can pass each other): align it to our cum */
         int64_t shift = c0 - k.cum;
         bits = shift >= 64 ? 0 : k.bitmap >> shift;
+    }
+    /* Bits for PSNs never sent are not believed: nothing of them was on the wire */
+    int64_t unsent = s->sent_high - s->cum > 0 ? s->sent_high - s->cum : 0;
+    if (unsent < 64 && (bits >> unsent)) {
+        s->st.sack_bits_unsent++;
+        bits &= ((uint64_t)1 << unsent) - 1;
     }
     uint64_t fresh = bits & ~s->sacked;  /* only bits no earlier SACK reported */
     s->sacked |= bits;
@@ -1606,6 +1698,11 @@ static PyObject *Sender_on_sack(Sender *s, PyObject *const *args, Py_ssize_t nar
     if (is_proving < 0) return NULL;
     PyObject *bins = PyObject_CallMethodOneArg(s->acked_bins, s_at, args[1]);
     if (!bins) return NULL;
+    if (!PyList_Check(bins)) {
+        Py_DECREF(bins);
+        PyErr_SetString(PyExc_TypeError, "AckedBins.at gives a list");
+        return NULL;
+    }
     if (n > s->newly_cap) {
         Newly *b = PyMem_Realloc(s->newly, n * sizeof *b);
         if (!b) { Py_DECREF(bins); return PyErr_NoMemory(); }
@@ -1642,9 +1739,10 @@ static PyObject *Sender_on_sack(Sender *s, PyObject *const *args, Py_ssize_t nar
     }
     for (int64_t p = 0; p < PLANES_MAX; p++) {
         if (!plane_bytes[p] || p >= PyList_GET_SIZE(bins)) continue;
-        PyObject *old = PyList_GET_ITEM(bins, p);
+        PyObject *old = Py_NewRef(PyList_GET_ITEM(bins, p));  /* held: + may run Python */
         PyObject *add = PyLong_FromLongLong(plane_bytes[p]);
         PyObject *sum = add ? PyNumber_Add(old, add) : NULL;
+        Py_DECREF(old);
         Py_XDECREF(add);
         if (!sum || PyList_SetItem(bins, p, sum) < 0) goto out;
     }
@@ -1696,24 +1794,37 @@ static int complete(Sender *s, int64_t now) {
 
 /* Sender.on_nack */
 static PyObject *Sender_on_nack(Sender *s, PyObject *args, PyObject *kw) {
+    FP_REQUIRE_READY(s, NULL);
     static char *names[] = {"psn", "now", "trimmed", "ev", "tries", NULL};
     long long psn, now, ev = -1, tries = -1;
     int trimmed = 0;
     if (!PyArg_ParseTupleAndKeywords(args, kw, "LL|pLL:on_nack", names, &psn, &now, &trimmed,
                                      &ev, &tries))
         return NULL;
-    if (!names_sent(s, psn, 0, 0)) Py_RETURN_NONE;
+    if (s->failed != Py_None || !names_sent(s, psn, 0, 0)) Py_RETURN_NONE;
     s->now = now;
     Tx *tx = tx_get(s, psn);
     if (trimmed) {  /* Sender._on_trimmed: congested, not broken: resend at once */
-        int64_t value = -1;
-        if (tx && tx->ev && EV_I64(tx->ev, F_VALUE, &value) < 0) return NULL;
-        if (!s->trim || !tx || !tx->in_flight || !tx->ev || value != ev
-            || ((tx->tries - 1) & TRY_MASK) != tries) {
+        if (!s->trim) {
             s->st.trims_ignored++;
             Py_RETURN_NONE;
         }
+        int64_t value = -1;
+        if (tx && tx->ev && EV_I64(tx->ev, F_VALUE, &value) < 0) return NULL;
+        if (!tx || !tx->in_flight || !tx->ev || value != ev
+            || ((tx->tries - 1) & TRY_MASK) != tries) {
+            s->st.trims_ignored++;
+            s->st.trims_stale++;
+            Py_RETURN_NONE;
+        }
         s->st.nacks_trimmed++;
+        if (++tx->trims >= s->trim_limit) {
+            /* trimmed on path after path: a loss, which the QP's loss limit bounds */
+            s->st.lost_trim++;
+            s->stuck = 0;
+            if (declare_lost(s, tx, now, r_trim) < 0) return NULL;
+            Py_RETURN_NONE;
+        }
         PyObject *e = Py_NewRef(tx->ev);
         tx->in_flight = 0;
         s->inflight--;
@@ -1731,10 +1842,13 @@ static PyObject *Sender_on_nack(Sender *s, PyObject *args, PyObject *kw) {
         Py_RETURN_NONE;
     }
     s->st.nacks_seq++;
+    if (!tx || !tx->in_flight) {  /* acked, or lost and not yet resent */
+        s->st.nacks_stale++;
+        Py_RETURN_NONE;
+    }
     /* Only the first copy, and only once a packet sent a reordering window after it
      * has arrived (Karn; a deep hole a sprayed burst reaches without loss) */
-    if (!tx || !tx->in_flight || tx->tries > 1
-        || tx->sent_ns + reorder_window_ns(s) >= s->rack_sent)
+    if (tx->tries > 1 || tx->sent_ns + reorder_window_ns(s) >= s->rack_sent)
         Py_RETURN_NONE;
     s->st.lost_nack++;
     if (declare_lost(s, tx, now, r_nack) < 0) return NULL;
@@ -1743,6 +1857,7 @@ static PyObject *Sender_on_nack(Sender *s, PyObject *args, PyObject *kw) {
 
 /* Sender.on_timer: anything outstanding longer than the RTO is lost */
 static PyObject *Sender_on_timer(Sender *s, PyObject *arg) {
+    FP_REQUIRE_READY(s, NULL);
     long long now = PyLong_AsLongLong(arg);
     if (now == -1 && PyErr_Occurred()) return NULL;
     s->now = now;
@@ -1780,14 +1895,24 @@ static PyObject *Sender_on_timer(Sender *s, PyObject *arg) {
 }
 
 static PyObject *Sender_on_cnp(Sender *s, PyObject *arg) {
+    FP_REQUIRE_READY(s, NULL);
+    long long now = PyLong_AsLongLong(arg);
+    if (now == -1 && PyErr_Occurred()) return NULL;
     if (s->rp == Py_None) {
         s->cnps_ignored++;
         Py_RETURN_NONE;
     }
+    if (s->cnp_seen && now - s->last_cnp_ns < s->cnp_gap_ns) {
+        s->st.cnps_limited++;  /* sooner than any notification point sends one */
+        Py_RETURN_NONE;
+    }
+    s->cnp_seen = 1;
+    s->last_cnp_ns = now;
     return PyObject_CallMethodOneArg(s->rp, s_on_cnp, arg);
 }
 
 static PyObject *Sender_wants_to_send(Sender *s, PyObject *args, PyObject *kw) {
+    FP_REQUIRE_READY(s, NULL);
     static char *names[] = {"now", NULL};
     PyObject *now = Py_None;
     if (!PyArg_ParseTupleAndKeywords(args, kw, "|O:wants_to_send", names, &now)) return NULL;
@@ -1804,11 +1929,13 @@ static PyObject *Sender_wants_to_send(Sender *s, PyObject *args, PyObject *kw) {
 }
 
 static PyObject *Sender_next_send_ns(Sender *s, PyObject *arg) {
+    FP_REQUIRE_READY(s, NULL);
     if (s->pacer == Py_None) Py_RETURN_NONE;
     return PyObject_CallMethodOneArg(s->pacer, s_next_send_ns, arg);
 }
 
 static PyObject *Sender_set_local_ports(Sender *s, PyObject *args, PyObject *kw) {
+    FP_REQUIRE_READY(s, NULL);
     static char *names[] = {"bitmap", "now", NULL};
     long long bitmap, now = 0;
     if (!PyArg_ParseTupleAndKeywords(args, kw, "L|L:set_local_ports", names, &bitmap, &now))
@@ -1822,6 +1949,7 @@ static PyObject *Sender_set_local_ports(Sender *s, PyObject *args, PyObject *kw)
 
 /* Sender.probe_result: a background probe's answer (or its timeout) on a retired EV */
 static PyObject *Sender_probe_result(Sender *s, PyObject *args) {
+    FP_REQUIRE_READY(s, NULL);
     PyObject *value, *ok_obj;
     long long now;
     if (!PyArg_ParseTuple(args, "OOL:probe_result", &value, &ok_obj, &now)) return NULL;
@@ -1851,6 +1979,10 @@ static PyObject *Sender_probe_result(Sender *s, PyObject *args) {
                                                    ok ? Py_True : Py_False, NULL);
     if (!revived) return NULL;
     int r = PyObject_IsTrue(revived);
+    if (r < 0) {
+        Py_DECREF(revived);
+        return NULL;
+    }
     if (r > 0) {
         s->stuck = 0;
         if (event(s, now, k_revive, v, -1, NULL) < 0) {
@@ -1862,6 +1994,7 @@ static PyObject *Sender_probe_result(Sender *s, PyObject *args) {
 }
 
 static PyObject *Sender_deny(Sender *s, PyObject *args) {
+    FP_REQUIRE_READY(s, NULL);
     PyObject *values;
     long long now;
     if (!PyArg_ParseTuple(args, "OL:deny", &values, &now)) return NULL;
@@ -1881,6 +2014,7 @@ static PyObject *Sender_deny(Sender *s, PyObject *args) {
 }
 
 static PyObject *Sender_planes_in_use(Sender *s, PyObject *Py_UNUSED(ignored)) {
+    FP_REQUIRE_READY(s, NULL);
     if (s->single == Py_None) return call0(s->evs, s_planes_in_use);
     int64_t plane;
     int down = plane_down(s, s->single, &plane);
@@ -1889,12 +2023,14 @@ static PyObject *Sender_planes_in_use(Sender *s, PyObject *Py_UNUSED(ignored)) {
 }
 
 static PyObject *Sender_reorder_window_ns(Sender *s, PyObject *Py_UNUSED(ignored)) {
+    FP_REQUIRE_READY(s, NULL);
     return PyLong_FromLongLong(reorder_window_ns(s));
 }
 
 /* The EV set's change handler calls this (through transport._weakly): the change is
  * logged at the time of the call being handled. */
 static PyObject *Sender_ev_changed(Sender *s, PyObject *args) {
+    if (!(s->ready == FP_INITIALISING && s->log)) FP_REQUIRE_READY(s, NULL);
     PyObject *ev, *old, *new, *why;
     if (!PyArg_ParseTuple(args, "OOOO:_ev_changed", &ev, &old, &new, &why)) return NULL;
     int64_t value;
@@ -1906,6 +2042,7 @@ static PyObject *Sender_ev_changed(Sender *s, PyObject *args) {
 /* -- attributes -------------------------------------------------------------------- */
 
 static PyObject *get_stats(Sender *s, void *c) {
+    FP_REQUIRE_READY(s, NULL);
     (void)c;
     const TxCounters *t = &s->st;
     PyObject *per_plane = PyDict_New(), *kw = NULL, *out = NULL, *empty = NULL;
@@ -1931,6 +2068,18 @@ static PyObject *get_stats(Sender *s, void *c) {
         "trims_ignored", (long long)t->trims_ignored,
         "quick_adapts", (long long)t->quick_adapts,
         "window_decreases", (long long)t->window_decreases);
+    if (kw) {
+        struct { const char *name; int64_t v; } more[] = {
+            {"sack_bits_unsent", t->sack_bits_unsent}, {"nacks_stale", t->nacks_stale},
+            {"trims_stale", t->trims_stale}, {"cnps_limited", t->cnps_limited},
+            {"lost_trim", t->lost_trim}};
+        for (size_t i = 0; i < sizeof more / sizeof *more; i++) {
+            PyObject *v = PyLong_FromLongLong(more[i].v);
+            int rc = v ? PyDict_SetItemString(kw, more[i].name, v) : -1;
+            Py_XDECREF(v);
+            if (rc < 0) goto out;
+        }
+    }
     if (!kw || !(empty = PyTuple_New(0))) goto out;
     out = PyObject_Call(SenderStats, empty, kw);
 out:
@@ -1943,6 +2092,7 @@ out:
 #define GET_I64(name, expr)                                         \
     static PyObject *get_##name(Sender *s, void *c) {               \
         (void)c;                                                    \
+        FP_REQUIRE_READY(s, NULL);                                  \
         return PyLong_FromLongLong(expr);                           \
     }
 GET_I64(cum, s->cum)
@@ -1960,13 +2110,24 @@ GET_I64(per_ev_queues, s->per_ev.used)
 GET_I64(send_order_len, s->order.len)
 #undef GET_I64
 
+static PyObject *get_per_ev_entries(Sender *s, void *c) {
+    (void)c;
+    FP_REQUIRE_READY(s, NULL);
+    int64_t n = 0;
+    for (int64_t j = 0; j < s->per_ev.cap; j++)
+        if (s->per_ev.slots[j].state == 1) n += s->per_ev.slots[j].q.len;
+    return PyLong_FromLongLong(n);
+}
+
 #define FLOAT_ATTR(name)                                            \
     static PyObject *get_##name(Sender *s, void *c) {               \
         (void)c;                                                    \
+        FP_REQUIRE_READY(s, NULL);                                  \
         return PyFloat_FromDouble(s->name);                         \
     }                                                               \
     static int set_##name(Sender *s, PyObject *v, void *c) {        \
         (void)c;                                                    \
+        FP_REQUIRE_READY(s, -1);                                    \
         double x = v ? PyFloat_AsDouble(v) : -1;                    \
         if (!v) PyErr_SetString(PyExc_AttributeError, #name);      \
         if (x == -1 && PyErr_Occurred()) return -1;                 \
@@ -1981,16 +2142,37 @@ FLOAT_ATTR(delay_ns)
 #undef FLOAT_ATTR
 
 static PyObject *get_idle(Sender *s, void *c) {
+    FP_REQUIRE_READY(s, NULL);
     (void)c;
     return PyBool_FromLong(!s->ntx && !s->seg_len);
 }
 
 static PyObject *get_fabric_marks(Sender *s, void *c) {
+    FP_REQUIRE_READY(s, NULL);
     (void)c;
     return PyBool_FromLong(s->fabric_marks);
 }
 
+/* An object field (what were members, which would read None on a blank Sender);
+ * `closure` is its offset in Sender. */
+static PyObject *get_object(Sender *s, void *closure) {
+    FP_REQUIRE_READY(s, NULL);
+    return Py_NewRef(*(PyObject **)((char *)s + (Py_ssize_t)closure));
+}
+
+#define OBJECT_ATTR(name, field, doc) \
+    {name, (getter)get_object, NULL, doc, (void *)offsetof(Sender, field)},
+
 static PyGetSetDef Sender_getset[] = {
+    OBJECT_ATTR("cfg", cfg, "its SenderConfig")
+    OBJECT_ATTR("rp", rp, "dcqcn's reaction point, or None")
+    OBJECT_ATTR("pacer", pacer, "dcqcn's pacer, or None")
+    OBJECT_ATTR("evs", evs, "the EvSet")
+    OBJECT_ATTR("log", log, "the EventLog")
+    OBJECT_ATTR("acked_bins", acked_bins, NULL)
+    OBJECT_ATTR("completed", completed, NULL)
+    OBJECT_ATTR("failed", failed, "why the QP failed, or None")
+    OBJECT_ATTR("single_ev", single, "single-path's one EV (None in the spraying modes)")
     {"stats", (getter)get_stats, NULL, "the counters: a transport.SenderStats, as of now"},
     {"cum", (getter)get_cum, NULL, "every PSN below this one has been acknowledged"},
     {"idle", (getter)get_idle, NULL, "nothing outstanding, nothing left to build"},
@@ -2013,20 +2195,12 @@ static PyGetSetDef Sender_getset[] = {
     {"record_slots", (getter)get_record_slots, NULL, "the record ring's size"},
     {"per_ev_queues", (getter)get_per_ev_queues, NULL, "EVs with a send order kept"},
     {"send_order_len", (getter)get_send_order_len, NULL, "entries in the send order"},
+    {"per_ev_entries", (getter)get_per_ev_entries, NULL,
+     "entries in the per-EV send orders, together"},
     {NULL},
 };
 
 static PyMemberDef Sender_members[] = {
-    {"cfg", T_OBJECT, offsetof(Sender, cfg), READONLY, "its SenderConfig"},
-    {"rp", T_OBJECT, offsetof(Sender, rp), READONLY, "dcqcn's reaction point, or None"},
-    {"pacer", T_OBJECT, offsetof(Sender, pacer), READONLY, "dcqcn's pacer, or None"},
-    {"evs", T_OBJECT, offsetof(Sender, evs), READONLY, "the EvSet"},
-    {"log", T_OBJECT, offsetof(Sender, log), READONLY, "the EventLog"},
-    {"acked_bins", T_OBJECT, offsetof(Sender, acked_bins), READONLY, NULL},
-    {"completed", T_OBJECT, offsetof(Sender, completed), READONLY, NULL},
-    {"failed", T_OBJECT, offsetof(Sender, failed), READONLY, "why the QP failed, or None"},
-    {"single_ev", T_OBJECT, offsetof(Sender, single), READONLY,
-     "single-path's one EV (None in the spraying modes)"},
     {"__weaklistoffset__", T_PYSSIZET, offsetof(Sender, weakrefs), READONLY},
     {NULL},
 };
@@ -2106,10 +2280,6 @@ static int Sender_init(Sender *s, PyObject *args, PyObject *kw) {
     if (!PyArg_ParseTupleAndKeywords(args, kw, "OL|O:Sender", names, &evset, &remote_va,
                                      &config))
         return -1;
-    if (s->evs) {
-        PyErr_SetString(PyExc_TypeError, "a Sender is initialised once");
-        return -1;
-    }
     if (remote_va < 0) {
         PyErr_SetString(PyExc_ValueError, "remote_va: want a non-negative address");
         return -1;
@@ -2132,6 +2302,11 @@ static int Sender_init(Sender *s, PyObject *args, PyObject *kw) {
     PyObject *triple = PyObject_CallOneArg(for_sender, cfg);
     Py_DECREF(cfg);
     if (!triple) return -1;
+    if (!PyTuple_Check(triple) || PyTuple_GET_SIZE(triple) != 3) {
+        Py_DECREF(triple);
+        PyErr_SetString(PyExc_TypeError, "dcqcn.for_sender gives (config, rp, pacer)");
+        return -1;
+    }
     s->cfg = Py_NewRef(PyTuple_GET_ITEM(triple, 0));
     s->rp = Py_NewRef(PyTuple_GET_ITEM(triple, 1));
     s->pacer = Py_NewRef(PyTuple_GET_ITEM(triple, 2));
@@ -2139,6 +2314,14 @@ static int Sender_init(Sender *s, PyObject *args, PyObject *kw) {
     cfg = s->cfg;
     PyObject *m = PyObject_GetAttr(cfg, s_mode), *cc = PyObject_GetAttr(cfg, s_cc);
     if (!m || !cc) { Py_XDECREF(m); Py_XDECREF(cc); return -1; }
+    if (!PyUnicode_Check(m)) {  /* equal to one of MODES, yet not a str: compared as one */
+        PyObject *what = PyUnicode_FromString("mode");
+        if (what) choices(what, MODES);
+        Py_XDECREF(what);
+        Py_DECREF(m);
+        Py_DECREF(cc);
+        return -1;
+    }
     s->mode = PyUnicode_CompareWithASCIIString(m, "mrc") == 0 ? MODE_MRC
         : PyUnicode_CompareWithASCIIString(m, "single-path") == 0 ? MODE_SINGLE
         : MODE_SPRAY_STATIC;
@@ -2157,6 +2340,7 @@ static int Sender_init(Sender *s, PyObject *args, PyObject *kw) {
         || cfg_i64(cfg, s_rto_min_ns, &s->rto_min_ns) < 0
         || cfg_i64(cfg, s_retry_limit, &s->retry_limit) < 0
         || cfg_i64(cfg, s_loss_limit, &s->loss_limit) < 0
+        || cfg_i64(cfg, s_trim_limit, &s->trim_limit) < 0
         || cfg_i64(cfg, s_backoff_max, &s->backoff_max) < 0) {
         Py_DECREF(cc);
         return -1;
@@ -2180,6 +2364,14 @@ static int Sender_init(Sender *s, PyObject *args, PyObject *kw) {
     s->last_cut_ns = s->last_md_ns = s->last_qa_ns = -1;
     s->reorder_steps = 1;
     s->judging = -1;
+    if (s->rp != Py_None) {  /* dcqcn: CNP_SPACING of the notification point's interval */
+        PyObject *p = PyObject_GetAttr(s->rp, s_p);
+        int64_t gap;
+        int rc = p ? cfg_i64(p, s_min_time_between_cnps_ns, &gap) : -1;
+        Py_XDECREF(p);
+        if (rc < 0) { Py_DECREF(cc); return -1; }
+        s->cnp_gap_ns = (int64_t)((double)gap * CNP_SPACING);
+    }
     PyObject *planes = PyObject_GetAttr(evset, s_planes), *ppp = NULL, *weak = NULL, *cap;
     if (!planes || !(s->log = PyObject_CallNoArgs(EventLog))
         || !(s->acked_bins = PyObject_CallOneArg(AckedBins, planes))
@@ -2197,6 +2389,12 @@ static int Sender_init(Sender *s, PyObject *args, PyObject *kw) {
     Py_DECREF(weak);
     if (!s->completed || PyErr_Occurred()) { Py_DECREF(cc); return -1; }
     /* mrc holds a path not yet heard from to a share of the first window */
+    if (s->mode == MODE_MRC && paths == 0) {  /* the reference's // raises it; C would trap */
+        Py_DECREF(cc);
+        PyErr_SetString(PyExc_ZeroDivisionError, "the EV set has no paths (planes times "
+                        "paths_per_plane is 0)");
+        return -1;
+    }
     if (s->mode == MODE_MRC) {
         int64_t iw = (int64_t)s->init_window, q = -iw / paths;
         if ((-iw % paths) && ((-iw < 0) != (paths < 0))) q--;  /* floor division */
@@ -2243,6 +2441,7 @@ static int Sender_traverse(Sender *s, visitproc visit, void *arg) {
 }
 
 static int Sender_clear(Sender *s) {
+    s->ready = FP_CLEARED;  /* a finalizer that still holds it gets an error, not a NULL */
     Py_CLEAR(s->cfg); Py_CLEAR(s->rp); Py_CLEAR(s->pacer); Py_CLEAR(s->evs);
     Py_CLEAR(s->log); Py_CLEAR(s->acked_bins); Py_CLEAR(s->completed); Py_CLEAR(s->lost);
     Py_CLEAR(s->single); Py_CLEAR(s->failed);
@@ -2255,6 +2454,24 @@ static int Sender_clear(Sender *s) {
     s->seg_len = 0;
     for (int64_t i = 0; i < s->msg_len; i++) Py_CLEAR(s->msgs[s->msg_head + i].msg);
     s->msg_len = 0;
+    return 0;
+}
+
+/* __init__ once; one that fails part-way leaves the Sender blank, every object it had
+ * taken released (no method runs before it is ready, so nothing else was allocated),
+ * and __init__ may run again */
+static int Sender_init_once(Sender *s, PyObject *args, PyObject *kw) {
+    if (s->ready != FP_BLANK) {
+        PyErr_SetString(PyExc_TypeError, "a Sender is initialised once");
+        return -1;
+    }
+    s->ready = FP_INITIALISING;
+    if (Sender_init(s, args, kw) < 0) {
+        Sender_clear(s);
+        s->ready = FP_BLANK;
+        return -1;
+    }
+    s->ready = FP_READY;
     return 0;
 }
 
@@ -2282,7 +2499,7 @@ static PyTypeObject SenderType = {
     .tp_basicsize = sizeof(Sender),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
     .tp_new = PyType_GenericNew,
-    .tp_init = (initproc)Sender_init,
+    .tp_init = (initproc)Sender_init_once,
     .tp_dealloc = (destructor)Sender_dealloc,
     .tp_traverse = (traverseproc)Sender_traverse,
     .tp_clear = (inquiry)Sender_clear,
@@ -2323,7 +2540,7 @@ static int lookup(void) {
         {"REORDER_STEPS_MAX", &REORDER_STEPS_MAX}, {"REORDERING_LEARNED", &REORDERING_LEARNED},
         {"TRY_MASK", &TRY_MASK}, {"BITMAP_BITS", &BITMAP_BITS},
         {"CONGESTION_ECHO_CE", &CONGESTION_ECHO_CE}, {"CONGESTION_COUNT", &CONGESTION_COUNT},
-        {"MESSAGES_KEPT", &MESSAGES_KEPT}};
+        {"MESSAGES_KEPT", &MESSAGES_KEPT}, {"COMPACT_AFTER", &COMPACT_AFTER}};
     for (size_t i = 0; i < sizeof ints / sizeof *ints; i++) {
         PyObject *v = PyObject_GetAttrString(t, ints[i].name);
         if (!v) goto out;
@@ -2334,6 +2551,10 @@ static int lookup(void) {
     PyObject *v = PyObject_GetAttrString(t, "REORDERING_DECAY");
     if (!v) goto out;
     REORDERING_DECAY = PyFloat_AsDouble(v);
+    Py_DECREF(v);
+    if (PyErr_Occurred()) goto out;
+    if (!(v = PyObject_GetAttrString(t, "CNP_SPACING"))) goto out;
+    CNP_SPACING = PyFloat_AsDouble(v);
     Py_DECREF(v);
     if (PyErr_Occurred()) goto out;
     if (BITMAP_BITS != 64) {
@@ -2377,7 +2598,9 @@ int fp_add_sender(PyObject *m) {
         {&s_pi_gain, "pi_gain"}, {&s_fair_increase, "fair_increase"},
         {&s_md_gain, "md_gain"}, {&s_md_max, "md_max"}, {&s_reorder_ns, "reorder_ns"},
         {&s_rto_min_ns, "rto_min_ns"}, {&s_retry_limit, "retry_limit"},
-        {&s_loss_limit, "loss_limit"}, {&s_backoff_max, "backoff_max"},
+        {&s_loss_limit, "loss_limit"}, {&s_trim_limit, "trim_limit"},
+        {&s_backoff_max, "backoff_max"}, {&s_p, "p"},
+        {&s_min_time_between_cnps_ns, "min_time_between_cnps_ns"},
         {&s_active, "active"}, {&s_cursor, "_cursor"},
         {&s_skipped, "_skipped"}, {&s_unproven_cap, "unproven_cap"},
         {&s_end_of_rotation, "_end_of_rotation"}, {&s_proven, "proven"},
@@ -2389,7 +2612,8 @@ int fp_add_sender(PyObject *m) {
         {&k_spurious, "spurious"}, {&k_port, "port"}, {&k_probe, "probe"},
         {&k_revive, "revive"}, {&k_trim, "trim"}, {&k_ev_state, "ev_state"},
         {&r_per_ev, "per_ev"}, {&r_rack, "rack"}, {&r_nack, "nack"},
-        {&r_timeout, "timeout"}, {&r_dead_path, "dead_path"}, {&w_ecn, "ecn"},
+        {&r_timeout, "timeout"}, {&r_dead_path, "dead_path"}, {&r_trim, "trim"},
+        {&w_ecn, "ecn"},
         {&w_trim, "trim"}, {&w_rtt, "rtt"}, {&a_ok, "ok"}, {&a_lost, "lost"},
         {&k_cum, "cum"}, {&k_ev, "ev"}, {&k_psn, "psn"}, {&k_tries, "tries"},
         {&k_port_state, "port_state"}, {&k_congestion, "congestion"}, {&k_bitmap, "bitmap"},

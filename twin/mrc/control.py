@@ -49,6 +49,7 @@ from twin import unixsock
 from twin.errors import LabError
 from twin.mrc import wire
 from twin.mrc.cc import CCS
+from twin.mrc.core import TRANSPORTS
 from twin.mrc.transport import MODES
 
 REQUIRED = "required"
@@ -130,6 +131,13 @@ TUNABLES = (Arg("init_window", "number", 1, 1 << 16, OMITTED, doc="packets"),
             Arg("ecn", "bool", default=OMITTED, doc="use echoed CE marks"),
             Arg("trim", "bool", default=OMITTED, doc="act on NACK(TRIMMED)"))
 
+# A QP's transport (twin.mrc.core): one of the two by name; omitted, the endpoint's own
+# (MRC_TWIN_TRANSPORT, or the compiled core where it is built). "compiled" where the module
+# does not load is an error reply, and no QP is registered.
+TRANSPORT = Arg("transport", "choice", default=OMITTED,
+                choices=tuple(t for t in TRANSPORTS if t != "auto"),
+                doc="the QP's transport (twin.mrc.core); omitted: the endpoint's")
+
 # The SendQpStats keys (twin.mrc.stats): the reply to `wait`
 _SEND_QP_STATS = ("qpn", "peer", "mode", "idle", "mtu", "failed", "elapsed_s", "goodput_gbps",
                   "sender", "window", "srtt_us", "reorder_window_us", "evs", "ev_set_size",
@@ -145,7 +153,8 @@ OPS: dict[str, Op] = {op.name: op for op in (
        "(compiled, or python: why; the compiled data path adds its batching counters: "
        "tx, rx)"),
     Op("recv_qp", (Arg("size", "int", 1, MEMORY, doc="bytes"),
-                   Arg("seed", "seed", default=0, doc="seeds the rkey and reverse EVs")),
+                   Arg("seed", "seed", default=0, doc="seeds the rkey and reverse EVs"),
+                   TRANSPORT),
        ("qpn", "rkey"), "register a receive buffer (zeroed)"),
     Op("send_qp", (Arg("peer", "host", doc="the receiving host"),
                    Arg("mode", "choice", default="mrc", choices=MODES),
@@ -154,7 +163,7 @@ OPS: dict[str, Op] = {op.name: op for op in (
                    Arg("rkey", "int", 0, U32, doc="the receiving QP's rkey"),
                    Arg("evs", "int", 1, MAX_EVS, default=128, doc="EVs in the QP's set"),
                    Arg("seed", "seed", default=0, doc="seeds the buffer and the EV set"),
-                   *TUNABLES),
+                   TRANSPORT, *TUNABLES),
        ("qpn", "planes"), "a sending QP, its source buffer filled from the seed"),
     Op("connect", (_qpn("recv_qp", "a receiving QP"),
                    Arg("peer_qpn", "int", 0, wire.PSN_MASK, doc="the sending QP at the peer"),
@@ -336,18 +345,19 @@ class EndpointClient:
         return self._ask("hello", timeout)
 
     def recv_qp(self, size: int, seed: int | str | None = None, *,
-                timeout: float | None = None) -> dict:
-        return self._ask("recv_qp", timeout, size=size, seed=seed)
+                transport: str | None = None, timeout: float | None = None) -> dict:
+        return self._ask("recv_qp", timeout, size=size, seed=seed, transport=transport)
 
     def send_qp(self, peer: str, peer_qpn: int, rkey: int, size: int,
                 mode: str | None = None, evs: int | None = None,
-                seed: int | str | None = None, *, init_window: float | None = None,
+                seed: int | str | None = None, *, transport: str | None = None,
+                init_window: float | None = None,
                 max_window: float | None = None, target_ns: float | None = None,
                 rto_min_ns: float | None = None, reorder_ns: float | None = None,
                 cc: str | None = None, ecn: bool | None = None, trim: bool | None = None,
                 timeout: float | None = None) -> dict:
         return self._ask("send_qp", timeout, peer=peer, mode=mode, size=size,
-                         peer_qpn=peer_qpn, rkey=rkey, evs=evs, seed=seed,
+                         peer_qpn=peer_qpn, rkey=rkey, evs=evs, seed=seed, transport=transport,
                          init_window=init_window, max_window=max_window, target_ns=target_ns,
                          rto_min_ns=rto_min_ns, reorder_ns=reorder_ns, cc=cc, ecn=ecn,
                          trim=trim)
@@ -406,7 +416,11 @@ class EndpointClient:
     def call_raw(self, op: str, timeout: float | None = None, **args) -> dict:
         """Send `op` with `args` as they are, unchecked; its reply."""
         self._id += 1
-        self.sock.sendall(json.dumps({"op": op, "id": self._id, **args}).encode() + b"\n")
+        try:
+            self.sock.sendall(json.dumps({"op": op, "id": self._id, **args}).encode() + b"\n")
+        except OSError as e:  # EPIPE, ECONNRESET: it ended (click would swallow an EPIPE)
+            raise LabError(f"endpoint {self.path}: the connection broke during {op} "
+                           f"({e.strerror or e}): did the endpoint end?") from None
         if timeout is not None:
             self.sock.settimeout(timeout)
         while True:
@@ -415,6 +429,9 @@ class EndpointClient:
                     chunk = self.sock.recv(1 << 20)
                 except TimeoutError:
                     raise LabError(f"endpoint {self.path}: no answer to {op} in time") from None
+                except OSError as e:
+                    raise LabError(f"endpoint {self.path}: the connection broke during {op} "
+                                   f"({e.strerror or e}): did the endpoint end?") from None
                 if not chunk:
                     raise LabError(f"endpoint {self.path} closed the connection during {op}")
                 self._buf += chunk

@@ -9,17 +9,28 @@ Two implementations of one behaviour (docs/transport-core.md):
                Where the compiled module does not load, or with
                MRC_TWIN_TRANSPORT=python.
 
+An endpoint runs one of them for its QPs; a QP may ask for the other (the `transport`
+argument of the `send_qp` and `recv_qp` control ops), so both can run side by side in
+one lab (`twin fuzz` attacks a sender of each). Each QP's stats name the one it runs.
+
 The two are held equal by tests/unit/test_transport_differential.py: the same recorded
 inputs (twin.mrc.trace) must give the same decisions, packet for packet.
+
+A compiled module built from other sources than those beside it is stale
+(`stale_build`: the hash it carries against the tree's, twin.mrc.build_hash): `auto`
+then runs the reference and says why, `compiled` refuses to start. The same holds for
+the data path (twin.mrc.loop.load_datapath): one module holds both.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import dataclass
+from types import ModuleType
 
 from twin.errors import UsageError
-from twin.mrc import transport
+from twin.mrc import build_hash, transport
 
 TRANSPORTS = ("auto", "compiled", "python")
 TRANSPORT_ENV = "MRC_TWIN_TRANSPORT"
@@ -40,27 +51,55 @@ class Transport:
 
 
 REFERENCE = Transport(transport.Sender, transport.Receiver, "python: asked for")
+LOAD_HINT = "; `pip install -e .` builds it with gcc"
 
 
-def load_transport(asked: str | None = None) -> Transport:
-    """The transport MRC_TWIN_TRANSPORT asks for: auto (compiled where it is built),
-    compiled (refuse to run without it), python (the reference)."""
+@functools.cache
+def tree_hash() -> str | None:
+    """The hash of the module's sources beside it (None: they are not there), read once
+    per process: an endpoint starts once, a test process asks many times."""
+    return build_hash.sources_hash()
+
+
+def stale_build(module: ModuleType) -> str | None:
+    """Why the compiled `module` (twin.mrc._fastpath) must not run: it was built from
+    other sources than the tree's. None where it is current, or where the sources are
+    not there to compare with (a wheel without them: the module is trusted)."""
+    tree = tree_hash()
+    built = getattr(module, "SOURCES_HASH", "unknown")  # a module from before the hash
+    if tree is None or built == tree:
+        return None
+    return (f"the compiled module is stale (built from sources {built}, the tree has "
+            f"{tree}; `make venv` rebuilds it)")
+
+
+def short_name(name: str) -> str:
+    """A transport's name without its why: "compiled" or "python" (what a QP reports)."""
+    return name.split(":")[0]
+
+
+def load_transport(asked: str | None = None, named: str = TRANSPORT_ENV) -> Transport:
+    """The transport `asked` for (None: what MRC_TWIN_TRANSPORT asks for): auto (compiled
+    where it is built and current), compiled (refuse to run without it), python (the
+    reference). `named` is where the choice came from, for the error: the variable, or a
+    control request's `transport` argument (a QP of its own, twin.mrc.loop)."""
     asked = asked or os.environ.get(TRANSPORT_ENV, "auto")
     if asked not in TRANSPORTS:
-        raise UsageError(f"{TRANSPORT_ENV}={asked!r}: want one of {', '.join(TRANSPORTS)}")
+        raise UsageError(f"{named}={asked!r}: want one of {', '.join(TRANSPORTS)}")
     if asked == "python":
         return REFERENCE
-    why = None
+    why, hint = None, LOAD_HINT
     try:
         from twin.mrc import _fastpath
     except ImportError as e:
         why = f"the compiled module does not load ({e})"
     else:
-        if not (hasattr(_fastpath, "Sender") and hasattr(_fastpath, "Receiver")):
+        if why := stale_build(_fastpath):
+            hint = ""  # the reason says how to rebuild it
+        elif not (hasattr(_fastpath, "Sender") and hasattr(_fastpath, "Receiver")):
             why = "the compiled module was built without the transport core"
     if why is None:
         return Transport(_fastpath.Sender, _fastpath.Receiver, "compiled")
     if asked == "compiled":
-        raise UsageError(f"{TRANSPORT_ENV}=compiled, but {why}; `pip install -e .` "
-                         "builds it with gcc")
+        raise UsageError(f"{named}=compiled, but {why}{hint}")
     return Transport(transport.Sender, transport.Receiver, f"python: {why}")

@@ -29,7 +29,11 @@ from twin.mrc.stats import (
 
 # Drops the endpoint counts itself; the rest are its QPs' transport counters
 ENDPOINT_DROPS = ("truncated", "malformed", "bad_icrc", "unknown_qp", "bad_rkey",
-                  "out_of_bounds")
+                  "out_of_bounds", "probe_unknown")
+# EndpointDrops counted by the sending QPs' transport: drop reason -> SenderStats field
+SENDER_DROPS = {"ack_unsent": "acks_unsent", "sack_bits_unsent": "sack_bits_unsent",
+                "nack_stale": "nacks_stale", "trim_stale": "trims_stale",
+                "cnp_limited": "cnps_limited"}
 # The congestion signals over the endpoint's life (EndpointTotals.signals): receiving
 # QPs' (rx) and sending QPs' (tx) counters, summed
 SIGNALS = ("ce_marked_rx", "trimmed_rx", "nacks_seq_sent", "nacks_trimmed_sent",
@@ -66,7 +70,7 @@ class EndpointCounters:
         self.tx_plane_bytes: dict[int, int] = {p: 0 for p in planes}
         self.rx_plane_bytes: dict[int, int] = {p: 0 for p in planes}
         # the QPs' own drop counters, of QPs closed before
-        self.closed_drops = {"duplicate": 0, "psn_window": 0, "ack_unsent": 0}
+        self.closed_drops = {"duplicate": 0, "psn_window": 0, **dict.fromkeys(SENDER_DROPS, 0)}
         self.closed_signals = dict.fromkeys(SIGNALS, 0)  # their congestion signals
 
     def close(self, sq, rq) -> None:
@@ -76,7 +80,9 @@ class EndpointCounters:
             self.totals["bytes_sent"] += sq.sender.stats.bytes
             self.totals["retransmits"] += sq.sender.stats.retransmits
             self.totals["ev_retirements"] += sq.sender.evs.retirements
-            self.closed_drops["ack_unsent"] += sq.sender.stats.acks_unsent
+            st = sq.sender.stats
+            for drop, name in SENDER_DROPS.items():
+                self.closed_drops[drop] += getattr(st, name)
         for k, n in signals_of(sq, rq).items():
             self.closed_signals[k] += n
         if rq is not None:
@@ -114,7 +120,7 @@ def send_qp_stats(loop, qp) -> SendQpStats:
         target_us=sender.cfg.target_ns / 1000, ev_skips_by=dict(evs.skips_by),
         cc=sender.cfg.cc,
         signals=tuple(k for k in ("ecn", "trim") if getattr(sender.cfg, k)),
-        dcqcn=dcqcn_state(sender))
+        dcqcn=dcqcn_state(sender), transport=qp.transport)
 
 
 def dcqcn_state(sender) -> dict:
@@ -128,7 +134,7 @@ def recv_qp_stats(qp) -> RecvQpStats:
     return RecvQpStats(qp.qpn, qp.bad_rkey, qp.receiver.cum,
                        tuple(list(qp.receiver.completions)[-16:]),  # (n, imm)
                        tuple(sorted(qp.rev_evs.values())), qp.cnps_sent,
-                       **asdict(qp.receiver.stats))
+                       transport=qp.transport, **asdict(qp.receiver.stats))
 
 
 def guards(loop) -> dict:
@@ -140,13 +146,15 @@ def guards(loop) -> dict:
 
 def drop_counts(loop) -> EndpointDrops:
     """The endpoint's own drop counters, and its QPs' (closed ones included)."""
-    sq, rq = loop.send_qps.values(), loop.recv_qps.values()
+    rq = loop.recv_qps.values()
+    sent = [q.sender.stats for q in loop.send_qps.values()]  # each a snapshot, once
     closed = loop.counters.closed_drops
     return EndpointDrops(
         **loop.counters.drops,
         psn_window=closed["psn_window"] + sum(q.receiver.stats.out_of_window for q in rq),
         duplicate=closed["duplicate"] + sum(q.receiver.stats.duplicates for q in rq),
-        ack_unsent=closed["ack_unsent"] + sum(q.sender.stats.acks_unsent for q in sq))
+        **{drop: closed[drop] + sum(getattr(st, name) for st in sent)
+           for drop, name in SENDER_DROPS.items()})
 
 
 def endpoint_stats(loop) -> EndpointStats:

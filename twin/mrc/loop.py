@@ -35,7 +35,8 @@ Two implementations of send and recv, the same bytes on the wire (MRC_TWIN_DATAP
               placed from the ring. The default where it is built (auto).
     python    the standard library only: one sendto / recvmsg per packet, wire's
               encoder and decoder. Where the module is missing (a container whose
-              Python cannot load it), or asked for with MRC_TWIN_DATAPATH=python.
+              Python cannot load it) or stale (built from other sources than the
+              tree's: twin.mrc.core.stale_build), or asked for with MRC_TWIN_DATAPATH=python.
 
 Idle, the loop blocks in its selector (UDP, control, netlink sockets) with no
 timeout; the 1 ms transport timer and the probe timer run only while a QP has
@@ -48,7 +49,10 @@ already checked (twin.mrc.control); what the loop counts is read by twin.mrc.cou
 A packet is checked before anything of it is believed, and each drop is counted by
 reason (stats.EndpointDrops): too short, malformed, a bad ICRC, no such QP, a wrong
 rkey, VA + length outside the buffer, a PSN too far ahead, a duplicate, an ACK for a
-PSN never sent. Every registered buffer sits between guard bytes (twin.mrc.buffer).
+PSN never sent; and a control packet whose claim its QP's state refutes (a SACK bit
+for a PSN never sent, a NAK or trim notice for nothing in flight, a probe reply for no
+probe, a CNP sooner than any notification point sends one) is counted and ignored.
+Every registered buffer sits between guard bytes (twin.mrc.buffer).
 
 Seeds make runs reproducible: a QP's EV set, rkey and reverse EVs come from
 generators seeded with (host, QP number, the request's seed).
@@ -73,7 +77,7 @@ from twin.fabric.plan import nic_address
 from twin.fabric.spec import parse_spec
 from twin.mrc import wire
 from twin.mrc.buffer import GuardedBuffer
-from twin.mrc.core import load_transport
+from twin.mrc.core import LOAD_HINT, Transport, load_transport, short_name, stale_build
 from twin.mrc.counters import EndpointCounters
 from twin.mrc.dcqcn import Dcqcn, NotificationPoint
 from twin.mrc.evset import EvSet
@@ -124,7 +128,8 @@ DATAPATH_ENV = "MRC_TWIN_DATAPATH"
 
 def load_datapath(asked: str | None = None):
     """(the compiled module or None, "compiled" or "python: why"), as MRC_TWIN_DATAPATH
-    asks: auto (compiled where it is built), compiled (refuse to run without it), python."""
+    asks: auto (compiled where it is built and current), compiled (refuse to run without
+    it), python."""
     asked = asked or os.environ.get(DATAPATH_ENV, "auto")
     if asked not in DATAPATHS:
         raise UsageError(f"{DATAPATH_ENV}={asked!r}: want one of {', '.join(DATAPATHS)}")
@@ -135,8 +140,12 @@ def load_datapath(asked: str | None = None):
     except ImportError as e:
         if asked == "compiled":
             raise UsageError(f"{DATAPATH_ENV}=compiled, but twin.mrc._fastpath does not "
-                             f"load ({e}); `pip install -e .` builds it with gcc") from e
+                             f"load ({e}){LOAD_HINT}") from e
         return None, f"python: the compiled data path does not load ({e})"
+    if why := stale_build(_fastpath):
+        if asked == "compiled":
+            raise UsageError(f"{DATAPATH_ENV}=compiled, but {why}")
+        return None, f"python: {why}"
     return _fastpath, "compiled"
 
 
@@ -157,6 +166,7 @@ class RecvQp:
     last_data_ns: int = 0
     bad_rkey: int = 0
     cnps_sent: int = 0  # DCQCN: CNPs to the sending QP for CE-marked data
+    transport: str = "python"  # its receiver's: "compiled" or "python" (twin.mrc.core)
 
     @property
     def buffer(self) -> memoryview:
@@ -184,6 +194,7 @@ class SendQp:
     send_errors: int = 0
     probes: dict[int, int] = field(default_factory=dict)  # retired EV -> probe sent ns
     probes_sent: int = 0
+    transport: str = "python"  # its sender's: "compiled" or "python" (twin.mrc.core)
 
     @property
     def buffer(self) -> memoryview:
@@ -259,6 +270,7 @@ class PacketLoop:
         fast, self.datapath = load_datapath()
         self.core = load_transport()  # the Sender and Receiver classes QPs are built with
         self.transport = self.core.name  # "compiled", or "python: why"
+        self._cores: dict[str, Transport] = {}  # a QP's own, by name (transport_for)
         # who computes the ICRC: the compiled path's ISA-L or zlib; Python's zlib.crc32
         self.icrc = getattr(fast, "ICRC", "zlib") if fast is not None else "zlib (python)"
         self.tx_batch = self.rx_ring = None
@@ -301,24 +313,41 @@ class PacketLoop:
         self._next_qpn += 1
         return qpn
 
-    def open_recv_qp(self, size: int, seed: int | str) -> RecvQp:
-        """Register a receive buffer of `size` bytes (zeroed)."""
+    def transport_for(self, asked: str | None) -> Transport:
+        """The transport a QP is built with: the endpoint's own (asked None), or the one
+        asked for by name ("compiled", "python"), loaded once. UsageError where the
+        compiled core is asked for and not built: the request's error reply."""
+        if asked is None:
+            return self.core
+        core = self._cores.get(asked)
+        if core is None:
+            core = self._cores[asked] = load_transport(asked, named="transport")
+        return core
+
+    def open_recv_qp(self, size: int, seed: int | str, transport: str | None = None
+                     ) -> RecvQp:
+        """Register a receive buffer of `size` bytes (zeroed), its receiver of the
+        `transport` asked for (None: the endpoint's)."""
+        core = self.transport_for(transport)  # before anything is registered
         mem = GuardedBuffer(size)
         qpn = self._qpn()
         rng = random.Random(f"{self.host}/recv/{qpn}/{seed}")
         rkey = rng.getrandbits(32)
-        qp = RecvQp(qpn, rkey, mem, mem.view, None, rng)
+        qp = RecvQp(qpn, rkey, mem, mem.view, None, rng, transport=short_name(core.name))
         # the compiled Receiver copies payloads into the buffer itself; the reference
         # calls a placer per packet
-        place = qp.buf if self.core.compiled else _placer(qp.buf)
-        qp.receiver = self.core.receiver(place, port_state=lambda: self.port_bitmap)
+        place = qp.buf if core.compiled else _placer(qp.buf)
+        qp.receiver = core.receiver(place, port_state=lambda: self.port_bitmap)
         self.recv_qps[qpn] = qp
         return qp
 
     def open_send_qp(self, peer, mode: str, size: int, peer_qpn: int, rkey: int,
-                     n_evs: int, seed: int | str, tunables: dict) -> SendQp:
+                     n_evs: int, seed: int | str, tunables: dict,
+                     transport: str | None = None) -> SendQp:
         """A sending QP to `peer` (a host node), its source buffer filled from `seed`;
-        `tunables` override SenderConfig fields."""
+        `tunables` override SenderConfig fields; its sender of the `transport` asked for
+        (None: the endpoint's)."""
+        core = self.transport_for(transport)  # before anything is registered
         planes = list(self.fabric.nic_planes)  # every NIC has ports on the same planes
         # Payload per packet: 4096, or less where the fabric's MTU cannot carry it;
         # the delay target from the slowest link a packet crosses.
@@ -338,11 +367,11 @@ class PacketLoop:
         qpn = self._qpn()
         evs = EvSet(planes, self.fabric.spec.t1_per_plane, size=n_evs,
                     seed=f"{self.host}/send/{qpn}/{seed}", cross_rack=peer.rack != self.me.rack)
-        sender = self.core.sender(evs, 0, cfg)
+        sender = core.sender(evs, 0, cfg)
         t = now_ns()
         sender.set_local_ports(self.port_bitmap, t)
         qp = SendQp(qpn, peer.name, str(nic_address(self.fabric, peer)), peer_qpn, rkey, mem,
-                    mem.view, sender, mode, started_ns=t)
+                    mem.view, sender, mode, started_ns=t, transport=short_name(core.name))
         self.send_qps[qpn] = qp
         if sender.pacer is not None and sender.single_ev is not None:
             self._paced[qpn] = qp
@@ -594,9 +623,13 @@ class PacketLoop:
             qp = self.send_qps.get(pkt.dest_qp)
             if qp is None:
                 self.drops["unknown_qp"] += 1
-            else:
+                return
+            try:  # a NAK can be the loss (or the trim) that reaches a PSN's limit
                 qp.sender.on_nack(_unwrap24(pkt.psn, qp.sender.cum), now_ns(),
                                   pkt.code == wire.NAK_TRIMMED, pkt.sack.ev, pkt.sack.tries)
+            except QpFailed:
+                pass
+            self._maybe_done(qp)
         elif isinstance(pkt, wire.Probe):
             self._on_probe(pkt)
         elif isinstance(pkt, wire.Cnp):
@@ -827,7 +860,8 @@ class PacketLoop:
         if qp is None:
             self.drops["unknown_qp"] += 1
             return
-        if probe.ev not in qp.probes:  # late (timed out already) or not ours
+        if probe.ev not in qp.probes:  # late (timed out already), forged, or never probed
+            self.drops["probe_unknown"] += 1
             return
         del qp.probes[probe.ev]
         qp.sender.probe_result(probe.ev, True, now_ns())

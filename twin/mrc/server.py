@@ -169,13 +169,13 @@ class ControlServer:
                 "icrc": loop.icrc, "transport": loop.transport, **loop.batching()}
 
     def op_recv_qp(self, a: dict, asker) -> dict:
-        qp = self.loop.open_recv_qp(a["size"], a["seed"])
+        qp = self.loop.open_recv_qp(a["size"], a["seed"], a.get("transport"))
         return {"qpn": qp.qpn, "rkey": qp.rkey}
 
     def op_send_qp(self, a: dict, asker) -> dict:
         tunables = {t.name: a[t.name] for t in control.TUNABLES if t.name in a}
         qp = self.loop.open_send_qp(a["peer"], a["mode"], a["size"], a["peer_qpn"], a["rkey"],
-                                    a["evs"], a["seed"], tunables)
+                                    a["evs"], a["seed"], tunables, a.get("transport"))
         return {"qpn": qp.qpn, "planes": list(self.loop.fabric.nic_planes)}
 
     def op_connect(self, a: dict, asker) -> dict:

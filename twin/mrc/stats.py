@@ -23,13 +23,15 @@ Numbers pass through as the endpoint computed them. A QP that never wrote has th
 integer 0 as its `elapsed_s`, and a fresh window is the integer 16. Parsing never
 coerces, so a reply re-serialised is byte for byte the reply received. `from_dict`
 reads the keys it knows and ignores any others, such as the control reply's `id`.
-A missing key raises KeyError, except the keys added after the first schema (the
-drop counters: `drops`, `acks_unsent`, `out_of_window`; `ev_skips_total`,
-`dead_paths_total`; the congestion signals' counters: `ecn_marks` .. `window_decreases`,
-`ce_marked`, `trimmed`, `nacks_trimmed`, `ev_skips_by`, `cc`), which read as 0 (or
-empty), and the per-plane totals
-(`tx_bytes_per_plane`, `rx_bytes_per_plane`), which read as empty: a lab kept up
-across an upgrade of twin has endpoints that do not send them yet.
+A missing key raises KeyError, except the keys added after the first schema, which
+read as 0 (or empty): the drop counters (`drops`, `acks_unsent`, `out_of_window`),
+`ev_skips_total`, `dead_paths_total`, the congestion signals' counters (`ecn_marks` ..
+`window_decreases`), the hostile-input counters (`sack_bits_unsent` .. `lost_trim`, and
+the drops from `sack_bits_unsent` on), `ce_marked`, `trimmed`, `nacks_trimmed`,
+`ev_skips_by`, `cc`, and the per-plane totals (`tx_bytes_per_plane`,
+`rx_bytes_per_plane`); a QP's `transport` reads as the endpoint's (within an
+EndpointStats; a lone SendQpStats, a `wait` reply, reads as ""). A lab kept up across an
+upgrade of twin has endpoints that do not send them yet.
 
 Only the standard library: the endpoint imports this inside a host's namespace.
 """
@@ -71,10 +73,17 @@ class SenderCounters:
     trims_ignored: int = 0  # NAK(TRIMMED) naming no copy in flight (stale), or trim off
     quick_adapts: int = 0  # nscc: window cut to what the last RTT acked, after a trim
     window_decreases: int = 0  # nscc: multiplicative decreases (delay high and marked)
+    # hostile or stale inputs, counted and ignored (docs/endpoint-stats.md)
+    sack_bits_unsent: int = 0  # SACKs whose bitmap named PSNs never sent: those bits masked
+    nacks_stale: int = 0  # NAK(PSN sequence error) for a PSN not in flight
+    trims_stale: int = 0  # NAK(TRIMMED) naming no copy in flight (in trims_ignored too)
+    cnps_limited: int = 0  # CNPs sooner than half the notification point's interval
+    lost_trim: int = 0  # losses declared because a PSN was trimmed trim_limit times
 
     _SIGNALS: ClassVar[tuple[str, ...]] = (
         "ecn_marks", "ecn_echoes", "nacks_seq", "nacks_trimmed", "trims_ignored",
-        "quick_adapts", "window_decreases")
+        "quick_adapts", "window_decreases", "sack_bits_unsent", "nacks_stale", "trims_stale",
+        "cnps_limited", "lost_trim")
 
     def to_dict(self) -> dict[str, Any]:
         return {"packets": self.packets, "bytes": self.bytes, "retransmits": self.retransmits,
@@ -148,6 +157,7 @@ class SendQpStats:
     # line_rate_bps, cnps_received, rate_cuts, min_rate_bps, increases; and paced_polls),
     # or for another cc {"cnps_ignored": n}
     dcqcn: Mapping[str, Any] | None = None
+    transport: str = ""  # its sender's: compiled or python (twin.mrc.core)
 
     def to_dict(self) -> dict[str, Any]:
         return {"qpn": self.qpn, "peer": self.peer, "mode": self.mode, "idle": self.idle,
@@ -168,10 +178,12 @@ class SendQpStats:
                 "dead_paths_total": self.dead_paths_total, "target_us": self.target_us,
                 "ev_skips_by": dict(self.ev_skips_by), "cc": self.cc,
                 "signals": list(self.signals),
-                "dcqcn": None if self.dcqcn is None else dict(self.dcqcn)}
+                "dcqcn": None if self.dcqcn is None else dict(self.dcqcn),
+                "transport": self.transport}
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> SendQpStats:
+    def from_dict(cls, d: Mapping[str, Any], transport: str = "") -> SendQpStats:
+        """`transport`: what an endpoint that does not name each QP's runs (its own)."""
         return cls(
             d["qpn"], d["peer"], d["mode"], d["idle"], d["mtu"], d["failed"], d["elapsed_s"],
             d["goodput_gbps"], SenderCounters.from_dict(d["sender"]), d["window"],
@@ -183,7 +195,7 @@ class SendQpStats:
             d["events_logged"], d["single_path"], d.get("ev_skips_total", 0),
             d.get("dead_paths_total", 0), d.get("target_us", 0.0),
             dict(d.get("ev_skips_by", {})), d.get("cc", ""), tuple(d.get("signals", ())),
-            d.get("dcqcn"))
+            d.get("dcqcn"), d.get("transport", transport))
 
 
 @dataclass(frozen=True)
@@ -197,6 +209,9 @@ class RecvQpStats:
     completed: tuple[tuple[int, int], ...]  # the latest WRITE_IMM completions: (n, imm)
     reverse_evs: tuple[int, ...]  # the EVs its ACKs go back on, one per path, ascending
     cnps_sent: int  # DCQCN CNPs sent to the sending QP (CE-marked data arrived)
+    # its receiver's: compiled or python (twin.mrc.core); keyword-only, so the receiver's
+    # counters stay the last fields, as transport.ReceiverStats has them
+    transport: str = field(default="", kw_only=True)
     packets: int  # new data packets placed (duplicates not counted)
     bytes: int  # payload bytes placed
     duplicates: int  # data packets that had arrived before, dropped
@@ -217,16 +232,18 @@ class RecvQpStats:
                 "out_of_order": self.out_of_order, "acks": self.acks, "nacks": self.nacks,
                 "completions": self.completions, "out_of_window": self.out_of_window,
                 "cnps_sent": self.cnps_sent, "ce_marked": self.ce_marked,
-                "trimmed": self.trimmed, "nacks_trimmed": self.nacks_trimmed}
+                "trimmed": self.trimmed, "nacks_trimmed": self.nacks_trimmed,
+                "transport": self.transport}
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> RecvQpStats:
+    def from_dict(cls, d: Mapping[str, Any], transport: str = "") -> RecvQpStats:
+        """`transport`: what an endpoint that does not name each QP's runs (its own)."""
         return cls(d["qpn"], d["bad_rkey"], d["cum"],
                    tuple((n, imm) for n, imm in d["completed"]), tuple(d["reverse_evs"]),
                    d.get("cnps_sent", 0), d["packets"], d["bytes"], d["duplicates"],
                    d["out_of_order"], d["acks"], d["nacks"], d["completions"],
                    d.get("out_of_window", 0), d.get("ce_marked", 0), d.get("trimmed", 0),
-                   d.get("nacks_trimmed", 0))
+                   d.get("nacks_trimmed", 0), transport=d.get("transport", transport))
 
 
 @dataclass(frozen=True)
@@ -276,13 +293,42 @@ class EndpointDrops:
     psn_window: int  # data 2**16 or more PSNs ahead of the receiver's cum
     duplicate: int  # data whose PSN had arrived before (answered with a SACK, not placed)
     ack_unsent: int  # an ACK or NAK naming a PSN its QP never sent
+    # Well-formed control packets for a QP of ours whose claim the QP's state refutes:
+    # each is counted here and ignored (what it names is not in flight), never believed.
+    # (`sack_bits_unsent` counts SACKs that were believed, but for those bits.)
+    sack_bits_unsent: int = 0  # a SACK whose bitmap named PSNs never sent: bits masked
+    nack_stale: int = 0  # a NAK (PSN sequence error) for a PSN not in flight
+    trim_stale: int = 0  # a NAK(TRIMMED) naming no copy in flight (its EV, try, PSN)
+    probe_unknown: int = 0  # a probe reply for no probe in flight (late, forged, an EV
+    #                         never probed)
+    cnp_limited: int = 0  # a CNP sooner than half the notification point's interval
+
+    _LATER: ClassVar[tuple[str, ...]] = ("sack_bits_unsent", "nack_stale", "trim_stale",
+                                         "probe_unknown", "cnp_limited")
+    # What each reason means, in a few words (`twin stats --drops`)
+    MEANING: ClassVar[dict[str, str]] = {
+        "truncated": "shorter than its headers",
+        "malformed": "valid ICRC, invalid packet",
+        "bad_icrc": "ICRC mismatch: corrupted, or cut",
+        "unknown_qp": "for no QP of this endpoint",
+        "bad_rkey": "data with a wrong rkey",
+        "out_of_bounds": "data outside the registered buffer",
+        "psn_window": "data too far ahead of cum",
+        "duplicate": "data that had arrived (answered)",
+        "ack_unsent": "ACK or NAK naming a PSN never sent",
+        "sack_bits_unsent": "SACK bits for PSNs never sent (masked)",
+        "nack_stale": "NAK for a PSN not in flight",
+        "trim_stale": "NAK(TRIMMED) naming no copy in flight",
+        "probe_unknown": "probe reply for no probe in flight",
+        "cnp_limited": "CNP sooner than an NP sends one",
+    }
 
     def to_dict(self) -> dict[str, Any]:
         return {"truncated": self.truncated, "malformed": self.malformed,
                 "bad_icrc": self.bad_icrc, "unknown_qp": self.unknown_qp,
                 "bad_rkey": self.bad_rkey, "out_of_bounds": self.out_of_bounds,
                 "psn_window": self.psn_window, "duplicate": self.duplicate,
-                "ack_unsent": self.ack_unsent}
+                "ack_unsent": self.ack_unsent, **{k: getattr(self, k) for k in self._LATER}}
 
     NONE: ClassVar[dict[str, int]] = {}  # what an endpoint from before drops counted sends
 
@@ -292,7 +338,7 @@ class EndpointDrops:
             return cls(0, 0, 0, 0, 0, 0, 0, 0, 0)
         return cls(d["truncated"], d["malformed"], d["bad_icrc"], d["unknown_qp"],
                    d["bad_rkey"], d["out_of_bounds"], d["psn_window"], d["duplicate"],
-                   d["ack_unsent"])
+                   d["ack_unsent"], *(d.get(k, 0) for k in cls._LATER))
 
 
 @dataclass(frozen=True)
@@ -320,10 +366,12 @@ class EndpointStats:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> EndpointStats:
+        # a QP of an endpoint from before per-QP transports runs the endpoint's
+        own = d.get("transport", "python").split(":")[0]
         return cls(d["host"], d["ports"], d["bad_packets"], d["unknown_qp"],
                    EndpointTotals.from_dict(d["totals"]),
-                   tuple(SendQpStats.from_dict(q) for q in d["send_qps"]),
-                   tuple(RecvQpStats.from_dict(q) for q in d["recv_qps"]),
+                   tuple(SendQpStats.from_dict(q, own) for q in d["send_qps"]),
+                   tuple(RecvQpStats.from_dict(q, own) for q in d["recv_qps"]),
                    EndpointDrops.from_dict(d.get("drops") or EndpointDrops.NONE),
                    d.get("datapath", "python"), d.get("transport", "python"))
 

@@ -12,8 +12,19 @@ Sender
     copy); the receiver echoes (PSN, number) in its SACK, so the sender always
     knows which copy arrived.
 
-    A SACK or NAK that names a PSN never sent is forged or corrupt: it is
-    counted (acks_unsent) and ignored whole.
+    Everything from the wire is checked against the state it claims to act on
+    (an ICRC is a CRC, not a MAC: anyone in the fabric can forge a valid frame):
+      a SACK or NAK that names a PSN never sent, or a cum beyond one past the
+      highest sent, is forged or corrupt: counted (acks_unsent), ignored whole
+      a SACK bitmap's bits for PSNs never sent are masked off (sack_bits_unsent):
+      the rest of the SACK is believed, since it may be true
+      a NAK (PSN sequence error) for a PSN not in flight (nacks_stale), a
+      NAK(TRIMMED) for anything but the copy in flight, named by its EV and
+      transmission number (trims_stale): counted, ignored
+      a CNP sooner than half the notification point's interval after the last one
+      believed (dcqcn): counted (cnps_limited), ignored
+    Memory per QP is bounded whatever arrives: the send orders are compacted once
+    they hold more than their share of entries that name no copy in flight.
 
     Loss, four ways, fastest first (and a fifth, below: a dead path's):
       per EV    a packet is lost when a packet sent after it *on the same EV*
@@ -46,7 +57,11 @@ Sender
     NAK_TRIMMED). An EV the receiver echoes CE-marked, an EV that carried a trimmed
     packet, and an EV whose own delay is above target are SKIPped for a rotation.
     A trimmed PSN is resent at once on another EV: congestion, not loss (no EV
-    retires, no loss is counted, the loss limit is untouched).
+    retires, no loss is counted, the loss limit is untouched) until it has been
+    trimmed `trim_limit` times: from then on each trim of it is a loss (lost_trim;
+    like a timeout it blames no path), so a fabric that trims one PSN on every path
+    fails the QP at its loss limit instead of resending it for ever
+    (docs/transport-core.md).
 
     The window (packets), `cc` (docs/congestion.md):
       delay   it grows while the queueing delay is under `target_ns`, shrinks in
@@ -124,7 +139,9 @@ NACK_DISTANCE = BITMAP_BITS  # a hole this far behind the newest PSN is NAKed
 RECV_WINDOW = 1 << 16
 TRY_MASK = 0x7F  # transmission numbers travel in 7 bits
 _SEND_ORDER = attrgetter("seq")
-LOSS_REASONS = ("per_ev", "rack", "nack", "timeout", "dead_path")
+LOSS_REASONS = ("per_ev", "rack", "nack", "timeout", "dead_path", "trim")
+# Losses that name no path: no EV retires for them (see _declare_lost)
+_BLAMELESS = ("timeout", "dead_path", "trim")
 CONGESTION_ECHO_CE = 0x80  # the SACK congestion byte (wire.CONGESTION_ECHO_CE): the
 CONGESTION_COUNT = 0x7F  # echoed packet was CE-marked | CE-marked packets since the last
 MESSAGES_KEPT = 64  # completed messages remembered for stats (the count is kept in full)
@@ -137,6 +154,16 @@ BUILD_CHUNK = 1024
 REORDER_STEPS_MAX = 8
 REORDERING_DECAY = 1 - 1 / 256  # per RTT sample
 REORDERING_LEARNED = 32  # RTT samples before the reordering seen is trusted (before: srtt)
+
+# The send orders are compacted (entries naming no copy in flight dropped) once this
+# many entries, plus twice the packets in flight, were added since the last time: the
+# cost is amortised to O(1) a packet, and the orders stay O(in flight) whatever the
+# peer or the fabric does (a PSN trimmed for ever, a path that never answers).
+COMPACT_AFTER = 1024
+# A CNP sooner than this share of the notification point's interval after the last one
+# believed is counted and ignored: an NP sends at most one per interval per QP, and
+# arrivals may bunch up to half of it.
+CNP_SPACING = 0.5
 
 BIN_NS = 1_000_000  # acked_bins: 1 ms
 BINS_MAX = 16_384  # acked_bins kept per QP (16 s of 1 ms bins); older ones are summed
@@ -156,7 +183,7 @@ EVENT_KINDS = {
              "every ok, and a lost only when the EV's previous answer was not)",
     "revive": "background probes brought a retired EV back",
     "trim": "a NACK(TRIMMED): a switch cut the packet; resent at once on another EV, "
-            "no loss counted (ev: the EV that carried it)",
+            "no loss counted until its PSN reaches trim_limit (ev: the EV that carried it)",
 }
 
 
@@ -349,6 +376,7 @@ class SenderConfig:
     rto_min_ns: int = 10_000_000  # last resort; a noisy 2-core VM stalls for ms at times
     retry_limit: int = 7  # single-path: losses of one PSN; else: its timeouts in a row
     loss_limit: int = 32  # mrc, spray-static: losses of one PSN, whatever found them
+    trim_limit: int = 16  # trims of one PSN before each further trim of it is a loss
     backoff_max: int = 6  # a PSN's timer doubles per timeout, up to 2**backoff_max x RTO
     cc: str = "nscc"  # congestion control: twin.mrc.cc.CCS (dcqcn: twin.mrc.dcqcn)
     line_rate_bps: int = 0  # the QP's port rate (0: unshaped): dcqcn's line rate
@@ -378,6 +406,7 @@ class _Tx:
     in_flight: bool = False
     losses: int = 0  # times this PSN itself was lost (go-back-N resends do not count)
     timeouts: int = 0  # of those, by the timer since it was last lost any other way
+    trims: int = 0  # NAK(TRIMMED)s of this PSN acted on
 
 
 @dataclass
@@ -401,6 +430,12 @@ class SenderStats:
     trims_ignored: int = 0  # NAK(TRIMMED) for a copy not in flight (stale), or trim off
     quick_adapts: int = 0  # nscc: the window cut to what the last RTT acked, on a trim
     window_decreases: int = 0  # multiplicative decreases (nscc: delay high and marked)
+    # hostile or stale inputs, each counted and ignored (the module doc)
+    sack_bits_unsent: int = 0  # SACKs whose bitmap named PSNs never sent: those bits masked
+    nacks_stale: int = 0  # NAK(PSN sequence error) for a PSN not in flight: ignored
+    trims_stale: int = 0  # NAK(TRIMMED) naming no copy in flight (in trims_ignored too)
+    cnps_limited: int = 0  # CNPs sooner than CNP_SPACING of the NP's interval: ignored
+    lost_trim: int = 0  # losses declared because a PSN reached trim_limit
 
 
 class QpFailed(RuntimeError):
@@ -428,6 +463,10 @@ class Sender:
         # dcqcn: a rate (rp) and its pacer; the window becomes a fixed in-flight cap
         self.cfg, self.rp, self.pacer = dcqcn.for_sender(self.cfg)
         self.cnps_ignored = 0  # CNPs for a QP that runs no dcqcn: counted, not acted on
+        # dcqcn: CNPs closer together than this are not believed (CNP_SPACING)
+        self._cnp_gap_ns = 0 if self.rp is None else \
+            int(self.rp.p.min_time_between_cnps_ns * CNP_SPACING)
+        self._last_cnp_ns: int | None = None
         self.evs = evset
         self.remote_va = remote_va
         self.window = self.cfg.init_window
@@ -471,6 +510,7 @@ class Sender:
         self._sent_high = -1  # highest PSN sent so far
         self._seq = 0
         self._inflight = 0
+        self._since_compact = 0  # send-order entries added since the last _compact
         self._cum = 0
         self._rack_sent = -1  # send time of the latest-sent packet known delivered
         self._sacked = 0  # bit i: PSN _cum + 1 + i reported received by a SACK bitmap
@@ -672,6 +712,9 @@ class Sender:
             self._inflight += sent
             self.stats.packets += sent
             self.stats.bytes += nbytes
+            self._since_compact += sent
+            if self._since_compact > 2 * self._inflight + COMPACT_AFTER:
+                self._compact()
         return ok
 
     def wants_to_send(self, now: int | None = None) -> bool:
@@ -691,8 +734,13 @@ class Sender:
         any other cc counts it only."""
         if self.rp is None:
             self.cnps_ignored += 1
-        else:
-            self.rp.on_cnp(now)
+            return
+        last = self._last_cnp_ns
+        if last is not None and now - last < self._cnp_gap_ns:
+            self.stats.cnps_limited += 1  # sooner than any notification point sends one
+            return
+        self._last_cnp_ns = now
+        self.rp.on_cnp(now)
 
     def _resend(self, tx: _Tx, now: int, source: memoryview) -> TxPacket:
         """A packet sent before, again (first transmissions leave by `_emit_new`): on
@@ -712,6 +760,9 @@ class Sender:
         ev.sent += 1
         if self.evs._proving:  # EvSet.sent, inlined: only while a path is unproven
             self.evs.sent_unproven(ev)
+        self._since_compact += 1
+        if self._since_compact > 2 * self._inflight + COMPACT_AFTER:
+            self._compact()
         st = self.stats
         st.packets += 1
         st.bytes += tx.length
@@ -722,6 +773,29 @@ class Sender:
         return TxPacket(tx.psn, ev.value, self.remote_va + tx.offset,
                         source[tx.offset:tx.offset + tx.length], (tx.tries - 1) & TRY_MASK,
                         True, tx.msg.imm if last else None)
+
+    def _compact(self) -> None:
+        """Drop the send orders' entries that name no copy in flight (acked, declared
+        lost, trimmed, resent since): every reader skips them anyway, so nothing decides
+        differently, but they pile up where nothing reads them from the front (a PSN
+        trimmed again and again, an EV that never gets an ack)."""
+        txs = self._txs
+
+        def live(entry: tuple[int, int]) -> bool:
+            tx = txs.get(entry[1])
+            return tx is not None and tx.seq == entry[0] and tx.in_flight
+
+        kept = [e for e in self._order if live(e)]
+        self._order.clear()
+        self._order.extend(kept)
+        for value, q in list(self._per_ev.items()):
+            kept = [e for e in q if live(e)]
+            if kept:
+                q.clear()
+                q.extend(kept)
+            else:
+                del self._per_ev[value]
+        self._since_compact = 0
 
     # -- acks -------------------------------------------------------------------
 
@@ -744,6 +818,11 @@ class Sender:
         else:  # an older SACK (they can pass each other): align it to our cum
             acked = []
             bits = sack.bitmap >> (c0 - sack.cum)
+        # Bits for PSNs never sent are not believed: nothing of them was on the wire.
+        unsent = max(0, self._sent_high - self._cum)  # bits from this one name unsent PSNs
+        if unsent < BITMAP_BITS and bits >> unsent:
+            self.stats.sack_bits_unsent += 1
+            bits &= (1 << unsent) - 1
         # Only bits no earlier SACK reported: each PSN is walked once, not per SACK.
         new = bits & ~self._sacked
         self._sacked |= bits
@@ -864,7 +943,7 @@ class Sender:
         undone = self.cfg.mode == "mrc" and self.evs.unretire(ev_value)
         self._event(now, "spurious", ev_value, psn,
                     f"{reason}; retirement undone" if undone else reason)
-        if reason not in ("timeout", "dead_path"):  # reordering deeper than the window
+        if reason not in _BLAMELESS:  # reordering deeper than the window
             self.reordering_ns = max(self.reordering_ns, self._rack_sent - sent_ns)
             if self._reorder_steps < REORDER_STEPS_MAX:
                 self._reorder_steps += 1
@@ -873,7 +952,7 @@ class Sender:
                 tries: int = -1) -> None:
         """The receiver NAKs a PSN: it has waited too long for it (PSN sequence error),
         or (`trimmed`) a switch cut it to its headers on `ev`, copy number `tries`."""
-        if not self._names_sent(psn):
+        if self.failed or not self._names_sent(psn):
             return
         self._now = now
         if trimmed:
@@ -881,12 +960,14 @@ class Sender:
             return
         self.stats.nacks_seq += 1
         tx = self._txs.get(psn)
+        if tx is None or not tx.in_flight:  # acked, or lost and not yet resent
+            self.stats.nacks_stale += 1
+            return
         # Only the first copy: a NAK cannot say which transmission it missed (Karn). And
         # only once a packet sent a reordering window after it has arrived: the NAK says
         # the hole is 64 PSNs deep, which a burst sprayed over paths of different delay
         # reaches without any loss.
-        if tx is None or not tx.in_flight or tx.tries > 1 \
-                or tx.sent_ns + self.reorder_window_ns() >= self._rack_sent:
+        if tx.tries > 1 or tx.sent_ns + self.reorder_window_ns() >= self._rack_sent:
             return
         self.stats.lost_nack += 1
         self._declare_lost(tx, now, "nack")
@@ -900,11 +981,23 @@ class Sender:
         resend changes the copy's number and EV."""
         st = self.stats
         tx = self._txs.get(psn)
-        if not self.cfg.trim or tx is None or not tx.in_flight or tx.ev is None \
-                or tx.ev.value != ev_value or (tx.tries - 1) & TRY_MASK != tries:
+        if not self.cfg.trim:
             st.trims_ignored += 1
             return
+        if tx is None or not tx.in_flight or tx.ev is None \
+                or tx.ev.value != ev_value or (tx.tries - 1) & TRY_MASK != tries:
+            st.trims_ignored += 1
+            st.trims_stale += 1
+            return
         st.nacks_trimmed += 1
+        tx.trims += 1
+        if tx.trims >= self.cfg.trim_limit:
+            # Trimmed on path after path: no longer congestion a resend rides out. A loss,
+            # so the QP's loss limit bounds it (and no path is blamed: _BLAMELESS).
+            st.lost_trim += 1
+            self._stuck = False
+            self._declare_lost(tx, now, "trim")
+            return
         ev = tx.ev
         tx.in_flight = False
         self._inflight -= 1
@@ -1014,7 +1107,7 @@ class Sender:
         while q and q[0][0] < tx.seq:
             seq, psn = q.popleft()
             old = self._txs.get(psn)
-            if old is None or old.seq != seq or old.acked:
+            if old is None or old.seq != seq or not old.in_flight:  # acked, lost, trimmed
                 continue
             if psn >= covered:
                 unjudged.append((seq, psn))
@@ -1096,20 +1189,19 @@ class Sender:
         tx.timeouts = tx.timeouts + 1 if reason == "timeout" else 0
         if mode == "single-path":
             if tx.losses > self.cfg.retry_limit:
-                self.failed = f"PSN {tx.psn} lost {tx.losses} times (retry limit)"
-                raise QpFailed(self.failed)
+                self._fail(f"PSN {tx.psn} lost {tx.losses} times", tx, "retry limit")
         elif tx.timeouts > self.cfg.retry_limit:
-            self.failed = f"PSN {tx.psn} timed out {tx.timeouts} times in a row (retry limit)"
-            raise QpFailed(self.failed)
+            self._fail(f"PSN {tx.psn} timed out {tx.timeouts} times in a row", tx,
+                       "retry limit")
         elif tx.losses > self.cfg.loss_limit:
-            self.failed = f"PSN {tx.psn} lost {tx.losses} times (loss limit)"
-            raise QpFailed(self.failed)
+            self._fail(f"PSN {tx.psn} lost {tx.losses} times", tx, "loss limit")
         # A timeout names no path: nothing sent after the packet was acked either, so the
         # peer (or the whole fabric) went quiet, as a stalled receiver does. Resend, but
         # blame no EV; a dead path is caught by per-EV and RACK, which compare paths.
-        # A packet resent because its path died has already been blamed.
+        # A packet resent because its path died has already been blamed; a PSN trimmed
+        # past trim_limit was trimmed on many paths, not lost on one.
         died = False
-        if mode == "mrc" and reason not in ("timeout", "dead_path"):
+        if mode == "mrc" and reason not in _BLAMELESS:
             retired, replacement = self.evs.lost(ev, f"{reason} loss of PSN {tx.psn}")
             if retired:
                 self._per_ev.pop(ev.value, None)  # nothing more is sent on it
@@ -1135,6 +1227,13 @@ class Sender:
             self._retx.append(tx.psn)
         if died:
             self._resend_dead_path(ev.path, now)
+
+    def _fail(self, what: str, tx: _Tx, limit: str) -> None:
+        """The QP gives up: `what` happened to `tx`'s PSN, past `limit`."""
+        n = tx.trims
+        trims = f", trimmed {n} time{'s' * (n != 1)}" if n else ""
+        self.failed = f"{what}{trims} ({limit})"
+        raise QpFailed(self.failed)
 
     def _resend_dead_path(self, path, now: int) -> None:
         """`path` just proved dead: what is still in flight on it will not arrive.

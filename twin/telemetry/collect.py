@@ -64,6 +64,7 @@ class EndpointSample:
     srtt_s: float = 0.0  # the largest smoothed RTT of the open send QPs (0: none open)
     send_qps: int = 0
     signals: dict[str, int] = field(default_factory=dict)  # EndpointTotals.signals
+    drops: dict[str, int] = field(default_factory=dict)  # EndpointDrops, by reason
 
 
 @dataclass(frozen=True)
@@ -191,7 +192,8 @@ class Collector:
         tx = {p: st.totals.tx_bytes_per_plane.get(p, 0) for p in planes}
         rx = {p: st.totals.rx_bytes_per_plane.get(p, 0) for p in planes}
         return EndpointSample(host, True, tx, rx, st.totals.retransmits, evs,
-                              srtt_us / 1e6, len(st.send_qps), dict(st.totals.signals))
+                              srtt_us / 1e6, len(st.send_qps), dict(st.totals.signals),
+                              st.drops.to_dict())
 
     def _client(self, host: str):
         c = self._ctl.get(host)

@@ -66,6 +66,8 @@ def families(sample: Sample) -> list[Metric]:
                 for reason in ("seq", "trimmed"):
                     fam["twin_endpoint_nacks_total"].add_metric(
                         [lab, ep.host, side, reason], sig(f"nacks_{reason}_{verb}", 0))
+        for reason, n in ep.drops.items():
+            fam["twin_endpoint_drops_total"].add_metric([lab, ep.host, reason], n)
     for lk in sample.links:
         labels = [lab, lk.node, lk.ifname, lk.peer, str(lk.plane), lk.tier]
         fam["twin_link_tx_bytes_total"].add_metric(labels, lk.tx_bytes)

@@ -47,6 +47,11 @@ _ALL = (
     Metric("twin_endpoint_nacks_total", "counter",
            "NAKs by reason (seq, trimmed): sent by the endpoint's receiving QPs (side rx), "
            "received by its sending QPs (side tx)", ("lab", "host", "side", "reason")),
+    Metric("twin_endpoint_drops_total", "counter",
+           "Packets an endpoint dropped or refused, over its life, by reason (EndpointDrops: "
+           "malformed or forged data, and control packets whose claim its QP's state "
+           "refutes: ack_unsent, sack_bits_unsent, nack_stale, trim_stale, probe_unknown, "
+           "cnp_limited)", ("lab", "host", "reason")),
     Metric("twin_endpoint_up", "gauge",
            "1 if the host's endpoint answered this scrape, else 0", ("lab", "host")),
     Metric("twin_link_tx_bytes_total", "counter", "Bytes sent out of a link end (kernel)",

@@ -13,7 +13,9 @@ will show for them (`tc -j filter show`), which is what verify compares.
     encap(src, dst, flow_label, map_fd)
                             lwt xmit route: H.Encaps.Red-like outer IPv6 header
     queue(q, ports_fd)      TC egress, a shaped switch port: a virtual queue draining at
-                            the port's rate; CE marks, trimming, drops (`queue_program`)
+                            the port's rate; CE marks, trimming of RoCE data (WRITE
+                            opcodes; control frames and ND pass whole), drops
+                            (`queue_program`)
     ecn_in(prefix, slot, ports_fd)
                             TC ingress, a host port on seg6local: RFC 6040 decap rules
                             (outer CE and trim DSCP copied inward), then the kernel's
@@ -37,6 +39,8 @@ requires of the stack):
     fp-64 .. fp-57  the inner IPv6 header's first 8 bytes (queue, RFC 6040)
     fp-72 .. fp-65  the UDP header (queue)
     fp-74 .. fp-73  a 16-bit length to write (queue's trim)
+    fp-80           queue: the byte that says what a packet past trim is, its BTH
+                    opcode or its ICMPv6 type
     fp-104 .. fp-81 queue: the virtual queue's busy-until time, its depth before
                     this packet, the length its thresholds are checked with
                     (spilled across helper calls)
@@ -104,6 +108,15 @@ TRIM_IP_LEN = 2 * IP6_HLEN + UDP_HLEN + BTH_LEN + RETH_LEN  # 116: what is left 
 TRIM_FRAME_LEN = ETH_HLEN + TRIM_IP_LEN  # 130: the trimmed frame, Ethernet included
 ECN_MASK, ECN_CE = 0x3, 0x3  # the low two bits of the traffic class
 NEXTHDR_UDP = 17
+NEXTHDR_ICMPV6 = 58
+PKT_BTH = PKT_IP6 + 2 * IP6_HLEN + UDP_HLEN  # 102: an MRC packet's BTH, its opcode first
+# RoCE data, the only packets a queue trims: the RC RDMA WRITE opcodes (IBA 9.2.1),
+# FIRST 0x06, MIDDLE, LAST, LAST with Immediate, ONLY (0x0A, MRC's), ONLY with
+# Immediate (0x0B, MRC's last packet of a message)
+RC_WRITE_FIRST, RC_WRITE_ONLY_WITH_IMMEDIATE = 0x06, 0x0B
+# ICMPv6 neighbour discovery (RFC 4861): router solicitation 133 .. redirect 137, always
+# sent with hop limit 255, which no forwarded packet still has at an egress port
+ND_FIRST, ND_LAST, ND_HOP_LIMIT = 133, 137, 255
 NS_PER_S = 10**9
 
 PORTS_MAP_NAME = "mrc_port_q"
@@ -115,6 +128,7 @@ SLOT = -56
 INNER = -64
 UDPH = -72
 LEN16 = -74
+KIND = -80
 BUSY = -88
 QBEFORE = -96
 SEGLEN = -104
@@ -327,14 +341,25 @@ def queue_program(q, ports_fd: int) -> list:
     bytes lost per packet. For each IPv6 frame:
 
       1. depth + len <= trim: admitted as it is;
-      2. else an MRC packet (outer next header 41, inner next header 17, UDP
-         dport 4791) longer than TRIM_FRAME_LEN is cut to its headers
-         (bpf_skb_change_tail to 130 bytes; outer payload length 76, inner payload
-         length 36, UDP length 36, the checksum stays 0, outer DSCP TRIM_DSCP with its
-         ECN bits kept; the RETH DMA length is left as it was) and admitted at 130
-         bytes; an MRC packet already that short is admitted as it is; either only
-         while depth + its length <= drop;
-      3. anything else over trim, and anything over drop, is dropped (TC_ACT_SHOT).
+      2. else RoCE data, an MRC packet (outer next header 41, inner next header 17,
+         UDP dport 4791) whose BTH opcode (byte PKT_BTH) is an RC RDMA WRITE
+         (RC_WRITE_FIRST 0x06 .. RC_WRITE_ONLY_WITH_IMMEDIATE 0x0B), longer than
+         TRIM_FRAME_LEN, is cut to its headers (bpf_skb_change_tail to 130 bytes;
+         outer payload length 76, inner payload length 36, UDP length 36, the
+         checksum stays 0, outer DSCP TRIM_DSCP with its ECN bits kept; the RETH DMA
+         length is left as it was) and admitted at 130 bytes while depth + 130 <= drop
+         (`trimmed` counts these, and only these);
+      3. else every other MRC packet (a control frame: ACK or NAK 0x11, EV probe or
+         reply 0xF0/0xF1, CNP 0x81, any opcode that is not a WRITE; and data no
+         longer than 130 bytes, a packet trimmed upstream), and ICMPv6 neighbour
+         discovery (a plain IPv6 packet, next header 58, type ND_FIRST 133 .. ND_LAST
+         137, hop limit 255), is admitted whole while depth + its length <= drop;
+      4. anything else over trim (a UDP 4791 packet too short for a BTH opcode too),
+         and anything over drop, is dropped (TC_ACT_SHOT).
+
+    Only headers right after each other are recognised: an extension header between
+    the outer and inner IPv6 header, or before the UDP or ICMPv6 header, makes the
+    packet "anything else".
 
     A GSO super-packet (kernel TCP crosses the veths as skbs of up to 64 KiB, which
     tbf segments) is checked against the thresholds by the length of one segment
@@ -428,9 +453,11 @@ def queue_program(q, ports_fd: int) -> list:
         asm.ldx(DW, R1, FP, SEGLEN),
         asm.alu64_reg(asm.ADD, R3, R1),
         *_jmp_const(asm.JLE, R3, trim, "admit"),
-        # past trim: only MRC packets go on, trimmed (never a GSO skb: one is not MRC's)
+        # past trim: RoCE data is trimmed, MRC's control and ND go on whole, nothing
+        # else goes on (never a GSO skb: one is none of these)
         asm.jmp_reg(asm.JNE, R1, R8, "drop"),
         asm.ldx(B, R1, FP, NEXT_HEADER),
+        asm.jeq_imm(R1, NEXTHDR_ICMPV6, "icmpv6"),
         asm.jne_imm(R1, NEXTHDR_IPV6, "drop"),
         *_load(PKT_IP6 + IP6_HLEN, INNER, 8),
         asm.jne_imm(R0, 0, "drop"),
@@ -440,7 +467,14 @@ def queue_program(q, ports_fd: int) -> list:
         asm.jne_imm(R0, 0, "drop"),
         asm.ldx(H, R1, FP, UDPH + 2),
         asm.jne_imm(R1, _word(MRC_UDP_PORT.to_bytes(2, "big")), "drop"),
-        asm.jmp_imm(asm.JLE, R8, TRIM_FRAME_LEN, "short"),
+        *_load(PKT_BTH, KIND, 1),
+        asm.jne_imm(R0, 0, "drop"),  # UDP 4791 without even an opcode: not RoCE
+        # a control frame (ACK, NAK, probe, CNP: any opcode but a WRITE) carries the
+        # signals back, and is never cut: cut, its ICRC would go with its tail
+        asm.ldx(B, R1, FP, KIND),
+        asm.alu64_imm(asm.SUB, R1, RC_WRITE_FIRST),  # below FIRST wraps to a huge u64
+        asm.jmp_imm(asm.JGT, R1, RC_WRITE_ONLY_WITH_IMMEDIATE - RC_WRITE_FIRST, "whole"),
+        asm.jmp_imm(asm.JLE, R8, TRIM_FRAME_LEN, "whole"),  # no longer than a trim
         asm.ldx(DW, R1, FP, QBEFORE),
         asm.alu64_imm(asm.ADD, R1, TRIM_FRAME_LEN),
         *_jmp_const(asm.JGT, R1, drop, "drop"),
@@ -458,7 +492,17 @@ def queue_program(q, ports_fd: int) -> list:
         *_add(R7, "trimmed"),
         asm.mov64_imm(R8, TRIM_FRAME_LEN),
         asm.ja("admit"),
-        asm.label("short"),  # an MRC packet of headers only (a control packet, a trimmed one)
+        asm.label("icmpv6"),
+        # neighbour discovery, so a next hop does not fail during a long incast; a
+        # forwarded packet (hop limit < 255 here) does not get this way past trim
+        asm.ldx(B, R1, FP, HOP_LIMIT),
+        asm.jne_imm(R1, ND_HOP_LIMIT, "drop"),
+        *_load(PKT_IP6 + IP6_HLEN, KIND, 1),
+        asm.jne_imm(R0, 0, "drop"),
+        asm.ldx(B, R1, FP, KIND),
+        asm.alu64_imm(asm.SUB, R1, ND_FIRST),
+        asm.jmp_imm(asm.JGT, R1, ND_LAST - ND_FIRST, "drop"),
+        asm.label("whole"),  # admitted at its own length, up to drop
         asm.ldx(DW, R1, FP, QBEFORE),
         asm.alu64_reg(asm.ADD, R1, R8),
         *_jmp_const(asm.JGT, R1, drop, "drop"),
