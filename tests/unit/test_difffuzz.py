@@ -26,18 +26,10 @@ from twin.mrc.transport import RECV_WINDOW
 
 STORED = sorted(D.FUZZ_TRACES.glob("*.json.gz"))
 
-# Found on main and being fixed there (issue 34). When a fix lands, its trace passes and
-# this mark turns the pass into a failure (strict): delete the line then.
-KNOWN = {
-    "fuzz-1-0-sender": "issue 34 (a): a SACK bitmap over PSNs built but never sent: the "
-                       "reference raises AttributeError, the compiled Sender dereferences NULL",
-    "fuzz-1-27-sender": "issue 34 (b): a trim storm grows the send order by one entry per "
-                        "resend, in both",
-}
-# The moves that reach those two bugs at once; the short run leaves them out until the
-# fixes land (then: delete this, and the short run takes every move).
-KNOWN_BUG_MOVES = ("sack_cum", "sack_bits_unsent", "sack_replay", "trim_storm", "rx_far",
-                   "rx_lengths", "rx_ce", "rx_imm", "rx_flush")
+# A trace here that shows a known bug, being fixed elsewhere: its name and the bug. The
+# mark is strict, so the fix that makes it pass fails it: delete its line then. (Both
+# traces here showed issue 34's (a) and (b) when found; main's fixes made them pass.)
+KNOWN: dict[str, str] = {}
 
 
 def _impls() -> list[D.Impl]:
@@ -170,11 +162,10 @@ def test_the_command_line_lists_moves_refuses_bad_ones_and_runs_a_case(capsys):
 
 
 def test_a_short_run_finds_nothing():
-    """A few seconds of fixed seeds (the first cases of seed 1, as many as fit): the
-    sender without the moves that reach issue 34's known bugs, the receiver with all."""
+    """A few seconds of fixed seeds: the first cases of seed 1, as many as fit, every
+    move; the receiver's side of more cases, as it replays faster."""
     impls = _impls()
-    sender = D.fuzz(1, 4.0, cases=40, moves=A.select_moves(without=KNOWN_BUG_MOVES),
-                    impls=impls, sides=("sender",))
+    sender = D.fuzz(1, 4.0, cases=40, impls=impls, sides=("sender",))
     receiver = D.fuzz(1, 2.0, cases=150, impls=impls, sides=("receiver",))
     for report in (sender, receiver):
         assert report.cases >= 1 and report.calls > 100

@@ -20,8 +20,9 @@ from twin.mrc.difffuzz.adversary import RX_BUFFER, FuzzCase
 from twin.mrc.transport import Receiver, RxPacket, Sender
 
 # The send order may hold, per PSN posted, one entry per copy the QP's limits allow
-# (loss_limit or retry_limit losses, plus the first send) twice over, and a window's
-# worth more: state that grows with the data posted, not with what the peer says.
+# (its first send, trim_limit trims, loss_limit or retry_limit losses) twice over, and
+# a window's worth more: state that grows with the data posted, not with what the peer
+# says. (Single-path's go-back-N resends more than the lost PSN; the slack covers it.)
 ORDER_SLACK = 2
 
 EXPECTED_EXCEPTIONS = frozenset({"QpFailed"})  # what a call may raise: the QP gave up
@@ -114,11 +115,12 @@ REFERENCE = {"sender": Impl("reference", "sender", Sender),
 def order_bound(t: trace.Trace) -> int:
     """The most entries a sender trace's send order (and the reference's per-EV send
     orders, summed) may hold: ORDER_SLACK x (each PSN posted, sent once and resent as
-    often as the QP's limit allows, plus a window)."""
+    often as the QP's limits allow, plus a window)."""
     cfg = t.config
     psns = sum(-(-c[2] // cfg["mtu"]) for c in t.calls if c[0] == "post")
     limit = cfg["retry_limit"] if cfg["mode"] == "single-path" else cfg["loss_limit"]
-    return ORDER_SLACK * (psns * (limit + 1) + int(cfg["max_window"]))
+    copies = 1 + limit + cfg.get("trim_limit", 0)  # trim_limit: absent from older traces
+    return ORDER_SLACK * (psns * copies + int(cfg["max_window"]))
 
 
 def send_order_size(s: Any) -> int:
