@@ -16,7 +16,8 @@ TELEMETRY ?= 1
 # nft (link-loss faults); gcc and zlib's headers build the endpoint's compiled data path,
 # which computes the ICRC with ISA-L (libisal2) where it loads, else with zlib
 
-.PHONY: help deps test-deps venv engine images lab-up lab-down chaos test lint bench clean
+.PHONY: help deps test-deps sanitize-deps venv engine images lab-up lab-down chaos test lint \
+	sanitize bench clean
 
 help:
 	@echo "make lab-up     bring up $(LAB) as containers and verify every route and path"
@@ -28,6 +29,9 @@ help:
 	@echo "make chaos      every shipped drill (lab/drills), each against single-path; reports"
 	@echo "                in lab/build/<lab>/reports/<timestamp>/, exit 1 if a verdict fails"
 	@echo "make test       lint and run the tests (root runs the netns tier too)"
+	@echo "make sanitize   the compiled transport built with ASan and UBSan (build/asan): the"
+	@echo "                differential fuzzer for SANITIZE_SECONDS (default 120) and the trace"
+	@echo "                tests under it; exit 1 on any report or divergence (.ci/sanitize)"
 	@echo "make bench      lab-up/verify, runtimes, the endpoint (against TCP and blasters),"
 	@echo "                its transport per packet and buffer registration: docs/benchmarks.md"
 
@@ -112,6 +116,24 @@ test: lint test-deps
 	if [ $$rc = 5 ]; then echo "pytest collected no tests: that is a failure"; exit 1; fi; \
 	exit $$rc
 
+# The sanitizer tier (.ci/sanitize): gcc's ASan and UBSan runtimes (Debian 12: gcc-12's
+# libasan8 and libubsan1), the core built with them into build/asan, the differential
+# fuzzer (seed SANITIZE_SEED, default today's date) and the trace tests run under them.
+SANITIZE_SECONDS ?= 120
+SANITIZE_SEED ?=
+sanitize-deps:
+	@missing=""; \
+	[ -f "$$(readlink -f "$$(gcc -print-file-name=libasan.so)")" ] || missing="$$missing libasan8"; \
+	[ -f "$$(readlink -f "$$(gcc -print-file-name=libubsan.so)")" ] || missing="$$missing libubsan1"; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" != 0 ]; then echo "missing:$$missing (run as root, or apt-get install$$missing)"; exit 1; fi; \
+	  echo "installing:$$missing"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing >/dev/null; \
+	fi
+
+sanitize: venv sanitize-deps
+	FUZZ_SECONDS=$(SANITIZE_SECONDS) SEED=$(SANITIZE_SEED) .ci/sanitize
+
 bench: venv
 	$(BIN)/python bench/bench_lab.py
 	$(BIN)/python bench/bench_runtimes.py
@@ -120,4 +142,4 @@ bench: venv
 	$(BIN)/python bench/bench_buffers.py
 
 clean:
-	rm -rf $(VENV) lab/build .pytest_cache
+	rm -rf $(VENV) lab/build .pytest_cache build/asan

@@ -1252,7 +1252,7 @@ static int resend_dead_path(Sender *s, PyObject *path, int64_t now) {
     /* declare_lost may grow nothing, but copy: the scratch buffer is the SACK walk's */
     int64_t *psns = PyMem_Malloc((n ? n : 1) * sizeof *psns);
     if (!psns) { PyErr_NoMemory(); return -1; }
-    memcpy(psns, s->scratch, n * sizeof *psns);
+    if (n) memcpy(psns, s->scratch, n * sizeof *psns);  /* scratch is NULL until first used */
     int rc = 0;
     for (int64_t i = 0; i < n && rc == 0; i++) {
         s->st.lost_dead_path++;
@@ -1883,7 +1883,7 @@ static PyObject *Sender_on_timer(Sender *s, PyObject *arg) {
     }
     int64_t *psns = PyMem_Malloc((n ? n : 1) * sizeof *psns);
     if (!psns) return PyErr_NoMemory();
-    memcpy(psns, s->scratch, n * sizeof *psns);
+    if (n) memcpy(psns, s->scratch, n * sizeof *psns);  /* scratch is NULL until first used */
     int rc = 0;
     for (int64_t i = 0; i < n && rc == 0; i++) {
         s->st.lost_timeout++;

@@ -309,21 +309,27 @@ def payload_bytes(psn: int, length: int) -> bytes:
     return random.Random(psn).randbytes(length)
 
 
-def replay(trace: Trace, factory: SenderFactory | ReceiverFactory | None = None) -> list[dict]:
+def replay(trace: Trace, factory: SenderFactory | ReceiverFactory | None = None,
+           progress: Callable[[int], None] | None = None) -> list[dict]:
     """Feed `trace`'s calls, in order, to an implementation built by `factory` (default:
-    the reference, transport.Sender or transport.Receiver); its decision log."""
+    the reference, transport.Sender or transport.Receiver); its decision log.
+    `progress(i)` is told each call's index before the call is made, so a replay that
+    kills its process (a crash in compiled code) can be traced to its call."""
     if trace.kind == "receiver":
-        return _replay_receiver(trace, factory or Receiver)
-    return _replay_sender(trace, factory or Sender)
+        return _replay_receiver(trace, factory or Receiver, progress)
+    return _replay_sender(trace, factory or Sender, progress)
 
 
-def _replay_sender(trace: Trace, factory: SenderFactory) -> list[dict]:
+def _replay_sender(trace: Trace, factory: SenderFactory,
+                   progress: Callable[[int], None] | None) -> list[dict]:
     s = factory(EvSet(**trace.evset), trace.remote_va, config_from_dict(trace.config))
     source = memoryview(_source(trace.source_size, trace.source_seed))
     log = s.log
     seen = log.total
     out, snap = [], None
-    for call in trace.calls:
+    for i, call in enumerate(trace.calls):
+        if progress is not None:
+            progress(i)
         op, d = call[0], {}
         try:
             if op == "poll":
@@ -364,7 +370,8 @@ def _replay_sender(trace: Trace, factory: SenderFactory) -> list[dict]:
     return out
 
 
-def _replay_receiver(trace: Trace, factory: ReceiverFactory) -> list[dict]:
+def _replay_receiver(trace: Trace, factory: ReceiverFactory,
+                     progress: Callable[[int], None] | None) -> list[dict]:
     placed: list[list] = []
     ports = [0xFFFF]
 
@@ -373,7 +380,9 @@ def _replay_receiver(trace: Trace, factory: ReceiverFactory) -> list[dict]:
 
     r = factory(place, port_state=lambda: ports[0], **trace.receiver)
     out = []
-    for call in trace.calls:
+    for i, call in enumerate(trace.calls):
+        if progress is not None:
+            progress(i)
         op, d = call[0], {}
         ports[0] = call[1]
         if call[2] is None:
