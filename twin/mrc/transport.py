@@ -712,9 +712,7 @@ class Sender:
             self._inflight += sent
             self.stats.packets += sent
             self.stats.bytes += nbytes
-            self._since_compact += sent
-            if self._since_compact > 2 * self._inflight + COMPACT_AFTER:
-                self._compact()
+            self._count_appends(sent)
         return ok
 
     def wants_to_send(self, now: int | None = None) -> bool:
@@ -760,9 +758,7 @@ class Sender:
         ev.sent += 1
         if self.evs._proving:  # EvSet.sent, inlined: only while a path is unproven
             self.evs.sent_unproven(ev)
-        self._since_compact += 1
-        if self._since_compact > 2 * self._inflight + COMPACT_AFTER:
-            self._compact()
+        self._count_appends(1)
         st = self.stats
         st.packets += 1
         st.bytes += tx.length
@@ -773,6 +769,12 @@ class Sender:
         return TxPacket(tx.psn, ev.value, self.remote_va + tx.offset,
                         source[tx.offset:tx.offset + tx.length], (tx.tries - 1) & TRY_MASK,
                         True, tx.msg.imm if last else None)
+
+    def _count_appends(self, n: int) -> None:
+        """`n` entries went into the send orders: compact them once enough did."""
+        self._since_compact += n
+        if self._since_compact > 2 * self._inflight + COMPACT_AFTER:
+            self._compact()
 
     def _compact(self) -> None:
         """Drop the send orders' entries that name no copy in flight (acked, declared
@@ -975,10 +977,11 @@ class Sender:
     def _on_trimmed(self, psn: int, ev_value: int, tries: int, now: int) -> None:
         """A switch trimmed this copy: the path is congested, not broken. Resend it at
         once on another EV; its EV SKIPs a rotation; the window adapts. Nothing is
-        counted as loss and no EV retires. A trimmed packet is unauthenticated (its
-        ICRC was cut off), so the NAK must name the copy in flight exactly (its EV and
-        transmission number): a forged or stale one costs at most one resend, since the
-        resend changes the copy's number and EV."""
+        counted as loss and no EV retires, until the PSN's trim_limit-th trim: that one
+        and each after is a loss that blames no path. A trimmed packet is
+        unauthenticated (its ICRC was cut off), so the NAK must name the copy in flight
+        exactly (its EV and transmission number): a forged or stale one costs at most
+        one resend, since the resend changes the copy's number and EV."""
         st = self.stats
         tx = self._txs.get(psn)
         if not self.cfg.trim:
