@@ -274,3 +274,37 @@ def test_flows_are_compared_over_the_stretch_they_ran_side_by_side(shaped):
     assert got["flow_spread"] == 0.0 and got["flow_mbps"] == [8.0, 8.0]
     short = M.FlowLog("r1h1", "r0h1", 1, bins_t0_ns=T0 + 250 * MS, bins={0: [1] * 60})
     assert M.common_rates([a, short]) is None  # 50 ms side by side: too short to judge
+
+
+def test_a_fault_before_the_first_write_counts_from_the_first_write(f4):
+    """startup-dead-link: the link is cut before the QPs are set up (~220 ms of it); the
+    transport meets the fault at its first write, and repairs from there."""
+    f = fault(f4, at=T0 - 220 * MS)
+    flow = M.FlowLog("r0h0", "r1h0", 1 << 20, bins_t0_ns=T0, events=[
+        ev(T0 + 1 * MS, "loss", DEAD, 3),
+        ev(T0 + 1 * MS, "retire", DEAD, 3),
+        ev(T0 + 3 * MS, "repaired", ALIVE, 3),
+    ])
+    (fig,) = M.fault_figures(f4, [flow], [f], [])
+    assert (fig["origin"], fig["origin_ns"]) == ("first write", T0)
+    assert (fig["detection_us"], fig["repair_us"]) == (1000, 3000)
+
+
+def test_without_bins_the_runners_first_write_is_the_origin(f4):
+    f = fault(f4, at=T0 - 220 * MS)
+    flow = M.FlowLog("r0h0", "r1h0", 1, events=[ev(T0 + 2 * MS, "loss", DEAD, 3)])
+    (fig,) = M.fault_figures(f4, [flow], [f], [], t0_ns=T0)
+    assert fig["origin"] == "first write" and fig["detection_us"] == 2000
+
+
+def test_a_fault_under_traffic_counts_from_the_fault_and_localization_always_does(f4):
+    f = fault(f4)  # at T0 + 100 ms
+    flow = M.FlowLog("r0h0", "r1h0", 1 << 20, bins_t0_ns=T0,
+                     events=[ev(f.at_ns + 2 * MS, "retire", DEAD, 3)])
+    named = {"target": "t0-p1-r0:eth3", "named_ns": f.at_ns + 40 * MS}
+    (fig,) = M.fault_figures(f4, [flow], [f], [named])
+    assert (fig["origin"], fig["origin_ns"], fig["detection_us"]) == ("fault", f.at_ns, 2000)
+    early = fault(f4, at=T0 - 220 * MS)
+    named = {"target": "t0-p1-r0:eth3", "named_ns": early.at_ns + 40 * MS}
+    (fig,) = M.fault_figures(f4, [flow], [early], [named])
+    assert fig["localized_us"] == 40_000  # the prober needs no traffic: from the fault

@@ -7,11 +7,14 @@ applied (each with the uncertainty of its start), each QP's
 events (`events` op: loss, retire, retransmit, repaired, port, ...), each QP's
 acked bytes in 1 ms bins per plane, and the prober's localizations.
 
-    detection   fault to the first EV retired on a dead path (a path that crosses
+    detection   origin to the first EV retired on a dead path (a path that crosses
                 the fault); where the mode never retires EVs (single-path), the
                 first loss on one; a port-state change counts too
-    repair      fault until every packet lost on a dead path after it has been
+    repair      origin until every packet lost on a dead path after it has been
                 acknowledged through another path (0: nothing was lost)
+    origin      when traffic could first meet the fault: the fault, or the main
+                flows' first write when that came later (a fault applied before the
+                traffic: the QPs' setup, ~200 ms, is not the transport's to repair)
     lost        packets declared lost from the fault to the next one
     dip         over the 5 ms moving average of goodput: its depth below the
                 goodput before the first fault, its length (from its first ms
@@ -79,12 +82,33 @@ class FlowLog:
 # -- per fault ---------------------------------------------------------------------
 
 
+def first_write_ns(flows: list[FlowLog], fallback: int | None = None) -> int | None:
+    """When the main flows' first write was posted (their acked bins start there, on the
+    endpoints' clock), else `fallback` (the runner's t0: an endpoint without bins)."""
+    starts = [f.bins_t0_ns for f in flows if not f.bystander and f.bins_t0_ns]
+    return min(starts) if starts else fallback
+
+
+def origin(fault: AppliedFault, first_write: int | None) -> tuple[int, str]:
+    """What a fault's detection and repair count from, and its name: when traffic could
+    first meet it. A fault applied before the first write (a step at 0: the job starts
+    on a broken fabric) counts from the first write, not from the QP setup before it."""
+    if first_write is not None and first_write > fault.at_ns:
+        return first_write, "first write"
+    return fault.at_ns, "fault"
+
+
 def fault_figures(fabric: Fabric, flows: list[FlowLog], faults: list[AppliedFault],
-                  localizations: list[dict]) -> list[dict]:
+                  localizations: list[dict], t0_ns: int | None = None) -> list[dict]:
+    """Each fault's figures. Detection and repair count from `origin` (the fault, or
+    the main flows' first write if that came later; `t0_ns`: the first write where the
+    flows carry no bins); localization from the fault (the prober needs no traffic)."""
     out = []
     ordered = sorted(faults, key=lambda f: f.at_ns)
+    start = first_write_ns(flows, t0_ns)
     for i, f in enumerate(ordered):
         until = ordered[i + 1].at_ns if i + 1 < len(ordered) else None
+        since, since_what = origin(f, start)
         detection = repair_end = None
         lost = 0
         outstanding: dict[tuple[int, int], int] = {}
@@ -118,9 +142,10 @@ def fault_figures(fabric: Fabric, flows: list[FlowLog], faults: list[AppliedFaul
             "applied_us": None if f.applied_ns is None else (f.applied_ns - f.at_ns) // 1000,
             "at_uncertainty_us": None if f.uncertainty_ns is None else f.uncertainty_ns // 1000,
             "reverted_ns": f.reverted_ns,
-            "detection_us": None if detection is None else max(0, detection - f.at_ns) // 1000,
+            "origin": since_what, "origin_ns": since,
+            "detection_us": None if detection is None else max(0, detection - since) // 1000,
             "repair_us": (0 if not outstanding else
-                          None if repair_end is None else max(0, repair_end - f.at_ns) // 1000),
+                          None if repair_end is None else max(0, repair_end - since) // 1000),
             "packets_lost": lost,
             "dead_path_losses": len(outstanding),
             "localized": loc is not None,

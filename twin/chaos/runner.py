@@ -483,7 +483,8 @@ def _judge(att, drill: Drill, mode, seed, baseline_of, planned, timeline: Timeli
     fabric = att.fabric
     logs = _flow_logs(run_data, n_main) if run_data else []
     localizations = prober.found if prober else []
-    faults = M.fault_figures(fabric, logs, timeline.applied, localizations)
+    faults = M.fault_figures(fabric, logs, timeline.applied, localizations,
+                             timeline.t0_fig_ns or None)
     g = M.merge_bins(logs)
     gp = M.goodput_figures(g, timeline.applied)
     main_logs = [f for f in logs if not f.bystander]
