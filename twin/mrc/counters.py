@@ -120,7 +120,25 @@ def send_qp_stats(loop, qp) -> SendQpStats:
         target_us=sender.cfg.target_ns / 1000, ev_skips_by=dict(evs.skips_by),
         cc=sender.cfg.cc,
         signals=tuple(k for k in ("ecn", "trim") if getattr(sender.cfg, k)),
-        dcqcn=dcqcn_state(sender), transport=qp.transport)
+        dcqcn=dcqcn_state(sender), transport=qp.transport, paths_used=paths_used(evs))
+
+
+def paths_used(evs) -> tuple[tuple[int, int, int], ...]:
+    """(plane, t1, packets) of every path a packet of the QP went on, from the EVs the
+    set still holds (slots, spares, retired pool) that carried one (Ev.sent, which both
+    transports count). Read-only; a drill decides from it whether a fault met the QP's
+    traffic. An EV the bounded retired pool forgot is not here (its losses are in the
+    event log); same-rack paths have t1 0 (EvSet.path_of)."""
+    sent: dict[tuple[int, int], int] = {}
+    held = [*evs.active, *(ev for pool in evs.spare.values() for ev in pool),
+            *evs.retired.values()]
+    seen: set[int] = set()
+    for ev in held:
+        if ev.sent and ev.value not in seen:
+            seen.add(ev.value)
+            key = evs.path_of(ev)
+            sent[key] = sent.get(key, 0) + ev.sent
+    return tuple((plane, t1, n) for (plane, t1), n in sorted(sent.items()))
 
 
 def dcqcn_state(sender) -> dict:

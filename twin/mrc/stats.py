@@ -158,6 +158,9 @@ class SendQpStats:
     # or for another cc {"cnps_ignored": n}
     dcqcn: Mapping[str, Any] | None = None
     transport: str = ""  # its sender's: compiled or python (twin.mrc.core)
+    # (plane, t1, packets) for every path a packet of the QP went on: the EVs it holds
+    # (slots, spares, retired pool) that carried one; () from an endpoint before it
+    paths_used: tuple[tuple[int, int, int], ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {"qpn": self.qpn, "peer": self.peer, "mode": self.mode, "idle": self.idle,
@@ -179,7 +182,7 @@ class SendQpStats:
                 "ev_skips_by": dict(self.ev_skips_by), "cc": self.cc,
                 "signals": list(self.signals),
                 "dcqcn": None if self.dcqcn is None else dict(self.dcqcn),
-                "transport": self.transport}
+                "transport": self.transport, "paths_used": [list(p) for p in self.paths_used]}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], transport: str = "") -> SendQpStats:
@@ -195,7 +198,8 @@ class SendQpStats:
             d["events_logged"], d["single_path"], d.get("ev_skips_total", 0),
             d.get("dead_paths_total", 0), d.get("target_us", 0.0),
             dict(d.get("ev_skips_by", {})), d.get("cc", ""), tuple(d.get("signals", ())),
-            d.get("dcqcn"), d.get("transport", transport))
+            d.get("dcqcn"), d.get("transport", transport),
+            tuple(tuple(p) for p in d.get("paths_used", ())))
 
 
 @dataclass(frozen=True)
