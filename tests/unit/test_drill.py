@@ -62,7 +62,11 @@ def test_a_good_drill():
         (100_000_000, FaultKind.LINK_DOWN, "t0-p0-r0:eth3", 50_000_000)
     assert d.end_ns == 150_000_000
     assert [e.want for e in d.expect] == ["true", "<= 50"]
-    assert d.baseline_expect[0].what == "exact"  # the default for a baseline run
+    # a baseline is judged by its own expectations only: by default none, its outcome
+    # reported beside the main run's
+    assert d.baseline_expect == ()
+    judged = D.parse_drill(GOOD + "baseline_expect: {exact: true}\n")
+    assert [e.what for e in judged.baseline_expect] == ["exact"]
 
 
 BAD = [

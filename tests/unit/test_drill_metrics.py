@@ -196,7 +196,8 @@ def running(t0=T0, for_ms=1000, src="r0h0", dst="r1h0", bystander=False):
 def test_a_fault_mid_transfer_met_the_traffic(f4):
     f = fault(f4, at=T0 + 300 * MS)
     got = M.exposure(f4, [running()], f)
-    assert got == {"crossed": True, "under_traffic_ms": 700.0, "met": True}
+    assert got == {"crossed": True, "crossed_from": "paths possible",
+                   "under_traffic_ms": 700.0, "met": True}
 
 
 def test_a_transfer_that_ended_2ms_after_the_fault_did_not_meet_it(f4):
@@ -222,6 +223,29 @@ def test_a_short_fault_is_met_when_traffic_covers_all_of_it(f4):
     f.reverted_ns = f.at_ns + 5 * MS  # a 5 ms flap: less than the 20 ms asked of longer ones
     assert M.exposure(f4, [running()], f)["met"] is True
     assert M.exposure(f4, [running(for_ms=302)], f)["met"] is False
+
+
+def test_a_single_path_qp_hashed_onto_the_other_t1_never_met_the_cut(f4):
+    # the cut is t0-p1-r0 -- t1-p1-0; the RoCE QP's one path goes through t1-p1-1
+    f = fault(f4, at=T0 + 300 * MS)
+    flow = running()
+    flow.paths = frozenset({(1, 1)})
+    got = M.exposure(f4, [flow], f)
+    assert got["crossed"] is False and got["met"] is False
+    assert got["crossed_from"] == "paths taken"
+    flow.paths = frozenset({(1, 0)})
+    assert M.exposure(f4, [flow], f)["met"] is True
+
+
+def test_an_ev_the_event_log_names_counts_as_a_path_taken(f4):
+    # an EV the retired pool forgot: its loss in the log still says where it went
+    f = fault(f4, at=T0 + 300 * MS)
+    flow = running()
+    flow.paths = frozenset({(2, 1)})
+    flow.events = [ev(T0 + 301 * MS, "loss", DEAD, 7)]
+    assert M.exposure(f4, [flow], f)["crossed"] is True
+    flow.events = [ev(T0 + 301 * MS, "port", DEAD, -1)]  # names no packet's EV
+    assert M.exposure(f4, [flow], f)["crossed"] is False
 
 
 def test_a_bystander_does_not_make_a_fault_met(f4):

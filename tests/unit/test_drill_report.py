@@ -309,3 +309,55 @@ def test_trims_over_time_are_drawn_with_the_runs_signal_totals(tmp_path):
     quiet = report.write({"drills": [{**run, "signals": {"trims": [0, 0]}}]},
                          tmp_path / "q")["html"].read_text()
     assert "Congestion signals" not in quiet
+
+
+# -- baselines judged by what they are -------------------------------------------------
+
+
+def _baseline_that_never_met(results: dict) -> dict:
+    """t0-t1-flap's single-path baseline as a RoCE QP hashed away from the flapping link,
+    reported (no baseline_expect), on the unshaped mrc-4p."""
+    mrc, base = (json.loads(json.dumps(r)) for r in results["drills"][:2])
+    for f in base["faults"]:
+        f.update(crossed=False, crossed_from="paths taken", met=False)
+    base.update(verdict="reported", outcome="byte-exact; its traffic never crossed "
+                "t0-p0-r0:eth3", shaped=False)
+    base["expectations"] = [{"what": "faults met traffic", "want": ">= 20 ms", "ok": False,
+                             "got": "t0-p0-r0:eth3: no path the traffic took crosses it",
+                             "judged": False}]
+    mrc["shaped"] = False
+    return {"drills": [mrc, base]}
+
+
+def test_a_comparison_does_not_rank_a_fault_the_baseline_never_met(results):
+    mrc, base = _baseline_that_never_met(results)["drills"]
+    assert report.unranked(mrc, base, "repair, worst fault") == "baseline never met the fault"
+    assert report.unranked(mrc, base, "packets lost") == "baseline never met the fault"
+    assert report.unranked(mrc, base, "completion") == "CPU-bound (unshaped fabric)"
+    assert report.unranked(mrc, base, "byte-exact") is None
+    note = report.unranked_note([mrc, base])
+    assert "single-path never met the fault" in note and "CPU-bound" in note
+    shaped, met = results["drills"][0], results["drills"][1]  # as the fixture has them
+    assert all(report.unranked(shaped, met, label) is None
+               for label, *_ in report.COMPARE_ROWS)
+
+
+def test_a_failed_qp_is_not_ranked_on_completion(results):
+    mrc, base = (dict(r) for r in results["drills"][:2])
+    base["failed_qps"] = [{"src": "r0h0", "dst": "r1h0", "why": "retry limit", "at_ms": 3}]
+    base["outcome"] = "RoCE QP failed: PSN 9 lost 8 times (retry limit) at 3 ms"
+    assert report.unranked(mrc, base, "completion") == "a QP failed"
+    assert "RoCE QP failed: PSN 9" in report.unranked_note([mrc, base])
+
+
+def test_a_reported_baseline_is_shown_not_judged(results, tmp_path):
+    paths = report.write(_baseline_that_never_met(results), tmp_path)
+    text = paths["html"].read_text()
+    assert 'class="badge reported"' in text and "1 baseline reported (not judged)" in text
+    assert '<tr class="shown">' in text and '<tr class="bad">' not in text
+    section = text[text.index('id="compare"'):]
+    assert "Not ranked: single-path never met the fault" in section
+    assert "(better)" not in section and "(worse)" not in section
+    assert "never crossed t0-p0-r0:eth3" in section  # the outcome row
+    root = ET.parse(paths["junit"]).getroot()
+    assert list(root.iter("failure")) == []

@@ -24,8 +24,10 @@ acked bytes in 1 ms bins per plane, and the prober's localizations.
 A fault "crosses" a path when the path uses one of its links or one of its
 switches.
 
-A fault *met the traffic* (`exposure`) when some main flow could cross it (one of
-the flow's paths, over every plane and T1, crosses it) and the flows were still
+A fault *met the traffic* (`exposure`) when some main flow crossed it (a path its
+packets took, as its endpoint recorded them, crosses it: a single-path QP hashed
+onto another T1 never met a T0-T1 cut; where the endpoint recorded no paths, any
+path between its hosts, on every plane and T1) and the flows were still
 moving data for MIN_EXPOSURE_NS of its time in force (or for all of it, if it was
 in force less long). A fault that met no traffic tested nothing: the runner fails
 the drill rather than pass it on figures of 0 (a transfer that ended 2 ms after a
@@ -37,9 +39,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from twin.fabric.model import Fabric
-from twin.fabric.paths import ev_encode, path_for_ev
+from twin.fabric.paths import ev_encode, ev_fields, path_for_ev
 
 BIN_NS = 1_000_000
+CARRIED = ("loss", "first_loss", "retransmit", "repaired", "trim")  # events naming the EV
+# that carried a packet
 MIN_EXPOSURE_NS = 20_000_000  # traffic under a fault for less than this tested nothing
 SMOOTH_BINS = 5  # the moving average the dip and the recovery are read from
 RECOVERED = 0.9
@@ -77,6 +81,20 @@ class FlowLog:
     completion_s: float | None = None
     exact: bool = False
     bystander: bool = False
+    # the paths (plane, t1) its packets went on, from the endpoint (SendQpStats.paths_used);
+    # None: not recorded, then every path between its hosts is one it could have taken
+    paths: frozenset[tuple[int, int]] | None = None
+    failed: str | None = None  # why the QP failed (the endpoint's words), else None
+    failed_ns: int | None = None  # when: the loss that took it past its limit
+
+    def paths_taken(self) -> frozenset[tuple[int, int]] | None:
+        """`paths`, and the path of every EV its event log names as carrying a packet
+        (a loss, a resend, an ack of one, a trim): an EV the retired pool forgot too."""
+        if self.paths is None:
+            return None
+        named = {ev_fields(e["ev"])[:2] for e in self.events
+                 if e.get("kind") in CARRIED and e.get("ev") is not None}
+        return self.paths | named
 
 
 # -- per fault ---------------------------------------------------------------------
@@ -163,7 +181,7 @@ def exposure(fabric: Fabric, flows: list[FlowLog], fault: AppliedFault,
     (how long flows were still moving data while it was in force), and `met`."""
     main = [f for f in flows if not f.bystander]
     if fault.links or fault.nodes:
-        crossed = any(_could_cross(fabric, f, fault) for f in main)
+        crossed = any(_crossed(fabric, f, fault) for f in main)
     else:
         crossed = None
     ends = [(f.bins_t0_ns, f.bins_t0_ns + int(f.completion_s * 1e9)) for f in main
@@ -174,18 +192,26 @@ def exposure(fabric: Fabric, flows: list[FlowLog], fault: AppliedFault,
     under = max(0, under)
     in_force = min_ns if until is None else max(0, until - fault.at_ns)
     long_enough = under > 0 and under >= min(min_ns, in_force)
-    return {"crossed": crossed, "under_traffic_ms": round(under / 1e6, 3),
+    recorded = all(f.paths is not None for f in main)
+    return {"crossed": crossed, "crossed_from": "paths taken" if recorded else "paths possible",
+            "under_traffic_ms": round(under / 1e6, 3),
             "met": bool(long_enough and crossed is not False)}
 
 
-def _could_cross(fabric: Fabric, flow: FlowLog, fault: AppliedFault) -> bool:
-    """Some path between the flow's hosts, on any plane and T1, crosses the fault."""
+def _crossed(fabric: Fabric, flow: FlowLog, fault: AppliedFault) -> bool:
+    """A path the flow's packets took crosses the fault (FlowLog.paths_taken); where the
+    endpoint did not record them, some path between its hosts, on any plane and T1."""
     src, dst = fabric.node(flow.src), fabric.node(flow.dst)
-    for plane in fabric.nic_planes:
-        for t1 in range(fabric.spec.t1_per_plane):
+    taken = flow.paths_taken()
+    paths = taken if taken is not None else \
+        {(plane, t1) for plane in fabric.nic_planes for t1 in range(fabric.spec.t1_per_plane)}
+    for plane, t1 in sorted(paths):
+        try:
             p = path_for_ev(fabric, src, dst, ev_encode(plane, t1))
-            if fault.crosses(p.links, p.hops):
-                return True
+        except ValueError:
+            continue
+        if fault.crosses(p.links, p.hops):
+            return True
     return False
 
 

@@ -10,10 +10,17 @@
 
 The results are what `twin drill run --json` prints (twin/chaos/runner.py):
 
-    {"drills": [{"name", "description", "lab", "mode", "baseline_of", "seed", "verdict",
-                 "expectations": [{"what", "want", "got", "ok"}],
-                 "faults": [{"kind", "target", "at_ns", "at_uncertainty_us", "detection_us",
-                             "repair_us", "packets_lost", "localized", "localized_us"}],
+    {"drills": [{"name", "description", "lab", "mode", "baseline_of", "seed",
+                 "verdict": "pass" | "fail" | "reported" (a baseline without
+                            baseline_expect: shown, not judged),
+                 "outcome": "byte-exact" | "RoCE QP failed: ... at 302 ms" | ...,
+                 "failed_qps": [{"src", "dst", "why", "at_ms"}], "shaped": bool,
+                 "expectations": [{"what", "want", "got", "ok", "judged" (false: shown
+                                   only)}],
+                 "faults": [{"kind", "target", "at_ns", "at_uncertainty_us", "origin",
+                             "origin_ns", "detection_us", "repair_us", "packets_lost",
+                             "localized", "localized_us", "crossed", "crossed_from",
+                             "met"}],
                  "clock": {"kind": "local" | "nodes", "machine", "offset": {"offset_us",
                            "error_us"}, ...}   (twin.runtime.clock: what the times are on)
                  "goodput_retained", "exact", "wall_s", "t0_ns",
@@ -25,7 +32,9 @@ The results are what `twin drill run --json` prints (twin/chaos/runner.py):
                              "goodput_gbps"}}]}
 
 A run of a drill with --compare shares the drill's name; its `baseline_of` names the mrc
-run. Any field may be missing or null (a drill that failed early has no bins): the page
+run. The comparison does not rank a row it cannot (`unranked`): a fault's figures where
+the baseline never met it, completion where a QP failed, goodput on an unshaped fabric.
+Any field may be missing or null (a drill that failed early has no bins): the page
 says what is missing and draws the rest. Times on the page are ms after the run's first
 write. matplotlib is imported only when a page is drawn (twin.chaos.plots).
 """
@@ -92,7 +101,8 @@ def junit(results: dict) -> str:
         cases = [(str(e.get("what")), _failure(e)) for e in run.get("expectations") or []]
         if not cases:
             verdict = run.get("verdict")
-            cases = [("verdict", None if verdict == "pass" else f"verdict {verdict}")]
+            cases = [("verdict", None if verdict in ("pass", "reported")
+                      else f"verdict {verdict}")]
         suites.append(Suite(
             suite_name(run), cases, time=_number(run.get("wall_s"), "{:.3f}", "0"),
             properties={k: str(run[k]) for k in ("lab", "mode", "seed", "baseline_of",
@@ -101,7 +111,7 @@ def junit(results: dict) -> str:
 
 
 def _failure(e: dict) -> str | None:
-    if e.get("ok"):
+    if e.get("ok") or e.get("judged", True) is False:  # a reported baseline's row
         return None
     return f"{e.get('what')}: want {e.get('want')}, got {e.get('got')}"
 
@@ -174,11 +184,13 @@ def _title(all_runs: list[dict]) -> str:
 
 
 def _header(all_runs: list[dict], groups: list[list[dict]]) -> str:
-    failed = [r for r in all_runs if r.get("verdict") != "pass"]
+    failed = [r for r in all_runs if r.get("verdict") not in ("pass", "reported")]
+    reported = [r for r in all_runs if r.get("verdict") == "reported"]
     verdict = "pass" if all_runs and not failed else "fail"
     summary = f"{len(all_runs)} run{'s' if len(all_runs) != 1 else ''}: " \
-        f"{len(all_runs) - len(failed)} pass, {len(failed)} fail" if all_runs \
-        else "no drill runs in these results"
+        f"{len(all_runs) - len(failed) - len(reported)} pass, {len(failed)} fail" \
+        + (f", {len(reported)} baseline{'s' * (len(reported) != 1)} reported (not judged)"
+           if reported else "") if all_runs else "no drill runs in these results"
     nav = ['<a href="#verdicts">verdicts</a>']
     if groups:
         nav.append('<a href="#compare">mrc vs baseline</a>')
@@ -203,10 +215,13 @@ def _verdicts(all_runs: list[dict]) -> str:
                             'were checked</td></tr>')
                 continue
             ok = bool(e.get("ok"))
-            rows.append(f'<tr class="{"ok" if ok else "bad"}">{cells}'
+            judged = e.get("judged", True)
+            style, mark = ("ok", "✓") if ok else ("bad", "✗ fail") if judged \
+                else ("shown", "reported")
+            rows.append(f'<tr class="{style}">{cells}'
                         f'<td>{_text(e.get("what"))}</td><td>{_text(e.get("want"))}</td>'
                         f'<td>{_text(e.get("got"))}</td><td class="mark">'
-                        f'{"✓" if ok else "✗ fail"}</td></tr>')
+                        f'{mark}</td></tr>')
     table = ('<table class="verdicts"><thead><tr><th>drill</th><th>mode</th><th>verdict</th>'
              '<th>expectation</th><th>want</th><th>got</th><th>ok</th></tr></thead><tbody>'
              + "".join(rows) + "</tbody></table>") if rows else \
@@ -225,6 +240,47 @@ COMPARE_ROWS = [  # label, how to get it from a run, format, lower is better?
     ("back to 90%", lambda r: _metric(r, "back_to_90_ms"), "{:.1f} ms", True),
     ("byte-exact", lambda r: r.get("exact"), "{}", None),
 ]
+# The rows that are goodput (an unshaped fabric's are the CPU's), and those that are a
+# fault's effect (nothing to compare where the baseline never met the fault)
+GOODPUT_ROWS = {"completion", "goodput", "goodput retained", "dip depth", "back to 90%"}
+FAULT_ROWS = {"goodput retained", "repair, worst fault", "detection, worst fault",
+              "packets lost", "dip depth", "back to 90%"}
+FINISH_ROWS = {"completion", "goodput"}
+
+
+def unranked(primary: dict, base: dict, label: str) -> str | None:
+    """Why a row of the comparison of `primary` with `base` is not ranked, or None:
+    the baseline never met a fault (no path its packets took crossed one), a QP of
+    either failed (it never completed), or the fabric has no rates (then the CPU, not
+    the fabric, sets goodput: one path costs less CPU than spraying)."""
+    faults = base.get("faults") or []
+    if label in FAULT_ROWS and faults and all(f.get("met") is False for f in faults):
+        return "baseline never met the fault"
+    if label in FINISH_ROWS and (primary.get("failed_qps") or base.get("failed_qps")):
+        return "a QP failed"
+    if label in GOODPUT_ROWS and (primary.get("shaped") is False or
+                                  base.get("shaped") is False):
+        return "CPU-bound (unshaped fabric)"
+    return None
+
+
+def unranked_note(group: list[dict]) -> str | None:
+    """The sentence under a comparison saying what it does not rank, and why."""
+    primary, reasons = group[0], []
+    for base in group[1:]:
+        faults = base.get("faults") or []
+        if faults and all(f.get("met") is False for f in faults):
+            reasons.append(f"{_variant(base)} never met the fault (no path its packets "
+                           "took crossed it): its failover figures are not comparable")
+        if base.get("failed_qps") or primary.get("failed_qps"):
+            reasons.append(f"{_variant(base if base.get('failed_qps') else primary)}: "
+                           f"{(base if base.get('failed_qps') else primary).get('outcome')}")
+    if any(r.get("shaped") is False for r in group):
+        reasons.append("the fabric is unshaped, so the run was CPU-bound: goodput is what "
+                       "two cores allow (one path costs less CPU than spraying), not what "
+                       "the transport achieves, and is not ranked; a goodput comparison "
+                       "needs a shaped fabric (mrc-4p-shaped, mrc-8p-shaped)")
+    return "Not ranked: " + "; ".join(dict.fromkeys(reasons)) + "." if reasons else None
 
 
 def _variant(run: dict) -> str:
@@ -240,17 +296,24 @@ def _compare_section(groups: list[list[dict]], plots, figures: _Figures) -> str:
         ratio_head = "".join(f"<th>{escape(_variant(primary))} vs "
                              f"{escape(_variant(r))}</th>" for r in group[1:])
         rows = []
+        outcomes = "".join(f"<td>{_text(r.get('outcome'))}</td>" for r in group)
+        rows.append(f"<tr><th>outcome</th>{outcomes}{'<td></td>' * (len(group) - 1)}</tr>")
         for label, get, fmt, lower in COMPARE_ROWS:
             values = [get(r) for r in group]
             cells = "".join(f"<td>{_number(v, fmt)}</td>" for v in values)
-            ratios = "".join(f"<td>{_ratio(values[0], v, lower)}</td>" for v in values[1:])
+            ratios = "".join(
+                f"<td>{escape(why)}</td>" if (why := unranked(primary, r, label))
+                else f"<td>{_ratio(values[0], v, lower)}</td>"
+                for r, v in zip(group[1:], values[1:], strict=True))
             rows.append(f"<tr><th>{escape(label)}</th>{cells}{ratios}</tr>")
+        note = unranked_note(group)
         bases = ", ".join(_variant(r) for r in group[1:])
         parts.append(
             f'<div class="compare"><h3>{escape(str(primary.get("name")))}: '
             f'{escape(str(primary.get("mode")))} against {escape(bases)}</h3>'
             f'<table class="compare"><thead><tr><th></th>{head}{ratio_head}</tr></thead>'
             f'<tbody>{"".join(rows)}</tbody></table>'
+            + (f'<p class="unranked">{escape(note)}</p>' if note else "")
             + figures.figure(plots.compare(group),
                              "Total goodput of each mode over time (5 ms means), the marks "
                              f"from the {primary.get('mode')} run. " + MARKS_KEY,
@@ -325,13 +388,14 @@ def _faults(run: dict) -> str:
                 _number((at - t0) / 1e6 if isinstance(at, int) and t0 is not None else None,
                         "{:.1f}"),
                 _number(f.get("at_uncertainty_us"), "± {:.0f}"),
+                _text(f.get("origin")),
                 _number(f.get("detection_us"), "{:.0f}"),
                 _number(f.get("repair_us"), "{:.0f}"),
                 _number(f.get("packets_lost"), "{:.0f}"),
                 _yes_no(f.get("localized")),
                 _number(f.get("localized_us"), "{:.1f}", scale=1e-3))) + "</tr>")
     return ('<table><thead><tr><th>kind</th><th>target</th><th>at (ms)</th><th>± (µs)</th>'
-            '<th>detection (µs)</th><th>repair (µs)</th><th>packets lost</th>'
+            '<th>counted from</th><th>detection (µs)</th><th>repair (µs)</th><th>packets lost</th>'
             '<th>localized</th><th>localized (ms)</th></tr></thead><tbody>'
             + "".join(rows) + "</tbody></table>")
 
@@ -430,7 +494,8 @@ def _text(v) -> str:
 
 def _badge(verdict) -> str:
     v = str(verdict or "unknown")
-    return f'<span class="badge {"pass" if v == "pass" else "fail"}">{escape(v)}</span>'
+    style = v if v in ("pass", "reported") else "fail"
+    return f'<span class="badge {style}">{escape(v)}</span>'
 
 
 def _run_title(run: dict) -> str:
@@ -492,6 +557,9 @@ tr.src-fault td { background: #fff8f8; }
          font-weight: 600; vertical-align: middle; }
 .badge.pass { background: #dafbe1; color: #116329; border: 1px solid #4ac26b; }
 .badge.fail { background: #ffebe9; color: #a40e26; border: 1px solid #ff8182; }
+.badge.reported { background: #f6f8fa; color: #57606a; border: 1px solid #d0d7de; }
+tr.shown td { background: #f6f8fa; color: #57606a; }
+p.unranked { font-size: 13px; color: #57606a; }
 dl { display: flex; flex-wrap: wrap; gap: 4px 24px; margin: 8px 0; }
 dl div { display: flex; gap: 6px; }
 dt { color: #57606a; }

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import math
 import random
 import signal
 import threading
@@ -245,7 +246,7 @@ class RunResult:
 
     @property
     def ok(self) -> bool:
-        return self.data.get("verdict") == "pass"
+        return self.data.get("verdict") in ("pass", "reported")  # reported: a baseline
 
 
 def _verify(att: Attached) -> tuple[bool, str]:
@@ -352,6 +353,8 @@ def run(att: Attached, drill: Drill, *, mode: str | None = None, seed: int = 1,
     result.data["variant"] = variant.label if variant is not None else mode
     result.data["warnings"] = [unshaped] if unshaped else []
     result.data["qps"] = drill.traffic.qps
+    # a fabric without rates never queues: the CPU sets goodput (report.unranked)
+    result.data["shaped"] = any(lk.rate_bps for lk in fabric.links)
     return result
 
 
@@ -536,17 +539,25 @@ def _judge(att, drill: Drill, mode, seed, baseline_of, planned, timeline: Timeli
                              f">= {drill.goodput_floor_bps / 1e6:g} Mbit/s",
                              "got": f"{before / 1e6:.4g} Mbit/s",
                              "ok": before >= drill.goodput_floor_bps})
+    t0_fig = g.t0_ns or (clock.to_fig(run_data.start_us * 1000) if run_data else 0)
+    failures = failed_qps(main_logs, t0_fig)
     if run_data is not None and timeline.done < timeline.total:
         expectations.append({"what": "timeline ran", "want": f"{timeline.total} actions",
-                             "got": f"{timeline.done} (the traffic ended first: make it "
-                             "bigger)", "ok": False})
+                             "got": f"{timeline.done} "
+                                    f"({_ended_early(drill, mode, failures, len(main_logs))})",
+                             "ok": False})
     if run_data is not None and faults:
-        expectations.append(_met_traffic(faults))
+        expectations.append(_met_traffic(faults, drill, mode, failures, len(main_logs)))
     if run_data is not None:
         expect = drill.baseline_expect if baseline_of else drill.expect
         expectations += [_expectation(e, figures, faults, variables) for e in expect]
     expectations += [c for c in checks if not c["what"].startswith("steady")]
-    ok = all(e["ok"] for e in expectations) and run_data is not None
+    reported = baseline_of is not None and not drill.baseline_expect
+    if reported:  # a baseline with nothing to judge: only the lab's health is judged
+        for e in expectations:
+            if not e["what"].endswith("verify"):
+                e["judged"] = False
+    verdict = verdict_of(expectations, ran=run_data is not None, reported=reported)
     timeline_all = sorted(timeline_events + _endpoint_timeline(run_data) +
                           [{"t_ns": loc.get("named_ns"), "source": "probe", "kind": "named",
                             "target": loc.get("target"), "detail": loc.get("kind", "")}
@@ -554,12 +565,15 @@ def _judge(att, drill: Drill, mode, seed, baseline_of, planned, timeline: Timeli
                           key=lambda e: e["t_ns"])
     return {
         "name": drill.name, "description": drill.description, "lab": att.lab, "mode": mode,
-        "baseline_of": baseline_of, "seed": seed, "verdict": "pass" if ok else "fail",
+        "baseline_of": baseline_of, "seed": seed, "verdict": verdict,
+        "outcome": outcome(mode, run_data is not None, exact, failures, faults,
+                           len(main_logs)),
+        "failed_qps": failures,
         "expectations": expectations,
         "faults": faults,
         "goodput_retained": figures["goodput_retained"], "exact": exact,
         "wall_s": round(wall_s, 3),
-        "t0_ns": g.t0_ns or (clock.to_fig(run_data.start_us * 1000) if run_data else 0),
+        "t0_ns": t0_fig,
         "clock": clock.to_dict(),
         "goodput": {"bin_ns": M.BIN_NS, "planes": {str(p): v for p, v in g.planes.items()}},
         "ev_states": M.ev_state_series(main_logs, g, drill.traffic.evs) if main_logs
@@ -600,9 +614,68 @@ def _signal_totals(run_data: T.Run | None, n_main: int) -> dict:
     return totals
 
 
-def _met_traffic(faults: list[dict]) -> dict:
+def verdict_of(rows: list[dict], *, ran: bool, reported: bool = False) -> str:
+    """pass, fail, or reported: a baseline with no `baseline_expect`, whose outcome is
+    shown beside the main run's and fails nothing. Rows marked `judged: False` are
+    shown, not judged; a run whose traffic never ran fails."""
+    judged = [e for e in rows if e.get("judged", True)]
+    if not ran or not all(e["ok"] for e in judged):
+        return "fail"
+    return "reported" if reported else "pass"
+
+
+def failed_qps(logs: list[M.FlowLog], t0_ns: int) -> list[dict]:
+    """The main QPs that failed: between whom, why (the endpoint's words) and when (ms
+    after the first write: the loss that took the QP past its limit), earliest first."""
+    out = [{"src": f.src, "dst": f.dst, "why": f.failed,
+            "at_ms": None if f.failed_ns is None or not t0_ns
+            else round((f.failed_ns - t0_ns) / 1e6, 1)}
+           for f in logs if not f.bystander and f.failed]
+    return sorted(out, key=lambda q: (q["at_ms"] is None, q["at_ms"] or 0))
+
+
+def _qp_noun(mode: str) -> str:
+    return "RoCE QP" if mode == "single-path" else f"{mode} QP"
+
+
+def _failure_text(mode: str, failures: list[dict], qps: int) -> str:
+    """"RoCE QP failed: PSN 12 lost 8 times (retry limit) at 302 ms", or "2 of 8 ...":
+    the first to fail."""
+    first = failures[0]
+    when = f" at {first['at_ms']:g} ms" if first["at_ms"] is not None else ""
+    many = f"{len(failures)} of {qps} {_qp_noun(mode)}s failed, the first" if qps > 1 \
+        else f"{_qp_noun(mode)} failed"
+    return f"{many}: {first['why']}{when}"
+
+
+def outcome(mode: str, ran: bool, exact: bool, failures: list[dict], faults: list[dict],
+            qps: int) -> str:
+    """What the run came to, in a line: what a baseline without expectations reports."""
+    if not ran:
+        return "the traffic did not run"
+    said = [_failure_text(mode, failures, qps) if failures else
+            "byte-exact" if exact else "not byte-exact"]
+    unmet = [f["target"] for f in faults if f.get("crossed") is False]
+    if unmet:
+        said.append(f"its traffic never crossed {', '.join(unmet)}")
+    return "; ".join(said)
+
+
+def _ended_early(drill: Drill, mode: str, failures: list[dict], qps: int) -> str:
+    """Why traffic stopped before a fault was done with it: a QP that failed, or a
+    transfer too short (and then what to change)."""
+    if failures:
+        return f"the traffic stopped: {_failure_text(mode, failures, qps)}"
+    if drill.traffic.for_ns:
+        return "the transfer ended first: make the traffic's `for` longer"
+    return "the transfer ended first: give the traffic `for: 2s`"
+
+
+def _met_traffic(faults: list[dict], drill: Drill, mode: str, failures: list[dict],
+                 qps: int) -> dict:
     """The row that fails a drill whose faults tested nothing (metrics.exposure): the
-    traffic ended before a fault (or soon after), or none of it could cross it."""
+    traffic ended before a fault (or soon after: a transfer too short, or a QP that
+    failed), or none of it crossed it."""
     want = f">= {M.MIN_EXPOSURE_NS // 1_000_000} ms under traffic, on its paths"
     missed = [f for f in faults if not f["met"]]
     if not missed:
@@ -612,10 +685,12 @@ def _met_traffic(faults: list[dict]) -> dict:
     why = []
     for f in missed:
         if f["crossed"] is False:
-            why.append(f"{f['target']}: no path of the traffic crosses it")
+            taken = f.get("crossed_from") == "paths taken"
+            why.append(f"{f['target']}: no path the traffic {'took' if taken else 'could take'}"
+                       " crosses it")
         else:
-            why.append(f"{f['target']}: {f['under_traffic_ms']:g} ms under traffic (the "
-                       "transfer ended first: give the traffic `for: 2s`)")
+            why.append(f"{f['target']}: {f['under_traffic_ms']:g} ms under traffic "
+                       f"({_ended_early(drill, mode, failures, qps)})")
     return {"what": "faults met traffic", "want": want, "got": "; ".join(why), "ok": False}
 
 
@@ -675,9 +750,21 @@ def _flow_logs(run_data: T.Run, n_main: int) -> list[M.FlowLog]:
             completion = (max(busy) + 1) * bins.get("bin_ns", M.BIN_NS) / 1e9
         elif f.result is not None:  # no bins (an older endpoint): as sampled
             completion = f.result.elapsed_s
+        r = f.result
+        losses = [e["t_ns"] for e in events if e["kind"] == "loss"]
         logs.append(M.FlowLog(f.src, f.dst, f.size, events, bins.get("t0_ns", 0), planes,
-                              completion, f.exact, bystander=i >= n_main))
+                              completion, f.exact, bystander=i >= n_main,
+                              paths=_paths_used(r), failed=r.failed if r else None,
+                              failed_ns=losses[-1] if r and r.failed and losses else None))
     return logs
+
+
+def _paths_used(r) -> frozenset[tuple[int, int]] | None:
+    """The paths the QP's packets went on (SendQpStats.paths_used), or None where the
+    endpoint did not say: it sent packets and names no path (an endpoint before it)."""
+    if r is None or (not r.paths_used and r.sender.packets):
+        return None
+    return frozenset((plane, t1) for plane, t1, _ in r.paths_used)
 
 
 def _endpoint_timeline(run_data: T.Run | None) -> list[dict]:
@@ -751,25 +838,43 @@ def written_for(att: Attached, drill: Drill) -> str | None:
 
 def _speedup(main: RunResult, bases: list[RunResult]) -> None:
     """Fill in `speedup` now that the baselines ran (or say none did): each baseline's
-    completion time over this run's, and the least of them is the figure."""
+    completion time over this run's, and the least of them is the figure. A baseline a
+    QP of which failed never completed: its speedup is infinite, and says why."""
     wanted = {e.where: e for e in main.drill.expect if e.what == "speedup"}
     if not wanted:
         return
     e = next(iter(wanted.values()))
     row = next(x for x in main.data["expectations"] if x["what"] == "speedup")
     mine = main.data["metrics"]["completion_s"]
-    theirs = [b.data["metrics"]["completion_s"] for b in bases]
-    got = None
+    got, row["got"] = speedup_of(mine, [
+        (b.data["variant"], b.data["metrics"]["completion_s"],
+         b.data["outcome"] if b.data.get("failed_qps") else None) for b in bases])
+    row["ok"] = got is not None and bool(OPS[e.op](got, e.evaluate(main.data["variables"])))
+    main.data["metrics"]["speedup"] = None if got is None or math.isinf(got) \
+        else round(got, 4)
+    main.data["verdict"] = verdict_of(main.data["expectations"], ran=mine is not None)
+
+
+def speedup_of(mine: float | None, bases: list[tuple[str, float | None, str | None]]
+               ) -> tuple[float | None, str]:
+    """The least of each baseline's completion over `mine`, and the row's text. Each
+    baseline is (label, completion_s, why it failed or None): a failed one never
+    completed, so it is infinitely slower (inf), and the text says why."""
     if not bases:
-        row["got"], row["ok"] = "not measured (needs --compare)", False
-    elif not mine or not all(theirs):
-        row["got"], row["ok"] = "not measured", False
-    else:
-        each = {b.data["variant"]: t / mine for b, t in zip(bases, theirs, strict=True)}
-        got = min(each.values())
-        row["got"] = f"{got:.3g}" if len(each) == 1 else \
-            f"{got:.3g} (" + ", ".join(f"{k} {v:.3g}" for k, v in each.items()) + ")"
-        row["ok"] = bool(OPS[e.op](got, e.evaluate(main.data["variables"])))
-    main.data["metrics"]["speedup"] = None if got is None else round(got, 4)
-    main.data["verdict"] = "pass" if all(x["ok"] for x in main.data["expectations"]) \
-        else "fail"
+        return None, "not measured (needs --compare)"
+    if not mine or any(t is None and why is None for _, t, why in bases):
+        return None, "not measured"
+    each = {label: math.inf if why else t / mine for label, t, why in bases}
+    got = min(each.values())
+
+    def shown(label: str, v: float) -> str:
+        why = next(w for k, _, w in bases if k == label)
+        return f"∞ ({label} did not finish: {why})" if math.isinf(v) else \
+            f"{label} {v:.3g}" if len(each) > 1 else f"{v:.3g}"
+
+    if len(each) == 1:
+        label, v = next(iter(each.items()))
+        return got, shown(label, v)
+    head = "∞" if math.isinf(got) else f"{got:.3g}"
+    return got, f"{head} (" + ", ".join(shown(k, v) if not math.isinf(v) else
+                                         f"{k} did not finish" for k, v in each.items()) + ")"

@@ -1,0 +1,91 @@
+"""How a drill's runs are judged (twin.chaos.runner, its pure parts): a baseline only by
+its own `baseline_expect` (else reported, with its outcome), a QP that failed named with
+its reason and time, the hint of a fault the traffic stopped short of, and speedup over
+a baseline that never finished."""
+
+import math
+
+from tests.helpers import send_qp_stats
+from twin.chaos import drill as D
+from twin.chaos import metrics as M
+from twin.chaos import runner as R
+from twin.chaos.runner import failed_qps, outcome, speedup_of, verdict_of
+
+MS = 1_000_000
+T0 = 10_000 * MS
+
+VERIFY = {"what": "rollback: verify", "want": "pass", "got": "pass", "ok": True}
+MISSED = {"what": "faults met traffic", "want": ">= 20 ms", "got": "0 ms", "ok": False}
+RETRY = "PSN 812 lost 8 times (retry limit)"
+
+
+def test_a_baseline_without_expectations_is_reported_and_fails_nothing():
+    rows = [dict(MISSED, judged=False), VERIFY]
+    assert verdict_of(rows, ran=True, reported=True) == "reported"
+    r = R.RunResult(None, "single-path", 1, "mrc-4p", {"verdict": "reported"})
+    assert r.ok
+
+
+def test_a_reported_baseline_still_fails_on_the_labs_health_and_a_judged_row_on_its_own():
+    broken = dict(VERIFY, got="fail: 2 paths", ok=False)
+    assert verdict_of([dict(MISSED, judged=False), broken], ran=True, reported=True) == "fail"
+    assert verdict_of([MISSED, VERIFY], ran=True) == "fail"  # judged: the row counts
+    assert verdict_of([VERIFY], ran=False, reported=True) == "fail"  # the traffic never ran
+    assert verdict_of([VERIFY], ran=True) == "pass"
+
+
+def test_a_failed_qp_is_named_with_its_reason_and_when_it_died():
+    logs = [M.FlowLog("r0h0", "r1h0", 1, failed=RETRY, failed_ns=T0 + 302 * MS),
+            M.FlowLog("r0h1", "r1h1", 1),
+            M.FlowLog("r1h2", "r0h1", 1, failed="x", failed_ns=T0, bystander=True)]
+    assert failed_qps(logs, T0) == [{"src": "r0h0", "dst": "r1h0", "why": RETRY,
+                                     "at_ms": 302.0}]
+    said = outcome("single-path", True, False, failed_qps(logs, T0), [], 1)
+    assert said == f"RoCE QP failed: {RETRY} at 302 ms"
+    many = outcome("single-path", True, False, failed_qps(logs, T0) * 2, [], 8)
+    assert many.startswith("2 of 8 RoCE QPs failed, the first: PSN 812")
+
+
+def test_the_outcome_says_a_baseline_never_crossed_the_fault():
+    faults = [{"target": "t0-p1-r0:eth3", "crossed": False}]
+    assert outcome("single-path", True, True, [], faults, 1) == \
+        "byte-exact; its traffic never crossed t0-p1-r0:eth3"
+    assert outcome("mrc", False, False, [], [], 1) == "the traffic did not run"
+
+
+def fault_row(**kw):
+    return {"target": "r1h0:1", "crossed": True, "crossed_from": "paths taken",
+            "under_traffic_ms": 0.0, "met": False, **kw}
+
+
+def test_a_qp_dead_at_its_retry_limit_is_blamed_not_the_traffics_length():
+    d = D.parse_drill("name: d\nmethod: {traffic: {pattern: bulk, src: r0h0, dst: r1h0, "
+                      "for: 1s}, timeline: [{at: 300ms, fault: nic-down, "
+                      "target: 'r1h0:1'}]}\n")
+    died = [{"src": "r0h0", "dst": "r1h0", "why": RETRY, "at_ms": 302.0}]
+    row = R._met_traffic([fault_row()], d, "single-path", died, 1)
+    assert not row["ok"] and "for: 2s" not in row["got"]
+    assert f"the traffic stopped: RoCE QP failed: {RETRY} at 302 ms" in row["got"]
+    row = R._met_traffic([fault_row()], d, "mrc", [], 1)  # a timed transfer that ended
+    assert "make the traffic's `for` longer" in row["got"]
+    row = R._met_traffic([fault_row(crossed=False)], d, "single-path", [], 1)
+    assert row["got"] == "r1h0:1: no path the traffic took crosses it"
+
+
+def test_speedup_over_a_baseline_that_never_finished_is_infinite_and_says_why():
+    got, text = speedup_of(1.0, [("single-path", 0.3, f"RoCE QP failed: {RETRY}")])
+    assert math.isinf(got) and text == \
+        f"∞ (single-path did not finish: RoCE QP failed: {RETRY})"
+    got, text = speedup_of(1.0, [("single-path", 4.0, None),
+                                 ("single-path x8 QPs", 0.5, "2 of 8 failed")])
+    assert got == 4.0 and text == "4 (single-path 4, single-path x8 QPs did not finish)"
+    assert speedup_of(1.0, []) == (None, "not measured (needs --compare)")
+    assert speedup_of(None, [("single-path", 4.0, None)]) == (None, "not measured")
+
+
+def test_the_paths_a_qp_took_come_from_its_endpoint_or_are_unknown():
+    assert R._paths_used(send_qp_stats(paths_used=[[1, 1, 40]])) == frozenset({(1, 1)})
+    assert R._paths_used(send_qp_stats()) is None  # packets sent, no paths: an older one
+    idle = send_qp_stats(sender={"packets": 0})
+    assert R._paths_used(idle) == frozenset()  # sent nothing: crossed nothing
+    assert R._paths_used(None) is None
