@@ -26,7 +26,7 @@ help:
 	@echo "make images     build the router and host images offline (cached)"
 	@echo "make engine     install docker.io if needed and start dockerd (no bridge, no iptables)"
 	@echo "make lab-down   remove $(LAB)"
-	@echo "make chaos      every shipped drill (lab/drills), each against single-path; reports"
+	@echo "make chaos      every shipped drill (lab/drills), each against single-path; reports (KEEP=1: labs stay up)"
 	@echo "                in lab/build/<lab>/reports/<timestamp>/, exit 1 if a verdict fails"
 	@echo "make test       lint and run the tests (root runs the netns tier too)"
 	@echo "make sanitize   the compiled transport built with ASan and UBSan (build/asan): the"
@@ -83,10 +83,11 @@ lab-up: venv
 	@$(BIN)/twin status $(LAB)
 	@echo "inspect: $(BIN)/twin exec t0-p0-r0 -- ip -6 route    remove: make lab-down"
 
-# Every shipped drill on its fabric's lab (brought up if needed), each also on single-path.
+# Every shipped drill on its fabric's lab (brought up if needed, and taken down after
+# unless KEEP=1), each also on single-path; exit 0 when every MRC verdict holds.
 chaos: venv
 	@if [ "$(RUNTIME)" != netns ]; then $(MAKE) --no-print-directory images; fi
-	$(BIN)/twin drill all --compare single-path --runtime $(RUNTIME)
+	$(BIN)/twin drill all --compare single-path --runtime $(RUNTIME)$(if $(KEEP), --keep)
 
 lab-down: venv
 	@if $(BIN)/twin status $(LAB) >/dev/null 2>&1; then $(BIN)/twin down $(LAB); else echo "lab $(LAB) is not up"; fi

@@ -878,3 +878,63 @@ def speedup_of(mine: float | None, bases: list[tuple[str, float | None, str | No
     head = "∞" if math.isinf(got) else f"{got:.3g}"
     return got, f"{head} (" + ", ".join(shown(k, v) if not math.isinf(v) else
                                          f"{k} did not finish" for k, v in each.items()) + ")"
+
+
+# -- a suite of drills (twin drill all, make chaos) ---------------------------------------
+
+
+@dataclass(frozen=True)
+class SuiteRow:
+    """One line of a suite's summary: a run's verdict and why, or a drill that could not
+    run (its error)."""
+
+    name: str
+    mode: str
+    lab: str
+    verdict: str  # pass, fail, reported
+    why: str = ""  # fail: what failed (want/got) or the error; reported: the outcome
+    baseline: bool = False
+
+    def to_dict(self) -> dict:
+        return {"name": self.name, "mode": self.mode, "lab": self.lab,
+                "verdict": self.verdict, "why": self.why, "baseline": self.baseline}
+
+
+def why_of(data: dict) -> str:
+    """Why a run has its verdict, in a line: the judged rows that failed ("what: want W,
+    got G"), else for a reported baseline its outcome, else ""."""
+    failed = [e for e in data.get("expectations") or []
+              if not e.get("ok") and e.get("judged", True)]
+    if failed:
+        return "; ".join(f"{e['what']}: want {e['want']}, got {e['got']}" for e in failed)
+    if data.get("verdict") == "fail":
+        return "the traffic did not run"
+    return data.get("outcome") or "" if data.get("verdict") == "reported" else ""
+
+
+def suite_row(r: RunResult) -> SuiteRow:
+    return SuiteRow(r.data["name"], r.data.get("variant") or r.mode, r.lab, r.data["verdict"],
+                    why_of(r.data), baseline=bool(r.data.get("baseline_of")))
+
+
+def error_row(drill: Drill, lab: str, error: BaseException) -> SuiteRow:
+    """A drill that did not run to a verdict: the error names the reason."""
+    return SuiteRow(drill.name, drill.traffic.mode, lab, "fail",
+                    f"error: {error}" if str(error) else f"error: {type(error).__name__}")
+
+
+def suite_verdict(rows: list[SuiteRow]) -> tuple[bool, str]:
+    """Whether every main run's verdict holds (and no drill failed to run; a baseline
+    fails the suite only on its own baseline_expect or the lab's health), and the line
+    that says so."""
+    failed = [r for r in rows if r.verdict == "fail"]
+    drills = sorted({r.name for r in rows})
+    reported = sum(r.verdict == "reported" for r in rows)
+    if not failed:
+        return True, (f"every MRC verdict holds: {len(drills)} drill"
+                      f"{'s' * (len(drills) != 1)} pass"
+                      + (f", {reported} baseline{'s' * (reported != 1)} reported beside "
+                         "them (not judged)" if reported else ""))
+    names = sorted({r.name for r in failed})
+    return False, (f"{len(names)} of {len(drills)} drill{'s' * (len(drills) != 1)} failed: "
+                   + "; ".join(f"{r.name} ({r.mode}): {r.why}" for r in failed))

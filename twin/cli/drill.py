@@ -21,7 +21,7 @@ from twin.cli.base import (
     out,
     sigterm_as_interrupt,
 )
-from twin.errors import UsageError
+from twin.errors import LabError, UsageError
 
 
 @main.group()
@@ -193,24 +193,31 @@ def _push_drill_dashboard(att, name: str, grafana, began_ms: int) -> str:
 def _show(runs, wall_s: float) -> None:
     for r in runs:
         data = r.data
-        colour = "green" if data["verdict"] == "pass" else "red"
-        t = Table(title=f"{data['name']} on {data['lab']}, mode {data['mode']}, seed "
-                  f"{data['seed']}: [{colour}]{data['verdict']}[/{colour}]")
+        colour = {"pass": "green", "reported": "dim"}.get(data["verdict"], "red")
+        mode = data.get("variant") or data["mode"]
+        t = Table(title=f"{data['name']} on {data['lab']}, mode {mode}, seed "
+                  f"{data['seed']}: [{colour}]{data['verdict']}[/{colour}]"
+                  + (" (a baseline without baseline_expect: shown, not judged)"
+                     if data["verdict"] == "reported" else ""))
         for col in ("expectation", "want", "got", ""):
             t.add_column(col)
         for e in data["expectations"]:
             t.add_row(e["what"], e["want"], e["got"], "[green]ok[/green]" if e["ok"]
+                      else "[dim]reported[/dim]" if e.get("judged", True) is False
                       else "[red]FAIL[/red]")
         out.print(t)
+        if data.get("outcome"):
+            out.print(f"outcome: {data['outcome']}")
         if data["faults"]:
             f = Table(show_header=True, box=None)
-            for col in ("fault", "target", "at ms", "± µs", "detection µs", "repair µs", "lost",
-                        "localized", "named after ms"):
+            for col in ("fault", "target", "at ms", "± µs", "from", "detection µs",
+                        "repair µs", "lost", "localized", "named after ms"):
                 f.add_column(col)
             t0 = data["t0_ns"]
             for x in data["faults"]:
                 f.add_row(x["kind"], x["target"], f"{(x['at_ns'] - t0) / 1e6:.1f}" if t0 else "-",
-                          _n(x.get("at_uncertainty_us")), _n(x["detection_us"]),
+                          _n(x.get("at_uncertainty_us")), x.get("origin") or "fault",
+                          _n(x["detection_us"]),
                           _n(x["repair_us"]), str(x["packets_lost"]),
                           x["localized_as"] or "-",
                           _n(x["localized_us"], 1000))
@@ -228,11 +235,20 @@ def _show(runs, wall_s: float) -> None:
                   f"{_n(m['dip_ms'])} ms, back to 90% in {_n(m['back_to_90_ms'])} ms; "
                   f"wall {data['wall_s']:.1f} s")
     if len(runs) > 1:
-        a, b = runs[0].data["metrics"], runs[1].data["metrics"]
+        from twin.chaos import report
+
+        group = [r.data for r in runs]
+        a, b = group[0]["metrics"], group[1]["metrics"]
+        why = report.unranked(group[0], group[1], "completion")
         if a["completion_s"] and b["completion_s"]:
             out.print(f"{runs[0].mode} vs {runs[1].mode}: completion {a['completion_s']:.3f} s "
-                      f"vs {b['completion_s']:.3f} s ({b['completion_s'] / a['completion_s']:.2f}"
-                      f"x); {wall_s:.1f} s in all")
+                      f"vs {b['completion_s']:.3f} s ("
+                      + (f"not ranked: {why}" if why
+                         else f"{b['completion_s'] / a['completion_s']:.2f}x")
+                      + f"); {wall_s:.1f} s in all")
+        note = report.unranked_note(group)
+        if note:
+            out.print(note)
 
 
 def _n(value, scale: float = 1) -> str:
@@ -252,16 +268,20 @@ def _n(value, scale: float = 1) -> str:
 @click.option("--report-root", default=None, metavar="DIR",
               help="Reports go to DIR/<lab>/reports/<timestamp>/ (default: the build "
                    "directory, lab/build).")
+@click.option("--keep", is_flag=True,
+              help="Leave up the labs this brought up (default: each is taken down once "
+                   "its drills are done, also after a failure or Ctrl-C).")
 @click.option("--json", "as_json", is_flag=True)
-def drill_all(compare, runtime, only, seed, report_root, as_json):
+def drill_all(compare, runtime, only, seed, report_root, keep, as_json):
     """Every shipped drill on the lab of its fabric (brought up when it is not), each
     also on the baseline; one report per lab. What `make chaos` runs.
 
-    Exit 0 only if every verdict is pass."""
+    A baseline is judged only by its drill's baseline_expect; without one its
+    outcome is reported beside the main run's. Labs this brings up are taken down
+    when their drills are done (--keep: left up); labs already up are left as they
+    were. Exit 0 only if every verdict holds; the summary names why any failed."""
     from twin.chaos import drill as D
-    from twin.chaos import report, runner
-    from twin.lab.compile import build_root
-    from twin.state import known_labs
+    from twin.chaos import runner
 
     sigterm_as_interrupt()
     drills = [D.load_drill(p) for p in D.shipped()]
@@ -272,43 +292,112 @@ def drill_all(compare, runtime, only, seed, report_root, as_json):
         drills = [d for d in drills if d.name in only]
     stamp = time.strftime("%Y%m%d-%H%M%S")
     by_lab: dict[str, list] = {}
-    for d in drills:
-        lab = d.fabric or "mrc-4p"
-        if lab not in known_labs():
-            err.print(f"lab {lab} is not up: bringing it up ({runtime})")
-            steps = RichSteps()
-            try:
-                L.up(lab, runtime, steps)
-            finally:
-                steps.done()
+    for d in drills:  # one lab at a time: each is up only while its drills run
+        by_lab.setdefault(d.fabric or "mrc-4p", []).append(d)
+    rows: list[runner.SuiteRow] = []
+    reports: list[dict] = []
+    brought: list[str] = []
+    try:
+        for lab, lab_drills in by_lab.items():
+            runs = _drills_on(lab, lab_drills, runtime, compare, seed, as_json, brought, rows)
+            if runs:
+                reports.append(_write_report(lab, runs, report_root, stamp))
+            if lab in brought and not keep:
+                _take_down(lab, brought)
+    finally:
+        for lab in [] if keep else list(brought):
+            _take_down(lab, brought)
+    ok, said = runner.suite_verdict(rows)
+    if as_json:
+        emit_json({"ok": ok, "summary": said, "runs": [r.to_dict() for r in rows],
+                   "reports": reports, "labs_kept": brought})
+    else:
+        _show_suite(rows, reports, brought, ok, said)
+    if not ok:
+        sys.exit(1)
+
+
+def _drills_on(lab: str, drills: list, runtime: str, compare: str, seed: int, quiet: bool,
+               brought: list[str], rows: list) -> list:
+    """Run `drills` on `lab` (brought up first if it is not, and added to `brought`):
+    their runs, each drill's rows added to `rows`; a drill that cannot run is a row
+    naming its error, and the next drill runs."""
+    from twin.chaos import runner
+    from twin.errors import TwinError
+    from twin.state import known_labs
+
+    if lab not in known_labs():
+        err.print(f"lab {lab} is not up: bringing it up ({runtime})")
+        steps = RichSteps()
+        try:
+            L.up(lab, runtime, steps)
+        except TwinError as e:
+            rows.extend(runner.error_row(d, lab, LabError(f"lab {lab} did not come up: {e}"))
+                        for d in drills)
+            if lab in known_labs():
+                brought.append(lab)  # half up: taken down all the same
+            return []
+        finally:
+            steps.done()
+        brought.append(lab)
+    try:
         att = L.attach(lab)
         att.require_whole()
+    except TwinError as e:
+        rows.extend(runner.error_row(d, lab, e) for d in drills)
+        return []
+    runs = []
+    for d in drills:
         err.print(f"[bold]{d.name}[/bold] on {lab}")
-        runs = runner.run_all(att, d, compare=None if compare == d.traffic.mode or d.compare
-                              else compare,
-                              seed=seed, progress=lambda text, n=d.name:
-                              None if as_json else err.print(f"[dim]{n}[/dim] {text}"))
-        by_lab.setdefault(lab, []).extend(runs)
-    summary = []
-    for lab, runs in by_lab.items():
-        root = Path(report_root) if report_root else build_root()
-        where = root / lab / "reports" / stamp
-        written = report.write(runner.results(runs), where)
-        summary.append({"lab": lab, "report": str(written["html"]),
-                        "drills": [{"name": r.data["name"], "mode": r.mode,
-                                    "verdict": r.data["verdict"]} for r in runs]})
-    if as_json:
-        emit_json({"labs": summary})
-    else:
-        t = Table(title="chaos run")
-        for col in ("drill", "mode", "lab", "verdict"):
-            t.add_column(col)
-        for s in summary:
-            for r in s["drills"]:
-                colour = "green" if r["verdict"] == "pass" else "red"
-                t.add_row(r["name"], r["mode"], s["lab"], f"[{colour}]{r['verdict']}[/{colour}]")
-        out.print(t)
-        for s in summary:
-            out.print(f"report: {s['report']}")
-    if not all(r["verdict"] == "pass" for s in summary for r in s["drills"]):
-        sys.exit(1)
+        try:
+            these = runner.run_all(att, d, compare=None if compare == d.traffic.mode
+                                   or d.compare else compare, seed=seed,
+                                   progress=lambda text, n=d.name:
+                                   None if quiet else err.print(f"[dim]{n}[/dim] {text}"))
+        except TwinError as e:
+            err.print(f"[red]{d.name}: {e}[/red]")
+            rows.append(runner.error_row(d, lab, e))
+            continue
+        runs.extend(these)
+        rows.extend(runner.suite_row(r) for r in these)
+    return runs
+
+
+def _write_report(lab: str, runs: list, report_root, stamp: str) -> dict:
+    from twin.chaos import report, runner
+    from twin.lab.compile import build_root
+
+    root = Path(report_root) if report_root else build_root()
+    written = report.write(runner.results(runs), root / lab / "reports" / stamp)
+    return {"lab": lab, "report": str(written["html"])}
+
+
+def _take_down(lab: str, brought: list[str]) -> None:
+    """Remove a lab this suite brought up; a failure to is said, not raised."""
+    from twin import lifecycle
+    from twin.errors import TwinError
+
+    brought.remove(lab)
+    try:
+        lifecycle.down(lab)
+        err.print(f"lab {lab}: taken down (it was brought up for these drills)")
+    except TwinError as e:
+        err.print(f"[red]lab {lab}: not taken down: {e}[/red] (`twin down {lab}`)")
+        brought.append(lab)
+
+
+def _show_suite(rows, reports: list[dict], kept: list[str], ok: bool, said: str) -> None:
+    t = Table(title="chaos run")
+    for col in ("drill", "mode", "lab", "verdict", "why"):
+        t.add_column(col, overflow="fold")
+    colours = {"pass": "green", "fail": "red", "reported": "dim"}
+    for r in rows:
+        c = colours.get(r.verdict, "red")
+        t.add_row(r.name, r.mode, r.lab, f"[{c}]{r.verdict}[/{c}]", r.why)
+    out.print(t)
+    for s in reports:
+        out.print(f"report: {s['report']}")
+    if kept:
+        out.print(f"labs left up: {', '.join(kept)} (`twin down LAB` removes one)")
+    colour = "green" if ok else "red"
+    out.print(f"[{colour}]chaos: {said}[/{colour}]")
