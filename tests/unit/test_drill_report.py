@@ -343,10 +343,14 @@ def test_a_comparison_does_not_rank_a_fault_the_baseline_never_met(results):
 
 
 def test_a_failed_qp_is_not_ranked_on_completion(results):
-    mrc, base = (dict(r) for r in results["drills"][:2])
+    mrc, base = (json.loads(json.dumps(r)) for r in results["drills"][:2])
     base["failed_qps"] = [{"src": "r0h0", "dst": "r1h0", "why": "retry limit", "at_ms": 3}]
     base["outcome"] = "RoCE QP failed: PSN 9 lost 8 times (retry limit) at 3 ms"
     assert report.unranked(mrc, base, "completion") == "a QP failed"
+    for f in base["faults"]:  # it crossed the fault, and died of it: no repair to rank
+        f.update(crossed=True, met=False)
+    assert report.unranked(mrc, base, "repair, worst fault") == "a QP failed"
+    assert "never met" not in report.unranked_note([mrc, base])
     assert "RoCE QP failed: PSN 9" in report.unranked_note([mrc, base])
 
 

@@ -249,32 +249,40 @@ FINISH_ROWS = {"completion", "goodput"}
 
 
 def unranked(primary: dict, base: dict, label: str) -> str | None:
-    """Why a row of the comparison of `primary` with `base` is not ranked, or None:
-    the baseline never met a fault (no path its packets took crossed one), a QP of
-    either failed (it never completed), or the fabric has no rates (then the CPU, not
-    the fabric, sets goodput: one path costs less CPU than spraying)."""
-    faults = base.get("faults") or []
-    if label in FAULT_ROWS and faults and all(f.get("met") is False for f in faults):
-        return "baseline never met the fault"
-    if label in FINISH_ROWS and (primary.get("failed_qps") or base.get("failed_qps")):
+    """Why a row of the comparison of `primary` with `base` is not ranked, or None: a
+    QP of either failed (it never completed, nor repaired), the baseline never met a
+    fault (no path its packets took crossed one, or its traffic was over before), or
+    the fabric has no rates (then the CPU, not the fabric, sets goodput: one path
+    costs less CPU than spraying)."""
+    if label in FAULT_ROWS | FINISH_ROWS and (primary.get("failed_qps")
+                                              or base.get("failed_qps")):
         return "a QP failed"
+    if label in FAULT_ROWS and _never_met(base):
+        return "baseline never met the fault"
     if label in GOODPUT_ROWS and (primary.get("shaped") is False or
                                   base.get("shaped") is False):
         return "CPU-bound (unshaped fabric)"
     return None
 
 
+def _never_met(run: dict) -> bool:
+    faults = run.get("faults") or []
+    return bool(faults) and all(f.get("met") is False for f in faults)
+
+
 def unranked_note(group: list[dict]) -> str | None:
     """The sentence under a comparison saying what it does not rank, and why."""
-    primary, reasons = group[0], []
+    reasons = []
+    for r in group:
+        if r.get("failed_qps"):
+            reasons.append(f"{_variant(r)}: {r.get('outcome')}")
     for base in group[1:]:
-        faults = base.get("faults") or []
-        if faults and all(f.get("met") is False for f in faults):
-            reasons.append(f"{_variant(base)} never met the fault (no path its packets "
-                           "took crossed it): its failover figures are not comparable")
-        if base.get("failed_qps") or primary.get("failed_qps"):
-            reasons.append(f"{_variant(base if base.get('failed_qps') else primary)}: "
-                           f"{(base if base.get('failed_qps') else primary).get('outcome')}")
+        if _never_met(base) and not base.get("failed_qps"):
+            how = "no path its packets took crossed it" \
+                if all(f.get("crossed") is False for f in base["faults"]) \
+                else "its traffic was not under it long enough"
+            reasons.append(f"{_variant(base)} never met the fault ({how}): its failover "
+                           "figures are not comparable")
     if any(r.get("shaped") is False for r in group):
         reasons.append("the fabric is unshaped, so the run was CPU-bound: goodput is what "
                        "two cores allow (one path costs less CPU than spraying), not what "

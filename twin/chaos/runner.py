@@ -705,7 +705,8 @@ def _flows_json(run_data: T.Run | None, n_main: int) -> list[dict]:
         out.append({"src": f.src, "dst": f.dst, "size": f.size, "bystander": i >= n_main,
                     "exact": f.exact, "failed": r.failed if r is not None else None,
                     "goodput_gbps": round(r.goodput_gbps, 4) if r is not None else None,
-                    "single_path": r.single_path if r is not None else None})
+                    "single_path": r.single_path if r is not None else None,
+                    "paths_used": [list(x) for x in r.paths_used] if r is not None else None})
     return out
 
 
