@@ -87,7 +87,7 @@ lab-up: venv
 # unless KEEP=1), each also on single-path; exit 0 when every MRC verdict holds.
 chaos: venv
 	@if [ "$(RUNTIME)" != netns ]; then $(MAKE) --no-print-directory images; fi
-	$(BIN)/twin drill all --compare single-path --runtime $(RUNTIME)$(if $(KEEP), --keep)
+	$(BIN)/twin drill all --compare single-path --runtime $(RUNTIME)$(if $(KEEP), --keep)$(if $(SUFFIX), --suffix $(SUFFIX))
 
 lab-down: venv
 	@if $(BIN)/twin status $(LAB) >/dev/null 2>&1; then $(BIN)/twin down $(LAB); else echo "lab $(LAB) is not up"; fi

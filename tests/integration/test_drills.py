@@ -64,6 +64,11 @@ def test_a_short_shipped_drill_passes_and_rolls_back(lab, name):
                                         "got": "pass", "ok": True}
     assert sum(data["goodput"]["planes"]["0"]) > 0  # 1 ms bins, per plane
     assert any(x["bytes"] for x in data["link_load"])
+    (fault, *_) = data["faults"]
+    if name == "startup-dead-link":  # cut before the QPs' setup: counted from the first write
+        assert fault["origin"] == "first write" and fault["origin_ns"] > fault["at_ns"]
+    else:
+        assert fault["origin"] == "fault" and fault["origin_ns"] == fault["at_ns"]
     clean(lab)
     idle_endpoints(lab)
 
@@ -82,10 +87,20 @@ def test_compare_runs_the_baseline_on_the_same_faults(lab):
     node, ifname = a["targets"][0].split(":")
     cut = lab.fabric.link_at(Endpoint(node, ifname)).id
     f = lab.fabric
+    (fault,) = b["faults"]
+    # whether the fault met it is decided from the path it took, as its endpoint says
+    assert [p[:2] for p in flow["paths_used"]] == [[plane, t1]], flow
+    assert fault["crossed_from"] == "paths taken"
+    # a baseline without baseline_expect is reported beside mrc, never failed for it
+    assert b["verdict"] == "reported" and runs[1].ok
     if cut in P.route(f, f.node("r0h0"), f.node("r1h0"), plane, t1).links:
         assert not b["exact"] and "retry limit" in flow["failed"], flow
+        assert fault["crossed"] is True
+        assert b["outcome"].startswith("RoCE QP failed: PSN") and " ms" in b["outcome"]
     else:
         assert b["exact"] and flow["failed"] is None, flow
+        assert fault["crossed"] is False and fault["met"] is False
+        assert b["outcome"] == f"byte-exact; its traffic never crossed {a['targets'][0]}"
     clean(lab)
 
 
@@ -120,7 +135,7 @@ def test_an_unknown_target_is_refused_before_anything_is_applied(lab, tmp_path, 
 
 @pytest.mark.parametrize("dst,at,size,says", [
     ("r1h0", "600ms", "1M", "ms under traffic"),  # the transfer is over by then
-    ("r0h1", "100ms", "256M", "no path of the traffic crosses it"),  # same rack: no T1
+    ("r0h1", "100ms", "256M", "no path the traffic took crosses it"),  # same rack: no T1
 ], ids=["after-the-transfer", "off-the-traffic"])
 def test_a_fault_that_meets_no_traffic_is_not_a_pass(lab, tmp_path, dst, at, size, says):
     """The t0-t1-link-down that once passed with repair 0 and nothing lost: a fault

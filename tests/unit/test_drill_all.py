@@ -29,7 +29,8 @@ def drills(monkeypatch):
         labs_seen: list[list[str]] = []
 
     real_up = L.up
-    monkeypatch.setattr(L, "up", lambda lab, runtime, steps=None: real_up(lab, "fake", steps))
+    monkeypatch.setattr(L, "up", lambda lab, runtime, steps=None, **kw:
+                        real_up(lab, "fake", steps, **kw))
 
     def run_all(att, d, *, mode=None, compare=None, seed=1, progress=None):
         Drills.labs_seen.append(sorted(known_labs()))
@@ -120,3 +121,15 @@ def test_the_suites_line_says_every_verdict_holds_or_which_failed_and_why():
                                          "reported beside them (not judged)")
     rows.append(SuiteRow("b", "mrc", "mrc-4p", "fail", "error: boom"))
     assert suite_verdict(rows) == (False, "1 of 2 drills failed: b (mrc): error: boom")
+
+
+def test_a_suffix_runs_each_fabric_on_a_lab_of_its_own_name(drills, tmp_path):
+    r = cli("drill", "all", *ONLY, "--suffix", "mine", "--report-root", str(tmp_path),
+            "--json")
+    assert r.exit_code == 0, r.output
+    assert {x["lab"] for x in json.loads(r.stdout)["runs"]} == {"mrc-4p-mine",
+                                                                 "mrc-4p-shaped-mine"}
+    assert drills.labs_seen == [["mrc-4p-shaped-mine"], ["mrc-4p-mine"]]
+    assert known_labs() == []
+    r = cli("drill", "all", *ONLY, "--suffix", "Bad_Name")
+    assert r.exit_code == 2 and "--suffix 'Bad_Name'" in r.output

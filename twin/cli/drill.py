@@ -22,6 +22,7 @@ from twin.cli.base import (
     sigterm_as_interrupt,
 )
 from twin.errors import LabError, UsageError
+from twin.fabric.spec import name_problem
 
 
 @main.group()
@@ -271,8 +272,11 @@ def _n(value, scale: float = 1) -> str:
 @click.option("--keep", is_flag=True,
               help="Leave up the labs this brought up (default: each is taken down once "
                    "its drills are done, also after a failure or Ctrl-C).")
+@click.option("--suffix", default=None, metavar="S",
+              help="Run each fabric's drills on lab FABRIC-S (brought up if not up): "
+                   "beside a lab of the fabric's name that another run directory owns.")
 @click.option("--json", "as_json", is_flag=True)
-def drill_all(compare, runtime, only, seed, report_root, keep, as_json):
+def drill_all(compare, runtime, only, seed, report_root, keep, suffix, as_json):
     """Every shipped drill on the lab of its fabric (brought up when it is not), each
     also on the baseline; one report per lab. What `make chaos` runs.
 
@@ -294,12 +298,18 @@ def drill_all(compare, runtime, only, seed, report_root, keep, as_json):
     by_lab: dict[str, list] = {}
     for d in drills:  # one lab at a time: each is up only while its drills run
         by_lab.setdefault(d.fabric or "mrc-4p", []).append(d)
+    for fabric in by_lab if suffix else ():
+        wrong = name_problem(f"{fabric}-{suffix}")
+        if wrong:
+            raise UsageError(f"--suffix {suffix!r}: lab {fabric}-{suffix} {wrong[0]}")
     rows: list[runner.SuiteRow] = []
     reports: list[dict] = []
     brought: list[str] = []
     try:
-        for lab, lab_drills in by_lab.items():
-            runs = _drills_on(lab, lab_drills, runtime, compare, seed, as_json, brought, rows)
+        for fabric, lab_drills in by_lab.items():
+            lab = f"{fabric}-{suffix}" if suffix else fabric
+            runs = _drills_on(fabric, lab, lab_drills, runtime, compare, seed, as_json,
+                              brought, rows)
             if runs:
                 reports.append(_write_report(lab, runs, report_root, stamp))
             if lab in brought and not keep:
@@ -317,9 +327,10 @@ def drill_all(compare, runtime, only, seed, report_root, keep, as_json):
         sys.exit(1)
 
 
-def _drills_on(lab: str, drills: list, runtime: str, compare: str, seed: int, quiet: bool,
-               brought: list[str], rows: list) -> list:
-    """Run `drills` on `lab` (brought up first if it is not, and added to `brought`):
+def _drills_on(fabric: str, lab: str, drills: list, runtime: str, compare: str, seed: int,
+               quiet: bool, brought: list[str], rows: list) -> list:
+    """Run `drills` on `lab`, of `fabric` (brought up first if it is not, and added to
+    `brought`):
     their runs, each drill's rows added to `rows`; a drill that cannot run is a row
     naming its error, and the next drill runs."""
     from twin.chaos import runner
@@ -330,7 +341,7 @@ def _drills_on(lab: str, drills: list, runtime: str, compare: str, seed: int, qu
         err.print(f"lab {lab} is not up: bringing it up ({runtime})")
         steps = RichSteps()
         try:
-            L.up(lab, runtime, steps)
+            L.up(fabric, runtime, steps, name=None if lab == fabric else lab)
         except TwinError as e:
             rows.extend(runner.error_row(d, lab, LabError(f"lab {lab} did not come up: {e}"))
                         for d in drills)
