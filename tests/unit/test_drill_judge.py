@@ -51,6 +51,10 @@ def test_the_outcome_says_a_baseline_never_crossed_the_fault():
     assert outcome("single-path", True, True, [], faults, 1) == \
         "byte-exact; its traffic never crossed t0-p1-r0:eth3"
     assert outcome("mrc", False, False, [], [], 1) == "the traffic did not run"
+    flap = [{"kind": "link-flap", "target": "t0-p1-r0:eth4", "crossed": False}] * 3
+    planes = [{"kind": "plane-loss", "target": str(p), "crossed": p != 1} for p in range(3)]
+    assert outcome("single-path", True, True, [], flap + planes, 1) == \
+        "byte-exact; its traffic never crossed t0-p1-r0:eth4, plane 1"
 
 
 def fault_row(**kw):

@@ -655,7 +655,9 @@ def outcome(mode: str, ran: bool, exact: bool, failures: list[dict], faults: lis
         return "the traffic did not run"
     said = [_failure_text(mode, failures, qps) if failures else
             "byte-exact" if exact else "not byte-exact"]
-    unmet = [f["target"] for f in faults if f.get("crossed") is False]
+    unmet = dict.fromkeys(  # a flap's downs are one target; a plane's is its number
+        f"plane {f['target']}" if str(f.get("kind", "")).startswith("plane") else f["target"]
+        for f in faults if f.get("crossed") is False)
     if unmet:
         said.append(f"its traffic never crossed {', '.join(unmet)}")
     return "; ".join(said)
