@@ -51,6 +51,10 @@ def probe(lab, period_ms, rate_pps, once, duration, as_json):
     a path that came back clears its own; the fewest elements left that
     explain every failure are named (a T1 whose every probe fails, a link
     whose probes alone fail). Cleared after 2 rounds without failures.
+    Congestion: probes travel in the fabric's probe class (served ahead of
+    data, never trimmed) and come back CE-marked from a congested port; the
+    same rules name that link "congested", which is not a fault (events
+    congested/uncongested; exit status unchanged by it).
     --once: every probe, a lost one sent again once; the verdict.
     Live: a line per change (a live table on a terminal) until Ctrl-C,
     SIGTERM or --duration.
@@ -156,6 +160,13 @@ def _ms(ns: int) -> str:
 def _change_line(c: Change, started_ns: int) -> str:
     loc = c.localization
     at = f"{(c.t_ns - started_ns) / 1e9:8.3f}s"
+    if c.event == "congested":
+        rtt = f", slowest {loc.rtt_max_us / 1000:,.1f} ms" if loc.rtt_max_us else ""
+        return (f"{at}  [yellow]congested[/yellow] {_describe(loc)}: probes come back "
+                f"CE-marked ({loc.failed_probes}{rtt}); not a fault")
+    if c.event == "uncongested":
+        return (f"{at}  [green]uncongested[/green] {_describe(loc)}: congested for "
+                f"{_ms(c.t_ns - loc.named_ns)}, {loc.failed_probes} probes marked")
     if c.event == "named":
         return (f"{at}  [red]named[/red]   {_describe(loc)}: first loss "
                 f"{_ms(c.t_ns - loc.first_failed_ns)} before, {loc.failed_probes} probes lost")
@@ -178,11 +189,14 @@ def _view(snap: dict, shown: list[str], now: int) -> Group:
         t.add_column(col)
     for d in snap["named"]:
         t.add_row(f"[red]{_describe(d)}[/red]", _ms(now - d["named_ns"]), str(d["failed_probes"]))
-    if not snap["named"]:
+    for d in snap.get("congested", []):
+        t.add_row(f"[yellow]congested: {_describe(d)}[/yellow]", _ms(now - d["named_ns"]),
+                  "0 (CE-marked)")
+    if not snap["named"] and not snap.get("congested"):
         t.add_row("[green]nothing[/green]", "", "")
     counters = Text(f"round {snap['rounds']}  sent {snap['probes_sent']:,}  lost "
-                    f"{snap['probes_lost']:,}  late rounds {snap['rounds_late']}  failing paths "
-                    f"{len(snap['failing'])}")
+                    f"{snap['probes_lost']:,}  CE-marked {snap.get('probes_ce', 0):,}  "
+                    f"late rounds {snap['rounds_late']}  failing paths {len(snap['failing'])}")
     return Group(Text.from_markup(_header(snap)), counters, t,
                  *[Text.from_markup(line) for line in shown])
 
@@ -202,9 +216,12 @@ def _print_verdict(snap: dict, paths: int) -> None:
 def _print_end(snap: dict) -> None:
     elapsed = (snap["last_round"].get("judged_ns", 0) - snap["last_round"].get("started_ns", 0))
     out.print(f"{snap['rounds']} rounds, {snap['probes_sent']:,} probes sent, "
-              f"{snap['probes_lost']:,} lost, {snap['rounds_late']} rounds late"
+              f"{snap['probes_lost']:,} lost, {snap.get('probes_ce', 0):,} CE-marked, "
+              f"{snap['rounds_late']} rounds late"
               + (f"; last round judged {_ms(elapsed)} after it started" if elapsed else ""))
     for d in snap["named"]:
         out.print(f"[bold red]named[/bold red] {_describe(d)}")
+    for d in snap.get("congested", []):
+        out.print(f"[yellow]congested[/yellow] {_describe(d)} (not a fault)")
     if not snap["named"]:
         out.print("[green]nothing named[/green]")

@@ -55,7 +55,15 @@ from typing import Protocol
 from twin.errors import LabError, UsageError
 from twin.fabric.paths import Path, loopback_paths
 from twin.verify import packets
-from twin.verify.localize import CLEAR, CONFIRM, Change, Localization, Localizer, Outcome
+from twin.verify.localize import (
+    CLEAR,
+    CONFIRM,
+    Change,
+    CongestionLocalizer,
+    Localization,
+    Localizer,
+    Outcome,
+)
 from twin.verify.prober import HostSockets, Prober, probe_hosts, probing_supported
 
 
@@ -139,6 +147,8 @@ class _Round:
     started_ns: int
     sent_ns: list[int]
     back: list[bool]
+    ce: list[bool] = field(default_factory=list)
+    rtt_ns: list[int | None] = field(default_factory=list)
     seqs: list[int] = field(default_factory=list)
     unsent: int = 0
     last_sent_ns: int = 0
@@ -165,6 +175,7 @@ class LoopRounds:
         self.started_ns = 0
         self.probes_sent = 0
         self.probes_lost = 0
+        self.probes_ce = 0  # came back CE-marked: crossed a congested port
         self.rounds_late = 0  # rounds started over a tenth of a period (1 ms at least) late
         self.last_round: dict = {}
 
@@ -239,7 +250,8 @@ class LoopRounds:
                 if now - next_start > late_ns:
                     self.rounds_late += 1
                 number += 1
-                r = _Round(number, now, [0] * n, [False] * n, unsent=n)
+                r = _Round(number, now, [0] * n, [False] * n, [False] * n, [None] * n,
+                           unsent=n)
                 rounds.append(r)
                 queue.extend((r, i) for i in range(n))
                 next_start = max(next_start + period_ns, now)  # late: no burst to catch up
@@ -281,18 +293,23 @@ class LoopRounds:
                 del outstanding[body.probe]
                 r, i = hit
                 r.back[i] = True
+                r.ce[i] = body.ce
+                r.rtt_ns[i] = time.monotonic_ns() - r.sent_ns[i]
 
     def _judge(self, r: _Round, outstanding) -> None:
         for s in r.seqs:
             outstanding.pop(s, None)
         now = time.monotonic_ns()
-        outcomes = [Outcome(ok, sent) for ok, sent in zip(r.back, r.sent_ns, strict=True)]
+        outcomes = [Outcome(ok, sent, ce, rtt) for ok, sent, ce, rtt
+                    in zip(r.back, r.sent_ns, r.ce, r.rtt_ns, strict=True)]
         lost = r.back.count(False)
+        marked = r.ce.count(True)
         with self._lock:
             changes = self.round_judged(outcomes, now)
             self.probes_lost += lost
+            self.probes_ce += marked
             self.last_round = {"round": r.number, "started_ns": r.started_ns, "judged_ns": now,
-                               "lost": lost, "sent": len(r.seqs)}
+                               "lost": lost, "ce": marked, "sent": len(r.seqs)}
         if self.on_change:
             for c in changes:
                 self.on_change(c)
@@ -309,10 +326,13 @@ class ContinuousProber(LoopRounds):
         super().__init__(att.lab, paths, probe_hosts(att.runtime, att.plan),
                          pace(len(paths), period_ms, rate_pps, timeout_ms))
         self.localizer = Localizer(att.fabric, self.paths, confirm=confirm, clear=clear)
+        self.congestion = CongestionLocalizer(att.fabric, self.paths, confirm=confirm,
+                                              clear=clear)
         self.on_change = on_change
 
     def round_judged(self, outcomes: list[Outcome], now_ns: int) -> list[Change]:
-        return self.localizer.observe(outcomes, now_ns)
+        return self.localizer.observe(outcomes, now_ns) + \
+            self.congestion.observe(outcomes, now_ns)
 
     # -- what callers read (any thread) -----------------------------------------------------
 
@@ -324,6 +344,12 @@ class ContinuousProber(LoopRounds):
     def named(self) -> list[Localization]:
         with self._lock:
             return [replace(loc) for loc in self.localizer.named()]
+
+    def congestions(self) -> list[Localization]:
+        """Every link or switch found congested so far (verdict "congested"), oldest
+        first; copies. Never among `localizations()`, which are the faulty ones."""
+        with self._lock:
+            return [replace(loc) for loc in self.congestion.localizations()]
 
     def now_ns(self) -> int:
         """The clock `named_ns` and changes are on: this machine's."""
@@ -338,8 +364,9 @@ class ContinuousProber(LoopRounds):
             return {"lab": self.lab, "running": self.running, "error": self.error,
                     **self.pace.to_dict(),
                     "probes_sent": self.probes_sent, "probes_lost": self.probes_lost,
+                    "probes_ce": self.probes_ce,
                     "rounds_late": self.rounds_late, "last_round": dict(self.last_round),
-                    **self.localizer.snapshot()}
+                    **self.localizer.snapshot(), **self.congestion.snapshot()}
 
     def wait_rounds(self, n: int, timeout_s: float) -> bool:
         """Block until `n` more rounds are judged (or the thread stops, or time runs out)."""
