@@ -89,7 +89,7 @@ def probe(lab, period_ms, rate_pps, once, duration, as_json):
                   f"{cp.pace.period_ms:g} ms under the {rate_pps:g} pps cap[/yellow]")
     deadline = time.monotonic() + (duration if duration is not None else DURATION_MAX_S)
     shown: list[str] = []
-    recorded = None  # failing paths last written for twin_verify_paths_failed
+    recorded = None  # (failing paths, named) last written for the exporter
     live = Live(console=out, auto_refresh=False, transient=False) \
         if out.is_terminal and not as_json else None
     try:
@@ -110,9 +110,9 @@ def probe(lab, period_ms, rate_pps, once, duration, as_json):
                     else:
                         out.print(line)
                 snap = cp.snapshot()
-                if len(snap["failing"]) != recorded:
-                    recorded = len(snap["failing"])
-                    record_verify(att.state.dir, recorded, "probe")
+                if (len(snap["failing"]), _named(snap)) != recorded:
+                    recorded = (len(snap["failing"]), _named(snap))
+                    record_verify(att.state.dir, recorded[0], "probe", recorded[1])
                 if live:
                     live.update(_view(snap, shown, cp.now_ns()), refresh=True)
     except KeyboardInterrupt:
@@ -121,7 +121,7 @@ def probe(lab, period_ms, rate_pps, once, duration, as_json):
         if live:
             live.stop()
     snap = cp.snapshot()
-    record_verify(att.state.dir, len(snap["failing"]), "probe")
+    record_verify(att.state.dir, len(snap["failing"]), "probe")  # stopped: nothing named
     for c in _drain(changes):  # the last round's, judged as the thread stopped
         if as_json:
             click.echo(json.dumps({"event": c.event, "t_ns": c.t_ns, **c.localization.to_dict()}))
@@ -134,6 +134,12 @@ def probe(lab, period_ms, rate_pps, once, duration, as_json):
     if snap["error"]:
         raise LabError(f"the prober stopped: {snap['error']}")
     sys.exit(1 if snap["named"] else 0)
+
+
+def _named(snap: dict) -> list[tuple[str, str]]:
+    """What is named now, as (verdict, target), for twin_probe_named."""
+    return [("faulty", d["target"]) for d in snap["named"]] + \
+        [("congested", d["target"]) for d in snap.get("congested", [])]
 
 
 def _drain(q: queue.SimpleQueue) -> list[Change]:
