@@ -34,6 +34,9 @@ from twin.verify.localize import Outcome
 
 
 class _Reporting(LoopRounds):
+    # twin merges the agents' rounds by number, one from each: every round whole
+    fast_confirm = False
+
     def __init__(self, out, *args):
         super().__init__(*args)
         self.out = out

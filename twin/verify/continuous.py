@@ -63,6 +63,7 @@ from twin.verify.localize import (
     Localization,
     Localizer,
     Outcome,
+    elements_of,
 )
 from twin.verify.prober import HostSockets, Prober, probe_hosts, probing_supported
 
@@ -141,6 +142,16 @@ def pace(paths: int, period_ms: float, rate_pps: float = RATE_PPS,
     return Pace(paths, period_ms, period, rate_pps, timeout)
 
 
+def confirmation(elements: list[frozenset[str]], lost: list[int]) -> list[int]:
+    """What a confirmation probes again (pure): the lost paths, and every path that shares
+    a link or switch with one. Only the lost ones would name the wrong thing when a fault
+    lands mid-round: the paths probed before it came back and clear the switch, so the
+    few lost after it would blame a link of it; probed again, the switch's other paths
+    fail too and the localizer waits for the wider picture (twin.verify.localize)."""
+    suspect = frozenset().union(*(elements[i] for i in lost))
+    return [i for i, els in enumerate(elements) if els & suspect]
+
+
 @dataclass
 class _Round:
     number: int
@@ -152,6 +163,7 @@ class _Round:
     seqs: list[int] = field(default_factory=list)
     unsent: int = 0
     last_sent_ns: int = 0
+    only: frozenset[int] | None = None  # a confirmation: just these paths, sent again
 
 
 class LoopRounds:
@@ -171,6 +183,7 @@ class LoopRounds:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._run_id = random.getrandbits(32)
+        self._elements = [elements_of(p) for p in paths]
         self.error: str | None = None
         self.started_ns = 0
         self.probes_sent = 0
@@ -180,6 +193,7 @@ class LoopRounds:
         self.last_round: dict = {}
 
     on_change: Callable[[Change], None] | None = None
+    fast_confirm = True  # a round's lost paths are probed again at once
 
     def round_judged(self, outcomes: list[Outcome], now_ns: int) -> list[Change]:
         """One round's outcomes, path by path, judged at now_ns (the prober's thread,
@@ -282,7 +296,19 @@ class LoopRounds:
                     all(rounds[0].back) or time.monotonic_ns() >= rounds[0].last_sent_ns
                     + timeout_ns):
                 self._collect(self._sockets.receive(0), outstanding)  # what came in time
-                self._judge(rounds.popleft(), outstanding)
+                r = rounds.popleft()
+                lost = self._judge(r, outstanding)
+                if lost and r.only is None and self.fast_confirm:
+                    # the lost paths again now, ahead of the rest: a fault is confirmed a
+                    # timeout after it is first seen, not a period later
+                    again = confirmation(self._elements, lost)
+                    c = _Round(r.number, time.monotonic_ns(), [0] * n, [True] * n,
+                               [False] * n, [None] * n, unsent=len(again),
+                               only=frozenset(again))
+                    for i in again:
+                        c.back[i] = False
+                    queue.extendleft((c, i) for i in reversed(again))
+                    rounds.appendleft(c)
 
     def _collect(self, got, outstanding) -> None:
         for host, body in got:
@@ -296,13 +322,16 @@ class LoopRounds:
                 r.ce[i] = body.ce
                 r.rtt_ns[i] = time.monotonic_ns() - r.sent_ns[i]
 
-    def _judge(self, r: _Round, outstanding) -> None:
+    def _judge(self, r: _Round, outstanding) -> list[int]:
+        """Hand the round's outcomes on; the paths it lost."""
         for s in r.seqs:
             outstanding.pop(s, None)
         now = time.monotonic_ns()
-        outcomes = [Outcome(ok, sent, ce, rtt) for ok, sent, ce, rtt
-                    in zip(r.back, r.sent_ns, r.ce, r.rtt_ns, strict=True)]
-        lost = r.back.count(False)
+        outcomes = [Outcome(ok if r.only is None or i in r.only else None, sent, ce, rtt)
+                    for i, (ok, sent, ce, rtt)
+                    in enumerate(zip(r.back, r.sent_ns, r.ce, r.rtt_ns, strict=True))]
+        lost_paths = [i for i, ok in enumerate(r.back) if not ok]
+        lost = len(lost_paths)
         marked = r.ce.count(True)
         with self._lock:
             changes = self.round_judged(outcomes, now)
@@ -313,6 +342,7 @@ class LoopRounds:
         if self.on_change:
             for c in changes:
                 self.on_change(c)
+        return lost_paths
 
 
 class ContinuousProber(LoopRounds):
@@ -331,8 +361,9 @@ class ContinuousProber(LoopRounds):
         self.on_change = on_change
 
     def round_judged(self, outcomes: list[Outcome], now_ns: int) -> list[Change]:
-        return self.localizer.observe(outcomes, now_ns) + \
-            self.congestion.observe(outcomes, now_ns)
+        partial = any(o.ok is None for o in outcomes)  # a confirmation of lost paths
+        return self.localizer.observe(outcomes, now_ns, partial=partial) + \
+            self.congestion.observe(outcomes, now_ns, partial=partial)
 
     # -- what callers read (any thread) -----------------------------------------------------
 

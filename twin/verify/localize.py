@@ -180,10 +180,15 @@ class Localizer:
         self.suspects: list[Blame] = []
         self.unexplained: set[int] = set()
 
-    def observe(self, outcomes: Sequence[Outcome], now_ns: int) -> list[Change]:
+    def observe(self, outcomes: Sequence[Outcome], now_ns: int, *,
+                partial: bool = False) -> list[Change]:
+        """One round's outcomes. `partial`: a confirmation of a few paths only (the others'
+        outcomes None), which names as a round does but is not a round: it is not
+        counted, and no quiet round of a named element."""
         if len(outcomes) != len(self.paths):
             raise ValueError(f"{len(outcomes)} outcomes for {len(self.paths)} paths")
-        self.rounds += 1
+        if not partial:
+            self.rounds += 1
         for i, o in enumerate(outcomes):
             if o.ok is None:
                 continue
@@ -226,6 +231,8 @@ class Localizer:
             if loc.paths & failing:
                 loc.failed_probes += len(loc.paths & failing)
                 self._quiet[target] = 0
+                continue
+            if partial:
                 continue
             self._quiet[target] += 1
             if self._quiet[target] >= self._hold[target]:
@@ -296,13 +303,14 @@ class CongestionLocalizer:
     def rounds(self) -> int:
         return self._loc.rounds
 
-    def observe(self, outcomes: Sequence[Outcome], now_ns: int) -> list[Change]:
+    def observe(self, outcomes: Sequence[Outcome], now_ns: int, *,
+                partial: bool = False) -> list[Change]:
         marked = []
         for i, o in enumerate(outcomes):
             back = bool(o.ok)
             self._rtt_ns[i] = o.rtt_ns if back and o.ce else None
             marked.append(Outcome(None if not back else not o.ce, o.sent_ns))
-        changes = self._loc.observe(marked, now_ns)
+        changes = self._loc.observe(marked, now_ns, partial=partial)
         for loc in self._loc._open.values():
             loc.verdict = "congested"
             rtts = [self._rtt_ns[i] for i in loc.paths if self._rtt_ns[i] is not None]
