@@ -24,6 +24,18 @@ round after round, from a thread of the caller's process; the localizer
                machine may see a probe late, never count as lost one the kernel
                delivered in time.
 
+    confirm    the paths a round lost, and every path sharing a link or switch with
+               them, are probed again at once, ahead of the next round (a partial
+               round: `confirmation`): a fault is named a timeout after the round that
+               first lost it, not a period later. So localization takes up to a period
+               (until a probe crosses the fault) + the round's sending (paths /
+               rate_pps) + two timeouts. Not on a remote fabric's agents, whose rounds
+               twin merges one from each.
+    CE         probes travel in the fabric's probe class (twin.verify.packets): served
+               ahead of data, never trimmed, marked CE by a port whose data queue is
+               at its ecn_min; one back CE-marked is evidence of congestion, and the
+               CongestionLocalizer names such links `congested`, never faulty.
+
 The rounds are `LoopRounds`, which hands each judged round to `round_judged`: the
 ContinuousProber below localizes it; on an attached fabric an agent in each host runs
 the same rounds for its own paths and reports them (twin.remote.loop_agent).
