@@ -647,10 +647,12 @@ def test_a_probe_leaves_in_the_probe_class():
     assert len(frame) <= programs.PROBE_FRAME_MAX
 
 
-@pytest.mark.parametrize("depth", [BELOW_TRIM, PAST_TRIM, OVER_DROP - 200],
-                         ids=["below-trim", "past-trim", "just-below-drop"])
-def test_a_probe_is_served_ahead_whole_up_to_drop(queue, ports, depth):
-    """Past trim, where any other UDP is dropped, a probe passes whole, in band 0 of the
+@pytest.mark.parametrize("depth", [BELOW_TRIM, PAST_TRIM, OVER_DROP,
+                                   Q["drop"] + programs.PROBE_ROOM - 200],
+                         ids=["below-trim", "past-trim", "over-drop", "in-its-room"])
+def test_a_probe_is_served_ahead_whole_up_to_its_room_past_drop(queue, ports, depth):
+    """Past trim, where any other UDP is dropped, and past drop, where every other frame
+    is (a RoCE incast holds its queue at drop), a probe passes whole, in band 0 of the
     port's pfifo_fast (TC_PRIO_CONTROL): it does not wait behind the data."""
     frame = loop_probe()
     set_depth(ports, depth)
@@ -661,10 +663,13 @@ def test_a_probe_is_served_ahead_whole_up_to_drop(queue, ports, depth):
     assert "dropped" not in port(ports) and "trimmed" not in port(ports)
 
 
-def test_a_probe_over_drop_is_dropped(queue, ports):
-    set_depth(ports, OVER_DROP)
+def test_a_probe_past_its_room_is_dropped(queue, ports):
+    """The class is bounded: what a sender puts in CS6 gets PROBE_ROOM past drop, no more."""
+    set_depth(ports, Q["drop"] + programs.PROBE_ROOM - 100)
     assert bpf.test_run(queue, loop_probe(), ctx=skb()).retval == TC_ACT_SHOT
     assert port(ports)["dropped"] == 1
+    set_depth(ports, OVER_DROP)  # where a control frame is dropped
+    assert bpf.test_run(queue, control("ack")).retval == TC_ACT_SHOT
 
 
 @pytest.mark.parametrize("mark", [True, False], ids=["marking-port", "last-hop"])
@@ -712,10 +717,12 @@ def test_a_big_frame_in_the_probe_dscp_is_not_in_the_probe_class(queue, ports):
     assert priority(run) == 0
 
 
-@pytest.mark.parametrize("frame", [lambda: mrc(1000), lambda: control("ack")],
-                         ids=["data", "ack"])
+@pytest.mark.parametrize("frame", [lambda: mrc(1000), lambda: control("ack"),
+                                   neighbour_solicitation],
+                         ids=["data", "ack", "neighbour-solicitation"])
 def test_every_other_frame_leaves_at_priority_0(queue, ports, frame):
-    """What a sender put in skb->priority (SO_PRIORITY) does not put it in band 0."""
-    set_depth(ports, BELOW_TRIM)
+    """What a sender put in skb->priority (SO_PRIORITY) does not put it in band 0; ND
+    past trim takes its own way (whole up to drop), not the probe class's."""
+    set_depth(ports, PAST_TRIM)
     run = bpf.test_run(queue, frame(), ctx=skb(priority=programs.TC_PRIO_CONTROL))
     assert run.retval == TC_ACT_OK and priority(run) == 0

@@ -121,11 +121,15 @@ NS_PER_S = 10**9
 # The probe class (twin.verify.packets: the prober's loopback probes, verify's requests
 # and replies): outer DSCP CS6 (RFC 4594's network control) on a frame no longer than
 # PROBE_FRAME_MAX. Served ahead of data (skb->priority TC_PRIO_CONTROL: band 0 of the
-# pfifo_fast under the port's tbf), never trimmed, dropped only past `drop`, and marked
+# pfifo_fast under the port's tbf), never trimmed, dropped only past `drop` and its
+# own PROBE_ROOM, and marked
 # CE (if ECT) whenever the data queue it went past is at or above ecn_min, on every
 # port, the last hop too: the prober's congestion signal, not a sender's.
 PROBE_DSCP = 48
 PROBE_FRAME_MAX = 256  # a probe is 130 bytes; a bulk frame in CS6 is ordinary traffic
+# The class's own room past `drop`: data (and control) stop at drop, so what is above it
+# is probes; 8 KiB is 63 of them, served ahead, bounded whatever a sender puts in CS6.
+PROBE_ROOM = 8192
 SKB_PRIORITY = 32  # offsetof(struct __sk_buff, priority)
 TC_PRIO_CONTROL = 7  # pfifo_fast's priomap sends it to band 0, ahead of 0's band 1
 
@@ -385,8 +389,9 @@ def queue_program(q, ports_fd: int) -> list:
     host-facing port, the last hop).
 
     The probe class (outer DSCP PROBE_DSCP, frame no longer than PROBE_FRAME_MAX) is
-    checked before all of that: admitted whole while depth + len <= drop (else
-    dropped), given skb->priority TC_PRIO_CONTROL (the pfifo_fast under the port's
+    checked before all of that: admitted whole while depth + len <= drop + PROBE_ROOM
+    (else dropped: the class has a room of its own above where data stops), given
+    skb->priority TC_PRIO_CONTROL (the pfifo_fast under the port's
     tbf serves it ahead of data), and marked CE when ECT and depth >= ecn_min, on
     every port (the last hop too; not counted in `ce_marked`, which is data's).
     Every other IPv6 frame leaves with skb->priority 0: the class is the switch's to
@@ -524,20 +529,10 @@ def queue_program(q, ports_fd: int) -> list:
         *_add(R7, "trimmed"),
         asm.mov64_imm(R8, TRIM_FRAME_LEN),
         asm.ja("admit"),
-        asm.label("icmpv6"),
-        # neighbour discovery, so a next hop does not fail during a long incast; a
-        # forwarded packet (hop limit < 255 here) does not get this way past trim
-        asm.ldx(B, R1, FP, HOP_LIMIT),
-        asm.jne_imm(R1, ND_HOP_LIMIT, "drop"),
-        *_load(PKT_IP6 + IP6_HLEN, KIND, 1),
-        asm.jne_imm(R0, 0, "drop"),
-        asm.ldx(B, R1, FP, KIND),
-        asm.alu64_imm(asm.SUB, R1, ND_FIRST),
-        asm.jmp_imm(asm.JGT, R1, ND_LAST - ND_FIRST, "drop"),
-        asm.label("probe"),  # served ahead, never trimmed, up to drop; CE from ecn_min
+        asm.label("probe"),  # served ahead, never trimmed, its own room; CE from ecn_min
         asm.ldx(DW, R1, FP, QBEFORE),
         asm.alu64_reg(asm.ADD, R1, R8),
-        *_jmp_const(asm.JGT, R1, drop, "drop"),
+        *_jmp_const(asm.JGT, R1, drop + PROBE_ROOM, "drop"),
         asm.mov64_imm(R1, TC_PRIO_CONTROL),
         asm.stx(W, R6, R1, SKB_PRIORITY),
         asm.ldx(DW, R2, FP, QBEFORE),
@@ -552,6 +547,16 @@ def queue_program(q, ports_fd: int) -> list:
         asm.stx(B, FP, R1, HDR + 1),
         *_store(PKT_IP6 + 1, HDR + 1, 1, "drop"),
         asm.ja("enqueue"),
+        asm.label("icmpv6"),
+        # neighbour discovery, so a next hop does not fail during a long incast; a
+        # forwarded packet (hop limit < 255 here) does not get this way past trim
+        asm.ldx(B, R1, FP, HOP_LIMIT),
+        asm.jne_imm(R1, ND_HOP_LIMIT, "drop"),
+        *_load(PKT_IP6 + IP6_HLEN, KIND, 1),
+        asm.jne_imm(R0, 0, "drop"),
+        asm.ldx(B, R1, FP, KIND),
+        asm.alu64_imm(asm.SUB, R1, ND_FIRST),
+        asm.jmp_imm(asm.JGT, R1, ND_LAST - ND_FIRST, "drop"),
         asm.label("whole"),  # admitted at its own length, up to drop
         asm.ldx(DW, R1, FP, QBEFORE),
         asm.alu64_reg(asm.ADD, R1, R8),
