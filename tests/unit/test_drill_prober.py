@@ -33,6 +33,8 @@ def test_a_drill_without_faults_fails_if_the_prober_named_one():
                    "timeline)", "got": f"2: {HOT}, {COLD}", "ok": False}
     assert Q.false_alarm([], 0)["ok"] is True
     assert Q.false_alarm([{"target": HOT}], 1) is None  # a fault drill: localized judges it
+    # a RoCE baseline is judged by baseline_expect alone; its count is reported beside it
+    assert Q.false_alarm([{"target": HOT}], 0, baseline_of="mrc") is None
 
 
 def test_the_report_shows_the_verdicts_beside_the_queues(tmp_path):

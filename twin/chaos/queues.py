@@ -12,8 +12,8 @@ and never "faulty".
                        {"link", "verdict", "named_ns", "max_queue_bytes", "ce_marked",
                        "trimmed", "dropped"}, the deepest first; a link's queue is the
                        deeper of its two ends'
-    false_alarm(...)   (pure) the check a drill with no fault on its timeline gets:
-                       the prober named nothing faulty
+    false_alarm(...)   (pure) the check a drill with no fault on its timeline gets
+                       (its main run, not a baseline): the prober named nothing faulty
 
 On a fabric without queue programs (unshaped), or a runtime whose maps are not on
 this machine's kernel (an attached fabric), there are no queues: the rows are the
@@ -147,10 +147,13 @@ def verdicts(faulty: list[dict], congested: list[dict], deepest: dict[str, int],
     return sorted(rows.values(), key=lambda r: (-r["max_queue_bytes"], r["link"]))
 
 
-def false_alarm(faulty: list[dict], faults_on_timeline: int) -> dict | None:
+def false_alarm(faulty: list[dict], faults_on_timeline: int,
+                baseline_of: str | None = None) -> dict | None:
     """The expectation row a drill with no fault on its timeline gets (a congestion
-    drill): the prober named nothing faulty. None for a drill with faults."""
-    if faults_on_timeline:
+    drill): the prober named nothing faulty. None for a drill with faults, and for a
+    baseline run, which its drill's `baseline_expect` alone judges (its count is in
+    report.json's `prober` beside it)."""
+    if faults_on_timeline or baseline_of:
         return None
     named = sorted({loc["target"] for loc in faulty})
     return {"what": "prober: nothing named faulty", "want": "0 (no fault on the timeline)",

@@ -553,7 +553,7 @@ def _judge(att, drill: Drill, mode, seed, baseline_of, planned, timeline: Timeli
         expect = drill.baseline_expect if baseline_of else drill.expect
         expectations += [_expectation(e, figures, faults, variables) for e in expect]
     expectations += [c for c in checks if not c["what"].startswith("steady")]
-    cried_wolf = Q.false_alarm(localizations, len(planned)) if prober else None
+    cried_wolf = Q.false_alarm(localizations, len(planned), baseline_of) if prober else None
     if cried_wolf is not None and run_data is not None:
         expectations.append(cried_wolf)
     ok = all(e["ok"] for e in expectations) and run_data is not None
