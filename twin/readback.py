@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from twin import dataplane
 from twin.dataplane import program as node_program
+from twin.dataplane.program import PROBE_BAND_QDISC
 from twin.fabric.plan import DROPPING, UNICAST, NodePlan, Route
 
 READ_CMDS = "route show\nlink show\naddress show\n"
@@ -112,6 +113,10 @@ def compare_shaping(plan: NodePlan, qdiscs: list[dict], check: NodeCheck) -> Non
         elif q.get("options", {}).get("rate", 0) * 8 != ifc.rate_bps:
             check.links.append(f"interface {ifc.name} shaped at "
                                f"{q['options'].get('rate', 0) * 8} bit/s, planned {ifc.rate_bps}")
+        elif not any(c.get("dev") == ifc.name and c.get("kind") == PROBE_BAND_QDISC
+                     and c.get("parent") == f"{q.get('handle')}1" for c in qdiscs):
+            check.links.append(f"interface {ifc.name} has no {PROBE_BAND_QDISC} under its "
+                               "tbf: probes wait behind data (planned parent 1:1)")
 
 
 def parse_batch_output(text: str) -> list[list[dict]]:

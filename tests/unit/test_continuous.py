@@ -139,3 +139,49 @@ def test_an_error_in_the_thread_is_kept_not_lost(att):
             time.sleep(0.01)
         assert not cp.running
     assert cp.snapshot()["error"] == "OSError: [Errno 9] Bad file descriptor"
+
+
+def test_a_lost_path_is_confirmed_at_once_not_a_period_later(att):
+    """A round's lost paths are probed again as soon as the round is judged: a dead T1
+    is named from one whole round and its confirmation (a partial round, not counted),
+    where it took two whole rounds, a period apart."""
+    at_change = []
+    with C.ContinuousProber(att, period_ms=200, timeout_ms=5) as cp:
+        cp.on_change = lambda c: at_change.append((c.event, cp.localizer.rounds))
+        assert cp.wait_rounds(1, 5)
+        rounds = cp.localizer.rounds
+        FakeSockets.broken = staticmethod(lambda path: "t1-p1-1" in path.hops)
+        sent_before = len(cp._sockets.sent_ns)
+        assert cp.wait_rounds(1, 5)
+        deadline = time.monotonic() + 5
+        while not cp.named() and time.monotonic() < deadline:
+            time.sleep(0.005)
+        sent = len(cp._sockets.sent_ns) - sent_before
+    assert at_change == [("named", rounds + 1)]
+    assert 48 + 4 <= sent < 2 * 48  # one round, then the 4 loop-t1s through it again
+
+
+def test_without_fast_confirm_it_takes_a_second_round(att, monkeypatch):
+    monkeypatch.setattr(C.LoopRounds, "fast_confirm", False)
+    at_change = []
+    with C.ContinuousProber(att, period_ms=20, timeout_ms=5) as cp:
+        cp.on_change = lambda c: at_change.append((c.event, cp.localizer.rounds))
+        assert cp.wait_rounds(1, 5)
+        rounds = cp.localizer.rounds
+        FakeSockets.broken = staticmethod(lambda path: "t1-p1-1" in path.hops)
+        for _ in range(10):
+            assert cp.wait_rounds(1, 5)
+            if cp.named():
+                break
+    assert at_change and at_change[0][0] == "named" and at_change[0][1] >= rounds + 2
+
+
+def test_a_confirmation_also_probes_every_path_sharing_a_switch_with_the_lost():
+    """A T1 dying mid-round: only the last host's loop through it is lost. Confirming that
+    one alone would name its T0-T1 link; its siblings through the T1 go too."""
+    from twin.fabric.paths import loopback_paths
+    from twin.verify.localize import elements_of
+    paths = loopback_paths(build_fabric(load_spec(ROOT / "lab/fabrics/mrc-4p.yml")))
+    via = [i for i, p in enumerate(paths) if "t1-p1-1" in p.hops]
+    again = C.confirmation([elements_of(p) for p in paths], via[-1:])
+    assert set(via) <= set(again) and len(again) < len(paths)

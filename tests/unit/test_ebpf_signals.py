@@ -31,6 +31,7 @@ from tests.helpers import bpf_refused
 from twin.mrc import wire
 from twin.node import ebpf
 from twin.node.ebpf import bpf, programs
+from twin.verify import packets
 
 TC_ACT_OK, TC_ACT_SHOT = 0, 2
 NOT_ECT, ECT1, ECT0, CE = 0, 1, 2, 3
@@ -617,3 +618,111 @@ def test_a_gso_skb_over_trim_is_dropped_not_trimmed(queue, ports):
     assert bpf.test_run(queue, mrc(2048), ctx=gso(4, 532)).retval == TC_ACT_SHOT
     got = port(ports)
     assert got["dropped"] == 1 and "trimmed" not in got
+
+
+# --- the probe class -----------------------------------------------------------
+
+def skb(priority: int = 0) -> bytes:
+    """A struct __sk_buff for a test run, with skb->priority (offset 32) as given."""
+    ctx = bytearray(192)
+    struct.pack_into("=I", ctx, programs.SKB_PRIORITY, priority)
+    return bytes(ctx)
+
+
+def priority(run) -> int:
+    return struct.unpack_from("=I", run.ctx_out, programs.SKB_PRIORITY)[0]
+
+
+def loop_probe(tc: int = packets.PROBE_TC) -> bytes:
+    """A loopback probe as the prober sends it (twin.verify.packets), on its first hop."""
+    body = packets.probe_payload(packets.ProbeBody(packets.LOOP, 7, 42, 123456789))
+    return ethernet(packets.encapsulated(NIC_A, LAST_HOP, EV, NIC_A, NIC_A, 40000, 40000,
+                                         body, tc=tc))
+
+
+def test_a_probe_leaves_in_the_probe_class():
+    frame = loop_probe()
+    assert dscp(frame) == dscp(frame, 54) == programs.PROBE_DSCP == 48
+    assert ecn(frame) == ecn(frame, 54) == ECT0
+    assert len(frame) <= programs.PROBE_FRAME_MAX
+
+
+@pytest.mark.parametrize("depth", [BELOW_TRIM, PAST_TRIM, OVER_DROP,
+                                   Q["drop"] + programs.PROBE_ROOM - 200],
+                         ids=["below-trim", "past-trim", "over-drop", "in-its-room"])
+def test_a_probe_is_served_ahead_whole_up_to_its_room_past_drop(queue, ports, depth):
+    """Past trim, where any other UDP is dropped, and past drop, where every other frame
+    is (a RoCE incast holds its queue at drop), a probe passes whole, in band 0 of the
+    port's pfifo_fast (TC_PRIO_CONTROL): it does not wait behind the data."""
+    frame = loop_probe()
+    set_depth(ports, depth)
+    run = bpf.test_run(queue, frame, ctx=skb())
+    assert run.retval == TC_ACT_OK and len(run.data_out) == len(frame)
+    assert priority(run) == programs.TC_PRIO_CONTROL
+    assert run.data_out[16:] == frame[16:]  # at most the traffic class changed
+    assert "dropped" not in port(ports) and "trimmed" not in port(ports)
+
+
+def test_a_probe_past_its_room_is_dropped(queue, ports):
+    """The class is bounded: what a sender puts in CS6 gets PROBE_ROOM past drop, no more."""
+    set_depth(ports, Q["drop"] + programs.PROBE_ROOM - 100)
+    assert bpf.test_run(queue, loop_probe(), ctx=skb()).retval == TC_ACT_SHOT
+    assert port(ports)["dropped"] == 1
+    set_depth(ports, OVER_DROP)  # where a control frame is dropped
+    assert bpf.test_run(queue, control("ack")).retval == TC_ACT_SHOT
+
+
+@pytest.mark.parametrize("mark", [True, False], ids=["marking-port", "last-hop"])
+@pytest.mark.parametrize("depth,ce", [(Q["ecn_min"] - 2_000, False), (Q["ecn_min"] + 2_000, True),
+                                      (PAST_TRIM, True)])
+def test_a_probe_is_ce_from_ecn_min_on_every_port(ports, mark, depth, ce):
+    """The prober's congestion signal: CE whenever the data queue is at ecn_min or over,
+    drawn from nothing (no RED), and on the last hop too, which never marks data."""
+    fd = load_queue(ports, mark=mark)
+    try:
+        frame = loop_probe()
+        set_depth(ports, depth)
+        run = bpf.test_run(fd, frame, ctx=skb())
+        assert run.retval == TC_ACT_OK
+        assert ecn(run.data_out) == (CE if ce else ECT0)
+        assert ecn(run.data_out, 54) == ECT0 and dscp(run.data_out) == programs.PROBE_DSCP
+        assert "ce_marked" not in port(ports)  # data's counter
+    finally:
+        os.close(fd)
+
+
+def test_a_not_ect_probe_is_never_marked(queue, ports):
+    frame = loop_probe(tc=programs.PROBE_DSCP << 2)
+    set_depth(ports, PAST_TRIM)
+    run = bpf.test_run(queue, frame, ctx=skb())
+    assert run.retval == TC_ACT_OK and run.data_out == frame
+
+
+def test_a_probes_ce_comes_back_inward_at_decap(queue, ports, receiver):
+    set_depth(ports, PAST_TRIM)
+    out = bpf.test_run(queue, loop_probe(), ctx=skb()).data_out
+    inner = arrived(receiver, out)
+    assert ecn(inner) == CE and dscp(inner) == programs.PROBE_DSCP
+
+
+def test_a_big_frame_in_the_probe_dscp_is_not_in_the_probe_class(queue, ports):
+    """The class is for probes: a data frame sent in CS6 is trimmed like data, at the
+    data priority; a sender cannot buy its way ahead with a DSCP."""
+    frame = bytearray(data(2048))
+    word = struct.unpack_from("!I", frame, 14)[0] & ~(0xFF << 20)
+    struct.pack_into("!I", frame, 14, word | (programs.PROBE_DSCP << 2 | ECT0) << 20)
+    set_depth(ports, PAST_TRIM)
+    run = bpf.test_run(queue, bytes(frame), ctx=skb(priority=6))
+    assert run.retval == TC_ACT_OK and len(run.data_out) == programs.TRIM_FRAME_LEN
+    assert priority(run) == 0
+
+
+@pytest.mark.parametrize("frame", [lambda: mrc(1000), lambda: control("ack"),
+                                   neighbour_solicitation],
+                         ids=["data", "ack", "neighbour-solicitation"])
+def test_every_other_frame_leaves_at_priority_0(queue, ports, frame):
+    """What a sender put in skb->priority (SO_PRIORITY) does not put it in band 0; ND
+    past trim takes its own way (whole up to drop), not the probe class's."""
+    set_depth(ports, PAST_TRIM)
+    run = bpf.test_run(queue, frame(), ctx=skb(priority=programs.TC_PRIO_CONTROL))
+    assert run.retval == TC_ACT_OK and priority(run) == 0

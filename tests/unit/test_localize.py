@@ -17,7 +17,7 @@ from twin.fabric import paths as P
 from twin.fabric.model import Endpoint, build_fabric
 from twin.fabric.plan import build_plan
 from twin.fabric.spec import load_spec, parse_spec
-from twin.verify.localize import Localizer, Outcome, explain
+from twin.verify.localize import CongestionLocalizer, Localizer, Outcome, explain
 
 ROOT = Path(__file__).resolve().parents[2]
 FABRICS = {name: build_fabric(load_spec(ROOT / f"lab/fabrics/{name}.yml"))
@@ -293,3 +293,75 @@ def test_golden_what_each_single_fault_on_mrc_4p_is_named_as():
                  for loc in sim.loc.named()]
         lines.append(f"{what:<40} -> {'; '.join(named) or '(nothing)'}")
     golden("localize-mrc-4p.txt", "\n".join(lines) + "\n")
+
+
+# --- congestion: CE-marked probes, never a fault -------------------------------------
+
+class CongestionSim(Sim):
+    """Rounds in which every probe comes back, those over `hot` links CE-marked."""
+
+    def __init__(self, fabric, **kw):
+        super().__init__(fabric, **kw)
+        self.cong = CongestionLocalizer(fabric, self.paths)
+        self.cong_changes = []
+
+    def marked_round(self, hot=(), lost=()):
+        outcomes = [Outcome(ok=i not in lost, sent_ns=self.sent_at(i),
+                            ce=bool(set(p.links) & set(hot)) and i not in lost,
+                            rtt_ns=(30 + i) * MS if set(p.links) & set(hot) else 50_000)
+                    for i, p in enumerate(self.paths)]
+        self.now += self.period
+        self.changes += self.loc.observe(outcomes, self.now)
+        self.cong_changes += self.cong.observe(outcomes, self.now)
+        return [loc.target for loc in self.cong.named()]
+
+
+def host_links(fabric, host):
+    return [lk.id for lk in fabric.links if lk.kind == "host" and host in (lk.a.node, lk.b.node)]
+
+
+@pytest.mark.parametrize("name", FABRICS)
+def test_a_congested_last_hop_is_named_congested_and_never_faulty(name):
+    """The incast's queue, at T0 -> r0h0 on every plane: probes come back CE-marked."""
+    fabric = FABRICS[name]
+    hot = host_links(fabric, "r0h0")
+    sim = CongestionSim(fabric)
+    assert sim.marked_round(hot) == []  # one round is not enough
+    assert sorted(sim.marked_round(hot)) == sorted(hot)
+    for _ in range(5):
+        sim.marked_round(hot)
+    assert sim.loc.localizations() == [] and sim.changes == []
+    locs = sim.cong.named()
+    assert {loc.verdict for loc in locs} == {"congested"}
+    assert all(loc.rtt_max_us and loc.rtt_max_us >= 30_000 for loc in locs)
+    assert [c.event for c in sim.cong_changes] == ["congested"] * len(hot)
+    assert all(c.localization.verdict == "congested" for c in sim.cong_changes)
+    sim.marked_round()
+    assert len(sim.cong.named()) == len(hot)  # held for `clear` rounds
+    sim.marked_round()
+    assert sim.cong.named() == []
+    assert [c.event for c in sim.cong_changes[len(hot):]] == ["uncongested"] * len(hot)
+    assert all(loc.to_dict()["verdict"] == "congested" for loc in sim.cong.localizations())
+
+
+def test_a_lost_probe_is_no_evidence_of_congestion_either_way():
+    fabric = FABRICS["mrc-4p"]
+    hot = host_links(fabric, "r0h0")[:1]
+    sim = CongestionSim(fabric)
+    over = {i for i, p in enumerate(sim.paths) if set(p.links) & set(hot)}
+    sim.marked_round(hot)
+    sim.marked_round(hot, lost=over)  # lost: the CE streak neither grows nor breaks
+    assert sim.cong.named() == []
+    assert sim.marked_round(hot) == hot
+
+
+def test_a_dead_link_is_faulty_and_not_congested():
+    fabric = FABRICS["mrc-4p"]
+    lk = next(lk for lk in fabric.links if lk.kind == "fabric")
+    sim = CongestionSim(fabric)
+    over = {i for i, p in enumerate(sim.paths) if lk.id in p.links}
+    for _ in range(3):
+        sim.marked_round(lost=over)
+    assert [loc.target for loc in sim.loc.named()] == [lk.id]
+    assert sim.loc.named()[0].verdict == "faulty"
+    assert sim.cong.named() == [] and sim.cong_changes == []

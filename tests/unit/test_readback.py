@@ -125,7 +125,30 @@ def test_shaping_is_compared_in_bits_per_second():
     node = build_plan(build_fabric(spec))["t0-p0-r0"]
     check = NodeCheck(node.name)
     compare_shaping(node, [
-        {"kind": "tbf", "root": True, "dev": "eth1", "options": {"rate": 12_500_000}},
-        {"kind": "tbf", "root": True, "dev": "eth2", "options": {"rate": 12_500_000}},
+        {"kind": "tbf", "root": True, "dev": "eth1", "handle": "1:",
+         "options": {"rate": 12_500_000}},
+        {"kind": "pfifo_fast", "dev": "eth1", "handle": "10:", "parent": "1:1"},
+        {"kind": "tbf", "root": True, "dev": "eth2", "handle": "1:",
+         "options": {"rate": 12_500_000}},
+        {"kind": "pfifo_fast", "dev": "eth2", "handle": "10:", "parent": "1:1"},
     ], check)
     assert check.links == ["interface eth2 shaped at 100000000 bit/s, planned 1000000000"]
+
+
+def test_a_tbf_without_the_probe_band_under_it_is_reported():
+    """tbf's own fifo under it (a lab shaped by an older twin, a hand-made qdisc) queues
+    probes behind data: verify says so."""
+    spec = parse_spec("name: r\nplanes: 2\nracks: 1\nhosts_per_rack: 1\nt1_per_plane: 1\n"
+                      "rate: {host: 100mbit, fabric: 100mbit}\n")
+    node = build_plan(build_fabric(spec))["t0-p0-r0"]
+    check = NodeCheck(node.name)
+    compare_shaping(node, [
+        {"kind": "tbf", "root": True, "dev": "eth1", "handle": "1:",
+         "options": {"rate": 12_500_000}},
+        {"kind": "pfifo_fast", "dev": "eth1", "handle": "10:", "parent": "1:1"},
+        {"kind": "tbf", "root": True, "dev": "eth2", "handle": "1:",
+         "options": {"rate": 12_500_000}},
+        {"kind": "bfifo", "dev": "eth2", "handle": "10:", "parent": "1:1"},
+    ], check)
+    assert check.links == ["interface eth2 has no pfifo_fast under its tbf: probes wait "
+                           "behind data (planned parent 1:1)"]

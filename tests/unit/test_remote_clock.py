@@ -72,6 +72,15 @@ def test_rounds_of_every_host_merge_into_one():
                         Outcome(True, 70)]
 
 
+def test_merging_keeps_each_agents_ce_marked_probes():
+    mine = {"a": [2, 3], "b": [0, 1]}
+    outcomes, _ = merge_round(mine, {"a": {"t": 50, "lost": [], "ce": [[0, 9_000]]},
+                                     "b": {"t": 70, "lost": [[0, 40]]}}, 4)
+    assert outcomes[2] == Outcome(True, 70, ce=True, rtt_ns=9_000)
+    assert outcomes[0] == Outcome(False, 40)
+    assert [o.ce for o in outcomes] == [False, False, True, False]
+
+
 def test_local_clock_counts_from_the_faults_own_change():
     class F:
         changed_ns = time.monotonic_ns()

@@ -43,7 +43,8 @@ def sample(t: float, tx: int, link_tx: int, retx: int = 0, up: bool = True,
                     {"rate_bps": 50_000_000, "queue_bytes_now": 1500, "high_water_bytes": 91000,
                      "packets": 100, "ce_marked": 12, "trimmed": 3, "dropped": 1}),
          PortSample("r0h0", "eth1", "t0-p0-r0:eth1", 0, "host",
-                    {"rate_bps": 0, "ce_to_inner": 12, "trim_to_inner": 3})))
+                    {"rate_bps": 0, "ce_to_inner": 12, "trim_to_inner": 3})),
+        (("congested", "r0h0:eth1--t0-p0-r0:eth1"), ("faulty", "t1-p0-0")))
 
 
 class _Fixed:
@@ -106,6 +107,9 @@ def test_a_sample_is_exposed_under_the_documented_names_and_labels():
     assert signals == {("t0-p0-r0", "packets"): 100, ("t0-p0-r0", "ce_marked"): 12,
                        ("t0-p0-r0", "trimmed"): 3, ("t0-p0-r0", "dropped"): 1,
                        ("r0h0", "ce_to_inner"): 12, ("r0h0", "trim_to_inner"): 3}
+    assert sorted((s.labels["verdict"], s.labels["target"], s.value)
+                  for s in got["twin_probe_named"]) == [
+        ("congested", "r0h0:eth1--t0-p0-r0:eth1", 1), ("faulty", "t1-p0-0", 1)]
     every_name = {s.name for samples in got.values() for s in samples}
     assert every_name >= set(METRICS)
 

@@ -364,6 +364,7 @@ def _run_section(run: dict, plots, figures: _Figures) -> str:
            if run.get("description") else "")
         + f"<dl>{dl}</dl>"
         + f'<div class="faults"><h3>Faults</h3>{_faults(run)}</div>'
+        + _prober(run)
         + '<div class="goodput"><h3>Goodput</h3>'
         + figures.figure(plots.goodput(run),
                          "Acked bytes per 1 ms bin as Gbit/s: all planes, then each plane. "
@@ -406,6 +407,38 @@ def _faults(run: dict) -> str:
             '<th>counted from</th><th>detection (µs)</th><th>repair (µs)</th><th>packets lost</th>'
             '<th>localized</th><th>localized (ms)</th></tr></thead><tbody>'
             + "".join(rows) + "</tbody></table>")
+
+
+PROBER_ROWS = 24
+
+
+def _prober(run: dict) -> str:
+    """The continuous prober's verdict on each link, beside the deepest its queue got
+    (twin.chaos.queues): a congested link is deep and "congested", never "faulty"."""
+    p = run.get("prober")
+    if not isinstance(p, dict):
+        return ""
+    rows = []
+    for v in (p.get("verdicts") or [])[:PROBER_ROWS]:
+        verdict = str(v.get("verdict"))
+        rows.append(f'<tr class="verdict-{escape(verdict)}">' + "".join(
+            f"<td>{c}</td>" for c in (
+                _text(v.get("link")), _text(verdict),
+                _number(v.get("max_queue_bytes"), "{:,.0f}"),
+                _number(v.get("ce_marked"), "{:,.0f}"), _number(v.get("trimmed"), "{:,.0f}"),
+                _number(v.get("dropped"), "{:,.0f}"))) + "</tr>")
+    more = len(p.get("verdicts") or []) - PROBER_ROWS
+    table = ('<table><thead><tr><th>link</th><th>prober</th><th>deepest queue (bytes)</th>'
+             '<th>CE marked</th><th>trimmed</th><th>dropped</th></tr></thead><tbody>'
+             + "".join(rows) + "</tbody></table>"
+             + (f'<p class="empty">and {more} more in report.json</p>' if more > 0 else "")) \
+        if rows else '<p class="empty">No queue held anything and the prober named nothing.</p>'
+    return ('<div class="prober"><h3>Prober verdicts and queues</h3>'
+            f'<p>named faulty {_text(p.get("named_faulty"))}, congested '
+            f'{_text(p.get("named_congested"))} (probes come back CE-marked: a queue past its '
+            'ecn_min, not a fault); queues read '
+            f'{_text(p.get("queue_samples"))} times, each link at its deeper end.</p>'
+            + table + "</div>")
 
 
 def _clock(clock) -> str | None:

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from twin import faults as F
 from twin import traffic as T
 from twin.chaos import metrics as M
+from twin.chaos import queues as Q
 from twin.chaos.drill import OPS, Drill, Expectation, Step, Variant
 from twin.errors import LabError, TwinError, UsageError
 from twin.fabric.model import Fabric
@@ -461,21 +462,28 @@ def _start_prober(att: Attached, note):
     try:  # attached: an agent in every host, stamped on the nodes' clock
         cp = att.runtime.continuous_prober()(att)
         cp.__enter__()
-        return _Prober(cp)
+        return _Prober(cp, Q.QueueWatch(att).start())
     except (TwinError, OSError) as e:
         note(f"prober: cannot start ({e}); faults are not localized")
         return None
 
 
 class _Prober:
-    def __init__(self, cp):
+    """The prober, and the switch ports' queues watched beside it (twin.chaos.queues)."""
+
+    def __init__(self, cp, watch: Q.QueueWatch):
         self.cp = cp
-        self.found: list[dict] = []
+        self.watch = watch
+        self.found: list[dict] = []  # named faulty
+        self.congested: list[dict] = []
 
     def close(self) -> None:
         try:
             self.found = [loc.to_dict() for loc in self.cp.localizations()]
+            congestions = getattr(self.cp, "congestions", None)
+            self.congested = [loc.to_dict() for loc in congestions()] if congestions else []
         finally:
+            self.watch.stop()
             self.cp.__exit__(None, None, None)
 
 
@@ -552,6 +560,9 @@ def _judge(att, drill: Drill, mode, seed, baseline_of, planned, timeline: Timeli
         expect = drill.baseline_expect if baseline_of else drill.expect
         expectations += [_expectation(e, figures, faults, variables) for e in expect]
     expectations += [c for c in checks if not c["what"].startswith("steady")]
+    cried_wolf = Q.false_alarm(localizations, len(planned), baseline_of) if prober else None
+    if cried_wolf is not None and run_data is not None:
+        expectations.append(cried_wolf)
     reported = baseline_of is not None and not drill.baseline_expect
     if reported:  # a baseline with nothing to judge: only the lab's health is judged
         for e in expectations:
@@ -561,7 +572,11 @@ def _judge(att, drill: Drill, mode, seed, baseline_of, planned, timeline: Timeli
     timeline_all = sorted(timeline_events + _endpoint_timeline(run_data) +
                           [{"t_ns": loc.get("named_ns"), "source": "probe", "kind": "named",
                             "target": loc.get("target"), "detail": loc.get("kind", "")}
-                           for loc in localizations if loc.get("named_ns")],
+                           for loc in localizations if loc.get("named_ns")] +
+                          [{"t_ns": loc.get("named_ns"), "source": "probe", "kind": "congested",
+                            "target": loc.get("target"), "detail": loc.get("kind", "")}
+                           for loc in (prober.congested if prober else [])
+                           if loc.get("named_ns")],
                           key=lambda e: e["t_ns"])
     return {
         "name": drill.name, "description": drill.description, "lab": att.lab, "mode": mode,
@@ -571,6 +586,12 @@ def _judge(att, drill: Drill, mode, seed, baseline_of, planned, timeline: Timeli
         "failed_qps": failures,
         "expectations": expectations,
         "faults": faults,
+        "prober": None if prober is None else {
+            "named_faulty": len({loc["target"] for loc in localizations}),
+            "named_congested": len({loc["target"] for loc in prober.congested}),
+            "queue_samples": prober.watch.samples,
+            "verdicts": Q.verdicts(localizations, prober.congested, prober.watch.deepest,
+                                   prober.watch.counts())},
         "goodput_retained": figures["goodput_retained"], "exact": exact,
         "wall_s": round(wall_s, 3),
         "t0_ns": t0_fig,

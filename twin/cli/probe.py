@@ -51,6 +51,10 @@ def probe(lab, period_ms, rate_pps, once, duration, as_json):
     a path that came back clears its own; the fewest elements left that
     explain every failure are named (a T1 whose every probe fails, a link
     whose probes alone fail). Cleared after 2 rounds without failures.
+    Congestion: probes travel in the fabric's probe class (served ahead of
+    data, never trimmed) and come back CE-marked from a congested port; the
+    same rules name that link "congested", which is not a fault (events
+    congested/uncongested; exit status unchanged by it).
     --once: every probe, a lost one sent again once; the verdict.
     Live: a line per change (a live table on a terminal) until Ctrl-C,
     SIGTERM or --duration.
@@ -85,7 +89,7 @@ def probe(lab, period_ms, rate_pps, once, duration, as_json):
                   f"{cp.pace.period_ms:g} ms under the {rate_pps:g} pps cap[/yellow]")
     deadline = time.monotonic() + (duration if duration is not None else DURATION_MAX_S)
     shown: list[str] = []
-    recorded = None  # failing paths last written for twin_verify_paths_failed
+    recorded = None  # (failing paths, named) last written for the exporter
     live = Live(console=out, auto_refresh=False, transient=False) \
         if out.is_terminal and not as_json else None
     try:
@@ -106,9 +110,9 @@ def probe(lab, period_ms, rate_pps, once, duration, as_json):
                     else:
                         out.print(line)
                 snap = cp.snapshot()
-                if len(snap["failing"]) != recorded:
-                    recorded = len(snap["failing"])
-                    record_verify(att.state.dir, recorded, "probe")
+                if (len(snap["failing"]), _named(snap)) != recorded:
+                    recorded = (len(snap["failing"]), _named(snap))
+                    record_verify(att.state.dir, recorded[0], "probe", recorded[1])
                 if live:
                     live.update(_view(snap, shown, cp.now_ns()), refresh=True)
     except KeyboardInterrupt:
@@ -117,7 +121,7 @@ def probe(lab, period_ms, rate_pps, once, duration, as_json):
         if live:
             live.stop()
     snap = cp.snapshot()
-    record_verify(att.state.dir, len(snap["failing"]), "probe")
+    record_verify(att.state.dir, len(snap["failing"]), "probe")  # stopped: nothing named
     for c in _drain(changes):  # the last round's, judged as the thread stopped
         if as_json:
             click.echo(json.dumps({"event": c.event, "t_ns": c.t_ns, **c.localization.to_dict()}))
@@ -130,6 +134,12 @@ def probe(lab, period_ms, rate_pps, once, duration, as_json):
     if snap["error"]:
         raise LabError(f"the prober stopped: {snap['error']}")
     sys.exit(1 if snap["named"] else 0)
+
+
+def _named(snap: dict) -> list[tuple[str, str]]:
+    """What is named now, as (verdict, target), for twin_probe_named."""
+    return [("faulty", d["target"]) for d in snap["named"]] + \
+        [("congested", d["target"]) for d in snap.get("congested", [])]
 
 
 def _drain(q: queue.SimpleQueue) -> list[Change]:
@@ -156,6 +166,13 @@ def _ms(ns: int) -> str:
 def _change_line(c: Change, started_ns: int) -> str:
     loc = c.localization
     at = f"{(c.t_ns - started_ns) / 1e9:8.3f}s"
+    if c.event == "congested":
+        rtt = f", slowest {loc.rtt_max_us / 1000:,.1f} ms" if loc.rtt_max_us else ""
+        return (f"{at}  [yellow]congested[/yellow] {_describe(loc)}: probes come back "
+                f"CE-marked ({loc.failed_probes}{rtt}); not a fault")
+    if c.event == "uncongested":
+        return (f"{at}  [green]uncongested[/green] {_describe(loc)}: congested for "
+                f"{_ms(c.t_ns - loc.named_ns)}, {loc.failed_probes} probes marked")
     if c.event == "named":
         return (f"{at}  [red]named[/red]   {_describe(loc)}: first loss "
                 f"{_ms(c.t_ns - loc.first_failed_ns)} before, {loc.failed_probes} probes lost")
@@ -178,11 +195,14 @@ def _view(snap: dict, shown: list[str], now: int) -> Group:
         t.add_column(col)
     for d in snap["named"]:
         t.add_row(f"[red]{_describe(d)}[/red]", _ms(now - d["named_ns"]), str(d["failed_probes"]))
-    if not snap["named"]:
+    for d in snap.get("congested", []):
+        t.add_row(f"[yellow]congested: {_describe(d)}[/yellow]", _ms(now - d["named_ns"]),
+                  "0 (CE-marked)")
+    if not snap["named"] and not snap.get("congested"):
         t.add_row("[green]nothing[/green]", "", "")
     counters = Text(f"round {snap['rounds']}  sent {snap['probes_sent']:,}  lost "
-                    f"{snap['probes_lost']:,}  late rounds {snap['rounds_late']}  failing paths "
-                    f"{len(snap['failing'])}")
+                    f"{snap['probes_lost']:,}  CE-marked {snap.get('probes_ce', 0):,}  "
+                    f"late rounds {snap['rounds_late']}  failing paths {len(snap['failing'])}")
     return Group(Text.from_markup(_header(snap)), counters, t,
                  *[Text.from_markup(line) for line in shown])
 
@@ -202,9 +222,12 @@ def _print_verdict(snap: dict, paths: int) -> None:
 def _print_end(snap: dict) -> None:
     elapsed = (snap["last_round"].get("judged_ns", 0) - snap["last_round"].get("started_ns", 0))
     out.print(f"{snap['rounds']} rounds, {snap['probes_sent']:,} probes sent, "
-              f"{snap['probes_lost']:,} lost, {snap['rounds_late']} rounds late"
+              f"{snap['probes_lost']:,} lost, {snap.get('probes_ce', 0):,} CE-marked, "
+              f"{snap['rounds_late']} rounds late"
               + (f"; last round judged {_ms(elapsed)} after it started" if elapsed else ""))
     for d in snap["named"]:
         out.print(f"[bold red]named[/bold red] {_describe(d)}")
+    for d in snap.get("congested", []):
+        out.print(f"[yellow]congested[/yellow] {_describe(d)} (not a fault)")
     if not snap["named"]:
         out.print("[green]nothing named[/green]")

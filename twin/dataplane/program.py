@@ -77,13 +77,21 @@ class NodeProgram:
                    queues=tuple(PortQueue(**q) for q in d.get("queues", ())))
 
 
+PROBE_BAND_QDISC = "pfifo_fast"  # tbf's child: band 0 (TC_PRIO_CONTROL) goes first
+
+
 def tc_lines(node: NodePlan) -> list[str]:
-    """`tc -batch` lines shaping every interface that has a rate."""
+    """`tc -batch` lines shaping every interface that has a rate: a root tbf, and under
+    it a pfifo_fast in place of tbf's own fifo, so that the probe class (skb->priority
+    TC_PRIO_CONTROL: the switch's queue program sets it, a host's prober socket asks for
+    it) leaves ahead of the data queued there (docs/ebpf.md, "The probe class")."""
     out = []
     for ifc in node.interfaces:
         if ifc.rate_bps:
-            out.append(f"qdisc replace dev {ifc.name} root tbf "
+            out.append(f"qdisc replace dev {ifc.name} root handle 1: tbf "
                        + " ".join(tbf_args(ifc.rate_bps, ifc.mtu)))
+            out.append(f"qdisc replace dev {ifc.name} parent 1:1 handle 10: "
+                       + PROBE_BAND_QDISC)
     return out
 
 

@@ -34,7 +34,14 @@ from twin.fabric.paths import loopback_paths
 from twin.remote import ship, transport
 from twin.remote.agent import path_to_dict
 from twin.verify.continuous import PERIOD_MIN_MS, RATE_PPS, pace
-from twin.verify.localize import CONFIRM, Change, Localization, Localizer, Outcome
+from twin.verify.localize import (
+    CONFIRM,
+    Change,
+    CongestionLocalizer,
+    Localization,
+    Localizer,
+    Outcome,
+)
 
 AGENT = "twin.remote.loop_agent"
 STARTERS = 8
@@ -55,6 +62,7 @@ class RemoteContinuousProber:
         self.timeout_ms = timeout_ms  # None: each agent's default, from the period
         self.on_change = on_change
         self.localizer = Localizer(att.fabric, self.paths)
+        self.congestion = CongestionLocalizer(att.fabric, self.paths)
         self.hosts = {h.name: str(att.plan.nic_address(h.name)) for h in att.fabric.hosts}
         self.mine = {h: [i for i, p in enumerate(self.paths) if p.src == h] for h in self.hosts}
         self.share = max(1.0, rate_pps / max(1, len(self.hosts)))  # each agent's cap
@@ -64,6 +72,7 @@ class RemoteContinuousProber:
         self.error: str | None = None
         self.rounds = 0
         self.probes_lost = 0
+        self.probes_ce = 0
         self.probes_sent = 0
         self.rounds_late = 0
         self.last_round: dict = {}
@@ -188,13 +197,16 @@ class RemoteContinuousProber:
     def _observe(self, reports: dict[str, dict]) -> None:
         outcomes, now = merge_round(self.mine, reports, len(self.paths))
         lost = sum(not o.ok for o in outcomes)
+        marked = sum(o.ce for o in outcomes)
         with self.lock:
             changes = self.round_judged(outcomes, now)
             self.rounds += 1
             self.probes_lost += lost
+            self.probes_ce += marked
             self.probes_sent = sum(r.get("sent", 0) for r in reports.values())
             self.rounds_late = sum(r.get("late", 0) for r in reports.values())
             self.last_round = {"round": self.rounds, "judged_ns": now, "lost": lost,
+                               "ce": marked,
                                "sent": len(outcomes), "started_ns": min(
                                    r.get("started", now) for r in reports.values())}
         if self.on_change:
@@ -203,7 +215,8 @@ class RemoteContinuousProber:
 
     def round_judged(self, outcomes: list[Outcome], now_ns: int) -> list[Change]:
         """One merged round (the merging thread, holding self.lock); what changed."""
-        return self.localizer.observe(outcomes, now_ns)
+        return self.localizer.observe(outcomes, now_ns) + \
+            self.congestion.observe(outcomes, now_ns)
 
     # -- what callers read -----------------------------------------------------------------
 
@@ -211,14 +224,19 @@ class RemoteContinuousProber:
         with self.lock:
             return [replace(loc) for loc in self.localizer.localizations()]
 
+    def congestions(self) -> list[Localization]:
+        with self.lock:
+            return [replace(loc) for loc in self.congestion.localizations()]
+
     def snapshot(self) -> dict:
         """The local prober's snapshot, key for key (JSON-able)."""
         with self.lock:
             return {"lab": self.lab, "running": self.running, "error": self.error,
                     **self.pace.to_dict(),
                     "probes_sent": self.probes_sent, "probes_lost": self.probes_lost,
+                    "probes_ce": self.probes_ce,
                     "rounds_late": self.rounds_late, "last_round": dict(self.last_round),
-                    **self.localizer.snapshot()}
+                    **self.localizer.snapshot(), **self.congestion.snapshot()}
 
     # -- twin probe --once -------------------------------------------------------------------
 
@@ -264,12 +282,14 @@ def once_outcomes(rounds: list[tuple[list[Outcome], int]]) -> list[Outcome]:
 def merge_round(mine: dict[str, list[int]], reports: dict[str, dict], n: int
                 ) -> tuple[list[Outcome], int]:
     """One global round from each host's report of its own round (pure): every path's
-    outcome (a lost probe with the time it was sent), and the round's time, the
-    latest agent's."""
+    outcome (a lost probe with the time it was sent, a CE-marked one with its round
+    trip), and the round's time, the latest agent's."""
     now = max(r["t"] for r in reports.values())
     outcomes = [Outcome(True, now)] * n
     for host, r in reports.items():
         own = mine[host]
         for i, sent in r["lost"]:
             outcomes[own[i]] = Outcome(False, sent)
+        for i, rtt in r.get("ce", ()):  # an agent from before the probe class sends none
+            outcomes[own[i]] = Outcome(True, now, ce=True, rtt_ns=rtt)
     return outcomes, now

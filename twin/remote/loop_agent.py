@@ -11,7 +11,8 @@ twin.verify.continuous's LoopRounds, unchanged.
                      "rate_pps": R, "timeout_ms": T|null}
     agent -> twin   {"ready": N, "t": NS}                 N paths; the node's clock
     agent -> twin   {"round": K, "t": NS, "started": NS, "sent": n, "late": n,
-                     "lost": [[i, sent_ns], ...]}      every round; sent, late: so far
+                     "lost": [[i, sent_ns], ...],      every round; sent, late: so far
+                     "ce": [[i, rtt_ns], ...]}         came back CE-marked (congested)
     twin -> agent   stdin closes (or {"stop": true})
     agent -> twin   {"stopped": {"sent": n, "lost": n, "late": n}}
 
@@ -33,6 +34,9 @@ from twin.verify.localize import Outcome
 
 
 class _Reporting(LoopRounds):
+    # twin merges the agents' rounds by number, one from each: every round whole
+    fast_confirm = False
+
     def __init__(self, out, *args):
         super().__init__(*args)
         self.out = out
@@ -42,9 +46,10 @@ class _Reporting(LoopRounds):
     def round_judged(self, outcomes: list[Outcome], now_ns: int) -> list:
         self.number += 1
         lost = [[i, o.sent_ns] for i, o in enumerate(outcomes) if not o.ok]
+        ce = [[i, o.rtt_ns] for i, o in enumerate(outcomes) if o.ok and o.ce]
         _say(self.out, self.write, round=self.number, t=now_ns,
              started=min(o.sent_ns for o in outcomes), sent=self.probes_sent,
-             late=self.rounds_late, lost=lost)
+             late=self.rounds_late, lost=lost, ce=ce)
         return []
 
 

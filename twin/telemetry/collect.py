@@ -116,12 +116,17 @@ class Sample:
     seconds: float  # how long collecting took
     dataplane: tuple[DataplaneSample, ...] = ()  # the ebpf data plane's counters
     ports: tuple[PortSample, ...] = ()  # the fabric signals, per port
+    probe_named: tuple[tuple[str, str], ...] = ()  # `twin probe`'s (verdict, target) now
 
 
-def record_verify(lab_dir, failed: int, source: str) -> None:
+def record_verify(lab_dir, failed: int, source: str,
+                  named: list[tuple[str, str]] | None = None) -> None:
     """Remember how many paths the last verify or probe round failed, for
-    twin_verify_paths_failed (called by `twin verify` and `twin probe`)."""
+    twin_verify_paths_failed (called by `twin verify` and `twin probe`), and what
+    `twin probe` names now, as (verdict, target): faulty or congested, for
+    twin_probe_named."""
     write_json(lab_dir / "verify.json", {"paths_failed": failed, "source": source,
+                                         "named": [list(n) for n in named or ()],
                                          "t_wall": time.time()})
 
 
@@ -159,7 +164,8 @@ class Collector:
         dataplane = tuple(d for d in map(self._dataplane, self._ends) if d is not None)
         ports = tuple(p for n in self._signalled for p in self._ports(n))
         return Sample(self.lab, time.time(), endpoints, tuple(links), self._faults(),
-                      self._verify(), time.monotonic() - t0, dataplane, ports)
+                      self._verify(), time.monotonic() - t0, dataplane, ports,
+                      self._probe_named())
 
     def close(self) -> None:
         with self._lock:
@@ -297,3 +303,11 @@ class Collector:
     def _verify(self) -> int | None:
         got = read_json(self.att.state.dir / "verify.json", None)
         return got.get("paths_failed") if isinstance(got, dict) else None
+
+    def _probe_named(self) -> tuple[tuple[str, str], ...]:
+        got = read_json(self.att.state.dir / "verify.json", None)
+        named = got.get("named") if isinstance(got, dict) else None
+        if not isinstance(named, list):
+            return ()
+        return tuple((str(n[0]), str(n[1])) for n in named[:1000]
+                     if isinstance(n, list) and len(n) == 2)

@@ -91,6 +91,8 @@ def families(sample: Sample) -> list[Metric]:
                                                       p.values.get(kind, 0))
     if sample.verify_paths_failed is not None:
         fam["twin_verify_paths_failed"].add_metric([lab], sample.verify_paths_failed)
+    for verdict, target in sample.probe_named:
+        fam["twin_probe_named"].add_metric([lab, verdict, target], 1)
     fam["twin_scrape_duration_seconds"].add_metric([lab], sample.seconds)
     return list(fam.values())
 

@@ -85,6 +85,9 @@ _ALL = (
            ("lab", "kind", "target")),
     Metric("twin_verify_paths_failed", "gauge",
            "Paths that failed in the last `twin verify` or `twin probe` round", ("lab",)),
+    Metric("twin_probe_named", "gauge",
+           "1 per link or switch `twin probe` names now, by verdict: faulty (its probes "
+           "die) or congested (they come back CE-marked)", ("lab", "verdict", "target")),
     Metric("twin_scrape_duration_seconds", "gauge",
            "How long collecting this scrape took", ("lab",)),
 )

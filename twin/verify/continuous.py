@@ -24,6 +24,18 @@ round after round, from a thread of the caller's process; the localizer
                machine may see a probe late, never count as lost one the kernel
                delivered in time.
 
+    confirm    the paths a round lost, and every path sharing a link or switch with
+               them, are probed again at once, ahead of the next round (a partial
+               round: `confirmation`): a fault is named a timeout after the round that
+               first lost it, not a period later. So localization takes up to a period
+               (until a probe crosses the fault) + the round's sending (paths /
+               rate_pps) + two timeouts. Not on a remote fabric's agents, whose rounds
+               twin merges one from each.
+    CE         probes travel in the fabric's probe class (twin.verify.packets): served
+               ahead of data, never trimmed, marked CE by a port whose data queue is
+               at its ecn_min; one back CE-marked is evidence of congestion, and the
+               CongestionLocalizer names such links `congested`, never faulty.
+
 The rounds are `LoopRounds`, which hands each judged round to `round_judged`: the
 ContinuousProber below localizes it; on an attached fabric an agent in each host runs
 the same rounds for its own paths and reports them (twin.remote.loop_agent).
@@ -55,7 +67,16 @@ from typing import Protocol
 from twin.errors import LabError, UsageError
 from twin.fabric.paths import Path, loopback_paths
 from twin.verify import packets
-from twin.verify.localize import CLEAR, CONFIRM, Change, Localization, Localizer, Outcome
+from twin.verify.localize import (
+    CLEAR,
+    CONFIRM,
+    Change,
+    CongestionLocalizer,
+    Localization,
+    Localizer,
+    Outcome,
+    elements_of,
+)
 from twin.verify.prober import HostSockets, Prober, probe_hosts, probing_supported
 
 
@@ -133,15 +154,28 @@ def pace(paths: int, period_ms: float, rate_pps: float = RATE_PPS,
     return Pace(paths, period_ms, period, rate_pps, timeout)
 
 
+def confirmation(elements: list[frozenset[str]], lost: list[int]) -> list[int]:
+    """What a confirmation probes again (pure): the lost paths, and every path that shares
+    a link or switch with one. Only the lost ones would name the wrong thing when a fault
+    lands mid-round: the paths probed before it came back and clear the switch, so the
+    few lost after it would blame a link of it; probed again, the switch's other paths
+    fail too and the localizer waits for the wider picture (twin.verify.localize)."""
+    suspect = frozenset().union(*(elements[i] for i in lost))
+    return [i for i, els in enumerate(elements) if els & suspect]
+
+
 @dataclass
 class _Round:
     number: int
     started_ns: int
     sent_ns: list[int]
     back: list[bool]
+    ce: list[bool] = field(default_factory=list)
+    rtt_ns: list[int | None] = field(default_factory=list)
     seqs: list[int] = field(default_factory=list)
     unsent: int = 0
     last_sent_ns: int = 0
+    only: frozenset[int] | None = None  # a confirmation: just these paths, sent again
 
 
 class LoopRounds:
@@ -161,14 +195,17 @@ class LoopRounds:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._run_id = random.getrandbits(32)
+        self._elements = [elements_of(p) for p in paths]
         self.error: str | None = None
         self.started_ns = 0
         self.probes_sent = 0
         self.probes_lost = 0
+        self.probes_ce = 0  # came back CE-marked: crossed a congested port
         self.rounds_late = 0  # rounds started over a tenth of a period (1 ms at least) late
         self.last_round: dict = {}
 
     on_change: Callable[[Change], None] | None = None
+    fast_confirm = True  # a round's lost paths are probed again at once
 
     def round_judged(self, outcomes: list[Outcome], now_ns: int) -> list[Change]:
         """One round's outcomes, path by path, judged at now_ns (the prober's thread,
@@ -239,7 +276,8 @@ class LoopRounds:
                 if now - next_start > late_ns:
                     self.rounds_late += 1
                 number += 1
-                r = _Round(number, now, [0] * n, [False] * n, unsent=n)
+                r = _Round(number, now, [0] * n, [False] * n, [False] * n, [None] * n,
+                           unsent=n)
                 rounds.append(r)
                 queue.extend((r, i) for i in range(n))
                 next_start = max(next_start + period_ns, now)  # late: no burst to catch up
@@ -270,7 +308,19 @@ class LoopRounds:
                     all(rounds[0].back) or time.monotonic_ns() >= rounds[0].last_sent_ns
                     + timeout_ns):
                 self._collect(self._sockets.receive(0), outstanding)  # what came in time
-                self._judge(rounds.popleft(), outstanding)
+                r = rounds.popleft()
+                lost = self._judge(r, outstanding)
+                if lost and r.only is None and self.fast_confirm:
+                    # the lost paths again now, ahead of the rest: a fault is confirmed a
+                    # timeout after it is first seen, not a period later
+                    again = confirmation(self._elements, lost)
+                    c = _Round(r.number, time.monotonic_ns(), [0] * n, [True] * n,
+                               [False] * n, [None] * n, unsent=len(again),
+                               only=frozenset(again))
+                    for i in again:
+                        c.back[i] = False
+                    queue.extendleft((c, i) for i in reversed(again))
+                    rounds.appendleft(c)
 
     def _collect(self, got, outstanding) -> None:
         for host, body in got:
@@ -281,21 +331,30 @@ class LoopRounds:
                 del outstanding[body.probe]
                 r, i = hit
                 r.back[i] = True
+                r.ce[i] = body.ce
+                r.rtt_ns[i] = time.monotonic_ns() - r.sent_ns[i]
 
-    def _judge(self, r: _Round, outstanding) -> None:
+    def _judge(self, r: _Round, outstanding) -> list[int]:
+        """Hand the round's outcomes on; the paths it lost."""
         for s in r.seqs:
             outstanding.pop(s, None)
         now = time.monotonic_ns()
-        outcomes = [Outcome(ok, sent) for ok, sent in zip(r.back, r.sent_ns, strict=True)]
-        lost = r.back.count(False)
+        outcomes = [Outcome(ok if r.only is None or i in r.only else None, sent, ce, rtt)
+                    for i, (ok, sent, ce, rtt)
+                    in enumerate(zip(r.back, r.sent_ns, r.ce, r.rtt_ns, strict=True))]
+        lost_paths = [i for i, ok in enumerate(r.back) if not ok]
+        lost = len(lost_paths)
+        marked = r.ce.count(True)
         with self._lock:
             changes = self.round_judged(outcomes, now)
             self.probes_lost += lost
+            self.probes_ce += marked
             self.last_round = {"round": r.number, "started_ns": r.started_ns, "judged_ns": now,
-                               "lost": lost, "sent": len(r.seqs)}
+                               "lost": lost, "ce": marked, "sent": len(r.seqs)}
         if self.on_change:
             for c in changes:
                 self.on_change(c)
+        return lost_paths
 
 
 class ContinuousProber(LoopRounds):
@@ -309,10 +368,14 @@ class ContinuousProber(LoopRounds):
         super().__init__(att.lab, paths, probe_hosts(att.runtime, att.plan),
                          pace(len(paths), period_ms, rate_pps, timeout_ms))
         self.localizer = Localizer(att.fabric, self.paths, confirm=confirm, clear=clear)
+        self.congestion = CongestionLocalizer(att.fabric, self.paths, confirm=confirm,
+                                              clear=clear)
         self.on_change = on_change
 
     def round_judged(self, outcomes: list[Outcome], now_ns: int) -> list[Change]:
-        return self.localizer.observe(outcomes, now_ns)
+        partial = any(o.ok is None for o in outcomes)  # a confirmation of lost paths
+        return self.localizer.observe(outcomes, now_ns, partial=partial) + \
+            self.congestion.observe(outcomes, now_ns, partial=partial)
 
     # -- what callers read (any thread) -----------------------------------------------------
 
@@ -324,6 +387,12 @@ class ContinuousProber(LoopRounds):
     def named(self) -> list[Localization]:
         with self._lock:
             return [replace(loc) for loc in self.localizer.named()]
+
+    def congestions(self) -> list[Localization]:
+        """Every link or switch found congested so far (verdict "congested"), oldest
+        first; copies. Never among `localizations()`, which are the faulty ones."""
+        with self._lock:
+            return [replace(loc) for loc in self.congestion.localizations()]
 
     def now_ns(self) -> int:
         """The clock `named_ns` and changes are on: this machine's."""
@@ -338,8 +407,9 @@ class ContinuousProber(LoopRounds):
             return {"lab": self.lab, "running": self.running, "error": self.error,
                     **self.pace.to_dict(),
                     "probes_sent": self.probes_sent, "probes_lost": self.probes_lost,
+                    "probes_ce": self.probes_ce,
                     "rounds_late": self.rounds_late, "last_round": dict(self.last_round),
-                    **self.localizer.snapshot()}
+                    **self.localizer.snapshot(), **self.congestion.snapshot()}
 
     def wait_rounds(self, n: int, timeout_s: float) -> bool:
         """Block until `n` more rounds are judged (or the thread stops, or time runs out)."""

@@ -71,10 +71,14 @@ KEEP = 1000  # localizations remembered (the oldest cleared ones are dropped)
 
 @dataclass(frozen=True)
 class Outcome:
-    """One probe of one path in one round."""
+    """One probe of one path in one round: back or not, and if back, whether a congested
+    port marked it (CE: the probe class is marked from a queue's ecn_min on, docs/ebpf.md)
+    and its round trip. `ok` None: no evidence this round (the path keeps its streak)."""
 
-    ok: bool
+    ok: bool | None
     sent_ns: int
+    ce: bool = False
+    rtt_ns: int | None = None
 
 
 @dataclass(frozen=True)
@@ -98,6 +102,8 @@ class Localization:
     ends: tuple[str, ...] = ()  # a link's NODE:IF ends
     alternatives: tuple[str, ...] = ()
     paths: frozenset[int] = field(default_factory=frozenset, repr=False)
+    verdict: str = "faulty"  # faulty (probes die) | congested (probes come back CE)
+    rtt_max_us: float | None = None  # congested: the slowest marked probe while named
 
     @property
     def open(self) -> bool:
@@ -111,12 +117,13 @@ class Localization:
         return {"target": self.target, "kind": self.kind,
                 "first_failed_ns": self.first_failed_ns, "named_ns": self.named_ns,
                 "cleared_ns": self.cleared_ns, "failed_probes": self.failed_probes,
-                "ends": list(self.ends), "alternatives": list(self.alternatives)}
+                "ends": list(self.ends), "alternatives": list(self.alternatives),
+                "verdict": self.verdict, "rtt_max_us": self.rtt_max_us}
 
 
 @dataclass(frozen=True)
 class Change:
-    event: str  # named | cleared
+    event: str  # named | cleared (faulty); congested | uncongested
     localization: Localization  # a copy, as it was then
     t_ns: int
 
@@ -173,11 +180,18 @@ class Localizer:
         self.suspects: list[Blame] = []
         self.unexplained: set[int] = set()
 
-    def observe(self, outcomes: Sequence[Outcome], now_ns: int) -> list[Change]:
+    def observe(self, outcomes: Sequence[Outcome], now_ns: int, *,
+                partial: bool = False) -> list[Change]:
+        """One round's outcomes. `partial`: a confirmation of a few paths only (the others'
+        outcomes None), which names as a round does but is not a round: it is not
+        counted, and no quiet round of a named element."""
         if len(outcomes) != len(self.paths):
             raise ValueError(f"{len(outcomes)} outcomes for {len(self.paths)} paths")
-        self.rounds += 1
+        if not partial:
+            self.rounds += 1
         for i, o in enumerate(outcomes):
+            if o.ok is None:
+                continue
             if o.ok:
                 self._streak[i] = 0
             else:
@@ -217,6 +231,8 @@ class Localizer:
             if loc.paths & failing:
                 loc.failed_probes += len(loc.paths & failing)
                 self._quiet[target] = 0
+                continue
+            if partial:
                 continue
             self._quiet[target] += 1
             if self._quiet[target] >= self._hold[target]:
@@ -260,3 +276,61 @@ class Localizer:
             "unexplained": [label(i) for i in sorted(self.unexplained)],
             "localizations": [loc.to_dict() for loc in self.localizations()],
         }
+
+
+class CongestionLocalizer:
+    """Which links or switches are congested, from the same rounds (pure): a probe that
+    came back CE-marked crossed a port whose data queue was at its ecn_min or deeper.
+    The same rules as `Localizer` with "marked" in place of "lost" (named once a path is
+    marked `confirm` rounds in a row and the marked paths agree on the element; cleared
+    after `clear` rounds unmarked), over paths whose probe came back: a lost probe is no
+    evidence either way (the faulty verdict is the other localizer's). Its
+    localizations have verdict "congested" and the slowest marked round trip while
+    named, and its changes are `congested` and `uncongested`.
+
+    RTT alone does not decide: on an unshaped fabric, and on this 2-core machine, a
+    round trip of milliseconds is the CPU, not a queue; a CE mark is only ever made by
+    a queue program that found its port's data queue at ecn_min."""
+
+    EVENTS = {"named": "congested", "cleared": "uncongested"}
+
+    def __init__(self, fabric: Fabric, paths: Sequence[Path], *, confirm: int = CONFIRM,
+                 clear: int = CLEAR, keep: int = KEEP):
+        self._loc = Localizer(fabric, paths, confirm=confirm, clear=clear, keep=keep)
+        self._rtt_ns: list[int | None] = [None] * len(self._loc.paths)
+
+    @property
+    def rounds(self) -> int:
+        return self._loc.rounds
+
+    def observe(self, outcomes: Sequence[Outcome], now_ns: int, *,
+                partial: bool = False) -> list[Change]:
+        marked = []
+        for i, o in enumerate(outcomes):
+            back = bool(o.ok)
+            self._rtt_ns[i] = o.rtt_ns if back and o.ce else None
+            marked.append(Outcome(None if not back else not o.ce, o.sent_ns))
+        changes = self._loc.observe(marked, now_ns, partial=partial)
+        for loc in self._loc._open.values():
+            loc.verdict = "congested"
+            rtts = [self._rtt_ns[i] for i in loc.paths if self._rtt_ns[i] is not None]
+            if rtts:
+                slowest = max(rtts) / 1000
+                loc.rtt_max_us = max(loc.rtt_max_us or 0.0, round(slowest, 1))
+        return [Change(self.EVENTS[c.event], replace(c.localization, verdict="congested",
+                                                     rtt_max_us=self._open_rtt(c)), c.t_ns)
+                for c in changes]
+
+    def _open_rtt(self, c: Change) -> float | None:
+        loc = self._loc._open.get(c.localization.target)
+        return loc.rtt_max_us if loc is not None else c.localization.rtt_max_us
+
+    def localizations(self) -> list[Localization]:
+        return self._loc.localizations()
+
+    def named(self) -> list[Localization]:
+        return self._loc.named()
+
+    def snapshot(self) -> dict:
+        return {"congested": [loc.to_dict() for loc in self.named()],
+                "congestions": [loc.to_dict() for loc in self.localizations()]}

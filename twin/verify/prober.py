@@ -27,9 +27,10 @@ import os
 import random
 import select
 import socket
+import sys
 import time
 from contextlib import nullcontext
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from twin import nsenter
 from twin.fabric.paths import Path, flow_label
@@ -38,6 +39,9 @@ from twin.verify import packets
 CHUNK = 64
 RCVBUF = 4 << 20
 SO_RCVBUFFORCE = 33
+IPV6_RECVTCLASS, IPV6_TCLASS = 66, 67  # linux/in6.h
+TC_PRIO_INTERACTIVE = 6  # SO_PRIORITY: band 0 of a shaped port's pfifo_fast, no privilege
+ECN_CE = 0b11
 
 
 @dataclass
@@ -96,6 +100,10 @@ class HostSockets:
                 with nsenter.inside(path) if path else nullcontext():
                     raw = socket.socket(socket.AF_INET6, socket.SOCK_RAW, socket.IPPROTO_RAW)
                     udp = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+                # the probe class at the host's own shaped port too (the switches' queue
+                # programs decide it there); and each answer's traffic class, for CE
+                raw.setsockopt(socket.SOL_SOCKET, socket.SO_PRIORITY, TC_PRIO_INTERACTIVE)
+                udp.setsockopt(socket.IPPROTO_IPV6, IPV6_RECVTCLASS, 1)
                 udp.setblocking(False)
                 try:
                     udp.setsockopt(socket.SOL_SOCKET, SO_RCVBUFFORCE, RCVBUF)
@@ -149,12 +157,13 @@ class HostSockets:
                 host = self._by_fd[sock.fileno()]
                 for _ in range(256):
                     try:
-                        data = sock.recv(2048)
+                        data, anc, _, _ = sock.recvmsg(2048, TCLASS_SPACE)
                     except BlockingIOError:
                         break
                     p = packets.parse_payload(data)
                     if p is not None:
-                        got.append((host.name, p))
+                        got.append((host.name, replace(p, ce=True)
+                                    if _tclass(anc) & ECN_CE == ECN_CE else p))
             ready, _, _ = select.select(socks, [], [], 0)
         return got
 
@@ -229,6 +238,17 @@ class Prober(HostSockets):
                 res.forward = res.reply = True
                 if res.rtt_us is None:
                     res.rtt_us = (time.monotonic_ns() - p.sent_ns) / 1000
+
+
+TCLASS_SPACE = socket.CMSG_SPACE(4)
+
+
+def _tclass(ancillary) -> int:
+    """The traffic class a datagram arrived with (IPV6_TCLASS, an int), 0 if not given."""
+    for level, kind, data in ancillary:
+        if level == socket.IPPROTO_IPV6 and kind == IPV6_TCLASS and len(data) >= 4:
+            return int.from_bytes(data[:4], sys.byteorder)
+    return 0
 
 
 def probing_supported() -> str | None:

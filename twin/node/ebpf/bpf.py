@@ -67,6 +67,7 @@ class TestRun:
     retval: int
     data_out: bytes
     duration_ns: int
+    ctx_out: bytes = b""  # the struct __sk_buff after the run, when a `ctx` went in
 
 
 def _nr() -> int:
@@ -256,11 +257,14 @@ def test_run(prog_fd: int, data: bytes, repeat: int = 1, out_room: int = 256,
     attr = ctypes.create_string_buffer(ATTR_SIZE)
     struct.pack_into("=IIIIQQII", attr, 0, prog_fd, 0, len(data), len(data_out),
                      _ptr(data_in), _ptr(data_out), repeat, 0)
-    ctx_in = None
+    ctx_in = ctx_out = None
     if ctx is not None:
         ctx_in = ctypes.create_string_buffer(ctx, len(ctx))
-        struct.pack_into("=IIQQ", attr, 40, len(ctx), 0, _ptr(ctx_in), 0)
+        ctx_out = ctypes.create_string_buffer(len(ctx))
+        struct.pack_into("=IIQQ", attr, 40, len(ctx), len(ctx), _ptr(ctx_in), _ptr(ctx_out))
     _call(PROG_TEST_RUN, attr, f"test run of prog fd {prog_fd}")
     retval, _, size_out = struct.unpack_from("=III", attr, 4)
     (duration,) = struct.unpack_from("=I", attr, 36)
-    return TestRun(retval=retval, data_out=data_out.raw[:size_out], duration_ns=duration)
+    (ctx_size_out,) = struct.unpack_from("=I", attr, 44)
+    return TestRun(retval=retval, data_out=data_out.raw[:size_out], duration_ns=duration,
+                   ctx_out=ctx_out.raw[:ctx_size_out] if ctx_out is not None else b"")

@@ -118,6 +118,20 @@ RC_WRITE_FIRST, RC_WRITE_ONLY_WITH_IMMEDIATE = 0x06, 0x0B
 # sent with hop limit 255, which no forwarded packet still has at an egress port
 ND_FIRST, ND_LAST, ND_HOP_LIMIT = 133, 137, 255
 NS_PER_S = 10**9
+# The probe class (twin.verify.packets: the prober's loopback probes, verify's requests
+# and replies): outer DSCP CS6 (RFC 4594's network control) on a frame no longer than
+# PROBE_FRAME_MAX. Served ahead of data (skb->priority TC_PRIO_CONTROL: band 0 of the
+# pfifo_fast under the port's tbf), never trimmed, dropped only past `drop` and its
+# own PROBE_ROOM, and marked
+# CE (if ECT) whenever the data queue it went past is at or above ecn_min, on every
+# port, the last hop too: the prober's congestion signal, not a sender's.
+PROBE_DSCP = 48
+PROBE_FRAME_MAX = 256  # a probe is 130 bytes; a bulk frame in CS6 is ordinary traffic
+# The class's own room past `drop`: data (and control) stop at drop, so what is above it
+# is probes; 8 KiB is 63 of them, served ahead, bounded whatever a sender puts in CS6.
+PROBE_ROOM = 8192
+SKB_PRIORITY = 32  # offsetof(struct __sk_buff, priority)
+TC_PRIO_CONTROL = 7  # pfifo_fast's priomap sends it to band 0, ahead of 0's band 1
 
 PORTS_MAP_NAME = "mrc_port_q"
 PORT_FIELDS = ("busy_until_ns", "rate_bps", "queue_bytes", "high_water_bytes", "packets",
@@ -374,6 +388,15 @@ def queue_program(q, ports_fd: int) -> list:
     `depth` is what it found ahead of it, unless the port does not mark (a T0's
     host-facing port, the last hop).
 
+    The probe class (outer DSCP PROBE_DSCP, frame no longer than PROBE_FRAME_MAX) is
+    checked before all of that: admitted whole while depth + len <= drop + PROBE_ROOM
+    (else dropped: the class has a room of its own above where data stops), given
+    skb->priority TC_PRIO_CONTROL (the pfifo_fast under the port's
+    tbf serves it ahead of data), and marked CE when ECT and depth >= ecn_min, on
+    every port (the last hop too; not counted in `ce_marked`, which is data's).
+    Every other IPv6 frame leaves with skb->priority 0: the class is the switch's to
+    say, not a sender's SO_PRIORITY.
+
     Two CPUs sending out of one port at once read and write busy_until without a
     lock, so one of two updates can be lost: the queue is approximate under such
     races (a veth's egress mostly runs on the sending CPU). The counters are atomic
@@ -449,6 +472,20 @@ def queue_program(q, ports_fd: int) -> list:
         asm.ld_imm64(R3, bits_ns),
         asm.alu64_reg(asm.DIV, R2, R3),
         asm.stx(DW, FP, R2, QBEFORE),
+        # the probe class: outer DSCP PROBE_DSCP (traffic class bits 7..2: the low
+        # nibble of byte 0, the top two bits of byte 1), a frame of a probe's size
+        asm.mov64_imm(R1, 0),
+        asm.stx(W, R6, R1, SKB_PRIORITY),
+        asm.jmp_imm(asm.JGT, R8, PROBE_FRAME_MAX, "data_class"),
+        asm.ldx(B, R1, FP, HDR),
+        asm.alu64_imm(asm.AND, R1, 0x0F),
+        asm.alu64_imm(asm.LSH, R1, 2),
+        asm.ldx(B, R2, FP, HDR + 1),
+        asm.alu64_imm(asm.RSH, R2, 6),
+        asm.alu64_reg(asm.OR, R1, R2),
+        asm.jeq_imm(R1, PROBE_DSCP, "probe"),
+        asm.label("data_class"),
+        asm.ldx(DW, R2, FP, QBEFORE),
         asm.mov64_reg(R3, R2),
         asm.ldx(DW, R1, FP, SEGLEN),
         asm.alu64_reg(asm.ADD, R3, R1),
@@ -492,6 +529,24 @@ def queue_program(q, ports_fd: int) -> list:
         *_add(R7, "trimmed"),
         asm.mov64_imm(R8, TRIM_FRAME_LEN),
         asm.ja("admit"),
+        asm.label("probe"),  # served ahead, never trimmed, its own room; CE from ecn_min
+        asm.ldx(DW, R1, FP, QBEFORE),
+        asm.alu64_reg(asm.ADD, R1, R8),
+        *_jmp_const(asm.JGT, R1, drop + PROBE_ROOM, "drop"),
+        asm.mov64_imm(R1, TC_PRIO_CONTROL),
+        asm.stx(W, R6, R1, SKB_PRIORITY),
+        asm.ldx(DW, R2, FP, QBEFORE),
+        *_jmp_const(asm.JLT, R2, ecn_min, "enqueue"),
+        asm.ldx(B, R1, FP, HDR + 1),
+        asm.mov64_reg(R2, R1),
+        asm.alu64_imm(asm.RSH, R2, 4),
+        asm.alu64_imm(asm.AND, R2, ECN_MASK),
+        asm.jeq_imm(R2, 0, "enqueue"),  # Not-ECT: never marked
+        asm.jeq_imm(R2, ECN_CE, "enqueue"),
+        asm.alu64_imm(asm.OR, R1, ECN_CE << 4),
+        asm.stx(B, FP, R1, HDR + 1),
+        *_store(PKT_IP6 + 1, HDR + 1, 1, "drop"),
+        asm.ja("enqueue"),
         asm.label("icmpv6"),
         # neighbour discovery, so a next hop does not fail during a long incast; a
         # forwarded packet (hop limit < 255 here) does not get this way past trim
