@@ -45,6 +45,36 @@ def test_nic_down_is_one_port_of_a_host(att):
     assert all_up()
 
 
+def test_clearing_one_port_of_a_host_leaves_its_other_ports_down(att):
+    # the revert re-programs r0h0, whose plan sets every interface up: the port the
+    # other fault still holds goes down again
+    F.nic_down(att, "r0h0:1")
+    F.nic_down(att, "r0h0:3")
+    F.clear(att, "r0h0:1")
+    assert admin("r0h0", "eth2") and not admin("r0h0", "eth4")
+    assert [f.target for f in F.active(att)] == ["r0h0:3"]
+    F.clear(att, "r0h0:3")
+    assert all_up()
+
+
+def test_a_revert_that_re_programs_a_switch_keeps_its_other_links_down(att):
+    F.link_down(att, "t0-p1-r0:eth3")
+    F.link_down(att, "t0-p1-r0:eth1")
+    F.clear(att, "t0-p1-r0:eth3")  # re-programs t0-p1-r0 (and its peer t1-p1-0)
+    assert admin("t0-p1-r0", "eth3") and not admin("t0-p1-r0", "eth1")
+    F.clear(att)
+    assert all_up()
+
+
+def test_a_revert_does_not_load_an_nft_fault_again(att):
+    F.link_loss(att, "t0-p1-r0:eth4", 5)
+    F.link_down(att, "t0-p1-r0:eth3")
+    F.clear(att, "t0-p1-r0:eth3")  # re-programming leaves the nft table as it was
+    (rules,) = fake.WORLD["mrc-4p"]["t0-p1-r0"].nft.values()
+    assert len(rules) == 1
+    F.clear(att)
+
+
 def test_plane_down_takes_every_link_of_the_plane_at_its_switches(att):
     fault = F.plane_down(att, "1")
     plane_links = [lk for lk in att.fabric.links if lk.plane == 1]
