@@ -45,6 +45,17 @@ def test_nic_down_is_one_port_of_a_host(att):
     assert all_up()
 
 
+def test_nic_down_of_several_ports_is_one_fault_down_and_up_as_one(att):
+    fault = F.nic_down(att, "r0h0:3,1")
+    assert fault.target == "r0h0:1,3" and len(fault.links) == 2
+    assert fault.ends == (F.Endpoint("r0h0", "eth2"), F.Endpoint("r0h0", "eth4"))
+    assert not admin("r0h0", "eth2") and not admin("r0h0", "eth4") and admin("r0h0", "eth3")
+    with pytest.raises(UsageError, match="already down as part of nic-down r0h0:1,3"):
+        F.nic_down(att, "r0h0:3")
+    F.clear(att, "r0h0:1,3")
+    assert all_up() and F.active(att) == []
+
+
 def test_clearing_one_port_of_a_host_leaves_its_other_ports_down(att):
     # the revert re-programs r0h0, whose plan sets every interface up: the port the
     # other fault still holds goes down again
@@ -107,6 +118,9 @@ def test_no_two_faults_hold_one_link(att):
     (F.nic_down, "t0-p0-r0:1", "is a switch, not a host"),
     (F.nic_down, "r0h0:9", "no NIC port on plane 9"),
     (F.nic_down, "r0h0", "HOST:PLANE"),
+    (F.nic_down, "r0h0:1,9", "no NIC port on plane 9"),
+    (F.nic_down, "r0h0:1,1", "names a port twice"),
+    (F.nic_down, "r0h0:1,", "HOST:PLANE"),
     (F.plane_down, "7", "no plane '7'"),
     (F.plane_down, "x", "no plane 'x'"),
 ])

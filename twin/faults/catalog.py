@@ -171,8 +171,8 @@ class LinksDown(FaultType):
 @register
 class NicDown(LinksDown):
     name = FaultKind.NIC_DOWN
-    help = ("One NIC port of a host down, e.g. r0h0:2 (plane 2). Revert with\n"
-            "`twin fault clear HOST:PLANE`.")
+    help = ("One NIC port of a host down, e.g. r0h0:2 (plane 2), or several of its ports\n"
+            "as one fault, e.g. r0h0:1,3. Revert with `twin fault clear HOST:PLANE`.")
     targets = (NicPort,)
     levels = ("easy",)
 
@@ -180,7 +180,8 @@ class NicDown(LinksDown):
         return [lk.end(target.host) for lk in links]
 
     def said(self, lab: Attached, fault: Fault, values: dict) -> str:
-        return f"NIC port {fault.target} down ({', '.join(map(str, fault.ends))})"
+        ports = "NIC ports" if len(fault.ends) > 1 else "NIC port"
+        return f"{ports} {fault.target} down ({', '.join(map(str, fault.ends))})"
 
 
 class NodeFault(FaultType):
