@@ -274,3 +274,59 @@ def test_flows_are_compared_over_the_stretch_they_ran_side_by_side(shaped):
     assert got["flow_spread"] == 0.0 and got["flow_mbps"] == [8.0, 8.0]
     short = M.FlowLog("r1h1", "r0h1", 1, bins_t0_ns=T0 + 250 * MS, bins={0: [1] * 60})
     assert M.common_rates([a, short]) is None  # 50 ms side by side: too short to judge
+
+
+# -- per step: the stretches between the timeline's changes ---------------------------------
+
+
+def nic(fabric, target="r1h0:1,3", at=T0 + 100 * MS, began=None, reverted=None):
+    host, _, planes = target.partition(":")
+    links = {lk.id for lk in fabric.links_of(host) if str(lk.plane) in planes.split(",")}
+    return M.AppliedFault("nic-down", target, at, frozenset(links), reverted_ns=reverted,
+                          revert_began_ns=began)
+
+
+PAIR = [("r0h0", "r1h0", 1 << 20)]
+PRE = 100 * 8 * 1000  # 100 bytes a ms
+
+
+def test_steps_follow_the_ports_down_and_back_up_each_with_its_lost_share(shaped):
+    # half of r1h0's NIC down from 100 ms; its revert begins at 300 ms (the ports up)
+    # and ends at 450 ms (the nodes re-programmed): the step changes at 300, not 450
+    g = goodput([100] * 100 + [50] * 200 + [100] * 300)
+    f = nic(shaped, began=T0 + 300 * MS, reverted=T0 + 450 * MS)
+    steps = M.step_figures(shaped, PAIR, g, [f], PRE)
+    assert [(s.from_ns - T0, s.to_ns - T0) for s in steps] == [(100 * MS, 300 * MS),
+                                                               (300 * MS, 600 * MS)]
+    assert [(s.in_force, s.lost_share, s.retained) for s in steps] == [
+        (("r1h0:1,3",), 0.5, 0.5), ((), 0.0, 1.0)]
+    assert steps[0].to_dict(T0) == {"from_ms": 100.0, "to_ms": 300.0,
+                                    "in_force": ["r1h0:1,3"], "lost_share": 0.5,
+                                    "retained": 0.5}
+
+
+def test_a_step_is_read_over_its_last_half(shaped):
+    # a 50 ms outage at the start of a 200 ms step does not count: it is the failover
+    g = goodput([100] * 100 + [0] * 50 + [75] * 150)
+    (step,) = M.step_figures(shaped, PAIR, g, [nic(shaped, "r1h0:2")], PRE)
+    assert (step.lost_share, step.retained) == (0.25, 0.75)
+
+
+def test_changes_close_together_are_one_step_and_a_short_step_is_not_judged(shaped):
+    g = goodput([100] * 1000)
+    first = fault(shaped, end="t0-p1-r0:eth4", at=T0 + 100 * MS)
+    second = fault(shaped, end="t0-p1-r1:eth5", at=T0 + 105 * MS)  # within MERGE_NS
+    third = fault(shaped, end="t0-p2-r0:eth4", at=T0 + 300 * MS)
+    fourth = fault(shaped, end="t0-p2-r0:eth5", at=T0 + 350 * MS)  # 50 ms after: short
+    steps = M.step_figures(shaped, PAIR, g, [first, second, third, fourth], PRE)
+    assert [s.from_ns - T0 for s in steps] == [100 * MS, 350 * MS]
+    # both paths of plane 1 cut (one at each rack), then both of plane 2's
+    assert [len(s.in_force) for s in steps] == [2, 4]
+    assert [s.lost_share for s in steps] == [0.25, 0.5]
+
+
+def test_no_fault_or_no_goodput_gives_no_steps(shaped):
+    assert M.step_figures(shaped, PAIR, goodput([100] * 10), [], PRE) == []
+    assert M.step_figures(shaped, PAIR, goodput([]), [nic(shaped)], PRE) == []
+    (step,) = M.step_figures(shaped, PAIR, goodput([100] * 300), [nic(shaped)], None)
+    assert step.retained is None  # no goodput before the fault to read it against
