@@ -49,10 +49,20 @@ def test_the_shipped_drills_cover_the_papers_claims():
             "ev-20pct-drop", "incast-bystander", "spray-vs-single-path",
             # the congestion claims, each against RoCE in the same run
             "incast-victim", "permutation", "random-loss-0-1pct", "random-loss-1pct",
-            "one-qp-vs-many"} <= names
+            "one-qp-vs-many",
+            # the failure claims, each judged against the share the fabric says is lost
+            "nic-half-flap", "t0-t1-cuts", "t0-down", "t1-down"} <= names
     for name in ("incast-victim", "permutation", "random-loss-1pct", "one-qp-vs-many"):
         d = D.load_drill(D.find(name))
         assert d.fabric == "mrc-8p-shaped" and d.compare, name
+    for name in ("nic-half-flap", "t0-t1-cuts", "t0-down", "t1-down"):
+        d = D.load_drill(D.find(name))
+        assert d.fabric == "mrc-4p-shaped" and d.traffic.for_ns, name
+        assert any("lost_share" in str(e.value) for e in d.expect), name
+    bands = {name: sorted(e.op for e in D.load_drill(D.find(name)).expect
+                          if e.what in ("step_retained", "settled_retained"))
+             for name in ("nic-half-flap", "t0-down")}
+    assert bands == {"nic-half-flap": ["<=", ">="], "t0-down": ["<=", ">="]}
 
 
 def test_a_good_drill():
