@@ -312,6 +312,19 @@ def test_a_step_is_read_over_its_last_half(shaped):
     assert (step.lost_share, step.retained) == (0.25, 0.75)
 
 
+def test_a_step_reads_the_level_it_settled_at_not_a_short_stall_in_it(shaped):
+    # 400 ms at a quarter lost; its last 200 ms have a 50 ms stall at half rate (the CPU
+    # taken away): the median of the 10 ms means is the level, the mean would be 0.66
+    steady = [100] * 100 + [75] * 200
+    g = goodput(steady + [75] * 50 + [37] * 50 + [75] * 100)
+    (step,) = M.step_figures(shaped, PAIR, g, [nic(shaped, "r1h0:2")], PRE)
+    assert step.retained == 0.75
+    # the rate that stays down is read: a drop over most of the last half
+    g = goodput(steady + [75] * 50 + [37] * 150)
+    (step,) = M.step_figures(shaped, PAIR, g, [nic(shaped, "r1h0:2")], PRE)
+    assert step.retained == 0.37
+
+
 def test_changes_close_together_are_one_step_and_a_short_step_is_not_judged(shaped):
     g = goodput([100] * 1000)
     first = fault(shaped, end="t0-p1-r0:eth4", at=T0 + 100 * MS)

@@ -484,6 +484,22 @@ def lost_share(fabric: Fabric, pairs: list[tuple[str, str, int]],
 # -- per step: the stretches between timeline changes ----------------------------------
 
 MERGE_NS = 10 * BIN_NS  # changes this close together (two ports of one flap) are one step
+LEVEL_BINS = 10  # a step's level is the median of its 10 ms means
+
+
+def _level(bins: list[int]) -> float | None:
+    """The level a stretch of 1 ms bins settled at: the median of its LEVEL_BINS means.
+    A stall shorter than half of it (the machine's CPU taken for 50 ms: every plane at
+    half rate at once, no fault, no event) does not move it; a lasting change does."""
+    chunks = [sum(bins[i:i + LEVEL_BINS]) / LEVEL_BINS
+              for i in range(0, len(bins) - LEVEL_BINS + 1, LEVEL_BINS)]
+    if not chunks:
+        return _mean(bins)
+    chunks.sort()
+    mid = len(chunks) // 2
+    return chunks[mid] if len(chunks) % 2 else (chunks[mid - 1] + chunks[mid]) / 2
+
+
 # A step shorter than this is not judged: its settled half would be a few dozen packets
 # (mrc-4p-shaped's 100 Mbit/s NIC acks 1.4 jumbo frames a ms), or all transient.
 MIN_STEP_NS = 100 * BIN_NS
@@ -516,8 +532,9 @@ def step_figures(fabric: Fabric, pairs: list[tuple[str, str, int]], g: Goodput,
     next, and is
     judged against what is in force at its end (`lost_share` of `pairs`, as the run's
     lost_share but for these faults only); steps shorter than MIN_STEP_NS are left out.
-    Retained is over the last half of the step, as settled_retained is over the faulted
-    time: a step's first half is its transient (the failover, or a window opening)."""
+    Retained is read over the last half of the step, as settled_retained is over the
+    faulted time (a step's first half is its transient: the failover, or a window
+    opening), as the level it settled at (`_level`)."""
     total = g.total
     if not faults or not total:
         return []
@@ -538,9 +555,8 @@ def step_figures(fabric: Fabric, pairs: list[tuple[str, str, int]], g: Goodput,
         last = stop - 1
         held = [f for f in faults
                 if f.at_ns <= last and (f.mended_ns is None or f.mended_ns > last)]
-        a, b = g.bin_of(start + (stop - start) // 2), g.bin_of(stop)
-        mean = _mean(total[a:b])
-        retained = round(mean * 8 * 1000 / pre_bps, 4) if mean is not None and pre_bps \
+        level = _level(total[g.bin_of(start + (stop - start) // 2):g.bin_of(stop)])
+        retained = round(level * 8 * 1000 / pre_bps, 4) if level is not None and pre_bps \
             else None
         out.append(StepFigure(start, stop, tuple(f.target for f in held),
                               lost_share(fabric, pairs, held) if held else 0.0, retained))
