@@ -287,7 +287,6 @@ def nic(fabric, target="r1h0:1,3", at=T0 + 100 * MS, began=None, reverted=None):
 
 
 PAIR = [("r0h0", "r1h0", 1 << 20)]
-PRE = 100 * 8 * 1000  # 100 bytes a ms
 
 
 def test_steps_follow_the_ports_down_and_back_up_each_with_its_lost_share(shaped):
@@ -295,7 +294,7 @@ def test_steps_follow_the_ports_down_and_back_up_each_with_its_lost_share(shaped
     # and ends at 450 ms (the nodes re-programmed): the step changes at 300, not 450
     g = goodput([100] * 100 + [50] * 200 + [100] * 300)
     f = nic(shaped, began=T0 + 300 * MS, reverted=T0 + 450 * MS)
-    steps = M.step_figures(shaped, PAIR, g, [f], PRE)
+    steps = M.step_figures(shaped, PAIR, g, [f])
     assert [(s.from_ns - T0, s.to_ns - T0) for s in steps] == [(100 * MS, 300 * MS),
                                                                (300 * MS, 600 * MS)]
     assert [(s.in_force, s.lost_share, s.retained) for s in steps] == [
@@ -308,7 +307,7 @@ def test_steps_follow_the_ports_down_and_back_up_each_with_its_lost_share(shaped
 def test_a_step_is_read_over_its_last_half(shaped):
     # a 50 ms outage at the start of a 200 ms step does not count: it is the failover
     g = goodput([100] * 100 + [0] * 50 + [75] * 150)
-    (step,) = M.step_figures(shaped, PAIR, g, [nic(shaped, "r1h0:2")], PRE)
+    (step,) = M.step_figures(shaped, PAIR, g, [nic(shaped, "r1h0:2")])
     assert (step.lost_share, step.retained) == (0.25, 0.75)
 
 
@@ -317,12 +316,19 @@ def test_a_step_reads_the_level_it_settled_at_not_a_short_stall_in_it(shaped):
     # taken away): the median of the 10 ms means is the level, the mean would be 0.66
     steady = [100] * 100 + [75] * 200
     g = goodput(steady + [75] * 50 + [37] * 50 + [75] * 100)
-    (step,) = M.step_figures(shaped, PAIR, g, [nic(shaped, "r1h0:2")], PRE)
+    (step,) = M.step_figures(shaped, PAIR, g, [nic(shaped, "r1h0:2")])
     assert step.retained == 0.75
     # the rate that stays down is read: a drop over most of the last half
     g = goodput(steady + [75] * 50 + [37] * 150)
-    (step,) = M.step_figures(shaped, PAIR, g, [nic(shaped, "r1h0:2")], PRE)
+    (step,) = M.step_figures(shaped, PAIR, g, [nic(shaped, "r1h0:2")])
     assert step.retained == 0.37
+
+
+def test_before_is_read_as_a_level_too(shaped):
+    # the same stall before the fault as in a step: neither moves its figure
+    g = goodput([100] * 50 + [100] * 20 + [30] * 10 + [100] * 20 + [75] * 300)
+    (step,) = M.step_figures(shaped, PAIR, g, [nic(shaped, "r1h0:2")])
+    assert step.retained == 0.75
 
 
 def test_changes_close_together_are_one_step_and_a_short_step_is_not_judged(shaped):
@@ -331,7 +337,7 @@ def test_changes_close_together_are_one_step_and_a_short_step_is_not_judged(shap
     second = fault(shaped, end="t0-p1-r1:eth5", at=T0 + 105 * MS)  # within MERGE_NS
     third = fault(shaped, end="t0-p2-r0:eth4", at=T0 + 300 * MS)
     fourth = fault(shaped, end="t0-p2-r0:eth5", at=T0 + 350 * MS)  # 50 ms after: short
-    steps = M.step_figures(shaped, PAIR, g, [first, second, third, fourth], PRE)
+    steps = M.step_figures(shaped, PAIR, g, [first, second, third, fourth])
     assert [s.from_ns - T0 for s in steps] == [100 * MS, 350 * MS]
     # both paths of plane 1 cut (one at each rack), then both of plane 2's
     assert [len(s.in_force) for s in steps] == [2, 4]
@@ -339,7 +345,7 @@ def test_changes_close_together_are_one_step_and_a_short_step_is_not_judged(shap
 
 
 def test_no_fault_or_no_goodput_gives_no_steps(shaped):
-    assert M.step_figures(shaped, PAIR, goodput([100] * 10), [], PRE) == []
-    assert M.step_figures(shaped, PAIR, goodput([]), [nic(shaped)], PRE) == []
-    (step,) = M.step_figures(shaped, PAIR, goodput([100] * 300), [nic(shaped)], None)
+    assert M.step_figures(shaped, PAIR, goodput([100] * 10), []) == []
+    assert M.step_figures(shaped, PAIR, goodput([]), [nic(shaped)]) == []
+    (step,) = M.step_figures(shaped, PAIR, goodput([0] * 100 + [100] * 200), [nic(shaped)])
     assert step.retained is None  # no goodput before the fault to read it against

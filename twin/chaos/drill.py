@@ -75,8 +75,8 @@ METRICS = {
     "goodput_retained": "goodput from the first fault to the end, over the goodput before",
     "settled_retained": "goodput over the last half of the faulted time, over before",
     "step_retained": "at each step of the timeline (from one fault applied or reverted to "
-                     "the next), its settled goodput over before; judged at each step with "
-                     "lost_share that step's",
+                     "the next), the level its goodput settled at over the level before; "
+                     "judged at each step with lost_share that step's",
     "dip_depth": "1 - the lowest 5 ms goodput after a fault over the goodput before",
     "back_to_90_ms": "fault until the 5 ms goodput is back to 90% of before",
     "goodput_gbps": "the whole run's goodput",

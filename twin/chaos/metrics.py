@@ -515,7 +515,7 @@ class StepFigure:
     to_ns: int
     in_force: tuple[str, ...]  # the targets
     lost_share: float
-    retained: float | None  # None: no goodput to read (a step too short, or none before)
+    retained: float | None  # None: no goodput before the first fault to read it against
 
     def to_dict(self, t0_ns: int) -> dict:
         return {"from_ms": round((self.from_ns - t0_ns) / 1e6, 3),
@@ -525,7 +525,7 @@ class StepFigure:
 
 
 def step_figures(fabric: Fabric, pairs: list[tuple[str, str, int]], g: Goodput,
-                 faults: list[AppliedFault], pre_bps: float | None) -> list[StepFigure]:
+                 faults: list[AppliedFault]) -> list[StepFigure]:
     """The steps from the first fault to the end of the traffic. A step starts at a change
     (a fault applied, or its revert begun: a revert that re-programs nodes brings the
     link up first; changes within MERGE_NS of the first of them are one), ends at the
@@ -534,10 +534,13 @@ def step_figures(fabric: Fabric, pairs: list[tuple[str, str, int]], g: Goodput,
     lost_share but for these faults only); steps shorter than MIN_STEP_NS are left out.
     Retained is read over the last half of the step, as settled_retained is over the
     faulted time (a step's first half is its transient: the failover, or a window
-    opening), as the level it settled at (`_level`)."""
+    opening), as the level it settled at (`_level`), over the level before the first
+    fault, read the same way over the time goodput_figures reads "before" from."""
     total = g.total
     if not faults or not total:
         return []
+    first = g.bin_of(min(f.at_ns for f in faults))
+    before = _level(total[first // 2:first])
     end_ns = g.t0_ns + (_last_busy_bin(total) + 1) * BIN_NS
     changes = sorted({f.at_ns for f in faults} |
                      {f.mended_ns for f in faults if f.mended_ns is not None})
@@ -556,8 +559,7 @@ def step_figures(fabric: Fabric, pairs: list[tuple[str, str, int]], g: Goodput,
         held = [f for f in faults
                 if f.at_ns <= last and (f.mended_ns is None or f.mended_ns > last)]
         level = _level(total[g.bin_of(start + (stop - start) // 2):g.bin_of(stop)])
-        retained = round(level * 8 * 1000 / pre_bps, 4) if level is not None and pre_bps \
-            else None
+        retained = round(level / before, 4) if level is not None and before else None
         out.append(StepFigure(start, stop, tuple(f.target for f in held),
                               lost_share(fabric, pairs, held) if held else 0.0, retained))
     return out

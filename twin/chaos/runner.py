@@ -527,7 +527,7 @@ def _judge(att, drill: Drill, mode, seed, baseline_of, planned, timeline: Timeli
         "paths": float(len(fabric.nic_planes) * fabric.spec.t1_per_plane),
         "lost_share": M.lost_share(fabric, pairs, timeline.applied) if pairs else 0.0,
     }
-    steps = M.step_figures(fabric, pairs, g, timeline.applied, gp["pre_bps"]) if pairs else []
+    steps = M.step_figures(fabric, pairs, g, timeline.applied) if pairs else []
     figures = {
         "steps": steps,
         "exact": exact,
