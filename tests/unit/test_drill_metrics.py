@@ -313,7 +313,7 @@ def test_a_step_is_read_over_its_last_half(shaped):
 
 def test_a_step_reads_the_level_it_settled_at_not_a_short_stall_in_it(shaped):
     # 400 ms at a quarter lost; its last 200 ms have a 50 ms stall at half rate (the CPU
-    # taken away): the median of the 10 ms means is the level, the mean would be 0.66
+    # taken away): the middle half of the 10 ms means is the level, the mean is 0.66
     steady = [100] * 100 + [75] * 200
     g = goodput(steady + [75] * 50 + [37] * 50 + [75] * 100)
     (step,) = M.step_figures(shaped, PAIR, g, [nic(shaped, "r1h0:2")])
@@ -322,6 +322,15 @@ def test_a_step_reads_the_level_it_settled_at_not_a_short_stall_in_it(shaped):
     g = goodput(steady + [75] * 50 + [37] * 150)
     (step,) = M.step_figures(shaped, PAIR, g, [nic(shaped, "r1h0:2")])
     assert step.retained == 0.37
+
+
+def test_a_level_is_finer_than_a_packet_per_10ms(shaped):
+    # a step's last half has nine 10 ms means, four of 100 and five of 110 (a 10 ms mean
+    # is a whole number of packets): the middle half's mean reads 106, a median 110
+    last_half = [v for c in (100, 110, 100, 110, 100, 110, 100, 110, 110) for v in [c] * 10]
+    g = goodput([135] * 100 + [105] * 90 + last_half)
+    (step,) = M.step_figures(shaped, PAIR, g, [nic(shaped, "r1h0:2", at=T0 + 100 * MS)])
+    assert step.retained == round(106 / 135, 4)
 
 
 def test_before_is_read_as_a_level_too(shaped):

@@ -484,20 +484,22 @@ def lost_share(fabric: Fabric, pairs: list[tuple[str, str, int]],
 # -- per step: the stretches between timeline changes ----------------------------------
 
 MERGE_NS = 10 * BIN_NS  # changes this close together (two ports of one flap) are one step
-LEVEL_BINS = 10  # a step's level is the median of its 10 ms means
+LEVEL_BINS = 10  # a step's level is read from its 10 ms means
 
 
 def _level(bins: list[int]) -> float | None:
-    """The level a stretch of 1 ms bins settled at: the median of its LEVEL_BINS means.
-    A stall shorter than half of it (the machine's CPU taken for 50 ms: every plane at
-    half rate at once, no fault, no event) does not move it; a lasting change does."""
-    chunks = [sum(bins[i:i + LEVEL_BINS]) / LEVEL_BINS
-              for i in range(0, len(bins) - LEVEL_BINS + 1, LEVEL_BINS)]
+    """The level a stretch of 1 ms bins settled at: the mean of the middle half of its
+    LEVEL_BINS means (the lowest and the highest quarter left out). A stall of a quarter
+    of it (a busy machine's CPU taken for a while: every plane at half rate at once, no
+    fault, no event) does not move it, and a lasting change does. Not the median: a
+    10 ms mean is a whole number of packets (13 jumbo frames at 100 Mbit/s), and a
+    median of them is as coarse; the middle half's mean is not."""
+    chunks = sorted(sum(bins[i:i + LEVEL_BINS]) / LEVEL_BINS
+                    for i in range(0, len(bins) - LEVEL_BINS + 1, LEVEL_BINS))
     if not chunks:
         return _mean(bins)
-    chunks.sort()
-    mid = len(chunks) // 2
-    return chunks[mid] if len(chunks) % 2 else (chunks[mid - 1] + chunks[mid]) / 2
+    quarter = len(chunks) // 4
+    return _mean(chunks[quarter:len(chunks) - quarter])
 
 
 # A step shorter than this is not judged: its settled half would be a few dozen packets
