@@ -127,6 +127,26 @@ def test_mrc_moves_bytes_exactly_past_a_dead_switch_and_a_dead_nic_port(lab4):
     assert run_verify(lab4.runtime, lab4.plan).ok
 
 
+def test_clearing_one_nic_port_leaves_the_other_down_and_half_a_nic_comes_back_as_one(lab4):
+    """A revert re-programs its nodes, whose plan sets every interface up: the other
+    fault in force on r1h0 is applied again (the kernel, not a model, says so)."""
+    def up(ifname: str) -> bool:
+        out = lab4.runtime.exec("r1h0", ["ip", "-j", "link", "show", "dev", ifname]).stdout
+        return "UP" in json.loads(out)[0]["flags"]
+
+    F.nic_down(lab4, "r1h0:1")
+    F.nic_down(lab4, "r1h0:3")
+    try:
+        F.clear(lab4, "r1h0:1")
+        assert up("eth2") and not up("eth4")
+        F.clear(lab4, "r1h0:3")
+        F.nic_down(lab4, "r1h0:1,3")
+        assert not up("eth2") and not up("eth4") and up("eth1")
+    finally:
+        F.clear(lab4)
+    assert up("eth2") and up("eth4") and run_verify(lab4.runtime, lab4.plan).ok
+
+
 @pytest.mark.parametrize("apply,target", [
     (F.blackhole, "t1-p0-0"), (F.blackhole, "t1-p0-0:eth2"), (F.sid_loss, "t1-p0-0"),
     (F.route_corrupt, "t0-p0-r0")], ids=["blackhole", "blackhole-if", "sid-loss",

@@ -6,9 +6,10 @@ import pytest
 from click.testing import CliRunner
 
 from twin.chaos import drill as D
+from twin.chaos import metrics as M
 from twin.chaos import runner as R
 from twin.cli import main
-from twin.errors import SpecError
+from twin.errors import SpecError, UsageError
 from twin.fabric.model import build_fabric
 from twin.fabric.spec import load_spec
 from twin.faults import FaultKind
@@ -48,10 +49,20 @@ def test_the_shipped_drills_cover_the_papers_claims():
             "ev-20pct-drop", "incast-bystander", "spray-vs-single-path",
             # the congestion claims, each against RoCE in the same run
             "incast-victim", "permutation", "random-loss-0-1pct", "random-loss-1pct",
-            "one-qp-vs-many"} <= names
+            "one-qp-vs-many",
+            # the failure claims, each judged against the share the fabric says is lost
+            "nic-half-flap", "t0-t1-cuts", "t0-down", "t1-down"} <= names
     for name in ("incast-victim", "permutation", "random-loss-1pct", "one-qp-vs-many"):
         d = D.load_drill(D.find(name))
         assert d.fabric == "mrc-8p-shaped" and d.compare, name
+    for name in ("nic-half-flap", "t0-t1-cuts", "t0-down", "t1-down"):
+        d = D.load_drill(D.find(name))
+        assert d.fabric == "mrc-4p-shaped" and d.traffic.for_ns, name
+        assert any("lost_share" in str(e.value) for e in d.expect), name
+    bands = {name: sorted(e.op for e in D.load_drill(D.find(name)).expect
+                          if e.what in ("step_retained", "settled_retained"))
+             for name in ("nic-half-flap", "t0-down")}
+    assert bands == {"nic-half-flap": ["<=", ">="], "t0-down": ["<=", ">="]}
 
 
 def test_a_good_drill():
@@ -114,6 +125,16 @@ BAD = [
      "expect.goodput", "unknown key"),
     ("name: d\nmethod: {traffic: {pattern: incast}}\nexpect: {bystander_retained: '>= 1'}",
      "expect.bystander_retained", "needs method.bystander"),
+    ("name: d\nmethod: {traffic: {pattern: incast}}\nexpect: {step_retained: '>= 0.9'}",
+     "expect.step_retained", "needs a fault on the timeline"),
+    ("name: d\nmethod: {traffic: {pattern: incast}}\nexpect: {settled_retained: []}",
+     "expect.settled_retained", "empty list"),
+    ("name: d\nmethod: {traffic: {pattern: incast}}\nexpect: {settled_retained: "
+     "['>= 0.5', 'about 0.75']}", "expect.settled_retained[1]", "must be a comparison"),
+    ("name: d\nmethod: {traffic: {pattern: incast}}\nexpect: {settled_retained: "
+     "['>= 0.5', '<= lost_shares']}", "expect.settled_retained[1]", "unknown name"),
+    ("name: d\nmethod: {traffic: {pattern: incast}}\nexpect: {exact: [true]}",
+     "expect.exact", "true or false"),
     ("name: d\nmethod: {traffic: {pattern: incast}}\ncompare: ecmp", "compare", "must be a mode"),
     ("name: d\nmethod: {traffic: {pattern: incast}}\ncompare: [{mode: ecmp}]",
      "compare[0].mode", "must be a mode"),
@@ -216,6 +237,58 @@ def test_random_targets_are_drawn_with_the_seed_among_what_the_traffic_crosses(f
         assert R._draw("nic-port", f4, pairs, rng).split(":")[0] in ("r0h0", "r0h1")
     drawn = {R._draw("t1", f4, pairs, random.Random(s)) for s in range(60)}
     assert drawn == {n.name for n in f4.nodes if n.name.startswith("t1-")}
+
+
+def test_a_figure_may_be_held_in_a_band_and_judged_at_each_step():
+    d = D.parse_drill(GOOD.replace('  repair_ms: "<= 50"', '  step_retained: '
+                                   '[">= 1 - lost_share - 0.1", "<= 1 - lost_share + 0.1"]'))
+    low, high = (e for e in d.expect if e.what == "step_retained")
+    assert (low.where, high.where) == ("expect.step_retained[0]", "expect.step_retained[1]")
+    MS = 1_000_000
+    steps = [M.StepFigure(100 * MS, 500 * MS, ("r1h0:1,3",), 0.5, 0.52),
+             M.StepFigure(500 * MS, 900 * MS, (), 0.0, 0.97)]
+    figures = {"steps": steps}
+    got = R._expectation(low, figures, [], {"lost_share": 0.5})
+    assert got["ok"] and got["want"] == ">= 1 - lost_share - 0.1 at each step"
+    assert got["got"] == "0.52 >= 0.4; 0.97 >= 0.9"  # each step with its own lost_share
+    assert R._expectation(high, figures, [], {"lost_share": 0.5})["ok"]
+    # the bandwidth did not come back after the ports did: the last step fails
+    stuck = {"steps": [steps[0], M.StepFigure(500 * MS, 900 * MS, (), 0.0, 0.55)]}
+    got = R._expectation(low, stuck, [], {"lost_share": 0.5})
+    assert not got["ok"] and got["got"] == "0.52 >= 0.4; 0.55 (fails) >= 0.9"
+    # it did not go down with them: the first step fails the band's top
+    flat = {"steps": [M.StepFigure(100 * MS, 500 * MS, ("r1h0:1,3",), 0.5, 0.98), steps[1]]}
+    assert not R._expectation(high, flat, [], {"lost_share": 0.5})["ok"]
+    unread = {"steps": [M.StepFigure(100 * MS, 500 * MS, (), 0.0, None)]}
+    assert R._expectation(low, unread, [], {})["got"] == "not measured"
+
+
+def test_a_random_target_is_not_drawn_on_a_link_a_fault_in_force_then_holds(att):
+    import random
+    cuts = "\n".join(f"    - {{at: {100 + 20 * i}ms, fault: link-down, target: {{random: "
+                     "t0-t1-link}}" for i in range(16))
+    drill = D.parse_drill(f"name: d\nmethod:\n  traffic: {{pattern: bulk, src: r0h0, "
+                          f"dst: r1h0, for: 2s}}\n  timeline:\n{cuts}\n")
+    for seed in range(5):  # the 16 T0-T1 links of racks 0 and 1 on mrc-4p: each once
+        planned = R.plan_targets(drill, att, seed)
+        assert len({p.target for p in planned}) == 16
+    more = cuts + "\n    - {at: 900ms, fault: link-down, target: {random: t0-t1-link}}"
+    drill = D.parse_drill(f"name: d\nmethod:\n  traffic: {{pattern: bulk, src: r0h0, "
+                          f"dst: r1h0, for: 2s}}\n  timeline:\n{more}\n")
+    with pytest.raises(UsageError, match=r"timeline\[16\].target: no random t0-t1-link is "
+                                         "left"):
+        R.plan_targets(drill, att, 1)
+    # faults that are over by the next one's time do not hold their links: the draw is
+    # the one it always was (seeds replay the drills they did)
+    flaps = D.parse_drill("name: d\nmethod:\n  traffic: {pattern: bulk, src: r0h0, dst: "
+                          "r1h0, for: 2s}\n  timeline:\n"
+                          "    - {at: 100ms, fault: link-down, target: {random: t0-t1-link}, "
+                          "for: 50ms}\n"
+                          "    - {at: 200ms, fault: link-down, target: {random: t0-t1-link}}\n")
+    rng = random.Random(3)
+    pairs = [("r0h0", "r1h0")]
+    assert [p.target for p in R.plan_targets(flaps, att, 3)] == \
+        [R._draw("t0-t1-link", att.fabric, pairs, rng) for _ in range(2)]
 
 
 def test_a_flap_becomes_downs_and_ups_and_for_becomes_a_revert():

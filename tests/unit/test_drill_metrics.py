@@ -332,3 +332,87 @@ def test_a_fault_under_traffic_counts_from_the_fault_and_localization_always_doe
     named = {"target": "t0-p1-r0:eth3", "named_ns": early.at_ns + 40 * MS}
     (fig,) = M.fault_figures(f4, [flow], [early], [named])
     assert fig["localized_us"] == 40_000  # the prober needs no traffic: from the fault
+
+
+# -- per step: the stretches between the timeline's changes ---------------------------------
+
+
+def nic(fabric, target="r1h0:1,3", at=T0 + 100 * MS, began=None, reverted=None):
+    host, _, planes = target.partition(":")
+    links = {lk.id for lk in fabric.links_of(host) if str(lk.plane) in planes.split(",")}
+    return M.AppliedFault("nic-down", target, at, frozenset(links), reverted_ns=reverted,
+                          revert_began_ns=began)
+
+
+PAIR = [("r0h0", "r1h0", 1 << 20)]
+
+
+def test_steps_follow_the_ports_down_and_back_up_each_with_its_lost_share(shaped):
+    # half of r1h0's NIC down from 100 ms; its revert begins at 300 ms (the ports up)
+    # and ends at 450 ms (the nodes re-programmed): the step changes at 300, not 450
+    g = goodput([100] * 100 + [50] * 200 + [100] * 300)
+    f = nic(shaped, began=T0 + 300 * MS, reverted=T0 + 450 * MS)
+    steps = M.step_figures(shaped, PAIR, g, [f])
+    assert [(s.from_ns - T0, s.to_ns - T0) for s in steps] == [(100 * MS, 300 * MS),
+                                                               (300 * MS, 600 * MS)]
+    assert [(s.in_force, s.lost_share, s.retained) for s in steps] == [
+        (("r1h0:1,3",), 0.5, 0.5), ((), 0.0, 1.0)]
+    assert steps[0].to_dict(T0) == {"from_ms": 100.0, "to_ms": 300.0,
+                                    "in_force": ["r1h0:1,3"], "lost_share": 0.5,
+                                    "retained": 0.5}
+
+
+def test_a_step_is_read_over_its_last_half(shaped):
+    # a 50 ms outage at the start of a 200 ms step does not count: it is the failover
+    g = goodput([100] * 100 + [0] * 50 + [75] * 150)
+    (step,) = M.step_figures(shaped, PAIR, g, [nic(shaped, "r1h0:2")])
+    assert (step.lost_share, step.retained) == (0.25, 0.75)
+
+
+def test_a_step_reads_the_level_it_settled_at_not_a_short_stall_in_it(shaped):
+    # 400 ms at a quarter lost; its last 200 ms have a 50 ms stall at half rate (the CPU
+    # taken away): the middle half of the 10 ms means is the level, the mean is 0.66
+    steady = [100] * 100 + [75] * 200
+    g = goodput(steady + [75] * 50 + [37] * 50 + [75] * 100)
+    (step,) = M.step_figures(shaped, PAIR, g, [nic(shaped, "r1h0:2")])
+    assert step.retained == 0.75
+    # the rate that stays down is read: a drop over most of the last half
+    g = goodput(steady + [75] * 50 + [37] * 150)
+    (step,) = M.step_figures(shaped, PAIR, g, [nic(shaped, "r1h0:2")])
+    assert step.retained == 0.37
+
+
+def test_a_level_is_finer_than_a_packet_per_10ms(shaped):
+    # a step's last half has nine 10 ms means, four of 100 and five of 110 (a 10 ms mean
+    # is a whole number of packets): the middle half's mean reads 106, a median 110
+    last_half = [v for c in (100, 110, 100, 110, 100, 110, 100, 110, 110) for v in [c] * 10]
+    g = goodput([135] * 100 + [105] * 90 + last_half)
+    (step,) = M.step_figures(shaped, PAIR, g, [nic(shaped, "r1h0:2", at=T0 + 100 * MS)])
+    assert step.retained == round(106 / 135, 4)
+
+
+def test_before_is_read_as_a_level_too(shaped):
+    # the same stall before the fault as in a step: neither moves its figure
+    g = goodput([100] * 50 + [100] * 20 + [30] * 10 + [100] * 20 + [75] * 300)
+    (step,) = M.step_figures(shaped, PAIR, g, [nic(shaped, "r1h0:2")])
+    assert step.retained == 0.75
+
+
+def test_changes_close_together_are_one_step_and_a_short_step_is_not_judged(shaped):
+    g = goodput([100] * 1000)
+    first = fault(shaped, end="t0-p1-r0:eth4", at=T0 + 100 * MS)
+    second = fault(shaped, end="t0-p1-r1:eth5", at=T0 + 105 * MS)  # within MERGE_NS
+    third = fault(shaped, end="t0-p2-r0:eth4", at=T0 + 300 * MS)
+    fourth = fault(shaped, end="t0-p2-r0:eth5", at=T0 + 350 * MS)  # 50 ms after: short
+    steps = M.step_figures(shaped, PAIR, g, [first, second, third, fourth])
+    assert [s.from_ns - T0 for s in steps] == [100 * MS, 350 * MS]
+    # both paths of plane 1 cut (one at each rack), then both of plane 2's
+    assert [len(s.in_force) for s in steps] == [2, 4]
+    assert [s.lost_share for s in steps] == [0.25, 0.5]
+
+
+def test_no_fault_or_no_goodput_gives_no_steps(shaped):
+    assert M.step_figures(shaped, PAIR, goodput([100] * 10), []) == []
+    assert M.step_figures(shaped, PAIR, goodput([]), [nic(shaped)]) == []
+    (step,) = M.step_figures(shaped, PAIR, goodput([0] * 100 + [100] * 200), [nic(shaped)])
+    assert step.retained is None  # no goodput before the fault to read it against

@@ -45,6 +45,47 @@ def test_nic_down_is_one_port_of_a_host(att):
     assert all_up()
 
 
+def test_nic_down_of_several_ports_is_one_fault_down_and_up_as_one(att):
+    fault = F.nic_down(att, "r0h0:3,1")
+    assert fault.target == "r0h0:1,3" and len(fault.links) == 2
+    assert fault.ends == (F.Endpoint("r0h0", "eth2"), F.Endpoint("r0h0", "eth4"))
+    assert not admin("r0h0", "eth2") and not admin("r0h0", "eth4") and admin("r0h0", "eth3")
+    with pytest.raises(UsageError, match="already down as part of nic-down r0h0:1,3"):
+        F.nic_down(att, "r0h0:3")
+    F.clear(att, "r0h0:1,3")
+    assert all_up() and F.active(att) == []
+
+
+def test_clearing_one_port_of_a_host_leaves_its_other_ports_down(att):
+    # the revert re-programs r0h0, whose plan sets every interface up: the port the
+    # other fault still holds goes down again
+    F.nic_down(att, "r0h0:1")
+    F.nic_down(att, "r0h0:3")
+    F.clear(att, "r0h0:1")
+    assert admin("r0h0", "eth2") and not admin("r0h0", "eth4")
+    assert [f.target for f in F.active(att)] == ["r0h0:3"]
+    F.clear(att, "r0h0:3")
+    assert all_up()
+
+
+def test_a_revert_that_re_programs_a_switch_keeps_its_other_links_down(att):
+    F.link_down(att, "t0-p1-r0:eth3")
+    F.link_down(att, "t0-p1-r0:eth1")
+    F.clear(att, "t0-p1-r0:eth3")  # re-programs t0-p1-r0 (and its peer t1-p1-0)
+    assert admin("t0-p1-r0", "eth3") and not admin("t0-p1-r0", "eth1")
+    F.clear(att)
+    assert all_up()
+
+
+def test_a_revert_does_not_load_an_nft_fault_again(att):
+    F.link_loss(att, "t0-p1-r0:eth4", 5)
+    F.link_down(att, "t0-p1-r0:eth3")
+    F.clear(att, "t0-p1-r0:eth3")  # re-programming leaves the nft table as it was
+    (rules,) = fake.WORLD["mrc-4p"]["t0-p1-r0"].nft.values()
+    assert len(rules) == 1
+    F.clear(att)
+
+
 def test_plane_down_takes_every_link_of_the_plane_at_its_switches(att):
     fault = F.plane_down(att, "1")
     plane_links = [lk for lk in att.fabric.links if lk.plane == 1]
@@ -77,6 +118,9 @@ def test_no_two_faults_hold_one_link(att):
     (F.nic_down, "t0-p0-r0:1", "is a switch, not a host"),
     (F.nic_down, "r0h0:9", "no NIC port on plane 9"),
     (F.nic_down, "r0h0", "HOST:PLANE"),
+    (F.nic_down, "r0h0:1,9", "no NIC port on plane 9"),
+    (F.nic_down, "r0h0:1,1", "names a port twice"),
+    (F.nic_down, "r0h0:1,", "HOST:PLANE"),
     (F.plane_down, "7", "no plane '7'"),
     (F.plane_down, "x", "no plane 'x'"),
 ])

@@ -19,8 +19,11 @@ A drill is a chaos experiment with a verdict (docs/drills.md):
       exact: true
       repair_ms: "<= 50"
       goodput_retained: ">= 1 - lost_share - 0.2"
+      step_retained: [">= 1 - lost_share - 0.1", "<= 1 - lost_share + 0.1"]
       localized: target
     rollback: {verify: true}           # always runs
+
+A figure may take a list of comparisons: every one must hold (a band).
 
 Every problem is reported with its key path and a hint, all at once (exit 2).
 Names in targets are checked against a lab at run time (`resolve`), before
@@ -71,6 +74,9 @@ METRICS = {
     "packets_lost_per_qp": "packets declared lost in the whole run, worst QP",
     "goodput_retained": "goodput from the first fault to the end, over the goodput before",
     "settled_retained": "goodput over the last half of the faulted time, over before",
+    "step_retained": "at each step of the timeline (from one fault applied or reverted to "
+                     "the next), the level its goodput settled at over the level before; "
+                     "judged at each step with lost_share that step's",
     "dip_depth": "1 - the lowest 5 ms goodput after a fault over the goodput before",
     "back_to_90_ms": "fault until the 5 ms goodput is back to 90% of before",
     "goodput_gbps": "the whole run's goodput",
@@ -81,6 +87,8 @@ METRICS = {
     "least_fair_share": "the least of each flow's goodput over its fair share, from the "
                         "fabric's rates (a shaped fabric only)",
 }
+# Figures measured at each step of the timeline, each judged with that step's variables.
+PER_STEP = ("step_retained",)
 OPS = {"<=": operator.le, ">=": operator.ge, "<": operator.lt, ">": operator.gt,
        "==": operator.eq}
 # Names an expectation may use: the fabric's shape, and what the faults take away.
@@ -90,7 +98,8 @@ VARIABLES = {
     "racks": "racks",
     "hosts": "GPU hosts",
     "paths": "paths between two racks: planes x t1_per_plane",
-    "lost_share": "the share of the traffic's capacity the faults take away, from the fabric",
+    "lost_share": "the share of the traffic's capacity the faults take away, from the "
+                  "fabric (all at once; in a step_retained comparison, the step's faults)",
 }
 
 _TOP = {"name", "description", "fabric", "steady_state", "method", "expect",
@@ -627,23 +636,42 @@ def _expectations(c: _Checker, data: Any, path: str, faulted: bool) -> list[Expe
                 continue
             out.append(Expectation(what, None, value, where))
             continue
-        text = str(value) if isinstance(value, str | int | float) \
-            and not isinstance(value, bool) else None
-        op = next((o for o in sorted(OPS, key=len, reverse=True)
-                   if text and text.strip().startswith(o)), None)
-        if text is None or op is None:
-            c.add(where, f"must be a comparison such as \"<= 5\" (got {show_value(value)})",
-                  "operators: <=, >=, <, >, ==; the right side may use "
-                  + ", ".join(VARIABLES))
+        if what in PER_STEP and not faulted:
+            c.add(where, "needs a fault on the timeline",
+                  "its steps are the stretches between the timeline's changes")
             continue
-        expr = text.strip()[len(op):].strip()
-        problem = _check_expression(expr) if expr else "is empty"
-        if problem:
-            c.add(where, f"{expr!r}: {problem}", "numbers, + - * / ( ), min(), max() and "
-                  + ", ".join(VARIABLES))
+        if isinstance(value, list):  # a band: every comparison must hold
+            if not value:
+                c.add(where, "is an empty list", "give a comparison, or a list of them: "
+                      "[\">= 1 - lost_share - 0.1\", \"<= 1 - lost_share + 0.1\"]")
+            for i, item in enumerate(value):
+                e = _comparison(c, what, item, f"{where}[{i}]")
+                if e is not None:
+                    out.append(e)
             continue
-        out.append(Expectation(what, op, expr, where))
+        e = _comparison(c, what, value, where)
+        if e is not None:
+            out.append(e)
     return out
+
+
+def _comparison(c: _Checker, what: str, value: Any, where: str) -> Expectation | None:
+    text = str(value) if isinstance(value, str | int | float) \
+        and not isinstance(value, bool) else None
+    op = next((o for o in sorted(OPS, key=len, reverse=True)
+               if text and text.strip().startswith(o)), None)
+    if text is None or op is None:
+        c.add(where, f"must be a comparison such as \"<= 5\" (got {show_value(value)})",
+              "operators: <=, >=, <, >, ==; the right side may use "
+              + ", ".join(VARIABLES) + "; or a list of comparisons, all of which must hold")
+        return None
+    expr = text.strip()[len(op):].strip()
+    problem = _check_expression(expr) if expr else "is empty"
+    if problem:
+        c.add(where, f"{expr!r}: {problem}", "numbers, + - * / ( ), min(), max() and "
+              + ", ".join(VARIABLES))
+        return None
+    return Expectation(what, op, expr, where)
 
 
 # -- the shipped drills ------------------------------------------------------------

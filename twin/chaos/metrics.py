@@ -63,6 +63,14 @@ class AppliedFault:
     applied_ns: int | None = None  # the apply call returned
     uncertainty_ns: int | None = None  # at_ns is right to within this (twin.runtime.clock)
     named_by_links: bool = False  # a naming of any of its links finds it (route-corrupt)
+    # the revert began (a link is up again at the start of a revert that then re-programs
+    # its nodes for a while); None: as reverted_ns
+    revert_began_ns: int | None = None
+
+    @property
+    def mended_ns(self) -> int | None:
+        """When its revert began changing the kernel (None: never reverted)."""
+        return self.reverted_ns if self.revert_began_ns is None else self.revert_began_ns
 
     def crosses(self, path_links, path_hops) -> bool:
         return bool(self.links.intersection(path_links) or self.nodes.intersection(path_hops))
@@ -522,3 +530,89 @@ def lost_share(fabric: Fabric, pairs: list[tuple[str, str, int]],
         full = capacity(fabric, src, dst, [])
         share += size * (1 - capacity(fabric, src, dst, faults) / full if full else 0)
     return round(share / weight, 6)
+
+
+# -- per step: the stretches between timeline changes ----------------------------------
+
+MERGE_NS = 10 * BIN_NS  # changes this close together (two ports of one flap) are one step
+LEVEL_BINS = 10  # a step's level is read from its 10 ms means
+
+
+def _level(bins: list[int]) -> float | None:
+    """The level a stretch of 1 ms bins settled at: the mean of the middle half of its
+    LEVEL_BINS means (the lowest and the highest quarter left out). A stall of a quarter
+    of it (a busy machine's CPU taken for a while: every plane at half rate at once, no
+    fault, no event) does not move it, and a lasting change does. Not the median: a
+    10 ms mean is a whole number of packets (13 jumbo frames at 100 Mbit/s), and a
+    median of them is as coarse; the middle half's mean is not."""
+    chunks = sorted(sum(bins[i:i + LEVEL_BINS]) / LEVEL_BINS
+                    for i in range(0, len(bins) - LEVEL_BINS + 1, LEVEL_BINS))
+    if not chunks:
+        return _mean(bins)
+    quarter = len(chunks) // 4
+    return _mean(chunks[quarter:len(chunks) - quarter])
+
+
+# A step shorter than this is not judged: its settled half would be a few dozen packets
+# (mrc-4p-shaped's 100 Mbit/s NIC acks 1.4 jumbo frames a ms), or all transient.
+MIN_STEP_NS = 100 * BIN_NS
+
+
+@dataclass(frozen=True)
+class StepFigure:
+    """One step of a timeline: from one change (a fault applied or reverted) to the next,
+    or to the end of the traffic; what is in force during it and the share of capacity
+    that takes; and its settled goodput (the last half of it) over the goodput before."""
+
+    from_ns: int
+    to_ns: int
+    in_force: tuple[str, ...]  # the targets
+    lost_share: float
+    retained: float | None  # None: no goodput before the first fault to read it against
+
+    def to_dict(self, t0_ns: int) -> dict:
+        return {"from_ms": round((self.from_ns - t0_ns) / 1e6, 3),
+                "to_ms": round((self.to_ns - t0_ns) / 1e6, 3),
+                "in_force": list(self.in_force), "lost_share": self.lost_share,
+                "retained": self.retained}
+
+
+def step_figures(fabric: Fabric, pairs: list[tuple[str, str, int]], g: Goodput,
+                 faults: list[AppliedFault]) -> list[StepFigure]:
+    """The steps from the first fault to the end of the traffic. A step starts at a change
+    (a fault applied, or its revert begun: a revert that re-programs nodes brings the
+    link up first; changes within MERGE_NS of the first of them are one), ends at the
+    next, and is
+    judged against what is in force at its end (`lost_share` of `pairs`, as the run's
+    lost_share but for these faults only); steps shorter than MIN_STEP_NS are left out.
+    Retained is read over the last half of the step, as settled_retained is over the
+    faulted time (a step's first half is its transient: the failover, or a window
+    opening), as the level it settled at (`_level`), over the level before the first
+    fault, read the same way over the time goodput_figures reads "before" from."""
+    total = g.total
+    if not faults or not total:
+        return []
+    first = g.bin_of(min(f.at_ns for f in faults))
+    before = _level(total[first // 2:first])
+    end_ns = g.t0_ns + (_last_busy_bin(total) + 1) * BIN_NS
+    changes = sorted({f.at_ns for f in faults} |
+                     {f.mended_ns for f in faults if f.mended_ns is not None})
+    starts: list[int] = []
+    for t in changes:
+        if t >= end_ns:
+            break
+        if not starts or t - starts[-1] >= MERGE_NS:
+            starts.append(t)
+    out = []
+    for i, start in enumerate(starts):
+        stop = starts[i + 1] if i + 1 < len(starts) else end_ns
+        if stop - start < MIN_STEP_NS:
+            continue
+        last = stop - 1
+        held = [f for f in faults
+                if f.at_ns <= last and (f.mended_ns is None or f.mended_ns > last)]
+        level = _level(total[g.bin_of(start + (stop - start) // 2):g.bin_of(stop)])
+        retained = round(level / before, 4) if level is not None and before else None
+        out.append(StepFigure(start, stop, tuple(f.target for f in held),
+                              lost_share(fabric, pairs, held) if held else 0.0, retained))
+    return out

@@ -35,7 +35,7 @@ from twin import faults as F
 from twin import traffic as T
 from twin.chaos import metrics as M
 from twin.chaos import queues as Q
-from twin.chaos.drill import OPS, Drill, Expectation, Step, Variant
+from twin.chaos.drill import OPS, PER_STEP, Drill, Expectation, Step, Variant
 from twin.errors import LabError, TwinError, UsageError
 from twin.fabric.model import Fabric
 from twin.faults.targets import Scope, draw_random
@@ -77,14 +77,20 @@ def plan_targets(drill: Drill, att: Attached, seed: int) -> list[Planned]:
     fabric = att.fabric
     pairs = traffic_hosts(drill, fabric)
     rng = random.Random(seed)
-    out = []
+    out: list[Planned] = []
     for step in drill.timeline:
         kind = step.kind
         refused = kind.unsupported(att)
         if refused:
             raise UsageError(f"{drill.source}: {step.where}: {refused}")
-        target = step.target if step.target is not None else \
-            _draw(step.random, fabric, pairs, rng)
+        if step.target is not None:
+            target = step.target
+        else:  # not on a link a fault in force at the same time holds (it would be refused)
+            held = set().union(*(p.links for p in out if _overlap(p.step, step)))
+            try:
+                target = _draw(step.random, fabric, pairs, rng, _taken(kind, fabric, held))
+            except UsageError as e:
+                raise UsageError(f"{drill.source}: {step.where}.target: {e}") from None
         try:
             links, nodes = kind.elements(fabric, kind.parse(fabric, target))
         except (UsageError, LabError) as e:
@@ -94,9 +100,32 @@ def plan_targets(drill: Drill, att: Attached, seed: int) -> list[Planned]:
     return out
 
 
-def _draw(form: str, fabric: Fabric, pairs: list[tuple[str, str]], rng: random.Random) -> str:
-    """A `random: FORM` target, among what the traffic between `pairs` crosses."""
-    return draw_random(form, fabric, Scope.of(fabric, pairs), rng)
+def _draw(form: str, fabric: Fabric, pairs: list[tuple[str, str]], rng: random.Random,
+          taken=None) -> str:
+    """A `random: FORM` target, among what the traffic between `pairs` crosses (and
+    `taken` does not refuse)."""
+    return draw_random(form, fabric, Scope.of(fabric, pairs), rng, taken)
+
+
+def _in_force(step: Step) -> tuple[float, float]:
+    """When a step's fault holds its links: from its `at` to its end (to the end of the
+    run when nothing reverts it); a reboot holds none (it is not held against others)."""
+    if not step.kind.lasting:
+        return (step.at_ns, step.at_ns)
+    length = step.kind.length_ns(step)
+    return (step.at_ns, step.at_ns + length if length else float("inf"))
+
+
+def _overlap(a: Step, b: Step) -> bool:
+    (a0, a1), (b0, b1) = _in_force(a), _in_force(b)
+    return a0 < b1 and b0 < a1
+
+
+def _taken(kind, fabric: Fabric, held: set[str]):
+    """Whether a fault of `kind` on a target would share a link in `held`; None: none held."""
+    if not held:
+        return None
+    return lambda target: bool(held & kind.elements(fabric, kind.parse(fabric, target))[0])
 
 
 # -- 3. the timeline -----------------------------------------------------------------
@@ -171,10 +200,10 @@ class Timeline(threading.Thread):
                 fault = self.held.pop(key, None)
                 if fault is None:
                     return
-                _, _, now, _ = self.clock.change(lambda: F.clear(self.att, fault.target))
+                _, began, now, _ = self.clock.change(lambda: F.clear(self.att, fault.target))
                 for a in reversed(self.applied):
                     if a.step == p.step.where and a.reverted_ns is None:
-                        a.reverted_ns = now
+                        a.reverted_ns, a.revert_began_ns = now, began
                         break
                 self.log("revert", p, now)
                 return
@@ -201,12 +230,13 @@ class Timeline(threading.Thread):
         with self.lock:
             for key, fault in list(self.held.items()):
                 try:
-                    _, _, now, _ = self.clock.change(lambda t=fault.target: F.clear(self.att, t))
+                    _, began, now, _ = self.clock.change(
+                        lambda t=fault.target: F.clear(self.att, t))
                 except UsageError:
-                    now = self.clock.to_fig(time.monotonic_ns())  # already gone (by hand)
+                    now = began = self.clock.to_fig(time.monotonic_ns())  # gone (by hand)
                 for a in self.applied:
                     if a.reverted_ns is None and a.target == fault.target:
-                        a.reverted_ns = now
+                        a.reverted_ns, a.revert_began_ns = now, began
                 reverted.append(fault.target)
                 del self.held[key]
         return reverted
@@ -509,7 +539,9 @@ def _judge(att, drill: Drill, mode, seed, baseline_of, planned, timeline: Timeli
         "paths": float(len(fabric.nic_planes) * fabric.spec.t1_per_plane),
         "lost_share": M.lost_share(fabric, pairs, timeline.applied) if pairs else 0.0,
     }
+    steps = M.step_figures(fabric, pairs, g, timeline.applied) if pairs else []
     figures = {
+        "steps": steps,
         "exact": exact,
         "detection_us": _worst(faults, "detection_us"),
         "repair_us": _worst(faults, "repair_us"),
@@ -612,6 +644,7 @@ def _judge(att, drill: Drill, mode, seed, baseline_of, planned, timeline: Timeli
                     "dip_ms": gp["dip_ms"], "pre_fault_gbps": None if gp["pre_bps"] is None
                     else round(gp["pre_bps"] / 1e9, 4),
                     "lost_share": variables["lost_share"],
+                    "steps": [st.to_dict(g.t0_ns) for st in steps],
                     "events_dropped": run_data.events_dropped if run_data else 0},
         "targets": [p.target for p in planned],
         "variables": variables,
@@ -751,6 +784,8 @@ def _expectation(e: Expectation, figures: dict, faults: list[dict], variables: d
         ok = bool(faults) and all(f["localized"] for f in faults)
         return {"what": "localized", "want": "target", "got": "; ".join(named) or "no fault",
                 "ok": ok}
+    if e.what in PER_STEP:
+        return _per_step(e, figures["steps"], variables)
     got = figures.get(e.what)
     want_value = e.evaluate(variables)
     want = f"{e.op} {e.value}" + (f" = {want_value:g}" if str(e.value) != f"{want_value:g}"
@@ -759,6 +794,21 @@ def _expectation(e: Expectation, figures: dict, faults: list[dict], variables: d
         return {"what": e.what, "want": want, "got": "not measured", "ok": False}
     return {"what": e.what, "want": want, "got": f"{got:g}",
             "ok": bool(OPS[e.op](float(got), want_value))}
+
+
+def _per_step(e: Expectation, steps: list[M.StepFigure], variables: dict) -> dict:
+    """A figure judged at each step of the timeline, with lost_share the step's own."""
+    want = f"{e.op} {e.value} at each step"
+    judged = [st for st in steps if st.retained is not None]
+    if not judged:
+        return {"what": e.what, "want": want, "got": "not measured", "ok": False}
+    rows, ok = [], True
+    for st in judged:
+        bound = e.evaluate({**variables, "lost_share": st.lost_share})
+        holds = bool(OPS[e.op](st.retained, bound))
+        ok = ok and holds
+        rows.append(f"{st.retained:g}{'' if holds else ' (fails)'} {e.op} {bound:g}")
+    return {"what": e.what, "want": want, "got": "; ".join(rows), "ok": ok}
 
 
 def _flow_logs(run_data: T.Run, n_main: int) -> list[M.FlowLog]:

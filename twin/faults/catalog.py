@@ -48,14 +48,14 @@ from twin.faults.kinds import (
     inject,
     reapply,
     refuse_held,
+    reprogram,
     restore_link,
     revert,
 )
 from twin.faults.record import Fault, _drop, _refuse_hidden, _save, active, log_event
 from twin.faults.registry import KINDS, register
 from twin.faults.targets import LinkEnd, NicPort, NodeTarget, PlaneTarget, Target
-from twin.lab import Attached, phases, restart_node
-from twin.progress import Steps
+from twin.lab import Attached, restart_node
 from twin.units import parse_duration_ns, parse_rate
 
 
@@ -105,6 +105,7 @@ class LinkDown(FaultType):
                     "loses carrier).", flag=True, default=False),)
     levels = ("easy",)
     takes_down = True
+    undone_by_reprogram = True
 
     def record(self, lab: Attached, target: LinkEnd, values: dict) -> Fault:
         link = target.link(lab.fabric)
@@ -117,7 +118,7 @@ class LinkDown(FaultType):
 
     def revert(self, lab: Attached, fault: Fault) -> None:
         link = _link(lab, fault)
-        restore_link(lab, link.a, link.b)
+        restore_link(lab, link.a, link.b, mending=fault)
 
     def reapply(self, lab: Attached, fault: Fault, node: str) -> list[Endpoint]:
         """Both ends of a restarted node's link came back up (it was re-programmed,
@@ -136,6 +137,7 @@ class LinksDown(FaultType):
     """A fault over several links (a switch, a NIC port, a plane): its ends down."""
 
     takes_down = True
+    undone_by_reprogram = True
 
     def ends(self, fabric: Fabric, target: Target, links: list[Link]) -> list[Endpoint]:
         """Where the links go down."""
@@ -153,7 +155,7 @@ class LinksDown(FaultType):
     def revert(self, lab: Attached, fault: Fault) -> None:
         held = set(fault.links)
         links = [lk for lk in lab.fabric.links if lk.id in held]
-        restore_link(lab, *[e for lk in links for e in (lk.a, lk.b)])
+        restore_link(lab, *[e for lk in links for e in (lk.a, lk.b)], mending=fault)
 
     def reapply(self, lab: Attached, fault: Fault, node: str) -> list[Endpoint]:
         """The restarted node and its peers were re-programmed, their links up: set
@@ -169,8 +171,8 @@ class LinksDown(FaultType):
 @register
 class NicDown(LinksDown):
     name = FaultKind.NIC_DOWN
-    help = ("One NIC port of a host down, e.g. r0h0:2 (plane 2). Revert with\n"
-            "`twin fault clear HOST:PLANE`.")
+    help = ("One NIC port of a host down, e.g. r0h0:2 (plane 2), or several of its ports\n"
+            "as one fault, e.g. r0h0:1,3. Revert with `twin fault clear HOST:PLANE`.")
     targets = (NicPort,)
     levels = ("easy",)
 
@@ -178,7 +180,8 @@ class NicDown(LinksDown):
         return [lk.end(target.host) for lk in links]
 
     def said(self, lab: Attached, fault: Fault, values: dict) -> str:
-        return f"NIC port {fault.target} down ({', '.join(map(str, fault.ends))})"
+        ports = "NIC ports" if len(fault.ends) > 1 else "NIC port"
+        return f"{ports} {fault.target} down ({', '.join(map(str, fault.ends))})"
 
 
 class NodeFault(FaultType):
@@ -234,10 +237,11 @@ class Reprogrammed(FaultType):
     the node's plan undoes: revert re-programs the node; a restart (which
     re-programs it) needs the fault applied again."""
 
+    undone_by_reprogram = True
+
     def revert(self, lab: Attached, fault: Fault) -> None:
         self.undo(lab, fault)
-        node = fault.ends[0].node
-        phases.configure(lab.runtime, [lab.plan[node]], Steps())
+        reprogram(lab, [fault.ends[0].node], mending=fault)
 
     def undo(self, lab: Attached, fault: Fault) -> None:
         """What re-programming does not undo (an nft table, a qdisc); nothing by default."""
@@ -270,6 +274,7 @@ class Blackhole(Reprogrammed):
     form = "a switch (t1-p0-0) or one of its ports (t1-p0-0:eth1)"
     metavar = "NODE[:IF]"
     levels = ("hard",)
+    undone_by_reprogram = False  # an nft table: re-programming leaves it
 
     def check(self, fabric: Fabric, target: Target) -> None:
         node = target.node if isinstance(target, LinkEnd) else target.name
@@ -668,7 +673,7 @@ class LinkFlap(LinkDown):
                 LinkDown.apply(self, lab, fault)
                 log_event(lab, "down", fault)
                 time.sleep(period_s / 2)
-                restore_link(lab, link.a, link.b)
+                restore_link(lab, link.a, link.b, mending=fault)
                 log_event(lab, "up", fault)
                 if progress:
                     progress(i + 1, count)

@@ -16,6 +16,10 @@ twin.faults, `twin fault KIND` (twin.cli.fault), drill files and their runner
                    on the running lab: make it so (after it is recorded); undo it
                    (before its record is dropped); make it so again on a node that
                    restarted and came back bare, returning the ends touched
+    undone_by_reprogram
+                   re-programming its node undoes it (the plan sets every interface
+                   up and rewrites routes, SIDs and qdiscs): another fault's revert,
+                   which re-programs the node, applies it again (`reprogram`)
     elements, in_switch
                    the links and whole switches it takes out (a drill's figures); the
                    switch a fault in force is in, whole (a blind drill's scoring)
@@ -104,6 +108,8 @@ class FaultType(ABC):
     no_for: ClassVar[str] = ""  # why a drill step's `for` does not apply to it; "": it does
     takes_down: ClassVar[bool] = False  # the links it holds are down (for the refusals)
     named_by_links: ClassVar[bool] = False  # a prober naming any of its links found it
+    # re-programming its node (another fault's revert) undoes it: applied again after
+    undone_by_reprogram: ClassVar[bool] = False
     blocking: ClassVar[bool] = False  # its command runs for the fault's length
     step_word: ClassVar[str] = "step"  # what its command's progress lines count
 
@@ -287,13 +293,26 @@ def revert(lab: Attached, fault: Fault) -> None:
     log_event(lab, "revert", fault)
 
 
-def restore_link(lab: Attached, *ends: Endpoint) -> None:
+def restore_link(lab: Attached, *ends: Endpoint, mending: Fault | None = None) -> None:
     """Ends up again, and their nodes re-programmed: the kernel deleted an interface's
-    addresses and routes when it went down."""
+    addresses and routes when it went down. `mending`: the fault this reverts."""
     for e in ends:
         lab.runtime.set_link_state(e.node, e.ifname, True)
-    nodes = sorted({e.node for e in ends})
+    reprogram(lab, sorted({e.node for e in ends}), mending)
+
+
+def reprogram(lab: Attached, nodes: list[str], mending: Fault | None = None) -> None:
+    """Re-program `nodes` (how a revert ends), then apply again on them every other fault
+    in force: a node's plan sets each of its interfaces up and writes its routes, so it
+    would undo them (clearing one of two NIC ports down brought the other one up)."""
     phases.configure(lab.runtime, [lab.plan[n] for n in nodes], Steps())
+    for fault in active(lab):
+        kind = KINDS[fault.kind]
+        if not kind.undone_by_reprogram or mending is not None and \
+                (fault.kind, fault.target) == (mending.kind, mending.target):
+            continue
+        for node in nodes:
+            kind.reapply(lab, fault, node)
 
 
 def reapply(lab: Attached, node: str) -> list[str]:

@@ -3,7 +3,7 @@
 
     LinkEnd      NODE:IF      one end of a link, e.g. t0-p0-r0:eth3
     NodeTarget   NODE         a node, e.g. t1-p0-0
-    NicPort      HOST:PLANE   one NIC port of a host, e.g. r0h0:2
+    NicPort      HOST:PLANE   one NIC port of a host, e.g. r0h0:2 (or several: r0h0:1,3)
     PlaneTarget  P            a plane, e.g. 2
 
 Each prints as its canonical text (`str`), covers some links (`links`), and is drawn at
@@ -177,37 +177,46 @@ class NodeTarget(Target):
 
 @dataclass(frozen=True)
 class NicPort(Target):
-    host: str
-    plane: int
+    """One NIC port of a host, or several ports of it at once (HOST:P,P: half a NIC
+    flapping together, as one fault that goes down and comes back up as one)."""
 
-    form = "HOST:PLANE, e.g. r0h0:1"
+    host: str
+    planes: tuple[int, ...]
+
+    form = "HOST:PLANE, e.g. r0h0:1, or several ports of it: r0h0:1,3"
     metavar = "HOST:PLANE"
     random = {"nic-port": lambda fabric, s: [f"{h}:{p}" for h in s.hosts for p in s.planes]}
 
     def __str__(self) -> str:
-        return f"{self.host}:{self.plane}"
+        return f"{self.host}:{','.join(map(str, self.planes))}"
 
     @classmethod
     def fits(cls, text: str) -> bool:
-        return text.partition(":")[2].isdigit()
+        return all(p.isdigit() for p in text.partition(":")[2].split(","))
 
     @classmethod
     def parse(cls, fabric: Fabric, text: str) -> NicPort:
         host, sep, plane_text = text.partition(":")
         planes = list(fabric.nic_planes)
-        if not sep or not plane_text.isdigit():
-            raise UsageError(f"{text!r}: name a NIC port as HOST:PLANE, e.g. r0h0:{planes[-1]}")
+        given = plane_text.split(",")
+        if not sep or not all(p.isdigit() for p in given):
+            raise UsageError(f"{text!r}: name a NIC port as HOST:PLANE, e.g. r0h0:{planes[-1]}"
+                             f" (several: r0h0:{planes[0]},{planes[-1]})")
+        if len(set(given)) != len(given):
+            raise UsageError(f"{text!r}: names a port twice")
         if require_node(fabric, host).is_switch:
             raise UsageError(f"{host} is a switch, not a host; a dead switch: "
                              f"`twin fault switch-down {host}`")
-        port = cls(host, int(plane_text))
-        if not port.links(fabric):
-            raise UsageError(f"{host} has no NIC port on plane {port.plane}; its planes: "
+        port = cls(host, tuple(sorted(int(p) for p in given)))
+        missing = [p for p in port.planes
+                   if not any(lk.plane == p for lk in fabric.links_of(host))]
+        if missing:
+            raise UsageError(f"{host} has no NIC port on plane {missing[0]}; its planes: "
                              f"{', '.join(map(str, planes))}")
         return port
 
     def links(self, fabric: Fabric) -> list[Link]:
-        return [lk for lk in fabric.links_of(self.host) if lk.plane == self.plane]
+        return [lk for lk in fabric.links_of(self.host) if lk.plane in self.planes]
 
     @classmethod
     def draw(cls, fabric: Fabric, rng: random.Random) -> str:
@@ -254,12 +263,20 @@ def random_forms() -> dict[str, type[Target]]:
     return {form: t for t in TARGETS for form in t.random}
 
 
-def draw_random(form: str, fabric: Fabric, scope: Scope, rng: random.Random) -> str:
-    """A drill's `random: FORM` target, drawn with `rng` among what the traffic crosses."""
+def draw_random(form: str, fabric: Fabric, scope: Scope, rng: random.Random,
+                taken: Callable[[str], bool] | None = None) -> str:
+    """A drill's `random: FORM` target, drawn with `rng` among what the traffic crosses,
+    leaving out those `taken` says another fault holds (when none is, the draw is the
+    one it always was: a seed replays the same targets)."""
     forms = random_forms()
     if form not in forms:
         raise UsageError(f"unknown random target {form!r}")
     choices = forms[form].random[form](fabric, scope)
+    if taken is not None:
+        choices = [c for c in choices if not taken(c)]
+        if not choices:
+            raise UsageError(f"no random {form} is left that the drill's other faults in "
+                             "force at the same time do not hold")
     return choices[rng.randrange(len(choices))]
 
 
