@@ -65,6 +65,21 @@ def test_detection_is_the_first_retirement_on_a_dead_path_and_repair_its_last_re
     assert not fig["localized"]
 
 
+def test_repair_is_the_first_delivery_not_a_late_copy_after_it(f4):
+    """A nic-down holds the copies queued at the downed port; they arrive when it comes
+    back, 400 ms later, as spurious: the PSN was repaired by its resend long before."""
+    f = fault(f4)
+    at = f.at_ns
+    flow = M.FlowLog("r0h0", "r1h0", 1 << 20, events=[
+        ev(at + 1 * MS, "loss", DEAD, 10),
+        ev(at + 1 * MS, "retire", DEAD, 10),
+        ev(at + 3 * MS, "repaired", ALIVE, 10),
+        ev(at + 400 * MS, "spurious", DEAD, 10),
+    ])
+    (fig,) = M.fault_figures(f4, [flow], [f], [])
+    assert fig["repair_us"] == 3000
+
+
 def test_a_lost_packet_never_resent_leaves_repair_unmeasured(f4):
     f = fault(f4)
     flow = M.FlowLog("r0h0", "r1h0", 1, events=[ev(f.at_ns + MS, "loss", DEAD, 3)])

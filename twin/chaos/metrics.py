@@ -152,8 +152,10 @@ def fault_figures(fabric: Fabric, flows: list[FlowLog], faults: list[AppliedFaul
                     if on_dead:
                         outstanding.setdefault((n, e["psn"]), t)
                 elif what in ("repaired", "spurious"):
+                    # the first delivery counts: a copy stuck in a downed port's queue,
+                    # delivered when the port returns, is a late spurious, not the repair
                     if (n, e.get("psn")) in outstanding:
-                        repaired[(n, e["psn"])] = t
+                        repaired.setdefault((n, e["psn"]), t)
                 if detection is None and (what == "retire" and on_dead or what == "port"):
                     detection = t
         if detection is None:  # single-path never retires: its first loss on a dead path
