@@ -56,7 +56,7 @@ class SenderCounters:
     packets: int  # data packets sent, retransmissions included
     bytes: int  # payload bytes sent, retransmissions included
     retransmits: int  # packets sent again
-    lost_per_ev: int  # losses found by a later packet on the same EV being acked
+    lost_per_ev: int  # losses found by a later packet on the same path being acked (per_path)
     lost_rack: int  # losses found by RACK (a packet sent a reordering window later acked)
     lost_timeout: int  # losses found by the retransmit timer
     lost_nack: int  # losses the receiver NAKed

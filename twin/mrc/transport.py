@@ -139,7 +139,7 @@ NACK_DISTANCE = BITMAP_BITS  # a hole this far behind the newest PSN is NAKed
 RECV_WINDOW = 1 << 16
 TRY_MASK = 0x7F  # transmission numbers travel in 7 bits
 _SEND_ORDER = attrgetter("seq")
-LOSS_REASONS = ("per_ev", "rack", "nack", "timeout", "dead_path", "trim")
+LOSS_REASONS = ("per_path", "rack", "nack", "timeout", "dead_path", "trim")
 # Losses that name no path: no EV retires for them (see _declare_lost)
 _BLAMELESS = ("timeout", "dead_path", "trim")
 CONGESTION_ECHO_CE = 0x80  # the SACK congestion byte (wire.CONGESTION_ECHO_CE): the
@@ -169,7 +169,8 @@ BIN_NS = 1_000_000  # acked_bins: 1 ms
 BINS_MAX = 16_384  # acked_bins kept per QP (16 s of 1 ms bins); older ones are summed
 
 EVENT_KINDS = {
-    "loss": "a packet declared lost (detail: how: per_ev, rack, nack, timeout, dead_path)",
+    "loss": "a packet declared lost (detail: how: per_path, rack, nack, timeout, dead_path, "
+            "trim)",
     "first_loss": "the first packet declared lost on this EV (detail: how)",
     "ev_state": "an EV changed state (detail: 'old->new: why'; states good, assumed_bad, "
                 "denied, and spare/new for an EV leaving or entering a slot; GOOD<->SKIP "
@@ -335,6 +336,7 @@ QUEUE_PACKETS = 2  # packets queued at the bottleneck that are not yet congestio
 
 REORDER_FRAMES = 2  # RACK's floor on a slow fabric: frames' time on its slowest link
 RTO_FRAMES = 16  # the retransmit timer's floor there: a port queue's worth (16 frames)
+RTO_FAST_FRAMES = 4  # the first timeout's floor there
 
 
 def slow_link_floors(frame_bytes: int, slowest_bps: int | None) -> dict[str, int]:
@@ -346,7 +348,8 @@ def slow_link_floors(frame_bytes: int, slowest_bps: int | None) -> dict[str, int
         return {}
     frame_ns = frame_bytes * 8 * 1_000_000_000 // slowest_bps
     return {"reorder_ns": max(SenderConfig.reorder_ns, REORDER_FRAMES * frame_ns),
-            "rto_min_ns": max(SenderConfig.rto_min_ns, RTO_FRAMES * frame_ns)}
+            "rto_min_ns": max(SenderConfig.rto_min_ns, RTO_FRAMES * frame_ns),
+            "rto_fast_ns": max(SenderConfig.rto_fast_ns, RTO_FAST_FRAMES * frame_ns)}
 
 
 def queueing_target_ns(frame_bytes: int, slowest_bps: int | None) -> int:
@@ -374,6 +377,10 @@ class SenderConfig:
     md_max: float = 0.5  # nscc: the most one multiplicative decrease takes
     reorder_ns: int = 50_000  # RACK's floor; srtt/4 when larger; widened by late arrivals
     rto_min_ns: int = 10_000_000  # last resort; a noisy 2-core VM stalls for ms at times
+    # mrc, spray-static: a PSN's first timeout comes after srtt + 4 * rttvar, this at least
+    # (and rto_min_ns at most); it resends, blames no path and is not counted toward
+    # retry_limit: the ladder after it is rto_min_ns's (docs/transport-core.md)
+    rto_fast_ns: int = 1_000_000
     retry_limit: int = 7  # single-path: losses of one PSN; else: its timeouts in a row
     loss_limit: int = 32  # mrc, spray-static: losses of one PSN, whatever found them
     trim_limit: int = 16  # trims of one PSN before each further trim of it is a loss
@@ -414,7 +421,7 @@ class SenderStats:
     packets: int = 0
     bytes: int = 0
     retransmits: int = 0
-    lost_per_ev: int = 0
+    lost_per_ev: int = 0  # found by a later packet on the same path (per_path; the name is older)
     lost_rack: int = 0
     lost_timeout: int = 0
     lost_nack: int = 0
@@ -472,9 +479,12 @@ class Sender:
         self.window = self.cfg.init_window
         self.base_rtt = float("inf")
         self.srtt = 0.0
-        # How late a packet can be and still arrive: how far RTTs reach above the lowest
-        # seen, and how far behind a copy wrongly declared lost arrived (a decaying
-        # maximum). The RACK window covers it, so reordering across paths is not loss.
+        self.rttvar = 0.0  # the mean deviation of RTT samples (RFC 6298): the fast RTO's
+        # How late a packet can be and still arrive: how long after a packet was sent a
+        # packet sent later had already been delivered when it was (one path trailing
+        # another; a queue that delays every path alike adds nothing), and how far behind
+        # a copy wrongly declared lost arrived (a decaying maximum). The RACK window
+        # covers it, so reordering across paths is not loss.
         self.reordering_ns = 0.0
         self.rtt_samples = 0
         self.stats = SenderStats()
@@ -495,7 +505,8 @@ class Sender:
         self.completed: collections.deque[_Msg] = collections.deque(maxlen=MESSAGES_KEPT)
         self._txs: dict[int, _Tx] = {}  # outstanding (unacked) PSN -> record
         self._order: collections.deque = collections.deque()  # (seq, psn) in send order
-        self._per_ev: dict[int, collections.deque] = {}  # ev -> deque of (seq, psn)
+        # path (its PathState; an EV with none: its value) -> deque of (seq, psn)
+        self._per_path: dict[object, collections.deque] = {}
         self._retx: collections.deque = collections.deque()  # PSNs to resend first
         self._unsent: collections.deque = collections.deque()  # PSNs built, never sent
         # posted, records not yet built: [msg, offset of its next packet, end, next PSN]
@@ -664,7 +675,7 @@ class Sender:
         holds it)."""
         room = min(budget - len(out), int(self.window) - self._inflight)
         txs, unsent, pending = self._txs, self._unsent, self._pending
-        order_append, per_ev, evs, single = self._order.append, self._per_ev, self.evs, \
+        order_append, per_path, evs, single = self._order.append, self._per_path, self.evs, \
             self._single
         per_plane = self.stats.per_plane_packets
         seq, sent_high, remote_va = self._seq, self._sent_high, self.remote_va
@@ -687,9 +698,10 @@ class Sender:
                 if psn > sent_high:
                     sent_high = psn
                 order_append((seq, psn))
-                q = per_ev.get(ev.value)
+                key = ev.path if ev.path is not None else ev.value
+                q = per_path.get(key)
                 if q is None:
-                    q = per_ev[ev.value] = collections.deque()
+                    q = per_path[key] = collections.deque()
                 q.append((seq, psn))
                 seq += 1
                 ev.sent += 1
@@ -751,9 +763,10 @@ class Sender:
         self._seq += 1
         self._inflight += 1
         self._order.append((tx.seq, tx.psn))
-        q = self._per_ev.get(ev.value)
+        key = ev.path if ev.path is not None else ev.value
+        q = self._per_path.get(key)
         if q is None:
-            q = self._per_ev[ev.value] = collections.deque()
+            q = self._per_path[key] = collections.deque()
         q.append((tx.seq, tx.psn))
         ev.sent += 1
         if self.evs._proving:  # EvSet.sent, inlined: only while a path is unproven
@@ -790,13 +803,13 @@ class Sender:
         kept = [e for e in self._order if live(e)]
         self._order.clear()
         self._order.extend(kept)
-        for value, q in list(self._per_ev.items()):
+        for key, q in list(self._per_path.items()):
             kept = [e for e in q if live(e)]
             if kept:
                 q.clear()
                 q.extend(kept)
             else:
-                del self._per_ev[value]
+                del self._per_path[key]
         self._since_compact = 0
 
     # -- acks -------------------------------------------------------------------
@@ -854,6 +867,11 @@ class Sender:
         if sack.dup or (echoed is not None and exact is None):
             self._late(sack.psn, now)
         rack_sent = -1
+        # Reordering: a packet delivered after one sent later than it had been (the
+        # latest-sent delivered before this SACK) trailed it by the gap between their
+        # sends. Only where an earlier SACK could have reported it (below c0 + 1 + 64) or
+        # the echo names it: one beyond the bitmap may have arrived long ago, unreported.
+        rack_before, reported, trailed = self._rack_sent, c0 + 1 + BITMAP_BITS, 0
         newly = []
         acked_bytes = self.acked_bins.at(now)  # this 1 ms bin's, indexed by plane
         evs = self.evs
@@ -882,18 +900,23 @@ class Sender:
                 sent_ns = tx.sent_ns
                 if sent_ns > rack_sent:
                     rack_sent = sent_ns
+                if sent_ns < rack_before and rack_before - sent_ns > trailed and (
+                        psn < reported or tx is exact):
+                    trailed = rack_before - sent_ns
                 newly.append(tx)
                 delivered(ev, sent_ns)
         self._inflight -= left_flight
         self.stats.acked += count
         self._count_acked(count, now)
+        if trailed > self.reordering_ns:
+            self.reordering_ns = float(trailed)
         # A SACK speaks for PSNs below cum + 1 + 64 only; later ones may have
         # arrived unreported, so they are never judged lost on its word.
         covered = sack.cum + 1 + BITMAP_BITS
         if len(newly) > 1:
             newly.sort(key=_SEND_ORDER)
         for tx in newly:
-            self._detect_per_ev(tx, now, covered)
+            self._detect_per_path(tx, now, covered)
         if rack_sent >= 0:
             if rack_sent > self._rack_sent:
                 self._rack_sent = rack_sent
@@ -1064,7 +1087,9 @@ class Sender:
     def _rtt_sample(self, ev: Ev, rtt: int, now: int, marked: bool = False) -> None:
         self.base_rtt = min(self.base_rtt, rtt)
         self.rtt_samples += 1
-        self.reordering_ns = max(rtt - self.base_rtt, self.reordering_ns * REORDERING_DECAY)
+        self.reordering_ns *= REORDERING_DECAY  # on_sack raises it to what it sees
+        self.rttvar = rtt / 2 if not self.srtt else \
+            0.75 * self.rttvar + 0.25 * abs(self.srtt - rtt)
         self.srtt = rtt if not self.srtt else 0.875 * self.srtt + 0.125 * rtt
         ev.rtt_ns = rtt if not ev.rtt_ns else 0.75 * ev.rtt_ns + 0.25 * rtt
         self.delay_ns = delay = rtt - self.base_rtt
@@ -1096,15 +1121,19 @@ class Sender:
             w += cfg.fair_increase / max(w, 1.0)
         self.window = min(cfg.max_window, max(cfg.min_window, w))
 
-    def _detect_per_ev(self, tx: _Tx, now: int, covered: int) -> None:
-        value = tx.ev.value
-        q = self._per_ev.get(value)
+    def _detect_per_path(self, tx: _Tx, now: int, covered: int) -> None:
+        """`tx` was delivered: what was sent before it on its path (any EV of the path:
+        static SRv6 puts them on the same links, in the same queues) and is still in
+        flight is lost, not late. A path keeps its packets' order."""
+        ev = tx.ev
+        key = ev.path if ev.path is not None else ev.value
+        q = self._per_path.get(key)
         if q is None:
             return
-        if q and q[0][0] == tx.seq:  # in order on its EV, the common case: nothing to judge
+        if q and q[0][0] == tx.seq:  # in order on its path, the common case: nothing to judge
             q.popleft()
             if not q:
-                del self._per_ev[value]
+                del self._per_path[key]
             return
         unjudged = []
         while q and q[0][0] < tx.seq:
@@ -1116,32 +1145,57 @@ class Sender:
                 unjudged.append((seq, psn))
                 continue
             self.stats.lost_per_ev += 1
-            self._declare_lost(old, now, "per_ev")
+            self._declare_lost(old, now, "per_path")
         if q and q[0][0] == tx.seq:
             q.popleft()
         q.extendleft(reversed(unjudged))
-        if not q and self._per_ev.get(value) is q:
-            del self._per_ev[value]
+        if not q and self._per_path.get(key) is q:
+            del self._per_path[key]
 
     def reorder_window_ns(self) -> int:
-        base = max(self.cfg.reorder_ns, int(self.srtt / 4), int(self.reordering_ns))
+        """RACK's window: the reordering seen (not the queueing: RTT above the lowest
+        rises on every path alike under load), a quarter of the lowest RTT, the floor
+        `reorder_ns`; a whole srtt until REORDERING_LEARNED samples are in. Widened a
+        step per spurious loss; at most half the slow RTO."""
+        base = max(self.cfg.reorder_ns, int(self.reordering_ns))
+        if self.rtt_samples:
+            base = max(base, int(self.base_rtt / 4))
         if self.rtt_samples < REORDERING_LEARNED:
             base = max(base, int(self.srtt))
         return min(base * self._reorder_steps, self.cfg.rto_min_ns // 2)
 
+    def rto_ns(self) -> int:
+        """How long a PSN's first timeout waits: in mrc and spray-static, srtt + 4 *
+        rttvar (RFC 6298's), at least `rto_fast_ns`, at most the slow RTO (which it is
+        until REORDERING_LEARNED samples are in, and always in single-path)."""
+        slow = max(self.cfg.rto_min_ns, int(3 * self.srtt))
+        if self.cfg.mode == "single-path" or self.rtt_samples < REORDERING_LEARNED:
+            return slow
+        return min(slow, max(self.cfg.rto_fast_ns, int(self.srtt + 4 * self.rttvar)))
+
     def _detect_rack(self, rack_sent: int, now: int, covered: int) -> None:
+        """Sent more than the reordering window before the latest-sent packet delivered,
+        and not delivered: lost. A PSN beyond what the SACK speaks for is passed over
+        (kept, judged by a later SACK), not a stop: packets sent after it (a resend of
+        the hole that holds cum, say) are judged now, not left to the timer."""
         reo = self.reorder_window_ns()
-        while self._order:
-            seq, psn = self._order[0]
-            tx = self._txs.get(psn)
+        order, txs = self._order, self._txs
+        unjudged = []
+        while order:
+            seq, psn = order[0]
+            tx = txs.get(psn)
             if tx is None or tx.seq != seq or not tx.in_flight:  # acked, lost or resent
-                self._order.popleft()
+                order.popleft()
                 continue
-            if tx.sent_ns + reo >= rack_sent or psn >= covered:
+            if tx.sent_ns + reo >= rack_sent:
                 break
-            self._order.popleft()
+            order.popleft()
+            if psn >= covered:
+                unjudged.append((seq, psn))
+                continue
             self.stats.lost_rack += 1
             self._declare_lost(tx, now, "rack")
+        order.extendleft(reversed(unjudged))
 
     def on_timer(self, now: int) -> None:
         """Retransmit timer: anything outstanding longer than the RTO is lost. Costs the
@@ -1149,6 +1203,7 @@ class Sender:
         self._now = now
         self._stuck = False
         rto = max(self.cfg.rto_min_ns, int(3 * self.srtt))
+        first = self.rto_ns()  # a PSN's first timeout: sooner, from the RTT (not single-path)
         backoff = self.cfg.mode != "single-path"  # RoCE's timer does not back off
         judgeable = self._cum + 1 + BITMAP_BITS  # beyond: received-but-unreported is likely
         txs, order = self._txs, self._order
@@ -1163,10 +1218,12 @@ class Sender:
             tx = txs.get(psn)
             if tx is None or tx.seq != seq or not tx.in_flight or psn >= judgeable:
                 continue
-            if now - tx.sent_ns < rto:
-                break  # in send order: nothing later has waited even one RTO
-            if backoff and now - tx.sent_ns < rto << min(tx.timeouts, self.cfg.backoff_max):
-                continue  # timed out before: its timer has backed off
+            waited = now - tx.sent_ns
+            if waited < first:
+                break  # in send order: nothing later has waited even the first RTO
+            if backoff and tx.timeouts and \
+                    waited < rto << min(tx.timeouts - 1, self.cfg.backoff_max):
+                continue  # timed out before: its timer is the slow one, backed off
             expired.append(tx)
         for tx in expired:
             self.stats.lost_timeout += 1
@@ -1207,12 +1264,10 @@ class Sender:
         if mode == "mrc" and reason not in _BLAMELESS:
             retired, replacement = self.evs.lost(ev, f"{reason} loss of PSN {tx.psn}")
             if retired:
-                self._per_ev.pop(ev.value, None)  # nothing more is sent on it
                 self._event(now, "retire", ev.value, tx.psn, reason + _replaced(replacement))
             # The path itself may be dead: then its other EVs go now, not one loss each.
             alive = ev.path is not None and ev.path.dead_since is None
             for sibling, repl in self.evs.path_lost(ev, tx.sent_ns):
-                self._per_ev.pop(sibling.value, None)
                 self._event(now, "retire", sibling.value, tx.psn,
                             f"path dead, as {ev.value:#x} showed" + _replaced(repl))
             died = alive and ev.path.dead_since is not None
