@@ -65,7 +65,7 @@ static PyObject *s_next, *s_sent, *s_sent_unproven, *s_proving, *s_gone, *s_deli
     *s_first_loss_ns, *s_rtt_ns, *s_probed, *s_done_ns, *s_move_to_end, *s_pop,
     *s_popitem, *s_get, *s_on_change, *s_mode, *s_cc, *s_mtu, *s_init_window,
     *s_min_window, *s_max_window, *s_target_ns, *s_ecn, *s_trim, *s_pi_gain,
-    *s_fair_increase, *s_md_gain, *s_md_max, *s_reorder_ns, *s_rto_min_ns, *s_rto_fast_ns,
+    *s_fair_increase, *s_md_gain, *s_md_max, *s_reorder_ns, *s_rto_min_ns, *s_tail_probe_min_ns,
     *s_retry_limit, *s_loss_limit, *s_trim_limit, *s_backoff_max, *s_p,
     *s_min_time_between_cnps_ns, *s_active, *s_cursor,
     *s_skipped, *s_unproven_cap, *s_end_of_rotation, *s_proven, *s_inflight, *s_state,
@@ -380,7 +380,7 @@ typedef struct {
     int64_t packets, bytes, retransmits, lost_per_ev, lost_rack, lost_timeout, lost_nack,
         spurious, acked, acks_unsent, lost_dead_path, ecn_marks, ecn_echoes, nacks_seq,
         nacks_trimmed, trims_ignored, quick_adapts, window_decreases, sack_bits_unsent,
-        nacks_stale, trims_stale, cnps_limited, lost_trim;
+        nacks_stale, trims_stale, cnps_limited, lost_trim, tail_probes;
     int64_t per_plane[PLANES_MAX];
     int plane_order[PLANES_MAX], planes_seen;
 } TxCounters;
@@ -392,7 +392,7 @@ typedef struct {
     PyObject *cfg, *rp, *pacer, *evs, *log, *acked_bins, *completed, *lost, *single,
         *failed;
     int mode, cc, ecn, trim;
-    int64_t mtu, target_ns, reorder_ns, rto_min_ns, rto_fast_ns, retry_limit, loss_limit, trim_limit,
+    int64_t mtu, target_ns, reorder_ns, rto_min_ns, tail_probe_min_ns, retry_limit, loss_limit, trim_limit,
         backoff_max;
     double init_window, min_window, max_window, pi_gain, fair_increase, md_gain, md_max;
     double window, base_rtt, srtt, rttvar, reordering_ns, delay_ns;
@@ -743,20 +743,20 @@ static int64_t reorder_window_ns(Sender *s) {
     return w < cap ? w : cap;
 }
 
-/* max(cfg.rto_min_ns, int(3 * srtt)): the slow RTO, and the ladder a PSN's timer backs
- * off on after its first timeout */
-static inline int64_t rto_slow(Sender *s) {
+/* max(cfg.rto_min_ns, int(3 * srtt)) */
+static inline int64_t rto_now(Sender *s) {
     int64_t rto = (int64_t)(3 * s->srtt);
     return rto < s->rto_min_ns ? s->rto_min_ns : rto;
 }
 
-/* Sender.rto_ns: a PSN's first timeout; srtt + 4 * rttvar in the spraying modes */
-static int64_t rto_ns(Sender *s) {
-    int64_t slow = rto_slow(s);
-    if (s->mode == MODE_SINGLE || s->rtt_samples < REORDERING_LEARNED) return slow;
-    int64_t fast = (int64_t)(s->srtt + 4 * s->rttvar);
-    if (fast < s->rto_fast_ns) fast = s->rto_fast_ns;
-    return fast < slow ? fast : slow;
+/* Sender.tail_probe_ns: srtt + 4 * rttvar in the spraying modes, between the floor and
+ * the RTO */
+static int64_t tail_probe_ns(Sender *s) {
+    int64_t rto = rto_now(s);
+    if (s->mode == MODE_SINGLE || s->rtt_samples < REORDERING_LEARNED) return rto;
+    int64_t t = (int64_t)(s->srtt + 4 * s->rttvar);
+    if (t < s->tail_probe_min_ns) t = s->tail_probe_min_ns;
+    return t < rto ? t : rto;
 }
 
 /* Sender._adjust: the window, on one RTT sample (or one SACK reporting marks) */
@@ -1903,9 +1903,10 @@ static PyObject *Sender_on_timer(Sender *s, PyObject *arg) {
     if (now == -1 && PyErr_Occurred()) return NULL;
     s->now = now;
     s->stuck = 0;
-    int64_t rto = rto_slow(s), first = rto_ns(s);  /* a PSN's first timeout: sooner */
+    int64_t rto = rto_now(s), probe = tail_probe_ns(s);  /* == rto in single-path */
     int backoff = s->mode != MODE_SINGLE;  /* RoCE's timer does not back off */
     int64_t judgeable = s->cum + 1 + BITMAP_BITS, n = 0;
+    Tx *tail = NULL;  /* the tail probe: the oldest first copy past `probe`, not the RTO */
     while (s->order.len) {
         Pair e = *dq_front(&s->order);
         Tx *tx = tx_get(s, e.b);
@@ -1917,13 +1918,21 @@ static PyObject *Sender_on_timer(Sender *s, PyObject *arg) {
         Tx *tx = tx_get(s, e->b);
         if (!tx || tx->seq != e->a || !tx->in_flight || e->b >= judgeable) continue;
         int64_t waited = now - tx->sent_ns;
-        if (waited < first) break;  /* in send order: nothing later waited the first RTO */
-        if (backoff && tx->timeouts) {  /* timed out before: the slow ladder, backed off */
-            int64_t shift = tx->timeouts - 1 < s->backoff_max ? tx->timeouts - 1
-                                                              : s->backoff_max;
-            if (waited < (rto << shift)) continue;
+        if (waited < probe) break;  /* in send order: nothing later waited the probe's */
+        if (waited < rto) {
+            if (!tail && tx->tries == 1) tail = tx;
+            continue;
         }
+        int64_t shift = tx->timeouts < s->backoff_max ? tx->timeouts : s->backoff_max;
+        if (backoff && waited < (rto << shift)) continue;  /* backed off */
         if (!scratch_push(s, n++, e->b)) return NULL;
+    }
+    if (tail) {  /* sent again by the next poll, first in line; not lost */
+        s->st.tail_probes++;
+        tail->in_flight = 0;
+        s->inflight--;
+        if (ev_gone(s, tail->ev) < 0 || dq_push_front(&s->retx, tail->psn, 0) < 0)
+            return NULL;
     }
     int64_t *psns = PyMem_Malloc((n ? n : 1) * sizeof *psns);
     if (!psns) return PyErr_NoMemory();
@@ -2071,9 +2080,9 @@ static PyObject *Sender_reorder_window_ns(Sender *s, PyObject *Py_UNUSED(ignored
     return PyLong_FromLongLong(reorder_window_ns(s));
 }
 
-static PyObject *Sender_rto_ns(Sender *s, PyObject *Py_UNUSED(ignored)) {
+static PyObject *Sender_tail_probe_ns(Sender *s, PyObject *Py_UNUSED(ignored)) {
     FP_REQUIRE_READY(s, NULL);
-    return PyLong_FromLongLong(rto_ns(s));
+    return PyLong_FromLongLong(tail_probe_ns(s));
 }
 
 /* The EV set's change handler calls this (through transport._weakly): the change is
@@ -2121,7 +2130,7 @@ static PyObject *get_stats(Sender *s, void *c) {
         struct { const char *name; int64_t v; } more[] = {
             {"sack_bits_unsent", t->sack_bits_unsent}, {"nacks_stale", t->nacks_stale},
             {"trims_stale", t->trims_stale}, {"cnps_limited", t->cnps_limited},
-            {"lost_trim", t->lost_trim}};
+            {"lost_trim", t->lost_trim}, {"tail_probes", t->tail_probes}};
         for (size_t i = 0; i < sizeof more / sizeof *more; i++) {
             PyObject *v = PyLong_FromLongLong(more[i].v);
             int rc = v ? PyDict_SetItemString(kw, more[i].name, v) : -1;
@@ -2278,7 +2287,8 @@ static PyMethodDef Sender_methods[] = {
     {"planes_in_use", (PyCFunction)Sender_planes_in_use, METH_NOARGS, NULL},
     {"reorder_window_ns", (PyCFunction)Sender_reorder_window_ns, METH_NOARGS,
      "RACK's window now, ns"},
-    {"rto_ns", (PyCFunction)Sender_rto_ns, METH_NOARGS, "a PSN's first timeout now, ns"},
+    {"tail_probe_ns", (PyCFunction)Sender_tail_probe_ns, METH_NOARGS,
+     "how long the oldest first copy waits before a tail probe, ns"},
     {"_ev_changed", (PyCFunction)Sender_ev_changed, METH_VARARGS, NULL},
     {NULL},
 };
@@ -2390,7 +2400,7 @@ static int Sender_init(Sender *s, PyObject *args, PyObject *kw) {
         || cfg_f64(cfg, s_md_gain, &s->md_gain) < 0 || cfg_f64(cfg, s_md_max, &s->md_max) < 0
         || cfg_i64(cfg, s_reorder_ns, &s->reorder_ns) < 0
         || cfg_i64(cfg, s_rto_min_ns, &s->rto_min_ns) < 0
-        || cfg_i64(cfg, s_rto_fast_ns, &s->rto_fast_ns) < 0
+        || cfg_i64(cfg, s_tail_probe_min_ns, &s->tail_probe_min_ns) < 0
         || cfg_i64(cfg, s_retry_limit, &s->retry_limit) < 0
         || cfg_i64(cfg, s_loss_limit, &s->loss_limit) < 0
         || cfg_i64(cfg, s_trim_limit, &s->trim_limit) < 0
@@ -2649,7 +2659,7 @@ int fp_add_sender(PyObject *m) {
         {&s_target_ns, "target_ns"}, {&s_ecn, "ecn"}, {&s_trim, "trim"},
         {&s_pi_gain, "pi_gain"}, {&s_fair_increase, "fair_increase"},
         {&s_md_gain, "md_gain"}, {&s_md_max, "md_max"}, {&s_reorder_ns, "reorder_ns"},
-        {&s_rto_min_ns, "rto_min_ns"}, {&s_rto_fast_ns, "rto_fast_ns"}, {&s_retry_limit, "retry_limit"},
+        {&s_rto_min_ns, "rto_min_ns"}, {&s_tail_probe_min_ns, "tail_probe_min_ns"}, {&s_retry_limit, "retry_limit"},
         {&s_loss_limit, "loss_limit"}, {&s_trim_limit, "trim_limit"},
         {&s_backoff_max, "backoff_max"}, {&s_p, "p"},
         {&s_min_time_between_cnps_ns, "min_time_between_cnps_ns"},

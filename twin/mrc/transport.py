@@ -336,7 +336,7 @@ QUEUE_PACKETS = 2  # packets queued at the bottleneck that are not yet congestio
 
 REORDER_FRAMES = 2  # RACK's floor on a slow fabric: frames' time on its slowest link
 RTO_FRAMES = 16  # the retransmit timer's floor there: a port queue's worth (16 frames)
-RTO_FAST_FRAMES = 4  # the first timeout's floor there
+TAIL_PROBE_FRAMES = 4  # the tail probe's floor there
 
 
 def slow_link_floors(frame_bytes: int, slowest_bps: int | None) -> dict[str, int]:
@@ -349,7 +349,8 @@ def slow_link_floors(frame_bytes: int, slowest_bps: int | None) -> dict[str, int
     frame_ns = frame_bytes * 8 * 1_000_000_000 // slowest_bps
     return {"reorder_ns": max(SenderConfig.reorder_ns, REORDER_FRAMES * frame_ns),
             "rto_min_ns": max(SenderConfig.rto_min_ns, RTO_FRAMES * frame_ns),
-            "rto_fast_ns": max(SenderConfig.rto_fast_ns, RTO_FAST_FRAMES * frame_ns)}
+            "tail_probe_min_ns": max(SenderConfig.tail_probe_min_ns,
+                                     TAIL_PROBE_FRAMES * frame_ns)}
 
 
 def queueing_target_ns(frame_bytes: int, slowest_bps: int | None) -> int:
@@ -377,10 +378,10 @@ class SenderConfig:
     md_max: float = 0.5  # nscc: the most one multiplicative decrease takes
     reorder_ns: int = 50_000  # RACK's floor; srtt/4 when larger; widened by late arrivals
     rto_min_ns: int = 10_000_000  # last resort; a noisy 2-core VM stalls for ms at times
-    # mrc, spray-static: a PSN's first timeout comes after srtt + 4 * rttvar, this at least
-    # (and rto_min_ns at most); it resends, blames no path and is not counted toward
-    # retry_limit: the ladder after it is rto_min_ns's (docs/transport-core.md)
-    rto_fast_ns: int = 1_000_000
+    # mrc, spray-static: the oldest first copy outstanding srtt + 4 * rttvar (this at
+    # least, the RTO at most) is sent again as a tail probe: no loss, no blame, no window
+    # cut; the SACK it draws says what arrived (docs/transport-core.md)
+    tail_probe_min_ns: int = 1_000_000
     retry_limit: int = 7  # single-path: losses of one PSN; else: its timeouts in a row
     loss_limit: int = 32  # mrc, spray-static: losses of one PSN, whatever found them
     trim_limit: int = 16  # trims of one PSN before each further trim of it is a loss
@@ -443,6 +444,7 @@ class SenderStats:
     trims_stale: int = 0  # NAK(TRIMMED) naming no copy in flight (in trims_ignored too)
     cnps_limited: int = 0  # CNPs sooner than CNP_SPACING of the NP's interval: ignored
     lost_trim: int = 0  # losses declared because a PSN reached trim_limit
+    tail_probes: int = 0  # first copies sent again by the timer as tail probes (not losses)
 
 
 class QpFailed(RuntimeError):
@@ -479,7 +481,7 @@ class Sender:
         self.window = self.cfg.init_window
         self.base_rtt = float("inf")
         self.srtt = 0.0
-        self.rttvar = 0.0  # the mean deviation of RTT samples (RFC 6298): the fast RTO's
+        self.rttvar = 0.0  # the mean deviation of RTT samples (RFC 6298): the tail probe's
         # How late a packet can be and still arrive: how long after a packet was sent a
         # packet sent later had already been delivered when it was (one path trailing
         # another; a queue that delays every path alike adds nothing), and how far behind
@@ -1164,14 +1166,15 @@ class Sender:
             base = max(base, int(self.srtt))
         return min(base * self._reorder_steps, self.cfg.rto_min_ns // 2)
 
-    def rto_ns(self) -> int:
-        """How long a PSN's first timeout waits: in mrc and spray-static, srtt + 4 *
-        rttvar (RFC 6298's), at least `rto_fast_ns`, at most the slow RTO (which it is
-        until REORDERING_LEARNED samples are in, and always in single-path)."""
-        slow = max(self.cfg.rto_min_ns, int(3 * self.srtt))
+    def tail_probe_ns(self) -> int:
+        """How long the oldest first copy may be outstanding before it is sent again as
+        a tail probe: srtt + 4 * rttvar (RFC 6298's RTO), at least `tail_probe_min_ns`,
+        at most the RTO (which it is until REORDERING_LEARNED samples are in, and always
+        in single-path, which sends no probes)."""
+        rto = max(self.cfg.rto_min_ns, int(3 * self.srtt))
         if self.cfg.mode == "single-path" or self.rtt_samples < REORDERING_LEARNED:
-            return slow
-        return min(slow, max(self.cfg.rto_fast_ns, int(self.srtt + 4 * self.rttvar)))
+            return rto
+        return min(rto, max(self.cfg.tail_probe_min_ns, int(self.srtt + 4 * self.rttvar)))
 
     def _detect_rack(self, rack_sent: int, now: int, covered: int) -> None:
         """Sent more than the reordering window before the latest-sent packet delivered,
@@ -1199,11 +1202,18 @@ class Sender:
 
     def on_timer(self, now: int) -> None:
         """Retransmit timer: anything outstanding longer than the RTO is lost. Costs the
-        stale entries at the front plus the packets it judges, not the whole window."""
+        stale entries at the front plus the packets it judges, not the whole window.
+
+        Before that, in mrc and spray-static, a tail probe (RACK-TLP's, RFC 8985): the
+        oldest first copy outstanding longer than tail_probe_ns is sent again, one a
+        call, not declared lost (no loss, no blame, no window cut, no try counted). The
+        SACK its copy draws says what arrived: a window whose SACKs all died on a path
+        cut behind them is acked a couple of ms on, not after the RTO's 10, and a machine
+        that merely stalled costs one duplicate a tick."""
         self._now = now
         self._stuck = False
         rto = max(self.cfg.rto_min_ns, int(3 * self.srtt))
-        first = self.rto_ns()  # a PSN's first timeout: sooner, from the RTT (not single-path)
+        probe = self.tail_probe_ns()  # == rto in single-path: no probes
         backoff = self.cfg.mode != "single-path"  # RoCE's timer does not back off
         judgeable = self._cum + 1 + BITMAP_BITS  # beyond: received-but-unreported is likely
         txs, order = self._txs, self._order
@@ -1214,17 +1224,27 @@ class Sender:
                 break
             order.popleft()
         expired = []
+        tail = None  # the tail probe: the oldest first copy past `probe`, not the RTO
         for seq, psn in order:
             tx = txs.get(psn)
             if tx is None or tx.seq != seq or not tx.in_flight or psn >= judgeable:
                 continue
             waited = now - tx.sent_ns
-            if waited < first:
-                break  # in send order: nothing later has waited even the first RTO
-            if backoff and tx.timeouts and \
-                    waited < rto << min(tx.timeouts - 1, self.cfg.backoff_max):
-                continue  # timed out before: its timer is the slow one, backed off
+            if waited < probe:
+                break  # in send order: nothing later has waited even the probe's time
+            if waited < rto:
+                if tail is None and tx.tries == 1:
+                    tail = tx
+                continue
+            if backoff and waited < rto << min(tx.timeouts, self.cfg.backoff_max):
+                continue  # timed out before: its timer has backed off
             expired.append(tx)
+        if tail is not None:
+            self.stats.tail_probes += 1
+            tail.in_flight = False  # sent again by the next poll, first in line
+            self._inflight -= 1
+            self.evs.gone(tail.ev)
+            self._retx.appendleft(tail.psn)
         for tx in expired:
             self.stats.lost_timeout += 1
             self._declare_lost(tx, now, "timeout")
