@@ -27,11 +27,15 @@ Sender
     they hold more than their share of entries that name no copy in flight.
 
     Loss, four ways, fastest first (and a fifth, below: a dead path's):
-      per EV    a packet is lost when a packet sent after it *on the same EV*
-                is acked: one path is FIFO, so it was not merely late
-      RACK      it is lost when a packet sent more than the reordering window
-                after it, on any EV, is acked (catches a dead path, where no
-                later packet on the same EV ever arrives)
+      per path  a packet is lost when a packet sent after it *on the same path* (any EV
+                of its plane and T1: static SRv6 puts them on the same links, in the
+                same queues) is acked: a path is FIFO, so it was not merely late
+                (reason per_path; counted in lost_per_ev, an older name)
+      RACK      it is lost when a packet sent more than the reordering window after
+                it, on any path, is acked (catches a dead path, where no later packet
+                on the same path ever arrives). A PSN beyond what the SACK speaks for
+                (cum + 1 + 64) is passed over, kept for a later SACK, and what was sent
+                after it is still judged (a resend of the hole that holds cum, say)
       NAK       the receiver NAKs a hole that is further behind than its SACK
                 bitmap reaches (PSN sequence error)
       timeout   the retransmit timer, last resort
@@ -46,10 +50,22 @@ Sender
     past the SACK bitmap while an earlier hole holds cum, nor to the timer.
     A copy declared lost that arrives after all (the SACK echoes its number, or
     the receiver reports the resend as a duplicate) was only late: its EV's
-    retirement is undone and the reordering window widens. The window covers how
-    far RTTs reach above the lowest (a decaying maximum, a whole srtt until 32
-    samples are in): on sprayed paths that is how late a packet can be without
-    being lost.
+    retirement is undone and the reordering window widens a step.
+
+    The reordering window is what paths measurably do to each other, not queueing:
+    when a SACK acks a packet sent before the latest-sent packet already delivered,
+    that packet trailed a later one by the gap between their sends (only counted
+    where an earlier SACK could have reported it). A queue every path shares delays
+    them all alike and adds nothing; one path behind the others adds its lag. The
+    window is the decaying maximum of that (reordering_ns), a quarter of the lowest
+    RTT, or the floor reorder_ns, whichever is largest (a whole srtt until 32 samples
+    are in), times the steps spurious losses added, at most half the RTO.
+
+    Tail probe (mrc, spray-static): the oldest first copy outstanding longer than
+    srtt + 4 rttvar (tail_probe_ns: 1 ms at least, the RTO at most) is sent again by
+    the timer, one a call, and not declared lost: no loss, no blame, no window cut. The
+    SACK its copy draws says what arrived, so a window whose SACKs all died on a path
+    cut behind them is acked within a few ms, not after the 10 ms RTO.
 
     Congestion signals: the queueing delay (RTT above the lowest seen), ECN (the
     receiver echoes CE marks in its SACK's congestion byte) and trims (a switch
@@ -1277,7 +1293,7 @@ class Sender:
             self._fail(f"PSN {tx.psn} lost {tx.losses} times", tx, "loss limit")
         # A timeout names no path: nothing sent after the packet was acked either, so the
         # peer (or the whole fabric) went quiet, as a stalled receiver does. Resend, but
-        # blame no EV; a dead path is caught by per-EV and RACK, which compare paths.
+        # blame no EV; a dead path is caught by RACK, which compares paths.
         # A packet resent because its path died has already been blamed; a PSN trimmed
         # past trim_limit was trimmed on many paths, not lost on one.
         died = False
