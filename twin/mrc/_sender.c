@@ -12,11 +12,11 @@
  *   records      a packet's record (_Tx) lives in a ring indexed by PSN, grown by
  *                doubling when the outstanding PSNs outgrow it; `present` is the
  *                reference's `psn in self._txs`
- *   queues       the send order, the per-EV send orders, the retransmit and unsent
- *                queues: deques of (seq, psn) in C; the per-EV ones in a hash map
- *   the SACK walk, RACK and per-EV loss detection, the retransmit timer, the window
- *   (nscc and delay: the same double arithmetic, in the same order), NACK and trim
- *   handling, message completion; the counters (`stats` is a transport.SenderStats
+ *   queues       the send order, the per-path send orders, the retransmit and unsent
+ *                queues: deques of (seq, psn) in C; the per-path ones in a hash map
+ *   the SACK walk, RACK and per-path loss detection, the retransmit timer and its tail
+ *   probe, the window (nscc and delay: the same double arithmetic, in the same order),
+ *   NACK and trim handling, message completion; the counters (`stats` is a transport.SenderStats
  *   made from them when read: a snapshot, where the reference's is live)
  *   the EV rotation and the per-packet path bookkeeping of the EV set (EvSet.next,
  *   sent_unproven, gone, delivered): the same steps on the same Python EvSet and Ev
