@@ -88,7 +88,7 @@ TYPES = {
         {"post": (100,), "poll": (0, memoryview(bytearray(4096))), "on_sack": (sack, 0),
          "on_nack": (0, 0), "on_timer": (0,), "on_cnp": (0,), "wants_to_send": (),
          "next_send_ns": (0,), "set_local_ports": (0xFFFE,), "probe_result": (1, True, 0),
-         "deny": ([1], 0), "planes_in_use": (), "reorder_window_ns": (),
+         "deny": ([1], 0), "planes_in_use": (), "reorder_window_ns": (), "tail_probe_ns": (),
          "_ev_changed": (ev, "GOOD", "BAD", "why")},
         lambda s: s.cum == 0 and s.poll(0, memoryview(bytes(8))) == []),
     "Receiver": (
