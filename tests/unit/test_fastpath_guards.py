@@ -214,7 +214,8 @@ def test_an_object_that_is_not_ready_refuses_every_method_getter_and_setter():
         for attr in attrs:
             assert any(f" {name}.{attr} (blank)" in line for line in checked), (name, attr)
             assert any(f" {name}.{attr} (failed:" in line for line in checked), (name, attr)
-    assert "settable Sender ['base_rtt', 'delay_ns', 'reordering_ns', 'srtt', 'window']" in out
+    assert "settable Sender ['base_rtt', 'delay_ns', 'reordering_ns', 'rttvar', 'srtt', " \
+        "'window']" in out
     assert sum(line.startswith("ok set Sender.window") for line in out) == 6
     # each failing __init__ failed where it was meant to, and could be run again
     for line in ("init failed Sender bad mode ValueError",
