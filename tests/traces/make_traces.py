@@ -72,6 +72,12 @@ def _probe_round(s, f, now: int) -> None:
         s.probe_result(ev.value, bool(f.arrivals(ev.value, now)), now)
 
 
+def _delay_all(delay_ns: int):
+    def delay(f: SimFabric) -> None:
+        f.default.delay_ns = delay_ns
+    return delay
+
+
 def _all_dead(f: SimFabric) -> None:
     f.default.dead = True
     f.paths.clear()
@@ -107,6 +113,11 @@ SPECS = [
     TraceSpec("trims", "rated paths trimming above 6 KiB queued: NACK(TRIMMED), QuickAdapt",
               384 * KIB, fabric(seed=10, queue_bytes=6 * KIB, trim=True, **RATED),
               config={**MTU, "init_window": 64}),
+    TraceSpec("stall_tail_probe", "every path 3 ms slow for 4 ms (a stalled receiver): the "
+              "oldest first copy goes again as a tail probe, one a tick, no loss declared",
+              512 * KIB, fabric(seed=19), config=MTU,
+              run={"events": [at(400_000, _delay_all(3_000_000)),
+                              at(4_400_000, _delay_all(20_000))]}),
     TraceSpec("denylist", "three EVs in the slots denied mid-transfer", 256 * KIB,
               fabric(seed=11), config=MTU, run={"actions": [at(60_000, _deny(3))]}),
     TraceSpec("probes_revive", "a path cut then healed: background probes revive its EVs",

@@ -88,7 +88,7 @@ TYPES = {
         {"post": (100,), "poll": (0, memoryview(bytearray(4096))), "on_sack": (sack, 0),
          "on_nack": (0, 0), "on_timer": (0,), "on_cnp": (0,), "wants_to_send": (),
          "next_send_ns": (0,), "set_local_ports": (0xFFFE,), "probe_result": (1, True, 0),
-         "deny": ([1], 0), "planes_in_use": (), "reorder_window_ns": (),
+         "deny": ([1], 0), "planes_in_use": (), "reorder_window_ns": (), "tail_probe_ns": (),
          "_ev_changed": (ev, "GOOD", "BAD", "why")},
         lambda s: s.cum == 0 and s.poll(0, memoryview(bytes(8))) == []),
     "Receiver": (
@@ -214,7 +214,8 @@ def test_an_object_that_is_not_ready_refuses_every_method_getter_and_setter():
         for attr in attrs:
             assert any(f" {name}.{attr} (blank)" in line for line in checked), (name, attr)
             assert any(f" {name}.{attr} (failed:" in line for line in checked), (name, attr)
-    assert "settable Sender ['base_rtt', 'delay_ns', 'reordering_ns', 'srtt', 'window']" in out
+    assert "settable Sender ['base_rtt', 'delay_ns', 'reordering_ns', 'rttvar', 'srtt', " \
+        "'window']" in out
     assert sum(line.startswith("ok set Sender.window") for line in out) == 6
     # each failing __init__ failed where it was meant to, and could be run again
     for line in ("init failed Sender bad mode ValueError",

@@ -264,7 +264,7 @@ def test_a_trim_storm_keeps_memory_flat():
         _trim_current_copy(sender, 2 + t % 3, t)
         sender.poll(t, src)
     assert sender.failed is None and sender.stats.nacks_trimmed == 20_000
-    entries = len(sender._order) + sum(len(q) for q in sender._per_ev.values())
+    entries = len(sender._order) + sum(len(q) for q in sender._per_path.values())
     assert entries <= 2 * (2 * sender._inflight + COMPACT_AFTER) + 8
 
 

@@ -435,7 +435,7 @@ def test_sender_structures_are_bounded_under_persistent_loss():
     assert r.ok and r.exact
     s = r.sender
     assert s.messages_completed == 64 and len(s.completed) <= 64
-    assert len(s._per_ev) <= s.evs.size and len(s._lost) <= 1024
+    assert len(s._per_path) <= s.evs.size and len(s._lost) <= 1024
     assert len(s._txs) == 0 and len(s._order) <= 2 * int(s.cfg.max_window)
     assert len(r.receiver.completions) <= 64 and r.receiver.stats.completions == 64
 
@@ -452,7 +452,7 @@ LONG_RUN = textwrap.dedent("""
     marks = []
     def check(sender, receiver):
         marks.append([sender.stats.packets, rss_kib(), len(sender._txs),
-                      len(sender._per_ev), len(sender.evs.retired), len(sender.log)])
+                      len(sender._per_path), len(sender.evs.retired), len(sender.log)])
 
     packets = int(sys.argv[1])
     mtu = 256
@@ -655,7 +655,8 @@ def test_random_loss_shows_no_path_dead(seed):
     first is as rare as the loss itself; nothing is retired as a path."""
     r = run_transfer(16 * MiB, SimFabric(default=PathModel(loss=0.01), seed=seed), seed=seed)
     exactly_once(r, 16 * MiB)
-    assert r.sender.stats.lost_rack + r.sender.stats.lost_nack > 20  # losses enough
+    st = r.sender.stats
+    assert st.lost_per_ev + st.lost_rack + st.lost_nack > 20  # losses enough
     assert r.sender.evs.dead_paths == 0
     assert r.sender.evs.retirements <= r.sender.stats.lost_rack + r.sender.stats.lost_nack \
         + r.sender.stats.lost_per_ev

@@ -131,7 +131,7 @@ LONG_RUN = textwrap.dedent("""
     marks = []
     def check(s, receiver):
         marks.append([s.stats.packets, rss_kib(), s.records, s.record_slots,
-                      s.per_ev_queues, s.send_order_len, len(s.evs.retired), len(s.log)])
+                      s.per_path_queues, s.send_order_len, len(s.evs.retired), len(s.log)])
 
     packets = int(sys.argv[1])
     mtu = 256

@@ -68,8 +68,8 @@ def _entries(s) -> tuple[int, int]:
     """(entries in the send order and the per-EV send orders together, packets in flight)"""
     s = getattr(s, "_s", s)
     if isinstance(s, T.Sender):
-        return len(s._order) + sum(len(q) for q in s._per_ev.values()), s._inflight
-    return s.send_order_len + s.per_ev_entries, s.inflight
+        return len(s._order) + sum(len(q) for q in s._per_path.values()), s._inflight
+    return s.send_order_len + s.per_path_entries, s.inflight
 
 
 def _both(size, **kw):

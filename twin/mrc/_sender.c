@@ -12,11 +12,11 @@
  *   records      a packet's record (_Tx) lives in a ring indexed by PSN, grown by
  *                doubling when the outstanding PSNs outgrow it; `present` is the
  *                reference's `psn in self._txs`
- *   queues       the send order, the per-EV send orders, the retransmit and unsent
- *                queues: deques of (seq, psn) in C; the per-EV ones in a hash map
- *   the SACK walk, RACK and per-EV loss detection, the retransmit timer, the window
- *   (nscc and delay: the same double arithmetic, in the same order), NACK and trim
- *   handling, message completion; the counters (`stats` is a transport.SenderStats
+ *   queues       the send order, the per-path send orders, the retransmit and unsent
+ *                queues: deques of (seq, psn) in C; the per-path ones in a hash map
+ *   the SACK walk, RACK and per-path loss detection, the retransmit timer and its tail
+ *   probe, the window (nscc and delay: the same double arithmetic, in the same order),
+ *   NACK and trim handling, message completion; the counters (`stats` is a transport.SenderStats
  *   made from them when read: a snapshot, where the reference's is live)
  *   the EV rotation and the per-packet path bookkeeping of the EV set (EvSet.next,
  *   sent_unproven, gone, delivered): the same steps on the same Python EvSet and Ev
@@ -65,13 +65,13 @@ static PyObject *s_next, *s_sent, *s_sent_unproven, *s_proving, *s_gone, *s_deli
     *s_first_loss_ns, *s_rtt_ns, *s_probed, *s_done_ns, *s_move_to_end, *s_pop,
     *s_popitem, *s_get, *s_on_change, *s_mode, *s_cc, *s_mtu, *s_init_window,
     *s_min_window, *s_max_window, *s_target_ns, *s_ecn, *s_trim, *s_pi_gain,
-    *s_fair_increase, *s_md_gain, *s_md_max, *s_reorder_ns, *s_rto_min_ns,
+    *s_fair_increase, *s_md_gain, *s_md_max, *s_reorder_ns, *s_rto_min_ns, *s_tail_probe_min_ns,
     *s_retry_limit, *s_loss_limit, *s_trim_limit, *s_backoff_max, *s_p,
     *s_min_time_between_cnps_ns, *s_active, *s_cursor,
     *s_skipped, *s_unproven_cap, *s_end_of_rotation, *s_proven, *s_inflight, *s_state,
     *s_delivered_ns, *s_path_alive, *s_update_proving, *s_failed, *s_capped,
     *s_clear, *k_loss, *k_first_loss, *k_retire, *k_retransmit, *k_repaired,
-    *k_spurious, *k_port, *k_probe, *k_revive, *k_trim, *k_ev_state, *r_per_ev,
+    *k_spurious, *k_port, *k_probe, *k_revive, *k_trim, *k_ev_state, *r_per_path,
     *r_rack, *r_nack, *r_timeout, *r_dead_path, *r_trim, *w_ecn, *w_trim, *w_rtt, *a_ok,
     *a_lost, *k_cum, *k_ev, *k_psn, *k_tries, *k_port_state, *k_congestion, *k_bitmap, *k_dup, *k_empty, *k_resent_at_once, *k_alive_why;
 
@@ -205,9 +205,9 @@ static void dq_free(Deque *q) {
     memset(q, 0, sizeof *q);
 }
 
-/* EV value -> its send order (the reference's _per_ev dict of deques). Open addressing
- * with tombstones; never resized while a detection walks one of its deques (only a
- * send adds). */
+/* Path key -> its send order (the reference's _per_path dict of deques; path_key).
+ * Open addressing with tombstones; never resized while a detection walks one of its
+ * deques (only a send adds), and nothing but compact() deletes. */
 typedef struct {
     int64_t key;
     int state;  /* 0 empty, 1 in use, 2 deleted */
@@ -373,14 +373,14 @@ typedef struct {
 } MsgRef;
 
 typedef struct {  /* a record just acked, kept for loss detection after it is gone */
-    int64_t seq, psn, value, sent_ns;
+    int64_t seq, psn, value, sent_ns, key;
 } Newly;
 
 typedef struct {
     int64_t packets, bytes, retransmits, lost_per_ev, lost_rack, lost_timeout, lost_nack,
         spurious, acked, acks_unsent, lost_dead_path, ecn_marks, ecn_echoes, nacks_seq,
         nacks_trimmed, trims_ignored, quick_adapts, window_decreases, sack_bits_unsent,
-        nacks_stale, trims_stale, cnps_limited, lost_trim;
+        nacks_stale, trims_stale, cnps_limited, lost_trim, tail_probes;
     int64_t per_plane[PLANES_MAX];
     int plane_order[PLANES_MAX], planes_seen;
 } TxCounters;
@@ -392,10 +392,10 @@ typedef struct {
     PyObject *cfg, *rp, *pacer, *evs, *log, *acked_bins, *completed, *lost, *single,
         *failed;
     int mode, cc, ecn, trim;
-    int64_t mtu, target_ns, reorder_ns, rto_min_ns, retry_limit, loss_limit, trim_limit,
+    int64_t mtu, target_ns, reorder_ns, rto_min_ns, tail_probe_min_ns, retry_limit, loss_limit, trim_limit,
         backoff_max;
     double init_window, min_window, max_window, pi_gain, fair_increase, md_gain, md_max;
-    double window, base_rtt, srtt, reordering_ns, delay_ns;
+    double window, base_rtt, srtt, rttvar, reordering_ns, delay_ns;
     int64_t rtt_samples, cnps_ignored, remote_va, local_ports, remote_ports, posted_bytes,
         messages_completed;
     int fabric_marks, stuck;
@@ -404,7 +404,7 @@ typedef struct {
     Tx *txs;
     int64_t tx_cap, ring_lo, ntx;
     Deque order, retx, unsent;
-    EvMap per_ev;
+    EvMap per_path;
     Seg *segs;
     int64_t seg_head, seg_len, seg_cap;
     MsgRef *msgs;
@@ -416,8 +416,6 @@ typedef struct {
     int64_t since_compact;  /* send-order entries added since the last compact() */
     int64_t cnp_gap_ns, last_cnp_ns;  /* dcqcn: CNPs closer than the gap are ignored */
     int cnp_seen;
-    int64_t judging;  /* the EV value whose send order a detection walks, or -1 */
-    int judged_gone;  /* ... and it was deleted meanwhile */
     TxCounters st;
     int64_t *scratch;  /* PSNs a SACK acks */
     int64_t scratch_cap;
@@ -732,14 +730,33 @@ static inline double hold_ns(Sender *s) {  /* max(self.srtt, self.cfg.reorder_ns
     return fmax(s->srtt, (double)s->reorder_ns);
 }
 
-/* Sender.reorder_window_ns */
+/* Sender.reorder_window_ns: the reordering seen, a quarter of the lowest RTT, the floor */
 static int64_t reorder_window_ns(Sender *s) {
-    int64_t base = s->reorder_ns, q = (int64_t)(s->srtt / 4), r = (int64_t)s->reordering_ns;
-    if (q > base) base = q;
+    int64_t base = s->reorder_ns, r = (int64_t)s->reordering_ns;
     if (r > base) base = r;
+    if (s->rtt_samples) {
+        int64_t q = (int64_t)(s->base_rtt / 4);
+        if (q > base) base = q;
+    }
     if (s->rtt_samples < REORDERING_LEARNED && (int64_t)s->srtt > base) base = (int64_t)s->srtt;
     int64_t w = base * s->reorder_steps, cap = s->rto_min_ns / 2;
     return w < cap ? w : cap;
+}
+
+/* max(cfg.rto_min_ns, int(3 * srtt)) */
+static inline int64_t rto_now(Sender *s) {
+    int64_t rto = (int64_t)(3 * s->srtt);
+    return rto < s->rto_min_ns ? s->rto_min_ns : rto;
+}
+
+/* Sender.tail_probe_ns: srtt + 4 * rttvar in the spraying modes, between the floor and
+ * the RTO */
+static int64_t tail_probe_ns(Sender *s) {
+    int64_t rto = rto_now(s);
+    if (s->mode == MODE_SINGLE || s->rtt_samples < REORDERING_LEARNED) return rto;
+    int64_t t = (int64_t)(s->srtt + 4 * s->rttvar);
+    if (t < s->tail_probe_min_ns) t = s->tail_probe_min_ns;
+    return t < rto ? t : rto;
 }
 
 /* Sender._adjust: the window, on one RTT sample (or one SACK reporting marks) */
@@ -782,7 +799,9 @@ static int congested(Sender *s, PyObject *ev, PyObject *why) {
 static int rtt_sample(Sender *s, PyObject *ev, int64_t rtt, int64_t now, int marked) {
     if ((double)rtt < s->base_rtt) s->base_rtt = (double)rtt;
     s->rtt_samples++;
-    s->reordering_ns = fmax((double)rtt - s->base_rtt, s->reordering_ns * REORDERING_DECAY);
+    s->reordering_ns *= REORDERING_DECAY;  /* on_sack raises it to what it sees */
+    s->rttvar = s->srtt == 0 ? (double)rtt / 2
+                             : 0.75 * s->rttvar + 0.25 * fabs(s->srtt - (double)rtt);
     s->srtt = s->srtt == 0 ? (double)rtt : 0.875 * s->srtt + 0.125 * (double)rtt;
     PyObject *old = fget(ev, &F_RTT, EvType);
     if (!old) return -1;
@@ -894,8 +913,19 @@ fail:
     return NULL;
 }
 
+/* The key of ev's path's send order: the PathState object (static SRv6 puts every EV of
+ * a path on the same links; the EvSet keeps its paths for its life, so the address names
+ * one), or the EV's value where it has none (an EV value is 32 bits, an address not). */
+static int path_key(PyObject *ev, int64_t value, int64_t *key) {
+    PyObject *path = fget(ev, &F_PATH, EvType);
+    if (!path) return -1;
+    *key = path == Py_None ? value : (int64_t)(intptr_t)path;
+    Py_DECREF(path);
+    return 0;
+}
+
 /* Record that `tx` leaves on `ev` now (the bookkeeping _emit_new and _resend share):
- * the send order, the EV's send order, ev.sent, the path's count while unproven. */
+ * the send order, the path's send order, ev.sent, the path's count while unproven. */
 static int sent_on(Sender *s, Tx *tx, PyObject *ev, int64_t value, int64_t now,
                    int is_proving) {
     Py_XSETREF(tx->ev, Py_NewRef(ev));
@@ -903,7 +933,9 @@ static int sent_on(Sender *s, Tx *tx, PyObject *ev, int64_t value, int64_t now,
     tx->seq = s->seq;
     tx->in_flight = 1;
     if (dq_push(&s->order, s->seq, tx->psn) < 0) return -1;
-    Deque *q = evmap_add(&s->per_ev, value);
+    int64_t key;
+    if (path_key(ev, value, &key) < 0) return -1;
+    Deque *q = evmap_add(&s->per_path, key);
     if (!q || dq_push(q, s->seq, tx->psn) < 0) return -1;
     s->seq++;
     return ev_sent(s, ev, is_proving);
@@ -929,7 +961,7 @@ static void keep_live(Sender *s, Deque *q) {
 
 static void compact(Sender *s) {
     keep_live(s, &s->order);
-    EvMap *m = &s->per_ev;
+    EvMap *m = &s->per_path;
     for (int64_t j = 0; j < m->cap; j++) {
         EvQ *e = &m->slots[j];
         if (e->state != 1) continue;
@@ -1345,8 +1377,6 @@ static int declare_lost(Sender *s, Tx *tx, int64_t now, PyObject *reason) {
         int retired = PyObject_IsTrue(PyTuple_GET_ITEM(res, 0));
         if (retired < 0) { Py_DECREF(res); goto out; }
         if (retired) {
-            evmap_del(&s->per_ev, value, s->judging == value);
-            if (s->judging == value) s->judged_gone = 1;
             PyObject *repl = replaced(PyTuple_GET_ITEM(res, 1));
             if (!repl) { Py_DECREF(res); goto out; }
             int e = eventf(s, now, k_retire, value, psn, "%U%U", reason, repl);
@@ -1379,8 +1409,6 @@ static int declare_lost(Sender *s, Tx *tx, int64_t now, PyObject *reason) {
             }
             int64_t sib;
             if (EV_I64(PyTuple_GET_ITEM(pair, 0), F_VALUE, &sib) < 0) goto out;
-            evmap_del(&s->per_ev, sib, s->judging == sib);
-            if (s->judging == sib) s->judged_gone = 1;
             PyObject *repl = replaced(PyTuple_GET_ITEM(pair, 1));
             if (!repl) goto out;
             int e = eventf(s, now, k_retire, sib, psn, "path dead, as %s showed%U",
@@ -1417,21 +1445,19 @@ out:
     return rc;
 }
 
-/* Sender._detect_per_ev: packets sent on the same EV before `tx`, still unacked,
- * are lost (an EV's packets keep their order) */
-static int detect_per_ev(Sender *s, const Newly *tx, int64_t now, int64_t covered) {
-    int64_t value = tx->value;
-    Deque *q = evmap_get(&s->per_ev, value);
+/* Sender._detect_per_path: packets sent on the same path before `tx`, still unacked,
+ * are lost (a path's packets keep their order, whichever of its EVs they took) */
+static int detect_per_path(Sender *s, const Newly *tx, int64_t now, int64_t covered) {
+    int64_t key = tx->key;
+    Deque *q = evmap_get(&s->per_path, key);
     if (!q) return 0;
-    if (q->len && dq_front(q)->a == tx->seq) {  /* in order on its EV: the common case */
+    if (q->len && dq_front(q)->a == tx->seq) {  /* in order on its path: the common case */
         dq_pop(q);
-        if (!q->len) evmap_del(&s->per_ev, value, 0);
+        if (!q->len) evmap_del(&s->per_path, key, 0);
         return 0;
     }
     Deque unjudged = {0};
     int rc = 0;
-    s->judging = value;
-    s->judged_gone = 0;
     while (q->len && dq_front(q)->a < tx->seq) {
         Pair e = dq_pop(q);
         Tx *old = tx_get(s, e.b);
@@ -1441,26 +1467,25 @@ static int detect_per_ev(Sender *s, const Newly *tx, int64_t now, int64_t covere
             continue;
         }
         s->st.lost_per_ev++;
-        if ((rc = declare_lost(s, old, now, r_per_ev)) < 0) break;
+        /* declare_lost adds to no send order and deletes none: q stays valid */
+        if ((rc = declare_lost(s, old, now, r_per_path)) < 0) break;
     }
     if (rc == 0) {
         if (q->len && dq_front(q)->a == tx->seq) dq_pop(q);
         for (int64_t i = unjudged.len - 1; i >= 0 && rc == 0; i--)
             rc = dq_push_front(q, dq_at(&unjudged, i)->a, dq_at(&unjudged, i)->b);
     }
-    s->judging = -1;
-    if (s->judged_gone) {  /* retired meanwhile: its send order went with it */
-        dq_free(q);
-    } else if (rc == 0 && !q->len) {
-        evmap_del(&s->per_ev, value, 0);
-    }
+    if (rc == 0 && !q->len) evmap_del(&s->per_path, key, 0);
     dq_free(&unjudged);
     return rc;
 }
 
-/* Sender._detect_rack: sent a reordering window before the latest delivered: lost */
+/* Sender._detect_rack: sent a reordering window before the latest delivered: lost. A
+ * PSN beyond what the SACK speaks for is passed over (kept), not a stop. */
 static int detect_rack(Sender *s, int64_t rack_sent, int64_t now, int64_t covered) {
     int64_t reo = reorder_window_ns(s);
+    Deque unjudged = {0};
+    int rc = 0;
     while (s->order.len) {
         Pair e = *dq_front(&s->order);
         Tx *tx = tx_get(s, e.b);
@@ -1468,12 +1493,19 @@ static int detect_rack(Sender *s, int64_t rack_sent, int64_t now, int64_t covere
             dq_pop(&s->order);
             continue;
         }
-        if (tx->sent_ns + reo >= rack_sent || e.b >= covered) break;
+        if (tx->sent_ns + reo >= rack_sent) break;
         dq_pop(&s->order);
+        if (e.b >= covered) {
+            if ((rc = dq_push(&unjudged, e.a, e.b)) < 0) break;
+            continue;
+        }
         s->st.lost_rack++;
-        if (declare_lost(s, tx, now, r_rack) < 0) return -1;
+        if ((rc = declare_lost(s, tx, now, r_rack)) < 0) break;
     }
-    return 0;
+    for (int64_t i = unjudged.len - 1; i >= 0 && rc == 0; i--)
+        rc = dq_push_front(&s->order, dq_at(&unjudged, i)->a, dq_at(&unjudged, i)->b);
+    dq_free(&unjudged);
+    return rc;
 }
 
 /* Sender._late: a copy of `psn` declared lost was delivered after all */
@@ -1693,6 +1725,9 @@ static PyObject *Sender_on_sack(Sender *s, PyObject *const *args, Py_ssize_t nar
     if (marked) adjust(s, s->delay_ns, 1, now);  /* a mark without an RTT sample */
     if ((k.dup || (echoed && !exact)) && late(s, k.psn, now) < 0) return NULL;
     int64_t rack_sent = -1, count = 0, left_flight = 0, nnew = 0;
+    /* reordering: how long before the latest-sent packet already delivered a packet
+     * delivered now was sent (only where an earlier SACK could have reported it) */
+    int64_t rack_before = s->rack_sent, reported = c0 + 1 + BITMAP_BITS, trailed = 0;
     int64_t plane_bytes[PLANES_MAX] = {0};
     int is_proving = proving(s), rc = -1;
     if (is_proving < 0) return NULL;
@@ -1730,7 +1765,12 @@ static PyObject *Sender_on_sack(Sender *s, PyObject *const *args, Py_ssize_t nar
          * (Karn): a first transmission, or the copy the SACK echoes. */
         if (tx->tries == 1 || is_exact) {
             if (tx->sent_ns > rack_sent) rack_sent = tx->sent_ns;
-            s->newly[nnew++] = (Newly){tx->seq, psn, value, tx->sent_ns};
+            if (tx->sent_ns < rack_before && rack_before - tx->sent_ns > trailed
+                && (psn < reported || is_exact))
+                trailed = rack_before - tx->sent_ns;
+            int64_t key;
+            if (path_key(ev, value, &key) < 0) goto out;
+            s->newly[nnew++] = (Newly){tx->seq, psn, value, tx->sent_ns, key};
             if (ev_delivered(s, ev, tx->sent_ns) < 0) goto out;
         }
         tx_release(tx);  /* txs.pop */
@@ -1749,11 +1789,12 @@ static PyObject *Sender_on_sack(Sender *s, PyObject *const *args, Py_ssize_t nar
     s->inflight -= left_flight;
     s->st.acked += count;
     count_acked(s, count, now);
+    if ((double)trailed > s->reordering_ns) s->reordering_ns = (double)trailed;
     /* A SACK speaks for PSNs below cum + 1 + 64 only */
     int64_t covered = k.cum + 1 + BITMAP_BITS;
     if (nnew > 1) qsort(s->newly, nnew, sizeof *s->newly, newly_cmp);
     for (int64_t i = 0; i < nnew; i++)
-        if (detect_per_ev(s, &s->newly[i], now, covered) < 0) goto out;
+        if (detect_per_path(s, &s->newly[i], now, covered) < 0) goto out;
     if (rack_sent >= 0) {
         if (rack_sent > s->rack_sent) s->rack_sent = rack_sent;
         if (detect_rack(s, rack_sent, now, covered) < 0) goto out;
@@ -1862,10 +1903,10 @@ static PyObject *Sender_on_timer(Sender *s, PyObject *arg) {
     if (now == -1 && PyErr_Occurred()) return NULL;
     s->now = now;
     s->stuck = 0;
-    int64_t rto = (int64_t)(3 * s->srtt);
-    if (rto < s->rto_min_ns) rto = s->rto_min_ns;
+    int64_t rto = rto_now(s), probe = tail_probe_ns(s);  /* == rto in single-path */
     int backoff = s->mode != MODE_SINGLE;  /* RoCE's timer does not back off */
     int64_t judgeable = s->cum + 1 + BITMAP_BITS, n = 0;
+    Tx *tail = NULL;  /* the tail probe: the oldest first copy past `probe`, not the RTO */
     while (s->order.len) {
         Pair e = *dq_front(&s->order);
         Tx *tx = tx_get(s, e.b);
@@ -1876,10 +1917,22 @@ static PyObject *Sender_on_timer(Sender *s, PyObject *arg) {
         Pair *e = dq_at(&s->order, i);
         Tx *tx = tx_get(s, e->b);
         if (!tx || tx->seq != e->a || !tx->in_flight || e->b >= judgeable) continue;
-        if (now - tx->sent_ns < rto) break;  /* in send order: nothing later waited */
+        int64_t waited = now - tx->sent_ns;
+        if (waited < probe) break;  /* in send order: nothing later waited the probe's */
+        if (waited < rto) {
+            if (!tail && tx->tries == 1) tail = tx;
+            continue;
+        }
         int64_t shift = tx->timeouts < s->backoff_max ? tx->timeouts : s->backoff_max;
-        if (backoff && now - tx->sent_ns < (rto << shift)) continue;  /* backed off */
+        if (backoff && waited < (rto << shift)) continue;  /* backed off */
         if (!scratch_push(s, n++, e->b)) return NULL;
+    }
+    if (tail) {  /* sent again by the next poll, first in line; not lost */
+        s->st.tail_probes++;
+        tail->in_flight = 0;
+        s->inflight--;
+        if (ev_gone(s, tail->ev) < 0 || dq_push_front(&s->retx, tail->psn, 0) < 0)
+            return NULL;
     }
     int64_t *psns = PyMem_Malloc((n ? n : 1) * sizeof *psns);
     if (!psns) return PyErr_NoMemory();
@@ -2027,6 +2080,11 @@ static PyObject *Sender_reorder_window_ns(Sender *s, PyObject *Py_UNUSED(ignored
     return PyLong_FromLongLong(reorder_window_ns(s));
 }
 
+static PyObject *Sender_tail_probe_ns(Sender *s, PyObject *Py_UNUSED(ignored)) {
+    FP_REQUIRE_READY(s, NULL);
+    return PyLong_FromLongLong(tail_probe_ns(s));
+}
+
 /* The EV set's change handler calls this (through transport._weakly): the change is
  * logged at the time of the call being handled. */
 static PyObject *Sender_ev_changed(Sender *s, PyObject *args) {
@@ -2072,7 +2130,7 @@ static PyObject *get_stats(Sender *s, void *c) {
         struct { const char *name; int64_t v; } more[] = {
             {"sack_bits_unsent", t->sack_bits_unsent}, {"nacks_stale", t->nacks_stale},
             {"trims_stale", t->trims_stale}, {"cnps_limited", t->cnps_limited},
-            {"lost_trim", t->lost_trim}};
+            {"lost_trim", t->lost_trim}, {"tail_probes", t->tail_probes}};
         for (size_t i = 0; i < sizeof more / sizeof *more; i++) {
             PyObject *v = PyLong_FromLongLong(more[i].v);
             int rc = v ? PyDict_SetItemString(kw, more[i].name, v) : -1;
@@ -2106,16 +2164,16 @@ GET_I64(messages_completed, s->messages_completed)
 GET_I64(inflight, s->inflight)
 GET_I64(records, s->ntx)
 GET_I64(record_slots, s->tx_cap)
-GET_I64(per_ev_queues, s->per_ev.used)
+GET_I64(per_path_queues, s->per_path.used)
 GET_I64(send_order_len, s->order.len)
 #undef GET_I64
 
-static PyObject *get_per_ev_entries(Sender *s, void *c) {
+static PyObject *get_per_path_entries(Sender *s, void *c) {
     (void)c;
     FP_REQUIRE_READY(s, NULL);
     int64_t n = 0;
-    for (int64_t j = 0; j < s->per_ev.cap; j++)
-        if (s->per_ev.slots[j].state == 1) n += s->per_ev.slots[j].q.len;
+    for (int64_t j = 0; j < s->per_path.cap; j++)
+        if (s->per_path.slots[j].state == 1) n += s->per_path.slots[j].q.len;
     return PyLong_FromLongLong(n);
 }
 
@@ -2136,6 +2194,7 @@ static PyObject *get_per_ev_entries(Sender *s, void *c) {
     }
 FLOAT_ATTR(window)
 FLOAT_ATTR(srtt)
+FLOAT_ATTR(rttvar)
 FLOAT_ATTR(base_rtt)
 FLOAT_ATTR(reordering_ns)
 FLOAT_ATTR(delay_ns)
@@ -2178,6 +2237,7 @@ static PyGetSetDef Sender_getset[] = {
     {"idle", (getter)get_idle, NULL, "nothing outstanding, nothing left to build"},
     {"window", (getter)get_window, (setter)set_window, "packets in flight allowed"},
     {"srtt", (getter)get_srtt, (setter)set_srtt, "smoothed RTT, ns"},
+    {"rttvar", (getter)get_rttvar, (setter)set_rttvar, "the RTT's mean deviation, ns"},
     {"base_rtt", (getter)get_base_rtt, (setter)set_base_rtt, "the lowest RTT seen, ns"},
     {"reordering_ns", (getter)get_reordering_ns, (setter)set_reordering_ns,
      "how late a packet can be and still arrive (a decaying maximum)"},
@@ -2193,10 +2253,10 @@ static PyGetSetDef Sender_getset[] = {
     {"inflight", (getter)get_inflight, NULL, "packets sent and not yet acked or lost"},
     {"records", (getter)get_records, NULL, "packet records kept (unacked PSNs built)"},
     {"record_slots", (getter)get_record_slots, NULL, "the record ring's size"},
-    {"per_ev_queues", (getter)get_per_ev_queues, NULL, "EVs with a send order kept"},
+    {"per_path_queues", (getter)get_per_path_queues, NULL, "paths with a send order kept"},
     {"send_order_len", (getter)get_send_order_len, NULL, "entries in the send order"},
-    {"per_ev_entries", (getter)get_per_ev_entries, NULL,
-     "entries in the per-EV send orders, together"},
+    {"per_path_entries", (getter)get_per_path_entries, NULL,
+     "entries in the per-path send orders, together"},
     {NULL},
 };
 
@@ -2227,6 +2287,8 @@ static PyMethodDef Sender_methods[] = {
     {"planes_in_use", (PyCFunction)Sender_planes_in_use, METH_NOARGS, NULL},
     {"reorder_window_ns", (PyCFunction)Sender_reorder_window_ns, METH_NOARGS,
      "RACK's window now, ns"},
+    {"tail_probe_ns", (PyCFunction)Sender_tail_probe_ns, METH_NOARGS,
+     "how long the oldest first copy waits before a tail probe, ns"},
     {"_ev_changed", (PyCFunction)Sender_ev_changed, METH_VARARGS, NULL},
     {NULL},
 };
@@ -2338,6 +2400,7 @@ static int Sender_init(Sender *s, PyObject *args, PyObject *kw) {
         || cfg_f64(cfg, s_md_gain, &s->md_gain) < 0 || cfg_f64(cfg, s_md_max, &s->md_max) < 0
         || cfg_i64(cfg, s_reorder_ns, &s->reorder_ns) < 0
         || cfg_i64(cfg, s_rto_min_ns, &s->rto_min_ns) < 0
+        || cfg_i64(cfg, s_tail_probe_min_ns, &s->tail_probe_min_ns) < 0
         || cfg_i64(cfg, s_retry_limit, &s->retry_limit) < 0
         || cfg_i64(cfg, s_loss_limit, &s->loss_limit) < 0
         || cfg_i64(cfg, s_trim_limit, &s->trim_limit) < 0
@@ -2363,7 +2426,6 @@ static int Sender_init(Sender *s, PyObject *args, PyObject *kw) {
     s->rack_sent = -1;
     s->last_cut_ns = s->last_md_ns = s->last_qa_ns = -1;
     s->reorder_steps = 1;
-    s->judging = -1;
     if (s->rp != Py_None) {  /* dcqcn: CNP_SPACING of the notification point's interval */
         PyObject *p = PyObject_GetAttr(s->rp, s_p);
         int64_t gap;
@@ -2483,7 +2545,7 @@ static void Sender_dealloc(Sender *s) {
     dq_free(&s->order);
     dq_free(&s->retx);
     dq_free(&s->unsent);
-    evmap_free(&s->per_ev);
+    evmap_free(&s->per_path);
     PyMem_Free(s->segs);
     PyMem_Free(s->msgs);
     PyMem_Free(s->scratch);
@@ -2597,7 +2659,7 @@ int fp_add_sender(PyObject *m) {
         {&s_target_ns, "target_ns"}, {&s_ecn, "ecn"}, {&s_trim, "trim"},
         {&s_pi_gain, "pi_gain"}, {&s_fair_increase, "fair_increase"},
         {&s_md_gain, "md_gain"}, {&s_md_max, "md_max"}, {&s_reorder_ns, "reorder_ns"},
-        {&s_rto_min_ns, "rto_min_ns"}, {&s_retry_limit, "retry_limit"},
+        {&s_rto_min_ns, "rto_min_ns"}, {&s_tail_probe_min_ns, "tail_probe_min_ns"}, {&s_retry_limit, "retry_limit"},
         {&s_loss_limit, "loss_limit"}, {&s_trim_limit, "trim_limit"},
         {&s_backoff_max, "backoff_max"}, {&s_p, "p"},
         {&s_min_time_between_cnps_ns, "min_time_between_cnps_ns"},
@@ -2611,7 +2673,7 @@ int fp_add_sender(PyObject *m) {
         {&k_retire, "retire"}, {&k_retransmit, "retransmit"}, {&k_repaired, "repaired"},
         {&k_spurious, "spurious"}, {&k_port, "port"}, {&k_probe, "probe"},
         {&k_revive, "revive"}, {&k_trim, "trim"}, {&k_ev_state, "ev_state"},
-        {&r_per_ev, "per_ev"}, {&r_rack, "rack"}, {&r_nack, "nack"},
+        {&r_per_path, "per_path"}, {&r_rack, "rack"}, {&r_nack, "nack"},
         {&r_timeout, "timeout"}, {&r_dead_path, "dead_path"}, {&r_trim, "trim"},
         {&w_ecn, "ecn"},
         {&w_trim, "trim"}, {&w_rtt, "rtt"}, {&a_ok, "ok"}, {&a_lost, "lost"},

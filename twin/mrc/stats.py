@@ -27,7 +27,7 @@ A missing key raises KeyError, except the keys added after the first schema, whi
 read as 0 (or empty): the drop counters (`drops`, `acks_unsent`, `out_of_window`),
 `ev_skips_total`, `dead_paths_total`, the congestion signals' counters (`ecn_marks` ..
 `window_decreases`), the hostile-input counters (`sack_bits_unsent` .. `lost_trim`, and
-the drops from `sack_bits_unsent` on), `ce_marked`, `trimmed`, `nacks_trimmed`,
+the drops from `sack_bits_unsent` on), `tail_probes`, `ce_marked`, `trimmed`, `nacks_trimmed`,
 `ev_skips_by`, `cc`, and the per-plane totals (`tx_bytes_per_plane`,
 `rx_bytes_per_plane`); a QP's `transport` reads as the endpoint's (within an
 EndpointStats; a lone SendQpStats, a `wait` reply, reads as ""). A lab kept up across an
@@ -56,7 +56,7 @@ class SenderCounters:
     packets: int  # data packets sent, retransmissions included
     bytes: int  # payload bytes sent, retransmissions included
     retransmits: int  # packets sent again
-    lost_per_ev: int  # losses found by a later packet on the same EV being acked
+    lost_per_ev: int  # losses found by a later packet on the same path being acked (per_path)
     lost_rack: int  # losses found by RACK (a packet sent a reordering window later acked)
     lost_timeout: int  # losses found by the retransmit timer
     lost_nack: int  # losses the receiver NAKed
@@ -79,11 +79,12 @@ class SenderCounters:
     trims_stale: int = 0  # NAK(TRIMMED) naming no copy in flight (in trims_ignored too)
     cnps_limited: int = 0  # CNPs sooner than half the notification point's interval
     lost_trim: int = 0  # losses declared because a PSN was trimmed trim_limit times
+    tail_probes: int = 0  # first copies the timer sent again as tail probes (not losses)
 
     _SIGNALS: ClassVar[tuple[str, ...]] = (
         "ecn_marks", "ecn_echoes", "nacks_seq", "nacks_trimmed", "trims_ignored",
         "quick_adapts", "window_decreases", "sack_bits_unsent", "nacks_stale", "trims_stale",
-        "cnps_limited", "lost_trim")
+        "cnps_limited", "lost_trim", "tail_probes")
 
     def to_dict(self) -> dict[str, Any]:
         return {"packets": self.packets, "bytes": self.bytes, "retransmits": self.retransmits,

@@ -273,7 +273,7 @@ def sender_snapshot(s, before: dict | None = None) -> dict:
     stats = {name: getattr(s.stats, name) for name in _STATS}
     stats["per_plane_packets"] = [[p, n] for p, n in sorted(stats["per_plane_packets"].items())]
     snap = {"window": s.window, "srtt": s.srtt, "cum": s.cum, "idle": s.idle,
-            "failed": s.failed, "rack_ns": s.reorder_window_ns(),
+            "failed": s.failed, "rack_ns": s.reorder_window_ns(), "probe_ns": s.tail_probe_ns(),
             "slots": slots, "retired": list(evs.retired), "counts": counts,
             "planes_down": sorted(evs.planes_down), "stats": stats,
             "evs": {name: getattr(evs, name) for name in _EVS_COUNTERS}}

@@ -27,11 +27,15 @@ Sender
     they hold more than their share of entries that name no copy in flight.
 
     Loss, four ways, fastest first (and a fifth, below: a dead path's):
-      per EV    a packet is lost when a packet sent after it *on the same EV*
-                is acked: one path is FIFO, so it was not merely late
-      RACK      it is lost when a packet sent more than the reordering window
-                after it, on any EV, is acked (catches a dead path, where no
-                later packet on the same EV ever arrives)
+      per path  a packet is lost when a packet sent after it *on the same path* (any EV
+                of its plane and T1: static SRv6 puts them on the same links, in the
+                same queues) is acked: a path is FIFO, so it was not merely late
+                (reason per_path; counted in lost_per_ev, an older name)
+      RACK      it is lost when a packet sent more than the reordering window after
+                it, on any path, is acked (catches a dead path, where no later packet
+                on the same path ever arrives). A PSN beyond what the SACK speaks for
+                (cum + 1 + 64) is passed over, kept for a later SACK, and what was sent
+                after it is still judged (a resend of the hole that holds cum, say)
       NAK       the receiver NAKs a hole that is further behind than its SACK
                 bitmap reaches (PSN sequence error)
       timeout   the retransmit timer, last resort
@@ -46,10 +50,22 @@ Sender
     past the SACK bitmap while an earlier hole holds cum, nor to the timer.
     A copy declared lost that arrives after all (the SACK echoes its number, or
     the receiver reports the resend as a duplicate) was only late: its EV's
-    retirement is undone and the reordering window widens. The window covers how
-    far RTTs reach above the lowest (a decaying maximum, a whole srtt until 32
-    samples are in): on sprayed paths that is how late a packet can be without
-    being lost.
+    retirement is undone and the reordering window widens a step.
+
+    The reordering window is what paths measurably do to each other, not queueing:
+    when a SACK acks a packet sent before the latest-sent packet already delivered,
+    that packet trailed a later one by the gap between their sends (only counted
+    where an earlier SACK could have reported it). A queue every path shares delays
+    them all alike and adds nothing; one path behind the others adds its lag. The
+    window is the decaying maximum of that (reordering_ns), a quarter of the lowest
+    RTT, or the floor reorder_ns, whichever is largest (a whole srtt until 32 samples
+    are in), times the steps spurious losses added, at most half the RTO.
+
+    Tail probe (mrc, spray-static): the oldest first copy outstanding longer than
+    srtt + 4 rttvar (tail_probe_ns: 1 ms at least, the RTO at most) is sent again by
+    the timer, one a call, and not declared lost: no loss, no blame, no window cut. The
+    SACK its copy draws says what arrived, so a window whose SACKs all died on a path
+    cut behind them is acked within a few ms, not after the 10 ms RTO.
 
     Congestion signals: the queueing delay (RTT above the lowest seen), ECN (the
     receiver echoes CE marks in its SACK's congestion byte) and trims (a switch
@@ -139,7 +155,7 @@ NACK_DISTANCE = BITMAP_BITS  # a hole this far behind the newest PSN is NAKed
 RECV_WINDOW = 1 << 16
 TRY_MASK = 0x7F  # transmission numbers travel in 7 bits
 _SEND_ORDER = attrgetter("seq")
-LOSS_REASONS = ("per_ev", "rack", "nack", "timeout", "dead_path", "trim")
+LOSS_REASONS = ("per_path", "rack", "nack", "timeout", "dead_path", "trim")
 # Losses that name no path: no EV retires for them (see _declare_lost)
 _BLAMELESS = ("timeout", "dead_path", "trim")
 CONGESTION_ECHO_CE = 0x80  # the SACK congestion byte (wire.CONGESTION_ECHO_CE): the
@@ -169,7 +185,8 @@ BIN_NS = 1_000_000  # acked_bins: 1 ms
 BINS_MAX = 16_384  # acked_bins kept per QP (16 s of 1 ms bins); older ones are summed
 
 EVENT_KINDS = {
-    "loss": "a packet declared lost (detail: how: per_ev, rack, nack, timeout, dead_path)",
+    "loss": "a packet declared lost (detail: how: per_path, rack, nack, timeout, dead_path, "
+            "trim)",
     "first_loss": "the first packet declared lost on this EV (detail: how)",
     "ev_state": "an EV changed state (detail: 'old->new: why'; states good, assumed_bad, "
                 "denied, and spare/new for an EV leaving or entering a slot; GOOD<->SKIP "
@@ -335,6 +352,7 @@ QUEUE_PACKETS = 2  # packets queued at the bottleneck that are not yet congestio
 
 REORDER_FRAMES = 2  # RACK's floor on a slow fabric: frames' time on its slowest link
 RTO_FRAMES = 16  # the retransmit timer's floor there: a port queue's worth (16 frames)
+TAIL_PROBE_FRAMES = 4  # the tail probe's floor there
 
 
 def slow_link_floors(frame_bytes: int, slowest_bps: int | None) -> dict[str, int]:
@@ -346,7 +364,9 @@ def slow_link_floors(frame_bytes: int, slowest_bps: int | None) -> dict[str, int
         return {}
     frame_ns = frame_bytes * 8 * 1_000_000_000 // slowest_bps
     return {"reorder_ns": max(SenderConfig.reorder_ns, REORDER_FRAMES * frame_ns),
-            "rto_min_ns": max(SenderConfig.rto_min_ns, RTO_FRAMES * frame_ns)}
+            "rto_min_ns": max(SenderConfig.rto_min_ns, RTO_FRAMES * frame_ns),
+            "tail_probe_min_ns": max(SenderConfig.tail_probe_min_ns,
+                                     TAIL_PROBE_FRAMES * frame_ns)}
 
 
 def queueing_target_ns(frame_bytes: int, slowest_bps: int | None) -> int:
@@ -374,6 +394,10 @@ class SenderConfig:
     md_max: float = 0.5  # nscc: the most one multiplicative decrease takes
     reorder_ns: int = 50_000  # RACK's floor; srtt/4 when larger; widened by late arrivals
     rto_min_ns: int = 10_000_000  # last resort; a noisy 2-core VM stalls for ms at times
+    # mrc, spray-static: the oldest first copy outstanding srtt + 4 * rttvar (this at
+    # least, the RTO at most) is sent again as a tail probe: no loss, no blame, no window
+    # cut; the SACK it draws says what arrived (docs/transport-core.md)
+    tail_probe_min_ns: int = 1_000_000
     retry_limit: int = 7  # single-path: losses of one PSN; else: its timeouts in a row
     loss_limit: int = 32  # mrc, spray-static: losses of one PSN, whatever found them
     trim_limit: int = 16  # trims of one PSN before each further trim of it is a loss
@@ -414,7 +438,7 @@ class SenderStats:
     packets: int = 0
     bytes: int = 0
     retransmits: int = 0
-    lost_per_ev: int = 0
+    lost_per_ev: int = 0  # found by a later packet on the same path (per_path; the name is older)
     lost_rack: int = 0
     lost_timeout: int = 0
     lost_nack: int = 0
@@ -436,6 +460,7 @@ class SenderStats:
     trims_stale: int = 0  # NAK(TRIMMED) naming no copy in flight (in trims_ignored too)
     cnps_limited: int = 0  # CNPs sooner than CNP_SPACING of the NP's interval: ignored
     lost_trim: int = 0  # losses declared because a PSN reached trim_limit
+    tail_probes: int = 0  # first copies sent again by the timer as tail probes (not losses)
 
 
 class QpFailed(RuntimeError):
@@ -472,9 +497,12 @@ class Sender:
         self.window = self.cfg.init_window
         self.base_rtt = float("inf")
         self.srtt = 0.0
-        # How late a packet can be and still arrive: how far RTTs reach above the lowest
-        # seen, and how far behind a copy wrongly declared lost arrived (a decaying
-        # maximum). The RACK window covers it, so reordering across paths is not loss.
+        self.rttvar = 0.0  # the mean deviation of RTT samples (RFC 6298): the tail probe's
+        # How late a packet can be and still arrive: how long after a packet was sent a
+        # packet sent later had already been delivered when it was (one path trailing
+        # another; a queue that delays every path alike adds nothing), and how far behind
+        # a copy wrongly declared lost arrived (a decaying maximum). The RACK window
+        # covers it, so reordering across paths is not loss.
         self.reordering_ns = 0.0
         self.rtt_samples = 0
         self.stats = SenderStats()
@@ -495,7 +523,8 @@ class Sender:
         self.completed: collections.deque[_Msg] = collections.deque(maxlen=MESSAGES_KEPT)
         self._txs: dict[int, _Tx] = {}  # outstanding (unacked) PSN -> record
         self._order: collections.deque = collections.deque()  # (seq, psn) in send order
-        self._per_ev: dict[int, collections.deque] = {}  # ev -> deque of (seq, psn)
+        # path (its PathState; an EV with none: its value) -> deque of (seq, psn)
+        self._per_path: dict[object, collections.deque] = {}
         self._retx: collections.deque = collections.deque()  # PSNs to resend first
         self._unsent: collections.deque = collections.deque()  # PSNs built, never sent
         # posted, records not yet built: [msg, offset of its next packet, end, next PSN]
@@ -664,7 +693,7 @@ class Sender:
         holds it)."""
         room = min(budget - len(out), int(self.window) - self._inflight)
         txs, unsent, pending = self._txs, self._unsent, self._pending
-        order_append, per_ev, evs, single = self._order.append, self._per_ev, self.evs, \
+        order_append, per_path, evs, single = self._order.append, self._per_path, self.evs, \
             self._single
         per_plane = self.stats.per_plane_packets
         seq, sent_high, remote_va = self._seq, self._sent_high, self.remote_va
@@ -687,9 +716,10 @@ class Sender:
                 if psn > sent_high:
                     sent_high = psn
                 order_append((seq, psn))
-                q = per_ev.get(ev.value)
+                key = ev.path if ev.path is not None else ev.value
+                q = per_path.get(key)
                 if q is None:
-                    q = per_ev[ev.value] = collections.deque()
+                    q = per_path[key] = collections.deque()
                 q.append((seq, psn))
                 seq += 1
                 ev.sent += 1
@@ -751,9 +781,10 @@ class Sender:
         self._seq += 1
         self._inflight += 1
         self._order.append((tx.seq, tx.psn))
-        q = self._per_ev.get(ev.value)
+        key = ev.path if ev.path is not None else ev.value
+        q = self._per_path.get(key)
         if q is None:
-            q = self._per_ev[ev.value] = collections.deque()
+            q = self._per_path[key] = collections.deque()
         q.append((tx.seq, tx.psn))
         ev.sent += 1
         if self.evs._proving:  # EvSet.sent, inlined: only while a path is unproven
@@ -790,13 +821,13 @@ class Sender:
         kept = [e for e in self._order if live(e)]
         self._order.clear()
         self._order.extend(kept)
-        for value, q in list(self._per_ev.items()):
+        for key, q in list(self._per_path.items()):
             kept = [e for e in q if live(e)]
             if kept:
                 q.clear()
                 q.extend(kept)
             else:
-                del self._per_ev[value]
+                del self._per_path[key]
         self._since_compact = 0
 
     # -- acks -------------------------------------------------------------------
@@ -854,6 +885,11 @@ class Sender:
         if sack.dup or (echoed is not None and exact is None):
             self._late(sack.psn, now)
         rack_sent = -1
+        # Reordering: a packet delivered after one sent later than it had been (the
+        # latest-sent delivered before this SACK) trailed it by the gap between their
+        # sends. Only where an earlier SACK could have reported it (below c0 + 1 + 64) or
+        # the echo names it: one beyond the bitmap may have arrived long ago, unreported.
+        rack_before, reported, trailed = self._rack_sent, c0 + 1 + BITMAP_BITS, 0
         newly = []
         acked_bytes = self.acked_bins.at(now)  # this 1 ms bin's, indexed by plane
         evs = self.evs
@@ -882,18 +918,23 @@ class Sender:
                 sent_ns = tx.sent_ns
                 if sent_ns > rack_sent:
                     rack_sent = sent_ns
+                if sent_ns < rack_before and rack_before - sent_ns > trailed and (
+                        psn < reported or tx is exact):
+                    trailed = rack_before - sent_ns
                 newly.append(tx)
                 delivered(ev, sent_ns)
         self._inflight -= left_flight
         self.stats.acked += count
         self._count_acked(count, now)
+        if trailed > self.reordering_ns:
+            self.reordering_ns = float(trailed)
         # A SACK speaks for PSNs below cum + 1 + 64 only; later ones may have
         # arrived unreported, so they are never judged lost on its word.
         covered = sack.cum + 1 + BITMAP_BITS
         if len(newly) > 1:
             newly.sort(key=_SEND_ORDER)
         for tx in newly:
-            self._detect_per_ev(tx, now, covered)
+            self._detect_per_path(tx, now, covered)
         if rack_sent >= 0:
             if rack_sent > self._rack_sent:
                 self._rack_sent = rack_sent
@@ -1064,7 +1105,9 @@ class Sender:
     def _rtt_sample(self, ev: Ev, rtt: int, now: int, marked: bool = False) -> None:
         self.base_rtt = min(self.base_rtt, rtt)
         self.rtt_samples += 1
-        self.reordering_ns = max(rtt - self.base_rtt, self.reordering_ns * REORDERING_DECAY)
+        self.reordering_ns *= REORDERING_DECAY  # on_sack raises it to what it sees
+        self.rttvar = rtt / 2 if not self.srtt else \
+            0.75 * self.rttvar + 0.25 * abs(self.srtt - rtt)
         self.srtt = rtt if not self.srtt else 0.875 * self.srtt + 0.125 * rtt
         ev.rtt_ns = rtt if not ev.rtt_ns else 0.75 * ev.rtt_ns + 0.25 * rtt
         self.delay_ns = delay = rtt - self.base_rtt
@@ -1096,15 +1139,19 @@ class Sender:
             w += cfg.fair_increase / max(w, 1.0)
         self.window = min(cfg.max_window, max(cfg.min_window, w))
 
-    def _detect_per_ev(self, tx: _Tx, now: int, covered: int) -> None:
-        value = tx.ev.value
-        q = self._per_ev.get(value)
+    def _detect_per_path(self, tx: _Tx, now: int, covered: int) -> None:
+        """`tx` was delivered: what was sent before it on its path (any EV of the path:
+        static SRv6 puts them on the same links, in the same queues) and is still in
+        flight is lost, not late. A path keeps its packets' order."""
+        ev = tx.ev
+        key = ev.path if ev.path is not None else ev.value
+        q = self._per_path.get(key)
         if q is None:
             return
-        if q and q[0][0] == tx.seq:  # in order on its EV, the common case: nothing to judge
+        if q and q[0][0] == tx.seq:  # in order on its path, the common case: nothing to judge
             q.popleft()
             if not q:
-                del self._per_ev[value]
+                del self._per_path[key]
             return
         unjudged = []
         while q and q[0][0] < tx.seq:
@@ -1116,39 +1163,73 @@ class Sender:
                 unjudged.append((seq, psn))
                 continue
             self.stats.lost_per_ev += 1
-            self._declare_lost(old, now, "per_ev")
+            self._declare_lost(old, now, "per_path")
         if q and q[0][0] == tx.seq:
             q.popleft()
         q.extendleft(reversed(unjudged))
-        if not q and self._per_ev.get(value) is q:
-            del self._per_ev[value]
+        if not q and self._per_path.get(key) is q:
+            del self._per_path[key]
 
     def reorder_window_ns(self) -> int:
-        base = max(self.cfg.reorder_ns, int(self.srtt / 4), int(self.reordering_ns))
+        """RACK's window: the reordering seen (not the queueing: RTT above the lowest
+        rises on every path alike under load), a quarter of the lowest RTT, the floor
+        `reorder_ns`; a whole srtt until REORDERING_LEARNED samples are in. Widened a
+        step per spurious loss; at most half the slow RTO."""
+        base = max(self.cfg.reorder_ns, int(self.reordering_ns))
+        if self.rtt_samples:
+            base = max(base, int(self.base_rtt / 4))
         if self.rtt_samples < REORDERING_LEARNED:
             base = max(base, int(self.srtt))
         return min(base * self._reorder_steps, self.cfg.rto_min_ns // 2)
 
+    def tail_probe_ns(self) -> int:
+        """How long the oldest first copy may be outstanding before it is sent again as
+        a tail probe: srtt + 4 * rttvar (RFC 6298's RTO), at least `tail_probe_min_ns`,
+        at most the RTO (which it is until REORDERING_LEARNED samples are in, and always
+        in single-path, which sends no probes)."""
+        rto = max(self.cfg.rto_min_ns, int(3 * self.srtt))
+        if self.cfg.mode == "single-path" or self.rtt_samples < REORDERING_LEARNED:
+            return rto
+        return min(rto, max(self.cfg.tail_probe_min_ns, int(self.srtt + 4 * self.rttvar)))
+
     def _detect_rack(self, rack_sent: int, now: int, covered: int) -> None:
+        """Sent more than the reordering window before the latest-sent packet delivered,
+        and not delivered: lost. A PSN beyond what the SACK speaks for is passed over
+        (kept, judged by a later SACK), not a stop: packets sent after it (a resend of
+        the hole that holds cum, say) are judged now, not left to the timer."""
         reo = self.reorder_window_ns()
-        while self._order:
-            seq, psn = self._order[0]
-            tx = self._txs.get(psn)
+        order, txs = self._order, self._txs
+        unjudged = []
+        while order:
+            seq, psn = order[0]
+            tx = txs.get(psn)
             if tx is None or tx.seq != seq or not tx.in_flight:  # acked, lost or resent
-                self._order.popleft()
+                order.popleft()
                 continue
-            if tx.sent_ns + reo >= rack_sent or psn >= covered:
+            if tx.sent_ns + reo >= rack_sent:
                 break
-            self._order.popleft()
+            order.popleft()
+            if psn >= covered:
+                unjudged.append((seq, psn))
+                continue
             self.stats.lost_rack += 1
             self._declare_lost(tx, now, "rack")
+        order.extendleft(reversed(unjudged))
 
     def on_timer(self, now: int) -> None:
         """Retransmit timer: anything outstanding longer than the RTO is lost. Costs the
-        stale entries at the front plus the packets it judges, not the whole window."""
+        stale entries at the front plus the packets it judges, not the whole window.
+
+        Before that, in mrc and spray-static, a tail probe (RACK-TLP's, RFC 8985): the
+        oldest first copy outstanding longer than tail_probe_ns is sent again, one a
+        call, not declared lost (no loss, no blame, no window cut, no try counted). The
+        SACK its copy draws says what arrived: a window whose SACKs all died on a path
+        cut behind them is acked a couple of ms on, not after the RTO's 10, and a machine
+        that merely stalled costs one duplicate a tick."""
         self._now = now
         self._stuck = False
         rto = max(self.cfg.rto_min_ns, int(3 * self.srtt))
+        probe = self.tail_probe_ns()  # == rto in single-path: no probes
         backoff = self.cfg.mode != "single-path"  # RoCE's timer does not back off
         judgeable = self._cum + 1 + BITMAP_BITS  # beyond: received-but-unreported is likely
         txs, order = self._txs, self._order
@@ -1159,15 +1240,27 @@ class Sender:
                 break
             order.popleft()
         expired = []
+        tail = None  # the tail probe: the oldest first copy past `probe`, not the RTO
         for seq, psn in order:
             tx = txs.get(psn)
             if tx is None or tx.seq != seq or not tx.in_flight or psn >= judgeable:
                 continue
-            if now - tx.sent_ns < rto:
-                break  # in send order: nothing later has waited even one RTO
-            if backoff and now - tx.sent_ns < rto << min(tx.timeouts, self.cfg.backoff_max):
+            waited = now - tx.sent_ns
+            if waited < probe:
+                break  # in send order: nothing later has waited even the probe's time
+            if waited < rto:
+                if tail is None and tx.tries == 1:
+                    tail = tx
+                continue
+            if backoff and waited < rto << min(tx.timeouts, self.cfg.backoff_max):
                 continue  # timed out before: its timer has backed off
             expired.append(tx)
+        if tail is not None:
+            self.stats.tail_probes += 1
+            tail.in_flight = False  # sent again by the next poll, first in line
+            self._inflight -= 1
+            self.evs.gone(tail.ev)
+            self._retx.appendleft(tail.psn)
         for tx in expired:
             self.stats.lost_timeout += 1
             self._declare_lost(tx, now, "timeout")
@@ -1200,19 +1293,17 @@ class Sender:
             self._fail(f"PSN {tx.psn} lost {tx.losses} times", tx, "loss limit")
         # A timeout names no path: nothing sent after the packet was acked either, so the
         # peer (or the whole fabric) went quiet, as a stalled receiver does. Resend, but
-        # blame no EV; a dead path is caught by per-EV and RACK, which compare paths.
+        # blame no EV; a dead path is caught by RACK, which compares paths.
         # A packet resent because its path died has already been blamed; a PSN trimmed
         # past trim_limit was trimmed on many paths, not lost on one.
         died = False
         if mode == "mrc" and reason not in _BLAMELESS:
             retired, replacement = self.evs.lost(ev, f"{reason} loss of PSN {tx.psn}")
             if retired:
-                self._per_ev.pop(ev.value, None)  # nothing more is sent on it
                 self._event(now, "retire", ev.value, tx.psn, reason + _replaced(replacement))
             # The path itself may be dead: then its other EVs go now, not one loss each.
             alive = ev.path is not None and ev.path.dead_since is None
             for sibling, repl in self.evs.path_lost(ev, tx.sent_ns):
-                self._per_ev.pop(sibling.value, None)
                 self._event(now, "retire", sibling.value, tx.psn,
                             f"path dead, as {ev.value:#x} showed" + _replaced(repl))
             died = alive and ev.path.dead_since is not None

@@ -129,7 +129,7 @@ def send_order_size(s: Any) -> int:
     n = getattr(s, "send_order_len", None)
     if n is not None:
         return n
-    return max(len(s._order), sum(len(q) for q in s._per_ev.values()))
+    return max(len(s._order), sum(len(q) for q in s._per_path.values()))
 
 
 class _Watched:
