@@ -147,3 +147,21 @@ def test_single_path_sends_no_tail_probe(cls):
     r = run_transfer(1 * MiB, SimFabric(seed=19), events=events, sender_class=cls,
                      mode="single-path", config=SenderConfig(mtu=KiB))
     assert r.ok and r.sender.stats.tail_probes == 0
+
+
+
+def _nic_down(sender, fabric: SimFabric, now: int) -> None:
+    """Our NIC goes down on every plane: the port-state bitmap says so (netlink, in the
+    endpoint), and nothing sent arrives."""
+    fabric.default = PathModel(dead=True)
+    sender.set_local_ports(0, now)
+
+
+@pytest.mark.parametrize("cls", SENDERS)
+def test_a_roce_qp_whose_port_goes_down_fails_at_its_retry_limit(cls):
+    """RoCE knows one path: with its port down the NIC sends into it all the same and
+    the QP dies at its retry limit. It was held instead (no usable EV), nothing was in
+    flight for a timer to expire, and the QP hung until the port came back."""
+    r = run_transfer(4 * MiB, SimFabric(seed=3), mode="single-path", sender_class=cls,
+                     actions=[(200_000, _nic_down)], limit_ns=5_000_000_000)
+    assert not r.ok and "retry limit" in (r.failed or ""), r.failed

@@ -866,16 +866,8 @@ static int plane_down(Sender *s, PyObject *ev, int64_t *plane) {
 /* Sender._pick_ev: the next EV; a retransmission avoids the lost copy's plane when it
  * can. A new reference, or NULL (NoUsableEv when there is none). */
 static PyObject *pick_ev(Sender *s, PyObject *avoid) {
-    if (s->single != Py_None) {
-        int64_t plane;
-        int down = plane_down(s, s->single, &plane);
-        if (down < 0) return NULL;
-        if (down) {
-            PyErr_Format(NoUsableEv, "single-path's plane %lld is down", (long long)plane);
-            return NULL;
-        }
+    if (s->single != Py_None)  /* RoCE: sent into a port that is down all the same */
         return Py_NewRef(s->single);
-    }
     PyObject *ev = ev_next(s);
     if (!ev || avoid == NULL) return ev;
     int64_t avoid_plane, avoid_value, plane, value;

@@ -112,7 +112,8 @@ Modes (per QP)
     spray-static   sprays over the EV set but never retires or skips an EV
     single-path    one hash-chosen EV for the QP's life, go-back-N recovery,
                    and the QP fails after `retry_limit` retransmits of one
-                   PSN: how RoCE over ECMP behaves
+                   PSN: how RoCE over ECMP behaves (a port down, ours or the
+                   peer's, is no exception: it sends into it and dies at the limit)
 
     Giving up (mrc, spray-static): a PSN lost on a path is resent on another,
     so only silence fails the QP: `retry_limit` timeouts of one PSN in a row,
@@ -631,8 +632,9 @@ class Sender:
     def _pick_ev(self, avoid: Ev | None) -> Ev:
         """The next EV; a retransmission avoids the lost copy's plane when it can."""
         if self._single is not None:
-            if self._single.plane in self.evs.planes_down:
-                raise NoUsableEv(f"single-path's plane {self._single.plane} is down")
+            # RoCE knows one path: with its port (or the peer's) down, the NIC sends into
+            # it all the same, nothing comes back, and the retry limit ends the QP. Held
+            # instead, it hung for ever: no copy in flight, so no timer ever ran out.
             return self._single
         ev = self.evs.next()
         for _ in range(8):
