@@ -11,7 +11,10 @@ One thread, one loop (`PacketLoop.run`):
            Coalesced per receive batch: of a QP's plain SACKs (every 2nd packet) only
            the last of a batch is sent, since it says all the others did; a SACK that
            answers a duplicate, an ACK request, a message's last packet or a CE-marked
-           packet (its congestion byte echoes the mark) goes at once.
+           packet (its congestion byte echoes the mark) goes at once. A packet left
+           unacknowledged (ack_every's odd one out, a flight's tail) is acknowledged
+           DELAYED_ACK_NS after its QP's last packet, on a deadline of its own: the wait
+           is part of the RTT the sender measures, and of the reordering it learns.
     ECN    data packets leave ECT(0) (wire.TC_DATA); the receiver reads the inner
            traffic class from the IPV6_FLOWINFO cmsg (what the host's decap left
            there) and echoes CE in its SACKs
@@ -39,9 +42,10 @@ Two implementations of send and recv, the same bytes on the wire (MRC_TWIN_DATAP
               tree's: twin.mrc.core.stale_build), or asked for with MRC_TWIN_DATAPATH=python.
 
 Idle, the loop blocks in its selector (UDP, control, netlink sockets) with no
-timeout; the 1 ms transport timer and the probe timer run only while a QP has
-work for them. Other sockets join the selector with a callback as their key's
-data (the control server's: twin.mrc.server); the loop calls it when they are ready.
+timeout; the 1 ms transport timer, the delayed ACKs' deadline and the probe timer
+run only while a QP has work for them. Other sockets join the selector with a
+callback as their key's data (the control server's: twin.mrc.server); the loop calls
+it when they are ready.
 
 QPs are opened, written to and closed by the control server, with arguments it has
 already checked (twin.mrc.control); what the loop counts is read by twin.mrc.counters.
@@ -98,7 +102,8 @@ RECV_BUF = wire.MTU + 256
 ANC_BUF = socket.CMSG_SPACE(4)  # one IPV6_FLOWINFO cmsg
 SEND_BUDGET = 64
 TIMER_NS = 1_000_000
-DELAYED_ACK_NS = 200_000
+DELAYED_ACK_NS = 200_000  # a receiver's owed ACK goes this long after its last packet
+NEVER = 1 << 62  # a deadline nothing waits for
 PORT_POLL_NS = 5_000_000  # only where netlink link events are unavailable
 PROBE_NS = 10_000_000  # background EV probes of retired EVs, per QP
 PROBE_TIMEOUT_NS = 50_000_000
@@ -242,6 +247,9 @@ class PacketLoop:
             spec.host_rate_bps, max_payload(spec.mtu) + wire.MAX_FRAME - wire.MTU
         ).min_time_between_cnps_ns)
         self._next_timer = self._next_probe = self._next_port_poll = 0
+        # When the earliest owed (delayed) ACK may be due: no later than it is, often
+        # sooner (a QP's last packet moves its own deadline on); NEVER: nothing owed
+        self._next_ack = NEVER
         # The timers' period: 1 ms, or a quarter frame's time on a slow fabric's slowest
         # link (4 KB at 3 Mbit/s is 11 ms a frame, and 16 endpoints waking every 1 ms
         # for nothing were most of two cores' work)
@@ -409,6 +417,10 @@ class PacketLoop:
             if t >= self._next_timer and got < RECV_BATCH:
                 self._timers(t)
                 self._next_timer = t + self.timer_ns
+            # Owed ACKs on their own deadline, not the 1 ms timer's: a delayed ACK's wait
+            # is in the RTT its sender measures (and in the reordering it learns from it)
+            if t >= self._next_ack and got < RECV_BATCH:
+                self._delayed_acks(t)
             if t >= self._next_probe:
                 self._probe_retired(t)
                 self._next_probe = t + PROBE_NS
@@ -431,9 +443,10 @@ class PacketLoop:
                 n = q.sender.next_send_ns(t)
                 if n is not None and n > t:
                     deadlines.append(n)
-        if any(not q.sender.idle and not q.sender.failed for q in self.send_qps.values()) \
-                or any(q.receiver.owes_ack for q in self.recv_qps.values()):
+        if any(not q.sender.idle and not q.sender.failed for q in self.send_qps.values()):
             deadlines.append(self._next_timer)
+        if self._next_ack != NEVER:
+            deadlines.append(self._next_ack)
         if any(q.probes or q.sender.evs.retired for q in self.send_qps.values()
                if q.mode == "mrc"):
             deadlines.append(self._next_probe)
@@ -561,6 +574,8 @@ class PacketLoop:
         got = self._recv_python() if self.rx_ring is None else self._recv_ring()
         if self._pending_sacks:
             self._flush_sacks()
+        if got:  # a QP that got data may owe an ACK now: due DELAYED_ACK_NS from now
+            self._next_ack = min(self._next_ack, now_ns() + DELAYED_ACK_NS)
         return got
 
     def _recv_python(self) -> int:
@@ -808,11 +823,22 @@ class PacketLoop:
                 except QpFailed:
                     pass
             self._maybe_done(qp)
+
+    def _delayed_acks(self, t: int) -> None:
+        """The delayed ACK of every receiving QP whose last packet came DELAYED_ACK_NS
+        ago and is not yet acknowledged (ack_every: an odd one out, a flight's tail);
+        then when the next one is due (NEVER: none is owed)."""
+        due = NEVER
         for rq in self.recv_qps.values():
-            if rq.receiver.owes_ack and t - rq.last_data_ns > DELAYED_ACK_NS:
+            if not rq.receiver.owes_ack:
+                continue
+            if t - rq.last_data_ns >= DELAYED_ACK_NS:
                 sack = rq.receiver.flush(rq.last_pkt)
                 if sack is not None:
                     self._send_sack(rq, sack)
+            else:
+                due = min(due, rq.last_data_ns + DELAYED_ACK_NS)
+        self._next_ack = due
 
     def _probe_retired(self, t: int) -> None:
         """Background EV probes: retired EVs come back after enough answered probes.
