@@ -469,6 +469,32 @@ def test_both_data_paths_move_the_same_bytes_and_talk_to_each_other(lab4, monkey
         assert a.hello()["datapath"] == "compiled"
 
 
+def test_mrc_twin_record_writes_a_sending_qps_inputs_as_a_trace_both_replay_alike(
+        lab4, monkeypatch, tmp_path):
+    """MRC_TWIN_RECORD=DIR: the sending QP's inputs, with the loop's cadence, are written
+    when it closes, a trace (twin.mrc.trace) the reference replays to where the live QP
+    ended, and the compiled core to the same decisions."""
+    from twin.mrc import _fastpath
+    from twin.mrc import trace as TR
+    from twin.mrc.transport import Sender
+
+    try:
+        monkeypatch.setenv("MRC_TWIN_RECORD", str(tmp_path))
+        _restart_endpoints(lab4, ["r0h0"], "auto", monkeypatch)
+        monkeypatch.delenv("MRC_TWIN_RECORD")
+        run = bulk(lab4, 8 * MiB)
+        assert run.ok, run.to_dict()
+        (path,) = tmp_path.glob("r0h0-*.json.gz")
+    finally:
+        _restart_endpoints(lab4, ["r0h0"], "auto", monkeypatch)
+    t = TR.load(path)
+    assert t.kind == "sender" and {"post", "poll", "sack", "timer"} <= {c[0] for c in t.calls}
+    ref = TR.replay(t, Sender)
+    live = run.flows[0].result.sender
+    assert ref[-1]["snap"]["stats"]["packets"] == live.packets and ref[-1]["snap"]["idle"]
+    assert TR.first_divergence(ref, TR.replay(t, _fastpath.Sender), t.calls) is None
+
+
 def test_an_endpoint_asked_for_a_data_path_it_cannot_have_says_so():
     from twin.mrc.loop import load_datapath
 

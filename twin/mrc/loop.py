@@ -60,6 +60,12 @@ Every registered buffer sits between guard bytes (twin.mrc.buffer).
 
 Seeds make runs reproducible: a QP's EV set, rkey and reverse EVs come from
 generators seeded with (host, QP number, the request's seed).
+
+MRC_TWIN_RECORD=DIR records every sending QP's transport inputs as the loop makes them
+(twin.mrc.trace's format: its polls, SACKs, NAKs and timers, with their times), written
+to DIR/<host>-<qpn>.json.gz when the QP closes: a trace with the loop's own cadence, to
+replay into either transport (tests/traces/endpoint). Its payload bytes are not the
+QP's (a replay makes them with sim.source_bytes); its decisions are not stored.
 """
 
 from __future__ import annotations
@@ -73,13 +79,14 @@ import struct
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from twin.errors import UsageError
 from twin.fabric.model import build_fabric
 from twin.fabric.paths import ENTROPY_SHIFT, PLANE_BITS, ev_fields, route
 from twin.fabric.plan import nic_address
 from twin.fabric.spec import parse_spec
-from twin.mrc import wire
+from twin.mrc import trace, wire
 from twin.mrc.buffer import GuardedBuffer
 from twin.mrc.core import LOAD_HINT, Transport, load_transport, short_name, stale_build
 from twin.mrc.counters import EndpointCounters
@@ -129,6 +136,7 @@ def now_ns() -> int:
 
 DATAPATHS = ("auto", "compiled", "python")
 DATAPATH_ENV = "MRC_TWIN_DATAPATH"
+RECORD_ENV = "MRC_TWIN_RECORD"  # a directory: every sending QP's inputs, as traces
 
 
 def load_datapath(asked: str | None = None):
@@ -235,6 +243,8 @@ class PacketLoop:
         self.send_qps: dict[int, SendQp] = {}
         self._paced: dict[int, SendQp] = {}  # single-path dcqcn QPs: _port_shares' work
         self._next_qpn = 1
+        self.record_dir = os.environ.get(RECORD_ENV) or None
+        self._records: dict[int, trace.Trace] = {}  # QPN -> its trace, until it closes
         self.counters = EndpointCounters(self.fabric.nic_planes)
         # the data path counts into these (the counters' own dicts, one lookup less)
         self.drops = self.counters.drops
@@ -373,9 +383,18 @@ class PacketLoop:
             setattr(cfg, key, type(getattr(cfg, key))(value))
         mem = GuardedBuffer.filled(size, seed)
         qpn = self._qpn()
-        evs = EvSet(planes, self.fabric.spec.t1_per_plane, size=n_evs,
-                    seed=f"{self.host}/send/{qpn}/{seed}", cross_rack=peer.rack != self.me.rack)
-        sender = core.sender(evs, 0, cfg)
+        evset = {"planes": planes, "t1_per_plane": self.fabric.spec.t1_per_plane,
+                 "size": n_evs, "seed": f"{self.host}/send/{qpn}/{seed}",
+                 "cross_rack": peer.rack != self.me.rack}
+        recorded = trace.config_to_dict(cfg) if self.record_dir else None  # as built
+        sender = core.sender(EvSet(**evset), 0, cfg)
+        if recorded is not None:
+            calls: list[list] = []
+            sender = trace.SenderRecorder(sender, calls)
+            self._records[qpn] = trace.Trace(
+                f"{self.host}-{qpn}", "sender", f"recorded by the endpoint on {self.host} "
+                f"({short_name(core.name)} transport), QP {qpn} to {peer.name}", calls,
+                evset=evset, config=recorded, source_size=size, source_seed=0)
         t = now_ns()
         sender.set_local_ports(self.port_bitmap, t)
         qp = SendQp(qpn, peer.name, str(nic_address(self.fabric, peer)), peer_qpn, rkey, mem,
@@ -400,7 +419,14 @@ class PacketLoop:
         return qp.sender.post(size, offset, imm, now_ns())
 
     def close(self, qpn: int) -> None:
-        """Forget QP `qpn` (sending or receiving); its counters stay in the totals."""
+        """Forget QP `qpn` (sending or receiving); its counters stay in the totals (and
+        with MRC_TWIN_RECORD, a sending QP's trace is written)."""
+        rec = self._records.pop(qpn, None)
+        if rec is not None:
+            try:
+                trace.save(rec, Path(self.record_dir) / f"{rec.name}.json.gz")
+            except OSError:
+                pass  # a diagnostic: the data path does not fail for it
         self._paced.pop(qpn, None)
         self.counters.close(self.send_qps.pop(qpn, None), self.recv_qps.pop(qpn, None))
         self.np.forget(qpn)
