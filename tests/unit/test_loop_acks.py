@@ -30,7 +30,7 @@ def bare_loop(monkeypatch, t0: int):
     monkeypatch.setattr(lp, "_send_sack", lambda qp, sack: sent.append((qp.qpn, sack)),
                         raising=False)
     rx = Receiver(lambda va, payload: None)
-    rq = L.RecvQp(1, 7, None, memoryview(bytearray(0)), rx, random.Random(1))
+    rq = L.RecvQp(1, 7, None, memoryview(bytearray(64)), rx, random.Random(1))
     lp.recv_qps[1] = rq
     return lp, rq, sent
 
@@ -80,3 +80,35 @@ def test_the_transport_timer_no_longer_flushes(monkeypatch):
     arrive(lp, rq, 0, t0)
     lp._timers(t0 + L.TIMER_NS)
     assert sent == [] and rq.receiver.owes_ack
+
+
+# -- coalescing: a batch's acknowledgement travels two paths ---------------------------
+
+def batch(monkeypatch, evs: list[int]) -> list:
+    """One receive batch of data packets PSN 0, 1, ... on these EVs through _on_data,
+    then the batch's flush: the SACKs sent, in order."""
+    lp, rq, sent = bare_loop(monkeypatch, 1_000_000_000)
+    lp.drops, lp.rx_plane_bytes = {}, {}
+    rq.peer_nic = "fd00::1"
+    for psn, ev in enumerate(evs):
+        lp._on_data(1, psn, psn, 7, b"x", ev, 0, False, None, "fd00::1")
+    lp._flush_sacks()
+    return [s for _, s in sent]
+
+
+def test_a_batch_on_one_path_is_acknowledged_once(monkeypatch):
+    got = batch(monkeypatch, [0x1_0_0_00, 0x2_0_0_00, 0x3_0_0_00, 0x4_0_0_00])  # p0 t0
+    assert [(s.psn, s.cum) for s in got] == [(3, 4)]
+
+
+def test_a_batch_over_paths_is_acknowledged_on_two_of_them(monkeypatch):
+    """The last SACK (it says all), and the last before it that went another way: one
+    path dying cannot take the batch's whole acknowledgement."""
+    p0t0, p1t0, p2t1 = 0x1000, 0x2001, 0x3012
+    got = batch(monkeypatch, [p1t0, p1t0, p2t1, p2t1, p0t0, p0t0])
+    assert [(s.psn, s.cum, s.ev) for s in got] == [(3, 4, p2t1), (5, 6, p0t0)]
+    # the companion is the last on another path than the last SACK's, not the one before
+    got = batch(monkeypatch, [p1t0, p1t0, p2t1, p2t1, p0t0, p0t0, p0t0, p0t0])
+    assert [(s.psn, s.ev) for s in got] == [(3, p2t1), (7, p0t0)]
+    got = batch(monkeypatch, [p1t0, p1t0, p0t0, p0t0, p1t0, p1t0])
+    assert [(s.psn, s.ev) for s in got] == [(3, p0t0), (5, p1t0)]
