@@ -60,9 +60,9 @@ def decisions_in_time(log: list[dict]) -> list[list]:
 def test_the_trace_has_the_endpoint_loops_cadence(recorded):
     calls = [c for c in recorded.calls if c[0] != "candidates"]
     polls = [c for c in calls if c[0] == "poll"]
-    assert len(polls) > 1000 and {c[2] for c in polls} == {L.SEND_BUDGET}
+    assert len(polls) > 100 and {c[2] for c in polls} == {L.SEND_BUDGET}
     timers = [c[1] for c in calls if c[0] == "timer"]
-    assert len(timers) > 50
+    assert len(timers) > 20
     assert min(b - a for a, b in zip(timers, timers[1:], strict=False)) >= L.TIMER_NS  # its period
     assert all(a[1] <= b[1] for a, b in zip(calls, calls[1:], strict=False))  # one clock, in order
     # SACKs come as the loop reads them: several between two polls, in a receive batch
