@@ -73,18 +73,27 @@ _COUNTED = {"loss": "losses", "retire": "retirements", "retransmit": "retransmit
 
 
 def episodes(faults: list[dict], events: list[dict]) -> list[Episode]:
-    """`faults`: {"t_us", "what"}; `events`: {"t_us", "kind", "flow", ...}."""
-    faults = sorted(faults, key=lambda f: f["t_us"])
+    """`faults`: {"t_us", "what"}, and "applied_us" (how long applying took, when
+    known); `events`: {"t_us", "kind", "flow", ...}. A fault's episode starts when its
+    change began (t_us - applied_us): `ip link set down` can take ms on a loaded
+    machine, the link may be down from its first µs, and a loss found meanwhile is
+    this fault's, not the one before's (nor lost between the two)."""
+    faults = sorted(faults, key=_began)
     events = sorted(events, key=lambda e: e["t_us"])
     out: list[Episode] = []
-    before = [e for e in events if not faults or e["t_us"] < faults[0]["t_us"]]
+    before = [e for e in events if not faults or e["t_us"] < _began(faults[0])]
     if before:
         out.append(_episode(None, before[0]["t_us"], before))
     for i, f in enumerate(faults):
-        end = faults[i + 1]["t_us"] if i + 1 < len(faults) else None
-        mine = [e for e in events if e["t_us"] >= f["t_us"] and (end is None or e["t_us"] < end)]
-        out.append(_episode(f["what"], f["t_us"], mine))
+        start = _began(f)
+        end = _began(faults[i + 1]) if i + 1 < len(faults) else None
+        mine = [e for e in events if e["t_us"] >= start and (end is None or e["t_us"] < end)]
+        out.append(_episode(f["what"], start, mine))
     return out
+
+
+def _began(fault: dict) -> int:
+    return fault["t_us"] - (fault.get("applied_us") or 0)
 
 
 def _episode(fault: str | None, t0: int, events: list[dict]) -> Episode:

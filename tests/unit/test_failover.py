@@ -5,8 +5,9 @@ from tests.helpers import send_qp_stats
 from twin.failover import Episode, episodes
 from twin.traffic import Flow, Run
 
-CUT = {"t_s": 0.5, "t_us": 1_000_000, "applied_us": 8_600, "what": "cut t0-p0-r0:eth3"}
-HEAL = {"t_s": 1.0, "t_us": 1_500_000, "applied_us": 8_100, "what": "restore t0-p0-r0:eth3"}
+# t_us: in force by (the apply returned); the change began applied_us before: 1.0 s, 1.5 s
+CUT = {"t_s": 0.5, "t_us": 1_008_600, "applied_us": 8_600, "what": "cut t0-p0-r0:eth3"}
+HEAL = {"t_s": 1.0, "t_us": 1_508_100, "applied_us": 8_100, "what": "restore t0-p0-r0:eth3"}
 
 
 def ev(t_us, kind, flow=0, **kw):
@@ -25,6 +26,16 @@ def test_a_cut_is_detected_at_the_first_loss_and_repaired_at_the_last_resent_ack
     assert ep.flows == [0, 1]
     assert ep.line() == ("failover after cut t0-p0-r0:eth3: detected in 900 µs, repaired in "
                          "20,000 µs (1 EV retirements, 2 retransmits)")
+
+
+def test_a_loss_found_while_the_change_was_being_applied_is_the_faults():
+    """`ip link set down` took 8.6 ms: the link went down during it, and the loss found
+    2 ms in is this cut's detection, counted from when the change began (it was counted
+    from the apply's return, and fell before the fault: no episode had it)."""
+    [ep] = episodes([CUT], [ev(1_002_000, "loss", psn=3), ev(1_002_000, "retire", psn=3),
+                            ev(1_003_000, "repaired", psn=3)])
+    assert ep.fault == "cut t0-p0-r0:eth3"
+    assert (ep.detection_us, ep.repair_us) == (2_000, 3_000)
 
 
 def test_the_failover_ends_when_its_losses_are_repaired_and_calm_follows():
