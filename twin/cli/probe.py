@@ -183,10 +183,12 @@ def _change_line(c: Change, started_ns: int) -> str:
 def _header(snap: dict) -> str:
     stretched = f" (asked {snap['requested_period_ms']:g} ms)" \
         if snap["period_ms"] > snap["requested_period_ms"] else ""
+    lost = f"lost after {snap['timeout_ms']:g} ms" + (
+        f" (measured from the round trips, {C.TIMEOUT_FLOOR_MS:g} to {C.TIMEOUT_CEIL_MS:g})"
+        if snap.get("timeout_measured") else "")
     return (f"probing {snap['lab']}: {snap['paths']} loopback paths every "
             f"{snap['period_ms']:g} ms{stretched}, {snap['probe_pps']:,.0f} pps "
-            f"(cap {snap['rate_cap_pps']:,.0f}), lost after {snap['timeout_ms']:g} ms; "
-            "Ctrl-C stops")
+            f"(cap {snap['rate_cap_pps']:,.0f}), {lost}; Ctrl-C stops")
 
 
 def _view(snap: dict, shown: list[str], now: int) -> Group:
@@ -201,7 +203,8 @@ def _view(snap: dict, shown: list[str], now: int) -> Group:
     if not snap["named"] and not snap.get("congested"):
         t.add_row("[green]nothing[/green]", "", "")
     counters = Text(f"round {snap['rounds']}  sent {snap['probes_sent']:,}  lost "
-                    f"{snap['probes_lost']:,}  CE-marked {snap.get('probes_ce', 0):,}  "
+                    f"{snap['probes_lost']:,}  back late {snap.get('probes_late') or 0:,}  "
+                    f"CE-marked {snap.get('probes_ce', 0):,}  timeout {snap['timeout_ms']:g} ms  "
                     f"late rounds {snap['rounds_late']}  failing paths {len(snap['failing'])}")
     return Group(Text.from_markup(_header(snap)), counters, t,
                  *[Text.from_markup(line) for line in shown])
@@ -222,7 +225,8 @@ def _print_verdict(snap: dict, paths: int) -> None:
 def _print_end(snap: dict) -> None:
     elapsed = (snap["last_round"].get("judged_ns", 0) - snap["last_round"].get("started_ns", 0))
     out.print(f"{snap['rounds']} rounds, {snap['probes_sent']:,} probes sent, "
-              f"{snap['probes_lost']:,} lost, {snap.get('probes_ce', 0):,} CE-marked, "
+              f"{snap['probes_lost']:,} lost (of which {snap.get('probes_late') or 0:,} came "
+              f"back late), {snap.get('probes_ce', 0):,} CE-marked, "
               f"{snap['rounds_late']} rounds late"
               + (f"; last round judged {_ms(elapsed)} after it started" if elapsed else ""))
     for d in snap["named"]:
