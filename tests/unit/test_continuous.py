@@ -3,6 +3,7 @@ a fabric where what a "fault" breaks never comes back."""
 
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -47,6 +48,7 @@ class FakeSockets:
 
     broken = staticmethod(lambda path: False)
     delay = staticmethod(lambda path: 0.0)
+    ce = staticmethod(lambda path: False)  # comes back CE-marked
     stalled = False
 
     def __init__(self, hosts):
@@ -60,6 +62,8 @@ class FakeSockets:
         self.sent_ns.append(time.monotonic_ns())
         if FakeSockets.broken(path):
             return
+        if FakeSockets.ce(path):
+            body = replace(body, ce=True)
         with self.cv:
             item = (time.monotonic() + FakeSockets.delay(path), src, body)
             (self.held if FakeSockets.stalled else self.back).append(item)
@@ -94,6 +98,7 @@ def att(monkeypatch):
     monkeypatch.setattr(FakeSockets, "broken", staticmethod(lambda path: False))
     monkeypatch.setattr(FakeSockets, "delay", staticmethod(lambda path: 0.0))
     monkeypatch.setattr(FakeSockets, "stalled", False)
+    monkeypatch.setattr(FakeSockets, "ce", staticmethod(lambda path: False))
     return SimpleNamespace(lab="fake", fabric=fabric, plan=build_plan(fabric),
                            runtime=SimpleNamespace(netns_path=lambda n: f"/fake/{n}"))
 
@@ -269,3 +274,35 @@ def test_a_confirmation_also_probes_every_path_sharing_a_switch_with_the_lost():
     via = [i for i, p in enumerate(paths) if "t1-p1-1" in p.hops]
     again = C.confirmation([elements_of(p) for p in paths], via[-1:])
     assert set(via) <= set(again) and len(again) < len(paths)
+
+
+def test_a_path_through_a_congested_port_waits_the_ceiling(att):
+    """t1-p1-1's probes come back CE-marked (a port on the way is congested), then 30 ms
+    late: behind a busy shaped port a probe waits for the timer of the data frame ahead of
+    it, per hop. Its paths' timeout is the ceiling, so they are neither lost nor named;
+    the others keep the floor."""
+    FakeSockets.ce = staticmethod(lambda path: "t1-p1-1" in path.hops)
+    with C.ContinuousProber(att, period_ms=20) as cp:
+        assert cp.wait_rounds(3, 5)
+        snap = cp.snapshot()
+        assert snap["timeout_max_ms"] == C.TIMEOUT_CEIL_MS
+        assert snap["timeout_ms"] == C.TIMEOUT_FLOOR_MS
+        FakeSockets.delay = staticmethod(lambda path: 0.03 if "t1-p1-1" in path.hops else 0)
+        assert cp.wait_rounds(8, 10)
+        snap = cp.snapshot()
+    assert snap["probes_lost"] == 0 and cp.localizations() == []
+
+
+def test_a_path_over_an_element_slow_lately_waits_longer(att):
+    """t1-p1-1's probes take 6 ms, then 10: the element's slowest round trip lately (6,
+    then 10 ms) doubled is its paths' timeout, above the base the other 44 paths keep
+    low; nothing is lost."""
+    FakeSockets.delay = staticmethod(lambda path: 0.006 if "t1-p1-1" in path.hops else 0)
+    with C.ContinuousProber(att, period_ms=20) as cp:
+        assert cp.wait_rounds(5, 5)
+        assert cp.snapshot()["timeout_max_ms"] >= 2 * 6
+        FakeSockets.delay = staticmethod(lambda path: 0.01 if "t1-p1-1" in path.hops else 0)
+        assert cp.wait_rounds(8, 10)
+        snap = cp.snapshot()
+    assert snap["timeout_max_ms"] >= 2 * 10 and snap["timeout_ms"] < 10
+    assert snap["probes_lost"] == 0 and cp.localizations() == []

@@ -240,6 +240,7 @@ class RemoteContinuousProber:
                     "probes_ce": self.probes_ce,
                     # the agents report no late probes and hold none: unknown here
                     "probes_late": None, "late_rtt_max_us": None, "probes_held": None,
+                    "timeout_max_ms": None,
                     "rounds_late": self.rounds_late, "last_round": dict(self.last_round),
                     **self.localizer.snapshot(), **self.congestion.snapshot()}
 

@@ -56,6 +56,7 @@ starts (in the caller's thread, so a lab that is not there fails there).
 
 from __future__ import annotations
 
+import heapq
 import random
 import threading
 import time
@@ -113,7 +114,15 @@ STOP_WAIT_S = 5.0
 # is the thread's own jitter on a loaded 2-core machine, not the fabric's (tens of µs).
 TIMEOUT_FLOOR_MS = 3.0
 TIMEOUT_CEIL_MS = 50.0
+# ... and per element (link, switch): a path's probe waits at least SLOW_MULT x the
+# slowest round trip lately over any element it crosses (decaying by half every
+# SLOW_HALF_LIFE_S), and the ceiling after one came back CE-marked through it: behind a
+# busy shaped port a probe, though served first, waits for the tbf's timer armed for the
+# data frame ahead of it (11 ms for 4 KB at 3 Mbit/s), per hop.
+SLOW_MULT = 2.0
+SLOW_HALF_LIFE_S = 1.0
 LATE_S = 1.0  # a probe counted lost is still looked for this long: back, it is late
+HELD_LOOK_NS = 1_000_000  # a probe held past its deadline is looked at again this soon
 
 
 @dataclass(frozen=True)
@@ -194,6 +203,7 @@ class _Round:
     last_sent_ns: int = 0
     only: frozenset[int] | None = None  # a confirmation: just these paths, sent again
     lost: list[bool] = field(default_factory=list)  # past its deadline, not back
+    deadline_ns: list[int] = field(default_factory=list)  # sent + its path's timeout
     handed: list[bool] = field(default_factory=list)  # its loss handed on ahead of the round
 
     @classmethod
@@ -201,7 +211,7 @@ class _Round:
         r = cls(number, now, [0] * n, [only is not None] * n, [False] * n, [None] * n,
                 unsent=n if only is None else len(only),
                 only=None if only is None else frozenset(only), lost=[False] * n,
-                handed=[False] * n)
+                handed=[False] * n, deadline_ns=[0] * n)
         for i in only or ():
             r.back[i] = False
         return r
@@ -238,7 +248,8 @@ class LoopRounds:
         self.probes_late = 0  # came back after they were counted lost (not lost after all)
         self.late_rtt_max_us = 0.0  # the slowest of them
         self.srtt_ns = self.rttvar_ns = 0.0  # the probes' round trips (measured_timeout_ns)
-        self.timeout_ns = int(pace_.timeout_ms * 1e6)  # what the rounds use now
+        self.timeout_ns = int(pace_.timeout_ms * 1e6)  # what the rounds use now (the base)
+        self._slow: dict[str, tuple[float, int]] = {}  # element -> (slowest lately, when)
         self.newest_back_ns = 0  # when the newest probe that came back was sent
         self.probes_held = 0  # past their deadline, kept: nothing sent after them was back
         self._counted_ns = [-(1 << 62)] * len(paths)  # each path's last loss counted, sent
@@ -337,7 +348,7 @@ class LoopRounds:
         rounds: list[_Round] = []  # started, not judged yet; oldest first
         queue: deque[tuple[_Round, int, int]] = deque()  # (round, path, due) to send
         outstanding: dict[int, tuple[_Round, int]] = {}  # seq -> sent, awaited
-        pending: deque[int] = deque()  # the awaited seqs, in send order
+        deadlines: list[tuple[int, int]] = []  # heap of (deadline, seq) awaited
         late: dict[int, tuple[int, int, int]] = {}  # seq -> (path, sent, given up at): lost
         look: int | None = None  # when the oldest probe awaited falls due
         seq = 0
@@ -365,11 +376,12 @@ class LoopRounds:
                 path = self.paths[i]
                 sent = time.monotonic_ns()
                 r.sent_ns[i] = r.last_sent_ns = sent
+                r.deadline_ns[i] = sent + self._timeout_for(i, sent)
+                heapq.heappush(deadlines, (r.deadline_ns[i], seq))
                 r.seqs.append(seq)
                 r.unsent -= 1
                 r.pending += 1
                 outstanding[seq] = (r, i)
-                pending.append(seq)
                 self._sockets.send(path.src, path.dst, path,
                                    packets.ProbeBody(packets.LOOP, self._run_id, seq, sent))
                 self.probes_sent += 1
@@ -379,13 +391,11 @@ class LoopRounds:
                 need = min(batch, len(queue))
                 wake.append(max(queue[0][2],
                                 now + int(1e9 * max(0.0, need - tokens) / p.rate_pps)))
-            while pending and pending[0] not in outstanding:
-                pending.popleft()
             if look is not None:
                 wake.append(look)
             wait = max(0, min(wake) - time.monotonic_ns()) / 1e9
             self._collect(self._sockets.receive(min(wait, 0.005)), outstanding, late)
-            lost, look = self._overdue(pending, outstanding, late)
+            lost, look = self._overdue(deadlines, outstanding, late)
             main = [(r, i) for r, i in lost if r.only is None]
             if main and self.fast_confirm:  # confirmed a timeout after, not at the round's end
                 self._confirm(self._note_losses(main), main[0][0].number, rounds, queue)
@@ -396,7 +406,7 @@ class LoopRounds:
                     self._confirm([i for i in r.only if r.lost[i]], r.number, rounds, queue)
             self._expire(late)
 
-    def _overdue(self, pending: deque[int], outstanding, late
+    def _overdue(self, deadlines: list[tuple[int, int]], outstanding, late
                  ) -> tuple[list[tuple[_Round, int]], int | None]:
         """The probes lost, oldest first, and when to look again. A probe is lost once
         it is past its deadline (sent + the timeout) *and* a probe sent after it came back
@@ -407,16 +417,14 @@ class LoopRounds:
         kernel delivered in time."""
         now = time.monotonic_ns()
         ceil_ns = int(TIMEOUT_CEIL_MS * 1e6)
-        due, wake = [], None
-        for s in pending:  # in send order: the deadlines too
-            hit = outstanding.get(s)
-            if hit is None:
-                continue  # back already
-            sent = hit[0].sent_ns[hit[1]]
-            if sent + self.timeout_ns > now:
-                wake = sent + self.timeout_ns
-                break
-            due.append(s)
+        due = []
+        while deadlines and deadlines[0][0] <= now:
+            _, s = heapq.heappop(deadlines)
+            if s in outstanding:  # else back already
+                due.append(s)
+        while deadlines and deadlines[0][1] not in outstanding:  # back: not to wake for
+            heapq.heappop(deadlines)
+        wake = deadlines[0][0] if deadlines else None
         if not due:
             return [], wake
         self._collect(self._sockets.receive(0), outstanding, late)
@@ -431,7 +439,9 @@ class LoopRounds:
                 if s not in self._held:
                     self._held.add(s)
                     self.probes_held += 1
-                wake = min(wake or sent + ceil_ns, sent + ceil_ns)
+                again = min(now + HELD_LOOK_NS, sent + ceil_ns)  # looked at again soon
+                heapq.heappush(deadlines, (again, s))
+                wake = min(wake or again, again)
                 continue
             del outstanding[s]
             self._held.discard(s)
@@ -461,7 +471,7 @@ class LoopRounds:
         side by side are one piece of evidence, not two. A confirmation, sent when the
         loss before it was counted, always counts."""
         sent = r.sent_ns[i]
-        if sent - self._counted_ns[i] < self.timeout_ns:
+        if sent - self._counted_ns[i] < r.deadline_ns[i] - sent:
             return False
         self._counted_ns[i] = sent
         return True
@@ -512,7 +522,7 @@ class LoopRounds:
                 r.rtt_ns[i] = now - r.sent_ns[i]
                 self._held.discard(body.probe)
                 self.newest_back_ns = max(self.newest_back_ns, r.sent_ns[i])
-                self._rtt(r.rtt_ns[i], now)
+                self._rtt(r.rtt_ns[i], now, i, body.ce)
                 continue
             gone = late.get(body.probe)
             if gone is not None and host == self.paths[gone[0]].src:
@@ -521,13 +531,13 @@ class LoopRounds:
                 self.probes_late += 1
                 self.late_rtt_max_us = max(self.late_rtt_max_us, (now - sent) / 1000)
                 self.newest_back_ns = max(self.newest_back_ns, sent)
-                self._rtt(now - sent, now)
+                self._rtt(now - sent, now, i, body.ce)
                 back_late[i] = Outcome(True, sent)  # alive when it was sent
         if back_late and self.fast_confirm:
             self._note([back_late.get(i, Outcome(None, 0)) for i in range(len(self.paths))])
 
-    def _rtt(self, rtt_ns: int, now: int) -> None:
-        """A round trip seen: the estimate, and the timeout from it."""
+    def _rtt(self, rtt_ns: int, now: int, i: int, ce: bool) -> None:
+        """Path i's probe back after rtt_ns: the estimates, and the base timeout."""
         if not (self.measure_timeout and self.pace.measured):
             return
         if not self.srtt_ns:
@@ -536,6 +546,20 @@ class LoopRounds:
             self.rttvar_ns += (abs(self.srtt_ns - rtt_ns) - self.rttvar_ns) / 4
             self.srtt_ns += (rtt_ns - self.srtt_ns) / 8
         self.timeout_ns = measured_timeout_ns(self.srtt_ns, self.rttvar_ns)
+        slow = max(rtt_ns, TIMEOUT_CEIL_MS * 1e6 / SLOW_MULT if ce else 0)
+        for e in self._elements[i]:
+            self._slow[e] = (max(slow, self._slowest(e, now)), now)
+
+    def _slowest(self, element: str, now: int) -> float:
+        v, at = self._slow.get(element, (0.0, now))
+        return v * 0.5 ** ((now - at) / (SLOW_HALF_LIFE_S * 1e9))
+
+    def _timeout_for(self, i: int, now: int) -> int:
+        """Path i's timeout now: the base, or more over an element slow lately."""
+        if not (self.measure_timeout and self.pace.measured):
+            return self.timeout_ns
+        slow = max(self._slowest(e, now) for e in self._elements[i]) * SLOW_MULT
+        return int(min(TIMEOUT_CEIL_MS * 1e6, max(self.timeout_ns, slow)))
 
     def _note(self, outcomes: list[Outcome], lost: int = 0) -> None:
         """A part of a round to `noted` (losses at their deadline, probes back late)."""
@@ -618,10 +642,14 @@ class ContinuousProber(LoopRounds):
         return probe_once(att, rate_pps)
 
     def snapshot(self) -> dict:
+        now = time.monotonic_ns()
         with self._lock:
             return {"lab": self.lab, "running": self.running, "error": self.error,
                     **self.pace.to_dict(),
                     "timeout_ms": round(self.timeout_ns / 1e6, 3),
+                    "timeout_max_ms": round(max(
+                        (self._timeout_for(i, now) for i in range(len(self.paths))),
+                        default=self.timeout_ns) / 1e6, 3),
                     "probes_sent": self.probes_sent, "probes_lost": self.probes_lost,
                     "probes_ce": self.probes_ce, "probes_late": self.probes_late,
                     "late_rtt_max_us": round(self.late_rtt_max_us, 1),
