@@ -285,7 +285,7 @@ def test_a_path_through_a_congested_port_waits_the_ceiling(att):
     with C.ContinuousProber(att, period_ms=20) as cp:
         assert cp.wait_rounds(3, 5)
         snap = cp.snapshot()
-        assert snap["timeout_max_ms"] == C.TIMEOUT_CEIL_MS
+        assert snap["timeout_max_ms"] >= 0.9 * C.TIMEOUT_CEIL_MS  # decaying since
         assert snap["timeout_ms"] == C.TIMEOUT_FLOOR_MS
         FakeSockets.delay = staticmethod(lambda path: 0.03 if "t1-p1-1" in path.hops else 0)
         assert cp.wait_rounds(8, 10)
@@ -296,13 +296,16 @@ def test_a_path_through_a_congested_port_waits_the_ceiling(att):
 def test_a_path_over_an_element_slow_lately_waits_longer(att):
     """t1-p1-1's probes take 6 ms, then 10: the element's slowest round trip lately (6,
     then 10 ms) doubled is its paths' timeout, above the base the other 44 paths keep
-    low; nothing is lost."""
+    low. Once learned (a probe sent before the first came back may be lost, and come
+    back late), nothing is lost."""
     FakeSockets.delay = staticmethod(lambda path: 0.006 if "t1-p1-1" in path.hops else 0)
     with C.ContinuousProber(att, period_ms=20) as cp:
         assert cp.wait_rounds(5, 5)
-        assert cp.snapshot()["timeout_max_ms"] >= 2 * 6
+        snap = cp.snapshot()
+        assert snap["timeout_max_ms"] >= 2 * 6 * 0.9  # decaying since
+        lost = snap["probes_lost"]
         FakeSockets.delay = staticmethod(lambda path: 0.01 if "t1-p1-1" in path.hops else 0)
         assert cp.wait_rounds(8, 10)
         snap = cp.snapshot()
-    assert snap["timeout_max_ms"] >= 2 * 10 and snap["timeout_ms"] < 10
-    assert snap["probes_lost"] == 0 and cp.localizations() == []
+    assert snap["timeout_max_ms"] >= 2 * 10 * 0.9 and snap["timeout_ms"] < 10
+    assert snap["probes_lost"] == lost and cp.localizations() == []
