@@ -47,10 +47,15 @@ def probe(lab, period_ms, rate_pps, once, duration, as_json):
     so it sends paths * 1000 / MS probes per second. That is capped at
     --rate (default 5000 pps): a --period the cap cannot carry is
     stretched to paths / rate and a tenth, and the output says so.
-    Naming: a path lost 2 rounds in a row blames its links and switches,
-    a path that came back clears its own; the fewest elements left that
-    explain every failure are named (a T1 whose every probe fails, a link
-    whose probes alone fail). Cleared after 2 rounds without failures.
+    Lost: a probe not back within a timeout measured from the round trips
+    (3 to 50 ms; longer over a link or switch slow lately, the most over a
+    congested one) once a probe sent after it came back; one that comes
+    back later still was alive, and its loss is taken back.
+    Naming: a lost path is probed again at once; lost twice in a row it
+    blames its links and switches, a path that came back clears its own;
+    the fewest elements left that explain every failure are named (a T1
+    whose every probe fails, a link whose probes alone fail). Cleared
+    after 2 rounds without failures.
     Congestion: probes travel in the fabric's probe class (served ahead of
     data, never trimmed) and come back CE-marked from a congested port; the
     same rules name that link "congested", which is not a fault (events

@@ -10,27 +10,51 @@ round after round, from a thread of the caller's process; the localizer
                `rate_pps` (default 5000, at most 50000): a period that would is
                lengthened to len(paths) / rate_pps and a tenth (so that a round
                is sent before the next is due), and `period_ms` says what is
-               used. Within a round, sends are paced by a token bucket filled at
-               the cap and holding 2 ms of it: any window of T carries at most
-               rate_pps * (T + 2 ms) probes. The thread wakes when a batch is
-               due (the bucket full, or what is left of the round), not once a
-               probe: a wake-up per probe at thousands a second preempts the
-               endpoints it measures. It runs at the caller's priority: a niced
-               thread preempted while it holds the GIL stalls every other thread
-               of the process (a drill's timeline applied faults 440 ms late).
-    lost       a probe not back `timeout_ms` after the round's last send (default:
-               the period, but 5 to 10 ms; rounds may overlap). The sockets are
-               read once more after that deadline, so a thread slowed by a busy
-               machine may see a probe late, never count as lost one the kernel
-               delivered in time.
+               used. A round is sent over 8/10 of the period (`SPREAD`), in batches
+               of 2 ms of that rate, so that every element's paths are crossed every
+               few ms rather than in one burst and then not for the rest of the period;
+               every send also takes a token from a bucket filled at the cap and
+               holding 2 ms of it: any window of T carries at most rate_pps * (T + 2
+               ms) probes. The thread wakes when a batch is due, not once a probe: a
+               wake-up per probe at thousands a second preempts the endpoints it
+               measures. It runs at the caller's priority: a niced thread preempted
+               while it holds the GIL stalls every other thread of the process (a
+               drill's timeline applied faults 440 ms late).
+    timeout    each probe's own, from its send. Given (`timeout_ms`), fixed. Else
+               measured: the base is srtt + 4 rttvar of every probe's round trip,
+               TIMEOUT_FLOOR_MS (3) to TIMEOUT_CEIL_MS (50) (it starts at the period,
+               but 5 to 10 ms); a path's is at least twice the slowest round trip lately
+               over any element it crosses (halving every second), and the ceiling over
+               an element a CE-marked probe crossed lately: behind a busy shaped port
+               even the probe class waits for the tbf's timer armed for the data frame
+               ahead of it (11 ms for 4 KB at 3 Mbit/s), per hop.
+    lost       a probe past its deadline, once a probe sent after it has come back (or
+               at TIMEOUT_CEIL_MS): while nothing sent later is back, the machine is
+               slow (a softirq backlog on a loaded 2-core machine holds every probe
+               behind it, in order), not the probe's path; those are `probes_held`.
+               The sockets are read once more before, so a thread slowed by a busy
+               machine never counts as lost one the kernel delivered in time.
+    late       a probe counted lost that comes back within LATE_S (1 s): the path
+               was alive when it was sent. The localizer retracts the losses sent
+               before it (twin.verify.localize: a streak is the losses sent after the
+               newest probe back), so a slow path is not named; `probes_late` counts
+               them. And a loss sent within its timeout of the path's last counted loss
+               does not count again: a round's probe and a confirmation in flight side
+               by side are one piece of evidence, delayed by the same thing.
 
-    confirm    the paths a round lost, and every path sharing a link or switch with
-               them, are probed again at once, ahead of the next round (a partial
-               round: `confirmation`): a fault is named a timeout after the round that
-               first lost it, not a period later. So localization takes up to a period
-               (until a probe crosses the fault) + the round's sending (paths /
-               rate_pps) + two timeouts. Not on a remote fabric's agents, whose rounds
-               twin merges one from each.
+    confirm    with fast_confirm: a round's lost probes are noted at their own
+               deadline (a streak, no verdict), and their paths, and every path sharing
+               a link or switch with them, probed again at once, ahead of the rest (a
+               `confirmation`, judged whole when settled; the lost ones first, so that
+               the neighbours back after them let them count lost). A confirmation that
+               leaves losses unconfirmed (a dead T1's other paths, first lost as
+               neighbours) leads to another; a path is confirmed for its own loss at
+               most once a period. Verdicts come from whole rounds and confirmations
+               only: a part of the picture (a fault's first losses while its other
+               paths are still being probed) names nothing. So localization takes the
+               wait until a probe crosses the fault (a few ms, spread) + two or three
+               timeouts. Not on a remote fabric's agents, whose rounds twin merges one
+               from each: they send whole rounds at once, at a fixed timeout.
     CE         probes travel in the fabric's probe class (twin.verify.packets): served
                ahead of data, never trimmed, marked CE by a port whose data queue is
                at its ecn_min; one back CE-marked is evidence of congestion, and the
