@@ -53,3 +53,19 @@ def test_a_run_without_a_prober_has_no_such_table(tmp_path):
     html = report.write({"drills": [{"name": "x", "mode": "mrc", "verdict": "pass"}]},
                         tmp_path)["html"].read_text()
     assert "Prober verdicts" not in html
+
+
+def test_a_runs_prober_keeps_its_counters_for_the_report():
+    """report.json's prober.counters: how the probes fared (late ones, held ones, the
+    timeouts at the end), read from the prober's snapshot when the run closes it."""
+    from types import SimpleNamespace
+
+    from twin.chaos import runner
+    snap = {k: 7 for k in runner.COUNTERS} | {"other": 1}
+    closed = []
+    cp = SimpleNamespace(snapshot=lambda: snap, localizations=lambda: [],
+                         congestions=lambda: [], __exit__=lambda *a: closed.append(a))
+    p = runner._Prober(cp, SimpleNamespace(stop=lambda: closed.append("watch")))
+    p.close()
+    assert p.counters == {k: 7 for k in runner.COUNTERS} and "probes_late" in p.counters
+    assert closed == ["watch", (None, None, None)]

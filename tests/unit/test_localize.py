@@ -365,3 +365,56 @@ def test_a_dead_link_is_faulty_and_not_congested():
     assert [loc.target for loc in sim.loc.named()] == [lk.id]
     assert sim.loc.named()[0].verdict == "faulty"
     assert sim.cong.named() == [] and sim.cong_changes == []
+
+
+def _dead_t1_outcomes(paths, t1, ok_for_rest=True, sent_ns=0):
+    return [Outcome(False, sent_ns) if t1 in p.hops else Outcome(True if ok_for_rest else None,
+                                                                   sent_ns)
+            for p in paths]
+
+
+def test_a_probe_back_late_retracts_the_losses_sent_before_it():
+    """A round counts t1-p1-1's probes (sent at 1 ms) lost; they come back late (noted as
+    back, sent at 1 ms): the streak is the losses sent after the newest probe back, so the
+    next round's loss is the first again and nothing is named. Without the retraction,
+    two rounds in a row would name the T1."""
+    fabric, paths = FABRICS["mrc-4p"], LOOPS["mrc-4p"]
+    loc = Localizer(fabric, paths)
+    via = [i for i, p in enumerate(paths) if "t1-p1-1" in p.hops]
+    loc.observe(_dead_t1_outcomes(paths, "t1-p1-1", sent_ns=1 * MS), 10 * MS)
+    assert all(loc.streak(i) == 1 for i in via)
+    loc.note([Outcome(True, 1 * MS) if i in via else Outcome(None, 0)
+              for i in range(len(paths))])
+    assert all(loc.streak(i) == 0 for i in via)
+    assert loc.observe(_dead_t1_outcomes(paths, "t1-p1-1", sent_ns=21 * MS), 30 * MS) == []
+    assert loc.named() == [] and all(loc.streak(i) == 1 for i in via)
+    # a second loss sent after what came back does count: named then
+    [c] = loc.observe(_dead_t1_outcomes(paths, "t1-p1-1", sent_ns=41 * MS), 50 * MS)
+    assert (c.event, c.localization.target) == ("named", "t1-p1-1")
+    assert c.localization.first_failed_ns == 21 * MS  # the first loss not retracted
+
+
+def test_a_loss_sent_before_a_probe_that_came_back_is_no_news():
+    """Outcomes can arrive out of send order (a round judged after a confirmation): a
+    loss older than the path's newest probe back changes nothing."""
+    fabric, paths = FABRICS["mrc-4p"], LOOPS["mrc-4p"]
+    loc = Localizer(fabric, paths)
+    loc.observe([Outcome(True, 10 * MS)] * len(paths), 20 * MS)
+    loc.observe(_dead_t1_outcomes(paths, "t1-p1-1", ok_for_rest=False, sent_ns=5 * MS),
+                30 * MS, partial=True)
+    assert all(loc.streak(i) == 0 for i in range(len(paths)))
+
+
+def test_noted_outcomes_give_no_verdict_until_a_round_or_confirmation():
+    """A round's losses noted as they fall due (twin.verify.continuous) count toward the
+    streak but name nothing: the picture is partial until the round or its confirmation
+    is judged whole."""
+    fabric, paths = FABRICS["mrc-4p"], LOOPS["mrc-4p"]
+    loc = Localizer(fabric, paths)
+    for sent in (1 * MS, 11 * MS):
+        loc.note(_dead_t1_outcomes(paths, "t1-p1-1", ok_for_rest=False, sent_ns=sent))
+    assert loc.named() == []
+    [c] = loc.observe([Outcome(None, 0)] * len(paths), 20 * MS, partial=True)
+    assert (c.event, c.localization.target) == ("named", "t1-p1-1")
+    with pytest.raises(ValueError, match="outcomes for"):
+        loc.note([])

@@ -498,6 +498,12 @@ def _start_prober(att: Attached, note):
         return None
 
 
+# what a run's report keeps of the prober's snapshot (twin.verify.continuous): how its
+# probes fared, and the timeouts they were judged by at the end
+COUNTERS = ("rounds", "probes_sent", "probes_lost", "probes_late", "late_rtt_max_us",
+            "probes_held", "probes_ce", "rounds_late", "timeout_ms", "timeout_max_ms")
+
+
 class _Prober:
     """The prober, and the switch ports' queues watched beside it (twin.chaos.queues)."""
 
@@ -506,9 +512,12 @@ class _Prober:
         self.watch = watch
         self.found: list[dict] = []  # named faulty
         self.congested: list[dict] = []
+        self.counters: dict = {}  # the prober's own, at the end (COUNTERS)
 
     def close(self) -> None:
         try:
+            snap = self.cp.snapshot()
+            self.counters = {k: snap.get(k) for k in COUNTERS}
             self.found = [loc.to_dict() for loc in self.cp.localizations()]
             congestions = getattr(self.cp, "congestions", None)
             self.congested = [loc.to_dict() for loc in congestions()] if congestions else []
@@ -622,6 +631,7 @@ def _judge(att, drill: Drill, mode, seed, baseline_of, planned, timeline: Timeli
             "named_faulty": len({loc["target"] for loc in localizations}),
             "named_congested": len({loc["target"] for loc in prober.congested}),
             "queue_samples": prober.watch.samples,
+            "counters": prober.counters,
             "verdicts": Q.verdicts(localizations, prober.congested, prober.watch.deepest,
                                    prober.watch.counts())},
         "goodput_retained": figures["goodput_retained"], "exact": exact,

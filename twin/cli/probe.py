@@ -47,10 +47,15 @@ def probe(lab, period_ms, rate_pps, once, duration, as_json):
     so it sends paths * 1000 / MS probes per second. That is capped at
     --rate (default 5000 pps): a --period the cap cannot carry is
     stretched to paths / rate and a tenth, and the output says so.
-    Naming: a path lost 2 rounds in a row blames its links and switches,
-    a path that came back clears its own; the fewest elements left that
-    explain every failure are named (a T1 whose every probe fails, a link
-    whose probes alone fail). Cleared after 2 rounds without failures.
+    Lost: a probe not back within a timeout measured from the round trips
+    (3 to 50 ms; longer over a link or switch slow lately, the most over a
+    congested one) once a probe sent after it came back; one that comes
+    back later still was alive, and its loss is taken back.
+    Naming: a lost path is probed again at once; lost twice in a row it
+    blames its links and switches, a path that came back clears its own;
+    the fewest elements left that explain every failure are named (a T1
+    whose every probe fails, a link whose probes alone fail). Cleared
+    after 2 rounds without failures.
     Congestion: probes travel in the fabric's probe class (served ahead of
     data, never trimmed) and come back CE-marked from a congested port; the
     same rules name that link "congested", which is not a fault (events
@@ -183,10 +188,12 @@ def _change_line(c: Change, started_ns: int) -> str:
 def _header(snap: dict) -> str:
     stretched = f" (asked {snap['requested_period_ms']:g} ms)" \
         if snap["period_ms"] > snap["requested_period_ms"] else ""
+    lost = f"lost after {snap['timeout_ms']:g} ms" + (
+        f" (measured from the round trips, {C.TIMEOUT_FLOOR_MS:g} to {C.TIMEOUT_CEIL_MS:g})"
+        if snap.get("timeout_measured") else "")
     return (f"probing {snap['lab']}: {snap['paths']} loopback paths every "
             f"{snap['period_ms']:g} ms{stretched}, {snap['probe_pps']:,.0f} pps "
-            f"(cap {snap['rate_cap_pps']:,.0f}), lost after {snap['timeout_ms']:g} ms; "
-            "Ctrl-C stops")
+            f"(cap {snap['rate_cap_pps']:,.0f}), {lost}; Ctrl-C stops")
 
 
 def _view(snap: dict, shown: list[str], now: int) -> Group:
@@ -201,7 +208,8 @@ def _view(snap: dict, shown: list[str], now: int) -> Group:
     if not snap["named"] and not snap.get("congested"):
         t.add_row("[green]nothing[/green]", "", "")
     counters = Text(f"round {snap['rounds']}  sent {snap['probes_sent']:,}  lost "
-                    f"{snap['probes_lost']:,}  CE-marked {snap.get('probes_ce', 0):,}  "
+                    f"{snap['probes_lost']:,}  back late {snap.get('probes_late') or 0:,}  "
+                    f"CE-marked {snap.get('probes_ce', 0):,}  timeout {snap['timeout_ms']:g} ms  "
                     f"late rounds {snap['rounds_late']}  failing paths {len(snap['failing'])}")
     return Group(Text.from_markup(_header(snap)), counters, t,
                  *[Text.from_markup(line) for line in shown])
@@ -222,7 +230,8 @@ def _print_verdict(snap: dict, paths: int) -> None:
 def _print_end(snap: dict) -> None:
     elapsed = (snap["last_round"].get("judged_ns", 0) - snap["last_round"].get("started_ns", 0))
     out.print(f"{snap['rounds']} rounds, {snap['probes_sent']:,} probes sent, "
-              f"{snap['probes_lost']:,} lost, {snap.get('probes_ce', 0):,} CE-marked, "
+              f"{snap['probes_lost']:,} lost (of which {snap.get('probes_late') or 0:,} came "
+              f"back late), {snap.get('probes_ce', 0):,} CE-marked, "
               f"{snap['rounds_late']} rounds late"
               + (f"; last round judged {_ms(elapsed)} after it started" if elapsed else ""))
     for d in snap["named"]:

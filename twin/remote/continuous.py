@@ -58,7 +58,10 @@ class RemoteContinuousProber:
         self.rt = att.runtime
         self.lab = att.lab
         self.paths = loopback_paths(att.fabric)
-        self.pace = pace(len(self.paths), period_ms, rate_pps, timeout_ms)  # checks it
+        # checks it; the agents judge whole rounds at a fixed timeout (their own default
+        # from the period, when none is given), not one measured
+        self.pace = replace(pace(len(self.paths), period_ms, rate_pps, timeout_ms),
+                            measured=False)
         self.timeout_ms = timeout_ms  # None: each agent's default, from the period
         self.on_change = on_change
         self.localizer = Localizer(att.fabric, self.paths)
@@ -235,6 +238,9 @@ class RemoteContinuousProber:
                     **self.pace.to_dict(),
                     "probes_sent": self.probes_sent, "probes_lost": self.probes_lost,
                     "probes_ce": self.probes_ce,
+                    # the agents report no late probes and hold none: unknown here
+                    "probes_late": None, "late_rtt_max_us": None, "probes_held": None,
+                    "timeout_max_ms": None,
                     "rounds_late": self.rounds_late, "last_round": dict(self.last_round),
                     **self.localizer.snapshot(), **self.congestion.snapshot()}
 

@@ -34,8 +34,11 @@ from twin.verify.localize import Outcome
 
 
 class _Reporting(LoopRounds):
-    # twin merges the agents' rounds by number, one from each: every round whole
+    # twin merges the agents' rounds by number, one from each: every round whole, sent
+    # at once, its lost probes judged at the given (or default) timeout
     fast_confirm = False
+    measure_timeout = False
+    spread = False
 
     def __init__(self, out, *args):
         super().__init__(*args)
@@ -43,7 +46,8 @@ class _Reporting(LoopRounds):
         self.number = 0
         self.write = threading.Lock()
 
-    def round_judged(self, outcomes: list[Outcome], now_ns: int) -> list:
+    def round_judged(self, outcomes: list[Outcome], now_ns: int, *, partial: bool = False
+                     ) -> list:
         self.number += 1
         lost = [[i, o.sent_ns] for i, o in enumerate(outcomes) if not o.ok]
         ce = [[i, o.rtt_ns] for i, o in enumerate(outcomes) if o.ok and o.ce]

@@ -13,6 +13,13 @@ Per round:
     failing    a path whose last probe was lost (1 round or more in a row)
     confirmed  a path whose last `confirm` (2) probes were all lost
 
+"Last" is by send time, not by when the outcome arrives: a path's streak is its
+lost probes sent after the newest of its probes that came back. So a probe that
+comes back late, after its round counted it lost, is evidence the path is alive:
+it retracts the losses sent before it (at most the streak it began), and only
+losses sent after it count toward naming. An outcome older than what a path
+already knows (a loss sent before its newest success) changes nothing.
+
 `explain(failing, good)` names, greedily, the fewest uncleared elements that
 lie on every failing path: the element on the most failing paths first; on a
 tie the narrower claim, a link, before a switch. So, on mrc-4p:
@@ -56,6 +63,7 @@ decided.
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
@@ -67,6 +75,7 @@ CLEAR = 2
 CLEAR_MAX = 32  # a flapping target's quiet rounds before clearing double up to this
 FLAP_ROUNDS = 50  # named again this soon after it was cleared: it flaps
 KEEP = 1000  # localizations remembered (the oldest cleared ones are dropped)
+LOST_KEPT = 16  # send times of a streak's newest losses kept per path
 
 
 @dataclass(frozen=True)
@@ -169,8 +178,10 @@ class Localizer:
                        for els in self._elements for e in els}
         self._ends = {lk.id: (str(lk.a), str(lk.b)) for lk in fabric.links}
         n = len(self.paths)
-        self._streak = [0] * n  # lost probes in a row
+        self._streak = [0] * n  # lost probes in a row, sent after the newest one back
         self._first_lost = [0] * n  # when the first of them was sent
+        self._lost_ns: list[list[int]] = [[] for _ in range(n)]  # the newest LOST_KEPT
+        self._alive_ns = [0] * n  # when the newest probe that came back was sent
         self._open: dict[str, Localization] = {}
         self._quiet: dict[str, int] = {}  # rounds an open one has been neither named nor failing
         self._hold: dict[str, int] = {}  # quiet rounds it needs to clear
@@ -190,14 +201,8 @@ class Localizer:
         if not partial:
             self.rounds += 1
         for i, o in enumerate(outcomes):
-            if o.ok is None:
-                continue
-            if o.ok:
-                self._streak[i] = 0
-            else:
-                if self._streak[i] == 0:
-                    self._first_lost[i] = o.sent_ns
-                self._streak[i] += 1
+            if o.ok is not None:
+                self._outcome(i, o.ok, o.sent_ns)
         good = {i for i, s in enumerate(self._streak) if s == 0}
         failing = {i for i, s in enumerate(self._streak) if s >= 1}
         confirmed = {i for i in failing if self._streak[i] >= self.confirm}
@@ -243,6 +248,42 @@ class Localizer:
                 changes.append(Change("cleared", replace(loc), now_ns))
         del self._done[:max(0, len(self._done) + len(self._open) - self.keep)]
         return changes
+
+    def note(self, outcomes: Sequence[Outcome]) -> None:
+        """Outcomes between rounds (a round's losses as they fall due, a probe back late):
+        the paths' streaks, and no verdict; the next round or confirmation gives it."""
+        if len(outcomes) != len(self.paths):
+            raise ValueError(f"{len(outcomes)} outcomes for {len(self.paths)} paths")
+        for i, o in enumerate(outcomes):
+            if o.ok is not None:
+                self._outcome(i, o.ok, o.sent_ns)
+
+    def _outcome(self, i: int, ok: bool, sent_ns: int) -> None:
+        """One probe of path i: the streak is the losses sent after the newest success."""
+        if sent_ns < self._alive_ns[i]:
+            return  # older than what is known to have come back: no news
+        lost = self._lost_ns[i]
+        if not ok:
+            if not self._streak[i]:
+                self._first_lost[i] = sent_ns
+            self._streak[i] += 1
+            bisect.insort(lost, sent_ns)  # judged in about send order; kept in it
+            if len(lost) > LOST_KEPT:
+                del lost[0]
+            return
+        self._alive_ns[i] = sent_ns
+        # The losses sent after this one count; older ones than those kept are older
+        # than every kept one, and whether this probe retracts them is not known: only
+        # the kept ones are counted then (fewer losses, never a fault made up).
+        after = [t for t in lost if t > sent_ns]
+        if len(after) < self._streak[i]:
+            self._streak[i] = len(after)
+            self._first_lost[i] = after[0] if after else 0
+        self._lost_ns[i] = after
+
+    def streak(self, i: int) -> int:
+        """Path i's lost probes in a row (sent after its newest probe that came back)."""
+        return self._streak[i]
 
     def _hold_for(self, target: str) -> int:
         """`clear` rounds; doubled (up to CLEAR_MAX) for a target named again soon
