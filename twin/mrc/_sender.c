@@ -70,6 +70,7 @@ static PyObject *s_next, *s_sent, *s_sent_unproven, *s_proving, *s_gone, *s_deli
     *s_min_time_between_cnps_ns, *s_active, *s_cursor,
     *s_skipped, *s_unproven_cap, *s_end_of_rotation, *s_proven, *s_inflight, *s_state,
     *s_delivered_ns, *s_path_alive, *s_update_proving, *s_failed, *s_capped,
+    *s_suspects, *s_check,
     *s_clear, *k_loss, *k_first_loss, *k_retire, *k_retransmit, *k_repaired,
     *k_spurious, *k_port, *k_probe, *k_revive, *k_trim, *k_ev_state, *r_per_path,
     *r_rack, *r_nack, *r_timeout, *r_dead_path, *r_trim, *w_ecn, *w_trim, *w_rtt, *a_ok,
@@ -863,11 +864,28 @@ static int plane_down(Sender *s, PyObject *ev, int64_t *plane) {
     return r;
 }
 
+/* EvSet.check, asked while evs.suspects is not empty: an EV on a path that has just
+ * lost a packet, to check it with. A new reference (Py_None: no path waits), or NULL. */
+static PyObject *check_ev(Sender *s) {
+    PyObject *q = PyObject_GetAttr(s->evs, s_suspects);
+    if (!q) return NULL;
+    int any = PyObject_IsTrue(q);
+    Py_DECREF(q);
+    if (any <= 0) return any < 0 ? NULL : Py_NewRef(Py_None);
+    return call0(s->evs, s_check);
+}
+
 /* Sender._pick_ev: the next EV; a retransmission avoids the lost copy's plane when it
- * can. A new reference, or NULL (NoUsableEv when there is none). */
+ * can, a new packet (avoid NULL) checks a path that has just lost one first. A new
+ * reference, or NULL (NoUsableEv when there is none). */
 static PyObject *pick_ev(Sender *s, PyObject *avoid) {
     if (s->single != Py_None)  /* RoCE: sent into a port that is down all the same */
         return Py_NewRef(s->single);
+    if (!avoid) {
+        PyObject *checked = check_ev(s);
+        if (checked != Py_None) return checked;  /* an EV, or NULL */
+        Py_DECREF(checked);
+    }
     PyObject *ev = ev_next(s);
     if (!ev || avoid == NULL) return ev;
     int64_t avoid_plane, avoid_value, plane, value;
@@ -1045,7 +1063,7 @@ static int emit_new(Sender *s, int64_t now, PyObject *source, PyObject *out, int
         }
         int64_t psn = dq_pop(&s->unsent).a;
         Tx *tx = tx_get(s, psn);
-        PyObject *ev = s->single != Py_None ? pick_ev(s, NULL) : ev_next(s);
+        PyObject *ev = pick_ev(s, NULL);
         if (!ev) {
             ok = is_no_ev() ? 0 : -1;
             if (!ok) {
@@ -2661,6 +2679,7 @@ int fp_add_sender(PyObject *m) {
         {&s_inflight, "inflight"}, {&s_state, "state"}, {&s_delivered_ns, "delivered_ns"},
         {&s_path_alive, "_path_alive"}, {&s_update_proving, "_update_proving"},
         {&s_failed, "_failed"}, {&s_capped, "_capped"},
+        {&s_suspects, "suspects"}, {&s_check, "check"},
         {&s_clear, "clear"}, {&k_loss, "loss"}, {&k_first_loss, "first_loss"},
         {&k_retire, "retire"}, {&k_retransmit, "retransmit"}, {&k_repaired, "repaired"},
         {&k_spurious, "spurious"}, {&k_port, "port"}, {&k_probe, "probe"},

@@ -120,7 +120,8 @@ def send_qp_stats(loop, qp) -> SendQpStats:
         target_us=sender.cfg.target_ns / 1000, ev_skips_by=dict(evs.skips_by),
         cc=sender.cfg.cc,
         signals=tuple(k for k in ("ecn", "trim") if getattr(sender.cfg, k)),
-        dcqcn=dcqcn_state(sender), transport=qp.transport, paths_used=paths_used(evs))
+        dcqcn=dcqcn_state(sender), transport=qp.transport, paths_used=paths_used(evs),
+        path_checks_total=evs.path_checks)
 
 
 def paths_used(evs) -> tuple[tuple[int, int, int], ...]:

@@ -29,6 +29,12 @@ with still nothing delivered is as unlikely as the loss rate itself. A packet se
 on a dead path after its death's first loss that is delivered after all proves it
 alive: the siblings go back into their slots, and their replacements to the spares.
 
+A path's first loss is checked at once: the sender's next packet goes on one of its
+siblings (`check`), not wherever the rotation is. A slow QP (a shaped fabric, most of
+its EVs SKIPped) may otherwise send nothing on the path for tens of milliseconds, and
+the second loss that shows it dead waits for that; checked, it comes one loss
+detection later. A random loss costs nothing: the check is delivered and clears it.
+
 A path not yet *proven* (nothing delivered on it since the QP began, or since it
 was last shown dead) carries at most `unproven_cap` packets at a time (at least
 `dead_after`): a path dead from the start then costs a QP `dead_after` packets, not
@@ -132,6 +138,9 @@ class EvSet:
         self.unproven_cap: int | None = dead_after  # None: no cap (spray-static)
         self._proving = True  # some live path is not proven yet: next() checks the cap
         self.dead_paths = 0  # events: a path shown dead (its EVs retired together)
+        self.path_checks = 0  # events: a packet sent on a sibling to check a path's loss
+        # paths that lost a packet and delivered none since, waiting for a check (each once)
+        self.suspects: list[PathState] = []
         self.paths_back = 0  # events: a dead path works again (a delivery, or a probe)
         self._rng = random.Random(seed)
         self._per_plane = per_plane = max(1, size // len(self.planes))
@@ -236,6 +245,42 @@ class EvSet:
         raise NoUsableEv(f"no usable EV: planes down {sorted(self.planes_down)}, "
                          f"{self._capped()} unproven paths full")
 
+    def check(self) -> Ev | None:
+        """An EV to send the next new packet on because its path has just lost one, so
+        the path is known dead (or alive) one loss detection later rather than whenever
+        the rotation comes back to it; None when no path waits. The sender asks first,
+        while `suspects` is not empty. The path's sibling is GOOD, else SKIP (the check
+        is of the path, not the EV); a path whose plane is down waits; one that delivered
+        since its loss, died, or has no sibling in a slot is dropped."""
+        suspects, i = self.suspects, 0
+        while i < len(suspects):
+            path = suspects[i]
+            if path.plane in self.planes_down:
+                i += 1
+                continue
+            del suspects[i]
+            ev = self._sibling(path)
+            if ev is not None:
+                self.path_checks += 1
+                return ev
+        return None
+
+    def _sibling(self, path: PathState) -> Ev | None:
+        """An EV in a slot on `path` to check it with (None: it needs no check now)."""
+        if path.dead_since is not None or not path.losses or \
+                path.delivered_ns > path.losses[-1]:
+            return None  # known dead, or delivered since its loss
+        if self._proving and not path.proven and path.inflight >= self.unproven_cap:
+            return None  # held at its cap: what it carries will tell
+        skipped = None
+        for ev in self.active:
+            if ev.path is path:
+                if ev.state is EvState.GOOD:
+                    return ev
+                if ev.state is _SKIP and skipped is None:
+                    skipped = ev
+        return skipped
+
     def set_unproven_cap(self, cap: int | None) -> None:
         """Packets a path not yet proven may carry at once (None: any number)."""
         self.unproven_cap = None if cap is None else max(cap, self.dead_after)
@@ -330,6 +375,8 @@ class EvSet:
         losses.append(sent_ns)
         path.losses = losses[-self.dead_after:]
         if len(losses) < self.dead_after:
+            if path not in self.suspects:
+                self.suspects.append(path)
             return []
         path.dead_since = min(losses)
         path.proven, path.inflight = False, 0  # when it comes back, it is held until it delivers

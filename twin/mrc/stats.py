@@ -162,6 +162,7 @@ class SendQpStats:
     # (plane, t1, packets) for every path a packet of the QP went on: the EVs it holds
     # (slots, spares, retired pool) that carried one; () from an endpoint before it
     paths_used: tuple[tuple[int, int, int], ...] = ()
+    path_checks_total: int = 0  # a new packet sent on a path that had just lost one, to check it
 
     def to_dict(self) -> dict[str, Any]:
         return {"qpn": self.qpn, "peer": self.peer, "mode": self.mode, "idle": self.idle,
@@ -183,7 +184,8 @@ class SendQpStats:
                 "ev_skips_by": dict(self.ev_skips_by), "cc": self.cc,
                 "signals": list(self.signals),
                 "dcqcn": None if self.dcqcn is None else dict(self.dcqcn),
-                "transport": self.transport, "paths_used": [list(p) for p in self.paths_used]}
+                "transport": self.transport, "paths_used": [list(p) for p in self.paths_used],
+                "path_checks_total": self.path_checks_total}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any], transport: str = "") -> SendQpStats:
@@ -200,7 +202,8 @@ class SendQpStats:
             d.get("dead_paths_total", 0), d.get("target_us", 0.0),
             dict(d.get("ev_skips_by", {})), d.get("cc", ""), tuple(d.get("signals", ())),
             d.get("dcqcn"), d.get("transport", transport),
-            tuple(tuple(p) for p in d.get("paths_used", ())))
+            tuple(tuple(p) for p in d.get("paths_used", ())),
+            d.get("path_checks_total", 0))
 
 
 @dataclass(frozen=True)

@@ -252,7 +252,8 @@ _STATS = [f.name for f in dataclasses.fields(SenderStats)]
 _RX_STATS = [f.name for f in dataclasses.fields(ReceiverStats)]
 TX_FIELDS = ("psn", "ev", "va", "len", "crc32", "tries", "ack_req", "imm")  # a tx entry
 _STATE_NAMES = [s.value for s in EvState]
-_EVS_COUNTERS = ("retirements", "revivals", "undone", "skips", "dead_paths", "paths_back")
+_EVS_COUNTERS = ("retirements", "revivals", "undone", "skips", "dead_paths", "paths_back",
+                 "path_checks")
 
 
 def sender_snapshot(s, before: dict | None = None) -> dict:

@@ -630,13 +630,21 @@ class Sender:
     # -- sending ----------------------------------------------------------------
 
     def _pick_ev(self, avoid: Ev | None) -> Ev:
-        """The next EV; a retransmission avoids the lost copy's plane when it can."""
+        """The next EV; a retransmission avoids the lost copy's plane when it can. A new
+        packet (`avoid` None) goes on a path that has just lost one, to check it, when
+        there is such a path (EvSet.check): retransmissions are what a repair waits for,
+        and do not take the risk."""
         if self._single is not None:
             # RoCE knows one path: with its port (or the peer's) down, the NIC sends into
             # it all the same, nothing comes back, and the retry limit ends the QP. Held
             # instead, it hung for ever: no copy in flight, so no timer ever ran out.
             return self._single
-        ev = self.evs.next()
+        evs = self.evs
+        if avoid is None and evs.suspects:  # a new packet checks a path that just lost one
+            ev = evs.check()
+            if ev is not None:
+                return ev
+        ev = evs.next()
         for _ in range(8):
             if avoid is None or (ev.plane != avoid.plane and ev.value != avoid.value):
                 break
@@ -708,7 +716,8 @@ class Sender:
                 psn = unsent.popleft()
                 tx = txs[psn]
                 try:
-                    ev = self._pick_ev(None) if single is not None else evs.next()
+                    ev = self._pick_ev(None) if single is not None or evs.suspects \
+                        else evs.next()
                 except NoUsableEv:
                     unsent.appendleft(psn)
                     self._stuck = True
