@@ -222,3 +222,52 @@ def test_a_lost_check_shows_the_path_dead_and_a_delivered_one_clears_it(cls):
     assert evs.dead_paths == 1, [(e.kind, e.psn, e.detail) for e in s.log]
     assert not [ev for ev in evs.active if evs.path_of(ev) == path
                 and ev.state.value in ("good", "skip")]
+
+
+def _tail_probed(cls) -> tuple:
+    """40 packets acked in order (the probe time is learned from their RTTs), then PSN 40
+    is never acked: the timer sends it again as a tail probe, on another EV."""
+    evs = EvSet([0, 1], 2, size=16, backup=8, seed=7)
+    s = cls(evs, 0, SenderConfig(init_window=64, mtu=1024))
+    s.post(41 * 1024)
+    src = memoryview(bytes(41 * 1024))
+    t = 0
+    for psn in range(40):
+        p = s.poll(t, src, budget=1)[0]
+        s.on_sack(SackReport(cum=psn + 1, bitmap=0, ev=p.ev, psn=psn, tries=0), t + 50_000)
+        t += 100_000
+    first = s.poll(t, src, budget=1)[0]
+    s.on_timer(t + 2_000_000)
+    assert s.stats.tail_probes == 1 and s.stats.lost_timeout == 0
+    probe = s.poll(t + 2_000_000, src, budget=1)[0]
+    assert probe.psn == 40 and probe.tries == 1 and probe.ev != first.ev
+    return s, evs, first, probe, t + 2_000_000
+
+
+@pytest.mark.parametrize("cls", SENDERS)
+def test_a_tail_probes_copy_arriving_alone_shows_the_first_copy_lost(cls):
+    """The SACK echoes the probe's copy and does not call it a duplicate: the first copy
+    never arrived, and its EV is blamed (and its path checked) as RACK would have done.
+    On a shaped fabric the probe time is shorter than RACK's window, and a dead path's
+    every loss was probed around, unblamed, for 57 ms."""
+    s, evs, first, probe, t = _tail_probed(cls)
+    s.on_sack(SackReport(cum=41, bitmap=0, ev=probe.ev, psn=40, tries=1), t + 500_000)
+    assert s.stats.lost_probe == 1
+    assert [(e.kind, e.psn, e.detail) for e in s.log if e.kind == "loss"] == \
+        [("loss", 40, "probe")]
+    assert evs.retired.get(first.ev) is not None  # the first copy's EV retired
+    assert evs.suspects  # and its path is checked by the next new packet
+    # the first copy turns up after all: a duplicate, and the retirement is undone
+    s.on_sack(SackReport(cum=41, bitmap=0, ev=first.ev, psn=40, tries=0, dup=True),
+              t + 1_000_000)
+    assert s.stats.spurious == 1 and evs.retired.get(first.ev) is None
+
+
+@pytest.mark.parametrize("cls", SENDERS)
+def test_a_tail_probe_that_arrives_second_blames_nothing(cls):
+    """The first copy was only slow: the receiver calls the probe's copy a duplicate."""
+    s, evs, first, probe, t = _tail_probed(cls)
+    s.on_sack(SackReport(cum=41, bitmap=0, ev=probe.ev, psn=40, tries=1, dup=True),
+              t + 500_000)
+    assert s.stats.lost_probe == 0 and not [e for e in s.log if e.kind == "loss"]
+    assert evs.retirements == 0

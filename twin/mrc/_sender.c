@@ -73,7 +73,7 @@ static PyObject *s_next, *s_sent, *s_sent_unproven, *s_proving, *s_gone, *s_deli
     *s_suspects, *s_check,
     *s_clear, *k_loss, *k_first_loss, *k_retire, *k_retransmit, *k_repaired,
     *k_spurious, *k_port, *k_probe, *k_revive, *k_trim, *k_ev_state, *r_per_path,
-    *r_rack, *r_nack, *r_timeout, *r_dead_path, *r_trim, *w_ecn, *w_trim, *w_rtt, *a_ok,
+    *r_rack, *r_nack, *r_timeout, *r_dead_path, *r_trim, *r_probe, *w_ecn, *w_trim, *w_rtt, *a_ok,
     *a_lost, *k_cum, *k_ev, *k_psn, *k_tries, *k_port_state, *k_congestion, *k_bitmap, *k_dup, *k_empty, *k_resent_at_once, *k_alive_why;
 
 /* -- EvSet access ---------------------------------------------------------------------
@@ -360,6 +360,8 @@ typedef struct {  /* transport._Tx */
     PyObject *imm;  /* its message's imm, on its last packet only (else NULL) */
     PyObject *ev;   /* NULL until sent */
     int64_t sent_ns, seq, tries, losses, timeouts, trims;
+    PyObject *probed_ev;  /* a tail probe's first copy went on it (NULL: none to judge) */
+    int64_t probed_ns;    /* and when */
     char acked, in_flight, present;
 } Tx;
 
@@ -381,7 +383,7 @@ typedef struct {
     int64_t packets, bytes, retransmits, lost_per_ev, lost_rack, lost_timeout, lost_nack,
         spurious, acked, acks_unsent, lost_dead_path, ecn_marks, ecn_echoes, nacks_seq,
         nacks_trimmed, trims_ignored, quick_adapts, window_decreases, sack_bits_unsent,
-        nacks_stale, trims_stale, cnps_limited, lost_trim, tail_probes;
+        nacks_stale, trims_stale, cnps_limited, lost_trim, tail_probes, lost_probe;
     int64_t per_plane[PLANES_MAX];
     int plane_order[PLANES_MAX], planes_seen;
 } TxCounters;
@@ -434,6 +436,7 @@ static inline Tx *tx_get(Sender *s, int64_t psn) {
 
 static void tx_release(Tx *t) {
     Py_CLEAR(t->ev);
+    Py_CLEAR(t->probed_ev);
     Py_CLEAR(t->imm);
     t->present = 0;
 }
@@ -1318,41 +1321,124 @@ static int fail_qp(Sender *s, const Tx *tx, PyObject *what, const char *limit) {
     return -1;
 }
 
+/* Sender._lost_copy: remember a lost copy (a late arrival undoes its loss), log it */
+static int lost_copy(Sender *s, int64_t psn, PyObject *ev, int64_t value, int64_t sent_ns,
+                     PyObject *reason, int64_t now) {
+    PyObject *key = PyLong_FromLongLong(psn), *r;
+    PyObject *rec = Py_BuildValue("(LOL)", (long long)value, reason, (long long)sent_ns);
+    if (!key || !rec || PyObject_SetItem(s->lost, key, rec) < 0) {
+        Py_XDECREF(key); Py_XDECREF(rec);
+        return -1;
+    }
+    Py_DECREF(rec);
+    r = PyObject_CallMethodOneArg(s->lost, s_move_to_end, key);
+    Py_DECREF(key);
+    if (!r) return -1;
+    Py_DECREF(r);
+    Py_ssize_t remembered = PyObject_Length(s->lost);
+    if (remembered < 0) return -1;
+    if (remembered > LOST_REMEMBERED) {
+        r = PyObject_CallMethodObjArgs(s->lost, s_popitem, Py_False, NULL);
+        if (!r) return -1;
+        Py_DECREF(r);
+    }
+    if (event(s, now, k_loss, value, psn, reason) < 0) return -1;
+    int64_t first;
+    if (EV_I64(ev, F_FIRST_LOSS, &first) < 0) return -1;
+    if (first < 0) {
+        if (fset(ev, &F_FIRST_LOSS, EvType, PyLong_FromLongLong(now)) < 0
+            || event(s, now, k_first_loss, value, psn, reason) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+/* Sender._blame: a copy of psn sent on ev at sent_ns was lost. The EV retires, and its
+ * path may be shown dead (its other EVs go now). *died: whether the path died now, its
+ * path then in *path_out (a new reference). 0, or -1. */
+static int blame(Sender *s, PyObject *ev, int64_t value, int64_t psn, int64_t sent_ns,
+                 PyObject *reason, int64_t now, int *died, PyObject **path_out) {
+    PyObject *path = NULL, *victims = NULL;
+    int rc = -1;
+    *died = 0;
+    *path_out = NULL;
+    PyObject *why = PyUnicode_FromFormat("%U loss of PSN %lld", reason, (long long)psn);
+    if (!why) return -1;
+    PyObject *res = PyObject_CallMethodObjArgs(s->evs, s_lost, ev, why, NULL);
+    Py_DECREF(why);
+    if (!res) return -1;
+    if (!PyTuple_Check(res) || PyTuple_GET_SIZE(res) != 2) {
+        PyErr_SetString(PyExc_TypeError, "EvSet.lost gives (retired, replacement)");
+        Py_DECREF(res);
+        return -1;
+    }
+    int retired = PyObject_IsTrue(PyTuple_GET_ITEM(res, 0));
+    if (retired < 0) { Py_DECREF(res); return -1; }
+    if (retired) {
+        PyObject *repl = replaced(PyTuple_GET_ITEM(res, 1));
+        if (!repl) { Py_DECREF(res); return -1; }
+        int e = eventf(s, now, k_retire, value, psn, "%U%U", reason, repl);
+        Py_DECREF(repl);
+        if (e < 0) { Py_DECREF(res); return -1; }
+    }
+    Py_DECREF(res);
+    path = fget(ev, &F_PATH, EvType);
+    if (!path) goto out;
+    int alive = 0;
+    if (path != Py_None) {
+        PyObject *dead = fget(path, &P_DEAD, PathType);
+        if (!dead) goto out;
+        alive = dead == Py_None;
+        Py_DECREF(dead);
+    }
+    PyObject *t = PyLong_FromLongLong(sent_ns);
+    if (!t) goto out;
+    victims = PyObject_CallMethodObjArgs(s->evs, s_path_lost, ev, t, NULL);
+    Py_DECREF(t);
+    /* a tuple of its own: the loop calls Python, which must not empty it under us */
+    if (victims) Py_SETREF(victims, PySequence_Tuple(victims));
+    if (!victims) goto out;
+    Py_ssize_t nv = PyTuple_GET_SIZE(victims);
+    for (Py_ssize_t i = 0; i < nv; i++) {
+        PyObject *pair = PyTuple_GET_ITEM(victims, i);
+        if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2) {
+            PyErr_SetString(PyExc_TypeError, "EvSet.path_lost gives (ev, replacement)s");
+            goto out;
+        }
+        int64_t sib;
+        if (EV_I64(PyTuple_GET_ITEM(pair, 0), F_VALUE, &sib) < 0) goto out;
+        PyObject *repl = replaced(PyTuple_GET_ITEM(pair, 1));
+        if (!repl) goto out;
+        int e = eventf(s, now, k_retire, sib, psn, "path dead, as %s showed%U",
+                       hex(value).s, repl);
+        Py_DECREF(repl);
+        if (e < 0) goto out;
+    }
+    if (alive && path != Py_None) {
+        PyObject *dead = fget(path, &P_DEAD, PathType);
+        if (!dead) goto out;
+        *died = dead != Py_None;
+        Py_DECREF(dead);
+    }
+    if (*died) *path_out = Py_NewRef(path);
+    rc = 0;
+out:
+    Py_XDECREF(victims);
+    Py_XDECREF(path);
+    return rc;
+}
+
 /* Sender._declare_lost */
 static int declare_lost(Sender *s, Tx *tx, int64_t now, PyObject *reason) {
     if (!tx || tx->acked || !tx->in_flight) return 0;
     tx->in_flight = 0;  /* declared lost, not yet resent */
     s->inflight--;
     tx->losses++;
-    PyObject *ev = Py_NewRef(tx->ev), *path = NULL, *victims = NULL, *r;
-    int64_t psn = tx->psn, sent_ns = tx->sent_ns, value, first;
+    PyObject *ev = Py_NewRef(tx->ev), *path = NULL;
+    int64_t psn = tx->psn, sent_ns = tx->sent_ns, value;
     int rc = -1, died = 0;
     if (EV_I64(ev, F_VALUE, &value) < 0 || ev_gone(s, ev) < 0) goto out;
-    PyObject *key = PyLong_FromLongLong(psn);
-    PyObject *rec = Py_BuildValue("(LOL)", (long long)value, reason, (long long)sent_ns);
-    if (!key || !rec || PyObject_SetItem(s->lost, key, rec) < 0) {
-        Py_XDECREF(key); Py_XDECREF(rec);
-        goto out;
-    }
-    Py_DECREF(rec);
-    r = PyObject_CallMethodOneArg(s->lost, s_move_to_end, key);
-    Py_DECREF(key);
-    if (!r) goto out;
-    Py_DECREF(r);
-    Py_ssize_t remembered = PyObject_Length(s->lost);
-    if (remembered < 0) goto out;
-    if (remembered > LOST_REMEMBERED) {
-        r = PyObject_CallMethodObjArgs(s->lost, s_popitem, Py_False, NULL);
-        if (!r) goto out;
-        Py_DECREF(r);
-    }
-    if (event(s, now, k_loss, value, psn, reason) < 0) goto out;
-    if (EV_I64(ev, F_FIRST_LOSS, &first) < 0) goto out;
-    if (first < 0) {
-        if (fset(ev, &F_FIRST_LOSS, EvType, PyLong_FromLongLong(now)) < 0
-            || event(s, now, k_first_loss, value, psn, reason) < 0)
-            goto out;
-    }
+    if (lost_copy(s, psn, ev, value, sent_ns, reason, now) < 0) goto out;
     int timeout = reason == r_timeout;
     tx->timeouts = timeout ? tx->timeouts + 1 : 0;
     if (s->mode == MODE_SINGLE) {
@@ -1373,66 +1459,9 @@ static int declare_lost(Sender *s, Tx *tx, int64_t now, PyObject *reason) {
     }
     /* A timeout names no path; a packet resent because its path died is blamed already;
      * a PSN trimmed past trim_limit was trimmed on many paths, lost on none */
-    if (s->mode == MODE_MRC && !timeout && reason != r_dead_path && reason != r_trim) {
-        PyObject *why = PyUnicode_FromFormat("%U loss of PSN %lld", reason, (long long)psn);
-        if (!why) goto out;
-        PyObject *res = PyObject_CallMethodObjArgs(s->evs, s_lost, ev, why, NULL);
-        Py_DECREF(why);
-        if (!res) goto out;
-        if (!PyTuple_Check(res) || PyTuple_GET_SIZE(res) != 2) {
-            PyErr_SetString(PyExc_TypeError, "EvSet.lost gives (retired, replacement)");
-            Py_DECREF(res);
-            goto out;
-        }
-        int retired = PyObject_IsTrue(PyTuple_GET_ITEM(res, 0));
-        if (retired < 0) { Py_DECREF(res); goto out; }
-        if (retired) {
-            PyObject *repl = replaced(PyTuple_GET_ITEM(res, 1));
-            if (!repl) { Py_DECREF(res); goto out; }
-            int e = eventf(s, now, k_retire, value, psn, "%U%U", reason, repl);
-            Py_DECREF(repl);
-            if (e < 0) { Py_DECREF(res); goto out; }
-        }
-        Py_DECREF(res);
-        path = fget(ev, &F_PATH, EvType);
-        if (!path) goto out;
-        int alive = 0;
-        if (path != Py_None) {
-            PyObject *dead = fget(path, &P_DEAD, PathType);
-            if (!dead) goto out;
-            alive = dead == Py_None;
-            Py_DECREF(dead);
-        }
-        PyObject *t = PyLong_FromLongLong(sent_ns);
-        if (!t) goto out;
-        victims = PyObject_CallMethodObjArgs(s->evs, s_path_lost, ev, t, NULL);
-        Py_DECREF(t);
-        /* a tuple of its own: the loop calls Python, which must not empty it under us */
-        if (victims) Py_SETREF(victims, PySequence_Tuple(victims));
-        if (!victims) goto out;
-        Py_ssize_t nv = PyTuple_GET_SIZE(victims);
-        for (Py_ssize_t i = 0; i < nv; i++) {
-            PyObject *pair = PyTuple_GET_ITEM(victims, i);
-            if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2) {
-                PyErr_SetString(PyExc_TypeError, "EvSet.path_lost gives (ev, replacement)s");
-                goto out;
-            }
-            int64_t sib;
-            if (EV_I64(PyTuple_GET_ITEM(pair, 0), F_VALUE, &sib) < 0) goto out;
-            PyObject *repl = replaced(PyTuple_GET_ITEM(pair, 1));
-            if (!repl) goto out;
-            int e = eventf(s, now, k_retire, sib, psn, "path dead, as %s showed%U",
-                           hex(value).s, repl);
-            Py_DECREF(repl);
-            if (e < 0) goto out;
-        }
-        if (alive && path != Py_None) {
-            PyObject *dead = fget(path, &P_DEAD, PathType);
-            if (!dead) goto out;
-            died = dead != Py_None;
-            Py_DECREF(dead);
-        }
-    }
+    if (s->mode == MODE_MRC && !timeout && reason != r_dead_path && reason != r_trim
+        && blame(s, ev, value, psn, sent_ns, reason, now, &died, &path) < 0)
+        goto out;
     cut_window(s, now);
     if (s->mode == MODE_SINGLE) {  /* go-back-N: resend everything from the hole on */
         if (dq_push(&s->retx, psn, 0) < 0) goto out;
@@ -1449,9 +1478,28 @@ static int declare_lost(Sender *s, Tx *tx, int64_t now, PyObject *reason) {
     }
     rc = died ? resend_dead_path(s, path, now) : 0;
 out:
-    Py_XDECREF(victims);
     Py_XDECREF(path);
     Py_DECREF(ev);
+    return rc;
+}
+
+/* Sender._probe_showed_lost: the SACK echoes a tail probe's copy of psn, not as a
+ * duplicate: the first copy, sent on ev at sent_ns, never arrived. Lost and blamed,
+ * the window cut; nothing resent (the PSN is acked). */
+static int probe_showed_lost(Sender *s, PyObject *ev, int64_t psn, int64_t sent_ns,
+                             int64_t now) {
+    PyObject *path = NULL;
+    int64_t value;
+    int died = 0, rc = -1;
+    s->st.lost_probe++;
+    if (EV_I64(ev, F_VALUE, &value) < 0
+        || lost_copy(s, psn, ev, value, sent_ns, r_probe, now) < 0)
+        return -1;
+    if (s->mode == MODE_MRC && blame(s, ev, value, psn, sent_ns, r_probe, now, &died, &path) < 0)
+        return -1;
+    cut_window(s, now);
+    rc = died ? resend_dead_path(s, path, now) : 0;
+    Py_XDECREF(path);
     return rc;
 }
 
@@ -1735,6 +1783,9 @@ static PyObject *Sender_on_sack(Sender *s, PyObject *const *args, Py_ssize_t nar
     if (marked) adjust(s, s->delay_ns, 1, now);  /* a mark without an RTT sample */
     if ((k.dup || (echoed && !exact)) && late(s, k.psn, now) < 0) return NULL;
     int64_t rack_sent = -1, count = 0, left_flight = 0, nnew = 0;
+    /* a tail probe's copy the SACK echoes, arrived alone: its first copy was lost */
+    PyObject *probed_ev = NULL;
+    int64_t probed_ns = 0, probed_psn = 0;
     /* reordering: how long before the latest-sent packet already delivered a packet
      * delivered now was sent (only where an earlier SACK could have reported it) */
     int64_t rack_before = s->rack_sent, reported = c0 + 1 + BITMAP_BITS, trailed = 0;
@@ -1783,6 +1834,12 @@ static PyObject *Sender_on_sack(Sender *s, PyObject *const *args, Py_ssize_t nar
             s->newly[nnew++] = (Newly){tx->seq, psn, value, tx->sent_ns, key};
             if (ev_delivered(s, ev, tx->sent_ns) < 0) goto out;
         }
+        if (tx->probed_ev && is_exact && !k.dup) {
+            Py_XSETREF(probed_ev, tx->probed_ev);  /* the record's reference, taken */
+            tx->probed_ev = NULL;
+            probed_ns = tx->probed_ns;
+            probed_psn = psn;
+        }
         tx_release(tx);  /* txs.pop */
         s->ntx--;
         if (is_exact) exact = NULL;
@@ -1802,6 +1859,7 @@ static PyObject *Sender_on_sack(Sender *s, PyObject *const *args, Py_ssize_t nar
     if ((double)trailed > s->reordering_ns) s->reordering_ns = (double)trailed;
     /* A SACK speaks for PSNs below cum + 1 + 64 only */
     int64_t covered = k.cum + 1 + BITMAP_BITS;
+    if (probed_ev && probe_showed_lost(s, probed_ev, probed_psn, probed_ns, now) < 0) goto out;
     if (nnew > 1) qsort(s->newly, nnew, sizeof *s->newly, newly_cmp);
     for (int64_t i = 0; i < nnew; i++)
         if (detect_per_path(s, &s->newly[i], now, covered) < 0) goto out;
@@ -1812,6 +1870,7 @@ static PyObject *Sender_on_sack(Sender *s, PyObject *const *args, Py_ssize_t nar
     if (complete(s, now) < 0) goto out;
     rc = 0;
 out:
+    Py_XDECREF(probed_ev);
     Py_DECREF(bins);
     if (rc < 0) return NULL;
     Py_RETURN_NONE;
@@ -1939,6 +1998,8 @@ static PyObject *Sender_on_timer(Sender *s, PyObject *arg) {
     }
     if (tail) {  /* sent again by the next poll, first in line; not lost */
         s->st.tail_probes++;
+        Py_XSETREF(tail->probed_ev, Py_NewRef(tail->ev));
+        tail->probed_ns = tail->sent_ns;
         tail->in_flight = 0;
         s->inflight--;
         if (ev_gone(s, tail->ev) < 0 || dq_push_front(&s->retx, tail->psn, 0) < 0)
@@ -2140,7 +2201,8 @@ static PyObject *get_stats(Sender *s, void *c) {
         struct { const char *name; int64_t v; } more[] = {
             {"sack_bits_unsent", t->sack_bits_unsent}, {"nacks_stale", t->nacks_stale},
             {"trims_stale", t->trims_stale}, {"cnps_limited", t->cnps_limited},
-            {"lost_trim", t->lost_trim}, {"tail_probes", t->tail_probes}};
+            {"lost_trim", t->lost_trim}, {"tail_probes", t->tail_probes},
+            {"lost_probe", t->lost_probe}};
         for (size_t i = 0; i < sizeof more / sizeof *more; i++) {
             PyObject *v = PyLong_FromLongLong(more[i].v);
             int rc = v ? PyDict_SetItemString(kw, more[i].name, v) : -1;
@@ -2503,6 +2565,7 @@ static int Sender_traverse(Sender *s, visitproc visit, void *arg) {
     for (int64_t i = 0; i < s->tx_cap; i++) {
         Py_VISIT(s->txs[i].ev);
         Py_VISIT(s->txs[i].imm);
+        Py_VISIT(s->txs[i].probed_ev);
     }
     for (int64_t i = 0; i < s->seg_len; i++) {
         Py_VISIT(s->segs[s->seg_head + i].msg);
@@ -2686,6 +2749,7 @@ int fp_add_sender(PyObject *m) {
         {&k_revive, "revive"}, {&k_trim, "trim"}, {&k_ev_state, "ev_state"},
         {&r_per_path, "per_path"}, {&r_rack, "rack"}, {&r_nack, "nack"},
         {&r_timeout, "timeout"}, {&r_dead_path, "dead_path"}, {&r_trim, "trim"},
+        {&r_probe, "probe"},
         {&w_ecn, "ecn"},
         {&w_trim, "trim"}, {&w_rtt, "rtt"}, {&a_ok, "ok"}, {&a_lost, "lost"},
         {&k_cum, "cum"}, {&k_ev, "ev"}, {&k_psn, "psn"}, {&k_tries, "tries"},

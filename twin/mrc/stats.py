@@ -80,11 +80,12 @@ class SenderCounters:
     cnps_limited: int = 0  # CNPs sooner than half the notification point's interval
     lost_trim: int = 0  # losses declared because a PSN was trimmed trim_limit times
     tail_probes: int = 0  # first copies the timer sent again as tail probes (not losses)
+    lost_probe: int = 0  # first copies shown lost by their tail probe's copy arriving alone
 
     _SIGNALS: ClassVar[tuple[str, ...]] = (
         "ecn_marks", "ecn_echoes", "nacks_seq", "nacks_trimmed", "trims_ignored",
         "quick_adapts", "window_decreases", "sack_bits_unsent", "nacks_stale", "trims_stale",
-        "cnps_limited", "lost_trim", "tail_probes")
+        "cnps_limited", "lost_trim", "tail_probes", "lost_probe")
 
     def to_dict(self) -> dict[str, Any]:
         return {"packets": self.packets, "bytes": self.bytes, "retransmits": self.retransmits,

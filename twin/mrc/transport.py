@@ -65,7 +65,12 @@ Sender
     srtt + 4 rttvar (tail_probe_ns: 1 ms at least, the RTO at most) is sent again by
     the timer, one a call, and not declared lost: no loss, no blame, no window cut. The
     SACK its copy draws says what arrived, so a window whose SACKs all died on a path
-    cut behind them is acked within a few ms, not after the 10 ms RTO.
+    cut behind them is acked within a few ms, not after the 10 ms RTO. When that SACK
+    echoes the probe's copy and does not call it a duplicate, the first copy never
+    arrived: it is lost on its EV then (lost_probe, loss reason `probe`), blamed as RACK
+    would have blamed it, and a later arrival undoes it as any spurious loss. Without
+    that a path that died under a QP whose RACK window is wider than its probe time
+    (a shaped fabric) was probed around for ever and never blamed: 57 ms on the lab.
 
     Congestion signals: the queueing delay (RTT above the lowest seen), ECN (the
     receiver echoes CE marks in its SACK's congestion byte) and trims (a switch
@@ -432,6 +437,8 @@ class _Tx:
     losses: int = 0  # times this PSN itself was lost (go-back-N resends do not count)
     timeouts: int = 0  # of those, by the timer since it was last lost any other way
     trims: int = 0  # NAK(TRIMMED)s of this PSN acted on
+    probed_ev: Ev | None = None  # a tail probe's first copy went on this EV, at probed_ns,
+    probed_ns: int = -1  # and has not been judged since
 
 
 @dataclass
@@ -462,6 +469,7 @@ class SenderStats:
     cnps_limited: int = 0  # CNPs sooner than CNP_SPACING of the NP's interval: ignored
     lost_trim: int = 0  # losses declared because a PSN reached trim_limit
     tail_probes: int = 0  # first copies sent again by the timer as tail probes (not losses)
+    lost_probe: int = 0  # first copies shown lost by their tail probe's copy arriving alone
 
 
 class QpFailed(RuntimeError):
@@ -907,6 +915,7 @@ class Sender:
         proving = evs._proving  # a path proven in this loop only makes gone() a no-op
         delivered = evs.delivered
         count = left_flight = 0
+        probed = None  # a tail probe's copy the SACK echoes, arrived alone: its first lost
         for psn in acked:  # mark every PSN this SACK covers before judging any loss
             tx = txs.pop(psn, None)
             if tx is None or tx.acked:
@@ -934,6 +943,8 @@ class Sender:
                     trailed = rack_before - sent_ns
                 newly.append(tx)
                 delivered(ev, sent_ns)
+            if tx.probed_ev is not None and tx is exact and not sack.dup:
+                probed = tx
         self._inflight -= left_flight
         self.stats.acked += count
         self._count_acked(count, now)
@@ -942,6 +953,8 @@ class Sender:
         # A SACK speaks for PSNs below cum + 1 + 64 only; later ones may have
         # arrived unreported, so they are never judged lost on its word.
         covered = sack.cum + 1 + BITMAP_BITS
+        if probed is not None:
+            self._probe_showed_lost(probed, now)
         if len(newly) > 1:
             newly.sort(key=_SEND_ORDER)
         for tx in newly:
@@ -1268,6 +1281,7 @@ class Sender:
             expired.append(tx)
         if tail is not None:
             self.stats.tail_probes += 1
+            tail.probed_ev, tail.probed_ns = tail.ev, tail.sent_ns
             tail.in_flight = False  # sent again by the next poll, first in line
             self._inflight -= 1
             self.evs.gone(tail.ev)
@@ -1284,14 +1298,7 @@ class Sender:
         tx.losses += 1
         ev = tx.ev
         self.evs.gone(ev)
-        self._lost[tx.psn] = (ev.value, reason, tx.sent_ns)
-        self._lost.move_to_end(tx.psn)
-        if len(self._lost) > LOST_REMEMBERED:
-            self._lost.popitem(last=False)
-        self._event(now, "loss", ev.value, tx.psn, reason)
-        if ev.first_loss_ns < 0:
-            ev.first_loss_ns = now
-            self._event(now, "first_loss", ev.value, tx.psn, reason)
+        self._lost_copy(tx.psn, ev, tx.sent_ns, reason, now)
         mode = self.cfg.mode
         tx.timeouts = tx.timeouts + 1 if reason == "timeout" else 0
         if mode == "single-path":
@@ -1307,20 +1314,9 @@ class Sender:
         # blame no EV; a dead path is caught by RACK, which compares paths.
         # A packet resent because its path died has already been blamed; a PSN trimmed
         # past trim_limit was trimmed on many paths, not lost on one.
-        died = False
-        if mode == "mrc" and reason not in _BLAMELESS:
-            retired, replacement = self.evs.lost(ev, f"{reason} loss of PSN {tx.psn}")
-            if retired:
-                self._event(now, "retire", ev.value, tx.psn, reason + _replaced(replacement))
-            # The path itself may be dead: then its other EVs go now, not one loss each.
-            alive = ev.path is not None and ev.path.dead_since is None
-            for sibling, repl in self.evs.path_lost(ev, tx.sent_ns):
-                self._event(now, "retire", sibling.value, tx.psn,
-                            f"path dead, as {ev.value:#x} showed" + _replaced(repl))
-            died = alive and ev.path.dead_since is not None
-        if now - self._last_cut_ns > max(self.srtt, self.cfg.reorder_ns):
-            self.window = max(self.cfg.min_window, self.window * 0.85)
-            self._last_cut_ns = now
+        died = mode == "mrc" and reason not in _BLAMELESS and \
+            self._blame(ev, tx.psn, tx.sent_ns, reason, now)
+        self._cut_window(now)
         if mode == "single-path":  # go-back-N: resend everything from the hole on
             later = [p for p in range(tx.psn + 1, self._sent_high + 1)
                      if (t := self._txs.get(p)) is not None and t.in_flight]
@@ -1332,6 +1328,50 @@ class Sender:
             self._retx.append(tx.psn)
         if died:
             self._resend_dead_path(ev.path, now)
+
+    def _probe_showed_lost(self, tx: _Tx, now: int) -> None:
+        """The SACK echoes the copy a tail probe sent of `tx`, not as a duplicate: the
+        first copy never arrived. It is lost on its EV (RACK would have said so had a
+        later packet on a live path been acked in time), blamed, and the window cut;
+        nothing is resent (the PSN is acked). Its late arrival undoes it (`_late`)."""
+        ev, sent_ns = tx.probed_ev, tx.probed_ns
+        tx.probed_ev = None
+        self.stats.lost_probe += 1
+        self._lost_copy(tx.psn, ev, sent_ns, "probe", now)
+        died = self.cfg.mode == "mrc" and self._blame(ev, tx.psn, sent_ns, "probe", now)
+        self._cut_window(now)
+        if died:
+            self._resend_dead_path(ev.path, now)
+
+    def _lost_copy(self, psn: int, ev: Ev, sent_ns: int, reason: str, now: int) -> None:
+        """Remember a lost copy (a late arrival undoes its loss) and log it."""
+        self._lost[psn] = (ev.value, reason, sent_ns)
+        self._lost.move_to_end(psn)
+        if len(self._lost) > LOST_REMEMBERED:
+            self._lost.popitem(last=False)
+        self._event(now, "loss", ev.value, psn, reason)
+        if ev.first_loss_ns < 0:
+            ev.first_loss_ns = now
+            self._event(now, "first_loss", ev.value, psn, reason)
+
+    def _blame(self, ev: Ev, psn: int, sent_ns: int, reason: str, now: int) -> bool:
+        """A copy of `psn` sent on `ev` at `sent_ns` was lost: the EV retires, and its
+        path may be shown dead (then its other EVs go now, not one loss each). True when
+        the path died now."""
+        retired, replacement = self.evs.lost(ev, f"{reason} loss of PSN {psn}")
+        if retired:
+            self._event(now, "retire", ev.value, psn, reason + _replaced(replacement))
+        alive = ev.path is not None and ev.path.dead_since is None
+        for sibling, repl in self.evs.path_lost(ev, sent_ns):
+            self._event(now, "retire", sibling.value, psn,
+                        f"path dead, as {ev.value:#x} showed" + _replaced(repl))
+        return alive and ev.path.dead_since is not None
+
+    def _cut_window(self, now: int) -> None:
+        """A loss cuts the window, once an RTT (or reordering floor) at most."""
+        if now - self._last_cut_ns > max(self.srtt, self.cfg.reorder_ns):
+            self.window = max(self.cfg.min_window, self.window * 0.85)
+            self._last_cut_ns = now
 
     def _fail(self, what: str, tx: _Tx, limit: str) -> None:
         """The QP gives up: `what` happened to `tx`'s PSN, past `limit`."""
