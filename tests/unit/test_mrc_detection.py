@@ -255,6 +255,9 @@ def test_a_tail_probes_copy_arriving_alone_shows_the_first_copy_lost(cls):
     assert s.stats.lost_probe == 1
     assert [(e.kind, e.psn, e.detail) for e in s.log if e.kind == "loss"] == \
         [("loss", 40, "probe")]
+    # the loss, then the probe's copy as its repair: what a drill's repair figure reads
+    assert [e.kind for e in s.log if e.psn == 40 and e.kind in ("loss", "repaired")] == \
+        ["loss", "repaired"]
     assert evs.retired.get(first.ev) is not None  # the first copy's EV retired
     assert evs.suspects  # and its path is checked by the next new packet
     # the first copy turns up after all: a duplicate, and the retirement is undone

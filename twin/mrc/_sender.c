@@ -1485,15 +1485,17 @@ out:
 
 /* Sender._probe_showed_lost: the SACK echoes a tail probe's copy of psn, not as a
  * duplicate: the first copy, sent on ev at sent_ns, never arrived. Lost and blamed,
- * the window cut; nothing resent (the PSN is acked). */
+ * the window cut; nothing resent (the PSN is acked). Logged as the loss, then the
+ * repair by the probe's copy (on probe_value). */
 static int probe_showed_lost(Sender *s, PyObject *ev, int64_t psn, int64_t sent_ns,
-                             int64_t now) {
+                             int64_t probe_value, int64_t now) {
     PyObject *path = NULL;
     int64_t value;
     int died = 0, rc = -1;
     s->st.lost_probe++;
     if (EV_I64(ev, F_VALUE, &value) < 0
-        || lost_copy(s, psn, ev, value, sent_ns, r_probe, now) < 0)
+        || lost_copy(s, psn, ev, value, sent_ns, r_probe, now) < 0
+        || event(s, now, k_repaired, probe_value, psn, NULL) < 0)
         return -1;
     if (s->mode == MODE_MRC && blame(s, ev, value, psn, sent_ns, r_probe, now, &died, &path) < 0)
         return -1;
@@ -1785,7 +1787,7 @@ static PyObject *Sender_on_sack(Sender *s, PyObject *const *args, Py_ssize_t nar
     int64_t rack_sent = -1, count = 0, left_flight = 0, nnew = 0;
     /* a tail probe's copy the SACK echoes, arrived alone: its first copy was lost */
     PyObject *probed_ev = NULL;
-    int64_t probed_ns = 0, probed_psn = 0;
+    int64_t probed_ns = 0, probed_psn = 0, probed_by = 0;
     /* reordering: how long before the latest-sent packet already delivered a packet
      * delivered now was sent (only where an earlier SACK could have reported it) */
     int64_t rack_before = s->rack_sent, reported = c0 + 1 + BITMAP_BITS, trailed = 0;
@@ -1821,7 +1823,16 @@ static PyObject *Sender_on_sack(Sender *s, PyObject *const *args, Py_ssize_t nar
         }
         count++;
         if (plane >= 0 && plane < PLANES_MAX) plane_bytes[plane] += tx->length;
-        if (tx->tries > 1 && event(s, now, k_repaired, value, psn, NULL) < 0) goto out;
+        if (tx->probed_ev && is_exact && !k.dup) {
+            /* its first copy's loss, then this repair, are logged after the walk */
+            Py_XSETREF(probed_ev, tx->probed_ev);  /* the record's reference, taken */
+            tx->probed_ev = NULL;
+            probed_ns = tx->probed_ns;
+            probed_psn = psn;
+            probed_by = value;
+        } else if (tx->tries > 1 && event(s, now, k_repaired, value, psn, NULL) < 0) {
+            goto out;
+        }
         /* Only an ack that names one transmission can judge the packets sent before it
          * (Karn): a first transmission, or the copy the SACK echoes. */
         if (tx->tries == 1 || is_exact) {
@@ -1833,12 +1844,6 @@ static PyObject *Sender_on_sack(Sender *s, PyObject *const *args, Py_ssize_t nar
             if (path_key(ev, value, &key) < 0) goto out;
             s->newly[nnew++] = (Newly){tx->seq, psn, value, tx->sent_ns, key};
             if (ev_delivered(s, ev, tx->sent_ns) < 0) goto out;
-        }
-        if (tx->probed_ev && is_exact && !k.dup) {
-            Py_XSETREF(probed_ev, tx->probed_ev);  /* the record's reference, taken */
-            tx->probed_ev = NULL;
-            probed_ns = tx->probed_ns;
-            probed_psn = psn;
         }
         tx_release(tx);  /* txs.pop */
         s->ntx--;
@@ -1859,7 +1864,8 @@ static PyObject *Sender_on_sack(Sender *s, PyObject *const *args, Py_ssize_t nar
     if ((double)trailed > s->reordering_ns) s->reordering_ns = (double)trailed;
     /* A SACK speaks for PSNs below cum + 1 + 64 only */
     int64_t covered = k.cum + 1 + BITMAP_BITS;
-    if (probed_ev && probe_showed_lost(s, probed_ev, probed_psn, probed_ns, now) < 0) goto out;
+    if (probed_ev && probe_showed_lost(s, probed_ev, probed_psn, probed_ns, probed_by, now) < 0)
+        goto out;
     if (nnew > 1) qsort(s->newly, nnew, sizeof *s->newly, newly_cmp);
     for (int64_t i = 0; i < nnew; i++)
         if (detect_per_path(s, &s->newly[i], now, covered) < 0) goto out;

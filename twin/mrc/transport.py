@@ -930,7 +930,9 @@ class Sender:
             count += 1
             acked_bytes[ev.plane] += tx.length
             tries = tx.tries
-            if tries > 1:
+            if tx.probed_ev is not None and tx is exact and not sack.dup:
+                probed = tx  # its first copy's loss, then this repair, logged after the walk
+            elif tries > 1:
                 self._event(now, "repaired", ev.value, psn)
             # Only an ack that names one transmission can judge the packets sent
             # before it (Karn): a first transmission, or the copy the SACK echoes.
@@ -943,8 +945,6 @@ class Sender:
                     trailed = rack_before - sent_ns
                 newly.append(tx)
                 delivered(ev, sent_ns)
-            if tx.probed_ev is not None and tx is exact and not sack.dup:
-                probed = tx
         self._inflight -= left_flight
         self.stats.acked += count
         self._count_acked(count, now)
@@ -1333,11 +1333,13 @@ class Sender:
         """The SACK echoes the copy a tail probe sent of `tx`, not as a duplicate: the
         first copy never arrived. It is lost on its EV (RACK would have said so had a
         later packet on a live path been acked in time), blamed, and the window cut;
-        nothing is resent (the PSN is acked). Its late arrival undoes it (`_late`)."""
+        nothing is resent (the PSN is acked). Its late arrival undoes it (`_late`).
+        Logged as the loss, then the repair (the probe's copy), as any other."""
         ev, sent_ns = tx.probed_ev, tx.probed_ns
         tx.probed_ev = None
         self.stats.lost_probe += 1
         self._lost_copy(tx.psn, ev, sent_ns, "probe", now)
+        self._event(now, "repaired", tx.ev.value, tx.psn)
         died = self.cfg.mode == "mrc" and self._blame(ev, tx.psn, sent_ns, "probe", now)
         self._cut_window(now)
         if died:
