@@ -93,3 +93,14 @@ def test_the_paths_a_qp_took_come_from_its_endpoint_or_are_unknown():
     idle = send_qp_stats(sender={"packets": 0})
     assert R._paths_used(idle) == frozenset()  # sent nothing: crossed nothing
     assert R._paths_used(None) is None
+
+
+def test_packets_lost_per_qp_leaves_out_the_losses_a_late_copy_proved_wrong():
+    """A receiver stalled past the RTO makes the sender declare a whole window lost, and
+    all of it arrives: those are not packets lost (startup-dead-link read 46 for 2)."""
+    real = [{"kind": "loss", "psn": p} for p in (1, 2)]
+    stall = [{"kind": "loss", "psn": p} for p in range(10, 54)]
+    undone = [{"kind": "spurious", "psn": p} for p in range(10, 54)]
+    assert R.lost_for_good(real + stall + undone) == 2
+    assert R.lost_for_good(real + stall) == 46
+    assert R.lost_for_good(undone) == 0

@@ -71,7 +71,8 @@ METRICS = {
     "repair_us": "the same in µs",
     "localized_ms": "fault to the prober naming it, worst fault",
     "packets_lost": "packets declared lost after a fault, worst fault",
-    "packets_lost_per_qp": "packets declared lost in the whole run, worst QP",
+    "packets_lost_per_qp": "packets lost in the whole run (declared lost, less those a late "
+                           "copy proved only late), worst QP",
     "goodput_retained": "goodput from the first fault to the end, over the goodput before",
     "settled_retained": "goodput over the last half of the faulted time, over before",
     "step_retained": "at each step of the timeline (from one fault applied or reverted to "
