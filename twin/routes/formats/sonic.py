@@ -98,8 +98,8 @@ VRFS, PORTS = "VRF", "PORT"
 OLD_SIDS = "SRV6_MY_SID_TABLE"  # the single-table schema SONiC's CONFIG_DB never took
 DEFAULT_VRF = "default"
 SRV6_YANG, ROUTE_YANG = "sonic-srv6.yang", "sonic-static-route.yang"
-UN_, UA, UDT46 = "uN", "uA", "uDT46"
-ACTIONS = (UN_, UA, UDT46)  # sonic-srv6.yang's enum, spelled as it spells them
+A_UN, A_UA, A_UDT46 = "uN", "uA", "uDT46"
+ACTIONS = (A_UN, A_UA, A_UDT46)  # sonic-srv6.yang's enum, spelled as it spells them
 DSCP_MODES = ("uniform", "pipe")
 DSCP = "pipe"  # twin's decap leaves the inner packet's DSCP as it was
 TABLES_HINT = 'config_db.json is one JSON object of tables: {"STATIC_ROUTE": {...}}'
@@ -376,10 +376,10 @@ def _action(action: str | None, fields: dict, where: str, r: _Reading) -> None:
               f'"action": "{spelled}"' if spelled else
               "SONiC's config takes uN, uA and uDT46; End, uDT6, ... are actions of APPL_DB "
               "(srv6orch), which no CONFIG_DB entry reaches")
-    if action == UA and not fields.get("interface"):
+    if action == A_UA and not fields.get("interface"):
         r.add(f"{where}.interface", f"missing: interface is mandatory when action is 'uA' "
               f"({SRV6_YANG}; bgpcfgd skips the SID too)", '"interface": "Ethernet0"')
-    if "adj" in fields and action != UA:
+    if "adj" in fields and action != A_UA:
         r.add(f"{where}.adj", f"adj is only applicable when action is 'uA' ({SRV6_YANG})",
               "remove adj")
 
@@ -419,19 +419,19 @@ def _sid(k: str, fields: dict, locators: dict[str, _Locator], names: tuple[set, 
     if len(r.problems) > n:
         return None
     loc, vrf = locators[name], vrf or DEFAULT_VRF
-    if not (loc.prefix if action == UN_ else loc.block).supernet_of(prefix):
+    if not (loc.prefix if action == A_UN else loc.block).supernet_of(prefix):
         r.add(where, f"{prefix} is outside locator {name}'s "
-              + (f"prefix {loc.prefix}" if action == UN_ else f"block {loc.block}"),
+              + (f"prefix {loc.prefix}" if action == A_UN else f"block {loc.block}"),
               "key the SID by the locator it lies in; SONiC would not install it")
         return None
-    if action == UN_ or (action == UDT46 and vrf == DEFAULT_VRF):
-        dev = "" if action == UN_ else _host_port(prefix, node, fabric)
-        return LocalSid(str(prefix), UN if action == UN_ else DECAP, dev,
+    if action == A_UN or (action == A_UDT46 and vrf == DEFAULT_VRF):
+        dev = "" if action == A_UN else _host_port(prefix, node, fabric)
+        return LocalSid(str(prefix), UN if action == A_UN else DECAP, dev,
                         loc.block_len, loc.node_len)
-    if action == UDT46:
-        return Dropping(str(prefix), f"{UDT46} decap_vrf {vrf}",
+    if action == A_UDT46:
+        return Dropping(str(prefix), f"{A_UDT46} decap_vrf {vrf}",
                         f"decapsulates into VRF {vrf}; the NIC address is in the default VRF")
-    return Dropping(str(prefix), f"{UA} interface {port}" + (f" adj {adj}" if adj else ""),
+    return Dropping(str(prefix), f"{A_UA} interface {port}" + (f" adj {adj}" if adj else ""),
                     _UA)
 
 
