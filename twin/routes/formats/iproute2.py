@@ -210,11 +210,11 @@ def _address(text: str) -> str:
 # -- the forms an entry comes in ---------------------------------------------------------------
 
 
-def flat(entry: dict, nexthops: dict[str, dict], no_nexthop_hint: str) -> dict:
+def flat(entry: dict, nexthops: dict[str, dict] | None, no_nexthop_hint: str) -> dict:
     """An entry in the one form `item` reads: iproute2 6.3+'s nested encap lifted to
     the flat keys 6.2 and earlier print, and a route through a nexthop object (`nhid`)
     given that object's gateway and dev, or its blackhole. `nexthops` by id (as a
-    string): the objects given beside the routes."""
+    string): the objects given beside the routes (None: none given)."""
     if isinstance(entry.get("encap"), dict):
         entry = _unnested(entry, entry["encap"])
     if "nhid" in entry:
@@ -238,24 +238,29 @@ def _unnested(entry: dict, encap: dict) -> dict:
     return out
 
 
-def _through(entry: dict, nexthops: dict[str, dict], hint: str) -> dict:
-    """A route through nexthop object `nhid` as the route it forwards like. `ip -d`
-    prints the object beside the route (`nh_info`), which serves when none is given."""
+def _through(entry: dict, nexthops: dict[str, dict] | None, hint: str) -> dict:
+    """A route through nexthop object `nhid` as the route it forwards like: the object's
+    gateway and dev, or its blackhole. `ip -d` prints the object beside the route
+    (`nh_info`). Without objects given, the route is read as the kernel prints it: a
+    route through a single nexthop shows its `via` and `dev` (or blackhole, dev lo)
+    beside `nhid` (tests/data/routes/ip-*); given objects, a missing id is a problem."""
     nhid, dst = str(entry["nhid"]), entry.get("dst", "?")
-    nh = nexthops.get(nhid, entry.get("nh_info"))
+    nh = (nexthops or {}).get(nhid, entry.get("nh_info"))
+    if "nexthops" in entry or (isinstance(nh, dict) and "group" in nh):
+        raise _Bad(f"{dst} goes through nexthop group {nhid if nhid.isdigit() else short(nhid)}"
+                   ": ECMP, not supported",
+                   f"{ONE_NEXT_HOP}; spraying over paths is the sender's choice (MRC's "
+                   "EVs): point the route at one nexthop object")
+    out = {k: v for k, v in entry.items() if k not in ("nhid", "nh_info")}
+    if nh is None and nexthops is None and ("dev" in entry or "gateway" in entry):
+        return out
     if not isinstance(nh, dict) or str(nh.get("id", nhid)) != nhid:
-        raise _Bad(f"{dst}: nhid {short(nhid)} is not among the nexthop objects given", hint)
-    if "group" in nh:
-        members = "/".join(str(m.get("id", "?")) if isinstance(m, dict) else short(m)
-                           for m in nh["group"]) if isinstance(nh["group"], list) else "?"
-        raise _Bad(f"{dst} goes through nexthop group {nhid} ({short(members)}): ECMP, "
-                   "not supported", f"{ONE_NEXT_HOP}; spraying over paths is the sender's "
-                   "choice (MRC's EVs): point it at one nexthop object")
+        raise _Bad(f"{dst}: nhid {nhid if nhid.isdigit() else short(nhid)} is not among the "
+                   "nexthop objects given", hint)
     if nh.get("encap"):
         kind = nh["encap"].get("encap_type") if isinstance(nh["encap"], dict) else nh["encap"]
         raise _Bad(f"{dst} goes through nexthop {nhid}, an encap {short(kind)} nexthop: not "
                    "supported", "twin's tables hold routes and local SIDs")
-    out = {k: v for k, v in entry.items() if k not in ("nhid", "nh_info")}
     if "blackhole" in nh:
         return out | {"type": "blackhole"}
     for k in ("gateway", "dev"):
@@ -353,8 +358,10 @@ def _entry(words: list[str]) -> dict:
             entry["nexthops"] = list(words)
             break
         elif w == "nh_info":  # `ip -d`: the route's nexthop object, on the next line
-            entry["nh_info"] = nexthop_of_words(list(words))
-            break
+            nh = []
+            while words and words[0] != "nexthop":  # a group's nexthop lines follow
+                nh.append(words.popleft())
+            entry["nh_info"] = nexthop_of_words(nh)
         elif w in ROUTE_KEYS:
             entry[ROUTE_KEYS[w]] = _value(words, w)
         elif w in FLAGS:
@@ -442,7 +449,7 @@ class _Reader:
         self.nexthop_hint, self.rules_hint = hints
         self.items: dict[tuple[str, str], Item] = {}  # by table and destination
         self.first: dict[tuple[str, str], str] = {}  # -> where it was read
-        self.nexthops: dict[str, dict] = {}  # by id
+        self.nexthops: dict[str, dict] | None = None  # by id; None: none given
         self.nexthop_at: dict[str, str] = {}
         self.rules: list[Rule] | None = None  # None: no rules given
         self.problems: list[Problem] = []
@@ -452,7 +459,9 @@ class _Reader:
 
     def nexthop(self, where: str, nexthop_of: Callable[[], object],
                 verb: str | None = None) -> None:
-        """A nexthop object, at `where` (file and place)."""
+        """A nexthop object, at `where` (file and place); any object read (even one
+        refused) means nexthop objects were given."""
+        self.nexthops = self.nexthops if self.nexthops is not None else {}
         try:
             if verb not in (None, "add", "replace"):
                 raise _Bad(f"nexthop {short(verb)}: not a verb twin reads",
@@ -488,8 +497,11 @@ class _Reader:
                            "a node holds: route add, replace or append")
             if not isinstance(entry, dict):
                 raise _Bad(f"a JSON {_kind(entry)}, not a route object")
+            nhid = str(entry.get("nhid", ""))
             entry = flat(entry, self.nexthops, self.nexthop_hint)
             found = item(entry)
+            if nhid in self.nexthop_at:  # a finding names the object's line too
+                where += f" (nhid {nhid}: {self.nexthop_at[nhid]})"
         except _Bad as e:
             return self._bad(f"{self.file} {where}", e)
         if found is None:
@@ -595,6 +607,7 @@ class Iproute2Json(_NodeFile):
             "`ip -d -j -6 route show`, which prints each route's nexthop (nh_info)",
             f"give `ip -j -6 rule show` as {rules}, or move the route to table main"))
         if nexthops in beside:
+            reader.nexthops = {}
             for n, nh in enumerate(_json_entries(beside[nexthops], nexthops, "nexthop",
                                                  None), 1):
                 reader.nexthop(f"{nexthops} entry {n}", lambda e=nh: e)
@@ -623,7 +636,10 @@ class Iproute2Batch(_NodeFile):
             f"give `ip -6 nexthop show` lines in {node}.nexthops or in {file}",
             f"give `ip -6 rule show` lines in {node}.rules or in {file}, or move the "
             "route to table main"))
-        sources = [(side, _records(beside[side])) for side in self.beside(node)
+        nexthops, rules = self.beside(node)
+        reader.nexthops = {} if nexthops in beside else None
+        reader.rules = [] if rules in beside else None
+        sources = [(side, _records(beside[side])) for side in (nexthops, rules)
                    if side in beside] + [(file, _records(text))]
         for f, records in sources:
             for n, kind, verb, words in records:
