@@ -351,3 +351,40 @@ def test_mrc_4p_in_each_form_passes_and_a_mistake_is_named_with_file_and_line(co
     assert not report.ok
     causes = [cause for cause, _, _ in report.causes()]
     assert any(f"({file} {where})" in c for c in causes), causes
+
+
+# -- what a file of nexthop objects gets wrong ------------------------------------------------
+
+
+@pytest.mark.parametrize("objects_,said", [
+    ("id 1 via fe80::9 dev eth3 scope link proto static\n",
+     "line 1: fcbb:bb00:200::/48: gateway fe80::200, but its nexthop 1 has fe80::9"),
+    ("id 1 encap mpls 100 via fe80::200 dev eth3\n",
+     "line 1: fcbb:bb00:200::/48 goes through nexthop 1, an encap mpls nexthop: not supported"),
+    ("id 1 via fe80::200 dev eth3\nid 1 via fe80::9 dev eth3\n",
+     "r.nexthops line 2: nexthop 1 again (first at r.nexthops line 1)"),
+    ("id 1 via fe80::200 dev eth3 colour blue\n", "r.nexthops line 1: nexthop word 'colour'"),
+    ("id 1 via fe80::200 dev eth3\nfcbb:bb00:1::/48 via fe80::1 dev eth1\n",
+     "r.nexthops line 2: a route in the file of nexthop objects or rules"),
+])
+def test_what_nexthop_objects_get_wrong_is_named(objects_, said):
+    text = "fcbb:bb00:200::/48 nhid 1 via fe80::200 dev eth3 proto static\n"
+    assert said in raised(BATCH, text, {"r.nexthops": objects_}, "r")
+
+
+def test_side_files_are_not_nodes():
+    assert JSON.node_of("r0h0.nexthops.json") is None and JSON.node_of("r0h0.rules.json") is None
+    assert JSON.node_of("r0h0.json") == "r0h0"
+    assert JSON.beside("r0h0") == ("r0h0.nexthops.json", "r0h0.rules.json")
+    assert BATCH.beside("r0h0") == ("r0h0.nexthops", "r0h0.rules")
+
+
+def test_routes_written_by_hand_take_their_objects_next_hop_or_blackhole():
+    """`route add X nhid N` as FRR's zebra installs it: the route is the object's."""
+    text = ("nexthop add id 1 via fe80::200 dev eth3\nnexthop add id 4 blackhole\n"
+            "route add fcbb:bb00:200::/48 nhid 1 proto static\n"
+            "route add fcbb:bb00:201::/48 nhid 4 proto static\n")
+    t = read(BATCH, text, {}, "r")
+    assert t.routes == (Route("fcbb:bb00:200::/48", "eth3", "fe80::200"),
+                        Route("fcbb:bb00:201::/48", "", type="blackhole"))
+    assert str(t.origin(t.routes[1])) == "r.batch line 4 (nhid 4: r.batch line 2)"

@@ -247,15 +247,14 @@ def _through(entry: dict, nexthops: dict[str, dict] | None, hint: str) -> dict:
     nhid, dst = str(entry["nhid"]), entry.get("dst", "?")
     nh = (nexthops or {}).get(nhid, entry.get("nh_info"))
     if "nexthops" in entry or (isinstance(nh, dict) and "group" in nh):
-        raise _Bad(f"{dst} goes through nexthop group {nhid if nhid.isdigit() else short(nhid)}"
-                   ": ECMP, not supported",
+        raise _Bad(f"{dst} goes through nexthop group {short(nhid)}: ECMP, not supported",
                    f"{ONE_NEXT_HOP}; spraying over paths is the sender's choice (MRC's "
                    "EVs): point the route at one nexthop object")
     out = {k: v for k, v in entry.items() if k not in ("nhid", "nh_info")}
     if nh is None and nexthops is None and ("dev" in entry or "gateway" in entry):
         return out
     if not isinstance(nh, dict) or str(nh.get("id", nhid)) != nhid:
-        raise _Bad(f"{dst}: nhid {nhid if nhid.isdigit() else short(nhid)} is not among the "
+        raise _Bad(f"{dst}: nhid {short(nhid)} is not among the "
                    "nexthop objects given", hint)
     if nh.get("encap"):
         kind = nh["encap"].get("encap_type") if isinstance(nh["encap"], dict) else nh["encap"]
@@ -292,7 +291,7 @@ def nexthop_of_words(words: list[str]) -> dict:
             nh["encap"] = _value(words, w)
             words.clear()  # its words are its own: a route through it is refused
         elif w not in FLAGS:
-            raise _Bad(f"nexthop word {short(w)}: not one twin reads",
+            raise _Bad(f"nexthop word {short(w, quoted=True)}: not one twin reads",
                        "an `ip -6 nexthop show` line: id 1 via fe80::200 dev eth3 ...")
     if "group" in nh:
         nh["group"] = [{"id": m.split(",")[0]} for m in nh["group"].split("/")]

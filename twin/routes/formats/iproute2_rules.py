@@ -34,6 +34,7 @@ dst, dstlen, table, protocol, as iproute2 6.1 to 6.19 print them) or words
 from __future__ import annotations
 
 import ipaddress
+import re
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -45,7 +46,9 @@ JSON_KEYS = ("priority", "src", "srclen", "dst", "dstlen", "table", "protocol")
 
 
 class Refused(Exception):
-    """What twin cannot read or hold: the message and a hint, for a Problem."""
+    """What twin cannot read or hold: the message and a hint, for a Problem. The whole
+    iproute2 format raises it (twin.routes.formats.iproute2 imports this module, so it
+    lives here: the other way round would be a cycle)."""
 
     def __init__(self, message: str, hint: str = ""):
         super().__init__(message)
@@ -71,8 +74,14 @@ def table_name(value: object) -> str:
     return NAMES.get(str(value), str(value))
 
 
-def short(value: object) -> str:
-    """A value of an unknown file as a short token for a message."""
+PLAIN = re.compile(r"[\w.:/,-]{1,40}")
+
+
+def short(value: object, quoted: bool = False) -> str:
+    """A value of an unknown file as a short token for a message: as it is when it is a
+    plain word (an address, a name, a number) and not `quoted`, else its repr, cut."""
+    if not quoted and isinstance(value, str | int) and PLAIN.fullmatch(str(value)):
+        return str(value)
     text = repr(value)
     return text if len(text) <= 40 else text[:37] + "..."
 
@@ -82,7 +91,7 @@ def rule_of_json(entry: object, where: str) -> Rule:
         raise Refused("not a rule object", "the output of `ip -j -6 rule show`: [{...}, ...]")
     for k in entry:
         if k not in JSON_KEYS:
-            raise Refused(f"rule key {short(k)}: not one twin reads", WALKED)
+            raise Refused(f"rule key {short(k, quoted=True)}: not one twin reads", WALKED)
     if "table" not in entry:
         raise Refused("a rule without `table` (it does not look a table up)", WALKED)
     src = "all" if entry.get("src", "all") == "all" else f"{entry['src']}/" \
@@ -102,7 +111,7 @@ def rule_of_words(words: Sequence[str], where: str) -> Rule:
     while words:
         w = words.popleft()
         if w not in keys:
-            raise Refused(f"rule word {short(w)}: not one twin reads", WALKED)
+            raise Refused(f"rule word {short(w, quoted=True)}: not one twin reads", WALKED)
         if not words:
             raise Refused(f"rule {w} without a value", "e.g. to fcbb:bb00::/32 lookup 90")
         got[keys[w]] = words.popleft()
@@ -114,14 +123,14 @@ def rule_of_words(words: Sequence[str], where: str) -> Rule:
 
 def _rule(priority: object, src: str, to: str, table: object, where: str) -> Rule:
     if src != "all":
-        raise Refused(f"a rule from {short(src)} selects on the source", WALKED)
+        raise Refused(f"a rule from {short(src, quoted=True)} selects on the source", WALKED)
     if not str(priority).isdigit():
         raise Refused(f"rule priority {short(priority)} is not a number",
                       "as `ip -6 rule show` prints it (999:), or `prio 999` after rule add")
     try:
         net = ipaddress.IPv6Network("::/0" if to in ("all", "0/0") else to)
-    except ValueError as e:
-        raise Refused(f"rule to {short(to)} is not an IPv6 prefix ({e})",
+    except ValueError:
+        raise Refused(f"rule to {short(to)} is not an IPv6 prefix",
                       "e.g. to fcbb:bb00::/32") from None
     return Rule(int(str(priority)), net.compressed, table_name(table), where)
 
