@@ -1,41 +1,76 @@
 """Tables as iproute2 prints and takes them: `ip -j -6 route show`, `ip -6 route show`, `ip -batch`.
 
-    iproute2-json   <node>.json    the JSON array `ip -j -6 route show` prints on the node
-    iproute2-batch  <node>.batch   `ip -6 route show` lines, or `ip -batch` lines (`route
-                                   add|replace|append ...`, `-6 ` or `ip -6 ` before them
-                                   allowed), `#` comments; the two kinds may be mixed
+    iproute2-json   <node>.json    the JSON array `ip [-d] -j -6 route show [table all]`
+                                   prints on the node; beside it, when given,
+                                   <node>.nexthops.json (`ip -j nexthop show`) and
+                                   <node>.rules.json (`ip -j -6 rule show`)
+    iproute2-batch  <node>.batch   `ip [-d] -6 route show` lines, or `ip -batch` lines
+                                   (`route add|replace|append ...`, `-6 ` or `ip -6 `
+                                   before them allowed), `#` comments; the two kinds
+                                   may be mixed. Nexthop objects (`nexthop add ...`,
+                                   or `ip -6 nexthop show` lines: `id 1 via ...`) and
+                                   rules (`rule add ...`, or `ip -6 rule show` lines:
+                                   `999: from all ...`) in it, or beside it in
+                                   <node>.nexthops and <node>.rules
 
-Both read through one path. Each route first becomes an *entry* in the JSON
+Every iproute2 users run. Up to 6.2, `ip -j` prints an encap's words beside the
+route's (`"encap": "seg6local", "action": "End", ...`); since 6.3 (commit
+0f32ef97, "iproute_lwtunnel: fix JSON output") inside an object (`"encap":
+{"encap_type": "seg6local", "action": "End", "flavors": [...], "lblen": 32, ...}`),
+keys and order otherwise the same (ip/iproute_lwtunnel.c, print_encap_seg6local).
+`flat` lifts the object to the older form. `ip -d` adds type unicast, table main,
+scope global and, for a route through a nexthop object, the object (`nh_info`);
+the text is the same in every version. tests/data/routes has what 6.1.0 and
+6.19.0 print, and says which inputs are captured and which derived.
+
+All read through one path. Each route first becomes an *entry* in the flat JSON
 form's keys (dst, type, gateway, dev, protocol, encap, action, table, flavors,
-lblen, nflen, nh6, ...; the route's own table is `route_table`), and one
-function, `item`, says what twin makes of an entry:
+lblen, nflen, nh6, nhid, ...; the route's own table is `route_table`), `flat`
+resolves its nexthop object, and one function, `item`, says what twin makes of it:
 
     dst via G dev D, dst dev D               Route (dst: `default` is ::/0, a bare address /128)
+    dst nhid N                               the Route of nexthop object N (its via and dev,
+                                             or blackhole); without objects given, the via
+                                             and dev the kernel prints beside nhid
     blackhole|unreachable|prohibit dst       Route of that type (no dev, no next hop)
     seg6local End flavors next-csid          LocalSid uN (lblen, nflen: block and uSID bits;
                                              absent, the kernel's 32 and 16)
     seg6local End.DT6 table local (or 255)   LocalSid decap on dev
     any other seg6local action               Dropping: why a packet of this fabric dies there
-    proto kernel; local, multicast, anycast, broadcast; a table other than main
+    proto kernel; local, multicast, anycast, broadcast; table local
                                              skipped: addresses and connected routes belong
                                              to the addressing plan (README, "Addressing")
-    encap seg6/bpf/..., nexthop (multipath), End.X next-csid (uA), throw, nat
-                                             a problem: twin's tables cannot hold it
+    encap seg6/bpf/..., nexthop (multipath), a nexthop group (ECMP), End.X next-csid (uA),
+    throw, nat                               a problem: twin's tables cannot hold it
+
+A route in a table other than main is walked as the rules send lookups there
+(twin.routes.formats.iproute2_rules composes the tables into the one a walk
+consults); without rules it is a problem naming its table, never skipped: the
+check would then report its SIDs missing.
 
 `table` means two things. In a seg6local route it is the action's lookup table
-(End.DT6 table local); the route's own table comes after `dev`, in the text
-and in the JSON alike, where the kernel prints the key `table` twice. The JSON
-is read with its pairs in order so the two stay apart.
+(End.DT6 table local); the route's own table comes after `dev`, in the text and in
+the flat JSON alike, where the kernel prints the key `table` twice. The JSON is
+read with its pairs in order so the two stay apart; in the nested form the
+action's `table` is inside the encap object.
 
-Writing: the JSON is the line `ip -j -6 route show` prints for those routes (its
-keys, in its order, tests/data/routes), the batch the lines the lab installs
-(`route replace ... proto static`). A Dropping's `what` is its action as written
-after `encap`, so both write it back as read. Items keep the file's order.
+Nexthop objects. MRC's tables hold one next hop per destination (spraying over
+paths is the sender's choice, by its EVs), so a group (`group 1/2`) is refused as
+ECMP. `ip -6 nexthop show` leaves groups out (their family is unspec); a route
+through one is still known by the `nexthop` lines the kernel prints under it.
+Given objects, a route's id must be among them (`ip -d` prints the route's own
+object beside it, which serves); a route's origin names the object's line too,
+so a finding about a wrong next hop leads to the line that holds it.
+
+Writing: the JSON is the line `ip -j -6 route show` of iproute2 6.1 prints for those
+routes (its keys, in its order, tests/data/routes), the batch the lines the lab
+installs (`route replace ... proto static`). A Dropping's `what` is its action as
+written after `encap`, so both write it back as read. Items keep the file's order.
 
 Decisions. End.DT46 is Dropping, not decap: the kernel takes it with `vrftable`
 only (`table local` is refused, tests/data/routes/zoo.batch line 23), and a
 VRF's table does not hold the NIC address, which lives on lo in the default
-VRF. A destination twice in one node is a problem (twin holds one route per
+VRF. A destination twice in one table is a problem (twin holds one route per
 destination), except for `route replace`, which replaces it as the kernel does:
 the last line wins.
 """
