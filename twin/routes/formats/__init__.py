@@ -1,8 +1,10 @@
 """The formats route tables come in, and a directory of them loaded (twin.routes.tables).
 
-    iproute2-json   <node>.json             `ip -j -6 route show` of the node
+    iproute2-json   <node>.json             `ip -j -6 route show` of the node (beside it:
+                                            <node>.nexthops.json, <node>.rules.json)
     iproute2-batch  <node>.batch            `ip -6 route show` lines, or `ip -batch`
-                                            lines (`route add|replace ...`)
+                                            lines (`route add|replace ...`; beside it:
+                                            <node>.nexthops, <node>.rules)
     sonic           <node>/config_db.json   SONiC's SRV6_MY_LOCATORS, SRV6_MY_SIDS and
                                             STATIC_ROUTE tables
 
@@ -78,11 +80,13 @@ def load_dir(directory: str | Path, fabric: Fabric, fmt: str | None = None) -> T
     for node, rel in sorted(files.items()):
         try:
             text = (directory / rel).read_text()
+            beside = {b: (directory / b).read_text() for b in form.beside(node)
+                      if (directory / b).is_file()}
         except (OSError, UnicodeDecodeError) as e:
             problems.append(Problem(rel, f"cannot read it ({e})"))
             continue
         try:
-            loaded[node] = form.parse(text, node, rel, fabric)
+            loaded[node] = form.parse_beside(text, beside, node, rel, fabric)
         except SpecError as e:
             problems.extend(e.problems)
     if problems:
