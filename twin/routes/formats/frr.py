@@ -73,7 +73,7 @@ from twin.routes.tables import Dropping, NodeTables, Origin, key
 
 FILE = "frr.conf"
 DEFAULT_VRF = "default"
-TOKEN = 24  # at most this many characters of a line's word go into a problem
+TOKEN = 32  # at most this many characters of a line's word go into a problem
 # zebra's defaults for a locator `prefix` without lengths (zebra_srv6_vty.h)
 NODE_LEN, FUNC_BITS = 24, 16
 FORMATS = {"usid-f3216": (32, 16, 48), "usid-f4816": (48, 16, 64),
@@ -131,7 +131,8 @@ def _top_level(words: list[str]) -> bool:
     """A line that only the top of the config takes: it ends an ignored block."""
     return (words[0] in TOP_WORDS and (words[0] != "segment-routing" or len(words) == 1)) \
         or words[:2] in (["ip", "route"], ["ipv6", "route"], ["ip", "forwarding"],
-                         ["ipv6", "forwarding"]) or words[:2] == ["no", "ipv6"]
+                         ["ipv6", "forwarding"]) \
+        or words[:3] in (["no", "ip", "forwarding"], ["no", "ipv6", "forwarding"])
 
 
 @dataclass
@@ -199,13 +200,14 @@ class _Reading:
                      "packets", "remove it; twin turns forwarding on")
         elif not (w[0] in ("hostname", "log", "service", "debug") or w[:2] == ["ip", "route"]
                   or w[:2] in (["frr", "version"], ["frr", "defaults"])
-                  or w[:2] in (["ip", "forwarding"], ["ipv6", "forwarding"])):
+                  or w[:2] in (["ip", "forwarding"], ["ipv6", "forwarding"])
+                  or w[:3] == ["no", "ip", "forwarding"]):  # IPv4: the fabric carries none
             return False
         return True
 
     def _in_ignored(self, n: int, indent: int, words: list[str]) -> bool:
         here = self.stack[-1]
-        return indent > here.indent or (here.known and not _top_level(words))
+        return not _top_level(words) if here.known else indent > here.indent
 
     def _in_segment_routing(self, n: int, indent: int, words: list[str]) -> bool:
         if words == ["srv6"]:
@@ -282,7 +284,8 @@ class _Reading:
 def _network(text: str, n: int, r: _Reading) -> ipaddress.IPv6Network | None:
     """An IPv6 prefix with its length and no host bits; None, reported, if not."""
     try:
-        return ipaddress.IPv6Network(text) if "/" in text else None
+        if "/" in text:
+            return ipaddress.IPv6Network(text)
     except ValueError as e:
         if "host bits" in str(e):
             loose = ipaddress.IPv6Network(text, strict=False)
