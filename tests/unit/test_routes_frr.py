@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import golden
+from tests.helpers import cli, golden
 from twin.errors import SpecError
 from twin.fabric.plan import DECAP, UN, LocalSid, Route
-from twin.lab.compile import compile_spec
+from twin.lab.compile import compile_spec, load_tables
 from twin.routes import check as C
 from twin.routes import formats
 from twin.routes.tables import NodeTables, from_plan
@@ -390,3 +390,31 @@ def test_problems_come_all_at_once_in_line_order(compiled):
                     + "ipv6 route fcbb:bb00:200::/48 fe80::200\nrouter bgp 65000\n"
                     " neighbor fe80::1 remote-as 1\n")
     assert [s.split(":")[0] for s in said] == ["line 7", "line 8", "line 9"]
+
+
+# -- the commands that take tables ----------------------------------------------------------
+
+SHIPPED = Path(__file__).resolve().parents[2] / "lab" / "routes" / "frr-good"
+
+
+def test_the_shipped_frr_tables_check_and_program_a_lab_on_either_data_plane(compiled):
+    """lab/routes/frr-good is `twin routes export mrc-4p ... --format frr`; `twin up
+    --routes` and `twin ci --routes` load it through load_tables, which refuses nothing."""
+    result = cli("routes", "check", "mrc-4p", str(SHIPPED))
+    assert result.exit_code == 0 and "(frr)" in result.output, result.output
+    for dataplane in ("seg6local", "ebpf"):
+        loaded = load_tables(compiled, str(SHIPPED), None, dataplane)
+        assert loaded.format == "frr"
+        assert loaded.nodes == from_plan(compiled.plan).nodes
+    for command in (["routes", "export"], ["up"], ["ci"]):
+        assert "frr" in cli(*command, "--help").output, command
+
+
+def test_a_refused_file_is_one_line_per_problem_and_exit_2(tmp_path, compiled):
+    formats.write_dir(tmp_path, from_plan(compiled.plan), compiled.fabric, "frr")
+    with (tmp_path / "t1-p0-0" / "frr.conf").open("a") as f:
+        f.write("router bgp 65000\n neighbor fe80::1 remote-as external\n")
+    result = cli("routes", "check", "mrc-4p", str(tmp_path))
+    assert result.exit_code == 2
+    assert "t1-p0-0/frr.conf line 25: router 'bgp'" in result.output
+    assert "Traceback" not in result.output
