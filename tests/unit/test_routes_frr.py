@@ -240,6 +240,12 @@ def test_a_known_block_ends_at_a_top_level_line_however_indented(compiled):
     assert t.routes == (Route("fcbb:bb00:300::/48", "eth1", "fe80::300"),)
 
 
+def test_no_ipv6_forwarding_is_refused_after_a_block(compiled):
+    said = problems(compiled, "interface eth1\n no ipv6 nd suppress-ra\nno ipv6 forwarding\n")
+    assert said == ["line 3: no ipv6 forwarding: the node would not forward the fabric's "
+                    "packets"]
+
+
 def test_an_unknown_line_is_named_once_with_its_indented_block(compiled):
     said = problems(compiled, "route-map RM permit 10\n match interface eth1\n set tag 1\n"
                               "bfd\n peer fe80::1\n")
@@ -327,6 +333,7 @@ def test_a_hosts_decap_is_on_the_port_whose_usid_it_is(compiled):
     ("sid fcbb:bb00:100::/48 locator L behavior uDT6", "line 7: behavior uDT6 followed by"),
     ("sid fcbb:bb00:100::/48 locator L behavior uA", "line 7: behavior uA followed by"),
     ("sid fcbb:bb00:100::/48 behavior uN", "line 7: a sid line is `sid X/M locator NAME"),
+    ("sid fcbb:bb00:100::/48 loc L behavior uN", "line 7: a sid line is `sid X/M locator NAME"),
     ("sid fcbb:bb00:100::1/48 locator L behavior uN", "line 7: 'fcbb:bb00:100::1/48' has host"),
 ])
 def test_a_sid_twin_cannot_read_is_named(compiled, sid, said):
@@ -418,3 +425,12 @@ def test_a_refused_file_is_one_line_per_problem_and_exit_2(tmp_path, compiled):
     assert result.exit_code == 2
     assert "t1-p0-0/frr.conf line 25: router 'bgp'" in result.output
     assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize("name", ["static_srv6_sids-r1.conf",
+                                  "static_srv6_sids_multiple_locators-r1.conf"])
+def test_what_frr_wrote_is_written_back_as_read(compiled, name):
+    """SIDs that drop go out as FRR wrote their behaviour, under an F3216 locator."""
+    t = corpus(compiled, name)
+    again = FRR.parse(FRR.render(t, compiled.fabric), "r1", name, compiled.fabric)
+    assert (again.routes, again.sids, again.dropping) == (t.routes, t.sids, t.dropping)

@@ -3,7 +3,9 @@
 One file per node, `<node>/frr.conf`: the integrated config FRR loads at boot, or
 the output of `show running-config`, which has the same syntax. FRR 10's syntax
 is read (FRRouting/frr at fbfc8222, tests/data/routes/frr/SOURCES.md): static SIDs
-(`static-sids`) came with FRR 10.2, so Debian 12's FRR 8.4 cannot write them.
+(`static-sids`, staticd) came with FRR 10.3, so Debian 12's FRR 8.4 cannot write them.
+Interface names are kept as written (FRR names the kernel's ports: eth1 in twin's
+labs; a switch's swp1 or Ethernet0 is reported by the check as a port the node lacks).
 
     segment-routing / srv6 / locators / locator NAME
         prefix X/M [block-len B] [node-len N] [func-bits F]   the locator
@@ -44,19 +46,21 @@ the prefix is (plane p's port of host h owns <block>:<port(p, h)>::/48); `twin u
 
 Ignored, with the reason: `frr version`, `frr defaults`, `hostname` (an operator's
 hostnames are not twin's node names; the file's directory names the node), `log`,
-`service`, `debug`, `line vty` (management); `ip forwarding`, `ipv6 forwarding` and
-`interface` blocks (addresses, descriptions, MTU, link state): interfaces,
-addresses and sysctls belong to the addressing plan (README, "Addressing") and
-twin sets them; `ip route` (IPv4) and routes of a VRF other than default: the
-fabric's ports are in the default VRF and carry IPv6 only, so no packet of the
-fabric meets them; `encapsulation / source-address`: encapsulating is the
-endpoints'. Refused, naming the line: `router <protocol>` (routes a protocol learns
-are not in the file: check the node's RIB as `ip -j -6 route show` instead), `no
-ipv6 forwarding` (the node would not forward), `ipv6 route` with `segments` (an
-encap route), `table`, `nexthop-vrf`, `from`, a gateway without an interface, a
-second next hop for a prefix (MRC's tables hold one per destination), a SID or
-locator written twice, a SID of a locator not configured or outside it, and any
-line twin does not know. A problem quotes at most a short token of its line.
+`service`, `debug`, `line vty` (management); `ip forwarding` (and `no ip
+forwarding`: IPv4), `ipv6 forwarding` and `interface` (or `int`) blocks (addresses,
+descriptions, MTU, link state): interfaces, addresses and sysctls belong to the
+addressing plan (README, "Addressing") and twin sets them; `ip route` (IPv4) and
+routes of a VRF other than default: the fabric's ports are in the default VRF and
+carry IPv6 only, so no packet of the fabric meets them; `encapsulation /
+source-address`: encapsulating is the endpoints'. Refused, naming the line: `router
+<protocol>` (routes a protocol learns are not in the file: check the node's RIB as
+`ip -j -6 route show` instead), `no ipv6 forwarding` (the node would not forward),
+`ipv6 route` with `segments` (an encap route), `table`, `nexthop-vrf`, `from`, a
+gateway without an interface, a second next hop for a prefix (MRC's tables hold one
+per destination), a SID written twice, a locator's second prefix or lengths FRR
+refuses, a SID of a locator not configured or outside it, a behaviour FRR's `sid`
+does not take (a `show running-config` may print `uN PSP`, `End`, ...), and any line
+twin does not know. A problem quotes at most a short token of its line.
 """
 
 from __future__ import annotations
