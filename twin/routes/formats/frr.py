@@ -494,7 +494,8 @@ class Frr(Format):
         """The node's frr.conf as FRR 10's `show running-config` prints it: the static
         routes, then zebra's locators (one per uSID the node owns, named after the node,
         and for a host's port after node and port), then staticd's static SIDs."""
-        out = [f"! {tables.node}'s static routes and local SIDs (twin, frr): FRR 10",
+        out = [f"! {tables.node}'s static routes and local SIDs (twin, frr), "
+               "for FRR 10.3 or later (static SIDs)",
                f"hostname {tables.node}", "!"]
         out += [_route_line(r) for r in tables.routes] + (["!"] if tables.routes else [])
         locators, sids = _srv6(tables)
