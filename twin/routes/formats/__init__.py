@@ -7,6 +7,9 @@
                                             <node>.nexthops, <node>.rules)
     sonic           <node>/config_db.json   SONiC's SRV6_MY_LOCATORS, SRV6_MY_SIDS and
                                             STATIC_ROUTE tables
+    frr             <node>/frr.conf         FRR 10's config (or `show running-config`):
+                                            segment-routing srv6 locators and static-sids,
+                                            ipv6 route
 
 One file per node, named after it; nodes are matched to the fabric's by name, and
 a node without a file, or a file for no node, is an error that names it. A
@@ -106,4 +109,4 @@ def write_dir(directory: str | Path, tables: Tables, fabric: Fabric, fmt: str) -
     return out
 
 
-from twin.routes.formats import iproute2, sonic  # noqa: F401,E402  (register)
+from twin.routes.formats import frr, iproute2, sonic  # noqa: F401,E402  (register)
