@@ -102,4 +102,4 @@ def write_dir(directory: str | Path, tables: Tables, fabric: Fabric, fmt: str) -
     return out
 
 
-from twin.routes.formats import iproute2, sonic  # noqa: F401,E402  (register)
+from twin.routes.formats import iproute2, nvue, sonic  # noqa: F401,E402  (register)
