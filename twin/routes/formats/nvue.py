@@ -46,8 +46,11 @@ Decisions where the reference leaves something open:
   anything else, and shows it disabled otherwise. A SID in a file whose state is not
   `enabled` (or unset) is kept as Dropping: the switch installs none of them, so a
   packet for it dies there, and the check says why.
-- Prefixes with host bits set (a SID, a locator, a route) are refused, naming the
-  network they would be; NVUE's reference writes every example without them.
+- Prefixes with host bits set (a SID, a locator, a route) are read as their network, as
+  FRR and the kernel install them: NVIDIA's own reference writes its examples so
+  (`srv6-sid 2001:db8:1:1::100/48`, locator `prefix 2001:db8:1:1::/32`).
+- A route's prefix may be NVUE's `default6` (::/0) or `default` (0.0.0.0/0, ignored as
+  IPv4): the static routing guide calls them functionally equivalent.
 - A via's type, when absent, is told from its id: `blackhole`, `reject`, an address,
   else an interface name (netlab's NVUE template writes the type always; NVUE derives it).
 - `distance` (`static <prefix> distance <d> via ...`) nests the next hops one level
@@ -89,6 +92,7 @@ SR = ("router", "segment-routing")
 STATIC = ("vrf", DEFAULT_VRF, "router", "static")
 LENGTHS = {"block-length": (16, 64, 16), "node-length": (0, 64, 16),
            "func-length": (0, 64, 0)}  # NVUE's range and default for each
+DEFAULTS = {"default6": "::/0", "default": "0.0.0.0/0"}  # NVUE's names for default routes
 DECAPS = ("uDT6", "uDT46")  # twin's DECAP, into the default VRF (FRR's spelling)
 BEHAVIORS = ("uN", "uA", *DECAPS, "uDT4")
 VIA_TYPES = ("ipv6-address", "interface", "blackhole", "reject", "ipv4-address")
@@ -118,9 +122,11 @@ def short(value: object, most: int = 40) -> str:
     """A value of the file as a message may show it: escaped, and at most `most` characters."""
     if isinstance(value, dict | list):
         return "a mapping" if isinstance(value, dict) else "a list"
-    text = value if isinstance(value, str) else str(value)[:most + 1]
-    out = repr(text[:most])
-    return out + "..." if len(text) > most else out
+    if not isinstance(value, str):  # a number, true/false, null: as YAML wrote it
+        text = str(value)[:most + 1]
+        return text[:most] + "..." if len(text) > most else text
+    out = repr(value[:most])
+    return out + "..." if len(value) > most else out
 
 
 def _name(k: object) -> str:
@@ -270,8 +276,8 @@ def _load(text: str, r: _Reading) -> tuple[_Map, _At] | None:
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
         where = f"line {mark.line + 1} col {mark.column + 1}" if mark else ""
-        r.add(where, f"not YAML: {short(e.problem or e.context or 'unreadable', 100)}",
-              SHAPE_HINT)
+        said = "; ".join(w for w in (e.context, e.problem) if w) or "unreadable"
+        r.add(where, f"not YAML: {short(said, 120)}", SHAPE_HINT)
         return None
     except (yaml.YAMLError, ValueError, RecursionError, MemoryError) as e:
         why = "nested too deep" if isinstance(e, RecursionError) else type(e).__name__
@@ -308,15 +314,11 @@ def _load(text: str, r: _Reading) -> tuple[_Map, _At] | None:
 
 
 def _network(value: object, at: _At, r: _Reading, what: str = "an IPv6 prefix"):
-    """An IP network, host bits unset (None, reported, if not)."""
+    """An IP network, host bits cleared (None, reported, if it is none)."""
     try:
-        return ipaddress.ip_network(value if isinstance(value, str) else "", strict=True)
-    except ValueError as e:
-        if isinstance(value, str) and "host bits" in str(e):
-            loose = ipaddress.ip_network(value, strict=False)
-            r.add(at, f"{short(value)} has host bits set", f"the network is {loose}")
-        else:
-            r.add(at, f"{short(value)} is not {what}", "e.g. fcbb:bb00:101::/48")
+        return ipaddress.ip_network(value if isinstance(value, str) else "", strict=False)
+    except ValueError:
+        r.add(at, f"{short(value)} is not {what}", "e.g. fcbb:bb00:101::/48")
         return None
 
 
@@ -427,7 +429,7 @@ def _sid(k: object, fields: _Map, at: _At, locators: dict[str, _Locator | None],
 def _route(k: object, fields: _Map, at: _At, r: _Reading) -> Route | None:
     """One static route of the default VRF in the plan's terms. None for a problem
     (reported), and for an IPv4 route, which no packet of the fabric meets."""
-    dst = _network(k, at, r, "an IP prefix")
+    dst = _network(DEFAULTS.get(k, k), at, r, "an IP prefix")
     if dst is None or dst.version != 6:
         return None
     n = len(r.problems)
@@ -554,19 +556,20 @@ class Nvue(Format):
 def _read(top: _Map, at: _At, r: _Reading) -> None:
     """Every SID and route of the `set` mapping, kept in `r`."""
     sr = r.path(top, at, SR)
-    if sr is not None and r.known(*sr, ("srv6", "static"), "segment-routing"):
+    if sr is not None:  # an unknown key is reported, and what is known read all the same
+        r.known(*sr, ("srv6", "static"), "segment-routing")
         srv6 = r.mapping(*sr, "srv6") or (_Map(), sr[1])
-        enabled, locators = None, {}
-        if r.known(*srv6, ("state", "locator"), "srv6"):
-            enabled = _text(srv6[0], "state", srv6[1], r)
-            if enabled not in (None, "enabled", "disabled"):
-                r.add(srv6[1].into(srv6[0], "state"), f"{short(enabled)} is neither enabled "
-                      "nor disabled")
-            written = r.mapping(*srv6, "locator")
-            locators = {k: _locator(f, a, r) for k, f, a in (r.entries(*written) if written
-                                                              else [])}
+        r.known(*srv6, ("state", "locator"), "srv6")
+        enabled = _text(srv6[0], "state", srv6[1], r)
+        if enabled not in (None, "enabled", "disabled"):
+            r.add(srv6[1].into(srv6[0], "state"), f"{short(enabled)} is neither enabled "
+                  "nor disabled")
+        written = r.mapping(*srv6, "locator")
+        locators = {k: _locator(f, a, r) for k, f, a in (r.entries(*written) if written
+                                                          else [])}
         static = r.mapping(*sr, "static")
-        if static is not None and r.known(*static, ("srv6-sid",), "static"):
+        if static is not None:
+            r.known(*static, ("srv6-sid",), "static")
             sids = r.mapping(*static, "srv6-sid")
             for k, fields, a in r.entries(*sids) if sids else []:
                 found = _sid(k, fields, a, locators, enabled, r)
