@@ -5,6 +5,9 @@
                                             lines (`route add|replace ...`)
     sonic           <node>/config_db.json   SONiC's SRV6_MY_LOCATORS, SRV6_MY_SIDS and
                                             STATIC_ROUTE tables
+    nvue            <node>/startup.yaml     Cumulus Linux NVUE's `nv config show -o yaml`:
+                                            segment-routing srv6 locators, static srv6-sids,
+                                            vrf default static routes
 
 One file per node, named after it; nodes are matched to the fabric's by name, and
 a node without a file, or a file for no node, is an error that names it. A
