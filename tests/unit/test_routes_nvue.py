@@ -437,3 +437,19 @@ def test_file_content_is_never_echoed_beyond_a_short_token(compiled):
                      f"{repr(secret[:40])}... is not an IP prefix"]
     tag = problems(compiled, "- set:\n    x: !!python/object:os.system " + "z" * 300 + "\n")
     assert len(tag) == 1 and len(tag[0]) < 200 and "z" * 60 not in tag[0]
+
+
+def test_unknown_keys_of_srv6_and_static_and_ipv4_prefixes_are_refused(compiled):
+    text = ("- set:\n    router:\n      segment-routing:\n        srv6:\n"
+            "          state: enabled\n          encapsulation: {}\n          locator:\n"
+            "            V4:\n              prefix: 10.1.0.0/16\n"
+            "        static:\n          srv6-policy: {}\n          srv6-sid:\n"
+            + sid("10.2.0.0/16", "behavior: uN", "locator-name: V4"))
+    p = "router.segment-routing"
+    assert problems(compiled, text) == [
+        f"{F} line 6 {p}.srv6.encapsulation: srv6 has no encapsulation: twin does not "
+        "model it",
+        f"{F} line 9 {p}.srv6.locator.V4.prefix: 10.1.0.0/16 is not an IPv6 prefix",
+        f"{F} line 11 {p}.static.srv6-policy: static has no srv6-policy: twin does not "
+        "model it",
+        f"{F} line 13 {p}.static.srv6-sid.10.2.0.0/16: 10.2.0.0/16 is not an IPv6 prefix"]
