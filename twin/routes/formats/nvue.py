@@ -34,12 +34,13 @@ Decisions where the reference leaves something open:
 
 - Decap. NVUE 5.14 documents the behaviours uN and uA only: it is a switch's OS, and
   hosts run none. A host's decap is read in the spelling of FRR's `static-sids`, which
-  NVUE writes its static SIDs into (`sid X locator L behavior uA interface swp1`; FRR 10
-  adds uDT4, uDT6, uDT46 with `vrf`): behavior uDT6 or uDT46, with `vrf` absent or
-  `default`, is DECAP on its `interface` (absent: on any port, as seg6local's End.DT6
-  acts); into another VRF it is Dropping, as is uDT4 (IPv4 only). `render` writes uDT6,
-  End.DT6 with NEXT-CSID, the plan's End.DT6 table local in uSID terms. `vrf` is FRR's
-  word, not NVUE's: the one field name here not in NVIDIA's reference.
+  NVUE writes its static SIDs into (`sid X locator L behavior uA interface swp1`; FRR
+  10's static SIDs also take uDT4, uDT6 and uDT46 with `vrf`): behavior uDT6 or uDT46,
+  with `vrf` absent or `default`, is DECAP on its `interface` (absent: on any port, as
+  seg6local's End.DT6 acts); into another VRF it is Dropping, as is uDT4 (IPv4 only).
+  `render` writes uDT6, End.DT6 with NEXT-CSID, the plan's End.DT6 table local in uSID
+  terms. `vrf` is FRR's word, not NVUE's: the one field name here not in NVIDIA's
+  reference.
 - Case. Behaviours are matched as NVUE spells them (uN, uA): `UN` is refused, with the
   spelling in the hint; NVUE's schema is an enumeration.
 - srv6 state. The reference enables segment routing with `srv6 state enabled` before
@@ -64,11 +65,14 @@ are eth1, eth2, ... after the same eth0. So swpN is twin's ethN and ethN is swpN
 are read, NVUE's is written. A name the rule does not fit (swp1s0, a breakout; bond1)
 is kept as written, and the check finds a port the node does not have.
 
-Strictness. The YAML is read with PyYAML's safe loader. A key written twice in one
-mapping is refused (YAML keeps the last, silently), as are aliases (`nv config show`
-writes none, and an alias bomb costs the walker time), documents that are not one list
-of mappings, and keys this format does not know inside the subtrees it reads, each
-named by its key path and line. A value is never echoed beyond a short escaped token.
+Strictness. The YAML is read with PyYAML's safe loader (on libyaml's parser where
+PyYAML has it). A key written twice in one mapping is refused (YAML keeps the last,
+silently), as are aliases (`nv config show` writes none, and an alias bomb costs the
+walker time), documents that are not one list of mappings, a second `- set:` (netlab's
+template writes one per route; `nv config show` prints one), `- unset:` (a diff's), and
+keys this format does not know inside the subtrees it reads, each named by its key
+path and line. Deep nesting and numbers past Python's conversion limit are one line
+each, never a traceback. A value is never echoed beyond a short escaped token.
 """
 
 from __future__ import annotations
