@@ -34,6 +34,8 @@ def routes():
       <node>.json              `ip -j -6 route show` of the node (iproute2-json)
       <node>.batch             `ip -6 route show` lines or `ip -batch` lines
       <node>/config_db.json    SONiC: SRV6_MY_LOCATORS, SRV6_MY_SIDS, STATIC_ROUTE
+      <node>/startup.yaml      Cumulus Linux NVUE (nv config show -o yaml): srv6
+                               locators, static srv6-sids, vrf default static routes
     Interface names and addresses are the addressing plan's (README, "Addressing"):
     next hops are the neighbours' link-locals, fe80::<uSID>.
 

@@ -10,6 +10,9 @@
     frr             <node>/frr.conf         FRR 10's config (or `show running-config`):
                                             segment-routing srv6 locators and static-sids,
                                             ipv6 route
+    nvue            <node>/startup.yaml     Cumulus Linux NVUE's `nv config show -o yaml`:
+                                            segment-routing srv6 locators, static srv6-sids,
+                                            vrf default static routes
 
 One file per node, named after it; nodes are matched to the fabric's by name, and
 a node without a file, or a file for no node, is an error that names it. A
@@ -109,4 +112,4 @@ def write_dir(directory: str | Path, tables: Tables, fabric: Fabric, fmt: str) -
     return out
 
 
-from twin.routes.formats import frr, iproute2, sonic  # noqa: F401,E402  (register)
+from twin.routes.formats import frr, iproute2, nvue, sonic  # noqa: F401,E402  (register)
