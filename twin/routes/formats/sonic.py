@@ -43,6 +43,7 @@ from twin.fabric import usid
 from twin.fabric.model import Fabric, Tier
 from twin.fabric.plan import DECAP, UN, UNICAST, LocalSid, Route
 from twin.routes.formats.base import WHAT, Format, register
+from twin.routes.formats.reading import load_json, token
 from twin.routes.tables import Dropping, NodeTables, Origin, key
 
 FILE = "config_db.json"
@@ -128,7 +129,7 @@ def _load(text: str, r: _Reading) -> dict:
         twice.extend(sorted({k for k in keys if keys.count(k) > 1}))
         return dict(items)
     try:
-        db = json.loads(text, object_pairs_hook=pairs)
+        db = load_json(text, r.file, pairs)
     except json.JSONDecodeError as e:
         r.add(f"line {e.lineno} col {e.colno}", f"not JSON: {e.msg}", TABLES_HINT)
         return {}
@@ -159,7 +160,7 @@ def _texts(fields: dict, names: tuple[str, ...], where: str, r: _Reading) -> lis
     """String fields (None when absent); None for all when one is of another type."""
     bad = [n for n in names if not isinstance(fields.get(n, ""), str)]
     for n in bad:
-        r.add(f"{where}.{n}", f"is {_kind(fields[n])} ({fields[n]!r}), not a string",
+        r.add(f"{where}.{n}", f"is {_kind(fields[n])} ({token(fields[n])}), not a string",
               f'SONiC keeps fields as strings: "{n}": "..."')
     return None if bad else [fields.get(n) for n in names]
 
@@ -171,7 +172,8 @@ def _bits(fields: dict, name: str, default: int, where: str, r: _Reading) -> int
         value = int(value)
     if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= 128:
         return value
-    r.add(f"{where}.{name}", f"{value!r} is not a bit length (0 to 128)", f'"{name}": "{default}"')
+    r.add(f"{where}.{name}", f"{token(value)} is not a bit length (0 to 128)",
+          f'"{name}": "{default}"')
     return None
 
 
@@ -182,7 +184,7 @@ def _network(text: str, where: str, r: _Reading, version: int | None = None):
     except ValueError:
         net = None
     if net is None or version not in (None, net.version):
-        r.add(where, f"{text!r} is not an IP{'v6' if version else ''} prefix",
+        r.add(where, f"{token(text)} is not an IP{'v6' if version else ''} prefix",
               "e.g. fcbb:bb00:101::/48")
         return None
     return net
