@@ -47,7 +47,10 @@ class SpecError(TwinError):
         self.what = what  # the kind of file: "fabric spec", "drill file"
         self.omitted = omitted
         self.more = ""
-        super().__init__(self.render())
+        super().__init__(source)
+
+    def __str__(self) -> str:  # rendered when shown: a garbage file raises one per line
+        return self.render()
 
     @property
     def total(self) -> int:

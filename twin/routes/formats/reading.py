@@ -51,8 +51,8 @@ FOLLOW_HINT = "copy the file into the directory, or pass --follow-symlinks to re
 class Limits:
     """What one tables directory may hold. Each limit is named in the error meeting it."""
 
-    bytes: int = 16 * MIB  # per file; never more than this + 1 read
-    entries: int = 100_000  # routes, SIDs and dropping SIDs per node
+    bytes: int = 8 * MIB  # per file; never more than this + 1 read
+    entries: int = 50_000  # routes, SIDs and dropping SIDs per node
     problems: int = 10_000  # kept for --json; the rest counted
     depth: int = 64  # JSON nesting
     digits: int = 40  # characters in a JSON number (an IPv6 address as an integer: 39)
