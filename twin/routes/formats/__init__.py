@@ -11,6 +11,15 @@ a node without a file, or a file for no node, is an error that names it. A
 format reads one node's file (`parse`) and writes one (`render`: `twin routes
 export`, the shipped examples, the golden files). The contract a format keeps
 (`Format`, `register`) is in twin.routes.formats.base.
+
+A format never opens a file: `load_dir` reads each node's through
+twin.routes.formats.reading (no symlink out of the directory unless asked,
+regular files only, a bounded read, UTF-8, not empty) and hands `parse` its
+text; a JSON format decodes it with `reading.load_json` and quotes what the
+file holds with `reading.token`. Whatever a format's problems say, `load_dir`
+escapes and clips them (`reading.safe`) and keeps at most Limits.problems of
+them, counting the rest, so a garbage file costs memory in proportion to the
+size limit, not to what it would print.
 """
 
 from __future__ import annotations
