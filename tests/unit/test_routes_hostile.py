@@ -276,3 +276,8 @@ def test_export_where_a_node_file_is_a_directory_is_one_line(tmp_path):
     got = cli("routes", "export", "mrc-4p", str(tmp_path / "out"))
     one_line_exit_2(got)
     assert len(got.output.strip().splitlines()) == 1 and f"{NODE}.batch" in got.output
+
+
+@pytest.mark.parametrize("command", [("routes", "check"), ("routes", "diff"), ("up",), ("ci",)])
+def test_every_command_reading_a_tables_directory_takes_follow_symlinks(command):
+    assert "--follow-symlinks" in cli(*command, "--help").output
