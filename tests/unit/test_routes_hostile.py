@@ -105,6 +105,14 @@ def test_a_symlinked_node_directory_is_refused(tmp_path, compiled):
     assert cli("routes", "check", "mrc-4p", str(tables), "--follow-symlinks").exit_code == 0
 
 
+def test_a_symlink_loop_is_one_line(batch):
+    (batch / f"{NODE}.batch").unlink()
+    (batch / f"{NODE}.batch").symlink_to(f"{NODE}.batch")
+    for args in ((), ("--follow-symlinks",)):
+        assert problems(refused(batch, *args)) == [
+            f"{NODE}.batch: cannot read it (Too many levels of symbolic links)"]
+
+
 def test_a_fifo_is_refused_by_name_without_blocking(batch):
     (batch / f"{NODE}.batch").unlink()
     os.mkfifo(batch / f"{NODE}.batch")  # no writer: a read would wait for ever

@@ -31,7 +31,7 @@ from pathlib import Path, PurePosixPath
 from twin.errors import Problem, SpecError, UsageError
 from twin.fabric.model import Fabric
 from twin.routes.formats.base import FORMATS, WHAT, Format, get, register
-from twin.routes.formats.reading import Limits, list_files, read_file, safe
+from twin.routes.formats.reading import Limits, list_files, read_file, real, safe
 from twin.routes.tables import Tables
 
 __all__ = ["FORMATS", "WHAT", "Format", "Limits", "detect", "get", "load_dir", "register",
@@ -131,11 +131,11 @@ def write_dir(directory: str | Path, tables: Tables, fabric: Fabric, fmt: str) -
     out = []
     try:
         _writable(root)
-        real_root = root.resolve()
+        real_root = real(root)
         for node, t in tables.nodes.items():
             path = root / form.file_for(node)
             path.parent.mkdir(parents=True, exist_ok=True)
-            if not path.parent.resolve().is_relative_to(real_root):
+            if not real(path.parent).is_relative_to(real_root):
                 raise UsageError(f"cannot export to {root}: {path.parent} leads out of it "
                                  "(a symlink); give a directory of plain files")
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW

@@ -128,14 +128,20 @@ def _kind(mode: int) -> str:
     return next((name for test, name in KINDS if test(mode)), "not a regular file")
 
 
+def real(path: Path) -> Path:
+    """The path with every symlink resolved, as far as they go (a loop: where it loops;
+    Path.resolve raises on one)."""
+    return Path(os.path.realpath(path))
+
+
 def _symlink_out(root: Path, rel: str) -> str | None:
     """The first part of `rel` (itself or a directory above it) that is a symlink
     leading out of `root`, as `part -> target`; None when the file stays inside."""
-    real_root = root.resolve()
+    real_root = real(root)
     for i in range(1, len(Path(rel).parts) + 1):
         part = Path(*Path(rel).parts[:i])
         if (root / part).is_symlink():
-            target = (root / part).resolve()
+            target = real(root / part)
             if not target.is_relative_to(real_root):
                 return f"{part} -> {clip(target, 80)}"
     return None
@@ -148,14 +154,14 @@ def read_file(root: Path, rel: str, limits: Limits, follow_symlinks: bool = Fals
     if not follow_symlinks and (link := _symlink_out(root, rel)):
         raise _refuse(rel, f"is a symlink leading out of the tables' directory ({link}): "
                            "refused, not read", FOLLOW_HINT)
-    real = (root / rel).resolve()
+    path = real(root / rel)
     try:
-        st = os.stat(real)
+        st = os.stat(path)
         if not stat.S_ISREG(st.st_mode):  # from its stat: a FIFO is never opened
             raise _refuse(rel, f"is {_kind(st.st_mode)}, not a regular file: refused, "
                                "not read", "a node's tables are a file of text")
         _check_size(rel, st.st_size, limits)
-        fd = os.open(real, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError as e:
         raise _refuse(rel, f"cannot read it ({e.strerror or e})") from None
     try:
