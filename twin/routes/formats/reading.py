@@ -1,9 +1,15 @@
 """Reading a node's file so that the file cannot hurt the checker.
 
 `twin routes check` runs as root in CI workspaces, on files anyone with a commit
-could have left there. Every format reads through this module, and so no file,
-however written, makes the check follow a path out of the tables' directory,
-block, run out of memory, print a traceback or print what it holds:
+could have left there. Every node's file is read through this module (by
+twin.routes.formats.load_dir, before a format's `parse` sees its text), and so no
+file, however written, makes the check follow a path out of the tables'
+directory, block, run out of memory, print a traceback or print what it holds.
+A format keeps its part with two calls: JSON decoded with `load_json`, and what
+the file says quoted with `token` (or `clip`, unquoted), never with `!r`.
+
+    list_files(root, depth)     the directory's entries that are not directories, to
+                                the depth a format's files go; nothing else opened
 
     read_file(root, rel, ...)   one node's file as text. Refused, each with a Problem
                                 naming the file: a symlink (in the file's own name or
@@ -17,7 +23,7 @@ block, run out of memory, print a traceback or print what it holds:
                                 a number past the digit limit, NaN and Infinity: a
                                 SpecError each. Bad syntax stays json.JSONDecodeError,
                                 which the format names with its own hint.
-    token(text)                 a piece of a file fit to quote in a message: escaped,
+    token(value), clip(text, n) a piece of a file fit to quote in a message: escaped,
                                 at most a few dozen characters
     safe(problem)               a Problem with every field escaped and clipped: the
                                 net under every format's messages (load_dir)
