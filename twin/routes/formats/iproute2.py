@@ -98,6 +98,7 @@ from twin.routes.formats.iproute2_rules import (
     table_name,
 )
 from twin.routes.formats.iproute2_rules import Refused as _Bad
+from twin.routes.formats.reading import clip, load_json, token
 from twin.routes.tables import Dropping, NodeTables, Origin, key
 
 Item = Route | LocalSid | Dropping
@@ -172,17 +173,17 @@ def _check(entry: dict) -> None:
     word each, flavors a list of words, srh {"segs": [words]}, lblen and nflen numbers."""
     for k in ("dst", "type", "gateway", "dev", "encap", "action", *ACTION_KEYS[1:7]):
         if k in entry and not _word(entry[k]):
-            raise _Bad(f"{k} {entry[k]!r} is not one word", "as `ip -j -6 route show` prints")
+            raise _Bad(f"{k} {token(entry[k])} is not one word", "as `ip -j -6 route show` prints")
     srh = entry.get("srh", {"segs": []})
     lists = {"flavors": entry.get("flavors", []),
              "srh": srh.get("segs") if isinstance(srh, dict) else None}
     for k, v in lists.items():
         if not isinstance(v, list) or not all(map(_word, v)):
-            raise _Bad(f"{k} {entry[k]!r} is not a list of words",
+            raise _Bad(f"{k} {token(entry[k])} is not a list of words",
                        '"flavors": ["next-csid"], "srh": {"segs": ["fcbb:bb00:100::"]}')
     for k in ("lblen", "nflen"):
         if k in entry and not str(entry[k]).isdigit():
-            raise _Bad(f"{k} {entry[k]!r} is not a number of bits", "e.g. lblen 32 nflen 16")
+            raise _Bad(f"{k} {token(entry[k])} is not a number of bits", "e.g. lblen 32 nflen 16")
 
 
 def _word(v: object) -> bool:
@@ -231,7 +232,7 @@ def _network(text: str) -> str:
         if "host bits" in str(e):
             loose = ipaddress.IPv6Network(text, strict=False).compressed
             raise _Bad(f"dst {text} has host bits set", f"the network is {loose}") from None
-        raise _Bad(f"dst {text} is not an IPv6 prefix ({e})",
+        raise _Bad(f"dst {clip(text, 40)} is not an IPv6 prefix ({clip(e, 60)})",
                    "e.g. fcbb:bb00:200::/48, or default") from None
 
 
@@ -239,7 +240,8 @@ def _address(text: str) -> str:
     try:
         return ipaddress.IPv6Address(text).compressed
     except ValueError as e:
-        raise _Bad(f"gateway {text} is not an IPv6 address ({e})", "e.g. fe80::200") from None
+        raise _Bad(f"gateway {clip(text, 40)} is not an IPv6 address ({clip(e, 60)})",
+                   "e.g. fe80::200") from None
 
 
 # -- the forms an entry comes in ---------------------------------------------------------------
@@ -360,7 +362,7 @@ def _json_entries(text: str, file: str, shown: str = "route", hook=_pairs) -> li
     """A JSON array as `ip -j -6 <shown> show` prints it (route, nexthop, rule)."""
     hint = f"the output of `ip -j -6 {shown} show`: [{{...}}, ...]"
     try:
-        data = json.loads(text, object_pairs_hook=hook)
+        data = load_json(text, file, hook, repeatable=("table",))
     except json.JSONDecodeError as e:
         bad = Problem(f"{file} line {e.lineno}", f"not JSON: {e.msg} (column {e.colno})", hint)
     else:
@@ -406,7 +408,7 @@ def _entry(words: list[str]) -> dict:
             unknown.append(w)
     if unknown:
         raise _Bad(f"unknown word{'s' if len(unknown) > 1 else ''} "
-                   + ", ".join(map(repr, unknown)),
+                   + ", ".join(map(token, unknown[:4])) + (" ..." if len(unknown) > 4 else ""),
                    "a line is an `ip -6 route show` line or `route add|replace|append ...`")
     return entry
 

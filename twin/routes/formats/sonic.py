@@ -90,6 +90,7 @@ from twin.fabric import usid
 from twin.fabric.model import Fabric, Tier
 from twin.fabric.plan import DECAP, UN, UNICAST, LocalSid, Route
 from twin.routes.formats.base import WHAT, Format, register
+from twin.routes.formats.reading import load_json
 from twin.routes.tables import Dropping, NodeTables, Origin, key
 
 FILE = "config_db.json"
@@ -206,7 +207,7 @@ def _load(text: str, r: _Reading) -> dict:
         twice.extend(sorted({k for k in keys if keys.count(k) > 1}))
         return dict(items)
     try:
-        db = json.loads(text, object_pairs_hook=pairs)
+        db = load_json(text, r.file, pairs)
     except json.JSONDecodeError as e:
         r.add(f"line {e.lineno} col {e.colno}", f"not JSON: {e.msg}", TABLES_HINT)
         return {}
