@@ -22,8 +22,13 @@ from twin.routes import diff as D
 from twin.routes import formats as F
 from twin.routes import tables as T
 
-FORMAT_HELP = ("The tables' format (default: told from the files): "
-               + "; ".join(f"{name}: {fmt.file_for('<node>')}" for name, fmt in F.FORMATS.items()))
+_FILES = "; ".join(f"{name}: {fmt.file_for('<node>')}" for name, fmt in F.FORMATS.items())
+FORMAT_HELP = f"The tables' format (default: told from the files): {_FILES}"
+EXPORT_FORMAT_HELP = f"The format to write: {_FILES}"
+
+
+def _nodes(n: int) -> str:
+    return f"{n} node{'s' if n != 1 else ''}"
 
 
 @main.group()
@@ -35,6 +40,8 @@ def routes():
       <node>.json              `ip -j -6 route show` of the node (iproute2-json)
       <node>.batch             `ip -6 route show` lines or `ip -batch` lines
       <node>/config_db.json    SONiC: SRV6_MY_LOCATORS, SRV6_MY_SIDS, STATIC_ROUTE
+      <node>/frr.conf          FRR 10 (or show running-config): segment-routing
+                               srv6 locators and static-sids, ipv6 route statics
       <node>/startup.yaml      Cumulus Linux NVUE (nv config show -o yaml): srv6
                                locators, static srv6-sids, vrf default static routes
     Interface names and addresses are the addressing plan's (README, "Addressing"):
@@ -187,7 +194,7 @@ def diff_cmd(spec, directory, fmt, follow_symlinks, as_json):
                           f"      {escape(d.effect())}")
         n = len(report.differences)
         out.print("\nno differences" if report.same else
-                  f"\n{n} difference{'s' if n != 1 else ''} on {len(report.by_node())} nodes")
+                  f"\n{n} difference{'s' if n != 1 else ''} on {_nodes(len(report.by_node()))}")
     if not report.same:
         sys.exit(1)
 
@@ -196,7 +203,7 @@ def diff_cmd(spec, directory, fmt, follow_symlinks, as_json):
 @click.argument("spec")
 @click.argument("directory", type=click.Path(file_okay=False))
 @click.option("--format", "fmt", type=click.Choice(sorted(F.FORMATS)),
-              default="iproute2-batch", show_default=True, help=FORMAT_HELP)
+              default="iproute2-batch", show_default=True, help=EXPORT_FORMAT_HELP)
 def export_cmd(spec, directory, fmt):
     """Write twin's plan as route tables, one file per node.
 
