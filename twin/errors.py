@@ -34,18 +34,46 @@ class Problem:
 
 
 class SpecError(TwinError):
+    """Every problem found in a file. `omitted` counts more that were found and not kept
+    (a garbage file has one per line); `more` says where the kept ones are shown in full
+    (`--json ...`), for the line that ends a render cut short."""
+
     exit_code = 2
 
-    def __init__(self, source: str, problems: list[Problem], what: str = "fabric spec"):
+    def __init__(self, source: str, problems: list[Problem], what: str = "fabric spec",
+                 omitted: int = 0):
         self.source = source
         self.problems = problems
         self.what = what  # the kind of file: "fabric spec", "drill file"
-        super().__init__(self.render())
+        self.omitted = omitted
+        self.more = ""
+        super().__init__(source)
 
-    def render(self) -> str:
-        n = len(self.problems)
-        head = f"{self.source}: {n} problem{'s' if n != 1 else ''} in the {self.what}"
-        return "\n".join([head, *(p.render() for p in self.problems)])
+    def __str__(self) -> str:  # rendered when shown: a garbage file raises one per line
+        return self.render()
+
+    @property
+    def total(self) -> int:
+        return len(self.problems) + self.omitted
+
+    def render(self, limit: int | None = None) -> str:
+        """The head line and the problems, the first `limit` of them (None: all kept)."""
+        n = self.total
+        head = f"{self.source}: {n:,} problem{'s' if n != 1 else ''} in the {self.what}"
+        shown = self.problems if limit is None else self.problems[:limit]
+        lines = [head, *(p.render() for p in shown)]
+        if n > len(shown):
+            lines.append(f"  and {n - len(shown):,} more" + (f"; {self.more}" if self.more
+                                                             else ""))
+        return "\n".join(lines)
+
+    def to_dict(self) -> dict:
+        """The error as --json prints it: every problem kept, and how many were not."""
+        return {"ok": False, "error": f"{self.source}: {self.total:,} problems in the "
+                                      f"{self.what}", "source": self.source,
+                "problems": [{"path": p.path, "message": p.message, "hint": p.hint}
+                             for p in self.problems],
+                "problems_total": self.total, "problems_omitted": self.omitted}
 
 
 class UsageError(TwinError):

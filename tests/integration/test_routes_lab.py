@@ -41,7 +41,7 @@ def dataplane(request):
     return request.param
 
 
-@pytest.mark.parametrize("example", ["good", "sonic-good", *BROKEN])
+@pytest.mark.parametrize("example", ["good", "sonic-good", "frr-good", "nvue-good", *BROKEN])
 def test_verify_agrees_with_the_check(session_dirs, dataplane, example):
     spec = own_spec(session_dirs, LAB, "mrc-4p")
     compiled = compile_loaded(spec, load_spec(spec))

@@ -371,6 +371,19 @@ def test_unreadable_tables_are_refused_naming_the_file(tmp_path, tables):
     assert nothing_left() and not (tmp_path / "out").exists()
 
 
+def test_tables_linked_out_of_their_directory_are_refused_unless_followed(tmp_path, tables,
+                                                                         probes):
+    """--routes reads as `twin routes check` does (issue 36), in preflight and in up."""
+    (tables / "t1-p0-0.json").rename(tmp_path / "elsewhere.json")
+    (tables / "t1-p0-0.json").symlink_to(tmp_path / "elsewhere.json")
+    with pytest.raises(SpecError, match="t1-p0-0.json: is a symlink leading out"):
+        run(tmp_path, routes=str(tables))
+    assert nothing_left() and not (tmp_path / "out").exists()
+    result = run(tmp_path, routes=str(tables), follow_symlinks=True)
+    assert [(s.name, s.status) for s in result.stages][:2] == [
+        ("routes check", "failed"), ("up", "passed")] and nothing_left()
+
+
 # -- the command ------------------------------------------------------------------------
 
 

@@ -66,6 +66,7 @@ class Options:
     spec: str
     routes: str | None = None
     routes_format: str | None = None
+    follow_symlinks: bool = False  # the --routes files may be symlinks out of it
     drills: tuple[str, ...] = ()  # names or files; ("all",): the shipped drills for this fabric
     out: Path = Path("out")
     runtime: str = "auto"
@@ -124,8 +125,8 @@ def preflight(opts: Options) -> Ready:
                          "leave out --name, or name another")
     rt, _ = pick_runtime(opts.runtime)
     pick_dataplane(rt, opts.dataplane or compiled.spec.dataplane)  # the kernel can run one
-    loaded = formats.load_dir(opts.routes, compiled.fabric, opts.routes_format) \
-        if opts.routes else None
+    loaded = formats.load_dir(opts.routes, compiled.fabric, opts.routes_format,
+                              follow_symlinks=opts.follow_symlinks) if opts.routes else None
     drills = _drills(opts.drills, compiled.spec.name)
     _check_out(opts.out)
     return Ready(opts, compiled, lab, loaded, drills)
@@ -275,7 +276,8 @@ class _Job:
     def up(self) -> Stage:
         o = self.opts
         state = L.up(o.spec, o.runtime, self.steps, name=self.ready.lab,
-                     dataplane=o.dataplane, routes=o.routes, routes_format=o.routes_format).state
+                     dataplane=o.dataplane, routes=o.routes, routes_format=o.routes_format,
+                     follow_symlinks=o.follow_symlinks).state
         self.lab_id = state.id
         r = self.result
         r.runtime, r.dataplane, r.dataplane_why = state.runtime, state.dataplane, \

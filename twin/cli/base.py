@@ -16,6 +16,7 @@ import sys
 
 import click
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -32,6 +33,8 @@ from twin.runtime import RUNTIMES
 # emoji=False: rich would print fcbb:bb00:100:: with a 💯 in it
 out = Console(highlight=False, soft_wrap=True, emoji=False)
 err = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)  # one line
+
+PRINTED = 100  # problems of a SpecError printed; the rest counted (and in --json where it has them)
 
 # `twin up` creates nodes: runtimes that only attach (docker-remote, kubectl) are `twin attach`'s
 DATAPLANE_CHOICES = ["auto", "seg6local", "ebpf"]  # twin.dataplane: auto, then its backends
@@ -143,13 +146,13 @@ class TwinGroup(click.Group):
         record_for_drills(self, ctx, getattr(self, "argv", []))
         try:
             return super().invoke(ctx)
-        except SpecError as e:
-            err.print(f"[red]error:[/red] {e.render()}", markup=True, highlight=False)
+        except SpecError as e:  # the text may quote a file: never read as markup
+            err.print(f"[red]error:[/red] {escape(e.render(PRINTED))}", highlight=False)
             if ctx.obj and ctx.obj.get("debug"):
                 raise
             sys.exit(e.exit_code)
         except TwinError as e:
-            err.print(f"[red]error:[/red] {e}", highlight=False)
+            err.print(f"[red]error:[/red] {escape(str(e))}", highlight=False)
             if ctx.obj and ctx.obj.get("debug"):
                 raise
             sys.exit(e.exit_code)

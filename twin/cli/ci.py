@@ -32,6 +32,9 @@ COLOUR = {CI.PASSED: "green", CI.FAILED: "red", CI.SKIPPED: "yellow"}
                    "is held to what the check said.")
 @click.option("--routes-format", type=click.Choice(sorted(ROUTE_FORMATS)), default=None,
               help="The --routes tables' format (default: told from the files).")
+@click.option("--follow-symlinks", is_flag=True,
+              help="Read --routes files that are symlinks leading out of DIR (refused by "
+                   "default, as `twin routes check`).")
 @click.option("--drills", default="", metavar="NAME,...",
               help="Drills to run on the lab, comma-separated (names or files), or `all`: "
                    "the shipped drills written for SPEC's fabric. Default: none.")
@@ -46,7 +49,8 @@ COLOUR = {CI.PASSED: "green", CI.FAILED: "red", CI.SKIPPED: "yellow"}
               help="The lab's name (default: <spec>-ci-<6 hex>, new every run, so no "
                    "lab of anyone else's is in the way).")
 @click.option("--json", "as_json", is_flag=True, help="Print summary.json.")
-def ci(spec, routes, routes_format, drills, out_dir, runtime, dataplane, name, as_json):
+def ci(spec, routes, routes_format, follow_symlinks, drills, out_dir, runtime, dataplane, name,
+       as_json):
     """Check, build, verify, drill and remove a lab in one go, with reports for a CI job.
 
     \b
@@ -73,6 +77,7 @@ def ci(spec, routes, routes_format, drills, out_dir, runtime, dataplane, name, a
     """
     sigterm_as_interrupt()
     opts = CI.Options(spec, routes=routes, routes_format=routes_format,
+                      follow_symlinks=follow_symlinks,
                       drills=tuple(d.strip() for d in drills.split(",") if d.strip()),
                       out=Path(out_dir), runtime=runtime, dataplane=dataplane, name=name)
     steps = RichSteps()

@@ -51,10 +51,14 @@ from twin.verify.coverage import DEFAULT_K, EXHAUSTIVE_MAX
                    "faults and drills then run on them.")
 @click.option("--routes-format", type=click.Choice(sorted(ROUTE_FORMATS)), default=None,
               help="The --routes tables' format (default: told from the files).")
+@click.option("--follow-symlinks", is_flag=True,
+              help="Read --routes files that are symlinks leading out of DIR (refused by "
+                   "default, as `twin routes check`).")
 @click.option("--verify", "then_verify", is_flag=True,
               help="Then verify it, as `twin verify` does (a lab that fails stays up).")
 @click.option("--json", "as_json", is_flag=True, help="Print the lab's state as JSON.")
-def up(spec, runtime, name, dataplane, routes, routes_format, then_verify, as_json):
+def up(spec, runtime, name, dataplane, routes, routes_format, follow_symlinks, then_verify,
+       as_json):
     """Build a lab: create nodes, wire links, program every route and local
     SID, start the hosts' MRC endpoints.
 
@@ -68,7 +72,8 @@ def up(spec, runtime, name, dataplane, routes, routes_format, then_verify, as_js
     steps = RichSteps()
     try:
         result = L.up(spec, runtime, steps, verify=then_verify, name=name,
-                      dataplane=dataplane, routes=routes, routes_format=routes_format)
+                      dataplane=dataplane, routes=routes, routes_format=routes_format,
+                      follow_symlinks=follow_symlinks)
     finally:
         steps.done()
     state = result.state

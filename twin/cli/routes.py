@@ -11,18 +11,24 @@ import sys
 from pathlib import Path
 
 import click
+from rich.markup import escape
 from rich.table import Table
 
 from twin import lab as L
 from twin.cli.base import emit_json, main, out
-from twin.errors import UsageError
+from twin.errors import SpecError, UsageError
 from twin.routes import check as C
 from twin.routes import diff as D
 from twin.routes import formats as F
 from twin.routes import tables as T
 
-FORMAT_HELP = ("The tables' format (default: told from the files): "
-               + "; ".join(f"{name}: {fmt.file_for('<node>')}" for name, fmt in F.FORMATS.items()))
+_FILES = "; ".join(f"{name}: {fmt.file_for('<node>')}" for name, fmt in F.FORMATS.items())
+FORMAT_HELP = f"The tables' format (default: told from the files): {_FILES}"
+EXPORT_FORMAT_HELP = f"The format to write: {_FILES}"
+
+
+def _nodes(n: int) -> str:
+    return f"{n} node{'s' if n != 1 else ''}"
 
 
 @main.group()
@@ -34,6 +40,10 @@ def routes():
       <node>.json              `ip -j -6 route show` of the node (iproute2-json)
       <node>.batch             `ip -6 route show` lines or `ip -batch` lines
       <node>/config_db.json    SONiC: SRV6_MY_LOCATORS, SRV6_MY_SIDS, STATIC_ROUTE
+      <node>/frr.conf          FRR 10 (or show running-config): segment-routing
+                               srv6 locators and static-sids, ipv6 route statics
+      <node>/startup.yaml      Cumulus Linux NVUE (nv config show -o yaml): srv6
+                               locators, static srv6-sids, vrf default static routes
     Interface names and addresses are the addressing plan's (README, "Addressing"):
     next hops are the neighbours' link-locals, fe80::<uSID>.
 
@@ -45,9 +55,26 @@ def routes():
     """
 
 
-def _load(spec: str, directory: str, fmt: str | None):
+FOLLOW_HELP = ("Read node files and directories that are symlinks leading out of DIRECTORY "
+               "(refused by default: the check often runs as root on a CI workspace). Only "
+               "regular files are read either way.")
+follow_symlinks_option = click.option("--follow-symlinks", is_flag=True, help=FOLLOW_HELP)
+
+
+def _load(spec: str, directory: str, fmt: str | None, follow_symlinks: bool, as_json: bool):
+    """The spec compiled and the tables loaded. Tables that cannot be read: with --json,
+    every problem kept (twin.routes.formats.Limits.problems) on stdout, exit 2; else
+    the SpecError, whose printed form ends by saying where the rest are."""
     c = L.compile_spec(spec)
-    return c, F.load_dir(directory, c.fabric, fmt)
+    try:
+        return c, F.load_dir(directory, c.fabric, fmt, follow_symlinks=follow_symlinks)
+    except SpecError as e:
+        if as_json:
+            emit_json(e.to_dict())
+            sys.exit(e.exit_code)
+        e.more = ("--json has them all" if not e.omitted else
+                  f"--json has the first {len(e.problems):,}")
+        raise
 
 
 @routes.command("check")
@@ -55,6 +82,7 @@ def _load(spec: str, directory: str, fmt: str | None):
 @click.argument("directory", type=click.Path(file_okay=False))
 @click.option("--format", "fmt", type=click.Choice(sorted(F.FORMATS)), default=None,
               help=FORMAT_HELP)
+@follow_symlinks_option
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @click.option("--junit", type=click.Path(dir_okay=False), default=None,
               help="Also write JUnit XML: a case per node (its findings) and per host pair "
@@ -62,7 +90,7 @@ def _load(spec: str, directory: str, fmt: str | None):
 @click.option("--warnings/--no-warnings", default=True, show_default=True,
               help="Show warnings (routes and SIDs no path uses, uSIDs the plan does not "
                    "know). They never fail the check.")
-def check_cmd(spec, directory, fmt, as_json, junit, warnings):
+def check_cmd(spec, directory, fmt, follow_symlinks, as_json, junit, warnings):
     """Walk every path through the tables; exit 0 only if every path arrives.
 
     \b
@@ -76,10 +104,17 @@ def check_cmd(spec, directory, fmt, as_json, junit, warnings):
     outside the block; routes out of missing devices or to next hops no
     neighbour owns; a plane whose paths all cross one T1.
 
+    Files cannot hurt the check: a node file (or directory) that is a symlink out of
+    DIRECTORY is refused unless --follow-symlinks, only regular files are read, and
+    a file over 8 MiB (TWIN_ROUTES_MAX_BYTES), a node of over 50,000 entries
+    (TWIN_ROUTES_MAX_ENTRIES), JSON nested past 64 levels, a number of over 40
+    digits or a key written twice is refused, naming the file. The first 100
+    problems are printed; --json has up to 10,000.
+
     Exit 0: all paths arrive on their switches, no errors; 1: something fails;
     2: the tables (or the spec) cannot be read.
     """
-    c, tables = _load(spec, directory, fmt)
+    c, tables = _load(spec, directory, fmt, follow_symlinks, as_json)
     report = C.check(c.plan, tables)
     if junit:
         try:
@@ -99,7 +134,7 @@ def print_check(report: C.CheckReport, warnings: bool = True) -> None:
     bad = report.paths - counts[C.OK]
     head = f"twin routes check {report.fabric}: {report.source} ({report.format}), " \
            f"{report.paths} paths walked in {report.seconds:.2f}s"
-    out.print(f"[bold]{head}[/bold]")
+    out.print(f"[bold]{escape(head)}[/bold]")
     t = Table(show_header=True)
     for col in ("outcome", "paths"):
         t.add_column(col, justify="right" if col == "paths" else "left")
@@ -109,18 +144,19 @@ def print_check(report: C.CheckReport, warnings: bool = True) -> None:
     if bad:
         out.print(f"[bold red]{bad} paths fail[/bold red], by cause:")
         for cause, outcome, paths in report.causes():
-            out.print(f"  [red]{outcome}[/red] x{len(paths)}  {cause}")
-            out.print(f"      e.g. {paths[0].label} {paths[0].address}: {paths[0].reason}")
+            out.print(f"  [red]{outcome}[/red] x{len(paths)}  {escape(cause)}")
+            out.print(f"      e.g. {paths[0].label} {paths[0].address}: "
+                      f"{escape(paths[0].reason)}")
     errors = [f for f in report.findings if f.severity == C.ERROR]
     warns = [f for f in report.findings if f.severity == C.WARNING]
     if errors:
         out.print(f"[bold red]{_n(len(errors), 'problem')} in the tables[/bold red]:")
         for f in errors:
-            out.print(f"  {f.text()}")
+            out.print(f"  {escape(f.text())}")
     if warns and warnings:
         out.print(f"[yellow]{_n(len(warns), 'warning')}[/yellow]:")
         for f in warns:
-            out.print(f"  {f.text()}")
+            out.print(f"  {escape(f.text())}")
     verdict = "[bold green]PASS[/bold green]" if report.ok else "[bold red]FAIL[/bold red]"
     out.print(f"{verdict}: {counts[C.OK]}/{report.paths} paths arrive on their switches, "
               f"{_n(len(errors), 'problem')}, {_n(len(warns), 'warning')}")
@@ -135,28 +171,30 @@ def _n(count: int, what: str) -> str:
 @click.argument("directory", type=click.Path(file_okay=False))
 @click.option("--format", "fmt", type=click.Choice(sorted(F.FORMATS)), default=None,
               help=FORMAT_HELP)
+@follow_symlinks_option
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-def diff_cmd(spec, directory, fmt, as_json):
+def diff_cmd(spec, directory, fmt, follow_symlinks, as_json):
     """Diff the tables against twin's plan, node by node; exit 0 only if the same.
 
     Each route or local SID missing, extra or different is shown with the paths it
     breaks (those `twin routes check` blames on it), or "no path affected".
     """
-    c, tables = _load(spec, directory, fmt)
+    c, tables = _load(spec, directory, fmt, follow_symlinks, as_json)
     report = D.diff(c.plan, tables, C.check(c.plan, tables))
     if as_json:
         emit_json(report.to_dict())
     else:
-        out.print(f"[bold]twin routes diff {report.fabric}[/bold]: {report.source} against "
+        out.print(f"[bold]twin routes diff {report.fabric}[/bold]: {escape(report.source)} against "
                   "twin's plan")
         for node, diffs in report.by_node().items():
             out.print(f"\n[bold]{node}[/bold]")
             for d in diffs:
                 colour = "red" if d.paths else "yellow"
-                out.print(f"  [{colour}]{d.text()}[/{colour}]\n      {d.effect()}")
+                out.print(f"  [{colour}]{escape(d.text())}[/{colour}]\n"
+                          f"      {escape(d.effect())}")
         n = len(report.differences)
         out.print("\nno differences" if report.same else
-                  f"\n{n} difference{'s' if n != 1 else ''} on {len(report.by_node())} nodes")
+                  f"\n{n} difference{'s' if n != 1 else ''} on {_nodes(len(report.by_node()))}")
     if not report.same:
         sys.exit(1)
 
@@ -165,13 +203,15 @@ def diff_cmd(spec, directory, fmt, as_json):
 @click.argument("spec")
 @click.argument("directory", type=click.Path(file_okay=False))
 @click.option("--format", "fmt", type=click.Choice(sorted(F.FORMATS)),
-              default="iproute2-batch", show_default=True, help=FORMAT_HELP)
+              default="iproute2-batch", show_default=True, help=EXPORT_FORMAT_HELP)
 def export_cmd(spec, directory, fmt):
     """Write twin's plan as route tables, one file per node.
 
     The tables `twin up` installs, in an operator's format: a starting point for
-    one's own, and what `twin routes check` and `diff` pass unchanged.
+    one's own, and what `twin routes check` and `diff` pass unchanged. A
+    DIRECTORY that cannot be written (a file, a path below one, read-only) is
+    refused with exit 2; no file is written through a symlink.
     """
     c = L.compile_spec(spec)
     written = F.write_dir(directory, T.from_plan(c.plan), c.fabric, fmt)
-    out.print(f"wrote {len(written)} files ({fmt}) to {directory}")
+    out.print(f"wrote {len(written)} files ({fmt}) to {escape(directory)}")

@@ -84,10 +84,10 @@ def with_tables(compiled: Compiled, loaded: tables.Tables) -> Compiled:
 
 
 def load_tables(compiled: Compiled, directory: str, fmt: str | None,
-                dataplane: str) -> tables.Tables:
+                dataplane: str, follow_symlinks: bool = False) -> tables.Tables:
     """An operator's tables for this lab, or the error saying why they cannot program it
     (unreadable: SpecError; not installable: UsageError with every reason)."""
-    loaded = formats.load_dir(directory, compiled.fabric, fmt)
+    loaded = formats.load_dir(directory, compiled.fabric, fmt, follow_symlinks=follow_symlinks)
     refused = tables.refusals(loaded, compiled.plan, dataplane)
     if refused:
         head = f"--routes {directory}: {len(refused)} entries cannot be installed"

@@ -62,11 +62,13 @@ class Up:
 
 def up(spec_ref: str, runtime: str = "auto", steps: Steps | None = None, *,
        verify: bool = False, name: str | None = None, dataplane: str | None = None,
-       routes: str | None = None, routes_format: str | None = None) -> Up:
+       routes: str | None = None, routes_format: str | None = None,
+       follow_symlinks: bool = False) -> Up:
     """Bring a lab up; `name` runs the spec under another lab name (several labs
     from one spec side by side); `dataplane` overrides the spec's `srv6.dataplane`;
     `routes` programs the nodes from an operator's tables (a directory, in
-    `routes_format` or the format its files show) instead of twin's plan."""
+    `routes_format` or the format its files show) instead of twin's plan; its files may
+    be symlinks out of it only with `follow_symlinks`."""
     steps = steps or Steps()
     compiled = compile_spec(spec_ref, name)
     _refuse_if_up(compiled.lab)  # before render: an up lab's build files stay as they are
@@ -76,7 +78,7 @@ def up(spec_ref: str, runtime: str = "auto", steps: Steps | None = None, *,
     steps.note(f"data plane: {dp_name} ({dp_why})")
     loaded = None
     if routes:
-        loaded = load_tables(compiled, routes, routes_format, dp_name)
+        loaded = load_tables(compiled, routes, routes_format, dp_name, follow_symlinks)
         compiled = with_tables(compiled, loaded)
         steps.note(f"routes: {routes} ({loaded.format}), instead of twin's plan")
     build_dir = render_lab(compiled, dp_name)

@@ -32,6 +32,16 @@ class Format:
         entry it cannot read: where (line, entry or key) and a hint."""
         raise NotImplementedError
 
+    def beside(self, node: str) -> tuple[str, ...]:
+        """Files the node's tables may refer to, beside its own (iproute2: nexthop
+        objects and rules), read when present and handed to `parse_beside`."""
+        return ()
+
+    def parse_beside(self, text: str, beside: dict[str, str], node: str, file: str,
+                     fabric: Fabric) -> NodeTables:
+        """`parse`, with the texts of the files of `beside` that are present, by name."""
+        return self.parse(text, node, file, fabric)
+
     def render(self, tables: NodeTables, fabric: Fabric) -> str:
         """One node's file, which `parse` reads back to the same routes and SIDs."""
         raise NotImplementedError
