@@ -8,10 +8,12 @@ importing the package that imports the format (tests/unit/test_layers.py: no cyc
 
 from __future__ import annotations
 
+import ipaddress
 from typing import ClassVar
 
 from twin.errors import Problem, SpecError
-from twin.fabric.model import Fabric
+from twin.fabric import usid
+from twin.fabric.model import Fabric, Tier
 from twin.routes.tables import NodeTables
 
 WHAT = "route tables"
@@ -49,6 +51,32 @@ class Format:
     def node_of(self, rel: str) -> str | None:
         """The node a file of this format is for (None: not a file of this format)."""
         raise NotImplementedError
+
+
+class FileInNodeDir(Format):
+    """A format whose node file is `<node>/<file>` (a switch's config in a directory
+    named after it: SONiC's config_db.json, FRR's frr.conf, NVUE's startup.yaml)."""
+
+    file: ClassVar[str]
+
+    def file_for(self, node: str) -> str:
+        return f"{node}/{self.file}"
+
+    def node_of(self, rel: str) -> str | None:
+        parts = rel.split("/")
+        return parts[0] if len(parts) == 2 and parts[1] == self.file else None
+
+
+def decap_port(prefix: ipaddress.IPv6Network, node: str, fabric: Fabric | None) -> str:
+    """The port of host `node` whose uSID owns `prefix` (where a decap SID written without
+    a port, as config formats write it, belongs); "" when none does."""
+    if fabric is None or not fabric.has_node(node) or fabric.node(node).tier is not Tier.HOST:
+        return ""
+    host = fabric.node(node)
+    for p in fabric.nic_planes:
+        if prefix == usid.locator(fabric.spec.block, usid.port(p, host.index)):
+            return fabric.host_port(p)
+    return ""
 
 
 FORMATS: dict[str, Format] = {}

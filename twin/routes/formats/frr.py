@@ -69,10 +69,9 @@ import ipaddress
 from dataclasses import dataclass, field
 
 from twin.errors import Problem, SpecError
-from twin.fabric import usid
-from twin.fabric.model import Fabric, Tier
+from twin.fabric.model import Fabric
 from twin.fabric.plan import DECAP, UN, UNICAST, LocalSid, Route
-from twin.routes.formats.base import WHAT, Format, register
+from twin.routes.formats.base import WHAT, FileInNodeDir, decap_port, register
 from twin.routes.tables import Dropping, NodeTables, Origin, key
 
 FILE = "frr.conf"
@@ -368,17 +367,6 @@ def _locator(loc: _Locator, r: _Reading) -> _Lengths | None:
     return _Lengths(prefix, block, node)
 
 
-def host_port(prefix: ipaddress.IPv6Network, node: str, fabric: Fabric | None) -> str:
-    """The port of host `node` whose uSID owns `prefix`; "" when none does."""
-    if fabric is None or not fabric.has_node(node) or fabric.node(node).tier is not Tier.HOST:
-        return ""
-    host = fabric.node(node)
-    for p in fabric.nic_planes:
-        if prefix == usid.locator(fabric.spec.block, usid.port(p, host.index)):
-            return fabric.host_port(p)
-    return ""
-
-
 def _sid(n: int, words: list[str], locators: dict[str, _Lengths | None],
          r: _Reading) -> LocalSid | Dropping | None:
     """One `sid` line in the plan's terms (None: a problem, reported)."""
@@ -414,7 +402,7 @@ def _sid(n: int, words: list[str], locators: dict[str, _Lengths | None],
     if behavior == "uN":
         return LocalSid(str(prefix), UN, "", loc.block, prefix.prefixlen - loc.block)
     if behavior in DECAPS and rest[1] == DEFAULT_VRF:
-        return LocalSid(str(prefix), DECAP, host_port(prefix, r.node, r.fabric), loc.block,
+        return LocalSid(str(prefix), DECAP, decap_port(prefix, r.node, r.fabric), loc.block,
                         loc.node)
     why = _UA if behavior == "uA" else _IPV4 if behavior == "uDT4" else _VRF.format(vrf=rest[1])
     return Dropping(str(prefix), " ".join([behavior, *rest]), why)
@@ -462,16 +450,10 @@ def _route(n: int, words: list[str], r: _Reading) -> Route | None:
 
 
 @register
-class Frr(Format):
+class Frr(FileInNodeDir):
+    file = FILE
     name = "frr"
     summary = "<node>/frr.conf: FRR 10's segment-routing srv6 static-sids and ipv6 route"
-
-    def file_for(self, node: str) -> str:
-        return f"{node}/{FILE}"
-
-    def node_of(self, rel: str) -> str | None:
-        parts = rel.split("/")
-        return parts[0] if len(parts) == 2 and parts[1] == FILE else None
 
     def parse(self, text: str, node: str, file: str, fabric: Fabric) -> NodeTables:
         r = _Reading(node, file, fabric)

@@ -80,14 +80,13 @@ from __future__ import annotations
 import ipaddress
 import re
 from dataclasses import dataclass
-from pathlib import PurePosixPath
 
 import yaml
 
 from twin.errors import Problem, SpecError
 from twin.fabric.model import Fabric
 from twin.fabric.plan import DECAP, UN, UNICAST, LocalSid, Route
-from twin.routes.formats.base import WHAT, Format, register
+from twin.routes.formats.base import WHAT, FileInNodeDir, register
 from twin.routes.tables import Dropping, NodeTables, Origin, key
 
 FILE = "startup.yaml"
@@ -513,17 +512,11 @@ def _via_type(via: object) -> str:
 
 
 @register
-class Nvue(Format):
+class Nvue(FileInNodeDir):
+    file = FILE
     name = "nvue"
     summary = ("<node>/startup.yaml: Cumulus Linux NVUE's segment-routing srv6 locators, "
                "static srv6-sids and vrf default static routes")
-
-    def file_for(self, node: str) -> str:
-        return f"{node}/{FILE}"
-
-    def node_of(self, rel: str) -> str | None:
-        parts = PurePosixPath(rel).parts
-        return parts[0] if len(parts) == 2 and parts[1] == FILE else None
 
     def parse(self, text: str, node: str, file: str, fabric: Fabric) -> NodeTables:
         r = _Reading(file)

@@ -83,13 +83,11 @@ import ipaddress
 import json
 import re
 from dataclasses import dataclass
-from pathlib import PurePosixPath
 
 from twin.errors import Problem, SpecError
-from twin.fabric import usid
-from twin.fabric.model import Fabric, Tier
+from twin.fabric.model import Fabric
 from twin.fabric.plan import DECAP, UN, UNICAST, LocalSid, Route
-from twin.routes.formats.base import WHAT, Format, register
+from twin.routes.formats.base import WHAT, FileInNodeDir, decap_port, register
 from twin.routes.formats.reading import load_json
 from twin.routes.tables import Dropping, NodeTables, Origin, key
 
@@ -353,17 +351,6 @@ def _sid_prefix(text: str, where: str, r: _Reading) -> ipaddress.IPv6Network | N
     return net
 
 
-def _host_port(prefix: ipaddress.IPv6Network, node: str, fabric: Fabric) -> str:
-    """The port of host `node` whose uSID owns `prefix`; "" when none does."""
-    if not fabric.has_node(node) or fabric.node(node).tier is not Tier.HOST:
-        return ""
-    host = fabric.node(node)
-    for p in fabric.nic_planes:
-        if prefix == usid.locator(fabric.spec.block, usid.port(p, host.index)):
-            return fabric.host_port(p)
-    return ""
-
-
 def _action(action: str | None, fields: dict, where: str, r: _Reading) -> None:
     """The action, as the model's enum spells it; uA's interface and adj (the model's
     musts, and bgpcfgd's)."""
@@ -426,7 +413,7 @@ def _sid(k: str, fields: dict, locators: dict[str, _Locator], names: tuple[set, 
               "key the SID by the locator it lies in; SONiC would not install it")
         return None
     if action == A_UN or (action == A_UDT46 and vrf == DEFAULT_VRF):
-        dev = "" if action == A_UN else _host_port(prefix, node, fabric)
+        dev = "" if action == A_UN else decap_port(prefix, node, fabric)
         return LocalSid(str(prefix), UN if action == A_UN else DECAP, dev,
                         loc.block_len, loc.node_len)
     if action == A_UDT46:
@@ -521,16 +508,10 @@ def _route(k: str, fields: dict, r: _Reading) -> Route | None:
 
 
 @register
-class Sonic(Format):
+class Sonic(FileInNodeDir):
+    file = FILE
     name = "sonic"
     summary = "<node>/config_db.json: SONiC's SRV6_MY_LOCATORS, SRV6_MY_SIDS, STATIC_ROUTE"
-
-    def file_for(self, node: str) -> str:
-        return f"{node}/{FILE}"
-
-    def node_of(self, rel: str) -> str | None:
-        parts = PurePosixPath(rel).parts
-        return parts[0] if len(parts) == 2 and parts[1] == FILE else None
 
     def parse(self, text: str, node: str, file: str, fabric: Fabric) -> NodeTables:
         r = _Reading(file)
