@@ -14,6 +14,7 @@ The stack listens on free ports picked per session, never the defaults a user's 
 telemetry may hold. Every wait is a bounded poll.
 """
 
+import json
 import os
 import signal
 import socket
@@ -94,6 +95,22 @@ def test_a_port_in_use_is_named_with_its_owner_and_nothing_starts(lab):
     assert '"running": false' in st.stdout  # the refusal started nothing
     plain = twin("telemetry", "status", LAB)
     assert plain.returncode == 1 and "no telemetry" in plain.stdout  # make lab-up reads it
+
+
+def test_up_again_starts_nothing_and_says_so(stack):
+    """A second `up` of a running stack is a no-op that says so (it exited 2); a port
+    asked for that the stack does not listen on is refused, naming where it runs."""
+    api, ports = stack
+    r = twin("telemetry", "up", LAB)
+    assert r.returncode == 0, r.stderr + r.stdout
+    assert "already up: nothing started" in r.stdout
+    assert f"http://127.0.0.1:{ports[1]}" in r.stdout  # where it runs, not the defaults
+    r = twin("telemetry", "up", LAB, "--json")
+    assert r.returncode == 0 and json.loads(r.stdout)["already"] is True
+    r = twin("telemetry", "up", LAB, "--prometheus-port", str(free_port()))
+    assert r.returncode == 2 and f"its prometheus on http://127.0.0.1:{ports[1]}" in r.stderr
+    assert "Traceback" not in r.stderr
+    assert api.ready()  # still up
 
 
 def test_prometheus_scrapes_the_exporter_every_second(stack):

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import sys
 import time
+from urllib.parse import urlsplit
 
 import click
+from click.core import ParameterSource
 from rich.live import Live
 
 from twin import lab as L
@@ -68,18 +70,24 @@ def telemetry_up(lab, port, prometheus_port, address, keep_data, grafana, as_jso
     att.require_local("twin telemetry up", "its exporter reads link counters through "
                       "netlink sockets in every node's namespace on this machine")
     att.require_whole()
-    steps = RichSteps() if not as_json else None
-    try:
-        stack = S.up(att, port, prometheus_port, keep_data, steps)
-    finally:
-        if steps:
-            steps.done()
+    stack = S.running(att.state.dir)
+    already = stack is not None
+    if already:  # nothing to start, unless asked for what the running stack is not
+        _same_as_running(att.lab, stack, port, prometheus_port, keep_data)
+    else:
+        steps = RichSteps() if not as_json else None
+        try:
+            stack = S.up(att, port, prometheus_port, keep_data, steps)
+        finally:
+            if steps:
+                steps.done()
     grafana_line = _grafana(att, stack) if grafana else None
     if as_json:
-        emit_json({"lab": att.lab, **S.status(att.state.dir),
+        emit_json({"lab": att.lab, "already": already, **S.status(att.state.dir),
                    **({"grafana": grafana_line} if grafana else {})})
         return
-    out.print(f"[green]telemetry of lab {att.lab} is up[/green]")
+    out.print(f"[green]telemetry of lab {att.lab} is "
+              f"{'already up: nothing started' if already else 'up'}[/green]")
     out.print(f"  metrics:     {stack.exporter.url}")
     out.print(f"  prometheus:  {stack.prometheus.url}  (scrapes every "
               f"{P.SCRAPE_INTERVAL})")
@@ -89,6 +97,27 @@ def telemetry_up(lab, port, prometheus_port, address, keep_data, grafana, as_jso
     if grafana_line:
         out.print(f"  grafana:     {grafana_line}")
     out.print(f"  stop:        twin telemetry down {att.lab}")
+
+
+def _same_as_running(lab: str, stack, port: int, prometheus_port: int,
+                     keep_data: str | None) -> None:
+    """`up` on a lab whose stack runs does nothing; a port asked for on the command line
+    that it does not listen on, or --keep-data (it applies from the start), cannot be
+    had without a restart, and is refused saying how."""
+    ctx = click.get_current_context()
+    for param, option, want, what, proc in (
+            ("port", "--port", port, "exporter", stack.exporter),
+            ("prometheus_port", "--prometheus-port", prometheus_port, "prometheus",
+             stack.prometheus)):
+        if ctx.get_parameter_source(param) is ParameterSource.COMMANDLINE \
+                and urlsplit(proc.url).port != want:
+            raise UsageError(f"telemetry of lab {lab} is already up, its {what} on "
+                             f"{proc.url}: `twin telemetry down {lab}` first to start it "
+                             f"with {option} {want}")
+    if keep_data:
+        raise UsageError(f"--keep-data {keep_data}: telemetry of lab {lab} is already up, "
+                         f"and what it keeps is chosen when it starts (`twin telemetry down "
+                         f"{lab}` first)")
 
 
 def _grafana(att, stack) -> str:

@@ -156,6 +156,16 @@ def _check_port(port: int, what: str, option: str) -> None:
 # -- up, down, status ---------------------------------------------------------------
 
 
+def running(lab_dir) -> Stack | None:
+    """The lab's stack when both its exporter and its Prometheus are alive, else None
+    (none started, or half of one left: `up` refuses that, naming `down`)."""
+    stack = load(lab_dir)
+    if stack and stack.exporter and stack.prometheus and stack.exporter.alive() \
+            and stack.prometheus.alive():
+        return stack
+    return None
+
+
 def up(att, port: int = EXPORTER_PORT, prometheus_port: int = P.DEFAULT_PORT,
        keep_data: str | None = None, steps=None) -> Stack:
     """Start the lab's exporter and Prometheus and wait until Prometheus scrapes it."""
