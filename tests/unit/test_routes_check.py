@@ -248,3 +248,18 @@ def test_export_then_check_and_diff_pass_in_every_format(tmp_path):
         assert cli("routes", "export", "mrc-4p", str(out), "--format", fmt).exit_code == 0
         assert cli("routes", "check", "mrc-4p", str(out)).exit_code == 0, fmt
         assert cli("routes", "diff", "mrc-4p", str(out)).exit_code == 0, fmt
+
+
+@pytest.mark.parametrize(("example", "last"), [
+    ("good", "PASS: 128/128 paths arrive on their switches; no problem in the tables; "
+             "16 warnings"),
+    ("missing-t1-route", "FAIL: 122/128 paths arrive on their switches; 6 fail (blackhole "
+                         "6); no other problem in the tables; 0 warnings"),
+    ("wrong-usid", "FAIL: 116/128 paths arrive on their switches; 12 fail (blackhole 12); "
+                   "5 other problems in the tables; 3 warnings"),
+])
+def test_the_last_line_says_nothing_the_rest_contradicts(example, last):
+    """It read "FAIL: 122/128 paths arrive ..., 0 problems" over six failing paths: the
+    paths that fail are counted as such, and "problems" are the tables' other findings."""
+    got = cli("routes", "check", "mrc-4p", str(ROOT / "lab" / "routes" / example))
+    assert got.output.rstrip().splitlines()[-1] == last
