@@ -12,6 +12,7 @@ from twin import lifecycle
 from twin.cli import main
 from twin.errors import CommandFailed, LabError, UsageError
 from twin.lab import phases
+from twin.progress import Recorder
 from twin.runtime import fake
 from twin.state import LabState, known_labs
 
@@ -104,9 +105,20 @@ def test_interrupted_up_rolls_back_too(monkeypatch):
         raise KeyboardInterrupt
 
     monkeypatch.setattr(fake.FakeKernel, "configure", interrupt)
+    steps = Recorder()
     with pytest.raises(KeyboardInterrupt):
-        L.up("mrc-4p", "fake")
+        L.up("mrc-4p", "fake", steps)
     assert world() == {} and known_labs() == []
+    # it says what happened: a Ctrl-C is not a failure (it read "failed: rolling back")
+    assert "interrupted: rolling back what was created" in steps.notes
+
+
+def test_a_failed_up_says_it_failed_as_it_rolls_back():
+    fake.FakeRuntime.fail_at = {"configure": 1}
+    steps = Recorder()
+    with pytest.raises(CommandFailed):
+        L.up("mrc-4p", "fake", steps)
+    assert "failed: rolling back what was created" in steps.notes
 
 
 def test_second_up_of_the_same_lab_is_refused_and_changes_no_file(tmp_path):

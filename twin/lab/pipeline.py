@@ -97,8 +97,9 @@ def up(spec_ref: str, runtime: str = "auto", steps: Steps | None = None, *,
             phases.carrier(rt, nodes, steps),
             phases.endpoints(rt, [h.name for h in fabric.hosts], steps),
         ]
-    except BaseException:
-        steps.note("failed: rolling back what was created")
+    except BaseException as e:
+        stopped = "interrupted" if isinstance(e, KeyboardInterrupt) else "failed"
+        steps.note(f"{stopped}: rolling back what was created")
         rt.destroy(list(plan.nodes))
         state.remove()
         raise
