@@ -252,7 +252,7 @@ def test_export_then_check_and_diff_pass_in_every_format(tmp_path):
 
 @pytest.mark.parametrize(("example", "last"), [
     ("good", "PASS: 128/128 paths arrive on their switches; no problem in the tables; "
-             "16 warnings"),
+             "0 warnings"),
     ("missing-t1-route", "FAIL: 122/128 paths arrive on their switches; 6 fail (blackhole "
                          "6); no other problem in the tables; 0 warnings"),
     ("wrong-usid", "FAIL: 116/128 paths arrive on their switches; 12 fail (blackhole 12); "
@@ -263,3 +263,21 @@ def test_the_last_line_says_nothing_the_rest_contradicts(example, last):
     paths that fail are counted as such, and "problems" are the tables' other findings."""
     got = cli("routes", "check", "mrc-4p", str(ROOT / "lab" / "routes" / example))
     assert got.output.rstrip().splitlines()[-1] == last
+
+
+def test_a_default_route_that_drops_is_a_guard_not_unused(mrc4p):
+    """`blackhole ::/0` catches what no other route matches: no path is meant to use it,
+    so it is never "unused" (the shipped `good` tables gave 16 such warnings). A default
+    route that forwards, and a narrower blackhole, no path uses are still named."""
+    plan = mrc4p.plan
+    tables = T.from_plan(plan)
+    t0 = "t0-p0-r0"
+    t = tables.nodes[t0]
+    extra = (Route("::/0", "", type="blackhole"), Route("fd99::/16", "", type="blackhole"),
+             Route("::/0", "eth1", via="fe80::99"))
+    for i, route in enumerate(extra):
+        routes = tuple(r for r in t.routes if r.dst != "::/0") + (route,)
+        nodes = {**tables.nodes, t0: replace(t, routes=routes)}
+        report = C.check(plan, T.Tables("x", "plan", nodes))
+        unused = [f for f in report.findings if f.kind == "unused" and f.node == t0]
+        assert bool(unused) == (i > 0), (route, unused)

@@ -33,7 +33,7 @@ from dataclasses import asdict, dataclass, field
 from twin import junit
 from twin.fabric import usid
 from twin.fabric.model import Fabric
-from twin.fabric.plan import UN, LocalSid, Plan, Route, nic_address
+from twin.fabric.plan import DROPPING, UN, LocalSid, Plan, Route, nic_address
 from twin.routes import walk as W
 from twin.routes.tables import Dropping, Tables, from_plan, key
 
@@ -315,7 +315,7 @@ def findings(plan: Plan, tables: Tables, used: set[tuple[str, str]],
                                        key(_sid_at(tables, name, prefix))) or "")))
     for name, t in tables.nodes.items():
         for item in [*t.routes, *t.sids, *t.dropping]:
-            if (name, key(item)) not in used:
+            if (name, key(item)) not in used and not _catch_all(item):
                 out.append(Finding(name, "unused", "no path uses it", key(item),
                                    str(t.origins.get(key(item)) or ""), WARNING))
     if fabric.spec.t1_per_plane > 1:
@@ -325,6 +325,12 @@ def findings(plan: Plan, tables: Tables, used: set[tuple[str, str]],
                                    f"crosses {next(iter(t1s))} (the plane has "
                                    f"{fabric.spec.t1_per_plane})"))
     return out
+
+
+def _catch_all(item) -> bool:
+    """A default route that drops (`blackhole ::/0`): an operator's guard for whatever
+    no other route matches, which no path is meant to use, so never "unused"."""
+    return isinstance(item, Route) and item.type in DROPPING and item.dst == "::/0"
 
 
 def _sid_at(tables: Tables, node: str, prefix: str):
