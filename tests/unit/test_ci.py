@@ -173,7 +173,8 @@ def test_with_routes_the_check_comes_first_and_agrees_with_verify(tmp_path, tabl
     out = tmp_path / "out"
     agreement = json.loads((out / "agreement.json").read_text())
     assert agreement == {"exhaustive": True, "compared": 128, "check_undelivered": 6,
-                         "verify_lost": 6, "not_probed": 0, "disagreements": []}
+                         "verify_lost": 6, "not_probed": 0, "reply_lost": 0,
+                         "disagreements": []}
     found = suites(out)
     assert found["mrc-4p.agreement"].get("tests") == "128"
     assert failures(found["mrc-4p.agreement"]) == {}

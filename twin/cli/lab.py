@@ -429,13 +429,24 @@ def _against_the_check(att, report) -> Agreement | None:
     return compare(check_routes(att.compiled.own_plan, routes), report)
 
 
+def agreement_counts(agreed: Agreement) -> str:
+    """What the agreement compared, in terms that add up to the failed probes listed
+    above it: requests lost (the paths the check says are not delivered), and the
+    probes that lost only their reply, which the comparison does not count."""
+    said = f"{agreed.verify_lost} path{'s' * (agreed.verify_lost != 1)} lost in both"
+    if agreed.reply_lost:
+        said += (f"; {agreed.reply_lost} more failed probe{'s' * (agreed.reply_lost != 1)} "
+                 "lost only the reply, on the way back (a path the check walks on its own)")
+    return said
+
+
 def _print_agreement(agreed: Agreement | None) -> None:
     if agreed is None:
         return
     scope = "" if agreed.exhaustive else " (coverage verify: on the probed paths)"
     if agreed.ok:
-        out.print(f"[green]agrees with `twin routes check` path for path[/green]{scope} "
-                  f"({agreed.verify_lost} paths lost in both)")
+        out.print(f"[green]agrees with `twin routes check` path for path[/green]{scope}: "
+                  f"{agreement_counts(agreed)}")
         return
     out.print(f"[bold red]disagrees with `twin routes check` on "
               f"{len(agreed.disagreements)} paths[/bold red]{scope}:")

@@ -23,6 +23,8 @@ class Agreement:
     check_undelivered: int
     verify_lost: int  # probes whose request was lost
     not_probed: int  # undelivered paths verify did not probe
+    reply_lost: int = 0  # probes whose request arrived and whose reply did not: failed
+    # probes verify lists that the comparison (requests only) does not count
     cases: list[tuple[str, str]] = field(default_factory=list)  # (path, disagreement or "")
     disagreements: list[dict] = field(default_factory=list)
 
@@ -36,7 +38,8 @@ class Agreement:
     def to_dict(self) -> dict:
         return {"exhaustive": self.exhaustive, "compared": self.compared,
                 "check_undelivered": self.check_undelivered, "verify_lost": self.verify_lost,
-                "not_probed": self.not_probed, "disagreements": self.disagreements}
+                "not_probed": self.not_probed, "reply_lost": self.reply_lost,
+                "disagreements": self.disagreements}
 
 
 def compare(checked: CheckReport, report: VerifyReport) -> Agreement:
@@ -45,7 +48,8 @@ def compare(checked: CheckReport, report: VerifyReport) -> Agreement:
     probed = {(r.path.src, r.path.address): r for r in [*report.loops, *report.paths]}
     unprobed = sorted(said_lost - probed.keys())
     out = Agreement(report.coverage is None, len(probed), len(said_lost),
-                    sum(not r.forward for r in probed.values()), len(unprobed))
+                    sum(not r.forward for r in probed.values()), len(unprobed),
+                    sum(r.forward and not r.ok for r in probed.values()))
 
     def disagree(path: str, key: tuple[str, str], text: str, arrived: bool | None) -> None:
         out.cases.append((path, text))
