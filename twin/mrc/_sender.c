@@ -879,16 +879,10 @@ static PyObject *check_ev(Sender *s) {
 }
 
 /* Sender._pick_ev: the next EV; a retransmission avoids the lost copy's plane when it
- * can, a new packet (avoid NULL) checks a path that has just lost one first. A new
- * reference, or NULL (NoUsableEv when there is none). */
+ * can. A new reference, or NULL (NoUsableEv when there is none). */
 static PyObject *pick_ev(Sender *s, PyObject *avoid) {
     if (s->single != Py_None)  /* RoCE: sent into a port that is down all the same */
         return Py_NewRef(s->single);
-    if (!avoid) {
-        PyObject *checked = check_ev(s);
-        if (checked != Py_None) return checked;  /* an EV, or NULL */
-        Py_DECREF(checked);
-    }
     PyObject *ev = ev_next(s);
     if (!ev || avoid == NULL) return ev;
     int64_t avoid_plane, avoid_value, plane, value;
@@ -1055,7 +1049,7 @@ static int emit_new(Sender *s, int64_t now, PyObject *source, PyObject *out, int
     int64_t room = budget - PyList_GET_SIZE(out), win = (int64_t)s->window - s->inflight;
     if (win < room) room = win;
     int64_t sent = 0, nbytes = 0;
-    int ok = 1, is_proving = proving(s);
+    int ok = 1, is_proving = proving(s), checking = s->single == Py_None;
     if (is_proving < 0) return -1;
     while (sent < room) {
         if (!s->unsent.len) {
@@ -1066,7 +1060,14 @@ static int emit_new(Sender *s, int64_t now, PyObject *source, PyObject *out, int
         }
         int64_t psn = dq_pop(&s->unsent).a;
         Tx *tx = tx_get(s, psn);
-        PyObject *ev = pick_ev(s, NULL);
+        /* a new packet goes on a path that has just lost one, to check it (EvSet.check;
+         * retransmissions never do), asked until none waits */
+        PyObject *ev = checking ? check_ev(s) : NULL;  /* NULL from it: an error */
+        if (ev == Py_None) {  /* none waits: nothing adds one during this call */
+            Py_CLEAR(ev);
+            checking = 0;
+        }
+        if (!checking) ev = pick_ev(s, NULL);
         if (!ev) {
             ok = is_no_ev() ? 0 : -1;
             if (!ok) {

@@ -638,20 +638,13 @@ class Sender:
     # -- sending ----------------------------------------------------------------
 
     def _pick_ev(self, avoid: Ev | None) -> Ev:
-        """The next EV; a retransmission avoids the lost copy's plane when it can. A new
-        packet (`avoid` None) goes on a path that has just lost one, to check it, when
-        there is such a path (EvSet.check): retransmissions are what a repair waits for,
-        and do not take the risk."""
+        """The next EV; a retransmission avoids the lost copy's plane when it can."""
         if self._single is not None:
             # RoCE knows one path: with its port (or the peer's) down, the NIC sends into
             # it all the same, nothing comes back, and the retry limit ends the QP. Held
             # instead, it hung for ever: no copy in flight, so no timer ever ran out.
             return self._single
         evs = self.evs
-        if avoid is None and evs.suspects:  # a new packet checks a path that just lost one
-            ev = evs.check()
-            if ev is not None:
-                return ev
         ev = evs.next()
         for _ in range(8):
             if avoid is None or (ev.plane != avoid.plane and ev.value != avoid.value):
@@ -717,6 +710,9 @@ class Sender:
         seq, sent_high, remote_va = self._seq, self._sent_high, self.remote_va
         sent = nbytes = 0
         ok = True
+        # A new packet goes on a path that has just lost one, to check it (EvSet.check;
+        # retransmissions, which a repair waits for, never do): asked until none waits.
+        checking = single is None and bool(evs.suspects)
         try:
             while sent < room:
                 if not unsent and not (pending and self._build()):
@@ -724,8 +720,11 @@ class Sender:
                 psn = unsent.popleft()
                 tx = txs[psn]
                 try:
-                    ev = self._pick_ev(None) if single is not None or evs.suspects \
-                        else evs.next()
+                    ev = evs.check() if checking else None
+                    if ev is None:
+                        # none waits: nothing adds one while new packets go out
+                        checking = False
+                        ev = self._pick_ev(None) if single is not None else evs.next()
                 except NoUsableEv:
                     unsent.appendleft(psn)
                     self._stuck = True
