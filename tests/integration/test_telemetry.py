@@ -222,3 +222,57 @@ def _cmd(pid: int) -> str:
         return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
     except OSError:
         return ""
+
+
+def test_top_once_agrees_with_a_transfers_own_goodput(lab):
+    """`twin top --once --json`, run while one bulk transfer is on the wire, sums the
+    planes to that transfer's own goodput within 35%, first view included (its first
+    sample spends seconds finding the nodes' maps: the rates once read 3-4x high)."""
+    def placed() -> int:
+        r = twin("stats", "r1h0", "--lab", LAB, "--json", ok=True)
+        return sum(json.loads(r.stdout)["r1h0"]["totals"]["rx_bytes_per_plane"].values())
+
+    base = placed()
+    proc = subprocess.Popen([sys.executable, "-m", "twin", "traffic", "bulk", "--lab", LAB,
+                             "--src", "r0h0", "--dst", "r1h0", "--size", "4G", "--json"],
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                            stdin=subprocess.DEVNULL, text=True)
+    try:
+        assert poll(lambda: placed() > base + 64 * 2**20, within_s=120), "no bytes placed"
+        top = twin("top", "--lab", LAB, "--once", "--json", "--period", "1", ok=True)
+        assert proc.poll() is None, "the transfer ended before top had measured"
+        out, _ = proc.communicate(timeout=300)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    flow = json.loads(out)["flows"][0]
+    assert flow["exact"], flow
+    view = json.loads(top.stdout)
+    seen = sum(view["plane_bps"].values()) / 1e9
+    assert abs(seen - flow["goodput_gbps"]) <= 0.35 * flow["goodput_gbps"], \
+        (seen, flow["goodput_gbps"], view["plane_bps"])
+    assert "measuring over 1 s" in top.stderr  # --once says what it is doing
+
+
+def test_live_top_into_a_pipe_prints_plain_lines(lab):
+    """Not a terminal (a drill's log): one plain line a period, and Ctrl-C ends it
+    quietly, not a screen's escape codes nor only "interrupted"."""
+    proc = subprocess.Popen([sys.executable, "-m", "twin", "top", "--lab", LAB,
+                             "--period", "0.5"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
+    lines = []
+    try:
+        deadline = time.monotonic() + 60
+        while len(lines) < 2 and time.monotonic() < deadline:
+            got = proc.stdout.readline()
+            if not got:
+                break
+            lines.append(got)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        rest, err = proc.communicate(timeout=30)
+    assert len(lines) == 2, (lines, err)
+    for got in lines:
+        assert f" {LAB}  goodput " in got and "faults: " in got and "\x1b" not in got
+    assert proc.returncode == 0, err

@@ -157,6 +157,40 @@ def test_top_rates_per_plane_links_and_resets():
     assert rates(after, sample(12.0, 10, 0)).plane_bps == {0: 0.0, 1: 0.0}
 
 
+def test_top_divides_each_counter_by_the_time_between_its_own_reads():
+    """A Collector's first sample spends seconds finding the nodes' maps: its counters
+    were read well before the sample ended. Over the samples' ends (1 s here) the
+    rates read 2.6x too high; over each counter's own reads (2.6 s) they are true."""
+    from dataclasses import replace
+
+    def at(s: Sample, t: float) -> Sample:
+        return replace(s, endpoints=tuple(replace(e, t=t) for e in s.endpoints),
+                       links=tuple(replace(lk, t=t) for lk in s.links))
+
+    before = at(sample(10.0, 0, 0, retx=0), 100.0)  # read at 100.0, the sample done at 101.6
+    after = at(sample(11.0, 260_000, 2_600_000, retx=26), 102.6)  # read at 102.6, done 102.6
+    view = rates(before, after)
+    assert view.plane_bps == pytest.approx({0: 800_000, 1: 1_600_000})  # 260 kB * 8 / 2.6 s
+    assert view.links[0].bps == pytest.approx(8_000_000)
+    assert view.retransmits_per_s == pytest.approx(10)
+    # a sample without read times (an older caller) falls back to the samples' times
+    assert rates(sample(10.0, 0, 0), sample(12.0, 1000, 0)).plane_bps == {0: 4000.0,
+                                                                         1: 8000.0}
+
+
+def test_top_on_a_pipe_writes_one_plain_line_a_period():
+    from twin.telemetry.top import line
+
+    view = rates(sample(1.0, 0, 0), sample(2.0, 125_000_000, 10, up=False,
+                                            faults=[("link-down", "t0-p0-r0:eth3--x")]))
+    got = line(view)
+    assert "\n" not in got and "\x1b" not in got  # one line, no escape codes
+    assert "goodput 3.00 Gbit/s  (p0 1.00 p1 2.00 Gbit/s)" in got
+    assert "links down: t0-p0-r0:eth3" in got and "endpoints not answering: r1h0" in got
+    assert got.endswith("faults: link-down t0-p0-r0:eth3--x")
+    assert line(rates(sample(1.0, 0, 0), sample(2.0, 0, 0))).endswith("faults: none")
+
+
 def test_top_shows_a_links_queue_and_its_signals_per_second():
     from dataclasses import replace
 

@@ -176,13 +176,18 @@ def top(lab, period, once, as_json):
     the busiest links (on a shaped fabric with their virtual queues, CE marks,
     trims and drops per second), EV states per host, faults in force. Ctrl-C quits.
 
+    \b
+      twin top                        the live screen, every second
+      twin top --once --json          one view over one period, as JSON
+      twin top --period 5 > top.log   not a terminal: one plain line a period
     It samples the same counters the exporter serves (endpoint control
-    sockets, kernel link counters), so it needs no telemetry stack.
+    sockets, kernel link counters), so it needs no telemetry stack. Each
+    counter's rate is over the time between its own two reads.
     """
     from dataclasses import asdict
 
     from twin.telemetry.collect import Collector
-    from twin.telemetry.top import rates, render
+    from twin.telemetry.top import line, rates, render
 
     if not 0.1 <= period <= 60:
         raise UsageError(f"--period {period}: between 0.1 and 60 seconds")
@@ -192,16 +197,33 @@ def top(lab, period, once, as_json):
     att.require_whole()
     collector = Collector(att)
     try:
-        before = collector.sample()
         if once:
-            time.sleep(period)
-            view = rates(before, collector.sample())
+            steps = RichSteps()
+            try:
+                steps.start("reading the lab's counters")
+                before = collector.sample()
+                ticks = max(1, round(period / 0.1))
+                steps.start(f"measuring over {period:g} s", ticks)
+                for _ in range(ticks):
+                    time.sleep(period / ticks)
+                    steps.advance()
+                view = rates(before, collector.sample())
+            finally:
+                steps.done()
             if as_json:
                 emit_json(asdict(view))
             else:
                 out.print(render(view))
             return
         sigterm_as_interrupt()
+        before = collector.sample()
+        if not out.is_terminal:  # a pipe or a file: a log, one line a period
+            while True:
+                time.sleep(period)
+                after = collector.sample()
+                click.echo(line(rates(before, after)))
+                sys.stdout.flush()
+                before = after
         with Live(console=out, refresh_per_second=4, screen=False) as live:
             while True:
                 time.sleep(period)

@@ -65,6 +65,7 @@ class EndpointSample:
     send_qps: int = 0
     signals: dict[str, int] = field(default_factory=dict)  # EndpointTotals.signals
     drops: dict[str, int] = field(default_factory=dict)  # EndpointDrops, by reason
+    t: float = 0.0  # time.monotonic() when its reply came (0: unknown)
 
 
 @dataclass(frozen=True)
@@ -79,6 +80,7 @@ class LinkSample:
     tx_drops: int
     rx_drops: int
     up: bool  # operationally up (carrier and admin)
+    t: float = 0.0  # time.monotonic() when its node's dump came (0: unknown)
 
 
 @dataclass(frozen=True)
@@ -103,6 +105,7 @@ class PortSample:
     plane: int
     tier: str
     values: dict[str, int]
+    t: float = 0.0  # time.monotonic() when its node's map was read (0: unknown)
 
 
 @dataclass(frozen=True)
@@ -157,6 +160,14 @@ class Collector:
 
     def _sample(self) -> Sample:
         t0 = time.monotonic()
+        # Finding a node's maps runs a command in it (seconds for a lab, the first time):
+        # done before any counter is read, so the counters of one sample are read within
+        # milliseconds of each other, and each carries the time it was read (a rate is
+        # the difference of two counters over the difference of *their* times).
+        for node in self._ends:
+            self._map_id(node)
+        for node in self._signalled:
+            self._port_map(node)
         endpoints = tuple(self._endpoint(h) for h in self.hosts)
         links: list[LinkSample] = []
         for node in self._ends:
@@ -182,6 +193,7 @@ class Collector:
     def _endpoint(self, host: str) -> EndpointSample:
         try:
             reply = self._client(host).stats(timeout=CONTROL_TIMEOUT_S)
+            t = time.monotonic()
             st = EndpointStats.from_dict(reply)
         except (LabError, OSError, KeyError, ValueError):
             c = self._ctl.pop(host, None)
@@ -199,7 +211,7 @@ class Collector:
         rx = {p: st.totals.rx_bytes_per_plane.get(p, 0) for p in planes}
         return EndpointSample(host, True, tx, rx, st.totals.retransmits, evs,
                               srtt_us / 1e6, len(st.send_qps), dict(st.totals.signals),
-                              st.drops.to_dict())
+                              st.drops.to_dict(), t)
 
     def _client(self, host: str):
         c = self._ctl.get(host)
@@ -217,6 +229,7 @@ class Collector:
             return []
         try:
             dump = reader.read()
+            t = time.monotonic()
         except OSError:
             return []
         finally:
@@ -228,15 +241,15 @@ class Collector:
                 continue
             out.append(LinkSample(node, ifname, peer, plane, tier, tx_bytes=c.tx_bytes,
                                   rx_bytes=c.rx_bytes, tx_drops=c.tx_dropped,
-                                  rx_drops=c.rx_dropped, up=c.oper_up))
+                                  rx_drops=c.rx_dropped, up=c.oper_up, t=t))
         return out
 
     # -- the data plane -----------------------------------------------------------------
 
-    def _dataplane(self, node: str) -> DataplaneSample | None:
-        """The node's counters, by the id of their map: found once by asking the node,
-        asked again when the map is gone (the node restarted). None on seg6local, or
-        while the node has none (being re-programmed)."""
+    def _map_id(self, node: str) -> int | None:
+        """The id of the node's SID programs' counters map: found once by asking the
+        node (a command in it), asked again once the map is gone (the node restarted).
+        None on seg6local, or while the node has none (being re-programmed)."""
         if not self.att.dataplane.keeps_counters:
             return None
         if node not in self._maps:
@@ -247,8 +260,15 @@ class Collector:
             if not found or found.get("map_id") is None:
                 return None
             self._maps[node] = found["map_id"]
+        return self._maps[node]
+
+    def _dataplane(self, node: str) -> DataplaneSample | None:
+        """The node's counters, read by the id of their map."""
+        map_id = self._map_id(node)
+        if map_id is None:
+            return None
         try:
-            fd = bpf.map_fd_by_id(self._maps[node])
+            fd = bpf.map_fd_by_id(map_id)
         except OSError:
             self._maps.pop(node)
             return None
@@ -259,19 +279,26 @@ class Collector:
         finally:
             os.close(fd)
 
-    def _ports(self, node: str) -> list[PortSample]:
-        """The node's ports' fabric signals, by the id of its port map: found once by
-        asking the node, asked again when the map is gone (the node restarted)."""
+    def _port_map(self, node: str) -> tuple[int, dict[int, str]] | None:
+        """The id of the node's port map and its {slot: ifname}: found once by asking
+        the node, asked again once the map is gone (the node restarted)."""
         if node not in self._port_maps:
             try:
                 found = self.att.dataplane.signals(self.att.runtime, node)
             except (LabError, OSError, ValueError):
-                return []
+                return None
             if not found:
-                return []
+                return None
             self._port_maps[node] = (found["ports_map_id"],
                                      {slot: dev for dev, slot in found["slots"].items()})
-        map_id, devs = self._port_maps[node]
+        return self._port_maps[node]
+
+    def _ports(self, node: str) -> list[PortSample]:
+        """The node's ports' fabric signals, read by the id of its port map."""
+        known = self._port_map(node)
+        if known is None:
+            return []
+        map_id, devs = known
         try:
             fd = bpf.map_fd_by_id(map_id)
         except OSError:
@@ -279,6 +306,7 @@ class Collector:
             return []
         try:
             by_slot = read_ports(fd, sorted(devs))
+            t = time.monotonic()
         except OSError:
             return []
         finally:
@@ -287,7 +315,7 @@ class Collector:
         for slot, values in by_slot.items():
             ifname = devs[slot]
             peer, plane, tier = self._ends[node].get(ifname, ("", -1, ""))
-            out.append(PortSample(node, ifname, peer, plane, tier, values))
+            out.append(PortSample(node, ifname, peer, plane, tier, values, t))
         return out
 
     # -- faults and verify ------------------------------------------------------------
