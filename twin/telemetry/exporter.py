@@ -128,6 +128,7 @@ def serve(lab: str, port: int, address: str = DEFAULT_ADDRESS) -> None:
 
     check_address(address)
     collector = Collector(L.attach(lab))
+    collector.sample()  # finds the nodes' maps (seconds): not in the first scrape's time
     registry = CollectorRegistry(auto_describe=False)
     registry.register(LabMetrics(collector))
     server, _ = start_http_server(port, addr=address, registry=registry)
