@@ -196,8 +196,8 @@ def test_metrics_are_prometheus_text(lab4):
     bulk(lab4, 4 * MiB)
     with endpoints.client(lab4.runtime, "r1h0") as c:
         text = c.metrics()["text"]
-    assert "# TYPE mrc_rx_bytes_total counter" in text
-    assert 'mrc_port_up{host="r1h0",plane="0"} 1' in text
+    assert "# TYPE twin_endpoint_rx_bytes_total counter" in text
+    assert 'twin_endpoint_port_up{host="r1h0",plane="0"} 1' in text
 
 
 def test_probes_resurrect_evs_once_their_path_is_back(lab4):

@@ -93,6 +93,7 @@ def test_a_cnp_cuts_a_running_qps_rate_and_the_bytes_still_arrive(shaped):
         assert done["idle"] and not done["failed"]
         assert rx.digest(qpn=r["qpn"])["sha256"] == tx.digest(qpn=s["qpn"])["sha256"]
         metrics = tx.metrics()["text"]
-        assert f'mrc_dcqcn_rate_cuts_total{{host="r0h2",qp="{s["qpn"]}"}} 1' in metrics
+        assert (f'twin_endpoint_qp_dcqcn_rate_cuts_total{{host="r0h2",qp="{s["qpn"]}"}} 1'
+                in metrics)
         for client, qpn in ((tx, s["qpn"]), (rx, r["qpn"])):
             client.close_qp(qpn)

@@ -20,7 +20,7 @@ from twin.telemetry.collect import (
     Sample,
 )
 from twin.telemetry.exporter import LabMetrics, check_address, families
-from twin.telemetry.names import METRICS
+from twin.telemetry.names import EVERY, METRICS
 from twin.telemetry.top import rates, render
 
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "metrics.md"
@@ -32,7 +32,8 @@ def sample(t: float, tx: int, link_tx: int, retx: int = 0, up: bool = True,
                         {"good": 120, "skip": 0, "assumed_bad": 8, "denied": 0}, 0.0005, 1,
                         {"ce_marked_rx": 5, "ecn_marks_tx": 3, "ev_skips_ecn": 2,
                          "trimmed_rx": 4, "nacks_trimmed_received": 1, "nacks_seq_sent": 6},
-                        {"bad_icrc": 2, "sack_bits_unsent": 9, "trim_stale": 0})
+                        {"bad_icrc": 2, "sack_bits_unsent": 9, "trim_stale": 0},
+                        ev_retirements=7, ports_up={0: True, 1: False})
     return Sample(
         "mrc-4p", t, (ep, EndpointSample("r1h0", up=False)),
         (LinkSample("t0-p0-r0", "eth3", "t1-p0-0:eth1", 0, "fabric", link_tx, 10, 1, 2, up),
@@ -99,6 +100,10 @@ def test_a_sample_is_exposed_under_the_documented_names_and_labels():
             if s.name.endswith("_total")} == {("r0h0", "bad_icrc"): 2,
                                               ("r0h0", "sack_bits_unsent"): 9,
                                               ("r0h0", "trim_stale"): 0}
+    assert [s.value for s in got["twin_endpoint_ev_retirements"]
+            if s.name.endswith("_total")] == [7]
+    assert {s.labels["plane"]: s.value for s in got["twin_endpoint_port_up"]} == \
+        {"0": 1, "1": 0}
     queue = {s.labels["node"]: s.value for s in got["twin_port_queue_bytes"]}
     assert queue == {"t0-p0-r0": 1500}  # a host port has no queue
     assert [s.value for s in got["twin_port_queue_high_water_bytes"]] == [91000]
@@ -120,10 +125,20 @@ def test_no_verify_yet_means_no_series_not_zero():
     assert "twin_verify_paths_failed" not in names
 
 
+def documented() -> dict[str, tuple[str, str]]:
+    """docs/metrics.md's tables: metric name -> (type, labels as written)."""
+    rows = re.findall(r"^\| `(twin_\w+)` \| (\w+) \| ([^|]*) \|", DOCS.read_text(), re.M)
+    return {name: (kind, labels.strip()) for name, kind, labels in rows}
+
+
 def test_every_metric_is_documented_with_its_labels_and_only_those():
-    text = DOCS.read_text()
-    rows = dict(re.findall(r"^\| `(twin_\w+)` \| (\w+) \|", text, re.M))
-    assert rows == {m.name: m.kind for m in METRICS.values()}
+    rows = documented()
+    assert {n: kind for n, (kind, _) in rows.items()} == \
+        {m.name: m.kind for m in EVERY.values()}
+    for m in EVERY.values():
+        labels = rows[m.name][1]
+        if not labels.startswith("same"):  # "same": the row above's, written once
+            assert tuple(labels.split(", ")) == m.labels, m.name
 
 
 def test_prometheus_config_scrapes_the_exporter_every_second():

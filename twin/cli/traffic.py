@@ -167,7 +167,9 @@ def traffic(pattern, src, dst, size, mode, cc, qps, evs, ecn, trim, cut, cut_at,
 @main.command()
 @click.argument("host", required=False)
 @click.option("--lab", default=None)
-@click.option("--prometheus", is_flag=True, help="Prometheus text exposition instead.")
+@click.option("--prometheus", is_flag=True,
+              help="Prometheus text exposition instead: the exporter's twin_endpoint_* "
+                   "series, and per QP twin_endpoint_qp_* (docs/metrics.md).")
 @click.option("--events", "show_events", is_flag=True,
               help="The event logs of the sending QPs instead (losses, EV states, ...).")
 @click.option("--qp", "qpn", type=int, default=None, help="With --events: only this QP.")
@@ -201,6 +203,7 @@ def stats(host, lab, prometheus, show_events, qpn, kinds, show_dataplane, show_d
     Of all hosts, one whose endpoint has ended is named after the others' counters
     or event logs (how it ended, how to start it again), and the exit status is 1.
     """
+    from twin.mrc.exposition import endpoint_text
     from twin.mrc.stats import EndpointStats
     from twin.mrc.transport import EVENT_KINDS
 
@@ -236,14 +239,14 @@ def stats(host, lab, prometheus, show_events, qpn, kinds, show_dataplane, show_d
         _show_events(logs, set(kinds), as_json)
         _exit_naming(gone)
         return
-    if prometheus:
-        texts, gone = _each_endpoint(att, hosts, host is not None,
-                                     lambda c: c.metrics()["text"])
-        click.echo("".join(texts.values()), nl=False)
-        _exit_naming(gone)
-        return
     replies, gone = _each_endpoint(att, hosts, host is not None, lambda c: c.stats())
     data = {h: EndpointStats.from_dict(r) for h, r in replies.items()}
+    if prometheus:
+        # The exporter's names and labels (twin.mrc.exposition), every family once over
+        # all the hosts: the endpoints' own `metrics` texts, joined, would repeat them
+        click.echo(endpoint_text(att.lab, data.values(), att.fabric.nic_planes), nl=False)
+        _exit_naming(gone)
+        return
     if show_drops and as_json:
         emit_json({h: d.drops.to_dict() for h, d in data.items()})
     elif show_drops:

@@ -191,7 +191,9 @@ OPS: dict[str, Op] = {op.name: op for op in (
     Op("stats", (), ("host", "ports", "bad_packets", "unknown_qp", "totals", "send_qps",
                      "recv_qps", "drops", "datapath", "transport"),
        "every QP's counters (twin.mrc.stats.EndpointStats)"),
-    Op("metrics", (), ("text",), "the same in Prometheus text format"),
+    Op("metrics", (), ("text",),
+       "the same in Prometheus text format: twin.mrc.exposition's names (docs/metrics.md), "
+       "without a lab label"),
     Op("close", (Arg("qpn", "int", 0, QPN_MAX),), ("closed",),
        "forget a QP; its counters stay in the endpoint's totals"),
 )}

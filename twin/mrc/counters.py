@@ -5,7 +5,7 @@
                        and the totals of the QPs it closed
     endpoint_stats     the loop and every open QP, now: a stats.EndpointStats
     send_qp_stats      one sending QP: a stats.SendQpStats (also the `wait` reply)
-    metrics            the same counters in Prometheus text format
+    metrics            the same counters in Prometheus text format (twin.mrc.exposition)
     guards             whether every registered buffer's guard bytes are intact
 
 The readers take the packet loop (twin.mrc.loop.PacketLoop) and read its QPs; they
@@ -17,6 +17,7 @@ from __future__ import annotations
 import time
 from dataclasses import asdict
 
+from twin.mrc import exposition
 from twin.mrc.stats import (
     EndpointDrops,
     EndpointStats,
@@ -208,87 +209,7 @@ def signal_totals(loop) -> dict[str, int]:
 
 
 def metrics(loop) -> str:
-    """Prometheus text exposition of this endpoint's counters."""
-    lines = []
-
-    def metric(name, kind, help_, samples):
-        lines.append(f"# HELP mrc_{name} {help_}")
-        lines.append(f"# TYPE mrc_{name} {kind}")
-        for labels, value in samples:
-            lab = ",".join(f'{k}="{v}"' for k, v in {"host": loop.host, **labels}.items())
-            lines.append(f"mrc_{name}{{{lab}}} {value}")
-
-    sq = list(loop.send_qps.values())
-    metric("tx_packets_total", "counter", "Data packets sent, per QP and plane",
-           [({"qp": q.qpn, "peer": q.peer, "mode": q.mode, "plane": p}, n)
-            for q in sq for p, n in sorted(q.sender.stats.per_plane_packets.items())])
-    metric("tx_bytes_total", "counter", "Payload bytes sent, per QP",
-           [({"qp": q.qpn, "mode": q.mode}, q.sender.stats.bytes) for q in sq])
-    metric("retransmits_total", "counter", "Packets sent again, per QP",
-           [({"qp": q.qpn, "mode": q.mode}, q.sender.stats.retransmits) for q in sq])
-    metric("srtt_seconds", "gauge", "Smoothed RTT, per QP",
-           [({"qp": q.qpn}, q.sender.srtt / 1e9) for q in sq])
-    metric("window_packets", "gauge", "Congestion window, per QP",
-           [({"qp": q.qpn}, q.sender.window) for q in sq])
-    metric("evs", "gauge", "EVs in the QP's set now, by state (they add up to the set size)",
-           [({"qp": q.qpn, "state": s}, n) for q in sq
-            for s, n in q.sender.evs.counts().items()])
-    metric("ev_retirements_total", "counter",
-           "Retirement events: an EV went ASSUMED_BAD (a revived EV may retire again)",
-           [({"qp": q.qpn}, q.sender.evs.retirements) for q in sq])
-    metric("ev_revivals_total", "counter", "Retired EVs brought back by probes",
-           [({"qp": q.qpn}, q.sender.evs.revivals) for q in sq])
-    metric("goodput_bits_per_second", "gauge", "Acked payload rate of the last write",
-           [({"qp": q.qpn}, send_qp_stats(loop, q).goodput_gbps * 1e9) for q in sq])
-    metric("rx_bytes_total", "counter", "Payload bytes placed, per receiving QP",
-           [({"qp": q.qpn}, q.receiver.stats.bytes) for q in loop.recv_qps.values()])
-    metric("rx_duplicates_total", "counter", "Duplicate data packets dropped",
-           [({"qp": q.qpn}, q.receiver.stats.duplicates) for q in loop.recv_qps.values()])
-    paced = [q for q in sq if q.sender.rp is not None]
-    metric("dcqcn_rate_bits_per_second", "gauge", "DCQCN's current rate (Rc), per QP",
-           [({"qp": q.qpn}, round(q.sender.rp.rate_bps)) for q in paced])
-    metric("dcqcn_alpha", "gauge", "DCQCN's congestion estimate (alpha), per QP",
-           [({"qp": q.qpn}, q.sender.rp.alpha) for q in paced])
-    metric("cnps_received_total", "counter", "DCQCN CNPs received, per sending QP",
-           [({"qp": q.qpn, "cc": q.sender.cfg.cc},
-             q.sender.rp.cnps if q.sender.rp is not None else q.sender.cnps_ignored)
-            for q in sq])
-    metric("dcqcn_rate_cuts_total", "counter", "DCQCN rate cuts, per QP",
-           [({"qp": q.qpn}, q.sender.rp.cuts) for q in paced])
-    metric("cnps_sent_total", "counter", "DCQCN CNPs sent, per receiving QP",
-           [({"qp": q.qpn}, q.cnps_sent) for q in loop.recv_qps.values()])
-    # congestion signals (docs/congestion.md)
-    rq = list(loop.recv_qps.values())
-    metric("ecn_marks_total", "counter",
-           "CE-marked data packets: seen by a receiving QP (side=rx), reported back to a "
-           "sending QP in its SACKs (side=tx)",
-           [({"qp": q.qpn, "side": "rx"}, q.receiver.stats.ce_marked) for q in rq]
-           + [({"qp": q.qpn, "side": "tx"}, q.sender.stats.ecn_marks) for q in sq])
-    metric("ev_skips_total", "counter", "EVs sent to SKIP for a rotation, by reason",
-           [({"qp": q.qpn, "reason": r}, n) for q in sq
-            for r, n in q.sender.evs.skips_by.items()])
-    metric("trims_total", "counter",
-           "Trimmed data packets: received (side=rx; each NAKed), NAK(TRIMMED) acted on by "
-           "the sender (side=tx)",
-           [({"qp": q.qpn, "side": "rx"}, q.receiver.stats.trimmed) for q in rq]
-           + [({"qp": q.qpn, "side": "tx"}, q.sender.stats.nacks_trimmed) for q in sq])
-    metric("nacks_total", "counter",
-           "NAKs by reason: sent by a receiving QP (side=rx), received by a sending QP "
-           "(side=tx); reason seq (PSN sequence error) or trimmed",
-           [({"qp": q.qpn, "side": "rx", "reason": "seq"},
-             q.receiver.stats.nacks - q.receiver.stats.nacks_trimmed) for q in rq]
-           + [({"qp": q.qpn, "side": "rx", "reason": "trimmed"},
-               q.receiver.stats.nacks_trimmed) for q in rq]
-           + [({"qp": q.qpn, "side": "tx", "reason": "seq"}, q.sender.stats.nacks_seq)
-              for q in sq]
-           + [({"qp": q.qpn, "side": "tx", "reason": "trimmed"},
-               q.sender.stats.nacks_trimmed + q.sender.stats.trims_ignored) for q in sq])
-    drops = drop_counts(loop).to_dict()
-    metric("bad_packets_total", "counter", "Packets dropped for a bad ICRC or header",
-           [({}, drops["truncated"] + drops["malformed"] + drops["bad_icrc"])])
-    metric("drops_total", "counter", "Packets dropped, by reason (stats.EndpointDrops)",
-           [({"reason": k}, n) for k, n in drops.items()])
-    metric("port_up", "gauge", "NIC port state, per plane",
-           [({"plane": p}, loop.port_bitmap >> p & 1) for p in sorted(loop.ports)])
-    return "\n".join(lines) + "\n"
-
+    """Prometheus text exposition of this endpoint's counters (the `metrics` reply):
+    the names and series of twin.mrc.exposition, without `lab` (an endpoint does not
+    know its lab; `twin stats --prometheus` adds it)."""
+    return exposition.endpoint_text(None, [endpoint_stats(loop)], sorted(loop.ports))

@@ -39,33 +39,18 @@ import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from twin import faults as F
 from twin.endpoints import EndpointClient, control_path
 from twin.errors import LabError
+from twin.mrc.exposition import EndpointSample
 from twin.mrc.stats import EndpointStats
 from twin.node.ebpf import bpf, read_map, read_ports
 from twin.rundir import read_json, write_json
 from twin.telemetry.linkstats import LinkStats
-from twin.telemetry.names import EV_STATES
 
 CONTROL_TIMEOUT_S = 2.0  # an endpoint that takes longer is left out of this sample
-
-
-@dataclass(frozen=True)
-class EndpointSample:
-    host: str
-    up: bool
-    tx_bytes: dict[int, int] = field(default_factory=dict)  # plane -> payload bytes sent
-    rx_bytes: dict[int, int] = field(default_factory=dict)  # plane -> payload bytes placed
-    retransmits: int = 0
-    evs: dict[str, int] = field(default_factory=dict)  # state -> EVs, over open send QPs
-    srtt_s: float = 0.0  # the largest smoothed RTT of the open send QPs (0: none open)
-    send_qps: int = 0
-    signals: dict[str, int] = field(default_factory=dict)  # EndpointTotals.signals
-    drops: dict[str, int] = field(default_factory=dict)  # EndpointDrops, by reason
-    t: float = 0.0  # time.monotonic() when its reply came (0: unknown)
 
 
 @dataclass(frozen=True)
@@ -200,18 +185,7 @@ class Collector:
             if c is not None:
                 c.close()
             return EndpointSample(host, up=False)
-        evs = dict.fromkeys(EV_STATES, 0)
-        srtt_us = 0.0
-        for q in st.send_qps:
-            for state, n in q.evs.items():
-                evs[state] = evs.get(state, 0) + n
-            srtt_us = max(srtt_us, q.srtt_us)
-        planes = self.att.fabric.nic_planes
-        tx = {p: st.totals.tx_bytes_per_plane.get(p, 0) for p in planes}
-        rx = {p: st.totals.rx_bytes_per_plane.get(p, 0) for p in planes}
-        return EndpointSample(host, True, tx, rx, st.totals.retransmits, evs,
-                              srtt_us / 1e6, len(st.send_qps), dict(st.totals.signals),
-                              st.drops.to_dict(), t)
+        return EndpointSample.of(st, self.att.fabric.nic_planes, host=host, t=t)
 
     def _client(self, host: str):
         c = self._ctl.get(host)

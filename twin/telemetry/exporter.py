@@ -22,8 +22,9 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 
 from twin import lab as L
 from twin.errors import UsageError
+from twin.mrc.exposition import host_series
 from twin.telemetry.collect import Collector, Sample
-from twin.telemetry.names import EV_STATES, METRICS, PORT_SIGNALS
+from twin.telemetry.names import METRICS, PORT_SIGNALS
 
 DEFAULT_PORT = 9477
 DEFAULT_ADDRESS = "127.0.0.1"
@@ -41,33 +42,9 @@ def families(sample: Sample) -> list[Metric]:
     """Every metric of names.METRICS for one sample (pure)."""
     lab = sample.lab
     fam = {name: _family(name) for name in METRICS}
-    for ep in sample.endpoints:
-        fam["twin_endpoint_up"].add_metric([lab, ep.host], 1 if ep.up else 0)
-        if not ep.up:
-            continue
-        for plane, n in sorted(ep.tx_bytes.items()):
-            fam["twin_endpoint_tx_bytes_total"].add_metric([lab, ep.host, str(plane)], n)
-        for plane, n in sorted(ep.rx_bytes.items()):
-            fam["twin_endpoint_rx_bytes_total"].add_metric([lab, ep.host, str(plane)], n)
-        fam["twin_endpoint_retransmits_total"].add_metric([lab, ep.host], ep.retransmits)
-        for state in EV_STATES:
-            fam["twin_endpoint_evs"].add_metric([lab, ep.host, state], ep.evs.get(state, 0))
-        fam["twin_endpoint_srtt_seconds"].add_metric([lab, ep.host], ep.srtt_s)
-        if ep.signals:  # an endpoint from before the congestion signals sends none
-            sig = ep.signals.get
-            for side, key in (("rx", "ce_marked_rx"), ("tx", "ecn_marks_tx")):
-                fam["twin_endpoint_ecn_marks_total"].add_metric([lab, ep.host, side], sig(key, 0))
-            for reason in ("ecn", "trim", "rtt"):
-                fam["twin_endpoint_ev_skips_total"].add_metric([lab, ep.host, reason],
-                                                               sig(f"ev_skips_{reason}", 0))
-            for side, key in (("rx", "trimmed_rx"), ("tx", "nacks_trimmed_received")):
-                fam["twin_endpoint_trims_total"].add_metric([lab, ep.host, side], sig(key, 0))
-            for side, verb in (("rx", "sent"), ("tx", "received")):
-                for reason in ("seq", "trimmed"):
-                    fam["twin_endpoint_nacks_total"].add_metric(
-                        [lab, ep.host, side, reason], sig(f"nacks_{reason}_{verb}", 0))
-        for reason, n in ep.drops.items():
-            fam["twin_endpoint_drops_total"].add_metric([lab, ep.host, reason], n)
+    for ep in sample.endpoints:  # the series the endpoint's own `metrics` text has too
+        for series in host_series(lab, ep):
+            fam[series.name].add_metric(list(series.labels), series.value)
     for lk in sample.links:
         labels = [lab, lk.node, lk.ifname, lk.peer, str(lk.plane), lk.tier]
         fam["twin_link_tx_bytes_total"].add_metric(labels, lk.tx_bytes)

@@ -1,5 +1,9 @@
 """Every metric the exporter serves: its name, kind, help and labels (pure).
 
+The endpoint's metrics (twin_endpoint_*) are twin.mrc.exposition's table, which the
+endpoint itself renders for `twin stats --prometheus`: one table for both, here joined
+by the fabric's (links, data plane, ports, faults, verify).
+
 The names are part of twin's interface: dashboards, alerts and users' queries are
 written against them, so they change only with a note in docs/metrics.md. Every
 series carries `lab`. Link series are per link end: `node`, `ifname`, the other end
@@ -9,51 +13,14 @@ fabric: T0 to T1).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from twin.mrc.exposition import ENDPOINT, EV_STATES, QP, Metric
+
+__all__ = ["EV_STATES", "EVERY", "LINK_LABELS", "METRICS", "PORT_SIGNALS", "Metric"]
 
 LINK_LABELS = ("lab", "node", "ifname", "peer", "plane", "tier")
 
-
-@dataclass(frozen=True)
-class Metric:
-    name: str
-    kind: str  # counter or gauge
-    help: str
-    labels: tuple[str, ...]
-
-
 _ALL = (
-    Metric("twin_endpoint_tx_bytes_total", "counter",
-           "Payload bytes of data packets an endpoint sent on a plane, retransmissions "
-           "included, over its life", ("lab", "host", "plane")),
-    Metric("twin_endpoint_rx_bytes_total", "counter",
-           "Payload bytes an endpoint placed from data packets that arrived on a plane "
-           "(duplicates excluded), over its life", ("lab", "host", "plane")),
-    Metric("twin_endpoint_retransmits_total", "counter",
-           "Data packets an endpoint sent again, over its life", ("lab", "host")),
-    Metric("twin_endpoint_evs", "gauge",
-           "EVs in the host's open sending QPs' sets, by state", ("lab", "host", "state")),
-    Metric("twin_endpoint_srtt_seconds", "gauge",
-           "The largest smoothed RTT over the host's open sending QPs", ("lab", "host")),
-    Metric("twin_endpoint_ecn_marks_total", "counter",
-           "CE-marked data packets, over the endpoint's life: seen by its receiving QPs "
-           "(side rx), echoed back to its sending QPs (side tx)", ("lab", "host", "side")),
-    Metric("twin_endpoint_ev_skips_total", "counter",
-           "EVs an endpoint's sending QPs passed over for a rotation, by reason: ecn, "
-           "trim, rtt", ("lab", "host", "reason")),
-    Metric("twin_endpoint_trims_total", "counter",
-           "Trimmed data packets: received by the endpoint's receiving QPs (side rx), "
-           "NAK(TRIMMED) received by its sending QPs (side tx)", ("lab", "host", "side")),
-    Metric("twin_endpoint_nacks_total", "counter",
-           "NAKs by reason (seq, trimmed): sent by the endpoint's receiving QPs (side rx), "
-           "received by its sending QPs (side tx)", ("lab", "host", "side", "reason")),
-    Metric("twin_endpoint_drops_total", "counter",
-           "Packets an endpoint dropped or refused, over its life, by reason (EndpointDrops: "
-           "malformed or forged data, and control packets whose claim its QP's state "
-           "refutes: ack_unsent, sack_bits_unsent, nack_stale, trim_stale, probe_unknown, "
-           "cnp_limited)", ("lab", "host", "reason")),
-    Metric("twin_endpoint_up", "gauge",
-           "1 if the host's endpoint answered this scrape, else 0", ("lab", "host")),
+    *ENDPOINT,
     Metric("twin_link_tx_bytes_total", "counter", "Bytes sent out of a link end (kernel)",
            LINK_LABELS),
     Metric("twin_link_rx_bytes_total", "counter", "Bytes received at a link end (kernel)",
@@ -93,6 +60,8 @@ _ALL = (
 )
 
 METRICS: dict[str, Metric] = {m.name: m for m in _ALL}
-EV_STATES = ("good", "skip", "assumed_bad", "denied")
+# Every metric name twin prints: the exporter's, and the per-QP ones only
+# `twin stats --prometheus` and the endpoint's `metrics` op give
+EVERY: dict[str, Metric] = {**METRICS, **{m.name: m for m in QP}}
 PORT_SIGNALS = ("packets", "ce_marked", "trimmed", "dropped", "ce_to_inner", "trim_to_inner",
                 "drop_ce_not_ect")
