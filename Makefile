@@ -75,13 +75,13 @@ images: engine
 # Containers by default: the engine and images are made ready first (both cached).
 lab-up: venv
 	@if [ "$(RUNTIME)" != netns ]; then $(MAKE) --no-print-directory images; fi
-	@$(BIN)/twin status $(LAB) >/dev/null 2>&1 && echo "lab $(LAB) is already up" || $(BIN)/twin up $(LAB) --runtime $(RUNTIME)
-	$(BIN)/twin verify $(LAB)
-	@if [ "$(TELEMETRY)" = 1 ]; then $(BIN)/twin telemetry status $(LAB) >/dev/null 2>&1 && \
-	  echo "telemetry of $(LAB) is already running" || $(BIN)/twin telemetry up $(LAB); fi
+	@$(BIN)/twin status --lab $(LAB) >/dev/null 2>&1 && echo "lab $(LAB) is already up" || $(BIN)/twin up $(LAB) --runtime $(RUNTIME)
+	$(BIN)/twin verify --lab $(LAB)
+	@if [ "$(TELEMETRY)" = 1 ]; then $(BIN)/twin telemetry status --lab $(LAB) >/dev/null 2>&1 && \
+	  echo "telemetry of $(LAB) is already running" || $(BIN)/twin telemetry up --lab $(LAB); fi
 	$(BIN)/twin traffic bulk --lab $(LAB) --src r0h0 --dst r1h0 --size 64M
-	@$(BIN)/twin status $(LAB)
-	@echo "inspect: $(BIN)/twin exec t0-p0-r0 -- ip -6 route    remove: make lab-down"
+	@$(BIN)/twin status --lab $(LAB)
+	@echo "inspect: $(BIN)/twin exec --lab $(LAB) t0-p0-r0 -- ip -6 route    remove: make lab-down"
 
 # Every shipped drill on its fabric's lab (brought up if needed, and taken down after
 # unless KEEP=1), each also on single-path; exit 0 when every MRC verdict holds.
@@ -90,7 +90,7 @@ chaos: venv
 	$(BIN)/twin drill all --compare single-path --runtime $(RUNTIME)$(if $(KEEP), --keep)$(if $(SUFFIX), --suffix $(SUFFIX))
 
 lab-down: venv
-	@if $(BIN)/twin status $(LAB) >/dev/null 2>&1; then $(BIN)/twin down $(LAB); else echo "lab $(LAB) is not up"; fi
+	@if $(BIN)/twin status --lab $(LAB) >/dev/null 2>&1; then $(BIN)/twin down --lab $(LAB); else echo "lab $(LAB) is not up"; fi
 
 lint: venv
 	$(BIN)/ruff check twin tests bench

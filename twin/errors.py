@@ -3,6 +3,7 @@
     TwinError                 anything twin reports without a traceback
     +-- SpecError             a spec or drill file is wrong (exit 2); carries every problem found
     +-- UsageError            a command was asked for something that cannot be (exit 2)
+    |   +-- SeveralLabs       no lab named, and more than one is up; carries their names
     +-- LabError              a lab operation failed (exit 1)
     |   +-- RuntimeMissing    the chosen runtime cannot run here (root, binary, engine)
     |   +-- CommandFailed     a kernel-facing command failed; carries argv and stderr
@@ -78,6 +79,15 @@ class SpecError(TwinError):
 
 class UsageError(TwinError):
     exit_code = 2
+
+
+class SeveralLabs(UsageError):
+    """No lab named, and several are up: the CLI adds the command as given with
+    `--lab` the first of `labs`."""
+
+    def __init__(self, labs: list[str]):
+        self.labs = labs
+        super().__init__(f"several labs are up ({', '.join(labs)}); name one with --lab")
 
 
 class LabError(TwinError):

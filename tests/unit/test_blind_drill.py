@@ -329,8 +329,8 @@ def test_fault_clear_ends_the_drill_as_given_up(att, no_traffic):
 def test_answer_and_reveal_need_a_running_drill(att, args):
     res = twin(*args)
     assert res.exit_code == 2
-    assert "no blind drill is running in lab mrc-4p; start one with `twin drill blind`" \
-        in res.output
+    assert "no blind drill is running in lab mrc-4p; start one with `twin drill blind --lab " \
+        "mrc-4p`" in res.output
 
 
 def test_one_blind_drill_at_a_time_and_only_on_a_healthy_fabric(att, no_traffic):

@@ -103,7 +103,8 @@ def test_no_two_faults_hold_one_link(att):
         F.link_down(att, "t0-p0-r0:eth3")
     with pytest.raises(UsageError, match="already down as part of switch-down"):
         F.plane_down(att, "0")
-    with pytest.raises(UsageError, match="`twin fault clear t1-p0-0` reverts all of it"):
+    with pytest.raises(UsageError,
+                       match="`twin fault clear --lab mrc-4p t1-p0-0` reverts all of it"):
         F.link_up(att, "t0-p0-r0:eth3")
     F.clear(att)
     F.link_loss(att, "t0-p1-r0:eth3", 5)

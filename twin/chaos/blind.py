@@ -300,14 +300,15 @@ def start(att, seed: int | None = None, level: str = "easy", traffic: bool = Tru
     if other is not None:
         since = time.strftime("%H:%M:%S", time.localtime(other.started))
         raise UsageError(f"a blind drill is already running in lab {att.lab} (since {since}); "
-                         "answer it with `twin drill answer NODE:IF|NODE`, or give up with "
-                         "`twin drill reveal`")
+                         f"answer it with `twin drill answer --lab {att.lab} NODE:IF|NODE`, "
+                         f"or give up with `twin drill reveal --lab {att.lab}`")
     inforce = F.active(att)
     if inforce:
         names = ", ".join(f"{f.kind} {f.target}" for f in inforce if not f.hidden) or "hidden"
         raise UsageError(f"lab {att.lab} has {len(inforce)} fault"
                          f"{'s' if len(inforce) != 1 else ''} in force ({names}); a blind "
-                         "drill starts from a healthy fabric: `twin fault clear` first")
+                         f"drill starts from a healthy fabric: `twin fault clear --lab "
+                         f"{att.lab}` first")
     att.require_whole()
     seed = secrets.randbelow(2**31) if seed is None else seed
     drill = Drill(secrets.token_hex(4), att.lab, att.state.id, seed, level,
@@ -365,7 +366,7 @@ def require_running(att) -> Drill:
     drill = running(att)
     if drill is None:
         raise UsageError(f"no blind drill is running in lab {att.lab}; start one with "
-                         "`twin drill blind`")
+                         f"`twin drill blind --lab {att.lab}`")
     return drill
 
 
@@ -377,7 +378,8 @@ def answer(att, text: str) -> Score:
     fault = _the_fault(att, drill)
     if fault is None:
         raise LabError(f"lab {att.lab}: the blind drill's fault was never applied (its "
-                       "`twin drill blind` was killed); `twin drill reveal` ends it")
+                       f"`twin drill blind` was killed); `twin drill reveal --lab "
+                       f"{att.lab}` ends it")
     verdict, why = score(att.fabric, fault, named)
     return _end(att, drill, fault, named.text, verdict, why, "answer")
 

@@ -314,7 +314,7 @@ def run(att: Attached, drill: Drill, *, mode: str | None = None, seed: int = 1,
     if in_force:
         shown = ", ".join("hidden" if f.hidden else f.target for f in in_force)
         raise UsageError(f"lab {att.lab} has faults in force ({shown}); a drill starts from "
-                         "a clean fabric: `twin fault clear` first")
+                         f"a clean fabric: `twin fault clear --lab {att.lab}` first")
     timeline_events: list[dict] = []
     checks: list[dict] = []
 

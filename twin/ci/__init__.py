@@ -364,7 +364,7 @@ class _Job:
             try:
                 said.append(f"{len(lifecycle.down(lab).nodes)} nodes removed")
             except TwinError as e:
-                failure.append(f"twin down {lab}: {e}")
+                failure.append(f"twin down --lab {lab}: {e}")
         left = [r for r in L.sweep.inventory() if r.owner and r.owner.mine
                 and r.owner.lab == lab and (not self.lab_id or r.owner.lab_id == self.lab_id)]
         if left:

@@ -10,7 +10,9 @@ shows the traceback too.
 
 from __future__ import annotations
 
+import functools
 import json
+import shlex
 import signal
 import sys
 
@@ -26,7 +28,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from twin.errors import SpecError, TwinError
+from twin.errors import SeveralLabs, SpecError, TwinError
 from twin.progress import Steps
 from twin.runtime import RUNTIMES
 
@@ -94,23 +96,70 @@ def sigterm_as_interrupt() -> None:
     signal.signal(signal.SIGTERM, handler)
 
 
+LAB_HELP = "The lab to act on (default: the one lab that is up)."
+
+
+def lab_option(*, positional: bool = False, help: str = LAB_HELP):
+    """`--lab NAME`: how every command that acts on one lab is told which, so that one
+    spelling works everywhere (and in every hint twin prints). positional=True also
+    takes the lab as the argument LAB, the older spelling of a few commands (verify,
+    status, down, telemetry ...), kept: the callback gets one `lab` either way, and the
+    two naming different labs is a usage error."""
+    def decorate(f):
+        if positional:
+            f = _lab_argument(f)
+        return click.option("--lab", **lab_attrs(help + (" Also taken as the argument "
+                                                          "LAB." if positional else "")))(f)
+    return decorate
+
+
+def lab_attrs(help: str = LAB_HELP) -> dict:
+    """The --lab option's attributes, for a command built without decorators."""
+    return {"metavar": "NAME", "default": None, "help": help}
+
+
+def _lab_argument(f):
+    @functools.wraps(f)
+    def one_lab(*args, lab_argument: str | None = None, lab: str | None = None, **kwargs):
+        if lab_argument and lab and lab_argument != lab:
+            raise click.UsageError(f"LAB {lab_argument} and --lab {lab} name two labs; "
+                                   "give one")
+        return f(*args, lab=lab or lab_argument, **kwargs)
+    return click.argument("lab_argument", metavar="[LAB]", required=False)(one_lab)
+
+
 # Commands not recorded as a blind drill's trainee's: the drill's own start and end
 UNRECORDED = ("twin drill blind", "twin drill answer", "twin drill reveal")
+
+
+def command_words(group: click.Group, ctx: click.Context,
+                  argv: list[str]) -> tuple[list[str], list[str]]:
+    """argv split into the command's path (`twin fault link-down`) and what follows it;
+    the group's own options (--debug) dropped."""
+    words, cmd, rest = ["twin"], group, list(argv)
+    while rest and rest[0].startswith("-"):  # --debug
+        rest.pop(0)
+    while isinstance(cmd, click.Group) and rest:
+        sub = cmd.get_command(ctx, rest[0])
+        if sub is None:
+            break
+        words.append(rest.pop(0))
+        cmd = sub
+    return words, rest
+
+
+def with_lab(group: click.Group, ctx: click.Context, argv: list[str], lab: str) -> str:
+    """The command line argv with `--lab LAB` right after the command's path, where every
+    command that takes it parses it (before a `--` and what exec runs)."""
+    words, rest = command_words(group, ctx, argv)
+    return shlex.join([*words, "--lab", lab, *rest])
 
 
 def record_for_drills(group: click.Group, ctx: click.Context, argv: list[str]) -> None:
     """Append the command path to a running blind drill's state (twin.chaos.blind), so
     its score says which tools the trainee used. Never fails the command."""
     try:
-        words, cmd, rest = ["twin"], group, list(argv)
-        while rest and rest[0].startswith("-"):  # --debug
-            rest.pop(0)
-        while isinstance(cmd, click.Group) and rest:
-            sub = cmd.get_command(ctx, rest[0])
-            if sub is None:
-                break
-            words.append(rest.pop(0))
-            cmd = sub
+        words, rest = command_words(group, ctx, argv)
         path = " ".join(words)
         if len(words) > 1 and path not in UNRECORDED:  # `twin nosuch`: no command ran
             from twin.chaos import blind
@@ -152,7 +201,10 @@ class TwinGroup(click.Group):
                 raise
             sys.exit(e.exit_code)
         except TwinError as e:
-            err.print(f"[red]error:[/red] {escape(str(e))}", highlight=False)
+            text = str(e)
+            if isinstance(e, SeveralLabs):  # the command as given, the lab named
+                text += f", as in `{with_lab(self, ctx, getattr(self, 'argv', []), e.labs[0])}`"
+            err.print(f"[red]error:[/red] {escape(text)}", highlight=False)
             if ctx.obj and ctx.obj.get("debug"):
                 raise
             sys.exit(e.exit_code)
@@ -178,7 +230,8 @@ def main(ctx, debug):
       twin down --all               remove every lab of this run directory (TWIN_RUN_DIR)
 
     SPEC is a file (lab/fabrics/mrc-4p.yml) or a shipped fabric's name
-    (mrc-4p). LAB defaults to the one lab that is up.
+    (mrc-4p). A command that acts on a lab takes --lab NAME, by default the
+    one lab that is up (twin up --name NAME runs a second one).
     """
     ctx.ensure_object(dict)
     ctx.obj["debug"] = debug

@@ -9,13 +9,13 @@ from rich.table import Table
 
 from twin import lab as L
 from twin.chaos import blind as B
-from twin.cli.base import emit_json, out, sigterm_as_interrupt
+from twin.cli.base import emit_json, lab_option, out, sigterm_as_interrupt
 from twin.cli.drill import drill
 
 # What the trainee is told: the tools, not the fault.
 TOOLS = (
-    ("twin status {lab}", "nodes and their state"),
-    ("twin verify {lab}", "routes against the plan; every path probed"),
+    ("twin status --lab {lab}", "nodes and their state"),
+    ("twin verify --lab {lab}", "routes against the plan; every path probed"),
     ("twin stats --lab {lab}", "the endpoints' counters (retransmits, ports up)"),
     ("twin probe --lab {lab} --once", "loopback probes over every link"),
     ("twin exec --lab {lab} NODE -- CMD", "inside a node: ip -6 route, ip -s link, "
@@ -56,7 +56,7 @@ class Levels(click.Choice):
 
 
 @drill.command("blind")
-@click.option("--lab", default=None)
+@lab_option()
 @click.option("--seed", type=int, default=None,
               help="Draw the fault with this seed (default: a random one, shown at the end).")
 @click.option("--level", type=Levels(), default="easy", show_default=True,
@@ -80,7 +80,7 @@ def drill_blind(lab, seed, level):
 
 @drill.command("answer")
 @click.argument("target", metavar="NODE:IF|NODE")
-@click.option("--lab", default=None)
+@lab_option()
 @click.option("--json", "as_json", is_flag=True)
 def drill_answer(target, lab, as_json):
     """Answer the blind drill: name the faulted link (NODE:IF, its id, or HOST:PLANE)
@@ -93,7 +93,7 @@ def drill_answer(target, lab, as_json):
 
 
 @drill.command("reveal")
-@click.option("--lab", default=None)
+@lab_option()
 @click.option("--json", "as_json", is_flag=True)
 def drill_reveal(lab, as_json):
     """Give up the blind drill: reveal the fault and revert it."""
@@ -105,7 +105,7 @@ def drill_reveal(lab, as_json):
 
 
 @drill.command("scores")
-@click.option("--lab", default=None)
+@lab_option()
 @click.option("--json", "as_json", is_flag=True)
 def drill_scores(lab, as_json):
     """The lab's blind drills so far: each answer, its verdict and time."""

@@ -17,6 +17,7 @@ from twin.cli.base import (
     RichSteps,
     emit_json,
     err,
+    lab_option,
     main,
     out,
     sigterm_as_interrupt,
@@ -71,7 +72,8 @@ def _lab_for(d, lab: str | None) -> str | None:
 
 @drill.command("run")
 @click.argument("ref", metavar="NAME|FILE")
-@click.option("--lab", default=None, help="The lab to run it on (default: the one lab up).")
+@lab_option(help="The lab to run it on (default: the one lab up, else the one named "
+                 "after the drill's fabric).")
 @click.option("--mode", type=click.Choice(list(MODES)), default=None,
               help="The transport (default: the drill's).")
 @click.option("--compare", type=click.Choice(list(MODES)), default=None,
@@ -393,7 +395,7 @@ def _take_down(lab: str, brought: list[str]) -> None:
         lifecycle.down(lab)
         err.print(f"lab {lab}: taken down (it was brought up for these drills)")
     except TwinError as e:
-        err.print(f"[red]lab {lab}: not taken down: {e}[/red] (`twin down {lab}`)")
+        err.print(f"[red]lab {lab}: not taken down: {e}[/red] (`twin down --lab {lab}`)")
         brought.append(lab)
 
 
@@ -409,6 +411,6 @@ def _show_suite(rows, reports: list[dict], kept: list[str], ok: bool, said: str)
     for s in reports:
         out.print(f"report: {s['report']}")
     if kept:
-        out.print(f"labs left up: {', '.join(kept)} (`twin down LAB` removes one)")
+        out.print(f"labs left up: {', '.join(kept)} (`twin down --lab LAB` removes one)")
     colour = "green" if ok else "red"
     out.print(f"[{colour}]chaos: {said}[/{colour}]")

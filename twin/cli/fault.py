@@ -12,7 +12,7 @@ import click
 from twin import faults as F
 from twin import lab as L
 from twin.chaos import blind as B
-from twin.cli.base import emit_json, err, main, out, sigterm_as_interrupt
+from twin.cli.base import emit_json, err, lab_attrs, lab_option, main, out, sigterm_as_interrupt
 from twin.faults.kinds import FaultType
 from twin.faults.registry import KINDS
 
@@ -44,7 +44,7 @@ def kind_command(kind: FaultType) -> click.Command:
             params.append(click.Option([f"--{p.name}"], type=p.cli_type, default=p.default,
                                        required=p.default is None, show_default=True,
                                        metavar=p.metavar, help=p.help))
-    params.append(click.Option(["--lab"], default=None))
+    params.append(click.Option(["--lab"], **lab_attrs()))
 
     def run(target: str, lab: str | None, **values) -> None:
         if kind.blocking:  # Ctrl-C and SIGTERM unwind it: the fault is reverted
@@ -73,7 +73,7 @@ def fault():
 @click.option("--force", is_flag=True,
               help="Heal a link with no fault recorded (set down by hand): both ends up, "
                    "both re-programmed.")
-@click.option("--lab", default=None)
+@lab_option()
 def fault_link_up(endpoint, force, lab):
     """Revert a fault on a link: bring it back up and re-program both ends, or
     remove its loss rule."""
@@ -84,7 +84,7 @@ def fault_link_up(endpoint, force, lab):
 
 
 @fault.command("log")
-@click.option("--lab", default=None)
+@lab_option()
 @click.option("--json", "as_json", is_flag=True)
 def fault_log(lab, as_json):
     """Every fault applied and reverted in this lab, with wall time and
@@ -109,7 +109,7 @@ def _masked(entry: dict) -> dict:
 
 
 @fault.command("list")
-@click.option("--lab", default=None)
+@lab_option()
 @click.option("--json", "as_json", is_flag=True)
 def fault_list(lab, as_json):
     """Show the faults in force."""
@@ -134,7 +134,7 @@ def fault_list(lab, as_json):
 
 @fault.command("clear")
 @click.argument("target", required=False)
-@click.option("--lab", default=None)
+@lab_option()
 def fault_clear(target, lab):
     """Revert every fault in force, or only the one on TARGET (as `fault list`
     names it: NODE:IF, NODE, HOST:PLANE or a plane). Clearing all ends a blind

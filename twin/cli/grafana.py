@@ -14,7 +14,7 @@ import click
 
 from twin import faults as F
 from twin import lab as L
-from twin.cli.base import emit_json, main, out
+from twin.cli.base import emit_json, lab_option, main, out
 from twin.errors import UsageError
 from twin.state import known_labs
 from twin.telemetry import dashboards as D
@@ -53,7 +53,7 @@ def _prometheus_url(att, given: str | None) -> str:
               help="Basic auth password (or $GRAFANA_PASSWORD).")
 @click.option("--folder", default=P.FOLDER, show_default=True,
               help="The Grafana folder for the dashboard (made if missing).")
-@click.option("--lab", default=None, help="Lab (default: the one that is up).")
+@lab_option()
 @click.option("--prometheus-url", default=None, metavar="URL",
               help="The lab's Prometheus as Grafana reaches it (default: what `twin "
                    f"telemetry up` recorded, else {P.DEFAULT_PROMETHEUS_URL}).")
@@ -97,7 +97,8 @@ def grafana_push(url, token, user, password, folder, lab, prometheus_url, as_jso
 
 
 @grafana.command("dashboards")
-@click.argument("lab", required=False)
+@lab_option(positional=True, help="A lab that is up (default: the one that is), or a spec "
+                                  "(mrc-4p) for a lab that is not.")
 @click.option("--out", "out_dir", type=click.Path(file_okay=False, path_type=Path),
               default=None, help="Where to write (default: lab/build/<lab>/grafana/).")
 @click.option("--prometheus-url", default=None, metavar="URL",

@@ -17,6 +17,7 @@ from twin.cli.base import (
     RUNTIME_CHOICES,
     RichSteps,
     emit_json,
+    lab_option,
     main,
     out,
     sigterm_as_interrupt,
@@ -160,25 +161,43 @@ def attach(spec, docker_host, namespace, context, kubeconfig, native, topology, 
         return
     out.print(f"[green]lab {state.lab} is attached[/green]: {len(state.nodes)} nodes on "
               f"runtime {state.runtime} ({tr.where()}), every one configured at boot")
-    out.print(f"  verify:      twin verify {state.lab}")
-    out.print(f"  forget it:   twin down {state.lab}   (reverts twin's faults; the nodes "
-              "stay)")
+    _print_steps(attached_steps(state.lab))
+
+
+def next_steps(att) -> list[tuple[str, str, str]]:
+    """What `twin up` suggests next: (label, command, note). Each command names the lab
+    with --lab, so it works as printed however many labs are up."""
+    lab = att.lab
+    host = att.fabric.hosts[0].name
+    t0 = att.fabric.nodes[0].name
+    return [("verify", f"twin verify --lab {lab}", ""),
+            ("look inside", f"twin exec --lab {lab} {t0} -- ip -6 route", ""),
+            ("", f"twin exec --lab {lab} {host} -- ip -6 addr show dev lo", ""),
+            ("break it", f"twin fault link-down --lab {lab} {t0}:{att.fabric.t0_uplink(0)}",
+             ""),
+            ("remove", f"twin down --lab {lab}", "")]
+
+
+def attached_steps(lab: str) -> list[tuple[str, str, str]]:
+    """What `twin attach` suggests next, as next_steps."""
+    return [("verify", f"twin verify --lab {lab}", ""),
+            ("forget it", f"twin down --lab {lab}", "reverts twin's faults; the nodes stay")]
+
+
+def _print_steps(steps: list[tuple[str, str, str]]) -> None:
+    for label, command, note in steps:
+        out.print(f"  {label + ':' if label else '':<13}{command}"
+                  + (f"   ({note})" if note else ""), markup=False)
 
 
 def _print_next_steps(lab: str) -> None:
     att = L.attach(lab)
-    host = att.fabric.hosts[0].name
-    t0 = att.fabric.nodes[0].name
-    out.print(f"  build files: {att.state.build_dir}")
-    out.print(f"  verify:      twin verify {lab}")
-    out.print(f"  look inside: twin exec {t0} -- ip -6 route")
-    out.print(f"               twin exec {host} -- ip -6 addr show dev lo")
-    out.print(f"  break it:    twin fault link-down {t0}:{att.fabric.t0_uplink(0)}")
-    out.print(f"  remove:      twin down {lab}")
+    out.print(f"  build files: {att.state.build_dir}", markup=False)
+    _print_steps(next_steps(att))
 
 
 @main.command()
-@click.argument("lab", required=False)
+@lab_option(positional=True, help="The lab to remove (default: the one lab that is up).")
 @click.option("--all", "all_", is_flag=True,
               help="Every lab of this run directory (TWIN_RUN_DIR), and what its crashes "
                    "left. Other run directories' labs are named, never touched.")
@@ -197,12 +216,12 @@ def down(lab, all_, stray, ownerless, yes, dry_run, as_json):
     \b
     Every namespace, container, veth, nft table and endpoint twin makes
     carries its owner (run directory and lab id), so:
-      twin down LAB        that lab
+      twin down --lab LAB  that lab (or: twin down LAB)
       twin down --all      this run directory's labs, nothing else
       twin down --stray    what is left of owners that are gone
     """
     if sum(map(bool, (lab, all_, stray))) > 1:
-        raise UsageError("give one of LAB, --all or --stray")
+        raise UsageError("give one of --lab LAB, --all or --stray")
     if (yes or dry_run or as_json or ownerless) and not stray:
         raise UsageError("--yes, --dry-run, --ownerless and --json go with --stray")
     if stray:
@@ -283,7 +302,7 @@ def _down_stray(yes: bool, dry_run: bool, as_json: bool, ownerless: bool) -> Non
 
 
 @main.command()
-@click.argument("lab", required=False)
+@lab_option(positional=True, help="Only this lab (default: every lab that is up).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def status(lab, as_json):
     """Show the labs that are up and the state of their nodes."""
@@ -339,7 +358,7 @@ def _endpoint_cell(ep: dict | None) -> str:
 @main.command(name="exec", context_settings={"ignore_unknown_options": True})
 @click.argument("node")
 @click.argument("argv", nargs=-1, required=True, type=click.UNPROCESSED)
-@click.option("--lab", default=None, help="Lab (default: the one that is up).")
+@lab_option()
 def exec_(node, argv, lab):
     """Run a command inside a node:  twin exec r0h0 -- ip -6 route"""
     att = L.attach(lab)
@@ -350,7 +369,7 @@ def exec_(node, argv, lab):
 
 @main.command()
 @click.argument("node")
-@click.option("--lab", default=None, help="Lab (default: the one that is up).")
+@lab_option()
 def restart(node, lab):
     """Reboot one node, as a switch reboot: it comes back with no links and no
     routes, so twin wires its links again and re-programs it and its peers.
@@ -362,7 +381,7 @@ def restart(node, lab):
 
 
 @main.command()
-@click.argument("lab", required=False)
+@lab_option(positional=True)
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable report.")
 @click.option("--junit", type=click.Path(dir_okay=False, writable=True), default=None,
               help="Also write JUnit XML (one test case per node and per path).")

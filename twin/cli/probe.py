@@ -14,7 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from twin import lab as L
-from twin.cli.base import emit_json, main, out, sigterm_as_interrupt
+from twin.cli.base import emit_json, lab_option, main, out, sigterm_as_interrupt
 from twin.errors import LabError, UsageError
 from twin.telemetry.collect import record_verify
 from twin.verify import continuous as C
@@ -26,7 +26,7 @@ SHOWN = 12  # lines of recent changes on the live view
 
 
 @main.command()
-@click.option("--lab", default=None, help="Lab (default: the one that is up).")
+@lab_option()
 @click.option("--period", "period_ms", type=float, default=20, show_default=True,
               metavar="MS", help="A round every MS: every link is probed once a round.")
 @click.option("--rate", "rate_pps", type=float, default=C.RATE_PPS, show_default=True,

@@ -11,7 +11,7 @@ from click.core import ParameterSource
 from rich.live import Live
 
 from twin import lab as L
-from twin.cli.base import RichSteps, emit_json, main, out, sigterm_as_interrupt
+from twin.cli.base import RichSteps, emit_json, lab_option, main, out, sigterm_as_interrupt
 from twin.errors import UsageError
 from twin.telemetry import prometheus as P
 from twin.telemetry import stack as S
@@ -37,7 +37,7 @@ def telemetry():
 
 
 @telemetry.command(name="up")
-@click.argument("lab", required=False)
+@lab_option(positional=True)
 @click.option("--port", type=int, default=DEFAULT_PORT, show_default=True,
               help="The exporter's port on 127.0.0.1.")
 @click.option("--prometheus-port", type=int, default=P.DEFAULT_PORT, show_default=True,
@@ -96,7 +96,7 @@ def telemetry_up(lab, port, prometheus_port, address, keep_data, grafana, as_jso
     out.print(f"  live view:   twin top --lab {att.lab}")
     if grafana_line:
         out.print(f"  grafana:     {grafana_line}")
-    out.print(f"  stop:        twin telemetry down {att.lab}")
+    out.print(f"  stop:        twin telemetry down --lab {att.lab}")
 
 
 def _same_as_running(lab: str, stack, port: int, prometheus_port: int,
@@ -112,12 +112,12 @@ def _same_as_running(lab: str, stack, port: int, prometheus_port: int,
         if ctx.get_parameter_source(param) is ParameterSource.COMMANDLINE \
                 and urlsplit(proc.url).port != want:
             raise UsageError(f"telemetry of lab {lab} is already up, its {what} on "
-                             f"{proc.url}: `twin telemetry down {lab}` first to start it "
+                             f"{proc.url}: `twin telemetry down --lab {lab}` first to start it "
                              f"with {option} {want}")
     if keep_data:
         raise UsageError(f"--keep-data {keep_data}: telemetry of lab {lab} is already up, "
                          f"and what it keeps is chosen when it starts (`twin telemetry down "
-                         f"{lab}` first)")
+                         f"--lab {lab}` first)")
 
 
 def _grafana(att, stack) -> str:
@@ -127,7 +127,7 @@ def _grafana(att, stack) -> str:
 
 
 @telemetry.command(name="down")
-@click.argument("lab", required=False)
+@lab_option(positional=True)
 def telemetry_down(lab):
     """Stop the lab's Prometheus and exporter (the lab stays up)."""
     att = L.attach(lab)
@@ -139,7 +139,7 @@ def telemetry_down(lab):
 
 
 @telemetry.command(name="status")
-@click.argument("lab", required=False)
+@lab_option(positional=True)
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def telemetry_status(lab, as_json):
     """What telemetry runs for the lab, and where. Exit 0 only if all of it runs."""
@@ -149,7 +149,8 @@ def telemetry_status(lab, as_json):
         emit_json(st)
         return
     if "exporter" not in st:
-        out.print(f"no telemetry for lab {att.lab} (start it: twin telemetry up {att.lab})")
+        out.print(f"no telemetry for lab {att.lab} (start it: twin telemetry up --lab "
+                  f"{att.lab})")
         sys.exit(1)
     for name in ("exporter", "prometheus"):
         p = st[name]
@@ -165,7 +166,7 @@ def telemetry_status(lab, as_json):
 
 
 @main.command()
-@click.option("--lab", default=None, help="Lab (default: the one that is up).")
+@lab_option()
 @click.option("--period", type=float, default=TOP_PERIOD_S, show_default=True, metavar="S",
               help="Refresh every S seconds.")
 @click.option("--once", is_flag=True,

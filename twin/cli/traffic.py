@@ -9,7 +9,7 @@ from rich.table import Table
 
 from twin import faults as F
 from twin import lab as L
-from twin.cli.base import RichSteps, emit_json, err, main, out, sigterm_as_interrupt
+from twin.cli.base import RichSteps, emit_json, err, lab_option, main, out, sigterm_as_interrupt
 from twin.errors import LabError, UsageError
 from twin.mrc.cc import CCS
 from twin.units import parse_size
@@ -53,7 +53,7 @@ def _size(text: str) -> int:
               help="Take this link down mid-transfer (brought back up when the run ends).")
 @click.option("--cut-at", default=0.5, show_default=True, metavar="SECONDS",
               help="When --cut happens, in seconds after the first write.")
-@click.option("--lab", default=None)
+@lab_option()
 @click.option("--json", "as_json", is_flag=True)
 def traffic(pattern, src, dst, size, mode, cc, qps, evs, ecn, trim, cut, cut_at, lab,
             as_json):
@@ -94,8 +94,8 @@ def traffic(pattern, src, dst, size, mode, cc, qps, evs, ecn, trim, cut, cut_at,
     if cut:
         link = att.fabric.link_at(F.parse_endpoint(att, cut))  # bad NODE:IF: fail now
         if any(link.id in f.all_links for f in F.active(att)):  # not ours to undo
-            raise UsageError(f"link {link.id} is already down; `twin fault link-up {cut}` "
-                             "first, or cut another link")
+            raise UsageError(f"link {link.id} is already down; `twin fault link-up --lab "
+                             f"{att.lab} {cut}` first, or cut another link")
         if cut_at < 0:
             raise UsageError("--cut-at must be >= 0 seconds")
 
@@ -166,7 +166,7 @@ def traffic(pattern, src, dst, size, mode, cc, qps, evs, ecn, trim, cut, cut_at,
 
 @main.command()
 @click.argument("host", required=False)
-@click.option("--lab", default=None)
+@lab_option()
 @click.option("--prometheus", is_flag=True,
               help="Prometheus text exposition instead: the exporter's twin_endpoint_* "
                    "series, and per QP twin_endpoint_qp_* (docs/metrics.md).")
@@ -271,7 +271,7 @@ def stats(host, lab, prometheus, show_events, qpn, kinds, show_dataplane, show_d
               help="Attack a sender mid-transfer on this transport (repeat for both; "
                    "default: both).")
 @click.option("--no-live", is_flag=True, help="The plan only: no sender mid-transfer.")
-@click.option("--lab", default=None)
+@lab_option()
 def fuzz(host, seed, budget, per_kind, live, no_live, lab):
     """Send a host's MRC endpoint hostile packets; a JSON verdict.
 
@@ -344,7 +344,7 @@ def _dataplane_stats(att, node: str | None, as_json: bool) -> None:
     if not backend.keeps_counters and not signalled:
         raise UsageError(f"lab {att.lab} runs the {backend.name} data plane, which keeps no "
                          "per-SID counters twin reads; its SIDs are routes: `twin exec "
-                         f"{nodes[0]} -- ip -6 route show`")
+                         f"--lab {att.lab} {nodes[0]} -- ip -6 route show`")
     with ThreadPoolExecutor(8) as pool:  # a command in each node, as verify reads them
         got = dict(zip(nodes, pool.map(lambda n: backend.counters(att.runtime, n), nodes),
                        strict=True)) if backend.keeps_counters else {}

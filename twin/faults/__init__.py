@@ -145,7 +145,8 @@ def link_up(lab: Attached, text: str, force: bool = False) -> Fault | None:
     fault = next((f for f in faults if link.id in f.all_links), None)
     if fault is not None and fault.links:
         raise UsageError(f"link {link.id} is down as part of {fault.kind} {fault.target}; "
-                         f"`twin fault clear {fault.target}` reverts all of it")
+                         f"`twin fault clear --lab {lab.lab} {fault.target}` reverts "
+                         "all of it")
     if fault is None and not force:
         inforce = ", ".join(f.link for f in faults) or "none"
         raise UsageError(f"link {link.id} has no fault in force (faults in force: {inforce}); "

@@ -270,10 +270,10 @@ def refuse_held(lab: Attached, links, what: str) -> None:
             if f.links:
                 held = (f"is already down as part of {f.kind} {f.target}" if down
                         else f"already has a {f.kind} fault ({f.target})")
-                how = f"`twin fault clear {f.target}`"
+                how = f"`twin fault clear --lab {lab.lab} {f.target}`"
             else:
                 held = "is already down" if down else f"already has a {f.kind} fault"
-                how = f"`twin fault link-up {f.ends[0]}`"
+                how = f"`twin fault link-up --lab {lab.lab} {f.ends[0]}`"
             raise UsageError(f"{what}: link {min(shared)} {held}; {how} first")
 
 

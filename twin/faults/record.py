@@ -113,8 +113,9 @@ def _refuse_hidden(lab: Attached, what: str) -> None:
     it is: refuse every other fault change, whatever it names."""
     if hidden_in_force(lab):
         raise UsageError(f"{what}: a blind drill's hidden fault is in force; answer it "
-                         "(`twin drill answer NODE:IF|NODE`), give up (`twin drill "
-                         "reveal`), or `twin fault clear` first")
+                         f"(`twin drill answer --lab {lab.lab} NODE:IF|NODE`), give up "
+                         f"(`twin drill reveal --lab {lab.lab}`), or `twin fault clear "
+                         f"--lab {lab.lab}` first")
 
 
 def log_event(lab: Attached, event: str, fault: Fault) -> dict:

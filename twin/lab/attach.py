@@ -12,7 +12,7 @@ import time
 from dataclasses import dataclass
 
 from twin import dataplane, endpoints
-from twin.errors import LabError, UsageError
+from twin.errors import LabError, SeveralLabs, UsageError
 from twin.fabric.model import Fabric, Node
 from twin.fabric.plan import Plan
 from twin.fabric.spec import parse_spec
@@ -54,7 +54,7 @@ class Attached:
         coming up, or whose nodes (these, or all) are partly gone."""
         if self.state.phase != "up":
             raise UsageError(f"lab {self.lab} is {self.state.phase}, not up; wait for its "
-                             f"`twin up`, or `twin down {self.lab}`")
+                             f"`twin up`, or `twin down --lab {self.lab}`")
         wanted = nodes or list(self.plan.nodes)
         present = set(self.runtime.existing(wanted))
         missing = [n for n in wanted if n not in present]
@@ -62,7 +62,8 @@ class Attached:
             raise UsageError(f"lab {self.lab} is half down: {len(missing)} of {len(wanted)} "
                              f"nodes are missing ({', '.join(missing[:4])}"
                              f"{' ...' if len(missing) > 4 else ''}); see `twin status "
-                             f"{self.lab}`, and `twin down {self.lab}` to remove the rest")
+                             f"--lab {self.lab}`, and `twin down --lab {self.lab}` to remove "
+                             "the rest")
 
 
     def require_local(self, what: str, why: str) -> None:
@@ -84,7 +85,7 @@ def resolve_lab(lab: str | None) -> str:
     if not labs:
         raise UsageError("no lab is up; start one with `twin up mrc-4p`")
     if len(labs) > 1:
-        raise UsageError(f"several labs are up ({', '.join(labs)}); name one with --lab")
+        raise SeveralLabs(labs)
     return labs[0]
 
 
@@ -101,7 +102,7 @@ def attach(lab: str | None) -> Attached:
         saved = read_json(state.dir / ROUTES, None)
         if saved is None:
             raise LabError(f"lab {name}: {state.dir / ROUTES} (its route tables) is "
-                           "unreadable; `twin down` it and `twin up` again")
+                           f"unreadable; `twin down --lab {name}` it and `twin up` again")
         compiled = with_tables(compiled, tables.from_dict(saved))
     return Attached(state, compiled,
                     get_runtime(state.runtime, name, state.build_dir, state.owner))

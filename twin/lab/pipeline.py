@@ -121,7 +121,7 @@ def _refuse_if_up(lab: str) -> None:
     state = LabState.load(lab)
     if state is not None:
         raise UsageError(f"lab {lab} is already {state.phase} (runtime {state.runtime}); "
-                         f"run `twin down {lab}` first")
+                         f"run `twin down --lab {lab}` first")
 
 
 def _refuse_foreign_nodes(rt: Runtime, compiled: Compiled) -> None:
@@ -154,7 +154,7 @@ def _record(compiled: Compiled, runtime: str, build_dir: Path, owner: Owner,
         raise UsageError(f"lab {compiled.lab} is already "
                          f"{other.phase if other else 'being created'}"
                          f"{f' by pid {other.pid}' if other else ''}; run `twin down "
-                         f"{compiled.lab}` first, or use --name for a second lab")
+                         f"--lab {compiled.lab}` first, or use --name for a second lab")
     (state.dir / "spec.yml").write_text(Path(compiled.source).read_text())  # for `attach`
     if loaded is not None:
         write_json(state.dir / ROUTES, tables.to_dict(loaded))

@@ -73,8 +73,8 @@ class BootKernel:
                 raise LabError(f"{node.name} failed to configure itself at boot: {why}")
             time.sleep(0.05)
         raise LabError(f"{node.name} did not configure itself within {BOOT_WAIT_S:.0f}s "
-                       f"(no {NODE_RUN_DIR}/booted; see `twin exec {node.name} -- cat "
-                       f"{NODE_RUN_DIR}/boot-program.log`)")
+                       f"(no {NODE_RUN_DIR}/booted; see `twin exec --lab {rt.lab} {node.name} "
+                       f"-- cat {NODE_RUN_DIR}/boot-program.log`)")
 
     def start_endpoints(self, rt, hosts: list[str], steps) -> None:
         endpoints.wait_started(rt, hosts, steps, BOOT_WAIT_S,

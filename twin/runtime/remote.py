@@ -270,7 +270,7 @@ class RemoteRuntime(Runtime):
 
     def node_view(self, node: str) -> NodeView:
         raise LabError(f"node {node} of lab {self.lab}: its files are inside the node "
-                       f"(reach them with `twin exec {node} -- ...`)")
+                       f"(reach them with `twin exec --lab {self.lab} {node} -- ...`)")
 
     def shell_argv(self, node: str, argv: list[str]) -> list[str]:
         return self.transport.argv(self.ref(node), argv, stdin=True)

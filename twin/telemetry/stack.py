@@ -173,7 +173,8 @@ def up(att, port: int = EXPORTER_PORT, prometheus_port: int = P.DEFAULT_PORT,
     running = load(lab_dir)
     if running and any(p and p.alive() for p in (running.exporter, running.prometheus)):
         raise UsageError(f"telemetry of lab {att.lab} is already running (see `twin telemetry "
-                         f"status {att.lab}`; `twin telemetry down {att.lab}` stops it)")
+                         f"status --lab {att.lab}`; `twin telemetry down --lab {att.lab}` "
+                         "stops it)")
     if port == prometheus_port:
         raise UsageError(f"--port and --prometheus-port are both {port}: give two ports")
     _check_port(port, "exporter", "--port")
