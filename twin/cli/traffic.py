@@ -140,18 +140,9 @@ def traffic(pattern, src, dst, size, mode, cc, qps, evs, ecn, trim, cut, cut_at,
     else:
         if live[0]:
             err.print()
-        t = Table(title=f"{pattern}, mode {mode}, cc {cc}"
-                        f"{f', {qps} QPs per flow' if qps > 1 else ''}, {result.elapsed_s:.2f}s")
-        for col in ("flow", "bytes", "Gbit/s", "retx", "EV retirements", "planes", "exact"):
-            t.add_column(col)
-        for r in result.flow_rows():  # a flow's QPs merged (twin.traffic.merge_rows)
-            t.add_row(f"{r['src']} -> {r['dst']}", f"{r['bytes']:,}",
-                      f"{r['goodput_gbps'] or 0:.2f}", str(r["retransmits"]),
-                      str(r["ev_retirements_total"]),
-                      ",".join(map(str, r["planes_in_use"] or [])),
-                      "[green]yes[/green]" if r["exact"]
-                      else f"[red]NO {r['failed'] or ''}[/red]")
-        out.print(t)
+        _flows_table(f"{pattern}, mode {mode}, cc {cc}"
+                     f"{f', {qps} QPs per flow' if qps > 1 else ''}, {result.elapsed_s:.2f}s",
+                     result.flow_rows())  # a flow's QPs merged (twin.traffic.merge_rows)
         if cc == "dcqcn":
             cnps = sum((f.result.dcqcn or {}).get("cnps_received", 0) for f in result.flows)
             cuts = sum((f.result.dcqcn or {}).get("rate_cuts", 0) for f in result.flows)
@@ -386,6 +377,21 @@ def _dataplane_stats(att, node: str | None, as_json: bool) -> None:
             t.add_row(port, f"{p['ce_to_inner']:,}", f"{p['trim_to_inner']:,}",
                       f"{p['drop_ce_not_ect']:,}")
         out.print(t)
+
+
+def _flows_table(title: str, rows: list[dict]) -> None:
+    """`twin traffic`'s result: one row per flow (Run.flow_rows)."""
+    t = Table(title=title)
+    for col in ("flow", "bytes", "Gbit/s", "retx", "EV retirements", "planes", "exact"):
+        t.add_column(col)
+    for r in rows:
+        t.add_row(f"{r['src']} -> {r['dst']}", f"{r['bytes']:,}",
+                  f"{r['goodput_gbps'] or 0:.2f}", str(r["retransmits"]),
+                  str(r["ev_retirements_total"]),
+                  ",".join(map(str, r["planes_in_use"] or [])),
+                  "[green]yes[/green]" if r["exact"]
+                  else f"[red]NO {r['failed'] or ''}[/red]")
+    out.print(t)
 
 
 def _each_endpoint(att, hosts: list[str], one: bool, ask) -> tuple[dict, list[str]]:
