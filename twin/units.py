@@ -1,9 +1,10 @@
-"""Quantities people type, parsed once: sizes in bytes and rates in bit/s.
+"""Quantities people type, parsed once: sizes in bytes and rates in bit/s; and shown
+to people (show_bytes, show_rate, show_count) in the CLI's tables.
 
     sizes   64M, 256MiB, 1G, 4096: K/M/G are powers of 1024 (as RDMA buffers are)
     rates   100mbit, 10gbit: tc's units, powers of 1000
 
-Both return None for text that is not one; the caller names the option or
+The parsers return None for text that is not one; the caller names the option or
 key path in its error.
 """
 
@@ -58,3 +59,37 @@ def show_duration(ns: int) -> str:
     if ns % 1_000_000 == 0 or ns >= 1_000_000:
         return f"{ns / 1e6:g}ms"
     return f"{ns / 1e3:g}us"
+
+
+# -- for tables people read (the CLI's); --json keeps the raw numbers ----------------
+
+BYTE_UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")
+SI_PREFIXES = ("", "k", "M", "G", "T", "P")
+
+
+def _scaled(value: float, base: int, units: tuple[str, ...]) -> str:
+    """`value` in the largest unit that keeps it under 1000, to three significant
+    digits: 64, 67.1, 4.29 (1000 to 1023 KiB reads 0.98 MiB, never 1e+03)."""
+    for unit in units[:-1]:
+        if abs(value) < 999.5:
+            return f"{value:.3g} {unit}".rstrip()
+        value /= base
+    return f"{value:,.3g} {units[-1]}" if abs(value) < 999.5 else f"{value:,.0f} {units[-1]}"
+
+
+def show_bytes(n: int) -> str:
+    """A byte count as people read one: 0 B, 512 B, 64 MiB, 1.5 GiB (powers of 1024,
+    as parse_size reads them)."""
+    if abs(n) < 1024:
+        return f"{n} B"
+    return _scaled(n / 1024, 1024, BYTE_UNITS[1:])
+
+
+def show_rate(bps: float) -> str:
+    """bit/s as people read them: 100 Mbit/s, 2.4 Gbit/s (powers of 1000, as tc's)."""
+    return _scaled(bps, 1000, tuple(f"{p}bit/s" for p in SI_PREFIXES))
+
+
+def show_count(n: int) -> str:
+    """A count, short: 999, 12.3 k, 4.29 G (the exact one is f"{n:,}")."""
+    return _scaled(n, 1000, SI_PREFIXES) if abs(n) >= 1000 else str(n)

@@ -6,7 +6,7 @@ from click.testing import CliRunner
 from twin.cli import main
 from twin.cli.traffic import _size
 from twin.errors import UsageError
-from twin.units import parse_rate, parse_size
+from twin.units import parse_rate, parse_size, show_bytes, show_count, show_rate
 
 
 @pytest.mark.parametrize("text,value", [
@@ -55,3 +55,28 @@ def test_traffic_with_a_bad_size_is_exit_2_without_a_traceback(att):
                                        "r1h0", "--size", "inf"])
     assert result.exit_code == 2 and "use bytes or K/M/G" in result.output
     assert "Traceback" not in result.output
+
+
+@pytest.mark.parametrize("n,shown", [
+    (0, "0 B"), (512, "512 B"), (1023, "1023 B"), (1024, "1 KiB"), (1536, "1.5 KiB"),
+    (64 << 20, "64 MiB"), (67_108_864 + 9_000_000, "72.6 MiB"), (1000 << 20, "0.977 GiB"),
+    (4_294_967_295, "4 GiB"), (1 << 70, "1,048,576 PiB"),
+])
+def test_bytes_for_people(n, shown):
+    assert show_bytes(n) == shown
+
+
+@pytest.mark.parametrize("bps,shown", [
+    (0, "0 bit/s"), (999, "999 bit/s"), (100e6, "100 Mbit/s"), (2.4e9, "2.4 Gbit/s"),
+    (2.456e9, "2.46 Gbit/s"), (40e12, "40 Tbit/s"),
+])
+def test_rates_for_people(bps, shown):
+    assert show_rate(bps) == shown
+
+
+@pytest.mark.parametrize("n,shown", [
+    (0, "0"), (999, "999"), (1000, "1 k"), (12_345, "12.3 k"), (999_499, "999 k"),
+    (999_500, "1 M"), (4_294_967_295, "4.29 G"), (10**18, "1,000 P"),
+])
+def test_counts_for_people(n, shown):
+    assert show_count(n) == shown

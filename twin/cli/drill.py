@@ -12,6 +12,7 @@ from rich.table import Table
 
 from twin import lab as L
 from twin.chaos.drill import MODES
+from twin.cli import tables
 from twin.cli.base import (
     RUNTIME_CHOICES,
     RichSteps,
@@ -22,6 +23,7 @@ from twin.cli.base import (
     out,
     sigterm_as_interrupt,
 )
+from twin.cli.tables import Col
 from twin.errors import LabError, UsageError
 from twin.fabric.spec import name_problem
 
@@ -50,14 +52,20 @@ def drill_list(as_json):
     if as_json:
         emit_json({"drills": rows})
         return
-    t = Table(title=f"{len(rows)} drills in {D.DRILL_DIR}")
-    for col in ("drill", "fabric", "faults", "what it shows"):
-        t.add_column(col, no_wrap=col != "what it shows")
-    for r in rows:
-        t.add_row(r["name"], r["fabric"] or "any", ", ".join(r["faults"]) or "-",
-                  r["description"])
-    out.print(t)
+    cols = [Col("drill"), Col("fabric"), Col("faults", wrap=True),
+            Col("what it shows", wrap=True, least=32)]
+    # narrow: the fabric goes first (`drill run` finds the lab), then the faults (the
+    # description names them); the name and what it shows stay
+    tables.show(out, cols, [[r["name"], r["fabric"] or "any", _faults_cell(r["faults"]),
+                             r["description"]] for r in rows],
+                drop=("fabric", "faults"), title=f"{len(rows)} drills in {D.DRILL_DIR}")
     out.print("run one: twin drill run NAME [--compare single-path] [--report DIR]")
+
+
+def _faults_cell(faults: list[str]) -> str:
+    """A drill's faults, a repeated one counted: `link-down ×6, link-up`."""
+    counted = {f: faults.count(f) for f in faults}
+    return ", ".join(f if n == 1 else f"{f} ×{n}" for f, n in counted.items()) or "-"
 
 
 def _lab_for(d, lab: str | None) -> str | None:

@@ -12,6 +12,7 @@ from rich.table import Table
 from twin import faults as F
 from twin import lab as L
 from twin import lifecycle
+from twin.cli import tables
 from twin.cli.base import (
     DATAPLANE_CHOICES,
     RUNTIME_CHOICES,
@@ -22,6 +23,7 @@ from twin.cli.base import (
     out,
     sigterm_as_interrupt,
 )
+from twin.cli.tables import Col
 from twin.errors import UsageError
 from twin.progress import Steps
 from twin.routes.check import check as check_routes
@@ -320,14 +322,14 @@ def status(lab, as_json):
                   f"phase {s['phase']}  {running}/{len(s['nodes'])} nodes running  "
                   f"spec {s['spec']}")
         out.print(f"  data plane {s['dataplane']['name']} ({s['dataplane']['why']})")
-        t = Table(show_edge=False, box=None, pad_edge=False)
-        for col in ("node", "runtime", "state", "endpoint", "image"):
-            t.add_column(col)
-        for n in s["nodes"]:
-            state = n["state"] if n["state"] == "running" else f"[red]{n['state']}[/red]"
-            t.add_row(n["node"], s["runtime"], state, _endpoint_cell(n["endpoint"]),
-                      n.get("image", "-"))
-        out.print(t)
+        cols = [Col("node"), Col("runtime"), Col("state"), Col("endpoint", wrap=True),
+                Col("image")]
+        rows = [[n["node"], s["runtime"],
+                 n["state"] if n["state"] == "running" else f"[red]{n['state']}[/red]",
+                 _endpoint_cell(n["endpoint"]), n.get("image", "-")] for n in s["nodes"]]
+        # narrow: the runtime goes first (the lab's line above names it), then the image
+        tables.show(out, cols, rows, drop=("runtime", "image"), show_edge=False, box=None,
+                    pad_edge=False)
         for n in s["nodes"]:
             if (n["endpoint"] or {}).get("state") == "ended":
                 out.print(f"  [red]endpoint ended:[/red] {n['node']} (its log: "

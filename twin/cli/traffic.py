@@ -9,10 +9,12 @@ from rich.table import Table
 
 from twin import faults as F
 from twin import lab as L
+from twin.cli import tables
 from twin.cli.base import RichSteps, emit_json, err, lab_option, main, out, sigterm_as_interrupt
+from twin.cli.tables import Cell, Col, Num, count
 from twin.errors import LabError, UsageError
 from twin.mrc.cc import CCS
-from twin.units import parse_size
+from twin.units import parse_size, show_bytes, show_count, show_rate
 
 # -- traffic ----------------------------------------------------------------------
 
@@ -140,18 +142,9 @@ def traffic(pattern, src, dst, size, mode, cc, qps, evs, ecn, trim, cut, cut_at,
     else:
         if live[0]:
             err.print()
-        t = Table(title=f"{pattern}, mode {mode}, cc {cc}"
-                        f"{f', {qps} QPs per flow' if qps > 1 else ''}, {result.elapsed_s:.2f}s")
-        for col in ("flow", "bytes", "Gbit/s", "retx", "EV retirements", "planes", "exact"):
-            t.add_column(col)
-        for r in result.flow_rows():  # a flow's QPs merged (twin.traffic.merge_rows)
-            t.add_row(f"{r['src']} -> {r['dst']}", f"{r['bytes']:,}",
-                      f"{r['goodput_gbps'] or 0:.2f}", str(r["retransmits"]),
-                      str(r["ev_retirements_total"]),
-                      ",".join(map(str, r["planes_in_use"] or [])),
-                      "[green]yes[/green]" if r["exact"]
-                      else f"[red]NO {r['failed'] or ''}[/red]")
-        out.print(t)
+        _flows_table(f"{pattern}, mode {mode}, cc {cc}"
+                     f"{f', {qps} QPs per flow' if qps > 1 else ''}, {result.elapsed_s:.2f}s",
+                     result.flow_rows())  # a flow's QPs merged (twin.traffic.merge_rows)
         if cc == "dcqcn":
             cnps = sum((f.result.dcqcn or {}).get("cnps_received", 0) for f in result.flows)
             cuts = sum((f.result.dcqcn or {}).get("rate_cuts", 0) for f in result.flows)
@@ -355,40 +348,63 @@ def _dataplane_stats(att, node: str | None, as_json: bool) -> None:
                    "signals": {n: (s or {}).get("ports", {}) for n, s in signals.items()}})
         return
     if got:
-        t = Table(title=f"{backend.name} data plane of {att.lab}: packets, per node")
-        t.add_column("node")
-        for name in COUNTERS:
-            t.add_column(name.replace("_", " "), justify="right")
-        t.add_column("programs")
-        for n, report in got.items():
-            c = report["counters"]
-            t.add_row(n, *(f"{c.get(name, 0):,}" for name in COUNTERS),
-                      str(len({p.get("prog_id") for p in report["programs"].values()})))
-        out.print(t)
+        cols = [Col("node"), *(Col(name.replace("_", " "), right=True) for name in COUNTERS),
+                Col("programs", right=True)]
+        # narrow: the program count goes first, then the kernel-TCP encapsulations, then
+        # the rarer drops; what the SIDs shifted and decapsulated stays
+        tables.show(out, cols, [[n, *(count(report["counters"].get(name, 0))
+                                      for name in COUNTERS),
+                                 str(len({p.get("prog_id")
+                                          for p in report["programs"].values()}))]
+                                for n, report in got.items()],
+                    drop=("programs", "encapsulated", "hop limit expired",
+                          "drop not ipv6 in ipv6", "drop end of carrier"),
+                    title=f"{backend.name} data plane of {att.lab}: packets, per node")
     rows = [(f"{n}:{dev}", p, att.plan[n].tier == "host") for n, report in signals.items()
             for dev, p in sorted((report or {}).get("ports", {}).items())]
     queues = [(port, p) for port, p, host in rows if not host]
     if queues:
-        t = Table(title="virtual queues at switch ports' egress (docs/ebpf.md)")
-        t.add_column("port", no_wrap=True)
-        for col in ("rate", "queue", "high", "packets", "CE", "trims", "drops"):
-            t.add_column(col, justify="right")
-        for port, p in queues:
-            rate = f"{p['rate_bps'] / 1e6:g}M" if p["rate_bps"] else "-"  # no packet yet
-            t.add_row(port, rate, f"{p['queue_bytes_now']:,}",
-                      f"{p['high_water_bytes']:,}", f"{p['packets']:,}", f"{p['ce_marked']:,}",
-                      f"{p['trimmed']:,}", f"{p['dropped']:,}")
-        out.print(t)
+        cols = [Col("port"), *(Col(c, right=True) for c in ("rate", "queue", "high",
+                                                              "packets", "CE", "trims",
+                                                              "drops"))]
+        # narrow: the queue now goes first (it changes by the microsecond), then the
+        # rate, then the packets; the high water and the signals stay
+        tables.show(out, cols, [[port, show_rate(p["rate_bps"]) if p["rate_bps"]
+                                 else "-",  # no packet yet
+                                 show_bytes(p["queue_bytes_now"]),
+                                 show_bytes(p["high_water_bytes"]), count(p["packets"]),
+                                 count(p["ce_marked"]), count(p["trimmed"]),
+                                 count(p["dropped"])] for port, p in queues],
+                    drop=("queue", "rate", "packets"),
+                    title="virtual queues at switch ports' egress (docs/ebpf.md)")
     decaps = [(port, p) for port, p, host in rows if host]
     if decaps:
-        t = Table(title="RFC 6040 at host ports' decap: copied inward")
-        t.add_column("port", no_wrap=True)
-        for col in ("CE", "trim DSCP", "dropped (CE over Not-ECT)"):
-            t.add_column(col, justify="right")
-        for port, p in decaps:
-            t.add_row(port, f"{p['ce_to_inner']:,}", f"{p['trim_to_inner']:,}",
-                      f"{p['drop_ce_not_ect']:,}")
-        out.print(t)
+        cols = [Col("port"), *(Col(c, right=True) for c in ("CE", "trim DSCP",
+                                                              "dropped (CE over Not-ECT)"))]
+        tables.show(out, cols, [[port, count(p["ce_to_inner"]), count(p["trim_to_inner"]),
+                                 count(p["drop_ce_not_ect"])] for port, p in decaps],
+                    title="RFC 6040 at host ports' decap: copied inward")
+
+
+def _flows_table(title: str, rows: list[dict]) -> None:
+    """`twin traffic`'s result: one row per flow (Run.flow_rows)."""
+    cols = [Col("flow"), Col("bytes", right=True), Col("goodput", right=True),
+            Col("retx", right=True), Col("EVs retired", right=True), Col("planes"),
+            Col("exact", wrap=True)]
+    # narrow: the planes go first, then the EVs retired, then the retransmits; whether
+    # each flow arrived whole, and how fast, stay
+    tables.show(out, cols, [[f"{r['src']} -> {r['dst']}", show_bytes(r["bytes"]),
+                             show_rate((r["goodput_gbps"] or 0) * 1e9),
+                             _count(r["retransmits"]), _count(r["ev_retirements_total"]),
+                             ",".join(map(str, r["planes_in_use"] or [])),
+                             "[green]yes[/green]" if r["exact"]
+                             else f"[red]NO {r['failed'] or ''}[/red]"] for r in rows],
+                drop=("planes", "EVs retired", "retx"), title=title)
+
+
+def _count(n: int | None) -> Cell:
+    """A counter that a QP never polled has none: `-`."""
+    return "-" if n is None else count(n)
 
 
 def _each_endpoint(att, hosts: list[str], one: bool, ask) -> tuple[dict, list[str]]:
@@ -423,38 +439,48 @@ def _exit_naming(gone: list[str]) -> None:
 
 def _stats_table(lab: str, data: dict) -> None:
     """One row per endpoint that answered: what a person reads first."""
-    t = Table(title=f"endpoints of {lab}")
-    for col in ("host", "ports up", "send QPs", "recv QPs", "bytes sent", "bytes placed",
-                "retx", "CE rx/tx", "trims rx/tx", "ECN skips", "bad packets", "data path",
-                "transport"):
-        t.add_column(col)
+    cols = [Col("host"), Col("ports up"), Col("QPs send/recv", right=True),
+            Col("bytes sent", right=True), Col("bytes placed", right=True),
+            Col("retx", right=True), Col("CE rx/tx", right=True),
+            Col("trims rx/tx", right=True), Col("ECN skips", right=True),
+            Col("bad packets", right=True), Col("data path"), Col("transport", wrap=True)]
+    rows = []
     for h, d in data.items():
         tot = d.totals
         sig = tot.signals.get  # congestion signals (docs/congestion.md); 0 from older ones
-        t.add_row(h, f"{d.ports:#06b}", str(len(d.send_qps)), str(len(d.recv_qps)),
-                  f"{tot.bytes_sent:,}", f"{tot.bytes_placed:,}", str(tot.retransmits),
-                  f"{sig('ce_marked_rx', 0):,}/{sig('ecn_marks_tx', 0):,}",
-                  f"{sig('trimmed_rx', 0):,}/{sig('nacks_trimmed_received', 0):,}",
-                  f"{sig('ev_skips_ecn', 0):,}", str(d.bad_packets), d.datapath.split(":")[0],
-                  transport_cell(d))
-    out.print(t)
+        rows.append([h, f"{d.ports:#06b}", f"{len(d.send_qps)}/{len(d.recv_qps)}",
+                     show_bytes(tot.bytes_sent), show_bytes(tot.bytes_placed),
+                     count(tot.retransmits),
+                     _pair(sig("ce_marked_rx", 0), sig("ecn_marks_tx", 0)),
+                     _pair(sig("trimmed_rx", 0), sig("nacks_trimmed_received", 0)),
+                     count(sig("ev_skips_ecn", 0)), count(d.bad_packets),
+                     d.datapath.split(":")[0], transport_cell(d)])
+    # narrow: the congestion detail goes first, then how the endpoint runs, then the
+    # ports and QPs; the bytes moved, the retransmits and the bad packets stay
+    tables.show(out, cols, rows, title=f"endpoints of {lab}",
+                drop=("ECN skips", "trims rx/tx", "data path", "transport", "ports up",
+                      "QPs send/recv", "CE rx/tx"))
+
+
+def _pair(a: int, b: int) -> Num:
+    return Num(f"{a:,}/{b:,}", f"{show_count(a)} / {show_count(b)}")
 
 
 def _drops_table(lab: str, data: dict) -> None:
     """One row per endpoint and reason it counted any packet for."""
     from twin.mrc.stats import EndpointDrops
 
-    t = Table(title=f"packets the endpoints of {lab} dropped or refused")
-    for col, justify in (("host", "left"), ("reason", "left"), ("packets", "right"),
-                         ("what", "left")):
-        t.add_column(col, justify=justify)
+    rows: list[list[Cell]] = []
     for h, d in data.items():
         counted = {k: n for k, n in d.drops.to_dict().items() if n}
         for reason, n in counted.items():
-            t.add_row(h, reason, f"{n:,}", EndpointDrops.MEANING.get(reason, ""))
+            rows.append([h, reason, count(n), EndpointDrops.MEANING.get(reason, "")])
         if not counted:
-            t.add_row(h, "-", "0", "nothing dropped")
-    out.print(t)
+            rows.append([h, "-", "0", "nothing dropped"])
+    # every column stays: what each reason means wraps (none is dropped)
+    tables.show(out, [Col("host"), Col("reason"), Col("packets", right=True),
+                      Col("what", wrap=True, least=16)], rows,
+                title=f"packets the endpoints of {lab} dropped or refused")
 
 
 def transport_cell(d) -> str:
