@@ -104,7 +104,9 @@ def run(tmp_path, **options) -> CI.Result:
 
 
 def nothing_left():
-    return not fake.WORLD and not known_labs()
+    builds = L.build_root()
+    return not fake.WORLD and not known_labs() and \
+        (not builds.exists() or not list(builds.iterdir()))
 
 
 def suites(out: Path) -> dict[str, ET.Element]:
@@ -299,8 +301,10 @@ def test_down_finds_what_was_left_behind_removes_it_and_fails(tmp_path, probes, 
     result = run(tmp_path)
     down = result.stages[-1]
     assert down.status == "failed" and result.exit_code == 1
-    assert len(down.failure.splitlines()) == 20
+    assert len(down.failure.splitlines()) == 21
     assert down.first_lines(1) == [f"left behind, removed now: node {result.lab}/r0h0"]
+    assert down.failure.splitlines()[-1] == \
+        f"left behind, removed now: build directory {L.build_root() / result.lab}"
     assert nothing_left()
 
 

@@ -51,6 +51,7 @@ from twin.ci.report import (
 )
 from twin.errors import TwinError, UsageError
 from twin.fabric.spec import MAX_NAME, name_problem
+from twin.lab import build
 from twin.lab.pipeline import pick_dataplane
 from twin.progress import Steps
 from twin.routes import check as C
@@ -348,8 +349,9 @@ class _Job:
 
     def down(self) -> Stage:
         """The lab removed and nothing of it left: its faults reverted first (a drill's
-        rollback does that; this is for one cut short), then lifecycle.down, then every
-        resource on the machine carrying its owner, which must be none."""
+        rollback does that; this is for one cut short), then lifecycle.down (its build
+        directory with it), then every resource on the machine carrying its owner, which
+        must be none."""
         lab, said, failure = self.ready.lab, [], []
         state = LabState.load(lab)
         if state is not None:
@@ -370,6 +372,12 @@ class _Job:
         if left:
             L.sweep.remove(left)
             failure += [f"left behind, removed now: {r.kind} {r.name}" for r in left]
+        files = L.build_root() / lab
+        owner = build.owner_of(files)
+        if owner and owner.mine and owner.lab == lab and owner.lab_id == self.lab_id:
+            gone = build.remove(files, owner)
+            failure.append(f"left behind, {'removed now' if gone.removed else 'still there'}"
+                           f": build directory {files}{f' ({gone.why})' if gone.why else ''}")
         if LabState.load(lab) is not None:
             failure.append(f"its state is still there: {LabState.load(lab).dir}")
         return Stage("down", FAILED if failure else PASSED, failure="\n".join(failure),
