@@ -39,7 +39,7 @@ class Episode:
     losses: int = 0
     retirements: int = 0
     retransmits: int = 0
-    spurious: int = 0
+    spurious: int = 0  # losses a late copy disproved (the sender's `spurious` events)
     port_changes: int = 0
     revivals: int = 0
     flows: list[int] = field(default_factory=list)  # flows that saw events
@@ -84,8 +84,9 @@ class Episode:
         else:
             repair = "nothing to repair"
         counts = [f"{self.retirements} EV retirements", f"{self.retransmits} retransmits"]
-        if self.spurious:
-            counts.append(f"{self.spurious} spurious")
+        if self.spurious:  # losses, not retransmits: each a copy declared lost that a
+            # receiver's duplicate, or the ack of an earlier copy, showed had arrived
+            counts.append(f"{self.spurious} losses proven only late")
         if self.port_changes:
             counts.append(f"{self.port_changes} port changes")
         if self.revivals:

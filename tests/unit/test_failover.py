@@ -196,3 +196,58 @@ def test_twin_traffic_takes_the_faults_in_force_from_the_labs_record(att, monkey
     assert asked["in_force"] == [LOSS]
     assert f"failover under {LOSS} (in force before the run): detected" in res.output
     assert "no fault" not in res.output
+
+
+# -- what "spurious" counts ----------------------------------------------------------
+
+def test_spurious_is_said_as_losses_proven_late_not_as_retransmits():
+    """The line read '2395 retransmits, 2395 spurious' over a run with no fault: the
+    number counts losses a late copy disproved (the sender's `spurious` events), not
+    retransmissions, so it is said as that. From a recorded trace whose reordering
+    makes every loss spurious."""
+    log = recorded_events("reorder")
+    [ep] = Run("bulk", "mrc", [], events=log, start_us=5_000_000).failover()
+    assert (ep.losses, ep.retransmits, ep.spurious) == (6, 6, 6)
+    line = ep.line()
+    assert line.endswith(f"({ep.retirements} EV retirements, 6 retransmits, "
+                         "6 losses proven only late)")
+    assert " spurious" not in line
+
+
+def _sender_impls():
+    import importlib
+
+    from twin.mrc.transport import Sender
+
+    impls = [("reference", Sender)]
+    try:
+        impls.append(("_fastpath", importlib.import_module("twin.mrc._fastpath").Sender))
+    except (ImportError, AttributeError):
+        pass
+    return impls
+
+
+def test_every_spurious_loss_in_the_recorded_traces_was_proven_by_a_second_copy():
+    """A `spurious` event is a loss undone only on proof: the receiver saw two copies
+    (duplicate) or acked a copy earlier than the last one sent. Either way a later copy
+    of that PSN had gone out (a retransmit), so the loss it undoes cost one: the count
+    never names a loss nothing disproved. Both implementations, every trace."""
+    from twin.mrc import trace as TR
+
+    seen, impls = 0, _sender_impls()
+    for label, impl in impls:
+        for path in TR.stored():
+            trace = TR.load(path)
+            if trace.kind != "sender":
+                continue
+            lost, resent = {}, {}  # psn -> events seen so far
+            for d in TR.replay(trace, impl):
+                for _, kind, _, psn, _ in d.get("events", []):
+                    if kind == "loss":
+                        lost[psn] = lost.get(psn, 0) + 1
+                    elif kind == "retransmit":
+                        resent[psn] = resent.get(psn, 0) + 1
+                    elif kind == "spurious":
+                        seen += 1
+                        assert lost.get(psn) and resent.get(psn), (label, path.name, psn)
+    assert seen == 24 * len(impls)  # reorder, probes_revive, burst_loss, delay_cc, ecn_marks
