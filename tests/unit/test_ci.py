@@ -184,6 +184,10 @@ def test_with_routes_the_check_comes_first_and_agrees_with_verify(tmp_path, tabl
     assert failures(found["mrc-4p.routes.paths"])  # the check's own suites, merged
     assert (out / "routes-check.xml").is_file() and (out / "routes-check.json").is_file()
     assert "t0-p0-r0" in result.stages[0].failure
+    # the paths that fail are said as such: it read "122/128 paths arrive, 0 problems"
+    assert result.stages[0].said == ("122/128 paths arrive on their switches; 6 fail "
+                                      "(blackhole 6); no other problem in the tables; "
+                                      "0 warnings")
 
 
 def test_a_disagreement_fails_on_its_own_path_by_path(tmp_path, tables, probes, drills):

@@ -266,10 +266,8 @@ class _Job:
         junit = report.junit()
         files = [self._write("routes-check.xml", junit),
                  self._write("routes-check.json", json.dumps(report.to_dict(), indent=2))]
-        counts = report.outcomes()
         errors = [f.text() for f in report.findings if f.severity == C.ERROR]
-        said = f"{counts[C.OK]}/{report.paths} paths arrive, {len(errors)} " \
-               f"problem{'' if len(errors) == 1 else 's'}"
+        said = report.verdict_line()  # it read "122/128 paths arrive, 0 problems", failed
         failure = [f"{o} x{len(ps)}: {cause}" for cause, o, ps in report.causes()] + errors
         return Stage("routes check", PASSED if report.ok else FAILED, files=files, said=said,
                      failure="\n".join(failure), suites=[junit])
