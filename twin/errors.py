@@ -57,10 +57,14 @@ class SpecError(TwinError):
     def total(self) -> int:
         return len(self.problems) + self.omitted
 
+    def head(self) -> str:
+        n = self.total
+        return f"{self.source}: {n:,} problem{'s' if n != 1 else ''} in the {self.what}"
+
     def render(self, limit: int | None = None) -> str:
         """The head line and the problems, the first `limit` of them (None: all kept)."""
+        head = self.head()
         n = self.total
-        head = f"{self.source}: {n:,} problem{'s' if n != 1 else ''} in the {self.what}"
         shown = self.problems if limit is None else self.problems[:limit]
         lines = [head, *(p.render() for p in shown)]
         if n > len(shown):
@@ -70,8 +74,7 @@ class SpecError(TwinError):
 
     def to_dict(self) -> dict:
         """The error as --json prints it: every problem kept, and how many were not."""
-        return {"ok": False, "error": f"{self.source}: {self.total:,} problems in the "
-                                      f"{self.what}", "source": self.source,
+        return {"ok": False, "error": self.head(), "source": self.source,
                 "problems": [{"path": p.path, "message": p.message, "hint": p.hint}
                              for p in self.problems],
                 "problems_total": self.total, "problems_omitted": self.omitted}

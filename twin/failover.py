@@ -12,8 +12,13 @@ end of the run):
                   (None while a lost packet was never repaired). Later losses
                   are the run's noise, counted but not part of the figure.
 
-Events with no fault before them (a clean run that lost packets anyway) form
-an episode of their own with fault None: that is the noise floor.
+Faults already in force when the run began (`twin fault link-loss ...` before
+`twin traffic`: the lab's record, twin.faults) are named too: the events before
+the run's first own fault form their episode, counted from the run's start
+(`before_run`), and a later fault's episode says they were still in force.
+Only with none of them do the events before the first fault (a clean run that
+lost packets anyway) form an episode with fault None: the noise floor, said as
+"repair after loss, no fault in force".
 """
 
 from __future__ import annotations
@@ -26,17 +31,20 @@ QUIET_US = 50_000  # a failover is over once its repairs are followed by this mu
 
 @dataclass
 class Episode:
-    fault: str | None  # what was done, None for events before any fault
-    t_us: int  # the fault's time (or the first event's, with no fault)
+    fault: str | None  # what was done, None for events before any fault, with none in force
+    t_us: int  # the fault's time (the run's start for faults in force before it; with no
+    #            fault, the first event's)
     detection_us: int | None = None
     repair_us: int | None = None
     losses: int = 0
     retirements: int = 0
     retransmits: int = 0
-    spurious: int = 0
+    spurious: int = 0  # losses a late copy disproved (the sender's `spurious` events)
     port_changes: int = 0
     revivals: int = 0
     flows: list[int] = field(default_factory=list)  # flows that saw events
+    before_run: bool = False  # `fault` was in force when the run began
+    also_in_force: list[str] = field(default_factory=list)  # since before the run, too
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -47,48 +55,79 @@ class Episode:
                     or self.revivals or self.spurious)
 
     def line(self) -> str:
-        what = f"after {self.fault}" if self.fault else "with no fault"
+        """One sentence that names the fault it answers; with none in force, it says so."""
+        if self.fault is None:
+            what = "repair after loss, no fault in force"
+        elif self.before_run:
+            what = f"failover under {self.fault} (in force before the run)"
+        else:
+            also = f" ({', '.join(self.also_in_force)} in force since before the run)" \
+                if self.also_in_force else ""
+            what = f"failover after {self.fault}{also}"
         if not self.eventful:
-            return f"failover {what}: nothing detected"
-        detect = f"detected in {self.detection_us:,} µs" if self.detection_us is not None \
-            else "never detected"
+            return f"{what}: nothing detected"
+        into = " into the run" if self.before_run else ""
+        if self.fault is None:  # counted from the first event: no detection to time
+            detect = []
+        elif self.detection_us is not None:
+            detect = [f"detected {self.detection_us:,} µs{into}" if into
+                      else f"detected in {self.detection_us:,} µs"]
+        else:
+            detect = ["never detected"]
         if self.repair_us is not None:
-            repair = f"repaired in {self.repair_us:,} µs"
+            repair = (f"repaired {self.repair_us:,} µs after the first loss"
+                      if self.fault is None else
+                      f"repaired {self.repair_us:,} µs{into}" if into
+                      else f"repaired in {self.repair_us:,} µs")
         elif self.retransmits:
             repair = "not repaired"
         else:
             repair = "nothing to repair"
         counts = [f"{self.retirements} EV retirements", f"{self.retransmits} retransmits"]
-        if self.spurious:
-            counts.append(f"{self.spurious} spurious")
+        if self.spurious:  # losses, not retransmits: each a copy declared lost that a
+            # receiver's duplicate, or the ack of an earlier copy, showed had arrived
+            counts.append(f"{self.spurious} losses proven only late")
         if self.port_changes:
             counts.append(f"{self.port_changes} port changes")
         if self.revivals:
             counts.append(f"{self.revivals} revived")
-        return f"failover {what}: {detect}, {repair} ({', '.join(counts)})"
+        return f"{what}: {', '.join([*detect, repair])} ({', '.join(counts)})"
 
 
 _COUNTED = {"loss": "losses", "retire": "retirements", "retransmit": "retransmits",
             "spurious": "spurious", "port": "port_changes", "revive": "revivals"}
 
 
-def episodes(faults: list[dict], events: list[dict]) -> list[Episode]:
+def episodes(faults: list[dict], events: list[dict], in_force: list[str] | None = None,
+             start_us: int | None = None) -> list[Episode]:
     """`faults`: {"t_us", "what"}, and "applied_us" (how long applying took, when
     known); `events`: {"t_us", "kind", "flow", ...}. A fault's episode starts when its
     change began (t_us - applied_us): `ip link set down` can take ms on a loaded
     machine, the link may be down from its first µs, and a loss found meanwhile is
-    this fault's, not the one before's (nor lost between the two)."""
+    this fault's, not the one before's (nor lost between the two).
+
+    `in_force`: what each fault in force when the run began is (the lab's record);
+    `start_us`: the run's start, from which their episode counts (default: its first
+    event)."""
     faults = sorted(faults, key=_began)
     events = sorted(events, key=lambda e: e["t_us"])
+    in_force = list(in_force or [])
     out: list[Episode] = []
     before = [e for e in events if not faults or e["t_us"] < _began(faults[0])]
-    if before:
+    if in_force:
+        t0 = start_us if start_us is not None else before[0]["t_us"] if before else 0
+        ep = _episode(", ".join(in_force), t0, before)
+        ep.before_run = True
+        out.append(ep)
+    elif before:
         out.append(_episode(None, before[0]["t_us"], before))
     for i, f in enumerate(faults):
         start = _began(f)
         end = _began(faults[i + 1]) if i + 1 < len(faults) else None
         mine = [e for e in events if e["t_us"] >= start and (end is None or e["t_us"] < end)]
-        out.append(_episode(f["what"], start, mine))
+        ep = _episode(f["what"], start, mine)
+        ep.also_in_force = list(in_force)
+        out.append(ep)
     return out
 
 

@@ -3,10 +3,12 @@ nodes (twin.lab), the faults in force (twin.faults) and its telemetry
 (twin.telemetry), so they live here, above all three.
 
     restart     L.restart_node -> the faults in force on its links, again (twin restart)
-    down        telemetry stopped -> owned processes killed -> nodes destroyed -> state
-                forgotten (twin down); an attached lab's nodes are kept: its faults
-                are reverted instead
-    down_all    every lab of this run directory, then its leftovers (twin down --all)
+    down        telemetry stopped -> owned processes killed -> nodes destroyed -> build
+                directory removed (twin.lab.build: only if it is still the lab's) ->
+                state forgotten (twin down); an attached lab's nodes are kept: its
+                faults are reverted instead
+    down_all    every lab of this run directory, then its leftovers, build directories
+                among them (twin down --all)
     down_stray  what `L.sweep.stray()` found, after the caller asked (twin down --stray)
 """
 
@@ -17,6 +19,8 @@ from dataclasses import dataclass
 from twin import faults
 from twin import lab as L
 from twin.errors import UsageError
+from twin.lab import build
+from twin.lab.build import BuildRemoved
 from twin.owner import Owner, owned_processes
 from twin.progress import Steps
 from twin.runtime import get_runtime
@@ -37,18 +41,20 @@ def restart(att: L.Attached, node: str, steps: Steps | None = None) -> L.Restart
 class Removed:
     """What `down` did to a lab: the nodes it removed, or, for a lab twin attached to,
     the nodes it left with their orchestrator (`kept_with` says which) and the faults it
-    reverted on them."""
+    reverted on them; and what became of its build directory."""
 
     lab: str
     nodes: tuple[str, ...] = ()
     kept: tuple[str, ...] = ()
     kept_with: str = ""
     faults_reverted: int = 0
+    build: BuildRemoved | None = None
 
 
 def down(lab: str) -> Removed:
     """Remove a lab: the processes it runs outside its nodes (a blind drill's traffic),
-    every node (with its links and processes), then its state.
+    every node (with its links and processes), its build directory (if it is still this
+    lab's: twin.lab.build), then its state.
 
     A lab twin attached to (`twin attach`: nodes another orchestrator deployed) keeps its
     nodes: only what twin did to them is undone (every fault reverted, newest first),
@@ -63,12 +69,14 @@ def down(lab: str) -> Removed:
     if rt.attaches:
         reverted = _revert_faults(lab)
         rt.destroy(state.nodes)  # an attached runtime forgets; its nodes stay
+        files = build.remove(state.build_dir, state.owner)
         state.remove()
         return Removed(lab, kept=tuple(state.nodes), kept_with=rt.orchestrator(),
-                       faults_reverted=reverted)
+                       faults_reverted=reverted, build=files)
     removed = rt.destroy(state.nodes)
+    files = build.remove(state.build_dir, state.owner)
     state.remove()
-    return Removed(lab, nodes=tuple(removed))
+    return Removed(lab, nodes=tuple(removed), build=files)
 
 
 def _revert_faults(lab: str) -> int:
@@ -100,7 +108,10 @@ def down_all() -> dict[str, list[str]]:
     left = L.sweep.leftovers()
     if left:
         L.sweep.remove(left)
-        out["(leftovers of this run directory)"] = [r.name for r in left]
+    builds = [build.remove(path, owner) for path, owner in build.leftovers()]
+    names = [r.name for r in left] + [f"build {b.path}" for b in builds if b.removed]
+    if names:
+        out["(leftovers of this run directory)"] = names
     return out
 
 

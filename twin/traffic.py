@@ -151,6 +151,7 @@ class Run:
     samples: list[tuple[float, int]] = field(default_factory=list)  # (t, acked bytes, all)
     # as applied: {"t_s", "t_us" (in force by), "applied_us" (how long applying took), "what"}
     faults: list[dict] = field(default_factory=list)
+    in_force: list[str] = field(default_factory=list)  # faults in force as it began
     events: list[dict] = field(default_factory=list)  # the QPs' event logs, "flow" added
     events_dropped: int = 0  # fell out of a bounded log (its head and tail are kept)
     bins: dict[int, dict] = field(default_factory=dict)  # flow -> its QP's acked_bins
@@ -202,7 +203,8 @@ class Run:
         return None if dipped else 0.0  # never below the threshold: no recovery needed
 
     def failover(self) -> list[failover.Episode]:
-        return failover.episodes(self.faults, self.events)
+        return failover.episodes(self.faults, self.events, self.in_force,
+                                 self.start_us or None)
 
     def to_dict(self) -> dict:
         return {
@@ -211,7 +213,7 @@ class Run:
             "flows": [f.to_dict() for f in self.flows] if self.qps == 1
             else self.flow_rows(),
             **({"qp_rows": [f.to_dict() for f in self.flows]} if self.qps > 1 else {}),
-            "faults": self.faults,
+            "faults": self.faults, "in_force": self.in_force,
             "events": self.events, "events_dropped": self.events_dropped,
             "failover": [e.to_dict() for e in self.failover()],
         }
@@ -273,11 +275,14 @@ def run(rt, pattern: str, flows: list[Flow], mode: str = "mrc", *, evs: int = 12
         cc: str | None = None, ecn: bool | None = None, trim: bool | None = None,
         timeout_s: float = 300.0, sample_s: float = 0.02,
         faults: list[tuple[float, Callable[[], str]]] | None = None,
+        in_force: list[str] | None = None,
         progress: Callable[[int, int, float], None] | None = None,
         on_start: Callable[[int], None] | None = None,
         note: Callable[[str], None] | None = None) -> Run:
     """Run the flows to completion (or failure, or timeout). `faults` are (seconds
     after the first write, action); an action applies a fault and says what it did.
+    `in_force` names the faults already in force (the lab's record: a `twin fault`
+    before the run), so that its failover figures answer them.
     `on_start(t0_ns)` is called once every write is posted (t0_ns: CLOCK_MONOTONIC
     before the first), e.g. to start a timeline of its own. `note(text)` is told of
     the steps before and after the writes that take seconds at GiB sizes: registering
@@ -294,7 +299,8 @@ def run(rt, pattern: str, flows: list[Flow], mode: str = "mrc", *, evs: int = 12
     hosts = sorted({f.src for f in flows} | {f.dst for f in flows})
     clients = {h: endpoints.client(rt, h) for h in hosts}
     parts = collections.Counter(f.group for f in flows if f.group is not None)
-    result = Run(pattern, mode, flows, cc=cc, qps=max(parts.values(), default=1))
+    result = Run(pattern, mode, flows, cc=cc, qps=max(parts.values(), default=1),
+                 in_force=list(in_force or []))
     total = sum(f.size for f in flows)
     if note:
         note(f"registering buffers: {len(flows)} QP{'s' * (len(flows) != 1)}, "

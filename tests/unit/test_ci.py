@@ -104,7 +104,9 @@ def run(tmp_path, **options) -> CI.Result:
 
 
 def nothing_left():
-    return not fake.WORLD and not known_labs()
+    builds = L.build_root()
+    return not fake.WORLD and not known_labs() and \
+        (not builds.exists() or not list(builds.iterdir()))
 
 
 def suites(out: Path) -> dict[str, ET.Element]:
@@ -182,6 +184,10 @@ def test_with_routes_the_check_comes_first_and_agrees_with_verify(tmp_path, tabl
     assert failures(found["mrc-4p.routes.paths"])  # the check's own suites, merged
     assert (out / "routes-check.xml").is_file() and (out / "routes-check.json").is_file()
     assert "t0-p0-r0" in result.stages[0].failure
+    # the paths that fail are said as such: it read "122/128 paths arrive, 0 problems"
+    assert result.stages[0].said == ("122/128 paths arrive on their switches; 6 fail "
+                                      "(blackhole 6); no other problem in the tables; "
+                                      "0 warnings")
 
 
 def test_a_disagreement_fails_on_its_own_path_by_path(tmp_path, tables, probes, drills):
@@ -299,8 +305,10 @@ def test_down_finds_what_was_left_behind_removes_it_and_fails(tmp_path, probes, 
     result = run(tmp_path)
     down = result.stages[-1]
     assert down.status == "failed" and result.exit_code == 1
-    assert len(down.failure.splitlines()) == 20
+    assert len(down.failure.splitlines()) == 21
     assert down.first_lines(1) == [f"left behind, removed now: node {result.lab}/r0h0"]
+    assert down.failure.splitlines()[-1] == \
+        f"left behind, removed now: build directory {L.build_root() / result.lab}"
     assert nothing_left()
 
 

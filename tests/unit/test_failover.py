@@ -103,3 +103,151 @@ def test_recovery_time_reads_the_goodput_series():
     never = Run("bulk", "mrc", [], samples=[(i * 0.02, min(i, 50) * 20_000_000)
                                             for i in range(100)])
     assert never.recovery_s(1.0) is None
+
+
+# -- the faults in force when the run began (`twin fault` before `twin traffic`) ------
+
+LOSS = "link-loss 1% t0-p0-r0:eth3--t1-p0-0:eth1"
+
+
+def recorded_events(name="loss_1pct", start_ns=5_000_000_000):
+    """A QP's event log as the endpoint hands it over (EventLog, Event.to_dict), from a
+    recorded trace replayed through the reference sender, shifted to `start_ns`."""
+    from twin.mrc import trace as TR
+
+    trace = TR.load(TR.TRACES_DIR / f"{name}.json.gz")
+    out = []
+    for d in TR.replay(trace):
+        for t_ns, kind, ev_, psn, detail in d.get("events", []):
+            t = start_ns + t_ns
+            out.append({"t_us": t // 1000, "t_ns": t, "kind": kind, "ev": ev_, "psn": psn,
+                        "detail": detail, "flow": 0})
+    return out
+
+
+def test_a_fault_in_force_before_the_run_is_the_one_its_failover_line_answers():
+    """`twin fault link-loss ... 1` then `twin traffic`: the line read 'failover with no
+    fault: ... repaired in 206,406 µs (19 EV retirements)', under a 1% loss."""
+    log = recorded_events()
+    assert {"loss", "retire", "retransmit", "repaired"} <= {e["kind"] for e in log}
+    run = Run("bulk", "mrc", [], events=log, in_force=[LOSS], start_us=5_000_000)
+    [ep] = run.failover()
+    assert ep.fault == LOSS and ep.before_run and ep.t_us == 5_000_000
+    assert ep.detection_us is not None and ep.detection_us >= 0
+    line = ep.line()
+    assert line.startswith(f"failover under {LOSS} (in force before the run): detected ")
+    assert " µs into the run, " in line and "no fault" not in line
+    assert f"{ep.retirements} EV retirements, {ep.retransmits} retransmits" in line
+    assert run.to_dict()["in_force"] == [LOSS]
+
+
+def test_only_with_no_fault_in_force_does_the_line_say_there_was_none():
+    log = recorded_events()
+    [noise] = Run("bulk", "mrc", [], events=log, start_us=5_000_000).failover()
+    assert noise.fault is None and not noise.before_run
+    line = noise.line()
+    assert line.startswith("repair after loss, no fault in force: ")
+    assert "detected" not in line  # counted from its own first loss: nothing to time
+    if noise.repair_us is not None:
+        assert f"repaired {noise.repair_us:,} µs after the first loss" in line
+
+
+def test_a_cut_under_a_fault_in_force_names_both_and_a_quiet_one_is_still_answered():
+    log = [ev(1_000_900, "loss", psn=7), ev(1_000_950, "retransmit", psn=7),
+           ev(1_004_000, "repaired", psn=7)]
+    under, cut = episodes([CUT], log, in_force=[LOSS], start_us=900_000)
+    assert under.line() == f"failover under {LOSS} (in force before the run): nothing detected"
+    assert cut.line() == (f"failover after cut t0-p0-r0:eth3 ({LOSS} in force since before "
+                          "the run): detected in 900 µs, repaired in 4,000 µs "
+                          "(0 EV retirements, 1 retransmits)")
+
+
+def test_a_faults_phrase_names_kind_percent_and_target_and_hides_a_hidden_one():
+    from twin.fabric.model import Endpoint
+    from twin.faults.record import Fault
+
+    loss = Fault("link-loss", "t0-p0-r0:eth3--t1-p0-0:eth1", (Endpoint("t0-p0-r0", "eth3"),),
+                 0.0, percent=1.0)
+    assert loss.describe() == LOSS
+    assert Fault("blackhole", "t1-p0-0", (Endpoint("t1-p0-0", ""),), 0.0,
+                 hidden=True).describe() == "a hidden fault"
+
+
+def test_twin_traffic_takes_the_faults_in_force_from_the_labs_record(att, monkeypatch):
+    """The fault was applied by `twin fault`, apart from `twin traffic`: only the lab's
+    record (faults.json) knows it; the traffic knew only its own --cut."""
+    from click.testing import CliRunner
+
+    from twin import faults as F
+    from twin import traffic as T
+    from twin.cli import main
+
+    F.link_loss(att, "t0-p0-r0:eth3", 1)
+    asked = {}
+
+    def run(rt, pattern, flows, mode="mrc", **kw):
+        asked.update(kw)
+        return Run(pattern, mode, [], events=recorded_events(), in_force=kw["in_force"],
+                   start_us=5_000_000)
+
+    monkeypatch.setattr(T, "run", run)
+    res = CliRunner().invoke(main, ["traffic", "bulk", "--src", "r0h0", "--dst", "r1h0"])
+    assert res.exit_code == 0, res.output
+    assert asked["in_force"] == [LOSS]
+    assert f"failover under {LOSS} (in force before the run): detected" in res.output
+    assert "no fault" not in res.output
+
+
+# -- what "spurious" counts ----------------------------------------------------------
+
+def test_spurious_is_said_as_losses_proven_late_not_as_retransmits():
+    """The line read '2395 retransmits, 2395 spurious' over a run with no fault: the
+    number counts losses a late copy disproved (the sender's `spurious` events), not
+    retransmissions, so it is said as that. From a recorded trace whose reordering
+    makes every loss spurious."""
+    log = recorded_events("reorder")
+    [ep] = Run("bulk", "mrc", [], events=log, start_us=5_000_000).failover()
+    assert (ep.losses, ep.retransmits, ep.spurious) == (6, 6, 6)
+    line = ep.line()
+    assert line.endswith(f"({ep.retirements} EV retirements, 6 retransmits, "
+                         "6 losses proven only late)")
+    assert " spurious" not in line
+
+
+def _sender_impls():
+    import importlib
+
+    from twin.mrc.transport import Sender
+
+    impls = [("reference", Sender)]
+    try:
+        impls.append(("_fastpath", importlib.import_module("twin.mrc._fastpath").Sender))
+    except (ImportError, AttributeError):
+        pass
+    return impls
+
+
+def test_every_spurious_loss_in_the_recorded_traces_was_proven_by_a_second_copy():
+    """A `spurious` event is a loss undone only on proof: the receiver saw two copies
+    (duplicate) or acked a copy earlier than the last one sent. Either way a later copy
+    of that PSN had gone out (a retransmit), so the loss it undoes cost one: the count
+    never names a loss nothing disproved. Both implementations, every trace."""
+    from twin.mrc import trace as TR
+
+    seen, impls = 0, _sender_impls()
+    for label, impl in impls:
+        for path in TR.stored():
+            trace = TR.load(path)
+            if trace.kind != "sender":
+                continue
+            lost, resent = {}, {}  # psn -> events seen so far
+            for d in TR.replay(trace, impl):
+                for _, kind, _, psn, _ in d.get("events", []):
+                    if kind == "loss":
+                        lost[psn] = lost.get(psn, 0) + 1
+                    elif kind == "retransmit":
+                        resent[psn] = resent.get(psn, 0) + 1
+                    elif kind == "spurious":
+                        seen += 1
+                        assert lost.get(psn) and resent.get(psn), (label, path.name, psn)
+    assert seen == 24 * len(impls)  # reorder, probes_revive, burst_loss, delay_cc, ecn_marks

@@ -83,6 +83,7 @@ def test_a_failure_in_any_phase_rolls_back_everything(op, after):
     with pytest.raises(CommandFailed, match="injected failure"):
         L.up("mrc-4p", "fake")
     assert world() == {} and known_labs() == []
+    assert not (L.build_root() / "mrc-4p").exists()
     assert len(ops(op)) == after  # it failed where it was told to, not before
 
 
@@ -108,7 +109,7 @@ def test_interrupted_up_rolls_back_too(monkeypatch):
     steps = Recorder()
     with pytest.raises(KeyboardInterrupt):
         L.up("mrc-4p", "fake", steps)
-    assert world() == {} and known_labs() == []
+    assert world() == {} and known_labs() == [] and not (L.build_root() / "mrc-4p").exists()
     # it says what happened: a Ctrl-C is not a failure (it read "failed: rolling back")
     assert "interrupted: rolling back what was created" in steps.notes
 
@@ -144,6 +145,61 @@ def test_down_removes_nodes_and_state():
     assert known_labs() == [] and "mrc-4p" not in fake.WORLD
 
 
+def test_down_removes_the_labs_build_directory_and_no_other(tmp_path):
+    spec = tmp_path / "mine.yml"
+    spec.write_text("name: mine\nplanes: 2\nracks: 1\nhosts_per_rack: 1\nt1_per_plane: 1\n")
+    L.up("mrc-4p", "fake")
+    L.up(str(spec), "fake")
+    gone, other = L.build_root() / "mrc-4p", L.build_root() / "mine"
+    assert (gone / "config" / "r0h0" / "node.json").exists() and other.is_dir()
+    (gone / "containerlab.log").write_text("what a runtime wrote there\n")
+    done = lifecycle.down("mrc-4p")
+    assert not gone.exists() and done.build.removed and done.build.why == ""
+    assert (other / "config" / "r0h0" / "node.json").exists()
+    assert (other / "owner.json").exists()  # and still mine's
+    res = CliRunner().invoke(main, ["down", "mine"])
+    assert res.output == "removed mine: 5 nodes\n" and not other.exists()
+    assert L.build_root().is_dir() and list(L.build_root().iterdir()) == []
+
+
+def test_down_keeps_the_drill_reports_and_clabernetes_topology_of_its_build_directory():
+    L.up("mrc-4p", "fake")
+    report = L.build_root() / "mrc-4p" / "reports" / "20250101T000000" / "report.html"
+    report.parent.mkdir(parents=True)
+    report.write_text("<html></html>\n")  # `twin drill --all` writes here, then takes down
+    assert CliRunner().invoke(main, ["render", "mrc-4p", "--target", "clabernetes"]) \
+        .exit_code == 0  # what `kubectl delete -f` needs, long after
+    res = CliRunner().invoke(main, ["down", "mrc-4p"])
+    assert res.exit_code == 0, res.output
+    assert sorted(p.name for p in (L.build_root() / "mrc-4p").iterdir()) == [
+        "mrc-4p.clabernetes.yml", "reports"]
+    assert report.exists()
+    assert ("its build files removed; kept in it: mrc-4p.clabernetes.yml, reports"
+            in res.output)
+
+
+def test_a_build_directory_another_lab_took_over_is_kept(monkeypatch, tmp_path):
+    """Two run directories of one checkout share lab/build/: a lab of the same name
+    brought up from the other renders over it and owns it now."""
+    L.up("mrc-4p", "fake")
+    build = L.build_root() / "mrc-4p"
+    theirs = {"run_dir": str(tmp_path / "run-b"), "lab": "mrc-4p", "lab_id": "0" * 12}
+    (build / "owner.json").write_text(json.dumps(theirs))
+    done = lifecycle.down("mrc-4p")
+    assert not done.build.removed and "lab mrc-4p of " + str(tmp_path / "run-b") in \
+        done.build.why
+    assert (build / "config" / "r0h0" / "node.json").exists()
+
+
+def test_a_build_directory_no_owner_file_names_is_kept():
+    L.up("mrc-4p", "fake")
+    build = L.build_root() / "mrc-4p"
+    (build / "owner.json").unlink()  # rendered by a twin from before owner.json
+    res = CliRunner().invoke(main, ["down", "mrc-4p"])
+    assert (build / "mrc-4p.clab.yml").exists()
+    assert "build directory " in res.output and ": kept; no owner.json names" in res.output
+
+
 def test_down_all_removes_every_lab_of_this_run_directory(tmp_path):
     spec = tmp_path / "mine.yml"
     spec.write_text("name: mine\nplanes: 2\nracks: 1\nhosts_per_rack: 1\nt1_per_plane: 1\n")
@@ -152,6 +208,7 @@ def test_down_all_removes_every_lab_of_this_run_directory(tmp_path):
     removed = lifecycle.down_all()
     assert sorted(removed) == ["mine", "mrc-4p"] and len(removed["mrc-4p"]) == 20
     assert known_labs() == [] and fake.WORLD == {}
+    assert list(L.build_root().iterdir()) == []
 
 
 def test_attach_uses_the_spec_copy_taken_at_up(tmp_path):

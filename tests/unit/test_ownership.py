@@ -47,6 +47,9 @@ def test_down_all_takes_only_this_run_directorys_labs(two_run_dirs):
     removed = lifecycle.down_all()
     assert list(removed) == ["bob"]
     assert "bob" not in fake.WORLD and len(fake.WORLD["alice"]) == 20
+    # one build root for both run directories (one checkout): alice's files stay
+    assert sorted(p.name for p in L.build_root().iterdir()) == ["alice"]
+    assert (L.build_root() / "alice" / "config" / "r0h0" / "node.json").exists()
     assert {r.owner.lab for r in L.sweep.others()} == {"alice"}
 
 
@@ -93,8 +96,11 @@ def test_down_all_removes_what_a_lost_lab_json_left_of_this_run_directory(two_ru
     shutil.rmtree(b / "bob")  # as if `twin up` was killed after creating, before recording
     assert known_labs() == []
     removed = lifecycle.down_all()
-    assert len(removed["(leftovers of this run directory)"]) == 20
+    assert len(removed["(leftovers of this run directory)"]) == 21
+    assert removed["(leftovers of this run directory)"][-1] == \
+        f"build {L.build_root() / 'bob'}"
     assert "bob" not in fake.WORLD and len(fake.WORLD["alice"]) == 20
+    assert sorted(p.name for p in L.build_root().iterdir()) == ["alice"]
 
 
 def test_down_stray_lists_then_asks_and_without_a_terminal_needs_yes(two_run_dirs):

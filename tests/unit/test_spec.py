@@ -74,3 +74,14 @@ def test_missing_file_names_the_shipped_fabrics():
 def test_every_golden_error_has_its_spec_and_every_spec_its_error():
     errs = sorted(p.stem for p in (GOLDEN / "errors").glob("*.err"))
     assert errs == ERROR_CASES, "an .err without its .yml (or the reverse) goes untested"
+
+
+def test_the_json_error_counts_its_problems_as_the_text_does():
+    """--json said '1 problems in the fabric spec' where the text said '1 problem'."""
+    from twin.errors import Problem
+
+    one = SpecError("mine.yml", [Problem("planes", "must be 2 to 8", "")])
+    assert one.to_dict()["error"] == "mine.yml: 1 problem in the fabric spec"
+    assert one.render().splitlines()[0] == one.to_dict()["error"]
+    many = SpecError("mine.yml", [Problem("planes", "x", "")] * 2, omitted=1000)
+    assert many.to_dict()["error"] == "mine.yml: 1,002 problems in the fabric spec"

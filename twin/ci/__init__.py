@@ -51,6 +51,7 @@ from twin.ci.report import (
 )
 from twin.errors import TwinError, UsageError
 from twin.fabric.spec import MAX_NAME, name_problem
+from twin.lab import build
 from twin.lab.pipeline import pick_dataplane
 from twin.progress import Steps
 from twin.routes import check as C
@@ -265,10 +266,8 @@ class _Job:
         junit = report.junit()
         files = [self._write("routes-check.xml", junit),
                  self._write("routes-check.json", json.dumps(report.to_dict(), indent=2))]
-        counts = report.outcomes()
         errors = [f.text() for f in report.findings if f.severity == C.ERROR]
-        said = f"{counts[C.OK]}/{report.paths} paths arrive, {len(errors)} " \
-               f"problem{'' if len(errors) == 1 else 's'}"
+        said = report.verdict_line()  # it read "122/128 paths arrive, 0 problems", failed
         failure = [f"{o} x{len(ps)}: {cause}" for cause, o, ps in report.causes()] + errors
         return Stage("routes check", PASSED if report.ok else FAILED, files=files, said=said,
                      failure="\n".join(failure), suites=[junit])
@@ -348,8 +347,9 @@ class _Job:
 
     def down(self) -> Stage:
         """The lab removed and nothing of it left: its faults reverted first (a drill's
-        rollback does that; this is for one cut short), then lifecycle.down, then every
-        resource on the machine carrying its owner, which must be none."""
+        rollback does that; this is for one cut short), then lifecycle.down (its build
+        directory with it), then every resource on the machine carrying its owner, which
+        must be none."""
         lab, said, failure = self.ready.lab, [], []
         state = LabState.load(lab)
         if state is not None:
@@ -370,6 +370,12 @@ class _Job:
         if left:
             L.sweep.remove(left)
             failure += [f"left behind, removed now: {r.kind} {r.name}" for r in left]
+        files = L.build_root() / lab
+        owner = build.owner_of(files)
+        if owner and owner.mine and owner.lab == lab and owner.lab_id == self.lab_id:
+            gone = build.remove(files, owner)
+            failure.append(f"left behind, {'removed now' if gone.removed else 'still there'}"
+                           f": build directory {files}{f' ({gone.why})' if gone.why else ''}")
         if LabState.load(lab) is not None:
             failure.append(f"its state is still there: {LabState.load(lab).dir}")
         return Stage("down", FAILED if failure else PASSED, failure="\n".join(failure),

@@ -244,8 +244,12 @@ def down(lab, all_, stray, ownerless, yes, dry_run, as_json):
         n = done.faults_reverted
         out.print(f"forgot {done.lab}: its {len(done.kept)} nodes stay with {done.kept_with}; "
                   f"{n} fault{'s' if n != 1 else ''} reverted")
-        return
-    out.print(f"removed {done.lab}: {len(done.nodes)} nodes")
+    else:
+        out.print(f"removed {done.lab}: {len(done.nodes)} nodes")
+    files = done.build
+    if files is not None and files.why:  # said only when something of it stays
+        what = "its build files removed" if files.removed else "kept"
+        out.print(f"  build directory {files.path}: {what}; {files.why}")
 
 
 def _left_alone(found) -> None:

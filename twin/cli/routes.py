@@ -158,25 +158,7 @@ def print_check(report: C.CheckReport, warnings: bool = True) -> None:
         for f in warns:
             out.print(f"  {escape(f.text())}")
     verdict = "[bold green]PASS[/bold green]" if report.ok else "[bold red]FAIL[/bold red]"
-    out.print(f"{verdict}: {verdict_line(report)}")
-
-
-def verdict_line(report: C.CheckReport) -> str:
-    """The last line's facts, none contradicting another: the paths that arrive, those
-    that fail by outcome, the problems in the tables besides them, the warnings."""
-    counts = report.outcomes()
-    bad = {o: n for o, n in counts.items() if n and o != C.OK}
-    errors = sum(f.severity == C.ERROR for f in report.findings)
-    warns = sum(f.severity == C.WARNING for f in report.findings)
-    parts = [f"{counts[C.OK]}/{report.paths} paths arrive on their switches"]
-    if bad:
-        parts.append(f"{sum(bad.values())} fail ("
-                     + ", ".join(f"{o} {n}" for o, n in bad.items()) + ")")
-    other = "other " if bad else ""
-    parts.append(f"{_n(errors, other + 'problem')} in the tables" if errors
-                 else f"no {other}problem in the tables")
-    parts.append(_n(warns, "warning"))
-    return "; ".join(parts)
+    out.print(f"{verdict}: {report.verdict_line()}")
 
 
 def _n(count: int, what: str) -> str:

@@ -70,8 +70,9 @@ def traffic(pattern, src, dst, size, mode, cc, qps, evs, ecn, trim, cut, cut_at,
       twin traffic incast --dst r0h0 --size 16M
     Every destination buffer is checked against its source (sha256). When the
     transports lost packets, retired EVs or saw a port change, a failover line
-    says when it was detected and repaired (µs after the fault); --json holds
-    the event logs themselves.
+    names the fault it answers (--cut, or one `twin fault` put in force before)
+    and says when it was detected and repaired (µs after the fault, or into the
+    run); --json holds the event logs themselves.
     """
     from twin import traffic as T
 
@@ -132,8 +133,9 @@ def traffic(pattern, src, dst, size, mode, cc, qps, evs, ecn, trim, cut, cut_at,
 
     try:
         result = T.run(att.runtime, pattern, flows, mode, evs=evs, cc=cc, ecn=ecn, trim=trim,
-                       progress=progress,
-                       faults=scheduled, note=None if as_json else note)
+                       progress=progress, faults=scheduled,
+                       in_force=[f.describe() for f in F.active(att)],  # `twin fault`'s
+                       note=None if as_json else note)
     finally:
         if applied:
             F.link_up(att, cut)
@@ -151,7 +153,7 @@ def traffic(pattern, src, dst, size, mode, cc, qps, evs, ecn, trim, cut, cut_at,
             out.print(f"dcqcn: {cnps} CNPs received, {cuts} rate cuts over "
                       f"{len(result.flows)} QPs")
         for episode in result.failover():
-            if episode.eventful or episode.fault:
+            if episode.eventful or episode.fault:  # a fault in force is always answered
                 out.print(episode.line())
     if not result.ok:
         sys.exit(1)

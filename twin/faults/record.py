@@ -41,6 +41,15 @@ class Fault:
     def all_links(self) -> tuple[str, ...]:
         return self.links or (self.link,)
 
+    def describe(self) -> str:
+        """The fault in a phrase ("link-loss 1% t0-p0-r0:eth3--t1-p0-0:eth1"); a hidden
+        one (a blind drill's) says only that it is one."""
+        if self.hidden:
+            return "a hidden fault"
+        percent = f" {self.percent:g}%" if self.percent else ""
+        detail = f" ({self.detail})" if self.detail else ""
+        return f"{self.kind}{percent} {self.target}{detail}"
+
     def end_names(self) -> list[str]:
         """NODE:IF per end; a fault in a whole node (blackhole NODE, sid-loss) is NODE."""
         return [str(e) if e.ifname else e.node for e in self.ends]

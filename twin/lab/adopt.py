@@ -29,7 +29,7 @@ from twin.dataplane import program as node_program
 from twin.errors import CommandFailed, LabError, UsageError
 from twin.fabric.plan import NodePlan
 from twin.fabric.render import CONFIG_MOUNT
-from twin.lab import phases
+from twin.lab import build, phases
 from twin.lab.compile import compile_spec, render_lab
 from twin.lab.phases import Phase
 from twin.lab.pipeline import Up, _record, _refuse_if_up
@@ -79,6 +79,7 @@ def adopt(spec_ref: str, tr: Transport, steps: Steps | None = None, *,
             phases.endpoints(rt, [h.name for h in compiled.fabric.hosts], steps),
         ]
     except BaseException:
+        build.remove(build_dir, owner)
         state.remove()  # forget it; the nodes were never ours to touch
         raise
     state.phase = "up"

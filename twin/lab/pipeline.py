@@ -13,8 +13,9 @@ The data plane (twin.dataplane) is chosen before render, because every node's
 program depends on it: `auto` asks the runtime's kernel once which it runs.
 A lab's state is claimed before anything is created (twin.state), so of two
 racing `twin up` of one lab only one proceeds, and a failure or interrupt in
-any phase of `up` rolls back what was created. Everything created carries
-the lab's owner (twin.owner): cleanup takes only what is its own.
+any phase of `up` rolls back what was created, its build directory too
+(twin.lab.build). Everything created carries the lab's owner (twin.owner):
+cleanup takes only what is its own.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from typing import TYPE_CHECKING
 
 from twin import dataplane as dataplanes
 from twin.errors import UsageError
-from twin.lab import phases, sweep
+from twin.lab import build, phases, sweep
 from twin.lab.attach import Attached, attach
 from twin.lab.compile import (
     ROUTES,
@@ -101,6 +102,7 @@ def up(spec_ref: str, runtime: str = "auto", steps: Steps | None = None, *,
         stopped = "interrupted" if isinstance(e, KeyboardInterrupt) else "failed"
         steps.note(f"{stopped}: rolling back what was created")
         rt.destroy(list(plan.nodes))
+        build.remove(build_dir, owner)
         state.remove()
         raise
     state.phase = "up"
@@ -155,6 +157,7 @@ def _record(compiled: Compiled, runtime: str, build_dir: Path, owner: Owner,
                          f"{other.phase if other else 'being created'}"
                          f"{f' by pid {other.pid}' if other else ''}; run `twin down "
                          f"--lab {compiled.lab}` first, or use --name for a second lab")
+    build.own(build_dir, owner)  # after the claim: what rendered there is this lab's now
     (state.dir / "spec.yml").write_text(Path(compiled.source).read_text())  # for `attach`
     if loaded is not None:
         write_json(state.dir / ROUTES, tables.to_dict(loaded))

@@ -117,6 +117,24 @@ class CheckReport:
         return {OK: self.paths - len(self.failing), **{o: counts.get(o, 0) for o in (
             MISROUTED, W.BLACKHOLE, W.WRONG_HOST, W.LOOP)}}
 
+    def verdict_line(self) -> str:
+        """The verdict's facts, none contradicting another: the paths that arrive, those
+        that fail by outcome, the problems in the tables besides them, the warnings
+        (`twin routes check`'s last line, `twin ci`'s routes check stage)."""
+        counts = self.outcomes()
+        bad = {o: n for o, n in counts.items() if n and o != OK}
+        errors = sum(f.severity == ERROR for f in self.findings)
+        warns = sum(f.severity == WARNING for f in self.findings)
+        parts = [f"{counts[OK]}/{self.paths} paths arrive on their switches"]
+        if bad:
+            parts.append(f"{sum(bad.values())} fail ("
+                         + ", ".join(f"{o} {n}" for o, n in bad.items()) + ")")
+        other = "other " if bad else ""
+        parts.append(f"{_n(errors, other + 'problem')} in the tables" if errors
+                     else f"no {other}problem in the tables")
+        parts.append(_n(warns, "warning"))
+        return "; ".join(parts)
+
     def causes(self) -> list[tuple[str, str, list[PathResult]]]:
         """Failing paths grouped by the node and item responsible, most paths first:
         (cause, outcome, paths)."""
@@ -160,6 +178,10 @@ class CheckReport:
                 for s, d in self.host_pairs]),
         ])
 
+
+
+def _n(count: int, what: str) -> str:
+    return f"{count} {what}{'' if count == 1 else 's'}"
 
 
 def _paths(fabric: Fabric):
