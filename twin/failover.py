@@ -42,6 +42,7 @@ class Episode:
     spurious: int = 0  # losses a late copy disproved (the sender's `spurious` events)
     port_changes: int = 0
     revivals: int = 0
+    unrepaired: int = 0  # packets declared lost that the log never shows repaired
     flows: list[int] = field(default_factory=list)  # flows that saw events
     before_run: bool = False  # `fault` was in force when the run began
     also_in_force: list[str] = field(default_factory=list)  # since before the run, too
@@ -56,7 +57,9 @@ class Episode:
 
     def line(self) -> str:
         """One sentence that names the fault it answers; with none in force, it says so."""
-        if self.fault is None:
+        if self.fault is None and not self.losses:
+            what = "no fault in force, no loss declared"
+        elif self.fault is None:
             what = "repair after loss, no fault in force"
         elif self.before_run:
             what = f"failover under {self.fault} (in force before the run)"
@@ -79,8 +82,13 @@ class Episode:
                       if self.fault is None else
                       f"repaired {self.repair_us:,} µs{into}" if into
                       else f"repaired in {self.repair_us:,} µs")
-        elif self.retransmits:
+        elif self.unrepaired:
+            repair = (f"{self.unrepaired:,} lost packet{'s' if self.unrepaired > 1 else ''}"
+                      " never shown repaired")
+        elif self.losses:
             repair = "not repaired"
+        elif self.retransmits:  # with no loss, every copy sent again was a tail probe
+            repair = "every retransmit a tail probe"
         else:
             repair = "nothing to repair"
         counts = [f"{self.retirements} EV retirements", f"{self.retransmits} retransmits"]
@@ -160,4 +168,5 @@ def _episode(fault: str | None, t0: int, events: list[dict]) -> Episode:
             ep.flows.append(e["flow"])
     if ep.repair_us is None and repaired_at is not None and not outstanding:
         ep.repair_us = repaired_at - t0
+    ep.unrepaired = len(outstanding) if ep.repair_us is None else 0
     return ep
