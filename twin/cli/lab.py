@@ -322,10 +322,13 @@ def status(lab, as_json):
     out.print(f"[dim]run directory {labs[0]['run_dir']}[/dim]")
     for s in labs:
         running = sum(n["state"] == "running" for n in s["nodes"])
+        # wrapped at words by the console's width (80 columns keep every word whole)
         out.print(f"[bold]{s['lab']}[/bold]  id {s['id'] or '-'}  runtime {s['runtime']}  "
-                  f"phase {s['phase']}  {running}/{len(s['nodes'])} nodes running  "
-                  f"spec {s['spec']}")
-        out.print(f"  data plane {s['dataplane']['name']} ({s['dataplane']['why']})")
+                  f"phase {s['phase']}  {running}/{len(s['nodes'])} nodes running",
+                  soft_wrap=False)
+        out.print(f"  spec {s['spec']}", soft_wrap=False)
+        out.print(f"  data plane {s['dataplane']['name']} ({s['dataplane']['why']})",
+                  soft_wrap=False)
         cols = [Col("node"), Col("runtime"), Col("state"), Col("endpoint", wrap=True),
                 Col("image")]
         rows = [[n["node"], s["runtime"],
