@@ -181,7 +181,22 @@ def plan_lines(node: NodePlan) -> list[tuple[str, str]]:
     how `twin plan` shows a node."""
     items = [(ipaddress.IPv6Network(r.dst), r.describe(), r.note) for r in node.routes]
     items += [(ipaddress.IPv6Network(s.prefix), s.describe(), s.note) for s in node.sids]
-    return [(what, note) for _, what, note in sorted(items)]
+    return bgp_lines(node) + [(what, note) for _, what, note in sorted(items)]
+
+
+def bgp_lines(node: NodePlan) -> list[tuple[str, str]]:
+    """(what, note) for a BGP router: its AS, sessions, announcements and the ECMP it
+    must learn; nothing for any other node."""
+    b = node.bgp
+    if b is None:
+        return []
+    out = [(f"router bgp {b.asn} router-id {b.router_id}", "eBGP unnumbered")]
+    out += [(f"session {s.ifname} to {s.peer} AS{s.peer_asn}", "expected Established")
+            for s in b.sessions]
+    out += [(f"announce {p}", "a host link of its rack") for p in b.announce]
+    out += [(f"{e.prefix} x{e.width} via {' '.join(e.via)}", "learned by BGP")
+            for e in b.expect]
+    return out
 
 
 def build_plan(fabric: Fabric) -> Plan:
