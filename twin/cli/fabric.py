@@ -17,23 +17,37 @@ from twin.fabric import paths as P
 from twin.fabric import render as R
 from twin.fabric import size as S
 from twin.fabric.plan import plan_lines
+from twin.fabric.routing import ROUTING_MODES, STATIC_SRV6
 
 RENDER_AUTO = "ebpf"  # `twin render`'s auto: the data plane every deployment's kernel runs
 
 # -- pure commands (no root) --------------------------------------------------
 
 
+def _routing_summary(spec) -> str:
+    """The header's routing part: nothing for static-srv6 (its text is unchanged)."""
+    if spec.routing == STATIC_SRV6:
+        return ""
+    b = spec.bgp
+    bfd = f"BFD {b.bfd.interval_ms} ms x{b.bfd.multiplier}" if b.bfd else "no BFD"
+    return (f"\nrouting {spec.routing}: host links {b.link_prefix}, timers "
+            f"{b.keepalive}/{b.hold} s, {bfd}, maximum-paths {b.maximum_paths}")
+
+
 @main.command()
 @click.argument("spec")
 @click.option("--node", "nodes", multiple=True, help="Only these nodes (repeatable).")
+@click.option("--routing", type=click.Choice(ROUTING_MODES), default=None,
+              help="Plan the fabric under this routing mode (default: the spec's routing:, "
+                   "itself static-srv6 unless set); bgp: the eBGP/ECMP baseline on FRR.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
-def plan(spec, nodes, as_json):
+def plan(spec, nodes, routing, as_json):
     """Print the route plan: every node's static routes and local SIDs.
 
     Nothing is created; this needs no root. The plan is exactly what
     `twin up` programs and `twin verify` checks.
     """
-    c = L.compile_spec(spec)
+    c = L.compile_spec(spec, routing=routing)
     chosen = list(nodes) or list(c.plan.nodes)
     for n in chosen:
         L.require_node(c.fabric, n)
@@ -44,7 +58,7 @@ def plan(spec, nodes, as_json):
     out.print(f"[bold]{c.spec.name}[/bold]: {c.spec.planes} planes x {c.spec.racks} racks x "
               f"{c.spec.hosts_per_rack} hosts/rack, {c.spec.t1_per_plane} T1/plane: "
               f"{len(f.switches)} routers, {len(f.hosts)} hosts, {len(f.links)} links, "
-              f"block {c.spec.block}")
+              f"block {c.spec.block}" + _routing_summary(c.spec))
     for n in chosen:
         np_ = c.plan[n]
         sid = f", uSID {np_.sid}" if np_.sid else f", NIC {np_.loopback[0]}"

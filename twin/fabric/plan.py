@@ -17,6 +17,11 @@ The plan says *what* a node holds, not how: static routes are the same on
 every data plane, and a local SID (`LocalSid`) is installed by the lab's data
 plane (twin.dataplane) as a seg6local route or as an eBPF program.
 
+In `routing: bgp` (twin.fabric.bgp) the same model gets another plan: no static
+route and no SID on a switch (FRR's bgpd learns every route; `NodePlan.bgp` says
+what it must hold), host links numbered from `bgp.link_prefix`, and on a host one
+route per plane to that plane's host links via its T0.
+
 On a shaped fabric (twin.fabric.congestion) every shaped switch port also has a
 virtual queue (`PortQueue`: ECN marks, trimming, a hard limit), marking CE
 everywhere but on a T0's host-facing ports (unless `congestion.ecn.last_hop`),
@@ -28,9 +33,10 @@ from __future__ import annotations
 import ipaddress
 from dataclasses import asdict, dataclass, field
 
-from twin.fabric import usid
+from twin.fabric import bgp, usid
 from twin.fabric.congestion import PortQueue, port_queue
 from twin.fabric.model import Fabric, Node, Tier
+from twin.fabric.routing import STATIC_SRV6
 
 PROTO = "static"  # every planned route is installed with this protocol
 UNICAST = "unicast"
@@ -111,17 +117,23 @@ class NodePlan:
     sids: tuple[LocalSid, ...]  # what the data plane installs
     queues: tuple[PortQueue, ...] = ()  # a switch's shaped ports' virtual queues
     signals: bool = False  # a host on a fabric with queues: RFC 6040 at decap
+    routing: str = STATIC_SRV6  # the fabric's routing mode (twin.fabric.routing)
+    bgp: bgp.RouterBgp | None = None  # routing: bgp, a router: what its FRR must hold
 
     def interface_sysctls(self) -> list[tuple[str, str]]:
         """Per-interface settings, applied once the links are wired."""
         out = []
         for ifc in self.interfaces:
-            out.append((f"net.ipv6.conf.{ifc.name}.seg6_enabled", "1"))
+            if self.routing == STATIC_SRV6:
+                out.append((f"net.ipv6.conf.{ifc.name}.seg6_enabled", "1"))
             out.append((f"net.ipv6.conf.{ifc.name}.disable_ipv6", "0"))
         return out
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        d = asdict(self)
+        if self.routing == STATIC_SRV6:  # a static lab's node.json keeps its bytes
+            del d["routing"], d["bgp"]
+        return d
 
 
 @dataclass(frozen=True)
@@ -169,11 +181,27 @@ def plan_lines(node: NodePlan) -> list[tuple[str, str]]:
     how `twin plan` shows a node."""
     items = [(ipaddress.IPv6Network(r.dst), r.describe(), r.note) for r in node.routes]
     items += [(ipaddress.IPv6Network(s.prefix), s.describe(), s.note) for s in node.sids]
-    return [(what, note) for _, what, note in sorted(items)]
+    return bgp_lines(node) + [(what, note) for _, what, note in sorted(items)]
+
+
+def bgp_lines(node: NodePlan) -> list[tuple[str, str]]:
+    """(what, note) for a BGP router: its AS, sessions, announcements and the ECMP it
+    must learn; nothing for any other node."""
+    b = node.bgp
+    if b is None:
+        return []
+    out = [(f"router bgp {b.asn} router-id {b.router_id}", "eBGP unnumbered")]
+    out += [(f"session {s.ifname} to {s.peer} AS{s.peer_asn}", "expected Established")
+            for s in b.sessions]
+    out += [(f"announce {p}", "a host link of its rack") for p in b.announce]
+    out += [(f"{e.prefix} x{e.width} via {' '.join(e.via)}", "learned by BGP")
+            for e in b.expect]
+    return out
 
 
 def build_plan(fabric: Fabric) -> Plan:
-    return Plan(fabric, {n.name: _plan_node(fabric, n) for n in fabric.nodes})
+    node_plan = _plan_node if fabric.spec.routing == STATIC_SRV6 else _plan_bgp_node
+    return Plan(fabric, {n.name: node_plan(fabric, n) for n in fabric.nodes})
 
 
 def _interfaces(fabric: Fabric, node: Node, own_ll) -> list[Interface]:
@@ -250,3 +278,65 @@ def _plan_node(fabric: Fabric, node: Node) -> NodePlan:
     nic = nic_address(fabric, node)
     return NodePlan(node.name, node.tier.value, "", (f"{nic}/128",), tuple(ifaces),
                     _sysctls(False), _ordered(routes), tuple(sids), signals=spec.signals)
+
+
+# -- routing: bgp ---------------------------------------------------------------
+
+
+def _bgp_sysctls(router: bool) -> tuple[tuple[str, str], ...]:
+    """Plain IPv6 forwarding: no SRv6; on a router the kernel's L4 multipath hash, so a
+    flow's UDP source port picks its ECMP next hop, and no route over a link that is
+    down (zebra withdraws them too, but the kernel must not wait for it)."""
+    fwd = "1" if router else "0"
+    out = [
+        ("net.ipv6.conf.all.disable_ipv6", "0"),
+        ("net.ipv6.conf.default.disable_ipv6", "0"),
+        ("net.ipv6.conf.all.forwarding", fwd),
+        # Only the planned link-locals (fe80::<uSID>): FRR's unnumbered sessions and the
+        # next hops it installs read as the plan's; no DAD wait before bgpd can bind.
+        ("net.ipv6.conf.default.addr_gen_mode", "1"),
+        ("net.ipv6.conf.all.accept_dad", "0"),
+        ("net.ipv6.conf.default.accept_dad", "0"),
+        # Routes come from FRR (routers) or the plan (hosts), never from an RA: zebra
+        # sends and reads RAs itself for the unnumbered sessions, the kernel ignores them.
+        ("net.ipv6.conf.all.accept_ra", "0"),
+        ("net.ipv6.conf.default.accept_ra", "0"),
+    ]
+    if router:
+        out += [("net.ipv6.fib_multipath_hash_policy", "1"),
+                ("net.ipv6.conf.all.ignore_routes_with_linkdown", "1"),
+                ("net.ipv6.conf.default.ignore_routes_with_linkdown", "1")]
+    return tuple(out)
+
+
+def _plan_bgp_node(fabric: Fabric, node: Node) -> NodePlan:
+    """A node in routing: bgp. Shaping (tbf) stays as in static mode; the eBPF queues
+    (ECN, trimming) are not planned here: they read SRv6 paths (docs/bgp-baseline.md)."""
+    ifaces = []
+    for link in fabric.links_of(node.name):
+        mine, peer = link.end(node.name), link.peer(node.name)
+        if node.tier is Tier.HOST:
+            own = usid.port(link.plane, node.index)
+        else:
+            own = fabric.sid(node)
+        addresses = [f"{usid.link_local(own)}/64"]
+        if link.kind == "host":
+            host = mine.node if node.tier is Tier.HOST else peer.node
+            hl = bgp.host_link(fabric, host, link.plane)
+            end = hl.host_address if node.tier is Tier.HOST else hl.t0_address
+            addresses.append(f"{end}/{bgp.LINK_LEN}")
+        ifaces.append(Interface(mine.ifname, str(peer), link.mtu, tuple(addresses),
+                                link.rate_bps))
+    ifaces.sort(key=lambda i: int(i.name.removeprefix("eth")))
+    if node.is_switch:
+        return NodePlan(node.name, node.tier.value, str(fabric.sid(node)), (), tuple(ifaces),
+                        _bgp_sysctls(True), (), (), routing=fabric.spec.routing,
+                        bgp=bgp.router(fabric, node))
+    routes = []
+    for p in fabric.nic_planes:
+        hl = bgp.host_link(fabric, node.name, p)
+        routes.append(Route(dst=str(bgp.plane_prefix(fabric, p)), dev=hl.host_ifname,
+                            via=hl.t0_address, note=f"plane {p}'s host links via {hl.t0}"))
+    nic = nic_address(fabric, node)
+    return NodePlan(node.name, node.tier.value, "", (f"{nic}/128",), tuple(ifaces),
+                    _bgp_sysctls(False), _ordered(routes), (), routing=fabric.spec.routing)

@@ -8,6 +8,9 @@
     lab/build/<lab>/config/<node>/routes.batch   the program's `ip -batch` part
     lab/build/<lab>/config/<node>/sysctl.conf    its sysctls
     lab/build/<lab>/config/<node>/tc.batch       its shaping, where links have a rate
+    lab/build/<lab>/config/<node>/frr.conf       routing: bgp, a router: its FRR config
+    lab/build/<lab>/config/<node>/daemons        routing: bgp, a router: FRR's daemons
+                                                 (twin.fabric.frr)
 
 The topology file is the single description every runtime deploys. Each
 node's config directory is bind-mounted read-only at /etc/mrc-twin, so a
@@ -21,6 +24,7 @@ Rendering is deterministic: the same spec gives byte-identical files.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import yaml
@@ -28,7 +32,9 @@ import yaml
 from twin.dataplane import get as get_dataplane
 from twin.dataplane.program import FILE as PROGRAM_FILE
 from twin.dataplane.program import NodeProgram
-from twin.fabric.plan import Plan
+from twin.fabric import frr
+from twin.fabric.plan import NodePlan, Plan
+from twin.fabric.routing import STATIC_SRV6
 
 ROUTER_IMAGE = "mrc-twin/router:latest"
 HOST_IMAGE = "mrc-twin/host:latest"
@@ -39,25 +45,33 @@ LABEL = "mrc-twin"  # label key prefix on every node
 BOOT_ENV = "MRC_TWIN_BOOT"  # a node with it set to 1 configures itself at boot
 CODE_MOUNT = "/opt/mrc-twin"  # the project's code, bind-mounted read-only into every node
 DEFAULT_CODE_DIR = "../../.."  # the checkout, seen from lab/build/<lab>/
+NO_DATAPLANE = "none"  # a program's data plane in routing: bgp (plain IPv6, no SID)
 
 
 def render(plan: Plan, dataplane: str, code_dir: str = DEFAULT_CODE_DIR) -> dict[str, str]:
     """Every file of the lab's build directory, as relative path -> text.
 
     `dataplane` is a backend's name (twin.dataplane): it decides how the nodes'
-    programs install their local SIDs. `code_dir` is the project checkout relative
+    programs install their local SIDs; in routing: bgp no node has any, the programs
+    say `dataplane: none` and routers get FRR's files. `code_dir` is the project checkout relative
     to the build directory; nodes see its `twin/` package at /opt/mrc-twin/twin, so
     code changes need no image rebuild.
     """
     fabric = plan.fabric
     backend = get_dataplane(dataplane)
     files = {f"{fabric.name}.clab.yml": clab_topology(plan, code_dir)}
+    spec = fabric.spec
     for name, node in plan.nodes.items():
         program = backend.program(node)
+        if spec.bgp is not None:
+            program = replace(program, dataplane=NO_DATAPLANE)
+            if node.bgp is not None:
+                files[f"config/{name}/frr.conf"] = frr.frr_conf(fabric.name, node, spec.bgp)
+                files[f"config/{name}/daemons"] = frr.daemons(fabric.name, node, spec.bgp)
         files[f"config/{name}/node.json"] = json.dumps(node.to_dict(), indent=2,
                                                        sort_keys=True) + "\n"
         files[f"config/{name}/{PROGRAM_FILE}"] = program.to_json()
-        files[f"config/{name}/routes.batch"] = iproute2_batch(fabric.name, program)
+        files[f"config/{name}/routes.batch"] = iproute2_batch(fabric.name, program, node)
         files[f"config/{name}/sysctl.conf"] = sysctl_conf(program)
         if node.tier == "host":
             files[f"config/{name}/endpoint.json"] = endpoint_config(plan, name)
@@ -91,6 +105,8 @@ def clab_topology(plan: Plan, code_dir: str = DEFAULT_CODE_DIR) -> str:
             labels[f"{LABEL}.plane"] = str(n.plane)
         if n.rack is not None:
             labels[f"{LABEL}.rack"] = str(n.rack)
+        if spec.routing != STATIC_SRV6:  # absent by default: static topologies keep their bytes
+            labels[f"{LABEL}.routing"] = spec.routing
         nodes[n.name] = {
             "kind": "linux",
             "image": HOST_IMAGE if n.tier.value == "host" else ROUTER_IMAGE,
@@ -112,10 +128,16 @@ def clab_topology(plan: Plan, code_dir: str = DEFAULT_CODE_DIR) -> str:
     return head + yaml.safe_dump(doc, sort_keys=False, default_flow_style=False, width=100)
 
 
-def iproute2_batch(lab: str, program: NodeProgram) -> str:
+def iproute2_batch(lab: str, program: NodeProgram, node: NodePlan | None = None) -> str:
     """The program's `ip -batch` part, for a person to read or apply by hand."""
-    lines = [f"# {program.node} in lab {lab}: addresses and static routes, and the local "
-             f"SIDs on the {program.dataplane} data plane.",
+    if node is not None and node.routing != STATIC_SRV6:
+        what = ("addresses; FRR (frr.conf) installs every route" if node.bgp is not None
+                else "addresses and one route per plane")
+        head = f"# {program.node} in lab {lab}: {what} (routing: {node.routing})."
+    else:
+        head = (f"# {program.node} in lab {lab}: addresses and static routes, and the local "
+                f"SIDs on the {program.dataplane} data plane.")
+    lines = [head,
              "# Apply by hand with: ip -force -batch routes.batch   (every line replaces)"]
     if program.anchor:
         lines += ["", f"# {program.anchor}: always-up anchor for this switch's own uN SID",

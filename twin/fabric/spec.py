@@ -19,6 +19,15 @@ A spec names the shape of a multi-plane two-tier fabric, never its parts:
       dataplane: auto       # who runs the local SIDs: seg6local | ebpf | auto (the
                             # kernel's seg6local where it works, else eBPF; twin.dataplane)
     nic_prefix: fd00:4d52:43::/48   # optional: where inner NIC addresses live
+    routing: static-srv6    # optional: static-srv6 (the default: MRC's source routing) or
+                            # bgp (the baseline MRC replaces: eBGP unnumbered and ECMP on FRR)
+    bgp:                    # optional, routing: bgp only (twin.fabric.bgp, docs/bgp-baseline.md)
+      asn: {t0_base: 4200100000, t1_base: 4200000000}  # T0: t0_base + 1000 x plane + rack,
+                            # T1 layer of a plane: t1_base + plane (RFC 7938, RFC 6996 private)
+      timers: {keepalive: 3, hold: 9}  # seconds; FRR's datacenter profile
+      bfd: {interval_ms: 300, multiplier: 3}   # absent: no BFD
+      maximum_paths: 2      # ECMP width; default: t1_per_plane (the widest ECMP), at most 64
+      link_prefix: fd00:4d52:4c::/48  # host links' /64s (one per NIC port)
 
 `load_spec` reads a file and returns a frozen `FabricSpec`, or raises
 `SpecError` with every problem found, each naming its key path and a hint.
@@ -30,7 +39,7 @@ from __future__ import annotations
 import difflib
 import ipaddress
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +48,17 @@ import yaml
 from twin.errors import Problem, SpecError
 from twin.fabric.congestion import DEFAULT_FRACTIONS as _DEFAULT_FRACTION
 from twin.fabric.congestion import Congestion, tbf_limit
+from twin.fabric.routing import (
+    ASN_PLANE_STRIDE,
+    BGP,
+    DEFAULT_LINK_PREFIX,
+    MAX_PATHS,
+    PRIVATE_ASNS,
+    ROUTING_MODES,
+    STATIC_SRV6,
+    Bfd,
+    BgpSpec,
+)
 from twin.units import parse_rate, parse_size
 
 # The uSID layout (see twin.fabric.usid) gives these hard limits.
@@ -70,6 +90,8 @@ class FabricSpec:
     description: str = ""
     dataplane: str = "auto"  # one of DATAPLANES: what `twin up` uses unless told otherwise
     congestion: Congestion = Congestion()
+    routing: str = STATIC_SRV6  # one of ROUTING_MODES
+    bgp: BgpSpec | None = None  # set exactly when routing is bgp
 
     @property
     def signals(self) -> bool:
@@ -98,6 +120,10 @@ class FabricSpec:
             d["congestion"] = congestion
         if self.description:
             d["description"] = self.description
+        if self.routing != STATIC_SRV6:  # absent by default, so static labs' files keep
+            d["routing"] = self.routing  # their bytes
+        if self.bgp is not None:
+            d["bgp"] = self.bgp.to_dict()
         return d
 
 
@@ -115,11 +141,18 @@ _KEYS: dict[str, tuple[str, bool]] = {
     "srv6": ("mapping", False),
     "nic_prefix": ("IPv6 prefix", False),
     "congestion": ("mapping", False),
+    "routing": ("string", False),
+    "bgp": ("mapping", False),
 }
 _SRV6_KEYS = {"block": "IPv6 prefix", "format": "string", "dataplane": "string"}
 _RATE_KEYS = {"host": "rate", "fabric": "rate"}
 _CONGESTION_KEYS = {"ecn": "mapping", "trim": "size", "drop": "size"}
 _ECN_KEYS = {"min": "size", "max": "size", "last_hop": "boolean"}
+_BGP_KEYS = {"asn": "mapping", "timers": "mapping", "bfd": "mapping",
+             "maximum_paths": "integer", "link_prefix": "IPv6 prefix"}
+_ASN_KEYS = {"t0_base": "integer", "t1_base": "integer"}
+_TIMER_KEYS = {"keepalive": "integer", "hold": "integer"}
+_BFD_KEYS = {"interval_ms": "integer", "multiplier": "integer"}
 
 
 class _Checker:
@@ -141,18 +174,20 @@ class _Checker:
                 "known keys: " + ", ".join(sorted(allowed)))
             self.add(path, "unknown key", hint)
 
-    def integer(self, data: dict, key: str, lo: int, hi: int, hint: str) -> int | None:
+    def integer(self, data: dict, key: str, lo: int, hi: int, hint: str,
+                prefix: str = "") -> int | None:
         if key not in data:
             return None
         value = data[key]
+        path = f"{prefix}{key}"
         if isinstance(value, bool) or not isinstance(value, int):
-            self.add(key, f"must be an integer (got {show_value(value)})", hint)
+            self.add(path, f"must be an integer (got {show_value(value)})", hint)
             return None
         if value < lo:
-            self.add(key, f"must be at least {lo} (got {value})", hint)
+            self.add(path, f"must be at least {lo} (got {value})", hint)
             return None
         if value > hi:
-            self.add(key, f"must be at most {hi} (got {value})", hint)
+            self.add(path, f"must be at most {hi} (got {value})", hint)
             return None
         return value
 
@@ -315,6 +350,23 @@ def _validate(data: dict, source: str) -> FabricSpec:
         c.add("nic_prefix", f"{nic_prefix} overlaps the uSID block {block}",
               "inner NIC addresses and uSID paths must not share space")
 
+    routing = data.get("routing", STATIC_SRV6)
+    if routing not in ROUTING_MODES:
+        c.add("routing", f"unknown routing mode {show_value(routing)}",
+              f"one of {', '.join(ROUTING_MODES)}: static-srv6 is MRC's source routing, "
+              "bgp the eBGP/ECMP fabric it replaces")
+        routing = STATIC_SRV6
+    bgp = None
+    if routing == BGP:
+        if "dataplane" in srv6:
+            c.add("srv6.dataplane", "has no meaning with routing: bgp",
+                  "a BGP fabric forwards plain IPv6 and installs no local SIDs; "
+                  "remove srv6.dataplane or use routing: static-srv6")
+        bgp = _bgp(c, data.get("bgp", {}), t1, planes, racks, nic_prefix, block)
+    elif "bgp" in data:
+        c.add("bgp", "is only for routing: bgp",
+              "add 'routing: bgp', or remove the bgp: section for MRC's static SRv6 fabric")
+
     if c.problems:
         raise SpecError(source, c.problems)
     assert name and planes and racks and hpr and t1  # guaranteed by the checks above
@@ -333,7 +385,121 @@ def _validate(data: dict, source: str) -> FabricSpec:
         nic_prefix=nic_prefix,
         dataplane=dataplane,
         congestion=congestion,
+        routing=routing,
+        bgp=bgp,
     )
+
+
+def with_routing(spec: FabricSpec, routing: str) -> FabricSpec:
+    """The same fabric under another routing mode, with the defaults of that mode
+    (`twin plan mrc-4p --routing bgp`): a spec's own bgp: section is kept when it
+    asks for bgp already, dropped for static-srv6."""
+    if routing == spec.routing:
+        return spec
+    if routing not in ROUTING_MODES:
+        raise ValueError(f"unknown routing mode {routing!r}")
+    if routing == STATIC_SRV6:
+        return replace(spec, routing=STATIC_SRV6, bgp=None)
+    c = _Checker()
+    bgp = _bgp(c, {}, spec.t1_per_plane, spec.planes, spec.racks, spec.nic_prefix, spec.block)
+    if c.problems:  # the defaults fit every fabric the spec allows; say so if not
+        raise SpecError(spec.name, c.problems)
+    return replace(spec, routing=routing, bgp=bgp)
+
+
+BGP_HINT = ("e.g. bgp: {asn: {t0_base: 4200100000, t1_base: 4200000000}, "
+            "timers: {keepalive: 3, hold: 9}, bfd: {interval_ms: 300, multiplier: 3}}")
+
+
+def _mapping(c: _Checker, path: str, value: Any, keys: dict, hint: str) -> dict:
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        c.add(path, f"must be a mapping (got {show_value(value)})", hint)
+        return {}
+    c.unknown_keys(value, keys, f"{path}.")
+    return value
+
+
+def _asn_ranges(c: _Checker, t0_base: int, t1_base: int, planes: int, racks: int) -> None:
+    """Every ASN the scheme gives stays private (RFC 6996), and the tiers stay apart."""
+    t0_last = t0_base + ASN_PLANE_STRIDE * (planes - 1) + racks - 1
+    t1_last = t1_base + planes - 1
+    fits = True
+    for key, first, last, what in (("t0_base", t0_base, t0_last, "T0s"),
+                                   ("t1_base", t1_base, t1_last, "T1 layers")):
+        if not any(lo <= first and last <= hi for lo, hi in PRIVATE_ASNS):
+            c.add(f"bgp.asn.{key}", f"the {what}' ASNs {first}-{last} leave the private "
+                  "ranges", "RFC 6996: 64512-65534 or 4200000000-4294967294; T0 ASNs are "
+                  f"t0_base + {ASN_PLANE_STRIDE} x plane + rack, a T1 layer's t1_base + plane")
+            fits = False
+    if fits and t0_base <= t1_last and t1_base <= t0_last:
+        c.add("bgp.asn", f"T0 ASNs {t0_base}-{t0_last} and T1 ASNs {t1_base}-{t1_last} "
+              "overlap", "give each tier its own range, e.g. t0_base: 4200100000, "
+              "t1_base: 4200000000")
+
+
+def _bgp(c: _Checker, raw: Any, t1: int | None, planes: int | None, racks: int | None,
+         nic_prefix: ipaddress.IPv6Network, block: ipaddress.IPv6Network) -> BgpSpec:
+    """The `bgp:` mapping (routing: bgp), every default resolved: the rest of twin reads
+    a BgpSpec and never a default of its own."""
+    raw = _mapping(c, "bgp", raw, _BGP_KEYS, BGP_HINT)
+    dflt = BgpSpec()
+
+    asn = _mapping(c, "bgp.asn", raw.get("asn"), _ASN_KEYS,
+                   "e.g. asn: {t0_base: 4200100000, t1_base: 4200000000}")
+    before = len(c.problems)
+    t0_base = c.integer(asn, "t0_base", 1, 4294967294, "a 4-byte private ASN (RFC 6996: "
+                        "4200000000-4294967294)", "bgp.asn.")
+    t1_base = c.integer(asn, "t1_base", 1, 4294967294, "a 4-byte private ASN (RFC 6996: "
+                        "4200000000-4294967294)", "bgp.asn.")
+    t0_base = dflt.t0_base if t0_base is None else t0_base
+    t1_base = dflt.t1_base if t1_base is None else t1_base
+    if len(c.problems) == before and planes is not None and racks is not None:
+        _asn_ranges(c, t0_base, t1_base, planes, racks)
+
+    timers = _mapping(c, "bgp.timers", raw.get("timers"), _TIMER_KEYS,
+                      "e.g. timers: {keepalive: 3, hold: 9}")
+    keepalive = c.integer(timers, "keepalive", 1, 21845, "seconds; FRR's datacenter "
+                          "profile sends one every 3", "bgp.timers.")
+    hold = c.integer(timers, "hold", 3, 65535, "seconds (RFC 4271: 0 or at least 3; 0, "
+                     "never expire, would hide a dead peer from a drill)", "bgp.timers.")
+    keepalive = dflt.keepalive if keepalive is None else keepalive
+    hold = dflt.hold if hold is None else hold
+    if keepalive * 3 > hold and ("keepalive" in timers or "hold" in timers):
+        c.add("bgp.timers.hold", f"must be at least 3 x keepalive ({3 * keepalive}; got {hold})",
+              "a hold time shorter than three keepalives drops sessions on one late packet")
+
+    bfd = None
+    if "bfd" in raw and raw["bfd"] is not False:
+        got = {} if raw["bfd"] is True else raw["bfd"]
+        got = _mapping(c, "bgp.bfd", got, _BFD_KEYS,
+                       "e.g. bfd: {interval_ms: 300, multiplier: 3}, or leave it out")
+        interval = c.integer(got, "interval_ms", 10, 60000, "FRR's bfdd takes 10 to 60000 "
+                             "ms between control packets", "bgp.bfd.")
+        mult = c.integer(got, "multiplier", 2, 255, "packets missed before the session is "
+                         "down: FRR's bfdd takes 2 to 255", "bgp.bfd.")
+        bfd = Bfd(interval_ms=Bfd().interval_ms if interval is None else interval,
+                  multiplier=Bfd().multiplier if mult is None else mult)
+
+    widest = min(t1 or 1, MAX_PATHS)
+    paths = c.integer(raw, "maximum_paths", 1, MAX_PATHS,
+                      f"the ECMP width; a T0 reaches a remote rack through every T1 of its "
+                      f"plane ({t1 or '?'}); FRR's MULTIPATH_NUM caps it at {MAX_PATHS}",
+                      "bgp.")
+    paths = widest if paths is None else paths
+
+    link_prefix = ipaddress.IPv6Network(DEFAULT_LINK_PREFIX)
+    if "link_prefix" in raw:
+        link_prefix = c.prefix("bgp.link_prefix", raw["link_prefix"], 48, "fd00::/8",
+                               f"a /48 under fd00::/8, e.g. {DEFAULT_LINK_PREFIX}") or link_prefix
+    for other, what in ((nic_prefix, "nic_prefix"), (block, "the uSID block")):
+        if link_prefix.overlaps(other):
+            c.add("bgp.link_prefix", f"{link_prefix} overlaps {what} ({other})",
+                  "host links, NIC addresses and uSID paths must not share space")
+
+    return BgpSpec(t0_base=t0_base, t1_base=t1_base, keepalive=keepalive, hold=hold,
+                   bfd=bfd, maximum_paths=paths, link_prefix=link_prefix)
 
 
 CONGESTION_HINT = "e.g. congestion: {ecn: {min: 20KB, max: 80KB}, trim: 120KB, drop: 150KB}"

@@ -15,7 +15,7 @@ from twin.errors import UsageError
 from twin.fabric.model import Fabric, Node, build_fabric
 from twin.fabric.plan import Plan, build_plan
 from twin.fabric.render import render, write_build
-from twin.fabric.spec import FabricSpec, find_spec, load_spec, name_problem
+from twin.fabric.spec import FabricSpec, find_spec, load_spec, name_problem, with_routing
 from twin.routes import formats, tables
 
 
@@ -57,13 +57,18 @@ class Compiled:
         return build_root() / self.spec.name
 
 
-def compile_spec(spec_ref: str, name: str | None = None) -> Compiled:
+def compile_spec(spec_ref: str, name: str | None = None,
+                 routing: str | None = None) -> Compiled:
     """spec -> model -> plan (pure). Raises SpecError naming every problem. `name`
-    overrides the spec's own (`twin up SPEC --name lab2`)."""
+    overrides the spec's own (`twin up SPEC --name lab2`), and `routing` its routing
+    mode, with that mode's defaults (`twin plan mrc-4p --routing bgp`)."""
     if name is not None and (problem := name_problem(name)):
         raise UsageError(f"--name: {problem[0]}; {problem[1]}")
     path = find_spec(spec_ref, fabrics_dir())
-    return compile_loaded(str(path), load_spec(path), name)
+    spec = load_spec(path)
+    if routing is not None:
+        spec = with_routing(spec, routing)
+    return compile_loaded(str(path), spec, name)
 
 
 def compile_loaded(source: str, spec: FabricSpec, name: str | None = None) -> Compiled:
