@@ -18,7 +18,7 @@ TWIN = Path(__file__).resolve().parents[2] / "twin"
 
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("leaves", ("twin.errors", "twin.units", "twin.progress", "twin.unixsock",
-                "twin.nsenter", "twin.rundir", "twin.junit", "twin.node")),
+                "twin.nsenter", "twin.rundir", "twin.junit", "twin.node", "twin.apt")),
     ("owners", ("twin.owner", "twin.state")),
     ("compiler", ("twin.fabric", "twin.dataplane")),
     ("routes", ("twin.routes",)),

@@ -15,19 +15,17 @@ only as long as the apt call), and runs its own Prometheus per lab instead.
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
 import urllib.error
 import urllib.parse
 import urllib.request
 from pathlib import Path
 
-from twin.errors import LabError, RuntimeMissing
+from twin import apt
+from twin.errors import LabError
 
 DEFAULT_PORT = 9478  # beside the exporter's 9477; 9090 is a system Prometheus's
 SCRAPE_INTERVAL = "1s"
-POLICY_RC_D = Path("/usr/sbin/policy-rc.d")
 
 
 def config(lab: str, exporter_address: str) -> str:
@@ -59,34 +57,7 @@ def binary() -> str | None:
 
 def install(note=None) -> str:
     """Debian's prometheus, without recommends and without starting its service."""
-    found = binary()
-    if found:
-        return found
-    if os.geteuid() != 0:
-        raise RuntimeMissing("prometheus is not installed and only root can install it "
-                             "(apt-get install --no-install-recommends prometheus)")
-    if note:
-        note("installing prometheus from Debian (no recommends, service not started)")
-    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-    ours = not POLICY_RC_D.exists()
-    if ours:  # deny the package's own service start for the length of the install
-        POLICY_RC_D.write_text("#!/bin/sh\n# mrc-twin: during `apt-get install prometheus` "
-                               "only\nexit 101\n")
-        POLICY_RC_D.chmod(0o755)
-    try:
-        for cmd in (["apt-get", "update", "-qq"],
-                    ["apt-get", "install", "-y", "-qq", "--no-install-recommends",
-                     "prometheus"]):
-            proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
-            if proc.returncode != 0:
-                raise LabError(f"`{' '.join(cmd)}` failed: {proc.stderr.strip()[-500:]}")
-    finally:
-        if ours:
-            POLICY_RC_D.unlink(missing_ok=True)
-    found = binary()
-    if not found:
-        raise LabError("apt-get installed prometheus but no `prometheus` binary is on PATH")
-    return found
+    return apt.install("prometheus", binary, "twin telemetry's Prometheus", note)
 
 
 class Api:
