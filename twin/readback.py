@@ -16,6 +16,7 @@ from twin import dataplane
 from twin.dataplane import program as node_program
 from twin.dataplane.program import PROBE_BAND_QDISC
 from twin.fabric.plan import DROPPING, UNICAST, NodePlan, Route
+from twin.fabric.render import NO_DATAPLANE
 
 READ_CMDS = "route show\nlink show\naddress show\n"
 
@@ -28,16 +29,19 @@ class NodeCheck:
     different: list[str] = field(default_factory=list)  # same dst, other attributes
     links: list[str] = field(default_factory=list)  # interface problems
     sids: list[str] = field(default_factory=list)  # local SID problems, one line each
+    routing: list[str] = field(default_factory=list)  # routing: bgp: FRR and the kernel's
+    #                                                   BGP routes against the plan
 
     @property
     def ok(self) -> bool:
-        return not (self.missing or self.extra or self.different or self.links or self.sids)
+        return not (self.missing or self.extra or self.different or self.links or self.sids
+                    or self.routing)
 
     def problems(self) -> list[str]:
         return ([f"missing route {r}" for r in self.missing]
                 + [f"extra route {r}" for r in self.extra]
                 + [f"different route {r}" for r in self.different]
-                + self.sids + self.links)
+                + self.sids + self.links + self.routing)
 
 
 def route_from_json(entry: dict) -> Route:
@@ -100,6 +104,40 @@ def compare(plan: NodePlan, routes_json: list[dict], links_json: list[dict],
     return check
 
 
+def is_bgp_route(entry: dict) -> bool:
+    return entry.get("protocol") == "bgp"
+
+
+def compare_bgp(plan: NodePlan, routes_json: list[dict]) -> list[str]:
+    """The kernel's BGP routes (what FRR installed, read with iproute2: an oracle apart
+    from FRR's own account) against the router's plan: each expected prefix with its
+    ECMP width out of planned interfaces, and no other."""
+    got: dict[str, list[str]] = {}
+    for e in routes_json:
+        if not is_bgp_route(e):
+            continue
+        hops = e.get("nexthops")
+        devs = [str(h.get("dev", "")) for h in hops if isinstance(h, dict)] \
+            if isinstance(hops, list) else [str(e.get("dev", ""))]
+        got[_norm_dst(str(e.get("dst", "")))] = devs
+    out = []
+    for want in plan.bgp.expect:
+        devs = got.pop(want.prefix, None)
+        if devs is None:
+            out.append(f"no route to {want.prefix} in the kernel (BGP's, {want.width}-way "
+                       f"ECMP out of {', '.join(want.via)})")
+            continue
+        if len(devs) != want.width:
+            out.append(f"{want.prefix}: {len(devs)}-way ECMP in the kernel, planned "
+                       f"{want.width}-way out of {', '.join(want.via)}")
+        if stray := sorted(set(devs) - set(want.via)):
+            out.append(f"{want.prefix} goes out of {', '.join(stray)} in the kernel; "
+                       f"planned {', '.join(want.via)}")
+    out += [f"a BGP route to {dst} in the kernel the plan does not expect"
+            for dst in sorted(got)]
+    return out
+
+
 def compare_shaping(plan: NodePlan, qdiscs: list[dict], check: NodeCheck) -> None:
     """Every interface with a planned rate has a root tbf at that rate (tc -j reports B/s)."""
     roots = {q.get("dev"): q for q in qdiscs if q.get("root")}
@@ -125,12 +163,18 @@ def parse_batch_output(text: str) -> list[list[dict]]:
 
 
 def read_node(runtime, plan: NodePlan) -> NodeCheck:
-    backend = dataplane.get(node_program.load(runtime.build_dir, plan.name).dataplane)
+    program = node_program.load(runtime.build_dir, plan.name)
     out = runtime.exec(plan.name, ["ip", "-6", "-j", "-batch", "-"], input=READ_CMDS).stdout
     parts = parse_batch_output(out)
     if len(parts) != 3:
         return NodeCheck(plan.name, links=[f"could not read state back ({len(parts)} of 3)"])
     routes, links, addrs = parts
+    if program.dataplane == NO_DATAPLANE:  # routing: bgp: no SID; BGP's routes its own
+        check = compare(plan, routes, links, addrs, is_bgp_route)
+        if plan.bgp is not None:
+            check.routing = compare_bgp(plan, routes)
+        return check
+    backend = dataplane.get(program.dataplane)
     check = compare(plan, routes, links, addrs, backend.is_sid_route)
     check.sids = backend.check_sids(runtime, plan, routes)
     check.links += backend.check_signals(runtime, plan)

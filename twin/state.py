@@ -45,6 +45,7 @@ class LabState:
     dataplane: str = "seg6local"  # twin.dataplane's backend; a lab.json from before: seg6local
     dataplane_why: str = ""  # why it was chosen (`auto`'s probe, or "asked for")
     routes: str = ""  # the directory of an operator's tables it runs (`--routes`), "" the plan's
+    routing: str = ""  # `twin up --routing`: the spec's routing mode overridden ("" not)
 
     @property
     def owner(self) -> Owner:

@@ -392,3 +392,25 @@ def test_the_neighbour_table_is_sized_for_the_lab_and_never_lowered():
     assert neighbour_thresholds(2560, (128, 512, 1024)) == (128, 5120, 10240)
     assert neighbour_thresholds(32, (128, 512, 1024)) == (128, 512, 1024)  # enough already
     assert neighbour_thresholds(32, (128, 4096, 16384)) == (128, 4096, 16384)
+
+
+def test_up_never_renders_over_a_live_lab_of_another_run_directory(monkeypatch, tmp_path):
+    """lab/build/<lab> is named after the lab alone: a second run directory's `twin up`
+    of the same name used to render over the first's live files (and its down removed
+    them). It is refused, and the first lab's files stay its own."""
+    monkeypatch.setenv("TWIN_RUN_DIR", str(tmp_path / "run-a"))
+    L.up("mrc-4p", "fake")
+    build = L.build_root() / "mrc-4p"
+    before = (build / "owner.json").read_text()
+    monkeypatch.setenv("TWIN_RUN_DIR", str(tmp_path / "run-b"))
+    with pytest.raises(UsageError, match="holds the build files of live lab mrc-4p of run "
+                                         "directory .*run-a.*--name mrc-4p-2"):
+        L.up("mrc-4p", "fake")
+    assert (build / "owner.json").read_text() == before
+    L.up("mrc-4p", "fake", name="mrc-4p-2")  # as the error says
+    monkeypatch.setenv("TWIN_RUN_DIR", str(tmp_path / "run-a"))
+    lifecycle.down("mrc-4p")
+    monkeypatch.setenv("TWIN_RUN_DIR", str(tmp_path / "run-b"))
+    lifecycle.down("mrc-4p-2")
+    L.up("mrc-4p", "fake")  # once the other lab is gone, its name is free here
+    lifecycle.down("mrc-4p")

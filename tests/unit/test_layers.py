@@ -23,7 +23,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("compiler", ("twin.fabric", "twin.dataplane")),
     ("routes", ("twin.routes",)),
     ("endpoint", ("twin.mrc",)),
-    ("endpoints", ("twin.endpoints",)),
+    ("endpoints", ("twin.endpoints", "twin.frr")),
     ("kernel-facing", ("twin.readback", "twin.verify", "twin.remote", "twin.dockerd",
                        "twin.images")),
     ("runtimes", ("twin.runtime",)),

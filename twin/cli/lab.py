@@ -25,6 +25,7 @@ from twin.cli.base import (
 )
 from twin.cli.tables import Col
 from twin.errors import UsageError
+from twin.fabric.routing import ROUTING_MODES
 from twin.progress import Steps
 from twin.routes.check import check as check_routes
 from twin.routes.formats import FORMATS as ROUTE_FORMATS
@@ -57,11 +58,15 @@ from twin.verify.coverage import DEFAULT_K, EXHAUSTIVE_MAX
 @click.option("--follow-symlinks", is_flag=True,
               help="Read --routes files that are symlinks leading out of DIR (refused by "
                    "default, as `twin routes check`).")
+@click.option("--routing", type=click.Choice(ROUTING_MODES), default=None,
+              help="static-srv6: MRC's fabric (static uSID tables, no routing protocol); "
+                   "bgp: the same fabric as operators run it today, eBGP and ECMP on FRR "
+                   "(docs/bgp-baseline.md). Default: the spec's routing:, else static-srv6.")
 @click.option("--verify", "then_verify", is_flag=True,
               help="Then verify it, as `twin verify` does (a lab that fails stays up).")
 @click.option("--json", "as_json", is_flag=True, help="Print the lab's state as JSON.")
-def up(spec, runtime, name, dataplane, routes, routes_format, follow_symlinks, then_verify,
-       as_json):
+def up(spec, runtime, name, dataplane, routes, routes_format, follow_symlinks, routing,
+       then_verify, as_json):
     """Build a lab: create nodes, wire links, program every route and local
     SID, start the hosts' MRC endpoints.
 
@@ -70,13 +75,15 @@ def up(spec, runtime, name, dataplane, routes, routes_format, follow_symlinks, t
     side by side: `twin up mrc-4p --name lab2` is a second mrc-4p.
     With --routes DIR the nodes hold an operator's tables as written, even
     broken ones (`twin routes check` says what they break; verify proves it).
+    With --routing bgp the routers run FRR (eBGP unnumbered, ECMP) instead:
+    up waits until every router holds what its plan says.
     """
     sigterm_as_interrupt()
     steps = RichSteps()
     try:
         result = L.up(spec, runtime, steps, verify=then_verify, name=name,
                       dataplane=dataplane, routes=routes, routes_format=routes_format,
-                      follow_symlinks=follow_symlinks)
+                      follow_symlinks=follow_symlinks, routing=routing)
     finally:
         steps.done()
     state = result.state

@@ -51,6 +51,12 @@ def frr_conf(lab: str, node: NodePlan, spec: BgpSpec) -> str:
              "frr defaults datacenter",
              f"hostname {node.name}",
              "service integrated-vtysh-config",
+             # Routes with their next hops inline, not through kernel nexthop objects:
+             # with objects, FRR 8.4 on a T0 whose uplink flapped left the kernel's
+             # group 1-way while its RIB said 2-way (the kernel drops a nexthop from
+             # its groups when its device goes down; zebra made the nexthop again but
+             # never the group). `twin verify` reads both and named it.
+             "no zebra nexthop kernel enable",
              "!"]
     if spec.bfd is not None:
         lines += ["bfd",
@@ -86,9 +92,9 @@ DAEMONS = ("zebra", "bgpd", "bfdd")
 
 
 def daemons(lab: str, node: NodePlan, spec: BgpSpec) -> str:
-    """FRR's `daemons` file: zebra and bgpd, and bfdd when BFD is on. The VTYs listen on
-    the node's own loopback only; watchfrr is off (the runtime starts and stops the
-    daemons by PID, one set per router: `-N <node>` path spaces on netns)."""
+    """FRR's `daemons` file: zebra and bgpd, and bfdd when BFD is on, for an FRR started
+    the Debian way (frrinit.sh, as a containerlab FRR image does). twin itself starts
+    the same daemons directly, their sockets in the node's run directory (twin.frr)."""
     on = {"zebra": True, "bgpd": True, "bfdd": spec.bfd is not None}
     lines = [f"# {node.name} in lab {lab}: the FRR daemons it runs (rendered by mrc-twin)"]
     lines += [f"{d}={'yes' if on[d] else 'no'}" for d in DAEMONS]

@@ -15,7 +15,7 @@ from twin import dataplane, endpoints
 from twin.errors import LabError, SeveralLabs, UsageError
 from twin.fabric.model import Fabric, Node
 from twin.fabric.plan import Plan
-from twin.fabric.spec import parse_spec
+from twin.fabric.spec import parse_spec, with_routing
 from twin.lab.compile import ROUTES, Compiled, compile_loaded, require_node, with_tables
 from twin.routes import tables
 from twin.rundir import read_json, run_root
@@ -97,6 +97,8 @@ def attach(lab: str | None) -> Attached:
         raise LabError(f"lab {name}: state file is unreadable under {run_root() / name}")
     spec_copy = state.dir / "spec.yml"
     spec = parse_spec(spec_copy.read_text(), state.spec_path)
+    if state.routing:  # `twin up --routing`: the mode it runs, not the file's
+        spec = with_routing(spec, state.routing)
     compiled = compile_loaded(state.spec_path, spec, name)  # name: --name
     if state.routes:  # brought up from an operator's tables: they are its plan
         saved = read_json(state.dir / ROUTES, None)

@@ -48,6 +48,15 @@ def own(build_dir: Path, owner: Owner) -> None:
     write_json(Path(build_dir) / OWNER_FILE, asdict(owner))
 
 
+def held_by_another(build_dir: Path) -> Owner | None:
+    """The live lab of another run directory whose build directory this is (rendering
+    into it would change the files its nodes and commands read), or None."""
+    found = owner_of(build_dir)
+    if found is None or found.mine or found.stray_because() is not None:
+        return None
+    return found
+
+
 def owner_of(build_dir: Path) -> Owner | None:
     try:
         data = json.loads((Path(build_dir) / OWNER_FILE).read_text())

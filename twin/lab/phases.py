@@ -7,6 +7,8 @@ runs the middle ones again for one node and its neighbours.
     wire       the links, as veth pairs            Runtime.wire_links
     configure  every node's plan                   kernel: pyroute2, ip, tc
     carrier    wait until every planned link has carrier (exec `ip -j link`)
+    routing    routing: bgp only: FRR on every router, until BGP has converged
+               to the plan (twin.frr, twin.verify.bgp)
     endpoints  the MRC endpoint on every host      kernel: a daemon per host
     verify     routes read back, every path probed (twin.verify)
 """
@@ -17,13 +19,17 @@ import json
 import time
 from dataclasses import dataclass
 
+from twin import frr
 from twin.errors import LabError
 from twin.fabric.model import Link
 from twin.fabric.plan import NodePlan, Plan
 from twin.progress import Steps
+from twin.verify import bgp as B
 from twin.verify import run_verify
 
 CARRIER_TIMEOUT_S = 10.0
+CONVERGE_S = 60.0  # BGP to the plan on every router: seconds (datacenter timers: ~3 s)
+CONVERGE_POLL_S = 0.5
 
 
 @dataclass(frozen=True)
@@ -125,6 +131,56 @@ def carrier(rt, nodes: list[NodePlan], steps: Steps,
         if waiting:
             time.sleep(0.05)
     return Phase("carrier", tuple(n.name for n in nodes), time.monotonic() - start)
+
+
+def routing(rt, plan: Plan, steps: Steps, timeout_s: float | None = None) -> Phase:
+    """routing: bgp: start FRR on every router, hand it its frr.conf, and wait until
+    every router holds what its plan says (sessions Established with the planned peers,
+    every remote host link with its ECMP width, nothing more): the first problems are
+    the error when it does not within `timeout_s`."""
+    start = time.monotonic()
+    routers = [n for n in plan.nodes.values() if n.bgp is not None]
+    if not routers:
+        return Phase("routing", (), 0.0)
+    bfd = plan.fabric.spec.bgp.bfd is not None
+    steps.start(f"starting FRR on {len(routers)} routers", len(routers))
+    for node in routers:
+        frr.start(rt, node.name, frr.daemons(bfd))
+        frr.configure(rt, node.name)
+        steps.advance()
+    converged(rt, routers, steps, CONVERGE_S if timeout_s is None else timeout_s)
+    return Phase("routing", tuple(n.name for n in routers), time.monotonic() - start)
+
+
+def read_router(rt, node: NodePlan, ids: dict[str, str]) -> list[str]:
+    """What keeps a router from its plan now (twin.verify.bgp): [] when converged."""
+    view = B.RouterView.read(node.name, frr.show(rt, node.name, "show bgp neighbors json"),
+                             frr.show(rt, node.name, "show ipv6 route json"))
+    return B.problems(node.name, node.bgp, view, ids)
+
+
+def converged(rt, routers: list[NodePlan], steps: Steps, timeout_s: float) -> None:
+    ids = {n.name: n.bgp.router_id for n in routers}
+    steps.start("waiting for BGP to converge", len(routers))
+    deadline = time.monotonic() + timeout_s
+    waiting = routers
+    while True:
+        still = []
+        for node in waiting:
+            found = read_router(rt, node, ids)
+            if found:
+                still.append((node, found))
+            else:
+                steps.advance()
+        if not still:
+            return
+        if time.monotonic() > deadline:
+            shown = [p for _, found in still[:3] for p in found[:3]]
+            raise LabError(f"BGP did not converge to the plan within {timeout_s:.0f}s on "
+                           f"{len(still)} of {len(routers)} routers:\n  "
+                           + "\n  ".join(shown))
+        waiting = [n for n, _ in still]
+        time.sleep(CONVERGE_POLL_S)
 
 
 def endpoints(rt, hosts: list[str], steps: Steps) -> Phase:

@@ -1,7 +1,7 @@
 """The lab pipeline. Read `up` first: it is the table of contents.
 
     compile -> data plane -> render -> limits -> create -> wire -> configure -> carrier
-                                                           -> endpoints [-> verify]
+                                        -> routing (bgp: FRR) -> endpoints [-> verify]
                                                                           (twin up)
     restart_node -> wire -> configure -> carrier -> endpoints
                              (twin restart, with the faults again: twin.lifecycle)
@@ -25,7 +25,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from twin import dataplane as dataplanes
+from twin import frr
 from twin.errors import UsageError
+from twin.fabric.render import NO_DATAPLANE
 from twin.lab import build, phases, sweep
 from twin.lab.attach import Attached, attach
 from twin.lab.compile import (
@@ -64,19 +66,32 @@ class Up:
 def up(spec_ref: str, runtime: str = "auto", steps: Steps | None = None, *,
        verify: bool = False, name: str | None = None, dataplane: str | None = None,
        routes: str | None = None, routes_format: str | None = None,
-       follow_symlinks: bool = False) -> Up:
+       follow_symlinks: bool = False, routing: str | None = None) -> Up:
     """Bring a lab up; `name` runs the spec under another lab name (several labs
     from one spec side by side); `dataplane` overrides the spec's `srv6.dataplane`;
     `routes` programs the nodes from an operator's tables (a directory, in
     `routes_format` or the format its files show) instead of twin's plan; its files may
-    be symlinks out of it only with `follow_symlinks`."""
+    be symlinks out of it only with `follow_symlinks`; `routing` overrides the spec's
+    `routing:` (bgp: the same fabric on FRR, twin.fabric.bgp)."""
     steps = steps or Steps()
-    compiled = compile_spec(spec_ref, name)
+    compiled = compile_spec(spec_ref, name, routing)
     _refuse_if_up(compiled.lab)  # before render: an up lab's build files stay as they are
+    if held := build.held_by_another(compiled.build_dir()):
+        raise UsageError(f"{compiled.build_dir()} holds the build files of live lab "
+                         f"{held.lab} of run directory {held.run_dir}; bring this one up "
+                         f"under another name: `twin up {spec_ref} --name {compiled.lab}-2`")
     rt_name, why = pick_runtime(runtime)
     steps.note(f"runtime: {rt_name} ({why})")
     dp_name, dp_why = pick_dataplane(rt_name, dataplane or compiled.spec.dataplane)
-    steps.note(f"data plane: {dp_name} ({dp_why})")
+    if compiled.spec.bgp is not None:
+        if dataplane or routes:
+            raise UsageError(f"{'--dataplane' if dataplane else '--routes'} programs SRv6 "
+                             "SIDs; a routing: bgp lab has none (its routes come from BGP)")
+        frr.ensure_installed(steps.note)
+        recorded = NO_DATAPLANE, "routing: bgp: plain IPv6 forwarding, no SID"
+    else:
+        recorded = dp_name, dp_why
+    steps.note(f"data plane: {recorded[0]} ({recorded[1]})")
     loaded = None
     if routes:
         loaded = load_tables(compiled, routes, routes_format, dp_name, follow_symlinks)
@@ -86,7 +101,8 @@ def up(spec_ref: str, runtime: str = "auto", steps: Steps | None = None, *,
     owner = Owner.here(compiled.lab, new_lab_id())
     rt = get_runtime(rt_name, compiled.lab, str(build_dir), owner)
     _refuse_foreign_nodes(rt, compiled)
-    state = _record(compiled, rt_name, build_dir, owner, dp_name, dp_why, loaded)  # first
+    state = _record(compiled, rt_name, build_dir, owner, *recorded, loaded,
+                    routing)  # first
     plan, fabric = compiled.plan, compiled.fabric
     nodes = list(plan.nodes.values())
     try:
@@ -96,8 +112,10 @@ def up(spec_ref: str, runtime: str = "auto", steps: Steps | None = None, *,
             phases.wire(rt, list(fabric.links), steps),
             phases.configure(rt, nodes, steps),
             phases.carrier(rt, nodes, steps),
-            phases.endpoints(rt, [h.name for h in fabric.hosts], steps),
         ]
+        if compiled.spec.bgp is not None:
+            ran.append(phases.routing(rt, plan, steps))
+        ran.append(phases.endpoints(rt, [h.name for h in fabric.hosts], steps))
     except BaseException as e:
         stopped = "interrupted" if isinstance(e, KeyboardInterrupt) else "failed"
         steps.note(f"{stopped}: rolling back what was created")
@@ -146,11 +164,12 @@ def _refuse_foreign_nodes(rt: Runtime, compiled: Compiled) -> None:
 
 def _record(compiled: Compiled, runtime: str, build_dir: Path, owner: Owner,
             dataplane: str, dataplane_why: str,
-            loaded: tables.Tables | None = None) -> LabState:
+            loaded: tables.Tables | None = None, routing: str | None = None) -> LabState:
     state = LabState(lab=compiled.lab, runtime=runtime, spec_path=compiled.source,
                      build_dir=str(build_dir), nodes=list(compiled.plan.nodes),
                      id=owner.lab_id, dataplane=dataplane, dataplane_why=dataplane_why,
-                     routes=str(Path(loaded.source).resolve()) if loaded else "")
+                     routes=str(Path(loaded.source).resolve()) if loaded else "",
+                     routing=routing or "")
     if not state.claim():  # another `twin up` of this lab got here first
         other = LabState.load(compiled.lab)
         raise UsageError(f"lab {compiled.lab} is already "

@@ -47,7 +47,9 @@ def run_verify(runtime, plan: Plan, *, dataplane: bool = True, steps=None,
             if steps:
                 steps.advance()
     report = VerifyReport(fabric.name, runtime.name, nodes)
-    if not dataplane:
+    if fabric.spec.bgp is not None:
+        _verify_bgp(runtime, plan, report, dataplane, steps)
+    elif not dataplane:
         report.dataplane_skipped = "skipped (--no-dataplane)"
     else:
         if coverage == AUTO:
@@ -77,3 +79,36 @@ def run_verify(runtime, plan: Plan, *, dataplane: bool = True, steps=None,
         steps.done()
     report.seconds = time.monotonic() - started
     return report
+
+
+def _verify_bgp(runtime, plan: Plan, report: VerifyReport, dataplane: bool, steps) -> None:
+    """routing: bgp: each router's FRR held to its plan (sessions with the planned
+    peers, every prefix with its ECMP width: twin.verify.bgp) beside the kernel's
+    routes read above, then a UDP probe per host pair and plane (twin.verify.ecmp)."""
+    from twin import frr
+    from twin.errors import LabError
+    from twin.verify import bgp as B
+    from twin.verify import ecmp
+
+    routers = {n.node: n for n in report.nodes if plan[n.node].bgp is not None}
+    ids = {name: plan[name].bgp.router_id for name in routers}
+    if steps:
+        steps.start("reading BGP back from FRR", len(routers))
+    for name, check in routers.items():
+        try:
+            view = B.RouterView.read(name, frr.show(runtime, name, "show bgp neighbors json"),
+                                     frr.show(runtime, name, "show ipv6 route json"))
+            check.routing += [p.removeprefix(f"{name}: ")
+                              for p in B.problems(name, plan[name].bgp, view, ids)]
+        except LabError as e:
+            check.routing.append(str(e).removeprefix(f"{name}: "))
+        if steps:
+            steps.advance()
+    if not dataplane:
+        report.dataplane_skipped = "skipped (--no-dataplane)"
+        return
+    todo = ecmp.pairs(plan)
+    if steps:
+        steps.start("probing host pairs per plane", len(todo))
+    report.paths = ecmp.probe(runtime, plan, todo, progress=(
+        (lambda done, total, attempt: steps.update(done, total, attempt)) if steps else None))
