@@ -32,7 +32,7 @@ import yaml
 from twin.dataplane import get as get_dataplane
 from twin.dataplane.program import FILE as PROGRAM_FILE
 from twin.dataplane.program import NodeProgram
-from twin.fabric import frr
+from twin.fabric import bgp, frr
 from twin.fabric.plan import NodePlan, Plan
 from twin.fabric.routing import STATIC_SRV6
 
@@ -81,11 +81,19 @@ def render(plan: Plan, dataplane: str, code_dir: str = DEFAULT_CODE_DIR) -> dict
 
 
 def endpoint_config(plan: Plan, host: str) -> str:
-    """What the host's MRC endpoint daemon needs: who it is, its ports, the fabric."""
+    """What the host's MRC endpoint daemon needs: who it is, its ports, the fabric, and
+    in routing: bgp its framing (twin.mrc.framing): `framing: udp-entropy` and its port
+    address per plane, `port_addresses` (a peer's come from the spec's bgp.link_prefix
+    by the same formula, twin.fabric.bgp.host_link). A static-srv6 host's file has
+    neither key: srv6 framing is the default."""
     fabric = plan.fabric
     ports = {str(p): fabric.host_port(p) for p in fabric.nic_planes}
     doc = {"host": host, "nic": plan.nic_address(host), "ports": ports,
            "spec": json.dumps(fabric.spec.to_dict(), sort_keys=True)}
+    if fabric.spec.bgp is not None:
+        doc["framing"] = "udp-entropy"
+        doc["port_addresses"] = {str(p): bgp.host_link(fabric, host, p).host_address
+                                 for p in fabric.nic_planes}
     return json.dumps(doc, indent=2, sort_keys=True) + "\n"
 
 

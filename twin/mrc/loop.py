@@ -60,6 +60,17 @@ for a PSN never sent, a NAK or trim notice for nothing in flight, a probe reply 
 probe, a CNP sooner than any notification point sends one) is counted and ignored.
 Every registered buffer sits between guard bytes (twin.mrc.buffer).
 
+Framing (twin.mrc.framing, from endpoint.json): srv6 on a static-srv6 fabric, as above;
+udp-entropy on a routing: bgp fabric ("MRC over ECMP", docs/bgp-baseline.md): a packet
+is one IPv6 header from this host's port address in the EV's plane to the peer's
+(wire.frame_ecmp), the kernel routes it out of that plane's port (one /52 per plane via
+its T0), the UDP source port carries the EV's T1 and entropy bits for the routers' L4
+hash, and it arrives on a UDP socket bound to the port address (one per plane: no
+decap). SACKs, NAKs, CNPs and probes go back the same way, port address to port address
+in the data packet's plane. Only the Python data path frames it: the compiled one
+(TxBatch, RxRing) is built for IPv6-in-IPv6 and is refused (load_datapath); the
+compiled transport core is framing-blind and runs in both.
+
 Seeds make runs reproducible: a QP's EV set, rkey and reverse EVs come from
 generators seeded with (host, QP number, the request's seed).
 
@@ -88,7 +99,7 @@ from twin.fabric.model import build_fabric
 from twin.fabric.paths import ENTROPY_SHIFT, PLANE_BITS, ev_fields, route
 from twin.fabric.plan import nic_address
 from twin.fabric.spec import parse_spec
-from twin.mrc import trace, wire
+from twin.mrc import framing, trace, wire
 from twin.mrc.buffer import GuardedBuffer
 from twin.mrc.core import LOAD_HINT, Transport, load_transport, short_name, stale_build
 from twin.mrc.counters import EndpointCounters
@@ -120,6 +131,7 @@ PROBES_PER_ROUND = 8
 PEERS_CACHED = 1024
 ROUTES_CACHED = 1 << 16  # (host, plane, T1): every path of a 64-host, 8x16 fabric fits
 SO_RCVBUFFORCE, SO_SNDBUFFORCE = 33, 32
+IPV6_FREEBIND = 78  # bind a port address that is still tentative, or on a port that is down
 SIOCGIFFLAGS, IFF_UP, IFF_RUNNING = 0x8913, 0x1, 0x40
 RTMGRP_LINK = 1
 
@@ -141,15 +153,26 @@ DATAPATH_ENV = "MRC_TWIN_DATAPATH"
 RECORD_ENV = "MRC_TWIN_RECORD"  # a directory: every sending QP's inputs, as traces
 
 
-def load_datapath(asked: str | None = None):
+NO_COMPILED_ECMP = ("the compiled data path frames IPv6-in-IPv6 to a uSID path only, and "
+                    f"this endpoint's framing is {framing.UDP_ENTROPY} (routing: bgp)")
+
+
+def load_datapath(asked: str | None = None, framing_name: str = framing.SRV6):
     """(the compiled module or None, "compiled" or "python: why"), as MRC_TWIN_DATAPATH
     asks: auto (compiled where it is built and current), compiled (refuse to run without
-    it), python."""
+    it), python. In udp-entropy framing the compiled data path is never used (its C
+    builds the 96-byte srv6 head and reads the outer destination at its offset): auto
+    says why, compiled is refused."""
     asked = asked or os.environ.get(DATAPATH_ENV, "auto")
     if asked not in DATAPATHS:
         raise UsageError(f"{DATAPATH_ENV}={asked!r}: want one of {', '.join(DATAPATHS)}")
     if asked == "python":
         return None, "python: asked for"
+    if framing_name != framing.SRV6:
+        if asked == "compiled":
+            raise UsageError(f"{DATAPATH_ENV}=compiled, but {NO_COMPILED_ECMP}; hint: "
+                             f"{DATAPATH_ENV}=auto runs it on the Python data path")
+        return None, f"python: {NO_COMPILED_ECMP}"
     try:
         from twin.mrc import _fastpath
     except ImportError as e:
@@ -233,7 +256,9 @@ class PacketLoop:
         self.ports: dict[int, str] = {int(p): ifname for p, ifname in config["ports"].items()}
         self.fabric = build_fabric(parse_spec(config["spec"], "endpoint.json"))
         self.me = self.fabric.node(self.host)
-        self._hosts_by_nic = {str(nic_address(self.fabric, h)): h for h in self.fabric.hosts}
+        self.framing = framing.parse(config, self.fabric, self.host)
+        # any address of a host (its NIC; in udp-entropy its port addresses too) -> node
+        self._hosts_by_nic = {a: self.fabric.node(h) for a, h in self.framing.hosts.items()}
         self._peers: dict[str, bytes] = {}  # peer address text -> packed
         self._routes: dict[tuple[str, int, int], str] = {}  # (host, plane, T1) -> uSIDs
         # The paths (plane | t1 << 4) of this fabric. An EV from the wire may name any
@@ -287,9 +312,17 @@ class PacketLoop:
                 sock.setsockopt(socket.SOL_SOCKET, opt, 8 << 20)
             except OSError:
                 pass
-        self.udp.bind((self.nic, wire.ROCE_PORT))
-        self.udp.setblocking(False)
-        fast, self.datapath = load_datapath()
+        # (socket, the local address the ICRC covers): the NIC's; in udp-entropy, one per
+        # plane on its port address (packets arrive there, with no decap)
+        self.rx_socks = [(self.udp, self.nic_packed)]
+        if self.framing.ecmp:
+            self.udp.close()
+            self.rx_socks = [self._port_socket(a) for _, a in sorted(self.framing.own.items())]
+            self.udp = self.rx_socks[0][0]
+        else:
+            self.udp.bind((self.nic, wire.ROCE_PORT))
+            self.udp.setblocking(False)
+        fast, self.datapath = load_datapath(framing_name=self.framing.name)
         self.core = load_transport()  # the Sender and Receiver classes QPs are built with
         self.transport = self.core.name  # "compiled", or "python: why"
         self._cores: dict[str, Transport] = {}  # a QP's own, by name (transport_for)
@@ -300,8 +333,25 @@ class PacketLoop:
             self.tx_batch = fast.TxBatch(self.raw.fileno(), SEND_BUDGET)
             self.rx_ring = fast.RxRing(self.udp.fileno(), self.nic_packed, RX_SLOTS, RECV_BUF)
         self.sel = selectors.DefaultSelector()
-        self.sel.register(self.udp, selectors.EVENT_READ, None)  # read every round anyway
+        for sock, _ in self.rx_socks:
+            self.sel.register(sock, selectors.EVENT_READ, None)  # read every round anyway
         self.netlink = self._open_netlink()
+
+    def _port_socket(self, addr: str) -> tuple[socket.socket, bytes]:
+        """udp-entropy: a UDP socket on a NIC port's address, port 4791 (IPV6_FREEBIND:
+        the address may still be tentative, or its port down, when the endpoint starts)."""
+        sock = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+        wire.allow_zero_udp_checksum(sock)
+        wire.receive_flow_labels(sock)
+        for level, opt, value in ((socket.SOL_SOCKET, SO_RCVBUFFORCE, 8 << 20),
+                                  (socket.IPPROTO_IPV6, IPV6_FREEBIND, 1)):
+            try:
+                sock.setsockopt(level, opt, value)
+            except OSError:
+                pass
+        sock.bind((addr, wire.ROCE_PORT))
+        sock.setblocking(False)
+        return sock, socket.inet_pton(socket.AF_INET6, addr)
 
     def _open_netlink(self) -> socket.socket | None:
         """Link events of our namespace (RTNLGRP_LINK); None means poll instead."""
@@ -555,9 +605,13 @@ class PacketLoop:
         return {p: sent.get(p, 0) for p in self.tx_plane_bytes}
 
     def path(self, qp: SendQp, ev: int) -> str:
-        """The uSID program an EV of this QP travels."""
+        """The uSID program an EV of this QP travels (udp-entropy: the peer's port
+        address in the EV's plane; which T1 it crosses is the fabric's hash)."""
         path = qp.paths.get(ev)
         if path is None:
+            if self.framing.ecmp:
+                path = qp.paths[ev] = self.framing.address(qp.peer, ev & _PLANE_MASK)
+                return path
             plane, t1, _ = ev_fields(ev)
             path = qp.paths[ev] = self._route(self.fabric.node(qp.peer), plane, t1)
         return path
@@ -577,7 +631,10 @@ class PacketLoop:
         return path
 
     def _warm_routes(self, peer) -> None:
-        """Every path to `peer`, before its QP's first packet (on the control path)."""
+        """Every path to `peer`, before its QP's first packet (on the control path);
+        udp-entropy has none to compute (its addresses are computed once, at start)."""
+        if self.framing.ecmp:
+            return
         for plane in self.fabric.nic_planes:
             for t1 in range(self.fabric.spec.t1_per_plane):
                 self._route(peer, plane, t1)
@@ -588,6 +645,11 @@ class PacketLoop:
             for cache in (qp.templates, qp.paths):  # in place: TxBatch.post holds the dict
                 for k in [k for k in cache if k not in live]:
                     del cache[k]
+        if self.framing.ecmp:  # one IPv6 header, port address to port address
+            tpl = qp.templates[ev] = wire.DataTemplate(
+                None, None, self.framing.own[ev & _PLANE_MASK], self.path(qp, ev), ev,
+                qp.peer_qpn, qp.rkey)
+            return tpl
         tpl = qp.templates[ev] = wire.DataTemplate(self.nic, self.path(qp, ev), self.nic,
                                                    qp.peer_nic, ev, qp.peer_qpn, qp.rkey)
         return tpl
@@ -609,17 +671,28 @@ class PacketLoop:
         return got
 
     def _recv_python(self) -> int:
+        if len(self.rx_socks) == 1:
+            return self._recv_socket(self.udp, self.nic_packed)
+        got = 0  # udp-entropy: a socket per plane, each its share of the batch
+        for sock, local in self.rx_socks:
+            got += self._recv_socket(sock, local, RECV_BATCH // len(self.rx_socks), True)
+        return got
+
+    def _recv_socket(self, sock: socket.socket, local: bytes, batch: int = RECV_BATCH,
+                     ecmp: bool = False) -> int:
+        """Up to `batch` datagrams from one socket, `local` the address it is bound to
+        (the destination the ICRC covers), `ecmp` its framing's (wire.decode)."""
         got = 0
-        recvmsg = self.udp.recvmsg
-        for _ in range(RECV_BATCH):
+        recvmsg = sock.recvmsg
+        for _ in range(batch):
             try:
                 data, anc, _, addr = recvmsg(RECV_BUF, ANC_BUF)
             except BlockingIOError:
                 break
             got += 1
             try:
-                pkt = wire.decode(data, self._packed_peer(addr[0]), self.nic_packed, addr[1],
-                                  wire.flowinfo_of(anc))
+                pkt = wire.decode(data, self._packed_peer(addr[0]), local, addr[1],
+                                  wire.flowinfo_of(anc), ecmp)
             except wire.BadPacket as e:
                 self.drops[_DROP_OF_REASON[e.reason]] += 1
                 continue
@@ -786,11 +859,24 @@ class PacketLoop:
             if self._host_of(qp.peer_nic) is None:
                 return None
             rev = self._real_path(key) | qp.rng.getrandbits(20) << ENTROPY_SHIFT
+            if self.framing.ecmp:
+                qp.rev_evs[key] = rev
+                hit = qp.framers[key] = self._ecmp_framer(self._host_of(qp.peer_nic), rev)
+                return hit
             path = self._reverse_path(qp, rev)
             qp.rev_evs[key] = rev
             hit = qp.framers[key] = (wire.Framer(self.nic, path, self.nic, qp.peer_nic, rev),
                                      path)
         return hit
+
+    def _ecmp_framer(self, peer, ev: int) -> tuple[wire.Framer, str]:
+        """udp-entropy framing: a Framer for control packets of `ev` to host `peer`, from
+        our port address in the EV's plane to the peer's, and where to send them (the
+        peer's port address: the kernel's route for that plane's /52 takes it out of
+        that plane's port)."""
+        plane = ev & _PLANE_MASK
+        dst = self.framing.address(peer.name, plane)
+        return wire.Framer(None, None, self.framing.own[plane], dst, ev), dst
 
     def _real_path(self, key: int) -> int:
         """A path of this fabric for a path key from the wire: itself, or (a plane or
@@ -906,8 +992,7 @@ class PacketLoop:
                                          self.port_bitmap)
                 path = qp.paths.get(e.value) or self.path(qp, e.value)
                 try:
-                    self.raw.sendto(wire.frame(self.nic, path, e.value, self.nic, qp.peer_nic,
-                                               body), (path, 0))
+                    self.raw.sendto(self._frame(qp.peer_nic, path, e.value, body), (path, 0))
                 except OSError:
                     continue
                 qp.probes[e.value] = t
@@ -926,8 +1011,8 @@ class PacketLoop:
             body = wire.encode_probe(qp.peer_qpn, probe.ev, probe.probe_id, probe.sent_ns,
                                      probe.reverse_ev, self.port_bitmap, reply=True)
             try:
-                self.raw.sendto(wire.frame(self.nic, path, probe.reverse_ev, self.nic,
-                                           qp.peer_nic, body), (path, 0))
+                self.raw.sendto(self._frame(qp.peer_nic, path, probe.reverse_ev, body),
+                                (path, 0))
             except OSError:
                 pass
             return
@@ -942,8 +1027,20 @@ class PacketLoop:
         qp.sender.probe_result(probe.ev, True, now_ns())
 
     def _reverse_path(self, qp: RecvQp, ev: int) -> str:
+        """Where a packet of `ev` to the QP's peer is sent: its uSID program (srv6), or
+        the peer's port address in the EV's plane (udp-entropy)."""
+        if self.framing.ecmp:
+            return self.framing.address(self._host_of(qp.peer_nic).name, ev & _PLANE_MASK)
         plane, t1, _ = ev_fields(ev)
         return self._route(self._host_of(qp.peer_nic), plane, t1)
+
+    def _frame(self, peer_nic: str, path: str, ev: int, body: bytes) -> bytes:
+        """A whole control packet of `ev` to `path` (what _reverse_path or path gave):
+        srv6, IPv6-in-IPv6 NIC to NIC; udp-entropy, our port address in the EV's plane
+        to `path`, the peer's there."""
+        if self.framing.ecmp:
+            return wire.frame_ecmp(self.framing.own[ev & _PLANE_MASK], path, ev, body)
+        return wire.frame(self.nic, path, ev, self.nic, peer_nic, body)
 
     def _on_netlink(self) -> None:
         """A link changed somewhere in our namespace: drain the events, read our ports."""

@@ -148,7 +148,8 @@ class SendQpStats:
     messages_completed: int  # writes acknowledged in full, over the QP's life
     completions: tuple[MessageLatency, ...]  # the latest (at most 16), oldest first
     events_logged: int  # events appended to the QP's event log (`events` op)
-    single_path: str | None  # single-path's one uSID path, else None
+    # single-path's one uSID path (udp-entropy framing: the peer's port address), else None
+    single_path: str | None
     ev_skips_total: int = 0  # an EV went GOOD -> SKIP for a rotation (any reason)
     dead_paths_total: int = 0  # a path shown dead: its EVs retired together
     target_us: float = 0.0  # the queueing delay the window steers to (from the link rates)

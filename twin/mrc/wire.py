@@ -46,6 +46,22 @@ traffic class (IPV6_FLOWINFO: `flowinfo_of`) and echoes CE in the SACK's congest
 TRIM_DSCP (7) was trimmed by a switch to BTH and RETH: `decode` returns `Trimmed` without
 an ICRC check, and the receiver answers NAK_TRIMMED.
 
+UDP-entropy framing (routing: bgp, twin.mrc.framing, docs/bgp-baseline.md "MRC over
+ECMP"): no SRv6 and no decap, so a packet is the RoCEv2 packet alone, from the sender's
+NIC port address in the EV's plane to the receiver's port address in that plane:
+
+    0   IPv6 (40)         src = my port-p address, dst = the peer's port-p address (p = the
+                          EV's plane), flow label = EV & 0xFFFFF, next header 17
+    40  UDP (8)           sport = 0xC000 | (EV >> 18 XOR the EV's 8 T1 bits): `udp_sport_ecmp`,
+                          dport 4791, checksum 0
+    48  BTH ..            as above, the ICRC over this one IPv6 header
+
+The routers hash (addresses, ports, next header) to pick a T1, so the source port must
+vary with every EV bit that names a path: the T1 bits are folded into it. The receiver
+undoes the fold with the flow label's T1 bits (`ev_of_ecmp`), so the EV it echoes is the
+one sent. `Framer`, `DataTemplate` with no path (None) frame this way; `decode(...,
+ecmp=True)` and `decode_frame` (by the first header's next header) read it.
+
 Naming follows the InfiniBand spec (Bth, Reth, ImmDt, Aeth, PSN, QP) and MRC (EV, Sack).
 Encoders return the RoCE body (BTH .. payload, no ICRC); `frame` wraps one in
 IPv6/IPv6/UDP and appends the ICRC. On the receive side the kernel has stripped both IPv6
@@ -108,6 +124,9 @@ SACK_DUP = 0x80  # in the SACK's echoed-try byte: the echoed packet was a duplic
 ACK_REQ = 1 << 31
 _TRY_SHIFT = 24
 SPORT_BASE, SPORT_SHIFT = 0xC000, 18  # sport = 0xC000 | EV >> 18
+# The EV's T1 bits (twin.fabric.paths: bits 11..4), folded into the source port in
+# UDP-entropy framing; wire imports nothing of twin (test_mrc_framing checks they agree)
+EV_T1_SHIFT, EV_T1_MASK = 4, 0xFF
 FLOW_MASK = 0xFFFFF
 _U64 = 0xFFFFFFFFFFFFFFFF
 
@@ -183,6 +202,20 @@ def ev_of(flow_label: int, sport: int) -> int:
     """The 32-bit EV back from the inner flow label (bits 19..0) and the source port
     (bits 31..18; bits 19..18 are in both)."""
     return (flow_label & FLOW_MASK) | ((sport & 0x3FFF) << SPORT_SHIFT)
+
+
+def udp_sport_ecmp(ev: int) -> int:
+    """UDP-entropy framing's source port: 0xC000 | (the EV's top 14 bits XOR its 8 T1
+    bits), in RoCEv2's entropy range 49152..65535. What an ECMP hash sees of the EV
+    besides the addresses (which carry its plane): two EVs of one plane that differ in
+    their T1 or top entropy bits leave with different ports."""
+    return SPORT_BASE | ((ev >> SPORT_SHIFT) ^ (ev >> EV_T1_SHIFT & EV_T1_MASK))
+
+
+def ev_of_ecmp(flow_label: int, sport: int) -> int:
+    """`ev_of` for UDP-entropy framing: the T1 bits the flow label carries unfold the
+    source port first."""
+    return ev_of(flow_label, sport ^ (flow_label >> EV_T1_SHIFT & EV_T1_MASK))
 
 
 # --- parsed packets --------------------------------------------------------------------------
@@ -380,13 +413,21 @@ def tc_of_body(body: bytes | bytearray | memoryview) -> int:
         else NOT_ECT
 
 
-def roce(inner_src: Addr, inner_dst: Addr, ev: int, body: bytes) -> bytes:
+def roce(inner_src: Addr, inner_dst: Addr, ev: int, body: bytes, sport: int | None = None
+         ) -> bytes:
     """The RoCEv2 packet a NIC sees: inner IPv6 / UDP 4791 / body / ICRC. Data packets
-    are ECT(0) (the ICRC masks the traffic class: it changes no ICRC)."""
+    are ECT(0) (the ICRC masks the traffic class: it changes no ICRC). The source port
+    is udp_sport(ev) unless given."""
     udp_len = UDP.size + len(body) + ICRC.size
     ip_udp = ipv6_header(inner_src, inner_dst, NH_UDP, udp_len, flow=ev, tc=tc_of_body(body)) \
-        + UDP.pack(udp_sport(ev), ROCE_PORT, udp_len, 0)
+        + UDP.pack(udp_sport(ev) if sport is None else sport, ROCE_PORT, udp_len, 0)
     return b"".join((ip_udp, body, icrc(ip_udp, body)))
+
+
+def frame_ecmp(src: Addr, dst: Addr, ev: int, body: bytes) -> bytes:
+    """UDP-entropy framing: IPv6(src port address -> dst port address) / UDP 4791 (source
+    port udp_sport_ecmp(ev)) / body / ICRC, ready to send raw to `dst`."""
+    return roce(src, dst, ev, body, udp_sport_ecmp(ev))
 
 
 def frame(outer_src: Addr, path: Addr, ev: int, inner_src: Addr, inner_dst: Addr,
@@ -536,22 +577,32 @@ def encode_cnp(dest_qp: int) -> bytes:
 class Framer:
     """Packets of one EV on one path: the 88 header bytes and the ICRC's CRC state after
     its pseudo-header are cached per UDP length, so framing a body costs two crc32 calls
-    and a join. `frame(body)` equals the module's frame(..., body)."""
+    and a join. `frame(body)` equals the module's frame(..., body).
+
+    With `path` None it frames UDP-entropy packets (routing: bgp): 48 header bytes, one
+    IPv6 header inner_src -> inner_dst (the port addresses), the source port
+    udp_sport_ecmp(ev); `frame(body)` equals frame_ecmp(inner_src, inner_dst, ev, body)
+    and `outer_src` is not used."""
 
     _CACHE_MAX = 8
 
-    __slots__ = ("ev", "_head0", "_src", "_dst", "_sport", "_lengths")
+    __slots__ = ("ev", "_head0", "_src", "_dst", "_sport", "_lengths", "_inner_at")
 
-    def __init__(self, outer_src: Addr, path: Addr, inner_src: Addr, inner_dst: Addr, ev: int,
-                 tc: int = NOT_ECT):
+    def __init__(self, outer_src: Addr | None, path: Addr | None, inner_src: Addr,
+                 inner_dst: Addr, ev: int, tc: int = NOT_ECT):
         if not 0 <= ev <= 0xFFFFFFFF:
             raise ValueError("an EV is 32 bits")
         self.ev = ev
-        self._src, self._dst, self._sport = _packed(inner_src), _packed(inner_dst), udp_sport(ev)
+        self._src, self._dst = _packed(inner_src), _packed(inner_dst)
+        self._sport = udp_sport(ev) if path is not None else udp_sport_ecmp(ev)
         # Lengths are patched per UDP length; everything else here is final.
-        self._head0 = ipv6_header(outer_src, path, NH_IPV6, 0, flow=ev, tc=tc) + \
-            ipv6_header(self._src, self._dst, NH_UDP, 0, flow=ev, tc=tc) + \
+        inner = ipv6_header(self._src, self._dst, NH_UDP, 0, flow=ev, tc=tc) + \
             UDP.pack(self._sport, ROCE_PORT, 0, 0)
+        if path is None:
+            self._head0, self._inner_at = inner, 0
+        else:
+            self._head0 = ipv6_header(outer_src, path, NH_IPV6, 0, flow=ev, tc=tc) + inner
+            self._inner_at = IP6.size
         self._lengths: dict[int, tuple[bytes, int]] = {}
 
     def _headers(self, udp_payload_len: int) -> tuple[bytes, int]:
@@ -561,9 +612,11 @@ class Framer:
             return hit
         udp_len = UDP.size + udp_payload_len
         head = bytearray(self._head0)
-        _U16.pack_into(head, 4, IP6.size + udp_len)  # outer payload length
-        _U16.pack_into(head, IP6.size + 4, udp_len)  # inner payload length
-        _U16.pack_into(head, 2 * IP6.size + 4, udp_len)  # UDP length
+        inner = self._inner_at
+        if inner:
+            _U16.pack_into(head, 4, IP6.size + udp_len)  # outer payload length
+        _U16.pack_into(head, inner + 4, udp_len)  # inner payload length
+        _U16.pack_into(head, inner + IP6.size + 4, udp_len)  # UDP length
         if len(self._lengths) >= self._CACHE_MAX:
             self._lengths.clear()
         hit = self._lengths[udp_payload_len] = (
@@ -583,8 +636,8 @@ class DataTemplate(Framer):
 
     __slots__ = ("dest_qp", "rkey", "_bth8", "_data", "common")
 
-    def __init__(self, outer_src: Addr, path: Addr, inner_src: Addr, inner_dst: Addr, ev: int,
-                 dest_qp: int, rkey: int):
+    def __init__(self, outer_src: Addr | None, path: Addr | None, inner_src: Addr,
+                 inner_dst: Addr, ev: int, dest_qp: int, rkey: int):
         if not 0 <= dest_qp <= PSN_MASK:
             raise ValueError(f"DestQP is 24 bits, got {dest_qp:#x}")
         if not 0 <= rkey <= 0xFFFFFFFF:
@@ -608,7 +661,8 @@ class DataTemplate(Framer):
     def head(self, n: int, imm: bool) -> tuple[bytes, int]:
         """The 96 fixed bytes (IPv6/IPv6/UDP and BTH 0..7) of a packet with an n-byte
         payload, with an ImmDt or not, and the ICRC state after them: what the compiled
-        data path (twin.mrc._fastpath) builds a packet from."""
+        data path (twin.mrc._fastpath) builds a packet from. (56 bytes in UDP-entropy
+        framing, which the compiled data path refuses: twin.mrc.loop.load_datapath.)"""
         if imm:
             key = (RDMA_WRITE_ONLY_WITH_IMMEDIATE, n + 36)
             return self._data.get(key) or self._for(*key)
@@ -648,7 +702,7 @@ _DATA_HEAD, _DATA_IMM_HEAD = _DATA.size, _DATA_IMM.size  # payload offsets: 28, 
 
 
 def decode(data: bytes | bytearray | memoryview, src: bytes, dst: bytes, sport: int,
-           flow: int = 0) -> Packet:
+           flow: int = 0, ecmp: bool = False) -> Packet:
     """Parse what a UDP socket on port 4791 returns; raises BadPacket for anything invalid.
 
     `src`, `dst` (packed) and `sport` are the inner IPv6 addresses and UDP source port the
@@ -660,12 +714,15 @@ def decode(data: bytes | bytearray | memoryview, src: bytes, dst: bytes, sport: 
 
     A data opcode with DSCP TRIM_DSCP is a packet a switch trimmed: it has no ICRC left
     to check, and decodes to `Trimmed` (BTH and RETH only).
+
+    `ecmp`: the packet came in UDP-entropy framing (its source port folds the EV's T1
+    bits in: `ev_of_ecmp` rebuilds the EV). The ICRC is the same either way.
     """
     n = len(data)
     tc = flow >> TC_SHIFT & 0xFF
     if tc >> 2 == TRIM_DSCP and n and data[0] in (RDMA_WRITE_ONLY,
                                                   RDMA_WRITE_ONLY_WITH_IMMEDIATE):
-        return decode_trimmed(data, sport, flow)
+        return decode_trimmed(data, sport, flow, ecmp)
     if n < 16:  # BTH + ICRC
         raise BadPacket("short", f"{n} bytes")
     view = memoryview(data)
@@ -689,18 +746,21 @@ def decode(data: bytes | bytearray | memoryview, src: bytes, dst: bytes, sport: 
     if dma_len != n - start - 4 or dma_len > MTU:
         raise BadPacket("length", f"RETH DMA length {dma_len}, carried {n - start - 4}")
     return DataPacket(qp & PSN_MASK, word & PSN_MASK, va, rkey, view[start:-4],
-                      ev_of(flow, sport), (word >> _TRY_SHIFT) & TRY_MASK,
+                      ev_of_ecmp(flow, sport) if ecmp else ev_of(flow, sport),
+                      (word >> _TRY_SHIFT) & TRY_MASK,
                       bool(word & ACK_REQ), imm, tc)
 
 
-def decode_trimmed(data: bytes | bytearray | memoryview, sport: int, flow: int) -> Trimmed:
+def decode_trimmed(data: bytes | bytearray | memoryview, sport: int, flow: int,
+                   ecmp: bool = False) -> Trimmed:
     """A trimmed data packet's BTH and RETH (whatever follows them is ignored: a switch
-    that trimmed less is still understood)."""
+    that trimmed less is still understood). `ecmp` as decode's."""
     n = len(data)
     if n < TRIMMED_SIZE:
         raise BadPacket("short", f"{n} bytes for a trimmed packet")
     opcode, _, _, qp, word, va, rkey, dma_len = _unpack_data(data)
-    return Trimmed(qp & PSN_MASK, word & PSN_MASK, va, rkey, dma_len, ev_of(flow, sport),
+    return Trimmed(qp & PSN_MASK, word & PSN_MASK, va, rkey, dma_len,
+                   ev_of_ecmp(flow, sport) if ecmp else ev_of(flow, sport),
                    (word >> _TRY_SHIFT) & TRY_MASK, opcode, flow >> TC_SHIFT & 0xFF)
 
 
@@ -738,9 +798,11 @@ def _decode_control(data: bytes | bytearray | memoryview, n: int, opcode: int) -
 
 
 def decode_frame(pkt: bytes | bytearray | memoryview) -> Packet:
-    """Parse a whole packet as `frame` builds it (outer IPv6 .. ICRC): for tests and tools."""
-    inner = IP6.size
-    _, _, _, _, src, dst = IP6.unpack_from(pkt, inner)
-    word0 = IP6.unpack_from(pkt, inner)[0]
-    sport = UDP.unpack_from(pkt, 2 * IP6.size)[0]
-    return decode(memoryview(pkt)[HEADROOM:], src, dst, sport, word0 & 0x0FFFFFFF)
+    """Parse a whole packet as `frame` builds it (outer IPv6 .. ICRC), or as `frame_ecmp`
+    does (one IPv6 header, next header UDP): for tests and tools."""
+    ecmp = IP6.unpack_from(pkt)[2] == NH_UDP
+    inner = 0 if ecmp else IP6.size
+    word0, _, _, _, src, dst = IP6.unpack_from(pkt, inner)
+    sport = UDP.unpack_from(pkt, inner + IP6.size)[0]
+    return decode(memoryview(pkt)[inner + IP6.size + UDP.size:], src, dst, sport,
+                  word0 & 0x0FFFFFFF, ecmp)
