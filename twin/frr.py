@@ -1,7 +1,7 @@
 """FRR on a lab's routers (routing: bgp): one instance per router, inside its node.
 
     ensure_installed(note)          Debian's frr, installed with no service started
-    start(rt, node, daemons)        zebra, bgpd (and bfdd) inside the node, as user frr
+    start(rt, node, daemons)        zebra, bgpd (and bfdd) inside the node
     configure(rt, node)             the node's rendered frr.conf, through vtysh -b
     show(rt, node, command) -> obj  a `show ... json` command's answer, parsed
 
@@ -27,7 +27,10 @@ from twin.errors import CommandFailed, LabError
 
 SBIN = Path("/usr/lib/frr")  # Debian's
 DIR = "frr"  # the instance's directory in the node's run directory
-USER = "frr"  # the daemons drop to it (Debian's package creates it)
+# The daemons keep root (-u root) and run with the VTY group (-g frrvty, which FRR
+# requires its user to be in; Debian's package creates it): dropped to user frr, they
+# could not reach a run directory under a 0700 parent (pytest's, a user's home).
+USER, GROUP = "root", "frrvty"
 REPLY_MAX = 16 << 20  # a `show ... json` answer bigger than this is refused unread
 SHOW_TIMEOUT_S = 20.0
 
@@ -59,7 +62,8 @@ def daemon_argv(daemon: str, inside: str) -> list[str]:
     no TCP VTY (-P 0: vtysh talks over the unix sockets); zebra with a netlink buffer
     big enough for a large lab's route bursts."""
     extra = ["-s", "90000000"] if daemon == "zebra" else []
-    return [str(SBIN / daemon), "-d", "-P", "0", "-z", f"{inside}/zserv.api",
+    return [str(SBIN / daemon), "-d", "-u", USER, "-g", GROUP, "-P", "0",
+            "-z", f"{inside}/zserv.api",
             "--vty_socket", inside, "-i", f"{inside}/{daemon}.pid", "-f", "/dev/null",
             "--log", f"file:{inside}/{daemon}.log", *extra]
 
@@ -72,17 +76,15 @@ def daemons(bfd: bool) -> tuple[str, ...]:
 def start(rt, node: str, daemons: tuple[str, ...]) -> None:
     """Start `daemons` (zebra first: the others connect to it) inside the node."""
     import grp
-    import os
-    import pwd
 
     inside, here = run_dir(rt, node)
     here.mkdir(parents=True, exist_ok=True)
-    try:
-        os.chown(here, pwd.getpwnam(USER).pw_uid, grp.getgrnam(USER).gr_gid)
-    except KeyError:
-        raise LabError(f"{node}: no user {USER} on this machine (Debian's frr package "
-                       "creates it)") from None
     here.chmod(0o750)
+    try:
+        grp.getgrnam(GROUP)
+    except KeyError:
+        raise LabError(f"{node}: no group {GROUP} on this machine (Debian's frr package "
+                       "creates it)") from None
     for daemon in daemons:
         try:
             rt.exec(node, daemon_argv(daemon, inside), timeout=30)
