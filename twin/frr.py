@@ -75,16 +75,11 @@ def daemons(bfd: bool) -> tuple[str, ...]:
 
 def start(rt, node: str, daemons: tuple[str, ...]) -> None:
     """Start `daemons` (zebra first: the others connect to it) inside the node."""
-    import grp
-
     inside, here = run_dir(rt, node)
     here.mkdir(parents=True, exist_ok=True)
     here.chmod(0o750)
-    try:
-        grp.getgrnam(GROUP)
-    except KeyError:
-        raise LabError(f"{node}: no group {GROUP} on this machine (Debian's frr package "
-                       "creates it)") from None
+    for stale in [*here.glob("*.pid"), *here.glob("*.vty"), here / "zserv.api"]:
+        stale.unlink(missing_ok=True)  # a rebooted node's daemons died with it
     for daemon in daemons:
         try:
             rt.exec(node, daemon_argv(daemon, inside), timeout=30)

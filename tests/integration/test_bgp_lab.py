@@ -129,3 +129,13 @@ def test_roce_single_path_over_ecmp_is_byte_exact(bgp_lab):
                 "single-path", timeout_s=120)
     assert run.ok, run.to_dict()
     assert len(run.flows[0].result.planes_in_use) == 1
+
+
+def test_a_rebooted_t1_gets_its_frr_back_and_the_fabric_reconverges(bgp_lab):
+    """A switch reboot (twin restart): the node comes back bare, its FRR is started
+    again and given its configuration, its peers' sessions come back."""
+    helpers.twin("restart", "--lab", LAB, "t1-p0-0", ok=True)
+    assert len([p for p in frr_pids() if f"/{LAB}/nodes/t1-p0-0/" in p]) == 2
+    back = helpers.poll(lambda: helpers.twin("verify", "--lab", LAB).returncode == 0, 30,
+                        every_s=1.0)
+    assert back, helpers.twin("verify", "--lab", LAB).stdout[-2000:]

@@ -142,14 +142,19 @@ def routing(rt, plan: Plan, steps: Steps, timeout_s: float | None = None) -> Pha
     routers = [n for n in plan.nodes.values() if n.bgp is not None]
     if not routers:
         return Phase("routing", (), 0.0)
+    start_frr(rt, plan, routers, steps)
+    converged(rt, routers, steps, CONVERGE_S if timeout_s is None else timeout_s)
+    return Phase("routing", tuple(n.name for n in routers), time.monotonic() - start)
+
+
+def start_frr(rt, plan: Plan, routers: list[NodePlan], steps: Steps) -> None:
+    """FRR on each router, given its frr.conf (twin.frr); not waited for."""
     bfd = plan.fabric.spec.bgp.bfd is not None
     steps.start(f"starting FRR on {len(routers)} routers", len(routers))
     for node in routers:
         frr.start(rt, node.name, frr.daemons(bfd))
         frr.configure(rt, node.name)
         steps.advance()
-    converged(rt, routers, steps, CONVERGE_S if timeout_s is None else timeout_s)
-    return Phase("routing", tuple(n.name for n in routers), time.monotonic() - start)
 
 
 def read_router(rt, node: NodePlan, ids: dict[str, str]) -> list[str]:

@@ -196,6 +196,8 @@ def restart_node(att: Attached, node: str, steps: Steps | None = None) -> phases
     phases.wire(rt, links, steps)
     touched = sorted({node} | {lk.peer(node).node for lk in links})
     phases.configure(rt, [plan[n] for n in touched], steps)
+    if plan[node].bgp is not None:  # routing: bgp: its FRR died with it; its peers' wait
+        phases.start_frr(rt, plan, [plan[node]], steps)
     if not att.fabric.node(node).is_switch:  # a rebooted host needs its endpoint again
         phases.carrier(rt, [plan[n] for n in touched], steps)
         phases.endpoints(rt, [node], steps)
