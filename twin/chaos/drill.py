@@ -179,14 +179,17 @@ class Variant:
 
     mode: str
     qps: int | None = None  # None: the drill's
+    routing: str | None = None  # None: the drill's lab; bgp: the same fabric on BGP/ECMP
 
     @property
     def label(self) -> str:
-        return self.mode if self.qps is None else \
+        label = self.mode if self.qps is None else \
             f"{self.mode} x{self.qps} QP{'s' * (self.qps != 1)}"
+        return label if self.routing is None else f"{label} over {self.routing}"
 
     def to_dict(self) -> dict:
-        return {"mode": self.mode, "qps": self.qps, "label": self.label}
+        return {"mode": self.mode, "qps": self.qps, "label": self.label,
+                **({"routing": self.routing} if self.routing else {})}
 
 
 @dataclass(frozen=True)

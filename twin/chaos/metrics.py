@@ -125,7 +125,8 @@ def origin(fault: AppliedFault, first_write: int | None) -> tuple[int, str]:
 
 
 def fault_figures(fabric: Fabric, flows: list[FlowLog], faults: list[AppliedFault],
-                  localizations: list[dict], t0_ns: int | None = None) -> list[dict]:
+                  localizations: list[dict], t0_ns: int | None = None,
+                  carried: dict[str, int] | None = None) -> list[dict]:
     """Each fault's figures. Detection and repair count from `origin` (the fault, or
     the main flows' first write if that came later; `t0_ns`: the first write where the
     flows carry no bins); localization from the fault (the prober needs no traffic)."""
@@ -179,18 +180,27 @@ def fault_figures(fabric: Fabric, flows: list[FlowLog], faults: list[AppliedFaul
             "localized": loc is not None,
             "localized_as": loc["target"] if loc else None,
             "localized_us": None if loc is None else max(0, loc["named_ns"] - f.at_ns) // 1000,
-            **exposure(fabric, flows, f),
+            **exposure(fabric, flows, f, carried=carried),
         })
     return out
 
 
+CARRIED_MIN = 16 << 10  # bytes a link carried in a run for traffic to have crossed it (ACKs too)
+
+
 def exposure(fabric: Fabric, flows: list[FlowLog], fault: AppliedFault,
-             min_ns: int = MIN_EXPOSURE_NS) -> dict:
+             min_ns: int = MIN_EXPOSURE_NS, carried: dict[str, int] | None = None) -> dict:
     """Whether `fault` met the main flows: `crossed` (some flow's paths cross it; None
     when the fault names no link or switch, so nothing can be said), `under_traffic_ms`
-    (how long flows were still moving data while it was in force), and `met`."""
+    (how long flows were still moving data while it was in force), and `met`.
+    `carried` (link id -> bytes its kernel counters moved during the run) decides
+    `crossed` instead of the paths where a sender cannot know them: on a BGP/ECMP lab
+    an EV names a plane, and the routers' hash picks the T1."""
     main = [f for f in flows if not f.bystander]
-    if fault.links or fault.nodes:
+    if carried is not None and (fault.links or fault.nodes):
+        links = set(fault.links) | {lk.id for n in fault.nodes for lk in fabric.links_of(n)}
+        crossed = any(carried.get(lk, 0) >= CARRIED_MIN for lk in links)
+    elif fault.links or fault.nodes:
         crossed = any(_crossed(fabric, f, fault) for f in main)
     else:
         crossed = None
@@ -203,7 +213,9 @@ def exposure(fabric: Fabric, flows: list[FlowLog], fault: AppliedFault,
     in_force = min_ns if until is None else max(0, until - fault.at_ns)
     long_enough = under > 0 and under >= min(min_ns, in_force)
     recorded = all(f.paths is not None for f in main)
-    return {"crossed": crossed, "crossed_from": "paths taken" if recorded else "paths possible",
+    source = "link counters" if carried is not None else \
+        "paths taken" if recorded else "paths possible"
+    return {"crossed": crossed, "crossed_from": source,
             "under_traffic_ms": round(under / 1e6, 3),
             "met": bool(long_enough and crossed is not False)}
 

@@ -450,10 +450,34 @@ def _rollback(att, drill: Drill, planned, timeline: Timeline, prober, checks, no
             reverted.append(f.target)
     if reverted:
         note(f"rollback: reverted {', '.join(reverted)}")
+    if reverted and att.fabric.spec.bgp is not None:
+        checks.append(_reconverged(att, note))
     if drill.rollback_verify and (not drill.verify or (checks and checks[0]["ok"])):
         ok, got = _verify(att)
         note(f"rollback: verify {got}")
         checks.append({"what": "rollback: verify", "want": "pass", "got": got, "ok": ok})
+
+
+def _reconverged(att: Attached, note) -> dict:
+    """On a BGP lab the faults' revert is not the end: the sessions and routes come
+    back in seconds. Wait until every router holds its plan again (bounded), and say
+    how long it took: a figure of the world MRC replaces."""
+    from twin.lab import phases
+    from twin.progress import Steps
+
+    routers = [n for n in att.plan.nodes.values() if n.bgp is not None]
+    start = time.monotonic()
+    want = f"<= {phases.CONVERGE_S:g} s"
+    try:
+        phases.converged(att.runtime, routers, Steps(), phases.CONVERGE_S)
+    except LabError as e:
+        note(f"rollback: BGP did not reconverge: {e}")
+        return {"what": "rollback: BGP reconverged", "want": want,
+                "got": str(e).splitlines()[0], "ok": False}
+    took = time.monotonic() - start
+    note(f"rollback: BGP reconverged in {took:.1f} s")
+    return {"what": "rollback: BGP reconverged", "want": want, "got": f"{took:.1f} s",
+            "ok": True}
 
 
 @contextlib.contextmanager
@@ -542,8 +566,15 @@ def _judge(att, drill: Drill, mode, seed, baseline_of, planned, timeline: Timeli
     fabric = att.fabric
     logs = _flow_logs(run_data, n_main) if run_data else []
     localizations = prober.found if prober else []
+    # ECMP: the routers' hash chose the T1s, the link counters say which. A link whose
+    # counters went back was made again (its switch rebooted, the fault itself): what it
+    # carried before is gone, so it is taken as crossed.
+    carried = {lk.id: (load_after.get(lk.id, 0) - load_before.get(lk.id, 0))
+               if load_after.get(lk.id, 0) >= load_before.get(lk.id, 0) else M.CARRIED_MIN
+               for lk in fabric.links} if fabric.spec.bgp is not None and load_after \
+        else None
     faults = M.fault_figures(fabric, logs, timeline.applied, localizations,
-                             timeline.t0_fig_ns or None)
+                             timeline.t0_fig_ns or None, carried)
     g = M.merge_bins(logs)
     gp = M.goodput_figures(g, timeline.applied)
     main_logs = [f for f in logs if not f.bystander]
@@ -759,7 +790,10 @@ def _met_traffic(faults: list[dict], drill: Drill, mode: str, failures: list[dic
                 "got": f"{len(faults)}/{len(faults)} (the least {least:g} ms)", "ok": True}
     why = []
     for f in missed:
-        if f["crossed"] is False:
+        if f["crossed"] is False and f.get("crossed_from") == "link counters":
+            why.append(f"{f['target']}: the routers' hash put none of the traffic on it "
+                       "(its link counters)")
+        elif f["crossed"] is False:
             taken = f.get("crossed_from") == "paths taken"
             why.append(f"{f['target']}: no path the traffic {'took' if taken else 'could take'}"
                        " crosses it")
@@ -874,26 +908,92 @@ def _endpoint_timeline(run_data: T.Run | None) -> list[dict]:
     return out
 
 
+BGP = "bgp"  # --compare bgp: the same fabric as operators run it today (twin.fabric.bgp)
+BGP_ROCE_QPS = 8  # RoCE over ECMP as collectives run it: several QPs, each hashed apart
+
+
+def variants_of(compare: str) -> tuple[Variant, ...]:
+    """The baselines `--compare X` names: a mode on the drill's lab, or with `bgp` the
+    world MRC replaces, on a BGP/ECMP lab of the same fabric: RoCE single-path (8 QPs a
+    flow, each on one plane and one T1 by the routers' hash) and MRC over ECMP (EVs as
+    UDP source ports)."""
+    if compare == BGP:
+        return (Variant("single-path", BGP_ROCE_QPS, routing=BGP),
+                Variant("mrc", routing=BGP))
+    return (Variant(compare),)
+
+
 def run_all(att: Attached, drill: Drill, *, mode: str | None = None,
             compare: str | None = None, seed: int = 1, progress=None) -> list[RunResult]:
     """The drill in its mode, then on each baseline with the same seed, so all see the
-    same faults: `compare` (--compare MODE), else the drill's own `compare` list. A
-    baseline in the main run's mode and QPs is not run again. Speedup is a baseline's
-    completion time over this run's: with several baselines, the least of them."""
+    same faults: `compare` (--compare MODE, or bgp), else the drill's own `compare`
+    list. A baseline in the main run's mode and QPs on the same lab is not run again.
+    Speedup is a baseline's completion time over this run's: with several baselines,
+    the least of them. A baseline over bgp runs on lab `<lab>-bgp` (brought up for it,
+    and down after, unless it was up) and is reported beside the main run, not judged:
+    the drill's expectations are MRC's claims."""
     main = run(att, drill, mode=mode, seed=seed, progress=progress)
     runs = [main]
-    variants = (Variant(compare),) if compare else drill.compare
+    variants = variants_of(compare) if compare else drill.compare
     bases = []
-    for v in variants:
-        if v.mode == main.mode and (v.qps is None or v.qps == drill.traffic.qps):
-            continue
-        if progress:
-            progress(f"baseline: {v.label}")
-        bases.append(run(att, drill, seed=seed, baseline_of=main.mode, progress=progress,
-                         variant=v))
+    with BgpTwin(att, progress) as twin:
+        for v in variants:
+            if v.routing is None and v.mode == main.mode and \
+                    (v.qps is None or v.qps == drill.traffic.qps):
+                continue
+            if progress:
+                progress(f"baseline: {v.label}")
+            if v.routing is None:
+                bases.append(run(att, drill, seed=seed, baseline_of=main.mode,
+                                 progress=progress, variant=v))
+                continue
+            bases.append(run(twin.lab(), dataclasses.replace(drill, baseline_expect=()),
+                             seed=seed, baseline_of=main.mode, progress=progress,
+                             variant=v, probe=False))
     runs += bases
     _speedup(main, bases)
     return runs
+
+
+class BgpTwin:
+    """The drill's fabric on BGP/ECMP (`<lab>-bgp`), brought up on first need on the
+    same runtime from the lab's own spec, and taken down at the end if it was not up
+    before (a failure included)."""
+
+    def __init__(self, att: Attached, progress=None) -> None:
+        self.att = att
+        self.name = f"{att.lab}-{BGP}"
+        self.note = progress or (lambda text: None)
+        self._att: Attached | None = None
+        self._made = False
+
+    def lab(self) -> Attached:
+        if self._att is None:
+            from twin import lab as L
+            from twin.state import LabState
+
+            if LabState.load(self.name) is None:
+                self.note(f"bringing up {self.name}: fabric {self.att.fabric.spec.name} on "
+                          "BGP/ECMP (FRR), for the baselines")
+                L.up(str(self.att.state.dir / "spec.yml"), self.att.state.runtime,
+                     name=self.name, routing=BGP)
+                self._made = True
+            self._att = L.attach(self.name)
+            if self._att.fabric.spec.bgp is None:
+                raise UsageError(f"lab {self.name} is up but does not run BGP; "
+                                 f"`twin down --lab {self.name}` it first")
+        return self._att
+
+    def __enter__(self) -> BgpTwin:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._made:
+            from twin import lifecycle
+
+            with uninterrupted():
+                lifecycle.down(self.name)
+            self.note(f"took {self.name} down")
 
 
 def results(runs: list[RunResult]) -> dict:

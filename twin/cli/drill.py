@@ -84,8 +84,10 @@ def _lab_for(d, lab: str | None) -> str | None:
                  "after the drill's fabric).")
 @click.option("--mode", type=click.Choice(list(MODES)), default=None,
               help="The transport (default: the drill's).")
-@click.option("--compare", type=click.Choice(list(MODES)), default=None,
-              help="Run it again on this baseline, same faults, and show both.")
+@click.option("--compare", type=click.Choice([*MODES, "bgp"]), default=None,
+              help="Run it again on this baseline, same faults, and show both. bgp: on "
+                   "the same fabric run as operators run it today (eBGP, ECMP on FRR; lab "
+                   "<lab>-bgp, brought up for it), RoCE single-path and MRC over ECMP.")
 @click.option("--seed", default=1, show_default=True, help="Draws random targets.")
 @click.option("--json", "as_json", is_flag=True, help="The results as JSON on stdout.")
 @click.option("--junit", "junit", default=None, metavar="FILE", help="JUnit XML of the verdicts.")
