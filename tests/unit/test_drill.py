@@ -341,3 +341,14 @@ def test_a_congestion_claim_on_an_unshaped_fabric_is_warned_about():
     assert "bystander_retained" in said and "mrc-4p is unshaped" in said
     assert R.unshaped_warning(shaped, victim) is None
     assert R.unshaped_warning(plain, D.load_drill(D.find("t1-blackhole"))) is None
+
+
+def test_compare_bgp_names_roce_over_ecmp_and_mrc_over_ecmp():
+    from twin.chaos import runner
+
+    roce, mrc = runner.variants_of("bgp")
+    assert (roce.label, mrc.label) == ("single-path x8 QPs over bgp", "mrc over bgp")
+    assert roce.to_dict() == {"mode": "single-path", "qps": 8, "routing": "bgp",
+                              "label": "single-path x8 QPs over bgp"}
+    assert runner.variants_of("single-path")[0].to_dict() == {
+        "mode": "single-path", "qps": None, "label": "single-path"}  # as before: no key

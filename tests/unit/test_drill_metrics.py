@@ -431,3 +431,21 @@ def test_no_fault_or_no_goodput_gives_no_steps(shaped):
     assert M.step_figures(shaped, PAIR, goodput([]), [nic(shaped)]) == []
     (step,) = M.step_figures(shaped, PAIR, goodput([0] * 100 + [100] * 200), [nic(shaped)])
     assert step.retained is None  # no goodput before the fault to read it against
+
+
+def test_on_ecmp_the_link_counters_say_whether_a_fault_met_the_traffic(f4):
+    """A BGP lab's sender knows an EV's plane, not its T1 (the routers' hash picks it):
+    the paths taken from the EVs cannot say; the bytes each link moved can."""
+    f = fault(f4, at=T0 + 300 * MS)
+    (lk,) = f.links
+    flow = running()  # its EVs' paths cross the fault: by the paths, it met it
+    assert M.exposure(f4, [flow], f)["crossed"] is True
+    quiet = M.exposure(f4, [flow], f, carried={lk: 1500})  # a few keepalives: no traffic
+    assert (quiet["crossed"], quiet["crossed_from"], quiet["met"]) == \
+        (False, "link counters", False)
+    busy = M.exposure(f4, [flow], f, carried={lk: M.CARRIED_MIN})
+    assert busy["crossed"] is True and busy["met"] is True
+    node = M.AppliedFault("switch-down", "t1-p0-0", T0 + 300 * MS, frozenset(),
+                          nodes=frozenset({"t1-p0-0"}))
+    some_link = f4.links_of("t1-p0-0")[1].id  # any of the switch's links counts
+    assert M.exposure(f4, [flow], node, carried={some_link: 1 << 20})["crossed"] is True
