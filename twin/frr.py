@@ -10,7 +10,7 @@ Every instance keeps its sockets, pid files and logs in the node's own run direc
 container), never in the machine's /var/run/frr or /etc/frr: two labs, two checkouts
 and the machine's own FRR never share a socket. The daemons start with no
 configuration (`-f /dev/null`) and get the node's frr.conf (config/<node>/frr.conf,
-twin.fabric.frr) from vtysh -b, which hands each daemon its part: given whole to
+twin.fabric.frr, copied beside them) from vtysh -b, which hands each daemon its part: given whole to
 bgpd, a `bfd` block ends its parse (FRR 8.4 reads a daemon's file alone). They die
 with their node: the netns runtime stops every process in a namespace before it
 deletes it, a container's die with it.
@@ -33,6 +33,26 @@ DIR = "frr"  # the instance's directory in the node's run directory
 USER, GROUP = "root", "frrvty"
 REPLY_MAX = 16 << 20  # a `show ... json` answer bigger than this is refused unread
 SHOW_TIMEOUT_S = 20.0
+
+
+def _in_node(rt, node: str, argv: list[str], timeout: float) -> str:
+    """argv inside the node as a person's `twin exec` runs it (Runtime.shell_argv): in
+    a container, with its filesystem and processes too, so the image's FRR runs there
+    and dies with it (`exec`, the network namespace alone, would run this machine's
+    FRR, on this machine's paths, outliving the container). Its stdout."""
+    import subprocess
+
+    full = rt.shell_argv(node, argv)
+    try:
+        proc = subprocess.run(full, capture_output=True, text=True, timeout=timeout,
+                              stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired:
+        raise CommandFailed(argv, -1, f"no answer within {timeout:g}s") from None
+    except OSError as e:
+        raise CommandFailed(argv, -1, e.strerror or str(e)) from None
+    if proc.returncode != 0:
+        raise CommandFailed(argv, proc.returncode, proc.stderr or proc.stdout)
+    return proc.stdout
 
 
 def missing() -> str | None:
@@ -82,22 +102,29 @@ def start(rt, node: str, daemons: tuple[str, ...]) -> None:
         stale.unlink(missing_ok=True)  # a rebooted node's daemons died with it
     for daemon in daemons:
         try:
-            rt.exec(node, daemon_argv(daemon, inside), timeout=30)
+            _in_node(rt, node, daemon_argv(daemon, inside), 30)
         except CommandFailed as e:
             raise LabError(f"{node}: FRR's {daemon} did not start: {e}; its log: "
                            f"{here / (daemon + '.log')}") from None
 
 
 def configure(rt, node: str) -> None:
-    """Hand the node's frr.conf to its daemons (vtysh reads <config dir>/frr.conf)."""
+    """Hand the node's frr.conf to its daemons: copied into the instance's directory
+    first (vtysh -b takes a lock beside the file, and a container's config mount is
+    read-only), then read from there by vtysh -b."""
     inside, here = run_dir(rt, node)
-    config_dir = rt.node_view(node).config_dir
+    view = rt.node_view(node)
+    source = Path(view.from_host(f"{view.config_dir}/frr.conf"))
     try:
-        rt.exec(node, ["vtysh", "--vty_socket", inside, "--config_dir", config_dir, "-b"],
-                timeout=60)
+        (here / "frr.conf").write_bytes(source.read_bytes())
+    except OSError as e:
+        raise LabError(f"{node}: cannot read its FRR configuration {source}: "
+                       f"{e.strerror}") from None
+    try:
+        _in_node(rt, node, ["vtysh", "--vty_socket", inside, "--config_dir", inside, "-b"],
+                 60)
     except CommandFailed as e:
-        raise LabError(f"{node}: FRR refused its configuration ({config_dir}/frr.conf): "
-                       f"{e}") from None
+        raise LabError(f"{node}: FRR refused its configuration ({source}): {e}") from None
 
 
 def show(rt, node: str, command: str) -> object:
@@ -105,8 +132,8 @@ def show(rt, node: str, command: str) -> object:
     node when FRR does not answer or answers with something that is not JSON."""
     inside, _ = run_dir(rt, node)
     try:
-        out = rt.exec(node, ["vtysh", "--vty_socket", inside, "-c", command],
-                      timeout=SHOW_TIMEOUT_S).stdout
+        out = _in_node(rt, node, ["vtysh", "--vty_socket", inside, "-c", command],
+                       SHOW_TIMEOUT_S)
     except CommandFailed as e:
         raise LabError(f"{node}: FRR did not answer `{command}`: {e}") from None
     if len(out) > REPLY_MAX:

@@ -139,3 +139,31 @@ def test_a_rebooted_t1_gets_its_frr_back_and_the_fabric_reconverges(bgp_lab):
     back = helpers.poll(lambda: helpers.twin("verify", "--lab", LAB).returncode == 0, 30,
                         every_s=1.0)
     assert back, helpers.twin("verify", "--lab", LAB).stdout[-2000:]
+
+
+@pytest.mark.docker
+def test_a_bgp_lab_of_containers_runs_the_images_frr_and_leaves_nothing(session_dirs):
+    """docker: FRR comes with the router image (images/packages/router.txt) and runs
+    inside each container, its processes in the container's, so gone with it."""
+    set_env(session_dirs)
+    name = lab_name("bgp-docker-")
+    spec = Path(session_dirs) / f"{name}.yml"
+    spec.write_text((FABRICS / "mrc-4p.yml").read_text().replace("name: mrc-4p\n",
+                                                                  f"name: {name}\n", 1)
+                    + "routing: bgp\n")
+    state = L.up(str(spec), "docker").state
+    try:
+        r = helpers.twin("verify", "--lab", name, "--json")
+        assert r.returncode == 0, r.stdout[-3000:]
+        assert json.loads(r.stdout)["summary"]["paths"]["passed"] == 48
+        mine = [p for p in frr_pids() if p.startswith(str(frr.SBIN))
+                and "/run/mrc-twin/frr/" in p]
+        assert len(mine) >= 32  # each container's own zebra and bgpd
+        run = T.run(L.attach(name).runtime, "bulk", [T.Flow("r0h0", "r1h0", 8 * MiB)],
+                    "mrc", timeout_s=120)
+        assert run.ok, run.to_dict()
+    finally:
+        set_env(session_dirs)
+        lifecycle.down(state.lab)
+    assert not Path("/run/mrc-twin/frr").exists()  # no daemon ever ran on the host's paths
+    assert [p for p in frr_pids() if "/run/mrc-twin/frr/" in p] == []  # gone with them

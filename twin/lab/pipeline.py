@@ -87,7 +87,8 @@ def up(spec_ref: str, runtime: str = "auto", steps: Steps | None = None, *,
         if dataplane or routes:
             raise UsageError(f"{'--dataplane' if dataplane else '--routes'} programs SRv6 "
                              "SIDs; a routing: bgp lab has none (its routes come from BGP)")
-        frr.ensure_installed(steps.note)
+        if rt_name == "netns":  # the nodes run this machine's binaries; an image has its own
+            frr.ensure_installed(steps.note)
         recorded = NO_DATAPLANE, "routing: bgp: plain IPv6 forwarding, no SID"
     else:
         recorded = dp_name, dp_why
