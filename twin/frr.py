@@ -4,6 +4,7 @@
     start(rt, node, daemons)        zebra, bgpd (and bfdd) inside the node
     configure(rt, node)             the node's rendered frr.conf, through vtysh -b
     show(rt, node, command) -> obj  a `show ... json` command's answer, parsed
+    run_commands(rt, node, cmds)    vtysh commands in one session (a fault's change)
 
 Every instance keeps its sockets, pid files and logs in the node's own run directory
 (`<run dir>/<lab>/nodes/<node>/frr/` on netns; the bind-mounted /run/mrc-twin/frr in a
@@ -144,3 +145,19 @@ def show(rt, node: str, command: str) -> object:
     except ValueError:
         first = out.strip().splitlines()[0][:120] if out.strip() else "nothing"
         raise LabError(f"{node}: `{command}` did not answer JSON: {first!r}") from None
+
+
+def run_commands(rt, node: str, commands: list[str]) -> None:
+    """`commands` in one vtysh session in the node (configure terminal ... carries over
+    from one to the next); LabError naming the node and what FRR said."""
+    inside, _ = run_dir(rt, node)
+    argv = ["vtysh", "--vty_socket", inside]
+    for c in commands:
+        argv += ["-c", c]
+    try:
+        out = _in_node(rt, node, argv, SHOW_TIMEOUT_S)
+    except CommandFailed as e:
+        raise LabError(f"{node}: FRR refused `{'; '.join(commands)}`: {e.stderr}") from None
+    if "% " in out:  # vtysh says what it refused on stdout, with status 0
+        said = next(line for line in out.splitlines() if "% " in line)
+        raise LabError(f"{node}: FRR refused `{'; '.join(commands)}`: {said.strip()}")

@@ -167,3 +167,41 @@ def test_a_bgp_lab_of_containers_runs_the_images_frr_and_leaves_nothing(session_
         lifecycle.down(state.lab)
     assert not Path("/run/mrc-twin/frr").exists()  # no daemon ever ran on the host's paths
     assert [p for p in frr_pids() if "/run/mrc-twin/frr/" in p] == []  # gone with them
+
+
+@pytest.mark.parametrize("kind, target, named", [
+    ("bgp-route-map", "t0-p0-r0:eth3",
+     "t1-p0-0: no BGP route to fd00:4d52:4c:300::/64 (want 1 next hop out of eth1)"),
+    ("bgp-withdraw", "t0-p0-r0:eth1", "-> r0h0 plane 0 (ecmp): request lost"),
+])
+def test_bgps_own_faults_are_named_by_verify_and_revert(bgp_lab, kind, target, named):
+    """A route-map that denies everything keeps the session up and carries nothing; a
+    withdrawn host link leaves that NIC port unreachable with every link up."""
+    helpers.twin("fault", kind, "--lab", LAB, target, ok=True)
+    try:
+        got = helpers.poll(lambda: (lambda out: out if named in out else None)(
+            helpers.twin("verify", "--lab", LAB).stdout), 15, every_s=1.0)
+        assert got, helpers.twin("verify", "--lab", LAB).stdout[-2000:]
+        sessions = frr.show(bgp_lab.runtime, "t0-p0-r0", "show bgp neighbors json")
+        assert all(v["bgpState"] == "Established" for v in sessions.values())  # links up
+    finally:
+        helpers.twin("fault", "clear", "--lab", LAB, ok=True)
+    back = helpers.poll(lambda: helpers.twin("verify", "--lab", LAB).returncode == 0, 30,
+                        every_s=1.0)
+    assert back, helpers.twin("verify", "--lab", LAB).stdout[-2000:]
+
+
+def test_a_session_reset_comes_back_by_itself(bgp_lab):
+    helpers.twin("fault", "bgp-reset", "--lab", LAB, "t0-p0-r0:eth4", ok=True)
+    assert helpers.twin("fault", "list", "--lab", LAB, "--json", ok=True).stdout.count(
+        "bgp-reset") == 0  # over once made: nothing held, nothing to revert
+    back = helpers.poll(lambda: helpers.twin("verify", "--lab", LAB).returncode == 0, 30,
+                        every_s=1.0)
+    assert back
+
+
+def test_bgps_faults_are_refused_on_a_static_lab_and_off_a_session(bgp_lab):
+    r = helpers.twin("fault", "bgp-reset", "--lab", LAB, "r0h0:eth1", ok=False)
+    assert "r0h0 runs no BGP" in r.stderr
+    r = helpers.twin("fault", "bgp-withdraw", "--lab", LAB, "t0-p0-r0:eth3", ok=False)
+    assert "give a T0's port to a host" in r.stderr

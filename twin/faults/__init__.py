@@ -36,7 +36,10 @@ from __future__ import annotations
 
 from twin.errors import UsageError
 from twin.fabric.model import Endpoint
-from twin.faults import catalog
+from twin.faults import (
+    bgp,  # noqa: F401  (BGP's kinds, registered after the built-in ones)
+    catalog,
+)
 from twin.faults.catalog import (
     FaultKind,
     _corruption,

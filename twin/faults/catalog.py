@@ -46,13 +46,14 @@ from twin.faults.kinds import (
     Param,
     Progress,
     inject,
+    momentary,
     reapply,
     refuse_held,
     reprogram,
     restore_link,
     revert,
 )
-from twin.faults.record import Fault, _drop, _refuse_hidden, _save, active, log_event
+from twin.faults.record import Fault, _drop, log_event
 from twin.faults.registry import KINDS, register
 from twin.faults.targets import LinkEnd, NicPort, NodeTarget, PlaneTarget, Target
 from twin.lab import Attached, restart_node
@@ -722,17 +723,8 @@ class SwitchReboot(NodeFault):
                progress: Progress | None) -> Fault:
         """Restart NODE as a fault: on the timeline from the moment it goes to when it is
         back, re-wired, re-programmed, its faults applied again."""
-        _refuse_hidden(lab, what)
         # Not held against other faults: a reboot re-applies the faults on its links.
-        _save(lab, [*active(lab), fault])
-        log_event(lab, "apply", fault)
-        changed = time.monotonic_ns()
-        try:
-            self.apply(lab, fault)
-        finally:
-            log_event(lab, "revert", fault)
-            _drop(lab, fault)
-        return replace(fault, changed_ns=changed)
+        return momentary(lab, fault, what)
 
     def apply(self, lab: Attached, fault: Fault) -> None:
         restart_node(lab, fault.target)

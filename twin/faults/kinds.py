@@ -47,6 +47,7 @@ from twin.fabric.model import Endpoint, Fabric
 from twin.faults.record import (
     _HIDING,
     Fault,
+    _drop,
     _refuse_hidden,
     _save,
     active,
@@ -285,6 +286,21 @@ def inject(lab: Attached, fault: Fault) -> Fault:
     log_event(lab, "apply", fault)
     changed = time.monotonic_ns()
     KINDS[fault.kind].apply(lab, fault)
+    return replace(fault, changed_ns=changed)
+
+
+def momentary(lab: Attached, fault: Fault, what: str) -> Fault:
+    """A fault over when its apply returns (a reboot, a session reset): on the record
+    and the timeline only while it is being made, never held against others."""
+    _refuse_hidden(lab, what)
+    _save(lab, [*active(lab), fault])
+    log_event(lab, "apply", fault)
+    changed = time.monotonic_ns()
+    try:
+        KINDS[fault.kind].apply(lab, fault)
+    finally:
+        log_event(lab, "revert", fault)
+        _drop(lab, fault)
     return replace(fault, changed_ns=changed)
 
 
