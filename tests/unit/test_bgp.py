@@ -285,3 +285,23 @@ def test_static_lab_files_have_no_frr_and_no_routing_key():
     assert not [p for p in files if p.endswith(("frr.conf", "/daemons"))]
     node = json.loads(files["config/t0-p0-r0/node.json"])
     assert "routing" not in node and "bgp" not in node
+
+
+def test_routes_export_of_a_bgp_fabric_is_each_routers_frr_conf(tmp_path):
+    from click.testing import CliRunner
+
+    from twin.cli import main
+
+    res = CliRunner().invoke(main, ["routes", "export", "mrc-4p", str(tmp_path / "x"),
+                                    "--routing", "bgp"])
+    assert res.exit_code == 0, res.output
+    files = sorted(p.relative_to(tmp_path / "x") for p in (tmp_path / "x").rglob("*")
+                   if p.is_file())
+    assert len(files) == 16 and all(f.name == "frr.conf" for f in files)
+    golden = Path(__file__).resolve().parents[1] / "golden/bgp/mrc-4p/config"
+    assert (tmp_path / "x/t1-p3-1/frr.conf").read_text() == \
+        (golden / "t1-p3-1/frr.conf").read_text()  # what twin up hands to FRR
+    res = CliRunner().invoke(main, ["routes", "export", "mrc-4p", str(tmp_path / "y"),
+                                    "--routing", "bgp", "--format", "sonic"])
+    assert res.exit_code == 2 and "its export is each router's frr.conf" in res.output
+    assert not (tmp_path / "y").exists()

@@ -17,6 +17,7 @@ from rich.table import Table
 from twin import lab as L
 from twin.cli.base import emit_json, main, out
 from twin.errors import SpecError, UsageError
+from twin.fabric.routing import ROUTING_MODES
 from twin.routes import check as C
 from twin.routes import diff as D
 from twin.routes import formats as F
@@ -202,15 +203,34 @@ def diff_cmd(spec, directory, fmt, follow_symlinks, as_json):
 @click.argument("spec")
 @click.argument("directory", type=click.Path(file_okay=False))
 @click.option("--format", "fmt", type=click.Choice(sorted(F.FORMATS)),
-              default="iproute2-batch", show_default=True, help=EXPORT_FORMAT_HELP)
-def export_cmd(spec, directory, fmt):
+              default=None, help=EXPORT_FORMAT_HELP + " [default: iproute2-batch; frr "
+              "for a routing: bgp fabric]")
+@click.option("--routing", type=click.Choice(ROUTING_MODES), default=None,
+              help="The spec in this routing mode (bgp: each router's frr.conf).")
+def export_cmd(spec, directory, fmt, routing):
     """Write twin's plan as route tables, one file per node.
 
     The tables `twin up` installs, in an operator's format: a starting point for
     one's own, and what `twin routes check` and `diff` pass unchanged. A
     DIRECTORY that cannot be written (a file, a path below one, read-only) is
-    refused with exit 2; no file is written through a symlink.
+    refused with exit 2; no file is written through a symlink. A routing: bgp
+    fabric's routes come from BGP: its export is each router's frr.conf, as
+    `twin up` hands it to FRR (`--format frr`).
     """
-    c = L.compile_spec(spec)
+    c = L.compile_spec(spec, routing=routing)
+    if c.spec.bgp is not None:
+        if fmt not in (None, "frr"):
+            raise UsageError(f"--format {fmt}: fabric {c.fabric.name} runs routing: bgp, "
+                             "whose routes come from BGP, not tables; its export is each "
+                             "router's frr.conf: --format frr")
+        from twin.fabric import frr as frr_conf
+
+        routers = {n: p for n, p in c.plan.nodes.items() if p.bgp is not None}
+        written = F.write_files(directory, {
+            f"{n}/frr.conf": lambda p=p: frr_conf.frr_conf(c.fabric.name, p, c.spec.bgp)
+            for n, p in routers.items()})
+        out.print(f"wrote {len(written)} files (frr, routing: bgp) to {escape(directory)}")
+        return
+    fmt = fmt or "iproute2-batch"
     written = F.write_dir(directory, T.from_plan(c.plan), c.fabric, fmt)
     out.print(f"wrote {len(written)} files ({fmt}) to {escape(directory)}")

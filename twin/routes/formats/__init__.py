@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import errno
 import os
+from collections.abc import Callable
 from pathlib import Path, PurePosixPath
 
 from twin.errors import Problem, SpecError, UsageError
@@ -137,13 +138,20 @@ def write_dir(directory: str | Path, tables: Tables, fabric: Fabric, fmt: str) -
     that is a directory or a symlink out of it) is a UsageError of one line; a file is
     never written through a symlink."""
     form = get(fmt)
+    return write_files(directory, {form.file_for(node): lambda t=t: form.render(t, fabric)
+                                   for node, t in tables.nodes.items()})
+
+
+def write_files(directory: str | Path, files: dict[str, Callable[[], str]]) -> list[Path]:
+    """Write each relative path's text (made when it is written) under `directory`, by
+    the rules of write_dir; the paths written."""
     root = Path(directory)
     out = []
     try:
         _writable(root)
         real_root = real(root)
-        for node, t in tables.nodes.items():
-            path = root / form.file_for(node)
+        for rel, text in files.items():
+            path = root / rel
             path.parent.mkdir(parents=True, exist_ok=True)
             if not real(path.parent).is_relative_to(real_root):
                 raise UsageError(f"cannot export to {root}: {path.parent} leads out of it "
@@ -151,7 +159,7 @@ def write_dir(directory: str | Path, tables: Tables, fabric: Fabric, fmt: str) -
             fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW
                          | os.O_CLOEXEC, 0o644)
             with os.fdopen(fd, "w") as f:
-                f.write(form.render(t, fabric))
+                f.write(text())
             out.append(path)
     except OSError as e:
         where = e.filename or root
