@@ -22,9 +22,9 @@ def test_a_silent_blackhole_beside_bgp(lab):
                      "--json", timeout=600)
     assert r.returncode == 0, r.stderr[-3000:]
     runs = {d["variant"]: d for d in json.loads(r.stdout)["drills"]}
-    assert set(runs) == {"mrc", "single-path x8 QPs over bgp", "mrc over bgp"}
+    assert set(runs) == {"mrc", "single-path x16 QPs over bgp", "mrc over bgp"}
     assert runs["mrc"]["verdict"] == "pass" and runs["mrc"]["lab"] == LAB
-    for label in ("single-path x8 QPs over bgp", "mrc over bgp"):
+    for label in ("single-path x16 QPs over bgp", "mrc over bgp"):
         base = runs[label]
         assert base["lab"] == f"{LAB}-bgp" and base["verdict"] == "reported", base["outcome"]
         assert base["targets"] == runs["mrc"]["targets"]  # the same faults, the same seed

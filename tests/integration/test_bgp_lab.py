@@ -205,3 +205,23 @@ def test_bgps_faults_are_refused_on_a_static_lab_and_off_a_session(bgp_lab):
     assert "r0h0 runs no BGP" in r.stderr
     r = helpers.twin("fault", "bgp-withdraw", "--lab", LAB, "t0-p0-r0:eth3", ok=False)
     assert "give a T0's port to a host" in r.stderr
+
+
+def test_a_silent_link_keeps_its_carrier_and_bgp_sees_it_only_at_its_hold_timer(bgp_lab):
+    """link-silent: nothing passes either way, the ports stay up. BGP has no BFD here,
+    so its session dies only when the hold timer (9 s) runs out."""
+    helpers.twin("fault", "link-silent", "--lab", LAB, "t0-p0-r0:eth3", ok=True)
+    try:
+        flags = json.loads(bgp_lab.runtime.exec("t0-p0-r0", ["ip", "-j", "link", "show",
+                                                             "eth3"]).stdout)[0]["flags"]
+        assert "LOWER_UP" in flags  # carrier up: no port state says anything
+        state = lambda: frr.show(bgp_lab.runtime, "t0-p0-r0",  # noqa: E731
+                                 "show bgp neighbors json")["eth3"]["bgpState"]
+        assert state() == "Established"  # at once: nothing told BGP
+        gone = helpers.poll(lambda: state() != "Established", 20, every_s=0.5)
+        assert gone, "the hold timer never expired"
+    finally:
+        helpers.twin("fault", "clear", "--lab", LAB, ok=True)
+    back = helpers.poll(lambda: helpers.twin("verify", "--lab", LAB).returncode == 0, 40,
+                        every_s=1.0)
+    assert back, helpers.twin("verify", "--lab", LAB).stdout[-2000:]

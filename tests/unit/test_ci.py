@@ -344,7 +344,7 @@ def test_drills_all_means_the_shipped_drills_written_for_the_fabric(tmp_path, pr
                                                                    events):
     run(tmp_path, drills=("all",))
     assert events[2:-1] == ["drill startup-dead-link", "drill t0-t1-link-down",
-                            "drill t1-blackhole"]
+                            "drill t0-t1-link-silent", "drill t1-blackhole"]
 
 
 # -- bad input: exit 2, nothing created -------------------------------------------------

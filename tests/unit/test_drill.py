@@ -347,8 +347,8 @@ def test_compare_bgp_names_roce_over_ecmp_and_mrc_over_ecmp():
     from twin.chaos import runner
 
     roce, mrc = runner.variants_of("bgp")
-    assert (roce.label, mrc.label) == ("single-path x8 QPs over bgp", "mrc over bgp")
-    assert roce.to_dict() == {"mode": "single-path", "qps": 8, "routing": "bgp",
-                              "label": "single-path x8 QPs over bgp"}
+    assert (roce.label, mrc.label) == ("single-path x16 QPs over bgp", "mrc over bgp")
+    assert roce.to_dict() == {"mode": "single-path", "qps": 16, "routing": "bgp",
+                              "label": "single-path x16 QPs over bgp"}
     assert runner.variants_of("single-path")[0].to_dict() == {
         "mode": "single-path", "qps": None, "label": "single-path"}  # as before: no key

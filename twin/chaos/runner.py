@@ -30,6 +30,7 @@ import signal
 import threading
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from twin import faults as F
 from twin import traffic as T
@@ -909,17 +910,21 @@ def _endpoint_timeline(run_data: T.Run | None) -> list[dict]:
 
 
 BGP = "bgp"  # --compare bgp: the same fabric as operators run it today (twin.fabric.bgp)
-BGP_ROCE_QPS = 8  # RoCE over ECMP as collectives run it: several QPs, each hashed apart
+BGP_BFD = "bgp-bfd"  # --compare bgp-bfd: the same with BFD on every session
+BGP_FLAVOURS = (BGP, BGP_BFD)
+BFD = {"interval_ms": 100, "multiplier": 3}  # detected in 300 ms, against BGP's 9 s hold
+BGP_ROCE_QPS = 16  # RoCE over ECMP: several QPs, each hashed apart (16 over 8 paths leave
+#                   a given path without one 12% of the time; 8 left it 34%)
 
 
 def variants_of(compare: str) -> tuple[Variant, ...]:
     """The baselines `--compare X` names: a mode on the drill's lab, or with `bgp` the
     world MRC replaces, on a BGP/ECMP lab of the same fabric: RoCE single-path (8 QPs a
     flow, each on one plane and one T1 by the routers' hash) and MRC over ECMP (EVs as
-    UDP source ports)."""
-    if compare == BGP:
-        return (Variant("single-path", BGP_ROCE_QPS, routing=BGP),
-                Variant("mrc", routing=BGP))
+    UDP source ports); `bgp-bfd` the same with BFD on every session."""
+    if compare in BGP_FLAVOURS:
+        return (Variant("single-path", BGP_ROCE_QPS, routing=compare),
+                Variant("mrc", routing=compare))
     return (Variant(compare),)
 
 
@@ -936,7 +941,8 @@ def run_all(att: Attached, drill: Drill, *, mode: str | None = None,
     runs = [main]
     variants = variants_of(compare) if compare else drill.compare
     bases = []
-    with BgpTwin(att, progress) as twin:
+    with contextlib.ExitStack() as stack:
+        twins = {f: stack.enter_context(BgpTwin(att, f, progress)) for f in BGP_FLAVOURS}
         for v in variants:
             if v.routing is None and v.mode == main.mode and \
                     (v.qps is None or v.qps == drill.traffic.qps):
@@ -947,7 +953,8 @@ def run_all(att: Attached, drill: Drill, *, mode: str | None = None,
                 bases.append(run(att, drill, seed=seed, baseline_of=main.mode,
                                  progress=progress, variant=v))
                 continue
-            bases.append(run(twin.lab(), dataclasses.replace(drill, baseline_expect=()),
+            bases.append(run(twins[v.routing].lab(),
+                             dataclasses.replace(drill, baseline_expect=()),
                              seed=seed, baseline_of=main.mode, progress=progress,
                              variant=v, probe=False))
     runs += bases
@@ -956,16 +963,34 @@ def run_all(att: Attached, drill: Drill, *, mode: str | None = None,
 
 
 class BgpTwin:
-    """The drill's fabric on BGP/ECMP (`<lab>-bgp`), brought up on first need on the
-    same runtime from the lab's own spec, and taken down at the end if it was not up
-    before (a failure included)."""
+    """The drill's fabric on BGP/ECMP (`<lab>-bgp`, or `<lab>-bgp-bfd` with BFD), brought
+    up on first need on the same runtime from the lab's own spec, and taken down at the
+    end if it was not up before (a failure included)."""
 
-    def __init__(self, att: Attached, progress=None) -> None:
+    def __init__(self, att: Attached, flavour: str = BGP, progress=None) -> None:
         self.att = att
-        self.name = f"{att.lab}-{BGP}"
+        self.flavour = flavour
+        self.name = f"{att.lab}-{flavour}"
         self.note = progress or (lambda text: None)
         self._att: Attached | None = None
         self._made = False
+
+    def spec(self) -> Path:
+        """The lab's spec in routing: bgp (with BFD for bgp-bfd), beside its own copy."""
+        import yaml
+
+        data = yaml.safe_load((self.att.state.dir / "spec.yml").read_text())
+        data["routing"] = BGP
+        if isinstance(data.get("srv6"), dict):
+            data["srv6"].pop("dataplane", None)  # no SID to install on BGP
+        bgp = dict(data.get("bgp") or {})
+        if self.flavour == BGP_BFD:
+            bgp["bfd"] = dict(BFD)
+        if bgp:
+            data["bgp"] = bgp
+        path = self.att.state.dir / f"spec-{self.flavour}.yml"
+        path.write_text(yaml.safe_dump(data, sort_keys=False))
+        return path
 
     def lab(self) -> Attached:
         if self._att is None:
@@ -973,10 +998,10 @@ class BgpTwin:
             from twin.state import LabState
 
             if LabState.load(self.name) is None:
+                bfd = " with BFD" if self.flavour == BGP_BFD else ""
                 self.note(f"bringing up {self.name}: fabric {self.att.fabric.spec.name} on "
-                          "BGP/ECMP (FRR), for the baselines")
-                L.up(str(self.att.state.dir / "spec.yml"), self.att.state.runtime,
-                     name=self.name, routing=BGP)
+                          f"BGP/ECMP (FRR){bfd}, for the baselines")
+                L.up(str(self.spec()), self.att.state.runtime, name=self.name)
                 self._made = True
             self._att = L.attach(self.name)
             if self._att.fabric.spec.bgp is None:

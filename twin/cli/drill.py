@@ -84,10 +84,11 @@ def _lab_for(d, lab: str | None) -> str | None:
                  "after the drill's fabric).")
 @click.option("--mode", type=click.Choice(list(MODES)), default=None,
               help="The transport (default: the drill's).")
-@click.option("--compare", type=click.Choice([*MODES, "bgp"]), default=None,
+@click.option("--compare", type=click.Choice([*MODES, "bgp", "bgp-bfd"]), default=None,
               help="Run it again on this baseline, same faults, and show both. bgp: on "
                    "the same fabric run as operators run it today (eBGP, ECMP on FRR; lab "
-                   "<lab>-bgp, brought up for it), RoCE single-path and MRC over ECMP.")
+                   "<lab>-bgp, brought up for it), RoCE single-path and MRC over ECMP; "
+                   "bgp-bfd: the same with BFD (lab <lab>-bgp-bfd).")
 @click.option("--seed", default=1, show_default=True, help="Draws random targets.")
 @click.option("--json", "as_json", is_flag=True, help="The results as JSON on stdout.")
 @click.option("--junit", "junit", default=None, metavar="FILE", help="JUnit XML of the verdicts.")
@@ -272,8 +273,10 @@ def _n(value, scale: float = 1) -> str:
 
 
 @drill.command("all")
-@click.option("--compare", type=click.Choice(list(MODES)), default="single-path",
-              show_default=True, help="The baseline each drill also runs on ('mrc': none).")
+@click.option("--compare", type=click.Choice([*MODES, "bgp", "bgp-bfd"]),
+              default="single-path", show_default=True,
+              help="The baseline each drill also runs on ('mrc': none; bgp, bgp-bfd: "
+                   "as `drill run --compare`).")
 @click.option("--runtime", type=click.Choice(RUNTIME_CHOICES), default="auto",
               show_default=True, help="For labs that are not up yet.")
 @click.option("--only", multiple=True, metavar="NAME", help="Just these drills (repeatable).")

@@ -24,6 +24,9 @@ in it: keep it, or seeds replay other drills).
                 runs; recorded for its whole length, so a crash leaves it
                 revertible, and Ctrl-C or SIGTERM bring the link back up
     switch-reboot  `twin restart NODE` as a fault on the timeline
+    link-silent a gray failure: the link passes nothing, either way, and keeps its
+                carrier (a bad optic): an nft netdev table at each end drops every
+                packet it receives, ND, BGP and BFD included; revert deletes them
 """
 
 from __future__ import annotations
@@ -75,6 +78,7 @@ class FaultKind(StrEnum):
     LINK_RATE = "link-rate"
     LINK_FLAP = "link-flap"
     SWITCH_REBOOT = "switch-reboot"
+    LINK_SILENT = "link-silent"
 
 
 LOSS_PERCENTS = (30, 50, 70)  # a blind drill's: enough that repeated probes see it
@@ -744,3 +748,61 @@ class SwitchReboot(NodeFault):
 
     def said(self, lab: Attached, fault: Fault, values: dict) -> str:
         return f"{fault.target} rebooted"
+
+
+# -- a gray failure: link-silent ------------------------------------------------------------
+
+
+def silent_table(ifname: str) -> str:
+    return f"twin_silent_{ifname}"
+
+
+def silent_rules(ifname: str, owner_tag: str = "") -> str:
+    """nft -f input: drop every packet `ifname` receives, before anything sees it
+    (netdev ingress: neighbour discovery, BGP and BFD too). Loaded again: fresh."""
+    table = silent_table(ifname)
+    comment = f"  comment \"{owner_tag}\"\n" if owner_tag else ""
+    return (f"add table netdev {table}\ndelete table netdev {table}\n"
+            f"table netdev {table} {{\n{comment}"
+            f"  chain ingress {{\n"
+            f"    type filter hook ingress device \"{ifname}\" priority -500; policy drop;\n"
+            f"    counter\n"
+            f"  }}\n}}\n")
+
+
+@register
+class LinkSilent(FaultType):
+    """A link whose carrier stays up while it passes nothing (a failing optic, a
+    unidirectional fibre cut both ways): neither end's port state says so. Only
+    what listens on the link notices: BGP's hold timer (9 s by default), BFD (in its
+    detect time), MRC's transport (one loss detection)."""
+
+    name = FaultKind.LINK_SILENT
+    help = ("A gray failure: the link passes no packet either way and keeps its carrier\n"
+            "(nft netdev ingress drop at both ends). Revert with `twin fault clear`.")
+    targets = (LinkEnd,)
+
+    def record(self, lab: Attached, target: LinkEnd, values: dict) -> Fault:
+        link = target.link(lab.fabric)
+        return Fault(self.name, link.id, (link.a, link.b), time.time())
+
+    def apply(self, lab: Attached, fault: Fault) -> None:
+        for end in fault.ends:
+            lab.runtime.exec(end.node, ["nft", "-f", "-"],
+                             input=silent_rules(end.ifname, lab.runtime.owner.tag))
+
+    def revert(self, lab: Attached, fault: Fault) -> None:
+        for end in fault.ends:
+            lab.runtime.exec(end.node, ["nft", "delete", "table", "netdev",
+                                        silent_table(end.ifname)], check=False)
+
+    def reapply(self, lab: Attached, fault: Fault, node: str) -> list[Endpoint]:
+        """The tables live in the ends' namespaces: a restarted end lost its own."""
+        mine = [e for e in fault.ends if e.node == node]
+        for end in mine:
+            lab.runtime.exec(end.node, ["nft", "-f", "-"],
+                             input=silent_rules(end.ifname, lab.runtime.owner.tag))
+        return mine
+
+    def said(self, lab: Attached, fault: Fault, values: dict) -> str:
+        return f"link {fault.link} silent: passes nothing either way, carrier up"
