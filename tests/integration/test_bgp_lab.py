@@ -225,3 +225,27 @@ def test_a_silent_link_keeps_its_carrier_and_bgp_sees_it_only_at_its_hold_timer(
     back = helpers.poll(lambda: helpers.twin("verify", "--lab", LAB).returncode == 0, 40,
                         every_s=1.0)
     assert back, helpers.twin("verify", "--lab", LAB).stdout[-2000:]
+
+
+def test_twin_probe_on_ecmp_names_a_planes_t1_layer_not_a_t1(bgp_lab):
+    """A silent T1: the prober sees the pairs the hash put through it fail, and can only
+    say which plane's T1s; a T0-to-host link down is named as itself."""
+    helpers.twin("fault", "blackhole", "--lab", LAB, "t1-p3-1", ok=True)
+    try:
+        r = helpers.twin("probe", "--once", "--lab", LAB, "--json")
+        assert r.returncode == 1, r.stdout + r.stderr
+        assert json.loads(r.stdout)["named"] == [
+            ["faulty", "a T1 of plane 3 (ECMP: the hash hides which)"]]
+    finally:
+        helpers.twin("fault", "clear", "--lab", LAB, ok=True)
+    helpers.twin("fault", "link-down", "--lab", LAB, "r0h0:eth2", ok=True)
+    try:
+        live = helpers.twin("probe", "--lab", LAB, "--duration", "3", "--period", "500",
+                            "--json")
+        first = json.loads(live.stdout.splitlines()[0])
+        assert first == {"event": "named", "verdict": "faulty",
+                         "target": "r0h0:eth2--t0-p1-r0:eth1"}
+    finally:
+        helpers.twin("fault", "clear", "--lab", LAB, ok=True)
+    assert helpers.poll(lambda: helpers.twin("probe", "--once", "--lab", LAB).returncode == 0,
+                        20, every_s=1.0)

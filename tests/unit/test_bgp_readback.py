@@ -124,3 +124,29 @@ def test_past_the_limit_every_host_link_is_still_probed_both_ways():
     for plane in big.fabric.nic_planes:
         assert {p.src for p in todo if p.plane == plane} == hosts
         assert {p.dst for p in todo if p.plane == plane} == hosts
+
+
+def results_where(plan, dead):
+    """A ProbeResult per pair, failed when `dead(path)` says its path crosses the fault
+    (a T1 decided per pair, as a hash would)."""
+    from twin.verify.prober import ProbeResult
+
+    out = []
+    for i, pair in enumerate(ecmp.pairs(plan)):
+        path = ecmp.path_of(plan, pair)
+        ok = not dead(path, i)
+        out.append(ProbeResult(path, forward=ok, reply=ok))
+    return out
+
+
+def test_the_prober_names_a_host_link_a_t0_or_a_planes_t1_layer(plan):
+    assert ecmp.localize(plan, results_where(plan, lambda p, i: False)) == []
+    link = "r0h0:eth2--t0-p1-r0:eth1"
+    assert ecmp.localize(plan, results_where(plan, lambda p, i: link in p.links)) == [
+        ("faulty", link)]
+    assert ecmp.localize(plan, results_where(plan, lambda p, i: "t0-p2-r1" in p.hops)) == [
+        ("faulty", "t0-p2-r1")]
+    # a dead T1 of plane 3: the cross-rack pairs the hash put on it (one way of each)
+    t1 = ecmp.localize(plan, results_where(
+        plan, lambda p, i: p.plane == 3 and len(p.hops) > 1 and p.src < p.dst))
+    assert t1 == [("faulty", "a T1 of plane 3 (ECMP: the hash hides which)")]

@@ -65,6 +65,10 @@ def probe(lab, period_ms, rate_pps, once, duration, as_json):
     SIGTERM or --duration.
     Attached lab (twin attach): the rounds run in an agent in every host,
     --once as two rounds; the same output.
+    A routing: bgp lab: one UDP probe per host pair and plane a round (no
+    source route exists), a lost one sent once more; a host link or a T0
+    is named, and a plane's T1s as one ("a T1 of plane 3"): the routers'
+    hash, not the sender, chose each probe's T1.
     Exit 1 if something is named at the end, 0 if nothing is.
     """
     if once and duration is not None:
@@ -74,6 +78,9 @@ def probe(lab, period_ms, rate_pps, once, duration, as_json):
                          f"seconds (got {duration})")
     att = L.attach(lab)
     att.require_whole()
+    if att.fabric.spec.bgp is not None:
+        _probe_ecmp(att, period_ms, once, duration, as_json)
+        return
     prober = att.runtime.continuous_prober()  # attached: an agent in every host
     if once:
         C.pace(1, period_ms, rate_pps)  # the same checks of what was typed
@@ -240,3 +247,62 @@ def _print_end(snap: dict) -> None:
         out.print(f"[yellow]congested[/yellow] {_describe(d)} (not a fault)")
     if not snap["named"]:
         out.print("[green]nothing named[/green]")
+
+
+def _probe_ecmp(att, period_ms: float, once: bool, duration: float | None,
+                as_json: bool) -> None:
+    """A routing: bgp lab: no source route to probe with. Rounds of one UDP probe per
+    host pair and plane (twin.verify.ecmp, verify's), a round every period at least,
+    a lost probe sent once more; what fails is named by the links and T0s the probes
+    are sure of, and a plane's T1 layer as a whole (the hash hides which T1)."""
+    from twin.verify import ecmp
+
+    todo = ecmp.pairs(att.plan)
+    if once:
+        results = ecmp.probe(att.runtime, att.plan, todo, attempts=2)
+        named = ecmp.localize(att.plan, results)
+        failed = sum(not r.ok for r in results)
+        record_verify(att.state.dir, failed, "probe", named)
+        if as_json:
+            emit_json({"lab": att.lab, "routing": "bgp", "probes": len(results),
+                       "failed": failed, "named": [list(n) for n in named]})
+        else:
+            out.print(f"{len(results)} probes (one per host pair and plane), {failed} lost")
+            for verdict, target in named:
+                out.print(f"[red]{verdict}[/red] {target}")
+            if not named:
+                out.print("[green]nothing named[/green]")
+        if named:
+            sys.exit(1)
+        return
+    sigterm_as_interrupt()
+    deadline = None if duration is None else time.monotonic() + duration
+    shown: list[tuple[str, str]] = []
+    try:
+        while deadline is None or time.monotonic() < deadline:
+            start = time.monotonic()
+            results = ecmp.probe(att.runtime, att.plan, todo, attempts=2)
+            named = ecmp.localize(att.plan, results)
+            record_verify(att.state.dir, sum(not r.ok for r in results), "probe", named)
+            if named != shown:
+                for verdict, target in sorted(set(named) - set(shown)):
+                    _say(as_json, "named", verdict, target)
+                for verdict, target in sorted(set(shown) - set(named)):
+                    _say(as_json, "cleared", verdict, target)
+                shown = named
+            time.sleep(max(0.0, period_ms / 1000 - (time.monotonic() - start)))
+    except KeyboardInterrupt:
+        pass
+    if as_json:
+        emit_json({"lab": att.lab, "routing": "bgp", "named": [list(n) for n in shown]})
+    if shown:
+        sys.exit(1)
+
+
+def _say(as_json: bool, event: str, verdict: str, target: str) -> None:
+    if as_json:
+        click.echo(json.dumps({"event": event, "verdict": verdict, "target": target}))
+    else:
+        colour = "red" if event == "named" else "green"
+        out.print(f"{time.strftime('%H:%M:%S')} [{colour}]{event}[/{colour}] {verdict} "
+                  f"{target}")

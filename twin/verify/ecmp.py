@@ -29,6 +29,7 @@ from twin.fabric.plan import Plan
 from twin.verify.prober import ProbeResult
 
 PORT = 33434  # where every port address listens for probes (a traceroute port)
+IPV6_FREEBIND = 78  # linux/in6.h; not in Python's socket module
 MAGIC = b"twin-ecmp"
 HEAD = struct.Struct("!9sBQ")  # magic, 0 request / 1 answer, probe id
 CHUNK = 64
@@ -78,8 +79,10 @@ def path_of(plan: Plan, pair: Pair) -> Path:
     return Path("ecmp", pair.src, pair.dst, pair.plane, None, b.host_address, hops, ids)
 
 
-def probe(runtime, plan: Plan, todo: list[Pair], progress=None) -> list[ProbeResult]:
-    """Send every pair's probe; a ProbeResult each, in `todo`'s order."""
+def probe(runtime, plan: Plan, todo: list[Pair], progress=None,
+          attempts: int = ATTEMPTS) -> list[ProbeResult]:
+    """Send every pair's probe (a lost one again, `attempts` times in all); a
+    ProbeResult each, in `todo`'s order."""
     fabric = plan.fabric
     socks: dict[tuple[str, int], socket.socket] = {}
     try:
@@ -88,20 +91,23 @@ def probe(runtime, plan: Plan, todo: list[Pair], progress=None) -> list[ProbeRes
                 for plane in fabric.nic_planes:
                     s = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
                     s.setblocking(False)
+                    # a port whose link is down has lost its address (the kernel
+                    # flushes it): bound all the same, its probes fail, not the round
+                    s.setsockopt(socket.IPPROTO_IPV6, IPV6_FREEBIND, 1)
                     s.bind((bgp.host_link(fabric, host, plane).host_address, PORT))
                     socks[(host, plane)] = s
-        return _run(plan, todo, socks, progress)
+        return _run(plan, todo, socks, progress, attempts)
     finally:
         for s in socks.values():
             s.close()
 
 
-def _run(plan, todo, socks, progress) -> list[ProbeResult]:
+def _run(plan, todo, socks, progress, attempts=ATTEMPTS) -> list[ProbeResult]:
     fabric = plan.fabric
     results = [ProbeResult(path_of(plan, p)) for p in todo]
     owner = {s.fileno(): key for key, s in socks.items()}
     pending = list(range(len(todo)))
-    for attempt in range(1, ATTEMPTS + 1):
+    for attempt in range(1, attempts + 1):
         for start in range(0, len(pending), CHUNK):
             chunk = pending[start:start + CHUNK]
             for i in chunk:
@@ -164,4 +170,39 @@ def _drain(results, todo, socks, owner, deadline, waiting) -> None:
                     left.discard(i)
 
 
-__all__ = ["PORT", "Pair", "pairs", "path_of", "probe"]
+def localize(plan: Plan, results: list[ProbeResult]) -> list[tuple[str, str]]:
+    """What the failed probes name, as (verdict, target): the fewest elements that
+    explain them, of those no passing probe crossed. A probe is sure of its host links
+    and T0s only: the T1 it crossed is the hash's choice. So a host link or a T0 is
+    named when every probe through it failed and none passed, and the failures left,
+    between racks, name a plane's T1 layer as a whole ("a T1 of plane P"): on ECMP a
+    prober cannot say which T1, which is what an operator of such a fabric learns."""
+    failed = [r for r in results if not r.ok]
+    if not failed:
+        return []
+    passed = [r for r in results if r.ok]
+    clear_links = {lk for r in passed for lk in r.path.links}
+    clear_t0s = {h for r in passed for h in r.path.hops if h.startswith("t0-")}
+    named: list[tuple[str, str]] = []
+    left = failed
+    suspects = {lk for r in failed for lk in r.path.links} - clear_links
+    fabric = plan.fabric
+    for t0 in sorted({h for r in failed for h in r.path.hops if h.startswith("t0-")}
+                     - clear_t0s):  # every host link of a T0 dead: the T0 is, once
+        mine = {lk.id for lk in fabric.links_of(t0) if lk.kind == "host"}
+        if mine <= suspects:
+            named.append(("faulty", t0))
+            suspects -= mine
+            left = [r for r in left if t0 not in r.path.hops]
+    for lk in sorted(suspects):
+        named.append(("faulty", lk))
+        left = [r for r in left if lk not in r.path.links]
+    for plane in sorted({r.path.plane for r in left if len(r.path.hops) > 1}):
+        named.append(("faulty", f"a T1 of plane {plane} (ECMP: the hash hides which)"))
+    if any(len(r.path.hops) == 1 for r in left):  # same rack, its links and T0 clear
+        named.append(("faulty", "unexplained: a same-rack probe failed over cleared "
+                      "elements"))
+    return named
+
+
+__all__ = ["PORT", "Pair", "localize", "pairs", "path_of", "probe"]
