@@ -414,3 +414,16 @@ def test_up_never_renders_over_a_live_lab_of_another_run_directory(monkeypatch, 
     lifecycle.down("mrc-4p-2")
     L.up("mrc-4p", "fake")  # once the other lab is gone, its name is free here
     lifecycle.down("mrc-4p")
+
+
+@pytest.mark.parametrize("kind, target", [("bgp-reset", "t0-p0-r0:eth3"),
+                                          ("bgp-withdraw", "t0-p0-r0:eth1"),
+                                          ("bgp-route-map", "t0-p0-r0:eth3")])
+def test_bgps_own_faults_are_refused_on_a_static_lab_and_nothing_is_recorded(kind, target):
+    from twin.faults.registry import KINDS
+
+    L.up("mrc-4p", "fake")
+    att = L.attach("mrc-4p")
+    with pytest.raises(UsageError, match="runs routing: static-srv6, no BGP"):
+        KINDS[kind].start(att, target, {})
+    assert F.active(att) == []
