@@ -71,6 +71,10 @@ def all_down():  # single-path draws its EV last: none is usable
     return e
 
 ev = evset().active[0]
+
+def ring_args(cap=2):
+    e = evset()
+    return ((e.active, e.planes_down, e.paths, {p: set() for p in e.planes}, cap), {})
 placed = bytearray(64)  # a failed Receiver must not keep it exported (unresizable)
 sack = T.SackReport(cum=0, bitmap=0, ev=ev.value, psn=0, tries=0)
 pkt = T.RxPacket(psn=0, va=0, payload=b"x", imm=None, ev=1, tries=0)
@@ -105,6 +109,12 @@ TYPES = {
         {"post": ([txp], {}, lambda e: tpl, "tag"),
          "data": (head, seed, 0, 0, 3, b"x", None, "tag"), "flush": ()},
         lambda q: q.queued == 0 and q.flush() == []),
+    "EvRing": (
+        ring_args,
+        {"cap not a number, after the slots": lambda: ring_args("x")},
+        {"next": (), "end_of_rotation": (), "sent_unproven": (ev,), "gone": (ev,),
+         "delivered": (ev, 0), "update_proving": (), "capped": ()},
+        lambda r: r.cursor == 0 and r.next() is not None),
     "RxRing": (
         lambda: ((-1, bytes(16)), {}),
         {"local of 3 bytes": lambda: ((-1, b"abc"), {}),
@@ -210,7 +220,8 @@ def test_an_object_that_is_not_ready_refuses_every_method_getter_and_setter():
     for name, attrs in (("Sender", ("post", "poll", "on_sack", "window", "cfg", "stats")),
                         ("Receiver", ("on_data", "span", "nacks", "place", "stats")),
                         ("TxBatch", ("post", "data", "flush", "queued", "plane_bytes")),
-                        ("RxRing", ("recv", "counters"))):
+                        ("RxRing", ("recv", "counters")),
+                        ("EvRing", ("next", "delivered", "cursor", "proving", "unproven_cap"))):
         for attr in attrs:
             assert any(f" {name}.{attr} (blank)" in line for line in checked), (name, attr)
             assert any(f" {name}.{attr} (failed:" in line for line in checked), (name, attr)
@@ -230,6 +241,8 @@ def test_an_object_that_is_not_ready_refuses_every_method_getter_and_setter():
                  "init failed TxBatch capacity 0 ValueError",
                  "init failed RxRing local of 3 bytes ValueError",
                  "init failed RxRing slots 0 ValueError",
+                 "init failed EvRing cap not a number, after the slots TypeError",
+                 "retried EvRing cap not a number, after the slots",
                  "retried Sender no usable EV, at the very end",
                  "init failed Receiver port_state, after the placer TypeError",
                  "retried Receiver port_state, after the buffer"):
@@ -237,7 +250,8 @@ def test_an_object_that_is_not_ready_refuses_every_method_getter_and_setter():
     holding = [line for line in out if line.startswith("holds") and line[6:8] != "0 "]
     assert not holding, holding
     assert sum(line.startswith(("holds 0 Sender", "holds 0 Receiver")) for line in out) == 9
-    assert sum(line.startswith("ok once") for line in out) == 4
+    assert sum(line.startswith("ok once") for line in out) == 5
+    assert sum(line.startswith("ok set EvRing.") for line in out) == 4  # cap, on_alive
     assert sum(line.startswith("ok TxPacket cannot be made") for line in out) == 2
 
 

@@ -189,7 +189,7 @@ def test_deny_replaces_the_ev_and_counts_no_loss():
     evs.deny(victim.value)
     assert victim.value not in {e.value for e in evs.active}
     assert evs.active[3].state is EvState.GOOD and evs.active[3].plane == victim.plane
-    assert evs.retirements == 0 and not evs._failed[victim.plane]
+    assert evs.retirements == 0 and not evs.ring.failed[victim.plane]
     assert victim.value not in {evs.next().value for _ in range(50)}
     assert evs.counts()["good"] == 8
 

@@ -18,9 +18,11 @@
  *   probe, the window (nscc and delay: the same double arithmetic, in the same order),
  *   NACK and trim handling, message completion; the counters (`stats` is a transport.SenderStats
  *   made from them when read: a snapshot, where the reference's is live)
- *   the EV rotation and the per-packet path bookkeeping of the EV set (EvSet.next,
- *   sent_unproven, gone, delivered): the same steps on the same Python EvSet and Ev
- *   objects, their slots read and written in place (see `EvSet access`)
+ *   the EV set's per-packet state and steps: an EvRing (evset.Rotation's twin, the
+ *   same public interface), which the EvSet holds as its `ring` and calls on its rare
+ *   paths; the Sender calls it here per packet (next, sent_unproven, gone, delivered).
+ *   Ev and PathState fields, public slots of dataclasses, are read and written in
+ *   place (see `EvSet access`); no private name of a Python object is read
  * In Python, called from here as the reference calls them: everything else of the EV
  * set (retirement, replacement, revival, SKIP, denylist, planes), the event log
  * (transport.EventLog of transport.Event), the acked-bytes bins, DCQCN's rate and
@@ -47,8 +49,8 @@
 
 static PyObject *Event, *SenderStats, *Msg, *QpFailed, *NoUsableEv, *weakly, *EventLog,
     *AckedBins, *for_sender, *wire_bytes, *OrderedDict, *SenderConfig,
-    *MODES, *CCS, *EvType, *PathType, *EvSetType, *EvState_SKIP, *EvState_DENIED,
-    *EvState_BAD;
+    *MODES, *CCS, *EvType, *PathType, *EvSetType, *EvState_GOOD, *EvState_SKIP,
+    *EvState_DENIED, *EvState_BAD;
 static long long BUILD_CHUNK, LOST_REMEMBERED, REORDER_STEPS_MAX, REORDERING_LEARNED,
     TRY_MASK, BITMAP_BITS, CONGESTION_ECHO_CE, CONGESTION_COUNT, MESSAGES_KEPT, COMPACT_AFTER;
 static double REORDERING_DECAY, CNP_SPACING;
@@ -67,10 +69,8 @@ static PyObject *s_next, *s_sent, *s_sent_unproven, *s_proving, *s_gone, *s_deli
     *s_min_window, *s_max_window, *s_target_ns, *s_ecn, *s_trim, *s_pi_gain,
     *s_fair_increase, *s_md_gain, *s_md_max, *s_reorder_ns, *s_rto_min_ns, *s_tail_probe_min_ns,
     *s_retry_limit, *s_loss_limit, *s_trim_limit, *s_backoff_max, *s_p,
-    *s_min_time_between_cnps_ns, *s_active, *s_cursor,
-    *s_skipped, *s_unproven_cap, *s_end_of_rotation, *s_proven, *s_inflight, *s_state,
-    *s_delivered_ns, *s_path_alive, *s_update_proving, *s_failed, *s_capped,
-    *s_suspects, *s_check,
+    *s_min_time_between_cnps_ns, *s_ring, *s_use_ring, *s_proven, *s_inflight, *s_state,
+    *s_delivered_ns, *s_suspects, *s_check,
     *s_clear, *k_loss, *k_first_loss, *k_retire, *k_retransmit, *k_repaired,
     *k_spurious, *k_port, *k_probe, *k_revive, *k_trim, *k_ev_state, *r_per_path,
     *r_rack, *r_nack, *r_timeout, *r_dead_path, *r_trim, *r_probe, *w_ecn, *w_trim, *w_rtt, *a_ok,
@@ -402,7 +402,7 @@ typedef struct {
     int64_t rtt_samples, cnps_ignored, remote_va, local_ports, remote_ports, posted_bytes,
         messages_completed;
     int fabric_marks, stuck;
-    int c_evs;  /* the EV set is twin.mrc.evset.EvSet: its hot steps run here */
+    PyObject *ring;  /* the EV set's EvRing, called in C (NULL: not an evset.EvSet) */
     int64_t now;
     Tx *txs;
     int64_t tx_cap, ring_lo, ntx;
@@ -498,14 +498,467 @@ static inline void count_plane(TxCounters *st, int64_t plane) {
     if (!st->per_plane[plane]++) st->plane_order[st->planes_seen++] = (int)plane;
 }
 
-/* -- the EV set's hot steps (EvSet.next, sent_unproven, gone, delivered) --------------- */
+/* -- the EV set's per-packet state: EvRing (evset.Rotation) ---------------------------
+ * The rotation's cursor, the SKIP EVs it passed over in this rotation, whether a path
+ * is still unproven (and the cap it is held to), the per-plane failed paths: the same
+ * state and the same public interface as twin.mrc.evset.Rotation, which is its
+ * specification. The EvSet holds one (EvSet.ring; the compiled Sender makes the set run
+ * on one with EvSet.use_ring) and calls it through that interface on its rare paths;
+ * the Sender calls it here, in C, per packet. The slots, the planes down and the paths
+ * are the set's, shared (the set changes them on its rare paths); Ev and PathState
+ * fields are read by offset (`EvSet access`). */
+
+typedef struct {
+    PyObject_HEAD
+    int ready;  /* FP_READY once __init__ ran to its end */
+    PyObject *active;       /* list of Ev: the slots */
+    PyObject *planes_down;  /* set of planes */
+    PyObject *paths;        /* dict (plane, t1) -> PathState */
+    PyObject *failed;       /* dict plane -> set of paths failed since it last delivered */
+    PyObject *skipped;      /* set of the values of SKIP EVs passed over this rotation */
+    PyObject *cap_obj;      /* unproven_cap: an int, or None */
+    PyObject *on_alive;     /* on_alive(path, why): a dead path delivered (None: unset) */
+    int64_t cap;            /* cap_obj as a number (INT64_MAX for None) */
+    int64_t cursor;
+    int proving;
+} EvRing;
+
+static PyTypeObject EvRingType;
+static int lookup(void);
 
 static PyObject *call0(PyObject *o, PyObject *name) {
     return PyObject_CallMethodNoArgs(o, name);
 }
 
-/* evs._proving, or -1 */
+static int set_i64(PyObject *o, const Field *f, PyObject *type, int64_t v) {
+    return fset(o, f, type, PyLong_FromLongLong(v));
+}
+
+/* path.proven as 0/1 and path.inflight; -1 on error */
+static int path_load(PyObject *path, int *proven, int64_t *inflight) {
+    PyObject *p = fget(path, &P_PROVEN, PathType);
+    if (!p) return -1;
+    int is = PyObject_IsTrue(p);
+    Py_DECREF(p);
+    if (is < 0 || fget_i64(path, &P_INFLIGHT, PathType, inflight) < 0) return -1;
+    *proven = is;
+    return 0;
+}
+
+/* Rotation.end_of_rotation: the SKIP EVs passed over are GOOD again */
+static int ring_end_of_rotation(EvRing *r) {
+    if (!PySet_GET_SIZE(r->skipped)) return 0;
+    PyObject *active = Py_NewRef(r->active);
+    int rc = -1;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(active); i++) {
+        PyObject *ev = Py_NewRef(PyList_GET_ITEM(active, i));
+        PyObject *state = fget(ev, &F_STATE, EvType), *value = NULL;
+        int in = 0;
+        if (state && state == EvState_SKIP) {
+            value = fget(ev, &F_VALUE, EvType);
+            in = value ? PySet_Contains(r->skipped, value) : -1;
+            if (in > 0) in = fset(ev, &F_STATE, EvType, Py_NewRef(EvState_GOOD)) < 0 ? -1 : 1;
+        }
+        Py_XDECREF(value);
+        Py_XDECREF(state);
+        Py_DECREF(ev);
+        if (!state || in < 0) goto out;
+    }
+    rc = PySet_Clear(r->skipped);
+out:
+    Py_DECREF(active);
+    return rc;
+}
+
+/* Rotation.update_proving: whether some live path is still unproven */
+static int ring_update_proving(EvRing *r) {
+    int proving = 0;
+    if (r->cap_obj != Py_None) {
+        PyObject *paths = PyDict_Values(r->paths);
+        if (!paths) return -1;
+        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(paths) && !proving; i++) {
+            PyObject *path = PyList_GET_ITEM(paths, i), *dead;
+            int proven;
+            int64_t inflight;
+            if (path_load(path, &proven, &inflight) < 0
+                || !(dead = fget(path, &P_DEAD, PathType))) {
+                Py_DECREF(paths);
+                return -1;
+            }
+            proving = !proven && dead == Py_None;
+            Py_DECREF(dead);
+        }
+        Py_DECREF(paths);
+    }
+    r->proving = proving;
+    return 0;
+}
+
+/* Rotation.capped: unproven paths carrying their cap now; -1 on error */
+static Py_ssize_t ring_capped(EvRing *r) {
+    if (r->cap_obj == Py_None) return 0;
+    PyObject *paths = PyDict_Values(r->paths);
+    if (!paths) return -1;
+    Py_ssize_t n = 0;
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(paths); i++) {
+        int proven;
+        int64_t inflight;
+        if (path_load(PyList_GET_ITEM(paths, i), &proven, &inflight) < 0) {
+            Py_DECREF(paths);
+            return -1;
+        }
+        n += !proven && inflight >= r->cap;
+    }
+    Py_DECREF(paths);
+    return n;
+}
+
+/* Rotation.next: the next usable EV in rotation (SKIP ones are passed over once). A new
+ * reference, or NULL (NoUsableEv when there is none). */
+static PyObject *ring_next(EvRing *r) {
+    PyObject *active = Py_NewRef(r->active), *ev = NULL;
+    int64_t cursor = r->cursor;
+    Py_ssize_t n = PyList_GET_SIZE(active);
+    for (Py_ssize_t i = 0; i < 2 * n; i++) {
+        if (cursor < 0 || cursor >= PyList_GET_SIZE(active)) {
+            PyErr_SetString(PyExc_IndexError, "EvRing.cursor out of its slots");
+            goto out;
+        }
+        PyObject *cand = Py_NewRef(PyList_GET_ITEM(active, cursor));
+        if (++cursor == n) {
+            cursor = 0;
+            if (ring_end_of_rotation(r) < 0) {  /* may turn it SKIP -> GOOD */
+                Py_DECREF(cand);
+                goto out;
+            }
+        }
+        PyObject *state = fget(cand, &F_STATE, EvType);
+        if (!state) { Py_DECREF(cand); goto out; }
+        Py_DECREF(state);  /* an enum member: compared by identity only */
+        int skip = state == EvState_DENIED || state == EvState_BAD;
+        if (!skip && PySet_GET_SIZE(r->planes_down)) {
+            PyObject *plane = fget(cand, &F_PLANE, EvType);
+            skip = plane ? PySet_Contains(r->planes_down, plane) : -1;
+            Py_XDECREF(plane);
+            if (skip < 0) { Py_DECREF(cand); goto out; }
+        }
+        if (!skip && state == EvState_SKIP) {
+            PyObject *value = fget(cand, &F_VALUE, EvType);
+            int rc = value ? PySet_Add(r->skipped, value) : -1;
+            Py_XDECREF(value);
+            if (rc < 0) { Py_DECREF(cand); goto out; }
+            skip = 1;
+        }
+        if (!skip && r->proving) {
+            PyObject *path = fget(cand, &F_PATH, EvType);
+            int proven = 0, rc = path ? 0 : -1;
+            int64_t inflight = 0;
+            if (path) rc = path_load(path, &proven, &inflight);
+            Py_XDECREF(path);
+            if (rc < 0) { Py_DECREF(cand); goto out; }
+            skip = !proven && inflight >= r->cap;
+        }
+        if (!skip) {
+            ev = cand;
+            break;
+        }
+        Py_DECREF(cand);
+    }
+    if (!ev) {
+        PyObject *sorted = PySequence_List(r->planes_down);
+        Py_ssize_t capped = sorted && PyList_Sort(sorted) == 0 ? ring_capped(r) : -1;
+        if (capped >= 0)
+            PyErr_Format(NoUsableEv, "no usable EV: planes down %R, %zd unproven paths full",
+                         sorted, capped);
+        Py_XDECREF(sorted);
+    }
+out:
+    r->cursor = cursor;
+    Py_DECREF(active);
+    return ev;
+}
+
+/* Rotation.sent_unproven: a packet goes out on `ev` while some path is unproven */
+static int ring_sent_unproven(EvRing *r, PyObject *ev) {
+    (void)r;
+    PyObject *path = fget(ev, &F_PATH, EvType);
+    if (!path) return -1;
+    int proven, rc;
+    int64_t inflight;
+    rc = path_load(path, &proven, &inflight);
+    if (rc == 0 && !proven) rc = set_i64(path, &P_INFLIGHT, PathType, inflight + 1);
+    Py_DECREF(path);
+    return rc;
+}
+
+/* Rotation.gone: a packet on `ev` is no longer outstanding (acked, or declared lost) */
+static int ring_gone(EvRing *r, PyObject *ev) {
+    (void)r;
+    PyObject *path = fget(ev, &F_PATH, EvType);
+    if (!path) return -1;
+    int proven, rc;
+    int64_t inflight;
+    rc = path_load(path, &proven, &inflight);
+    if (rc == 0 && !proven && inflight > 0)
+        rc = set_i64(path, &P_INFLIGHT, PathType, inflight - 1);
+    Py_DECREF(path);
+    return rc;
+}
+
+/* Rotation.delivered: a packet sent on `ev` at `sent_ns` got through: its plane and its
+ * path work. A dead path that delivers one sent after its death began goes to
+ * on_alive (the EvSet's, which puts its EVs back). */
+static int ring_delivered(EvRing *r, PyObject *ev, int64_t sent_ns) {
+    PyObject *path = fget(ev, &F_PATH, EvType), *dead = NULL, *plane = NULL, *failed = NULL;
+    int64_t delivered_ns;
+    int rc = -1;
+    if (!path || fget_i64(path, &P_DELIVERED, PathType, &delivered_ns) < 0) goto out;
+    if (sent_ns > delivered_ns) {
+        if (set_i64(path, &P_DELIVERED, PathType, sent_ns) < 0) goto out;
+        if (!(dead = fget(path, &P_DEAD, PathType))) goto out;
+        if (dead != Py_None) {
+            long long since = PyLong_AsLongLong(dead);
+            if (since == -1 && PyErr_Occurred()) goto out;
+            if (sent_ns >= since) {
+                PyObject *r2 = PyObject_CallFunctionObjArgs(r->on_alive, path, k_alive_why,
+                                                            NULL);
+                if (!r2) goto out;
+                Py_DECREF(r2);
+            }
+            Py_SETREF(dead, fget(path, &P_DEAD, PathType));
+            if (!dead) goto out;
+        }
+        int proven;
+        int64_t inflight;
+        if (path_load(path, &proven, &inflight) < 0) goto out;
+        if (!proven && dead == Py_None) {
+            if (fset(path, &P_PROVEN, PathType, Py_NewRef(Py_True)) < 0
+                || set_i64(path, &P_INFLIGHT, PathType, 0) < 0 || ring_update_proving(r) < 0)
+                goto out;
+        }
+    }
+    if (!(plane = fget(ev, &F_PLANE, EvType)) || !(failed = PyObject_GetItem(r->failed, plane)))
+        goto out;
+    int any = PySet_Check(failed) ? PySet_GET_SIZE(failed) > 0 : PyObject_IsTrue(failed);
+    if (any < 0) goto out;
+    if (any) {
+        PyObject *r2 = call0(failed, s_clear);
+        if (!r2) goto out;
+        Py_DECREF(r2);
+    }
+    rc = 0;
+out:
+    Py_XDECREF(failed);
+    Py_XDECREF(plane);
+    Py_XDECREF(dead);
+    Py_XDECREF(path);
+    return rc;
+}
+
+/* -- EvRing, the Python type (evset.Rotation's interface) -- */
+
+static int EvRing_traverse(EvRing *r, visitproc visit, void *arg) {
+    Py_VISIT(r->active); Py_VISIT(r->planes_down); Py_VISIT(r->paths); Py_VISIT(r->failed);
+    Py_VISIT(r->skipped); Py_VISIT(r->cap_obj); Py_VISIT(r->on_alive);
+    return 0;
+}
+
+static int EvRing_clear(EvRing *r) {
+    r->ready = r->ready == FP_READY ? FP_CLEARED : r->ready;
+    Py_CLEAR(r->active); Py_CLEAR(r->planes_down); Py_CLEAR(r->paths); Py_CLEAR(r->failed);
+    Py_CLEAR(r->skipped); Py_CLEAR(r->cap_obj); Py_CLEAR(r->on_alive);
+    return 0;
+}
+
+static void EvRing_dealloc(EvRing *r) {
+    PyObject_GC_UnTrack(r);
+    EvRing_clear(r);
+    Py_TYPE(r)->tp_free((PyObject *)r);
+}
+
+static int ring_set_cap(EvRing *r, PyObject *v) {
+    int64_t cap = INT64_MAX;
+    if (v != Py_None) {
+        cap = PyLong_AsLongLong(v);
+        if (cap == -1 && PyErr_Occurred()) return -1;
+    }
+    Py_XSETREF(r->cap_obj, Py_NewRef(v));
+    r->cap = cap;
+    return 0;
+}
+
+static int EvRing_init(EvRing *r, PyObject *args, PyObject *kw) {
+    static char *names[] = {"active", "planes_down", "paths", "failed", "unproven_cap",
+                            "cursor", "skipped", "proving", NULL};
+    PyObject *active, *down, *paths, *failed, *cap, *skipped = NULL;
+    long long cursor = 0;
+    int proving = 1;
+    if (r->ready != FP_BLANK) {
+        PyErr_SetString(PyExc_TypeError, "an EvRing is initialised once");
+        return -1;
+    }
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!O!O!O!O|LOp:EvRing", names,
+                                     &PyList_Type, &active, &PySet_Type, &down,
+                                     &PyDict_Type, &paths, &PyDict_Type, &failed, &cap,
+                                     &cursor, &skipped, &proving))
+        return -1;
+    if (lookup() < 0) return -1;
+    r->ready = FP_INITIALISING;
+    r->active = Py_NewRef(active);
+    r->planes_down = Py_NewRef(down);
+    r->paths = Py_NewRef(paths);
+    r->failed = Py_NewRef(failed);
+    r->on_alive = Py_NewRef(Py_None);
+    r->cursor = cursor;
+    r->proving = proving;
+    if (!(r->skipped = skipped ? PySet_New(skipped) : PySet_New(NULL))
+        || ring_set_cap(r, cap) < 0) {
+        EvRing_clear(r);
+        r->ready = FP_BLANK;
+        return -1;
+    }
+    r->ready = FP_READY;
+    return 0;
+}
+
+static PyObject *EvRing_next(EvRing *r, PyObject *Py_UNUSED(unused)) {
+    FP_REQUIRE_READY(r, NULL);
+    return ring_next(r);
+}
+
+static PyObject *EvRing_end_of_rotation(EvRing *r, PyObject *Py_UNUSED(unused)) {
+    FP_REQUIRE_READY(r, NULL);
+    if (ring_end_of_rotation(r) < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *EvRing_sent_unproven(EvRing *r, PyObject *ev) {
+    FP_REQUIRE_READY(r, NULL);
+    if (ring_sent_unproven(r, ev) < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *EvRing_gone(EvRing *r, PyObject *ev) {
+    FP_REQUIRE_READY(r, NULL);
+    if (ring_gone(r, ev) < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *EvRing_delivered(EvRing *r, PyObject *args, PyObject *kw) {
+    FP_REQUIRE_READY(r, NULL);
+    static char *names[] = {"ev", "sent_ns", NULL};
+    PyObject *ev;
+    long long sent_ns = -1;
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O|L:delivered", names, &ev, &sent_ns))
+        return NULL;
+    if (ring_delivered(r, ev, sent_ns) < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *EvRing_update_proving(EvRing *r, PyObject *Py_UNUSED(unused)) {
+    FP_REQUIRE_READY(r, NULL);
+    if (ring_update_proving(r) < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *EvRing_capped(EvRing *r, PyObject *Py_UNUSED(unused)) {
+    FP_REQUIRE_READY(r, NULL);
+    Py_ssize_t n = ring_capped(r);
+    return n < 0 ? NULL : PyLong_FromSsize_t(n);
+}
+
+static PyMethodDef EvRing_methods[] = {
+    {"next", (PyCFunction)EvRing_next, METH_NOARGS, "Rotation.next"},
+    {"end_of_rotation", (PyCFunction)EvRing_end_of_rotation, METH_NOARGS,
+     "Rotation.end_of_rotation"},
+    {"sent_unproven", (PyCFunction)EvRing_sent_unproven, METH_O, "Rotation.sent_unproven"},
+    {"gone", (PyCFunction)EvRing_gone, METH_O, "Rotation.gone"},
+    {"delivered", (PyCFunction)EvRing_delivered, METH_VARARGS | METH_KEYWORDS,
+     "Rotation.delivered"},
+    {"update_proving", (PyCFunction)EvRing_update_proving, METH_NOARGS,
+     "Rotation.update_proving"},
+    {"capped", (PyCFunction)EvRing_capped, METH_NOARGS, "Rotation.capped"},
+    {NULL},
+};
+
+#define RING_GET(name, expr)                                               \
+    static PyObject *EvRing_get_##name(EvRing *r, void *closure) {         \
+        (void)closure;                                                     \
+        FP_REQUIRE_READY(r, NULL);                                         \
+        return expr;                                                       \
+    }
+RING_GET(active, Py_NewRef(r->active))
+RING_GET(planes_down, Py_NewRef(r->planes_down))
+RING_GET(paths, Py_NewRef(r->paths))
+RING_GET(failed, Py_NewRef(r->failed))
+RING_GET(skipped, Py_NewRef(r->skipped))
+RING_GET(unproven_cap, Py_NewRef(r->cap_obj))
+RING_GET(on_alive, Py_NewRef(r->on_alive))
+RING_GET(cursor, PyLong_FromLongLong(r->cursor))
+RING_GET(proving, PyBool_FromLong(r->proving))
+#undef RING_GET
+
+static int EvRing_set_unproven_cap(EvRing *r, PyObject *v, void *closure) {
+    (void)closure;
+    FP_REQUIRE_READY(r, -1);
+    if (!v) {
+        PyErr_SetString(PyExc_AttributeError, "unproven_cap cannot be deleted");
+        return -1;
+    }
+    return ring_set_cap(r, v);
+}
+
+static int EvRing_set_on_alive(EvRing *r, PyObject *v, void *closure) {
+    (void)closure;
+    FP_REQUIRE_READY(r, -1);
+    if (!v) {
+        PyErr_SetString(PyExc_AttributeError, "on_alive cannot be deleted");
+        return -1;
+    }
+    Py_XSETREF(r->on_alive, Py_NewRef(v));
+    return 0;
+}
+
+static PyGetSetDef EvRing_getset[] = {
+    {"active", (getter)EvRing_get_active, NULL, "the slots (the EvSet's list)", NULL},
+    {"planes_down", (getter)EvRing_get_planes_down, NULL, "the EvSet's planes down", NULL},
+    {"paths", (getter)EvRing_get_paths, NULL, "the EvSet's paths", NULL},
+    {"failed", (getter)EvRing_get_failed, NULL,
+     "plane -> paths that lost a packet since it last delivered", NULL},
+    {"skipped", (getter)EvRing_get_skipped, NULL,
+     "values of the SKIP EVs passed over in this rotation", NULL},
+    {"unproven_cap", (getter)EvRing_get_unproven_cap, (setter)EvRing_set_unproven_cap,
+     "packets an unproven path may carry at once (None: no cap)", NULL},
+    {"on_alive", (getter)EvRing_get_on_alive, (setter)EvRing_set_on_alive,
+     "on_alive(path, why): a dead path delivered", NULL},
+    {"cursor", (getter)EvRing_get_cursor, NULL, "the next slot the rotation looks at", NULL},
+    {"proving", (getter)EvRing_get_proving, NULL, "some live path is not proven yet", NULL},
+    {NULL},
+};
+
+static PyTypeObject EvRingType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "twin.mrc._fastpath.EvRing",
+    .tp_doc = "EvRing(active, planes_down, paths, failed, unproven_cap, cursor=0, "
+              "skipped=(), proving=True): twin.mrc.evset.Rotation in C (the EV set's "
+              "per-packet state; see _sender.c)",
+    .tp_basicsize = sizeof(EvRing),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_new = PyType_GenericNew,
+    .tp_init = (initproc)EvRing_init,
+    .tp_dealloc = (destructor)EvRing_dealloc,
+    .tp_traverse = (traverseproc)EvRing_traverse,
+    .tp_clear = (inquiry)EvRing_clear,
+    .tp_methods = EvRing_methods,
+    .tp_getset = EvRing_getset,
+};
+
+/* -- the Sender's calls on the EV set's per-packet state: the EvRing's, in C; where the
+ * EV set is not exactly twin.mrc.evset.EvSet (no ring), its own public methods --- */
+
+/* evs.proving, or -1 */
 static int proving(Sender *s) {
+    if (s->ring) return ((EvRing *)s->ring)->proving;
     PyObject *v = PyObject_GetAttr(s->evs, s_proving);
     if (!v) return -1;
     int r = PyObject_IsTrue(v);
@@ -520,193 +973,26 @@ static int evs_call1(Sender *s, PyObject *name, PyObject *ev) {
     return 0;
 }
 
-static int set_i64(PyObject *o, const Field *f, PyObject *type, int64_t v) {
-    return fset(o, f, type, PyLong_FromLongLong(v));
-}
-
-/* EvSet.next: the next usable EV in rotation (SKIP ones are passed over once). A new
- * reference, or NULL (NoUsableEv when there is none). Where the EV set is not exactly
- * twin.mrc.evset.EvSet, its own next() is called. */
+/* EvSet.next. A new reference, or NULL (NoUsableEv when there is none). */
 static PyObject *ev_next(Sender *s) {
-    if (!s->c_evs) return call0(s->evs, s_next);
-    PyObject *evs = s->evs, *active = PyObject_GetAttr(evs, s_active),
-             *down = PyObject_GetAttr(evs, s_planes_down), *ev = NULL;
-    int64_t cursor = 0, cap = 0;
-    int is_proving = proving(s);
-    if (!active || !down || is_proving < 0 || !PyList_Check(active) || !PyAnySet_Check(down)) {
-        if (!PyErr_Occurred()) PyErr_SetString(PyExc_TypeError, "EvSet.active, planes_down");
-        goto out;
-    }
-    PyObject *c = PyObject_GetAttr(evs, s_cursor);
-    if (!c) goto out;
-    cursor = PyLong_AsLongLong(c);
-    Py_DECREF(c);
-    if (cursor == -1 && PyErr_Occurred()) goto out;
-    if (is_proving) {
-        PyObject *u = PyObject_GetAttr(evs, s_unproven_cap);
-        if (!u) goto out;
-        cap = u == Py_None ? INT64_MAX : PyLong_AsLongLong(u);
-        Py_DECREF(u);
-        if (cap == -1 && PyErr_Occurred()) goto out;
-    }
-    Py_ssize_t n = PyList_GET_SIZE(active);
-    int any_down = PySet_GET_SIZE(down) > 0;
-    for (Py_ssize_t i = 0; i < 2 * n; i++) {
-        if (cursor < 0 || cursor >= PyList_GET_SIZE(active)) {
-            PyErr_SetString(PyExc_IndexError, "EvSet._cursor out of its slots");
-            goto out;
-        }
-        PyObject *cand = Py_NewRef(PyList_GET_ITEM(active, cursor));
-        if (++cursor == n) {
-            cursor = 0;
-            PyObject *r = call0(evs, s_end_of_rotation);  /* may turn it SKIP -> GOOD */
-            if (!r) { Py_DECREF(cand); goto out; }
-            Py_DECREF(r);
-        }
-        PyObject *state = fget(cand, &F_STATE, EvType);
-        if (!state) { Py_DECREF(cand); goto out; }
-        Py_DECREF(state);  /* an enum member: compared by identity only */
-        int skip = state == EvState_DENIED || state == EvState_BAD;
-        if (!skip && any_down) {
-            PyObject *plane = fget(cand, &F_PLANE, EvType);
-            skip = plane ? PySet_Contains(down, plane) : -1;
-            Py_XDECREF(plane);
-            if (skip < 0) { Py_DECREF(cand); goto out; }
-        }
-        if (!skip && state == EvState_SKIP) {
-            PyObject *skipped = PyObject_GetAttr(evs, s_skipped), *value = NULL;
-            int rc = skipped && (value = fget(cand, &F_VALUE, EvType))
-                ? PySet_Add(skipped, value) : -1;
-            Py_XDECREF(value);
-            Py_XDECREF(skipped);
-            if (rc < 0) { Py_DECREF(cand); goto out; }
-            skip = 1;
-        }
-        if (!skip && is_proving) {
-            PyObject *path = fget(cand, &F_PATH, EvType), *proven = NULL;
-            int64_t inflight = 0;
-            int rc = path && (proven = fget(path, &P_PROVEN, PathType))
-                && fget_i64(path, &P_INFLIGHT, PathType, &inflight) == 0 ? 0 : -1;
-            int is_proven = rc == 0 ? PyObject_IsTrue(proven) : -1;
-            if (is_proven < 0) rc = -1;
-            else if (!is_proven && inflight >= cap) skip = 1;
-            Py_XDECREF(proven);
-            Py_XDECREF(path);
-            if (rc < 0) { Py_DECREF(cand); goto out; }
-        }
-        if (!skip) {
-            ev = cand;
-            break;
-        }
-        Py_DECREF(cand);
-    }
-    PyObject *c2 = PyLong_FromLongLong(cursor);
-    if (!c2 || PyObject_SetAttr(evs, s_cursor, c2) < 0) {
-        Py_XDECREF(c2);
-        Py_CLEAR(ev);
-        goto out;
-    }
-    Py_DECREF(c2);
-    if (!ev) {
-        PyObject *sorted = PySequence_List(down), *capped = NULL;
-        if (sorted && PyList_Sort(sorted) == 0 && (capped = call0(evs, s_capped)))
-            PyErr_Format(NoUsableEv, "no usable EV: planes down %R, %S unproven paths full",
-                         sorted, capped);
-        Py_XDECREF(sorted);
-        Py_XDECREF(capped);
-    }
-out:
-    Py_XDECREF(active);
-    Py_XDECREF(down);
-    return ev;
+    return s->ring ? ring_next((EvRing *)s->ring) : call0(s->evs, s_next);
 }
 
-/* EvSet.gone: a packet on `ev` is no longer outstanding (acked, or declared lost) */
+/* EvSet.gone */
 static int ev_gone(Sender *s, PyObject *ev) {
-    if (!s->c_evs) return evs_call1(s, s_gone, ev);
-    PyObject *path = fget(ev, &F_PATH, EvType), *proven = NULL;
-    int64_t inflight;
-    int rc = -1;
-    if (!path || !(proven = fget(path, &P_PROVEN, PathType))
-        || fget_i64(path, &P_INFLIGHT, PathType, &inflight) < 0)
-        goto out;
-    int is_proven = PyObject_IsTrue(proven);
-    rc = is_proven < 0 ? -1 : 0;
-    if (is_proven == 0 && inflight > 0)
-        rc = set_i64(path, &P_INFLIGHT, PathType, inflight - 1);
-out:
-    Py_XDECREF(proven);
-    Py_XDECREF(path);
-    return rc;
+    return s->ring ? ring_gone((EvRing *)s->ring, ev) : evs_call1(s, s_gone, ev);
 }
 
-/* EvSet.delivered: a packet sent on `ev` at `sent_ns` got through: its plane and its
- * path work. The rare turns (a dead path back, a path proven) call the EV set's own. */
+/* EvSet.delivered */
 static int ev_delivered(Sender *s, PyObject *ev, int64_t sent_ns) {
-    if (!s->c_evs) {
-        PyObject *t = PyLong_FromLongLong(sent_ns);
-        if (!t) return -1;
-        PyObject *r = PyObject_CallMethodObjArgs(s->evs, s_delivered, ev, t, NULL);
-        Py_DECREF(t);
-        if (!r) return -1;
-        Py_DECREF(r);
-        return 0;
-    }
-    PyObject *path = fget(ev, &F_PATH, EvType), *dead = NULL, *plane = NULL, *failed = NULL;
-    int64_t delivered_ns;
-    int rc = -1;
-    if (!path || fget_i64(path, &P_DELIVERED, PathType, &delivered_ns) < 0) goto out;
-    if (sent_ns > delivered_ns) {
-        if (set_i64(path, &P_DELIVERED, PathType, sent_ns) < 0) goto out;
-        if (!(dead = fget(path, &P_DEAD, PathType))) goto out;
-        if (dead != Py_None) {
-            long long since = PyLong_AsLongLong(dead);
-            if (since == -1 && PyErr_Occurred()) goto out;
-            if (sent_ns >= since) {
-                PyObject *r = PyObject_CallMethodObjArgs(s->evs, s_path_alive, path,
-                                                         k_alive_why, NULL);
-                if (!r) goto out;
-                Py_DECREF(r);
-            }
-            Py_SETREF(dead, fget(path, &P_DEAD, PathType));
-            if (!dead) goto out;
-        }
-        PyObject *proven = fget(path, &P_PROVEN, PathType);
-        if (!proven) goto out;
-        int is_proven = PyObject_IsTrue(proven);
-        Py_DECREF(proven);
-        if (is_proven < 0) goto out;
-        if (!is_proven && dead == Py_None) {
-            if (fset(path, &P_PROVEN, PathType, Py_NewRef(Py_True)) < 0
-                || set_i64(path, &P_INFLIGHT, PathType, 0) < 0)
-                goto out;
-            PyObject *r = call0(s->evs, s_update_proving);
-            if (!r) goto out;
-            Py_DECREF(r);
-        }
-    }
-    PyObject *by_plane = PyObject_GetAttr(s->evs, s_failed);
-    if (!by_plane || !(plane = fget(ev, &F_PLANE, EvType))) {
-        Py_XDECREF(by_plane);
-        goto out;
-    }
-    failed = PyObject_GetItem(by_plane, plane);
-    Py_DECREF(by_plane);
-    if (!failed) goto out;
-    int any = PySet_Check(failed) ? PySet_GET_SIZE(failed) > 0 : PyObject_IsTrue(failed);
-    if (any < 0) goto out;
-    if (any) {
-        PyObject *r = call0(failed, s_clear);
-        if (!r) goto out;
-        Py_DECREF(r);
-    }
-    rc = 0;
-out:
-    Py_XDECREF(failed);
-    Py_XDECREF(plane);
-    Py_XDECREF(dead);
-    Py_XDECREF(path);
-    return rc;
+    if (s->ring) return ring_delivered((EvRing *)s->ring, ev, sent_ns);
+    PyObject *t = PyLong_FromLongLong(sent_ns);
+    if (!t) return -1;
+    PyObject *r = PyObject_CallMethodObjArgs(s->evs, s_delivered, ev, t, NULL);
+    Py_DECREF(t);
+    if (!r) return -1;
+    Py_DECREF(r);
+    return 0;
 }
 
 /* ev.sent += 1; and EvSet.sent_unproven(ev) while some path is unproven */
@@ -715,17 +1001,8 @@ static int ev_sent(Sender *s, PyObject *ev, int is_proving) {
     if (EV_I64(ev, F_SENT, &n) < 0) return -1;
     if (fset(ev, &F_SENT, EvType, PyLong_FromLongLong(n + 1)) < 0) return -1;
     if (!is_proving) return 0;
-    if (!s->c_evs) return evs_call1(s, s_sent_unproven, ev);
-    PyObject *path = fget(ev, &F_PATH, EvType), *proven = NULL;  /* EvSet.sent_unproven */
-    int64_t inflight;
-    int rc = -1, is_proven;
-    if (path && (proven = fget(path, &P_PROVEN, PathType))
-        && fget_i64(path, &P_INFLIGHT, PathType, &inflight) == 0
-        && (is_proven = PyObject_IsTrue(proven)) >= 0)
-        rc = is_proven ? 0 : set_i64(path, &P_INFLIGHT, PathType, inflight + 1);
-    Py_XDECREF(proven);
-    Py_XDECREF(path);
-    return rc;
+    return s->ring ? ring_sent_unproven((EvRing *)s->ring, ev)
+                   : evs_call1(s, s_sent_unproven, ev);
 }
 
 /* -- the window ---------------------------------------------------------------------- */
@@ -2413,6 +2690,23 @@ static int choices(PyObject *name, PyObject *options) {  /* ValueError: "... one
 
 static int lookup(void);
 
+/* The EV set runs on an EvRing (EvSet.use_ring), which this Sender then calls in C per
+ * packet; the set keeps it for its life. */
+static int use_evring(Sender *s) {
+    PyObject *ring = PyObject_GetAttr(s->evs, s_ring);
+    if (ring && !Py_IS_TYPE(ring, &EvRingType)) {
+        PyObject *r = PyObject_CallMethodOneArg(s->evs, s_use_ring, (PyObject *)&EvRingType);
+        Py_SETREF(ring, r ? PyObject_GetAttr(s->evs, s_ring) : NULL);
+        Py_XDECREF(r);
+    }
+    if (!ring) return -1;
+    if (Py_IS_TYPE(ring, &EvRingType))
+        s->ring = ring;
+    else
+        Py_DECREF(ring);
+    return 0;
+}
+
 static int Sender_init(Sender *s, PyObject *args, PyObject *kw) {
     static char *names[] = {"evset", "remote_va", "config", NULL};
     PyObject *evset, *config = Py_None;
@@ -2494,7 +2788,10 @@ static int Sender_init(Sender *s, PyObject *args, PyObject *kw) {
         return -1;
     }
     s->evs = Py_NewRef(evset);
-    s->c_evs = Py_IS_TYPE(evset, (PyTypeObject *)EvSetType) && fields_fast();
+    if (Py_IS_TYPE(evset, (PyTypeObject *)EvSetType) && fields_fast() && use_evring(s) < 0) {
+        Py_DECREF(cc);
+        return -1;
+    }
     s->remote_va = remote_va;
     s->window = s->init_window;
     s->base_rtt = INFINITY;
@@ -2568,7 +2865,7 @@ static int Sender_init(Sender *s, PyObject *args, PyObject *kw) {
 static int Sender_traverse(Sender *s, visitproc visit, void *arg) {
     Py_VISIT(s->cfg); Py_VISIT(s->rp); Py_VISIT(s->pacer); Py_VISIT(s->evs);
     Py_VISIT(s->log); Py_VISIT(s->acked_bins); Py_VISIT(s->completed); Py_VISIT(s->lost);
-    Py_VISIT(s->single); Py_VISIT(s->failed);
+    Py_VISIT(s->single); Py_VISIT(s->failed); Py_VISIT(s->ring);
     for (int64_t i = 0; i < s->tx_cap; i++) {
         Py_VISIT(s->txs[i].ev);
         Py_VISIT(s->txs[i].imm);
@@ -2586,7 +2883,7 @@ static int Sender_clear(Sender *s) {
     s->ready = FP_CLEARED;  /* a finalizer that still holds it gets an error, not a NULL */
     Py_CLEAR(s->cfg); Py_CLEAR(s->rp); Py_CLEAR(s->pacer); Py_CLEAR(s->evs);
     Py_CLEAR(s->log); Py_CLEAR(s->acked_bins); Py_CLEAR(s->completed); Py_CLEAR(s->lost);
-    Py_CLEAR(s->single); Py_CLEAR(s->failed);
+    Py_CLEAR(s->single); Py_CLEAR(s->failed); Py_CLEAR(s->ring);
     for (int64_t i = 0; i < s->tx_cap; i++) tx_release(&s->txs[i]);
     s->ntx = 0;
     for (int64_t i = 0; i < s->seg_len; i++) {
@@ -2669,11 +2966,12 @@ static int lookup(void) {
     GET(EvSetType, e, "EvSet");
     PyObject *states;
     GET(states, e, "EvState");
+    EvState_GOOD = PyObject_GetAttrString(states, "GOOD");
     EvState_SKIP = PyObject_GetAttrString(states, "SKIP");
     EvState_DENIED = PyObject_GetAttrString(states, "DENIED");
     EvState_BAD = PyObject_GetAttrString(states, "ASSUMED_BAD");
     Py_DECREF(states);
-    if (!EvState_SKIP || !EvState_DENIED || !EvState_BAD) goto out;
+    if (!EvState_GOOD || !EvState_SKIP || !EvState_DENIED || !EvState_BAD) goto out;
     GET(for_sender, d, "for_sender"); GET(wire_bytes, d, "wire_bytes");
     GET(OrderedDict, c, "OrderedDict");
 #undef GET
@@ -2720,7 +3018,7 @@ out:
 int fp_add_sender(PyObject *m) {
     struct { PyObject **var; const char *text; } names[] = {
         {&s_next, "next"}, {&s_sent, "sent"}, {&s_sent_unproven, "sent_unproven"},
-        {&s_proving, "_proving"}, {&s_gone, "gone"}, {&s_delivered, "delivered"},
+        {&s_proving, "proving"}, {&s_gone, "gone"}, {&s_delivered, "delivered"},
         {&s_congested, "congested"}, {&s_find, "find"}, {&s_unretire, "unretire"},
         {&s_lost, "lost"}, {&s_path_lost, "path_lost"}, {&s_set_plane, "set_plane"},
         {&s_probe_result, "probe_result"}, {&s_deny, "deny"}, {&s_hashed, "hashed"},
@@ -2743,12 +3041,8 @@ int fp_add_sender(PyObject *m) {
         {&s_loss_limit, "loss_limit"}, {&s_trim_limit, "trim_limit"},
         {&s_backoff_max, "backoff_max"}, {&s_p, "p"},
         {&s_min_time_between_cnps_ns, "min_time_between_cnps_ns"},
-        {&s_active, "active"}, {&s_cursor, "_cursor"},
-        {&s_skipped, "_skipped"}, {&s_unproven_cap, "unproven_cap"},
-        {&s_end_of_rotation, "_end_of_rotation"}, {&s_proven, "proven"},
+        {&s_ring, "ring"}, {&s_use_ring, "use_ring"}, {&s_proven, "proven"},
         {&s_inflight, "inflight"}, {&s_state, "state"}, {&s_delivered_ns, "delivered_ns"},
-        {&s_path_alive, "_path_alive"}, {&s_update_proving, "_update_proving"},
-        {&s_failed, "_failed"}, {&s_capped, "_capped"},
         {&s_suspects, "suspects"}, {&s_check, "check"},
         {&s_clear, "clear"}, {&k_loss, "loss"}, {&k_first_loss, "first_loss"},
         {&k_retire, "retire"}, {&k_retransmit, "retransmit"}, {&k_repaired, "repaired"},
@@ -2766,7 +3060,11 @@ int fp_add_sender(PyObject *m) {
         {&k_alive_why, "a packet sent on it after its first loss arrived"}};
     for (size_t i = 0; i < sizeof names / sizeof *names; i++)
         if (!(*names[i].var = PyUnicode_InternFromString(names[i].text))) return -1;
-    if (PyType_Ready(&PacketType) < 0 || PyType_Ready(&SenderType) < 0) return -1;
-    if (PyModule_AddObjectRef(m, "TxPacket", (PyObject *)&PacketType) < 0) return -1;
+    if (PyType_Ready(&PacketType) < 0 || PyType_Ready(&SenderType) < 0
+        || PyType_Ready(&EvRingType) < 0)
+        return -1;
+    if (PyModule_AddObjectRef(m, "TxPacket", (PyObject *)&PacketType) < 0
+        || PyModule_AddObjectRef(m, "EvRing", (PyObject *)&EvRingType) < 0)
+        return -1;
     return PyModule_AddObjectRef(m, "Sender", (PyObject *)&SenderType);
 }

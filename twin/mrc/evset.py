@@ -54,6 +54,12 @@ leaving a slot for the spares. SKIPs are only counted (`skips`): on the lab a
 transfer skips an EV every few packets, and logging each would crowd the failures
 out of a bounded log.
 
+The per-packet state (the rotation's cursor, the SKIP EVs it passed over, whether a
+path is still unproven, the failed paths per plane) has one owner, the set's `ring`: a
+`Rotation` here, or the compiled core's `EvRing` (the same interface, in C; its Sender
+calls it per packet). The set is its face for the rare paths and reaches it only
+through that interface.
+
 Everything is bounded: the slots, the spares, and the retired pool (at most
 `size + backup` EVs; the oldest are forgotten). Draws come from the set's own
 seeded generator, so a seeded set is the same on every run.
@@ -119,6 +125,113 @@ class NoUsableEv(RuntimeError):
     pass
 
 
+class Rotation:
+    """The EV set's per-packet state, and the steps that touch it on every packet: the
+    rotation's cursor, the SKIP EVs it passed over in this rotation, whether some path
+    is still unproven (and so held to `unproven_cap`), and per plane the paths that
+    failed since the plane last delivered. EvSet holds one (`EvSet.ring`) and calls it
+    through this interface on its rare paths; the compiled core has a twin with the
+    same interface (twin.mrc._fastpath.EvRing, which its Sender calls in C per packet),
+    and this one is the specification the twin is held equal to.
+
+    The slots (`active`), the planes down and the paths are the set's, shared: the set
+    changes them on its rare paths (a retirement, a port event), the ring reads them.
+    A dead path that delivers after all is the set's to bring back: `on_alive(path,
+    why)` (EvSet's), called from `delivered`."""
+
+    __slots__ = ("active", "planes_down", "paths", "failed", "unproven_cap", "cursor",
+                 "skipped", "proving", "on_alive")
+
+    def __init__(self, active: list[Ev], planes_down: set[int],
+                 paths: dict[tuple[int, int], PathState],
+                 failed: dict[int, set[tuple[int, int]]], unproven_cap: int | None,
+                 cursor: int = 0, skipped: set[int] | frozenset[int] = frozenset(),
+                 proving: bool = True):
+        self.active = active
+        self.planes_down = planes_down
+        self.paths = paths
+        self.failed = failed  # plane -> paths that lost a packet since it last delivered
+        self.unproven_cap = unproven_cap  # None: no cap (spray-static)
+        self.cursor = cursor
+        self.skipped = set(skipped)  # values of the SKIP EVs passed over this rotation
+        self.proving = proving  # some live path is not proven yet: next() checks the cap
+        self.on_alive: Callable[[PathState, str], None] | None = None
+
+    def next(self) -> Ev:
+        """The next usable EV in rotation (SKIP ones are passed over once)."""
+        active, down = self.active, self.planes_down  # locals: once per packet sent
+        n = len(active)
+        cursor = self.cursor
+        for _ in range(2 * n):
+            ev = active[cursor]
+            cursor += 1
+            if cursor == n:
+                cursor = 0
+                self.end_of_rotation()  # may turn this very EV from SKIP to GOOD
+            state = ev.state
+            if ev.plane in down or state is _DENIED or state is _ASSUMED_BAD:
+                continue
+            if state is _SKIP:
+                self.skipped.add(ev.value)
+                continue
+            if self.proving:
+                path = ev.path
+                if not path.proven and path.inflight >= self.unproven_cap:
+                    continue
+            self.cursor = cursor
+            return ev
+        self.cursor = cursor
+        raise NoUsableEv(f"no usable EV: planes down {sorted(self.planes_down)}, "
+                         f"{self.capped()} unproven paths full")
+
+    def end_of_rotation(self) -> None:
+        """The rotation wrapped: the SKIP EVs it passed over are GOOD again."""
+        if self.skipped:
+            for ev in self.active:
+                if ev.state is EvState.SKIP and ev.value in self.skipped:
+                    ev.state = EvState.GOOD
+            self.skipped.clear()
+
+    def sent_unproven(self, ev: Ev) -> None:
+        """A packet goes out on `ev` while some path is unproven (the sender checks
+        `proving` first: once every path is proven, sending costs nothing here)."""
+        path = ev.path
+        if not path.proven:
+            path.inflight += 1
+
+    def gone(self, ev: Ev) -> None:
+        """A packet on `ev` is no longer outstanding (acked, or declared lost)."""
+        path = ev.path
+        if not path.proven and path.inflight > 0:
+            path.inflight -= 1
+
+    def delivered(self, ev: Ev, sent_ns: int = -1) -> None:
+        """A packet sent on `ev` at `sent_ns` got through: its plane and its path work. A
+        dead path that delivers a packet sent after its death began was not dead."""
+        path = ev.path
+        if sent_ns > path.delivered_ns:
+            path.delivered_ns = sent_ns
+            if path.dead_since is not None and sent_ns >= path.dead_since:
+                self.on_alive(path, "a packet sent on it after its first loss arrived")
+            if not path.proven and path.dead_since is None:
+                path.proven, path.inflight = True, 0
+                self.update_proving()
+        failed = self.failed[ev.plane]
+        if failed:
+            failed.clear()
+
+    def update_proving(self) -> None:
+        """Whether some live path is still unproven, after a path's state changed."""
+        self.proving = self.unproven_cap is not None and any(
+            not p.proven and p.dead_since is None for p in self.paths.values())
+
+    def capped(self) -> int:
+        """Unproven paths carrying their cap now."""
+        cap = self.unproven_cap
+        return 0 if cap is None else sum(
+            1 for p in self.paths.values() if not p.proven and p.inflight >= cap)
+
+
 class EvSet:
     def __init__(self, planes: list[int], t1_per_plane: int, size: int = 128, backup: int = 32,
                  resurrect_after: int = 3, seed: int | None = None,
@@ -135,8 +248,6 @@ class EvSet:
         # Same-rack paths never reach a T1: every EV of a plane is then one path.
         self.paths_per_plane = t1_per_plane if cross_rack else 1
         self.paths: dict[tuple[int, int], PathState] = {}
-        self.unproven_cap: int | None = dead_after  # None: no cap (spray-static)
-        self._proving = True  # some live path is not proven yet: next() checks the cap
         self.dead_paths = 0  # events: a path shown dead (its EVs retired together)
         self.path_checks = 0  # events: a packet sent on a sibling to check a path's loss
         # paths that lost a packet and delivered none since, waiting for a check (each once)
@@ -167,12 +278,32 @@ class EvSet:
         self.active: list[Ev] = [ev for row in zip(*columns, strict=True) for ev in row]
         for i, ev in enumerate(self.active):
             ev.slot = i
+        # The per-packet state: the rotation (see Rotation). It shares the slots, the
+        # planes down and the paths with the set, which changes them on the rare paths.
+        self.ring: Rotation = Rotation(self.active, self.planes_down, self.paths,
+                                       {p: set() for p in self.planes}, dead_after)
+        self.ring.on_alive = self._path_alive
         for ev in list(self.active):
             if ev.value in self.denylist:
                 self._deny_slot(ev)
-        self._cursor = 0
-        self._skipped: set[int] = set()
-        self._failed: dict[int, set[tuple[int, int]]] = {p: set() for p in self.planes}
+
+    def use_ring(self, ring_type: type) -> None:
+        """Run the rotation on another implementation of Rotation's interface (the
+        compiled core's twin.mrc._fastpath.EvRing): its state so far moves there."""
+        old = self.ring
+        self.ring = ring_type(self.active, self.planes_down, self.paths, old.failed,
+                              old.unproven_cap, old.cursor, old.skipped, old.proving)
+        self.ring.on_alive = self._path_alive
+
+    @property
+    def unproven_cap(self) -> int | None:
+        """Packets a path not yet proven may carry at once (None: no cap, spray-static)."""
+        return self.ring.unproven_cap
+
+    @property
+    def proving(self) -> bool:
+        """Some live path is not proven yet: sends count against the cap."""
+        return self.ring.proving
 
     @property
     def size(self) -> int:
@@ -219,31 +350,8 @@ class EvSet:
         return usable[self._rng.randrange(len(usable))]
 
     def next(self) -> Ev:
-        """The next usable EV in rotation (SKIP ones are passed over once)."""
-        active, down = self.active, self.planes_down  # locals: once per packet sent
-        n = len(active)
-        cursor = self._cursor
-        for _ in range(2 * n):
-            ev = active[cursor]
-            cursor += 1
-            if cursor == n:
-                cursor = 0
-                self._end_of_rotation()  # may turn this very EV from SKIP to GOOD
-            state = ev.state
-            if ev.plane in down or state is _DENIED or state is _ASSUMED_BAD:
-                continue
-            if state is _SKIP:
-                self._skipped.add(ev.value)
-                continue
-            if self._proving:
-                path = ev.path
-                if not path.proven and path.inflight >= self.unproven_cap:
-                    continue
-            self._cursor = cursor
-            return ev
-        self._cursor = cursor
-        raise NoUsableEv(f"no usable EV: planes down {sorted(self.planes_down)}, "
-                         f"{self._capped()} unproven paths full")
+        """The next usable EV in rotation (SKIP ones are passed over once): Rotation.next."""
+        return self.ring.next()
 
     def check(self) -> Ev | None:
         """An EV to send the next new packet on because its path has just lost one, so
@@ -270,7 +378,7 @@ class EvSet:
         if path.dead_since is not None or not path.losses or \
                 path.delivered_ns > path.losses[-1]:
             return None  # known dead, or delivered since its loss
-        if self._proving and not path.proven and path.inflight >= self.unproven_cap:
+        if self.ring.proving and not path.proven and path.inflight >= self.unproven_cap:
             return None  # held at its cap: what it carries will tell
         skipped = None
         for ev in self.active:
@@ -283,37 +391,18 @@ class EvSet:
 
     def set_unproven_cap(self, cap: int | None) -> None:
         """Packets a path not yet proven may carry at once (None: any number)."""
-        self.unproven_cap = None if cap is None else max(cap, self.dead_after)
-        self._update_proving()
-
-    def _update_proving(self) -> None:
-        self._proving = self.unproven_cap is not None and any(
-            not p.proven and p.dead_since is None for p in self.paths.values())
-
-    def _capped(self) -> int:
-        cap = self.unproven_cap
-        return 0 if cap is None else sum(
-            1 for p in self.paths.values() if not p.proven and p.inflight >= cap)
+        self.ring.unproven_cap = None if cap is None else max(cap, self.dead_after)
+        self.ring.update_proving()
 
     def sent_unproven(self, ev: Ev) -> None:
         """A packet goes out on `ev` while some path is unproven (the sender checks
-        `_proving` first: once every path is proven, sending costs nothing here)."""
-        path = ev.path
-        if not path.proven:
-            path.inflight += 1
+        `proving` first): Rotation.sent_unproven."""
+        self.ring.sent_unproven(ev)
 
     def gone(self, ev: Ev) -> None:
-        """A packet on `ev` is no longer outstanding (acked, or declared lost)."""
-        path = ev.path
-        if not path.proven and path.inflight > 0:
-            path.inflight -= 1
-
-    def _end_of_rotation(self) -> None:
-        if self._skipped:
-            for ev in self.active:
-                if ev.state is EvState.SKIP and ev.value in self._skipped:
-                    ev.state = EvState.GOOD
-            self._skipped.clear()
+        """A packet on `ev` is no longer outstanding (acked, or declared lost):
+        Rotation.gone."""
+        self.ring.gone(ev)
 
     # -- events -----------------------------------------------------------------
 
@@ -350,7 +439,7 @@ class EvSet:
         ev.probe_ok = 0
         ev.probed = ""
         self.retirements += 1
-        self._failed[ev.plane].add(self.path_of(ev))
+        self.ring.failed[ev.plane].add(self.path_of(ev))
         self._retire(ev)
         if ev.slot < 0:  # a spare or an evicted EV: nothing to refill
             return None
@@ -381,7 +470,7 @@ class EvSet:
         path.dead_since = min(losses)
         path.proven, path.inflight = False, 0  # when it comes back, it is held until it delivers
         self.dead_paths += 1
-        self._update_proving()
+        self.ring.update_proving()
         why = f"path dead: {len(losses)} lost on plane {path.plane} T1 {path.t1}, " \
             "none delivered since"
         for sibling in [e for e in self.active if e.path is path and
@@ -437,26 +526,16 @@ class EvSet:
         self.active[slot] = ev
 
     def _plane_works(self, plane: int) -> bool:
-        if len(self._failed[plane]) >= self.paths_per_plane:
+        if len(self.ring.failed[plane]) >= self.paths_per_plane:
             return False
         dead = sum(1 for (p, _), path in self.paths.items()
                    if p == plane and path.dead_since is not None)
         return dead < self.paths_per_plane
 
     def delivered(self, ev: Ev, sent_ns: int = -1) -> None:
-        """A packet sent on `ev` at `sent_ns` got through: its plane and its path work. A
-        dead path that delivers a packet sent after its death began was not dead."""
-        path = ev.path
-        if sent_ns > path.delivered_ns:
-            path.delivered_ns = sent_ns
-            if path.dead_since is not None and sent_ns >= path.dead_since:
-                self._path_alive(path, "a packet sent on it after its first loss arrived")
-            if not path.proven and path.dead_since is None:
-                path.proven, path.inflight = True, 0
-                self._update_proving()
-        failed = self._failed[ev.plane]
-        if failed:
-            failed.clear()
+        """A packet sent on `ev` at `sent_ns` got through: its plane and its path work
+        (Rotation.delivered; a dead path back comes to _path_alive)."""
+        self.ring.delivered(ev, sent_ns)
 
     def _path_alive(self, path: PathState, why: str) -> None:
         """The path works: the EVs its death retired go back into their slots (their
@@ -465,8 +544,8 @@ class EvSet:
         path.dead_since = None
         path.losses = []
         self.paths_back += 1
-        self._update_proving()
-        self._failed[path.plane].discard((path.plane, path.t1))
+        self.ring.update_proving()
+        self.ring.failed[path.plane].discard((path.plane, path.t1))
         victims, path.victims = path.victims, []
         pool = self.spare[path.plane]
         for ev, repl in victims:
@@ -536,7 +615,7 @@ class EvSet:
         self._changed(ev, "assumed_bad", "good" if ev.slot >= 0 else "spare", why)
         ev.state = EvState.GOOD
         ev.probe_ok = 0
-        self._failed[ev.plane].discard(self.path_of(ev))
+        self.ring.failed[ev.plane].discard(self.path_of(ev))
         if ev.slot < 0:
             self.spare[ev.plane].insert(0, ev)
         if ev.path.dead_since is not None:

@@ -741,7 +741,7 @@ class Sender:
                 q.append((seq, psn))
                 seq += 1
                 ev.sent += 1
-                if evs._proving:  # EvSet.sent, inlined: only while a path is unproven
+                if evs.proving:  # EvSet.sent, inlined: only while a path is unproven
                     evs.sent_unproven(ev)
                 plane = ev.plane
                 per_plane[plane] = per_plane.get(plane, 0) + 1
@@ -805,7 +805,7 @@ class Sender:
             q = self._per_path[key] = collections.deque()
         q.append((tx.seq, tx.psn))
         ev.sent += 1
-        if self.evs._proving:  # EvSet.sent, inlined: only while a path is unproven
+        if self.evs.proving:  # EvSet.sent, inlined: only while a path is unproven
             self.evs.sent_unproven(ev)
         self._count_appends(1)
         st = self.stats
@@ -911,7 +911,7 @@ class Sender:
         newly = []
         acked_bytes = self.acked_bins.at(now)  # this 1 ms bin's, indexed by plane
         evs = self.evs
-        proving = evs._proving  # a path proven in this loop only makes gone() a no-op
+        proving = evs.proving  # a path proven in this loop only makes gone() a no-op
         delivered = evs.delivered
         count = left_flight = 0
         probed = None  # a tail probe's copy the SACK echoes, arrived alone: its first lost
