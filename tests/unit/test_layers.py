@@ -234,6 +234,30 @@ def test_the_compiled_module_imports_no_twin_module_itself():
                        "instead):\n" + "\n".join(found))
 
 
+# The EV set's fields the compiled Sender still reads by name: h39-evring moves that state
+# into C and empties this set
+PRIVATE_PENDING = {"_cursor", "_skipped", "_proving", "_failed", "_capped",
+                   "_end_of_rotation", "_path_alive", "_update_proving"}
+
+
+def c_private_names(text: str) -> list[tuple[str, int]]:
+    """(name, line) for each string literal of C source `text` that starts like a Python
+    private name ("_x..."), #include lines aside."""
+    found = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.lstrip().startswith("#include"):
+            found += [(m.group(1), number) for m in re.finditer(r'"(_[A-Za-z]\w*)', line)]
+    return found
+
+
+def test_the_compiled_module_reads_no_private_python_name():
+    """What the C takes from Python it takes by public names (bind's, and the
+    attributes of what is bound): a private one is another module's inside."""
+    found = [f"{p.name}:{line} {name}" for p in sorted((TWIN / "mrc").glob("*.c"))
+             for name, line in c_private_names(p.read_text()) if name not in PRIVATE_PENDING]
+    assert not found, "private Python names in the C:\n" + "\n".join(found)
+
+
 def test_the_compiled_module_depends_on_what_core_binds_and_that_obeys_the_layers():
     edges = graph(TWIN)
     bound = {m for m, _ in edges[COMPILED]}
@@ -265,6 +289,13 @@ def test_checker_finds_an_import_in_the_c_and_a_call_it_cannot_read():
             '    return PyImport_Import(name) != NULL;\n}\n')
     assert c_imports(text) == [("collections", 3), ("twin.mrc.transport", 4),
                                ("PyImport_Import(", 5)]
+
+
+def test_checker_finds_a_private_name_in_the_c_but_not_an_include():
+    text = ('#include "_util.h"\n'
+            '    GET(Msg, t, "_Msg");\n'
+            '    {&s_state, "state"}, {&s_cursor, "_cursor"},\n')
+    assert c_private_names(text) == [("_Msg", 2), ("_cursor", 3)]
 
 
 def test_checker_sees_the_compiled_module_in_a_cycle_through_what_core_binds(tree):

@@ -78,7 +78,7 @@ static PyMethodDef module_methods[] = {
 };
 
 static struct PyModuleDef fp_module = {
-    PyModuleDef_HEAD_INIT, "_fastpath",
+    PyModuleDef_HEAD_INIT, "twin.mrc._fastpath",
     "The MRC endpoint's compiled data path (sendmmsg, recvmmsg, the ICRC) and its "
     "transport's compiled core (Sender, Receiver; bound by twin.mrc.core).", -1,
     module_methods,
