@@ -1,5 +1,6 @@
 """The one compiled part of mrc-twin: twin.mrc._fastpath, the MRC endpoint's data path
-(_fastpath.c) and its transport's compiled core (_sender.c, _receiver.c).
+(_datapath.c) and its transport's compiled core (_sender.c, _receiver.c), with the
+utility unit below them and the module unit that registers them (_util.c, _module.c).
 
 `pip install -e .` (what `make venv` runs) builds it with the machine's gcc against zlib.
 It is optional: where it cannot be built, the install still succeeds and the endpoint

@@ -119,8 +119,8 @@ def main() -> int:
     trace = T.load(Path(args.trace))
     factory, name = Sender, "reference"
     if args.compiled:
-        from twin.mrc import _fastpath
-        factory, name = _fastpath.Sender, "compiled core"
+        from twin.mrc.core import compiled
+        factory, name = compiled().Sender, "compiled core"
     result = follow(trace, T.replay(trace, factory))
     print(json.dumps(result, indent=1) if args.json else table(result, name))
     return 0

@@ -453,7 +453,8 @@ def test_both_data_paths_move_the_same_bytes_and_talk_to_each_other(lab4, monkey
     """The compiled data path (the default where it is built) and the pure-Python one
     put the same wire on the fabric: each sends to the other, byte-exact, with a cut
     (the compiled one's ICRC by ISA-L where it loads, the Python one's by zlib)."""
-    from twin.mrc import _fastpath
+    from twin.mrc.core import compiled
+    _fastpath = compiled()
 
     hosts = ["r0h0", "r1h0"]
     try:
@@ -483,7 +484,8 @@ def test_mrc_twin_record_writes_a_sending_qps_inputs_as_a_trace_both_replay_alik
     """MRC_TWIN_RECORD=DIR: the sending QP's inputs, with the loop's cadence, are written
     when it closes, a trace (twin.mrc.trace) the reference replays to where the live QP
     ended, and the compiled core to the same decisions."""
-    from twin.mrc import _fastpath
+    from twin.mrc.core import compiled
+    _fastpath = compiled()
     from twin.mrc import trace as TR
     from twin.mrc.transport import Sender
 

@@ -23,6 +23,7 @@ import pytest
 
 from twin.mrc import loop as L
 from twin.mrc import trace as T
+from twin.mrc.core import compiled
 from twin.mrc.transport import Sender
 
 TRACE = Path(T.TRACES_DIR) / "endpoint" / "link_cut.json.gz"
@@ -41,7 +42,7 @@ def reference(recorded) -> list[dict]:
 
 def compiled_sender():
     try:
-        from twin.mrc import _fastpath
+        _fastpath = compiled()  # the module, bound to what its C uses
     except ImportError:
         _fastpath = None
     if _fastpath is None or not hasattr(_fastpath, "Sender"):

@@ -38,9 +38,12 @@ def test_the_hash_is_of_every_file_in_full(tmp_path: Path):
         shutil.copy(MRC / name, tmp_path / name)
     same = build_hash.sources_hash(tmp_path)
     assert same == build_hash.sources_hash(MRC) and len(same) == build_hash.HASH_DIGITS
-    with (tmp_path / "_fastpath.h").open("a") as f:
-        f.write("\n")
-    assert build_hash.sources_hash(tmp_path) != same
+    for name in build_hash.SOURCES + build_hash.HEADERS:  # each unit and header counts
+        data = (tmp_path / name).read_bytes()
+        (tmp_path / name).write_bytes(data + b"\n")
+        assert build_hash.sources_hash(tmp_path) != same, f"{name}: a byte more, the same hash"
+        (tmp_path / name).write_bytes(data)
+    assert build_hash.sources_hash(tmp_path) == same
     (tmp_path / "_receiver.c").unlink()
     assert build_hash.sources_hash(tmp_path) is None  # nothing to compare with
 

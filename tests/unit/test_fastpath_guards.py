@@ -24,11 +24,12 @@ from pathlib import Path
 
 import pytest
 
+from twin.mrc import core, wire
 from twin.mrc import transport as T
-from twin.mrc import wire
 from twin.mrc.evset import EvSet
 
-fp = pytest.importorskip("twin.mrc._fastpath")
+pytest.importorskip("twin.mrc._fastpath")
+fp = core.compiled()  # bound to what its C uses
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -50,7 +51,9 @@ def _child(script: str) -> list[str]:
 PROBE = """
 import gc
 import sys
-from twin.mrc import _fastpath as fp, transport as T, wire
+from twin.mrc import transport as T, wire
+from twin.mrc.core import compiled
+fp = compiled()
 from twin.mrc.evset import EvSet
 
 SRC, DST = "fd00:4d52:43::1", "fd00:4d52:43:1::1"
@@ -93,7 +96,7 @@ TYPES = {
          "on_nack": (0, 0), "on_timer": (0,), "on_cnp": (0,), "wants_to_send": (),
          "next_send_ns": (0,), "set_local_ports": (0xFFFE,), "probe_result": (1, True, 0),
          "deny": ([1], 0), "planes_in_use": (), "reorder_window_ns": (), "tail_probe_ns": (),
-         "_ev_changed": (ev, "GOOD", "BAD", "why")},
+         "ev_changed": (ev, "GOOD", "BAD", "why")},
         lambda s: s.cum == 0 and s.poll(0, memoryview(bytes(8))) == []),
     "Receiver": (
         lambda: ((bytearray(64),), {}),
@@ -275,7 +278,9 @@ def test_parse_refuses_a_strided_buffer_and_slices_in_bytes():
 
 
 POST_MUTATED = """
-from twin.mrc import _fastpath as fp, transport as T, wire
+from twin.mrc import transport as T, wire
+from twin.mrc.core import compiled
+fp = compiled()
 
 log = []
 tpl = wire.DataTemplate("::1", "::1", "fd00::1", "fd00::2", 0x10, 9, 3)

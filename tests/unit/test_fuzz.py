@@ -11,6 +11,7 @@ from twin.mrc import fuzz as F
 from twin.mrc import loop as L
 from twin.mrc import wire
 from twin.mrc.buffer import GUARD_BYTES, GuardedBuffer
+from twin.mrc.core import compiled
 from twin.mrc.counters import ENDPOINT_DROPS
 from twin.mrc.evset import EvSet
 from twin.mrc.stats import EndpointDrops, EndpointStats
@@ -435,7 +436,7 @@ def test_what_the_live_attack_counted_is_read_from_typed_stats():
 
 IMPLS = {"python": (Sender, Receiver)}
 try:
-    from twin.mrc import _fastpath
+    _fastpath = compiled()  # the module, bound to what its C uses
 
     IMPLS["compiled"] = (_fastpath.Sender, _fastpath.Receiver)
 except ImportError:  # the compiled core is not built: the reference alone

@@ -5,11 +5,17 @@ import hidden in a function is a dependency all the same. The layers are written
 once, here, lowest first; a module may import its own layer and the ones below.
 A module no layer names fails the test, so a new package takes its place on
 purpose. docs/architecture.md draws the same order.
+
+The compiled module twin.mrc._fastpath is a module of the graph too: its C imports no
+twin module (only the standard library's), and what it uses of twin is handed to it by
+twin.mrc.core (`bindings()`, passed to its bind()), so its arrows are read from there:
+one to each module a bound value is taken from.
 """
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -85,9 +91,67 @@ def layer_of(name: str) -> int | None:
     return best
 
 
+COMPILED = "twin.mrc._fastpath"  # built from twin/mrc/*.c
+BINDER = ("mrc", "core.py")  # the module that binds it, under twin/
+STDLIB_IMPORTS = {"collections"}  # what the C may import itself
+
+
+def c_imports(text: str) -> list[tuple[str, int]]:
+    """(module, line) for each PyImport_* call of C source `text`: the module its string
+    literal names, or the call itself where its argument is not a literal."""
+    found = []
+    for m in re.finditer(r'\bPyImport_\w+\s*\(\s*(?:"([^"]*)")?', text):
+        found.append((m.group(1) if m.group(1) is not None else m.group(0),
+                      text.count("\n", 0, m.start()) + 1))
+    return found
+
+
+def bound_modules(root: Path, known: set[str]) -> dict[str, tuple[str, int]]:
+    """What the binder's `bindings()` hands the compiled module: {name: (module, line)},
+    each value written module.name (an attribute of an imported twin module). A value
+    written any other way is an error: the layers could not see where it comes from."""
+    path = root.joinpath(*BINDER)
+    tree = ast.parse(path.read_text(), str(path))
+    names = {}  # the binder's names for twin modules
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            for a in node.names:
+                if f"{node.module}.{a.name}" in known:
+                    names[a.asname or a.name] = f"{node.module}.{a.name}"
+        elif isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name in known and a.asname:
+                    names[a.asname] = a.name
+    fn = next((n for n in tree.body if isinstance(n, ast.FunctionDef)
+               and n.name == "bindings"), None)
+    assert fn is not None, f"{path}: no bindings(), the compiled module's dependencies"
+    ret = next((n for n in ast.walk(fn) if isinstance(n, ast.Return)), None)
+    assert ret is not None and isinstance(ret.value, ast.Dict), \
+        f"{path}: bindings() must return a dict literal"
+    out = {}
+    for key, value in zip(ret.value.keys, ret.value.values, strict=True):
+        root_name = value
+        while isinstance(root_name, ast.Attribute):
+            root_name = root_name.value
+        assert (isinstance(key, ast.Constant) and isinstance(value, ast.Attribute)
+                and isinstance(root_name, ast.Name) and root_name.id in names), \
+            (f"{path}:{value.lineno}: bind each value as module.name (a twin module "
+             f"{path.name} imports), so the layers see where it comes from")
+        out[key.value] = (names[root_name.id], value.lineno)
+    return out
+
+
 def graph(root: Path) -> dict[str, list[tuple[str, int]]]:
+    """Each module's imports; the compiled module's are what its binder binds (where the
+    tree has a binder)."""
     mods = modules(root)
-    return {n: imports(n, p, set(mods)) for n, p in mods.items()}
+    known = set(mods)
+    if root.joinpath(*BINDER).exists():
+        known.add(COMPILED)
+    edges = {n: imports(n, p, known) for n, p in mods.items()}
+    if COMPILED in known:
+        edges[COMPILED] = sorted(set(bound_modules(root, known).values()))
+    return edges
 
 
 def cycles(edges: dict[str, list[tuple[str, int]]]) -> list[list[str]]:
@@ -161,7 +225,97 @@ def test_no_layer_imports_one_above_it():
     assert not found, "imports running up the layers:\n" + "\n".join(found)
 
 
+def test_the_compiled_module_imports_no_twin_module_itself():
+    """Its C takes what it uses of twin from bind(): an import in the C would be a
+    dependency the layers cannot see."""
+    found = [f"{p.name}:{line} imports {mod}" for p in sorted((TWIN / "mrc").glob("*.c"))
+             for mod, line in c_imports(p.read_text()) if mod not in STDLIB_IMPORTS]
+    assert not found, ("the compiled module imports, in C (bind it from twin/mrc/core.py "
+                       "instead):\n" + "\n".join(found))
+
+
+def c_private_names(text: str) -> list[tuple[str, int]]:
+    """(name, line) for each string literal of C source `text` that starts like a Python
+    private name ("_x..."), #include lines aside."""
+    found = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.lstrip().startswith("#include"):
+            found += [(m.group(1), number) for m in re.finditer(r'"(_[A-Za-z]\w*)', line)]
+    return found
+
+
+def test_the_compiled_module_reads_no_private_python_name():
+    """What the C takes from Python it takes by public names (bind's, and the
+    attributes of what is bound): a private one is another module's inside."""
+    found = [f"{p.name}:{line} {name}" for p in sorted((TWIN / "mrc").glob("*.c"))
+             for name, line in c_private_names(p.read_text())]
+    assert not found, "private Python names in the C:\n" + "\n".join(found)
+
+
+def test_the_compiled_module_depends_on_what_core_binds_and_that_obeys_the_layers():
+    edges = graph(TWIN)
+    bound = {m for m, _ in edges[COMPILED]}
+    assert {"twin.mrc.transport", "twin.mrc.evset", "twin.mrc.dcqcn"} <= bound
+    assert any(t == COMPILED for t, _ in edges["twin.mrc.core"])  # the binder imports it
+    assert not [c for c in cycles(edges) if COMPILED in c]
+    assert not [u for u in upward(edges) if u.startswith(COMPILED)]
+
+
+def test_bind_takes_exactly_what_core_binds():
+    """bind() refuses a name missing or a name no part takes (tests/unit/
+    test_transport_core.py): core.compiled() binding at all says core supplies exactly
+    its parameters, and the names the layers read are the ones it passes."""
+    from twin.mrc import core
+    pytest.importorskip(COMPILED)
+    assert core.compiled().bound()
+    mods = modules(TWIN)
+    assert set(bound_modules(TWIN, set(mods) | {COMPILED})) == set(core.bindings())
+
+
 # -- the checker itself: it must see what it is for ----------------------------------------
+
+
+def test_checker_finds_an_import_in_the_c_and_a_call_it_cannot_read():
+    text = ('#include "_util.h"\n'
+            'static int lookup(void) {\n'
+            '    PyObject *c = PyImport_ImportModule("collections");\n'
+            '    PyObject *t = PyImport_ImportModule( "twin.mrc.transport");\n'
+            '    return PyImport_Import(name) != NULL;\n}\n')
+    assert c_imports(text) == [("collections", 3), ("twin.mrc.transport", 4),
+                               ("PyImport_Import(", 5)]
+
+
+def test_checker_finds_a_private_name_in_the_c_but_not_an_include():
+    text = ('#include "_util.h"\n'
+            '    GET(Msg, t, "_Msg");\n'
+            '    {&s_state, "state"}, {&s_cursor, "_cursor"},\n')
+    assert c_private_names(text) == [("_Msg", 2), ("_cursor", 3)]
+
+
+def test_checker_sees_the_compiled_module_in_a_cycle_through_what_core_binds(tree):
+    files = {"__init__.py": "", "mrc/__init__.py": "", "mrc/evset.py": "",
+             "mrc/transport.py": "from twin.mrc import evset\n",
+             "mrc/core.py": "from twin.mrc import evset, transport\n\n"
+                            "def bindings():\n"
+                            "    return {'Sender': transport.Sender,\n"
+                            "            'Ev': evset.Ev}\n\n"
+                            "def compiled():\n    from twin.mrc import _fastpath\n"}
+    edges = graph(tree(files))
+    assert edges[COMPILED] == [("twin.mrc.evset", 5), ("twin.mrc.transport", 4)]
+    assert ("twin.mrc._fastpath", 8) in edges["twin.mrc.core"]
+    assert cycles(edges) == []
+    root = tree({"mrc/transport.py": "from twin.mrc import _fastpath\n"})
+    assert cycles(graph(root)) == [[COMPILED, "twin.mrc.transport"]]
+
+
+def test_checker_refuses_a_bound_value_it_cannot_place(tree):
+    root = tree({"__init__.py": "", "mrc/__init__.py": "", "mrc/transport.py": "",
+                 "mrc/core.py": "from twin.mrc.transport import Sender\n\n"
+                                "def bindings():\n    return {'Sender': Sender}\n"})
+    with pytest.raises(AssertionError, match="bind each value as module.name"):
+        graph(root)
+
+
 
 
 @pytest.fixture

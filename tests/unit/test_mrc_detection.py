@@ -7,6 +7,7 @@ Both implementations: the compiled core is held to the same decisions by the tra
 import pytest
 
 from twin.fabric.paths import ev_fields
+from twin.mrc.core import compiled
 from twin.mrc.evset import EvSet
 from twin.mrc.sim import PathModel, SimFabric, run_transfer
 from twin.mrc.transport import SackReport, Sender, SenderConfig
@@ -19,7 +20,7 @@ IMPLS = [pytest.param(Sender, id="reference")]
 
 def _sender_classes() -> list:
     try:
-        from twin.mrc import _fastpath
+        _fastpath = compiled()
     except ImportError:
         return IMPLS
     return [*IMPLS, pytest.param(_fastpath.Sender, id="compiled")]

@@ -8,9 +8,11 @@ import zlib
 
 import pytest
 
+from twin.mrc import core
 from twin.mrc import transport as T
 
-_fastpath = pytest.importorskip("twin.mrc._fastpath")
+pytest.importorskip("twin.mrc._fastpath")
+_fastpath = core.compiled()  # bound to what its C uses
 if not hasattr(_fastpath, "Receiver"):
     pytest.fail("twin.mrc._fastpath was built without the Receiver: pip install -e .",
                 pytrace=False)

@@ -11,11 +11,13 @@ import textwrap
 
 import pytest
 
+from twin.mrc import core
 from twin.mrc import transport as T
 from twin.mrc.evset import EvSet
 from twin.mrc.sim import PathModel, SimFabric, run_transfer
 
-_fastpath = pytest.importorskip("twin.mrc._fastpath")
+pytest.importorskip("twin.mrc._fastpath")
+_fastpath = core.compiled()  # bound to what its C uses
 if not hasattr(_fastpath, "Sender"):
     pytest.fail("twin.mrc._fastpath was built without the Sender: pip install -e .",
                 pytrace=False)
@@ -120,9 +122,11 @@ def test_it_has_what_the_endpoint_reads():
 
 LONG_RUN = textwrap.dedent("""
     import json, sys
-    from twin.mrc import _fastpath
+    from twin.mrc.core import compiled
     from twin.mrc.sim import SimFabric, PathModel, run_transfer
     from twin.mrc.transport import SenderConfig
+
+    _fastpath = compiled()
 
     def rss_kib():
         with open("/proc/self/status") as f:

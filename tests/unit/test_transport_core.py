@@ -1,10 +1,16 @@
 """Which transport an endpoint runs (twin.mrc.core): the compiled core where it is
 built, the Python reference where asked for or where the module does not load."""
 
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from twin.errors import UsageError
 from twin.mrc import core, transport
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_python_is_the_reference_and_says_it_was_asked_for(monkeypatch):
@@ -55,3 +61,93 @@ def test_a_qp_asking_for_a_missing_compiled_core_is_told_which_argument_and_why(
                                          r"not load .*`pip install -e \.` builds it"):
         core.load_transport("compiled", named="transport")
     assert core.short_name("python: asked for") == "python"
+
+
+# -- the bind: the compiled core's Python dependencies, handed over by core.compiled() -----
+
+BIND = """
+from twin.mrc import _fastpath as fp  # straight, unbound: what core.compiled() saves us from
+from twin.mrc import core
+from twin.mrc.evset import EvSet
+
+
+def attempt(what, call):
+    try:
+        call()
+    except Exception as e:
+        print(what, type(e).__name__, e, flush=True)
+    else:
+        print(what, "ok", flush=True)
+
+
+def make():
+    fp.Sender(EvSet([0, 1, 2, 3], 2, seed=1), 0)
+    fp.Receiver(lambda va, payload: None)
+
+
+print("bound", fp.bound(), flush=True)
+attempt("unbound", make)
+attempt("datapath", lambda: fp.build(bytes(fp.HEAD_BYTES), 0, 0, 0, 0, b"", None))
+given = core.bindings()
+attempt("positional", lambda: fp.bind(given))
+attempt("missing", lambda: fp.bind(**{k: v for k, v in given.items() if k != "SackReport"}))
+attempt("after missing", make)
+attempt("extra", lambda: fp.bind(**given, Stranger=1))
+attempt("wrong type", lambda: fp.bind(**{**given, "BUILD_CHUNK": "many"}))
+print("bound", fp.bound(), flush=True)
+attempt("bind", lambda: fp.bind(**given))
+print("bound", fp.bound(), flush=True)
+attempt("made", make)
+attempt("again", lambda: fp.bind(**given))
+print("compiled", core.compiled() is fp, flush=True)
+"""
+
+
+def test_the_compiled_core_is_made_only_once_bound_and_binds_exactly_what_core_hands_it():
+    """In a fresh interpreter: a Sender or Receiver of the unbound module is a
+    RuntimeError (not a crash), the data path needs nothing bound; bind takes keywords
+    only, refuses a name missing, a name no part takes and a constant of the wrong type
+    (and stays unbound), takes core.bindings() whole, and runs once."""
+    pytest.importorskip("twin.mrc._fastpath")
+    run = subprocess.run([sys.executable, "-c", BIND], cwd=ROOT, capture_output=True,
+                         text=True, timeout=120)
+    assert run.returncode == 0, run.stdout + run.stderr[-2000:]
+    lines = run.stdout.splitlines()
+    unbound = ("RuntimeError twin.mrc._fastpath.Sender: twin.mrc._fastpath is not bound yet: "
+               "twin.mrc.core.compiled() binds it (bind(...)) before any Sender or Receiver "
+               "is made")
+    assert lines == [
+        "bound False",
+        f"unbound {unbound}",
+        "datapath ok",
+        "positional TypeError bind() takes keyword arguments only",
+        "missing TypeError bind() missing the keyword argument 'SackReport'",
+        f"after missing {unbound}",
+        "extra TypeError bind() got keyword arguments no part takes: ['Stranger']",
+        "wrong type TypeError 'str' object cannot be interpreted as an integer",
+        "bound False",
+        "bind ok",
+        "bound True",
+        "made ok",
+        "again RuntimeError twin.mrc._fastpath is bound already (bind() runs once: "
+        "twin.mrc.core.compiled())",
+        "compiled True",
+    ]
+
+
+def test_a_receiver_of_the_unbound_module_refuses_too():
+    pytest.importorskip("twin.mrc._fastpath")
+    script = ("from twin.mrc import _fastpath as fp\n"
+              "try:\n    fp.Receiver(lambda va, payload: None)\n"
+              "except RuntimeError as e:\n    print(e)\n")
+    run = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True,
+                         text=True, timeout=120)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.startswith("twin.mrc._fastpath.Receiver: twin.mrc._fastpath is not "
+                                 "bound yet")
+
+
+def test_compiled_hands_over_the_module_bound():
+    fp = pytest.importorskip("twin.mrc._fastpath")
+    assert core.compiled() is fp and fp.bound()
+    assert core.load_transport("compiled").sender is fp.Sender

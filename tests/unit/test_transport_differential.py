@@ -14,11 +14,11 @@ to tell: small mutants of the reference must be reported divergent.
 
 from __future__ import annotations
 
-import importlib
 import os
 
 import pytest
 
+from twin.mrc import core
 from twin.mrc import trace as T
 from twin.mrc.transport import Receiver, Sender
 
@@ -62,7 +62,7 @@ def test_the_reference_decides_as_recorded(name):
 def _compiled(kind: str):
     """twin.mrc._fastpath's Sender or Receiver, or why there is none."""
     try:
-        module = importlib.import_module("twin.mrc._fastpath")
+        module = core.compiled()  # bound to what its C uses
     except ImportError as e:
         return None, f"twin.mrc._fastpath does not import ({e})"
     impl = getattr(module, kind, None)

@@ -23,14 +23,15 @@
  * sends and clears), `completions` (a deque of (n, imm)), and port_state(), called
  * once per report as the reference does.
  */
-#include "_fastpath.h"
+#include "_receiver.h"
+
+#include "_util.h"
 
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
 
-/* From twin.mrc.transport, looked up when the first Receiver is made (the module
- * imports nothing of ours, so there is no cycle). */
+/* From twin.mrc.transport, handed over by bind() (twin.mrc.core, once: fp_bind_receiver). */
 static PyObject *SackReport, *ReceiverStats;
 static long long MESSAGES_KEPT, RECV_WINDOW, NACK_DISTANCE, CONGESTION_ECHO_CE,
     CONGESTION_COUNT;
@@ -342,39 +343,21 @@ static PyObject *flush(Receiver *r, PyObject *obj) {  /* Receiver.flush */
 
 /* -- the type -------------------------------------------------------------------------- */
 
-static int lookup_transport(void) {
-    if (SackReport) return 0;
-    PyObject *t = PyImport_ImportModule("twin.mrc.transport");
-    if (!t) return -1;
-    int rc = -1;
-    if (!(SackReport = PyObject_GetAttrString(t, "SackReport"))
-        || !(ReceiverStats = PyObject_GetAttrString(t, "ReceiverStats"))) goto out;
-    struct { const char *name; long long *into; } consts[] = {
+int fp_bind_receiver(FpBind *b) {
+    if (fp_take(b, "SackReport", &SackReport) < 0
+        || fp_take(b, "ReceiverStats", &ReceiverStats) < 0) return -1;
+    FpInt consts[] = {
         {"MESSAGES_KEPT", &MESSAGES_KEPT}, {"RECV_WINDOW", &RECV_WINDOW},
         {"NACK_DISTANCE", &NACK_DISTANCE}, {"CONGESTION_ECHO_CE", &CONGESTION_ECHO_CE},
         {"CONGESTION_COUNT", &CONGESTION_COUNT}};
-    for (size_t i = 0; i < sizeof consts / sizeof *consts; i++) {
-        PyObject *v = PyObject_GetAttrString(t, consts[i].name);
-        if (!v) goto out;
-        *consts[i].into = PyLong_AsLongLong(v);
-        Py_DECREF(v);
-        if (PyErr_Occurred()) goto out;
-    }
-    rc = 0;
-out:
-    Py_DECREF(t);
-    if (rc < 0) {  /* looked up again by the next Receiver */
-        Py_CLEAR(SackReport);
-        Py_CLEAR(ReceiverStats);
-    }
-    return rc;
+    return fp_take_ints(b, consts, sizeof consts / sizeof *consts);
 }
 
 static int Receiver_init(Receiver *r, PyObject *args, PyObject *kw) {
     static char *names[] = {"place", "ack_every", "port_state", "span", NULL};
     PyObject *placer, *port_state = Py_None;
     long long ack_every = 2, span = -1;
-    if (lookup_transport() < 0) return -1;
+    if (fp_require_bound((PyObject *)r) < 0) return -1;
     if (!PyArg_ParseTupleAndKeywords(args, kw, "O|LOL:Receiver", names, &placer, &ack_every,
                                      &port_state, &span))
         return -1;
@@ -560,10 +543,10 @@ static PyTypeObject ReceiverType = {
 };
 
 int fp_add_receiver(PyObject *m) {
-#define NAME(var, text) if (!(var = PyUnicode_InternFromString(text))) return -1
-    NAME(s_psn, "psn"); NAME(s_va, "va"); NAME(s_payload, "payload"); NAME(s_imm, "imm");
-    NAME(s_ev, "ev"); NAME(s_tries, "tries"); NAME(s_ack_req, "ack_req"); NAME(s_ce, "ce");
-#undef NAME
+    FpName names[] = {
+        {&s_psn, "psn"}, {&s_va, "va"}, {&s_payload, "payload"}, {&s_imm, "imm"},
+        {&s_ev, "ev"}, {&s_tries, "tries"}, {&s_ack_req, "ack_req"}, {&s_ce, "ce"}};
+    if (fp_intern(names, sizeof names / sizeof *names) < 0) return -1;
     if (PyType_Ready(&ReceiverType) < 0) return -1;
     return PyModule_AddObjectRef(m, "Receiver", (PyObject *)&ReceiverType);
 }

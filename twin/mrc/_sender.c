@@ -27,7 +27,7 @@
  * set (retirement, replacement, revival, SKIP, denylist, planes), the event log
  * (transport.EventLog of transport.Event), the acked-bytes bins, DCQCN's rate and
  * pacer, the record of losses (an OrderedDict, touched only on loss), and messages
- * (transport._Msg). Packets go out as TxPacket objects the data path (TxBatch) reads
+ * (transport.Msg). Packets go out as TxPacket objects the data path (TxBatch) reads
  * by attribute, as it reads transport.TxPacket.
  *
  * Divergences, on purpose: numbers read back as floats where the reference may hold
@@ -36,7 +36,9 @@
  * is refused at construction (the reference fails at the first post); PSNs, times
  * and VAs are 64-bit.
  */
-#include "_fastpath.h"
+#include "_sender.h"
+
+#include "_util.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -45,7 +47,7 @@
 
 #include "structmember.h"
 
-/* -- what is looked up in Python once ------------------------------------------------ */
+/* -- what bind() hands the Sender (twin.mrc.core, once: fp_bind_sender) --------------- */
 
 static PyObject *Event, *SenderStats, *Msg, *QpFailed, *NoUsableEv, *weakly, *EventLog,
     *AckedBins, *for_sender, *wire_bytes, *OrderedDict, *SenderConfig,
@@ -524,7 +526,6 @@ typedef struct {
 } EvRing;
 
 static PyTypeObject EvRingType;
-static int lookup(void);
 
 static PyObject *call0(PyObject *o, PyObject *name) {
     return PyObject_CallMethodNoArgs(o, name);
@@ -802,7 +803,7 @@ static int EvRing_init(EvRing *r, PyObject *args, PyObject *kw) {
                                      &PyDict_Type, &paths, &PyDict_Type, &failed, &cap,
                                      &cursor, &skipped, &proving))
         return -1;
-    if (lookup() < 0) return -1;
+    if (fp_require_bound((PyObject *)r) < 0) return -1;
     r->ready = FP_INITIALISING;
     r->active = Py_NewRef(active);
     r->planes_down = Py_NewRef(down);
@@ -2440,12 +2441,12 @@ static PyObject *Sender_tail_probe_ns(Sender *s, PyObject *Py_UNUSED(ignored)) {
     return PyLong_FromLongLong(tail_probe_ns(s));
 }
 
-/* The EV set's change handler calls this (through transport._weakly): the change is
+/* The EV set's change handler calls this (through transport.weakly): the change is
  * logged at the time of the call being handled. */
 static PyObject *Sender_ev_changed(Sender *s, PyObject *args) {
     if (!(s->ready == FP_INITIALISING && s->log)) FP_REQUIRE_READY(s, NULL);
     PyObject *ev, *old, *new, *why;
-    if (!PyArg_ParseTuple(args, "OOOO:_ev_changed", &ev, &old, &new, &why)) return NULL;
+    if (!PyArg_ParseTuple(args, "OOOO:ev_changed", &ev, &old, &new, &why)) return NULL;
     int64_t value;
     if (EV_I64(ev, F_VALUE, &value) < 0) return NULL;
     if (eventf(s, s->now, k_ev_state, value, -1, "%S->%S: %S", old, new, why) < 0) return NULL;
@@ -2645,7 +2646,7 @@ static PyMethodDef Sender_methods[] = {
      "RACK's window now, ns"},
     {"tail_probe_ns", (PyCFunction)Sender_tail_probe_ns, METH_NOARGS,
      "how long the oldest first copy waits before a tail probe, ns"},
-    {"_ev_changed", (PyCFunction)Sender_ev_changed, METH_VARARGS, NULL},
+    {"ev_changed", (PyCFunction)Sender_ev_changed, METH_VARARGS, NULL},
     {NULL},
 };
 
@@ -2688,8 +2689,6 @@ static int choices(PyObject *name, PyObject *options) {  /* ValueError: "... one
     return -1;
 }
 
-static int lookup(void);
-
 /* The EV set runs on an EvRing (EvSet.use_ring), which this Sender then calls in C per
  * packet; the set keeps it for its life. */
 static int use_evring(Sender *s) {
@@ -2711,7 +2710,7 @@ static int Sender_init(Sender *s, PyObject *args, PyObject *kw) {
     static char *names[] = {"evset", "remote_va", "config", NULL};
     PyObject *evset, *config = Py_None;
     long long remote_va;
-    if (lookup() < 0) return -1;
+    if (fp_require_bound((PyObject *)s) < 0) return -1;
     if (!PyArg_ParseTupleAndKeywords(args, kw, "OL|O:Sender", names, &evset, &remote_va,
                                      &config))
         return -1;
@@ -2950,53 +2949,34 @@ static PyTypeObject SenderType = {
 
 /* -- the module's part ---------------------------------------------------------------- */
 
-static int lookup(void) {
-    if (Event) return 0;
-    PyObject *t = PyImport_ImportModule("twin.mrc.transport"),
-             *e = PyImport_ImportModule("twin.mrc.evset"),
-             *d = PyImport_ImportModule("twin.mrc.dcqcn"),
-             *c = PyImport_ImportModule("collections");
+int fp_bind_sender(FpBind *b) {
+    PyObject *c = PyImport_ImportModule("collections"), *states = NULL;
     int rc = -1;
-    if (!t || !e || !d || !c) goto out;
-#define GET(var, mod, name) if (!(var = PyObject_GetAttrString(mod, name))) goto out
-    GET(SenderStats, t, "SenderStats"); GET(Msg, t, "_Msg"); GET(QpFailed, t, "QpFailed");
-    GET(weakly, t, "_weakly"); GET(EventLog, t, "EventLog"); GET(AckedBins, t, "AckedBins");
-    GET(SenderConfig, t, "SenderConfig"); GET(MODES, t, "MODES"); GET(CCS, t, "CCS");
-    GET(NoUsableEv, e, "NoUsableEv"); GET(EvType, e, "Ev"); GET(PathType, e, "PathState");
-    GET(EvSetType, e, "EvSet");
-    PyObject *states;
-    GET(states, e, "EvState");
-    EvState_GOOD = PyObject_GetAttrString(states, "GOOD");
-    EvState_SKIP = PyObject_GetAttrString(states, "SKIP");
-    EvState_DENIED = PyObject_GetAttrString(states, "DENIED");
-    EvState_BAD = PyObject_GetAttrString(states, "ASSUMED_BAD");
-    Py_DECREF(states);
+    if (!c) goto out;
+#define GET(var, name) if (fp_take(b, name, &var) < 0) goto out
+    GET(SenderStats, "SenderStats"); GET(Msg, "Msg"); GET(QpFailed, "QpFailed");
+    GET(weakly, "weakly"); GET(EventLog, "EventLog"); GET(AckedBins, "AckedBins");
+    GET(SenderConfig, "SenderConfig"); GET(MODES, "MODES"); GET(CCS, "CCS");
+    GET(NoUsableEv, "NoUsableEv"); GET(EvType, "Ev"); GET(PathType, "PathState");
+    GET(EvSetType, "EvSet");
+    GET(states, "EvState");
+    Py_XSETREF(EvState_GOOD, PyObject_GetAttrString(states, "GOOD"));
+    Py_XSETREF(EvState_SKIP, PyObject_GetAttrString(states, "SKIP"));
+    Py_XSETREF(EvState_DENIED, PyObject_GetAttrString(states, "DENIED"));
+    Py_XSETREF(EvState_BAD, PyObject_GetAttrString(states, "ASSUMED_BAD"));
     if (!EvState_GOOD || !EvState_SKIP || !EvState_DENIED || !EvState_BAD) goto out;
-    GET(for_sender, d, "for_sender"); GET(wire_bytes, d, "wire_bytes");
-    GET(OrderedDict, c, "OrderedDict");
-#undef GET
-    struct { const char *name; long long *into; } ints[] = {
+    GET(for_sender, "for_sender"); GET(wire_bytes, "wire_bytes");
+    Py_XSETREF(OrderedDict, PyObject_GetAttrString(c, "OrderedDict"));
+    if (!OrderedDict) goto out;
+    FpInt ints[] = {
         {"BUILD_CHUNK", &BUILD_CHUNK}, {"LOST_REMEMBERED", &LOST_REMEMBERED},
         {"REORDER_STEPS_MAX", &REORDER_STEPS_MAX}, {"REORDERING_LEARNED", &REORDERING_LEARNED},
         {"TRY_MASK", &TRY_MASK}, {"BITMAP_BITS", &BITMAP_BITS},
         {"CONGESTION_ECHO_CE", &CONGESTION_ECHO_CE}, {"CONGESTION_COUNT", &CONGESTION_COUNT},
         {"MESSAGES_KEPT", &MESSAGES_KEPT}, {"COMPACT_AFTER", &COMPACT_AFTER}};
-    for (size_t i = 0; i < sizeof ints / sizeof *ints; i++) {
-        PyObject *v = PyObject_GetAttrString(t, ints[i].name);
-        if (!v) goto out;
-        *ints[i].into = PyLong_AsLongLong(v);
-        Py_DECREF(v);
-        if (PyErr_Occurred()) goto out;
-    }
-    PyObject *v = PyObject_GetAttrString(t, "REORDERING_DECAY");
-    if (!v) goto out;
-    REORDERING_DECAY = PyFloat_AsDouble(v);
-    Py_DECREF(v);
-    if (PyErr_Occurred()) goto out;
-    if (!(v = PyObject_GetAttrString(t, "CNP_SPACING"))) goto out;
-    CNP_SPACING = PyFloat_AsDouble(v);
-    Py_DECREF(v);
-    if (PyErr_Occurred()) goto out;
+    if (fp_take_ints(b, ints, sizeof ints / sizeof *ints) < 0) goto out;
+    FpFloat floats[] = {{"REORDERING_DECAY", &REORDERING_DECAY}, {"CNP_SPACING", &CNP_SPACING}};
+    if (fp_take_floats(b, floats, sizeof floats / sizeof *floats) < 0) goto out;
     if (BITMAP_BITS != 64) {
         PyErr_SetString(PyExc_RuntimeError, "the compiled Sender reads 64-bit SACK bitmaps");
         goto out;
@@ -3008,15 +2988,16 @@ static int lookup(void) {
     Field *path_fields[] = {&P_PROVEN, &P_INFLIGHT, &P_DEAD, &P_DELIVERED};
     for (size_t i = 0; i < sizeof path_fields / sizeof *path_fields; i++)
         if (field_offset(PathType, path_fields[i]) < 0) goto out;
-    if (!(Event = PyObject_GetAttrString(t, "Event"))) goto out;
+    GET(Event, "Event");
+#undef GET
     rc = 0;
 out:
-    Py_XDECREF(t); Py_XDECREF(e); Py_XDECREF(d); Py_XDECREF(c);
+    Py_XDECREF(c); Py_XDECREF(states);
     return rc;
 }
 
 int fp_add_sender(PyObject *m) {
-    struct { PyObject **var; const char *text; } names[] = {
+    FpName names[] = {
         {&s_next, "next"}, {&s_sent, "sent"}, {&s_sent_unproven, "sent_unproven"},
         {&s_proving, "proving"}, {&s_gone, "gone"}, {&s_delivered, "delivered"},
         {&s_congested, "congested"}, {&s_find, "find"}, {&s_unretire, "unretire"},
@@ -3058,8 +3039,7 @@ int fp_add_sender(PyObject *m) {
         {&k_dup, "dup"}, {&k_empty, ""},
         {&k_resent_at_once, "resent at once on another EV"},
         {&k_alive_why, "a packet sent on it after its first loss arrived"}};
-    for (size_t i = 0; i < sizeof names / sizeof *names; i++)
-        if (!(*names[i].var = PyUnicode_InternFromString(names[i].text))) return -1;
+    if (fp_intern(names, sizeof names / sizeof *names) < 0) return -1;
     if (PyType_Ready(&PacketType) < 0 || PyType_Ready(&SenderType) < 0
         || PyType_Ready(&EvRingType) < 0)
         return -1;

@@ -9,6 +9,12 @@ Two implementations of one behaviour (docs/transport-core.md):
                Where the compiled module does not load, or with
                MRC_TWIN_TRANSPORT=python.
 
+The compiled core imports nothing of twin itself: what it uses of the reference (its
+classes, functions and constants) is handed to it by `bindings()` through the module's
+bind(), once (`compiled()`, the one way to the module for whatever makes its Sender or
+Receiver), so that its Python dependencies are written here, where the layer test
+(tests/unit/test_layers.py) reads them.
+
 An endpoint runs one of them for its QPs; a QP may ask for the other (the `transport`
 argument of the `send_qp` and `recv_qp` control ops), so both can run side by side in
 one lab (`twin fuzz` attacks a sender of each). Each QP's stats name the one it runs.
@@ -30,7 +36,7 @@ from dataclasses import dataclass
 from types import ModuleType
 
 from twin.errors import UsageError
-from twin.mrc import build_hash, transport
+from twin.mrc import build_hash, dcqcn, evset, transport
 
 TRANSPORTS = ("auto", "compiled", "python")
 TRANSPORT_ENV = "MRC_TWIN_TRANSPORT"
@@ -96,10 +102,53 @@ def load_transport(asked: str | None = None, named: str = TRANSPORT_ENV) -> Tran
     else:
         if why := stale_build(_fastpath):
             hint = ""  # the reason says how to rebuild it
-        elif not (hasattr(_fastpath, "Sender") and hasattr(_fastpath, "Receiver")):
+        elif not all(hasattr(_fastpath, n) for n in ("Sender", "Receiver", "bind")):
             why = "the compiled module was built without the transport core"
     if why is None:
-        return Transport(_fastpath.Sender, _fastpath.Receiver, "compiled")
+        module = compiled()
+        return Transport(module.Sender, module.Receiver, "compiled")
     if asked == "compiled":
         raise UsageError(f"{named}=compiled, but {why}{hint}")
     return Transport(transport.Sender, transport.Receiver, f"python: {why}")
+
+
+def bindings() -> dict[str, object]:
+    """What the compiled core uses from Python, by the name its C takes it by: every
+    class, function and constant of twin that twin.mrc._fastpath depends on, and nothing
+    else (its C imports no twin module). Each is written module.name, so that
+    tests/unit/test_layers.py reads from here which modules the compiled module depends
+    on, and holds them to the layers as it does an import."""
+    return {
+        # the Sender's
+        "Event": transport.Event, "EventLog": transport.EventLog,
+        "SenderStats": transport.SenderStats, "SenderConfig": transport.SenderConfig,
+        "Msg": transport.Msg, "QpFailed": transport.QpFailed, "weakly": transport.weakly,
+        "AckedBins": transport.AckedBins, "MODES": transport.MODES, "CCS": transport.CCS,
+        "NoUsableEv": evset.NoUsableEv, "Ev": evset.Ev, "PathState": evset.PathState,
+        "EvSet": evset.EvSet, "EvState": evset.EvState,
+        "for_sender": dcqcn.for_sender, "wire_bytes": dcqcn.wire_bytes,
+        "BUILD_CHUNK": transport.BUILD_CHUNK, "LOST_REMEMBERED": transport.LOST_REMEMBERED,
+        "REORDER_STEPS_MAX": transport.REORDER_STEPS_MAX,
+        "REORDERING_LEARNED": transport.REORDERING_LEARNED,
+        "REORDERING_DECAY": transport.REORDERING_DECAY, "TRY_MASK": transport.TRY_MASK,
+        "BITMAP_BITS": transport.BITMAP_BITS, "COMPACT_AFTER": transport.COMPACT_AFTER,
+        "CNP_SPACING": transport.CNP_SPACING,
+        # the Receiver's
+        "SackReport": transport.SackReport, "ReceiverStats": transport.ReceiverStats,
+        "RECV_WINDOW": transport.RECV_WINDOW, "NACK_DISTANCE": transport.NACK_DISTANCE,
+        # both's
+        "MESSAGES_KEPT": transport.MESSAGES_KEPT,
+        "CONGESTION_ECHO_CE": transport.CONGESTION_ECHO_CE,
+        "CONGESTION_COUNT": transport.CONGESTION_COUNT,
+    }
+
+
+def compiled() -> ModuleType:
+    """twin.mrc._fastpath, bound (its bind(), with bindings(), the first time): the one
+    way to the compiled module for whatever makes a Sender or a Receiver of it, which
+    refuses to be made before the bind. ImportError where the module does not load; a
+    stale one (stale_build) is the caller's to refuse."""
+    from twin.mrc import _fastpath
+    if not _fastpath.bound():
+        _fastpath.bind(**bindings())
+    return _fastpath

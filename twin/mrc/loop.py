@@ -33,7 +33,7 @@ One thread, one loop (`PacketLoop.run`):
            port share it equally (`_port_shares`), as a NIC's port scheduler does
 
 Two implementations of send and recv, the same bytes on the wire (MRC_TWIN_DATAPATH):
-    compiled  twin.mrc._fastpath, built by `pip install` from _fastpath.c: a window's
+    compiled  twin.mrc._fastpath, built by `pip install` from _datapath.c: a window's
               packets built in C from the transport's TxPackets and sent with one
               sendmmsg straight from the source buffer; recvmmsg of up to RX_SLOTS
               datagrams into a ring, ICRC checked and headers parsed in C, payloads

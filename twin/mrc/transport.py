@@ -414,7 +414,9 @@ class SenderConfig:
 
 
 @dataclass
-class _Msg:
+class Msg:
+    """A posted message, until its last PSN is acknowledged (the compiled Sender makes
+    them too: twin.mrc.core binds this class to it)."""
     msn: int
     last_psn: int
     imm: int | None
@@ -425,7 +427,7 @@ class _Msg:
 @dataclass(slots=True)
 class _Tx:
     psn: int
-    msg: _Msg
+    msg: Msg
     offset: int
     length: int
     ev: Ev | None = None
@@ -476,7 +478,7 @@ class QpFailed(RuntimeError):
     pass
 
 
-def _weakly(sender: Sender) -> Callable[[Ev, str, str, str], None]:
+def weakly(sender: Sender) -> Callable[[Ev, str, str, str], None]:
     """The sender's EV-change handler through a weak reference. A bound method would
     make sender and EV set a cycle, which only the cyclic GC frees; an idle endpoint
     seldom runs it, so a closed QP's packets, and the buffer they are views of, stayed."""
@@ -485,7 +487,7 @@ def _weakly(sender: Sender) -> Callable[[Ev, str, str, str], None]:
     def changed(ev: Ev, old: str, new: str, why: str) -> None:
         s = ref()
         if s is not None:
-            s._ev_changed(ev, old, new, why)
+            s.ev_changed(ev, old, new, why)
     return changed
 
 
@@ -518,7 +520,7 @@ class Sender:
         self.log = EventLog()
         self.acked_bins = AckedBins(evset.planes)
         self._now = 0  # the time of the call being handled: stamps EV state changes
-        evset.on_change = _weakly(self)  # not a cycle: a closed QP's buffers go at once
+        evset.on_change = weakly(self)  # not a cycle: a closed QP's buffers go at once
         # mrc holds a path not yet heard from to a few packets (EvSet.unproven_cap): a
         # share of the first window, so a healthy start sprays as wide as ever.
         paths = len(evset.planes) * evset.paths_per_plane
@@ -529,7 +531,7 @@ class Sender:
         self.local_ports = self.remote_ports = 0xFFFF
         self.posted_bytes = 0
         self.messages_completed = 0
-        self.completed: collections.deque[_Msg] = collections.deque(maxlen=MESSAGES_KEPT)
+        self.completed: collections.deque[Msg] = collections.deque(maxlen=MESSAGES_KEPT)
         self._txs: dict[int, _Tx] = {}  # outstanding (unacked) PSN -> record
         self._order: collections.deque = collections.deque()  # (seq, psn) in send order
         # path (its PathState; an EV with none: its value) -> deque of (seq, psn)
@@ -575,7 +577,7 @@ class Sender:
         n = -(-length // self.cfg.mtu)
         self.posted_bytes += length
         self.acked_bins.start(now)
-        msg = _Msg(self._next_msn, self._next_psn + n - 1, imm, now)
+        msg = Msg(self._next_msn, self._next_psn + n - 1, imm, now)
         self._next_msn += 1
         self._pending.append([msg, offset, offset + length, self._next_psn])
         self._next_psn += n
@@ -625,7 +627,7 @@ class Sender:
     def _event(self, now: int, kind: str, ev: int = 0, psn: int = -1, detail: str = "") -> None:
         self.log.append(Event(now, kind, ev, psn, detail))
 
-    def _ev_changed(self, ev: Ev, old: str, new: str, why: str) -> None:
+    def ev_changed(self, ev: Ev, old: str, new: str, why: str) -> None:
         self.log.append(Event(self._now, "ev_state", ev.value, -1, f"{old}->{new}: {why}"))
 
     def deny(self, values: Iterable[int], now: int) -> None:

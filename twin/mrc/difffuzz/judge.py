@@ -92,14 +92,17 @@ class BufferedReceiver:
 
 def compiled_impls() -> list[Impl]:
     """The compiled core's Sender and Receiver (the Receiver placing both ways).
-    RuntimeError, saying why, where the module or its transport is missing."""
+    RuntimeError, saying why, where the module or its transport is missing. The module
+    comes bound, through twin.mrc.core (core.compiled)."""
+    from twin.mrc import core
     try:
         from twin.mrc import _fastpath
     except ImportError as e:
         raise RuntimeError(f"twin.mrc._fastpath does not import ({e}): build it with "
                            "pip install -e . (make venv)") from e
-    if not (hasattr(_fastpath, "Sender") and hasattr(_fastpath, "Receiver")):
+    if not all(hasattr(_fastpath, n) for n in ("Sender", "Receiver", "bind")):
         raise RuntimeError(f"{_fastpath.__file__} was built without the transport core")
+    _fastpath = core.compiled()
     rx = _fastpath.Receiver
     return [Impl("_fastpath.Sender", "sender", _fastpath.Sender),
             Impl("_fastpath.Receiver", "receiver", rx),

@@ -30,7 +30,9 @@
  * says which runs.
  */
 
-#include "_fastpath.h"
+#include "_datapath.h"
+
+#include "_util.h"
 
 #include <arpa/inet.h>
 #include <dlfcn.h>
@@ -96,26 +98,7 @@ static void choose_crc(void) {
 
 enum { KIND_BAD = 0, KIND_DATA = 1, KIND_OTHER = 2, KIND_TRIMMED = 3 };
 
-/* setup.py passes the SHA-256 of the sources the module is built from (the one hash of
- * twin/mrc/build_hash.py); twin.mrc.core compares it with the tree's to tell a stale
- * build. Built some other way, the module cannot say, and counts as stale. */
-#ifndef MRC_SOURCES_HASH
-#define MRC_SOURCES_HASH "unknown"
-#endif
-
 static PyObject *reason_short, *reason_icrc, *reason_length;
-
-void fp_not_ready(PyObject *self, int state) {
-    const char *name = Py_TYPE(self)->tp_name;
-    if (state == FP_INITIALISING)
-        PyErr_Format(PyExc_RuntimeError, "%s: not initialised yet (called while its "
-                     "__init__ runs)", name);
-    else if (state == FP_CLEARED)
-        PyErr_Format(PyExc_RuntimeError, "%s: cleared by the garbage collector", name);
-    else
-        PyErr_Format(PyExc_RuntimeError, "%s: not initialised (its __init__ did not run or "
-                     "failed)", name);
-}
 
 /* -- bytes in network order --------------------------------------------------------- */
 
@@ -864,7 +847,7 @@ static PyTypeObject RxRingType = {
     .tp_getset = rxring_getset,
 };
 
-/* -- the module ------------------------------------------------------------------------- */
+/* -- the part's registration (_module.c calls it) ------------------------------------- */
 
 static PyMethodDef fp_methods[] = {
     {"parse", fp_parse, METH_VARARGS,
@@ -878,41 +861,22 @@ static PyMethodDef fp_methods[] = {
     {NULL}
 };
 
-PyObject *fp_bounded_deque(long long maxlen) {
-    PyObject *collections = PyImport_ImportModule("collections"), *deque = NULL, *out = NULL;
-    PyObject *empty = PyTuple_New(0), *kw = Py_BuildValue("{sL}", "maxlen", maxlen);
-    if (collections && empty && kw && (deque = PyObject_GetAttrString(collections, "deque")))
-        out = PyObject_Call(deque, empty, kw);
-    Py_XDECREF(collections); Py_XDECREF(deque); Py_XDECREF(empty); Py_XDECREF(kw);
-    return out;
-}
-
-static struct PyModuleDef fp_module = {
-    PyModuleDef_HEAD_INIT, "_fastpath",
-    "The MRC endpoint's compiled data path (sendmmsg, recvmmsg, the ICRC).", -1, fp_methods,
-};
-
-PyMODINIT_FUNC PyInit__fastpath(void) {
+int fp_add_datapath(PyObject *m) {
     choose_crc();
-    if (PyType_Ready(&TxBatchType) < 0 || PyType_Ready(&RxRingType) < 0) return NULL;
-#define INTERN(var, text) if (!(var = PyUnicode_InternFromString(text))) return NULL
+    if (PyType_Ready(&TxBatchType) < 0 || PyType_Ready(&RxRingType) < 0) return -1;
+#define INTERN(var, text) if (!(var = PyUnicode_InternFromString(text))) return -1
     INTERN(s_ev, "ev"); INTERN(s_psn, "psn"); INTERN(s_va, "va"); INTERN(s_payload, "payload");
     INTERN(s_tries, "tries"); INTERN(s_ack_req, "ack_req"); INTERN(s_imm, "imm");
     INTERN(s_common, "common"); INTERN(s_rkey, "rkey");
     reason_short = PyUnicode_InternFromString("short");
     reason_icrc = PyUnicode_InternFromString("icrc");
     reason_length = PyUnicode_InternFromString("length");
-    if (!reason_short || !reason_icrc || !reason_length) return NULL;
-    PyObject *m = PyModule_Create(&fp_module);
-    if (!m) return NULL;
-    if (PyModule_AddObjectRef(m, "TxBatch", (PyObject *)&TxBatchType) < 0
+    if (!reason_short || !reason_icrc || !reason_length) return -1;
+    if (PyModule_AddFunctions(m, fp_methods) < 0
+        || PyModule_AddObjectRef(m, "TxBatch", (PyObject *)&TxBatchType) < 0
         || PyModule_AddObjectRef(m, "RxRing", (PyObject *)&RxRingType) < 0
         || PyModule_AddIntConstant(m, "HEAD_BYTES", HEAD_BYTES) < 0
-        || PyModule_AddStringConstant(m, "ICRC", icrc_impl) < 0
-        || PyModule_AddStringConstant(m, "SOURCES_HASH", MRC_SOURCES_HASH) < 0
-        || fp_add_sender(m) < 0 || fp_add_receiver(m) < 0) {
-        Py_DECREF(m);
-        return NULL;
-    }
-    return m;
+        || PyModule_AddStringConstant(m, "ICRC", icrc_impl) < 0)
+        return -1;
+    return 0;
 }
