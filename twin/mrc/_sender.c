@@ -2510,7 +2510,7 @@ static int Sender_init(Sender *s, PyObject *args, PyObject *kw) {
         return -1;
     }
     /* the number of the member it equals (for_sender refused a cc that is none) */
-    int mi = member_of(m, MODE_OF, MODE_COUNT), ci = member_of(cc, CC_OF, CC_COUNT);
+    int mi = member_of(m, MODE_OF, MODE_COUNT), ci = mi < 0 ? -1 : member_of(cc, CC_OF, CC_COUNT);
     Py_DECREF(m);
     if (mi < 0 || ci < 0) {
         Py_DECREF(cc);
