@@ -145,7 +145,7 @@ def traffic(pattern, src, dst, size, mode, cc, qps, evs, ecn, trim, cut, cut_at,
         _flows_table(f"{pattern}, mode {mode}, cc {cc}"
                      f"{f', {qps} QPs per flow' if qps > 1 else ''}, {result.elapsed_s:.2f}s",
                      result.flow_rows())  # a flow's QPs merged (twin.traffic.merge_rows)
-        if cc == "dcqcn":
+        if cc == Cc.DCQCN:
             cnps = sum((f.result.dcqcn or {}).get("cnps_received", 0) for f in result.flows)
             cuts = sum((f.result.dcqcn or {}).get("rate_cuts", 0) for f in result.flows)
             out.print(f"dcqcn: {cnps} CNPs received, {cuts} rate cuts over "
