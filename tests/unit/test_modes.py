@@ -73,11 +73,13 @@ def test_a_compiled_sender_refuses_a_mode_it_does_not_number():
     Python Sender would run it) is an error when the module looks its names up, not a
     QP that runs some other mode."""
     code = """
-import enum, sys
-from twin.mrc import modes
-modes.Mode = enum.StrEnum("Mode", [("MRC", "mrc"), ("SPRAY_STATIC", "spray-static"),
-                                   ("SINGLE_PATH", "single-path"), ("FLOOD", "flood")])
-from twin.mrc import _fastpath, transport as T
+import enum
+from twin.mrc import modes, transport as T
+# wherever the module reads it from: the type itself, or the transport that uses it
+modes.Mode = T.Mode = enum.StrEnum("Mode", [
+    ("MRC", "mrc"), ("SPRAY_STATIC", "spray-static"), ("SINGLE_PATH", "single-path"),
+    ("FLOOD", "flood")])
+from twin.mrc import _fastpath
 from twin.mrc.evset import EvSet
 try:
     _fastpath.Sender(EvSet([0, 1], 2, seed=1), 0, T.SenderConfig())

@@ -2740,17 +2740,16 @@ static int lookup(void) {
     PyObject *t = PyImport_ImportModule("twin.mrc.transport"),
              *e = PyImport_ImportModule("twin.mrc.evset"),
              *d = PyImport_ImportModule("twin.mrc.dcqcn"),
-             *c = PyImport_ImportModule("collections"),
-             *m = PyImport_ImportModule("twin.mrc.modes"),
-             *k = PyImport_ImportModule("twin.mrc.cc");
+             *c = PyImport_ImportModule("collections");
     int rc = -1;
-    if (!t || !e || !d || !c || !m || !k) goto out;
+    if (!t || !e || !d || !c) goto out;
 #define GET(var, mod, name) if (!(var = PyObject_GetAttrString(mod, name))) goto out
     GET(SenderStats, t, "SenderStats"); GET(Msg, t, "_Msg"); GET(QpFailed, t, "QpFailed");
     GET(weakly, t, "_weakly"); GET(EventLog, t, "EventLog"); GET(AckedBins, t, "AckedBins");
     GET(SenderConfig, t, "SenderConfig");
-    if (members(m, "Mode", MODE_NAMES, MODE_OF, MODE_COUNT, &MODES) < 0
-        || members(k, "Cc", CC_NAMES, CC_OF, CC_COUNT, &CCS) < 0)
+    /* transport's Mode and Cc: twin.mrc.modes.Mode, twin.mrc.cc.Cc */
+    if (members(t, "Mode", MODE_NAMES, MODE_OF, MODE_COUNT, &MODES) < 0
+        || members(t, "Cc", CC_NAMES, CC_OF, CC_COUNT, &CCS) < 0)
         goto out;
     GET(NoUsableEv, e, "NoUsableEv"); GET(EvType, e, "Ev"); GET(PathType, e, "PathState");
     GET(EvSetType, e, "EvSet");
@@ -2800,7 +2799,7 @@ static int lookup(void) {
     if (!(Event = PyObject_GetAttrString(t, "Event"))) goto out;
     rc = 0;
 out:
-    Py_XDECREF(t); Py_XDECREF(e); Py_XDECREF(d); Py_XDECREF(c); Py_XDECREF(m); Py_XDECREF(k);
+    Py_XDECREF(t); Py_XDECREF(e); Py_XDECREF(d); Py_XDECREF(c);
     return rc;
 }
 
