@@ -34,9 +34,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from twin.mrc import core  # noqa: E402
 from twin.mrc.evset import EvSet  # noqa: E402
+from twin.mrc.modes import Mode  # noqa: E402
 from twin.mrc.transport import RxPacket, SenderConfig  # noqa: E402
 
-MODES = ("mrc", "spray-static", "single-path")
+MODES = Mode.names()
 RTT_NS = 400_000  # a packet is delivered, and its SACK back, this long after it left
 STEP_NS = 20_000  # simulated time between two polls
 BATCH = 5  # data packets per receive batch: one SACK goes back per batch

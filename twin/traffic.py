@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 from twin import endpoints, failover
 from twin.errors import LabError, UsageError
 from twin.mrc import cc as CC
+from twin.mrc.modes import Mode
 from twin.mrc.stats import EndpointStats, SendQpStats
 
 PATTERNS = ("bulk", "incast", "all-to-all", "ring", "permutation")
@@ -48,7 +49,6 @@ FLOW_FIELDS = ("failed", "goodput_gbps", "elapsed_s", "srtt_us", "reorder_window
                "ev_set_size", "ev_retirements_total", "ev_revivals_total",
                "ev_retirements_undone_total", "probes_sent", "planes_in_use", "single_path",
                "messages_completed", "completions", "events_logged")
-MODES = ("mrc", "single-path", "spray-static")
 MAX_QPS = 64  # QPs per flow
 
 
@@ -271,7 +271,7 @@ def flows_for(pattern: str, hosts: list[str], size: int, src: str | None = None,
     raise UsageError(f"unknown pattern {pattern!r}; patterns: {', '.join(PATTERNS)}")
 
 
-def run(rt, pattern: str, flows: list[Flow], mode: str = "mrc", *, evs: int = 128,
+def run(rt, pattern: str, flows: list[Flow], mode: str = Mode.MRC.value, *, evs: int = 128,
         cc: str | None = None, ecn: bool | None = None, trim: bool | None = None,
         timeout_s: float = 300.0, sample_s: float = 0.02,
         faults: list[tuple[float, Callable[[], str]]] | None = None,
@@ -289,8 +289,8 @@ def run(rt, pattern: str, flows: list[Flow], mode: str = "mrc", *, evs: int = 12
     the buffers, and hashing both ends. `cc`, `ecn`, `trim` choose the senders'
     congestion control and the signals it uses (SenderConfig; None: the endpoint's
     default, nscc with both)."""
-    if mode not in MODES:
-        raise UsageError(f"unknown mode {mode!r}; modes: {', '.join(MODES)}")
+    if Mode.of(mode) is None:
+        raise UsageError(f"unknown mode {mode!r}; modes: {Mode.listed()}")
     cc = cc or CC.default_for(mode)
     why = CC.problem(cc, mode)
     if why:

@@ -232,7 +232,7 @@ def test_a_cnp_halves_the_pace_and_fast_recovery_brings_it_back():
 
 
 def test_cc_is_registered_in_one_place_and_checked():
-    assert set(CC.CCS) >= {"nscc", "dcqcn"}
+    assert set(CC.Cc) >= {"nscc", "dcqcn"}
     assert CC.default_for("single-path") == "dcqcn" and CC.default_for("mrc") == "nscc"
     with pytest.raises(ValueError, match="unknown congestion control"):
         Sender(EvSet([0], 1, size=4), 0, SenderConfig(cc="bbr"))

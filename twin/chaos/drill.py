@@ -48,11 +48,11 @@ from twin.faults.kinds import BadParam, FaultType
 from twin.faults.registry import KINDS, kind_named
 from twin.faults.targets import random_forms
 from twin.mrc import cc as CC
+from twin.mrc.modes import Mode
 from twin.traffic import PATTERNS
 from twin.units import parse_duration_ns, parse_rate, parse_size
 
 DRILL_DIR = Path(__file__).resolve().parents[2] / "lab" / "drills"
-MODES = ("mrc", "single-path", "spray-static")
 MAX_QPS = 64  # QPs per flow (twin.traffic.MAX_QPS)
 MAX_AT_NS = 600 * 10**9  # a timeline is at most ten minutes long
 MAX_STEPS = 256
@@ -120,7 +120,7 @@ class Traffic:
     src: str | None
     dst: str | None
     size: int
-    mode: str = "mrc"
+    mode: str = Mode.MRC.value
     evs: int = 128
     qps: int = 1  # QPs per flow, each with 1/qps of its bytes (twin.traffic.split_qps)
     senders: tuple[str, ...] = ()  # incast: these hosts only (default: every other host)
@@ -430,9 +430,9 @@ def _compare(c: _Checker, data: Any) -> tuple[Variant, ...]:
             continue
         item = c.mapping(item, path, _VARIANT, "{mode: single-path, qps: 8}")
         mode = item.get("mode")
-        if mode not in MODES:
+        if Mode.of(mode) is None:
             c.add(f"{path}.mode" if isinstance(data, list) else path,
-                  f"must be a mode: {', '.join(MODES)} (got {show_value(mode)})",
+                  f"must be a mode: {Mode.listed()} (got {show_value(mode)})",
                   "the baseline this drill always runs against")
             continue
         qps = c.integer(item, "qps", f"{path}.", 1, 64) if "qps" in item else None
@@ -460,9 +460,9 @@ def _traffic(c: _Checker, data: Any) -> Traffic | None:
     if for_ns is not None and "size" in data:
         c.add(f"{path}for", "takes the place of size: give one of them",
               "for: 2s sizes the flows from the steady state; size: 64M moves that much")
-    mode = data.get("mode", "mrc")
-    if mode not in MODES:
-        c.add(f"{path}mode", f"must be one of {', '.join(MODES)} (got {show_value(mode)})")
+    mode = data.get("mode", Mode.MRC.value)
+    if Mode.of(mode) is None:
+        c.add(f"{path}mode", f"must be one of {Mode.listed()} (got {show_value(mode)})")
     evs = c.integer(data, "evs", path, 1, 4096) or 128
     qps = data.get("qps", 1)
     if isinstance(qps, bool) or not isinstance(qps, int) or not 1 <= qps <= MAX_QPS:
@@ -474,8 +474,9 @@ def _traffic(c: _Checker, data: Any) -> Traffic | None:
         why = CC.problem(cc, mode) if isinstance(cc, str) else \
             f"must be a string (got {show_value(cc)})"
         if why:
-            c.add(f"{path}cc", why, f"one of {', '.join(CC.CCS)}, or omit it for the "
-                  f"mode's default (single-path: {CC.default_for('single-path')})")
+            c.add(f"{path}cc", why, f"one of {CC.Cc.listed()}, or omit it for the "
+                  f"mode's default ({Mode.SINGLE_PATH}: "
+                  f"{CC.default_for(Mode.SINGLE_PATH)})")
             cc = None
     senders = data.get("senders", [])
     if not isinstance(senders, list) or not all(isinstance(h, str) for h in senders):

@@ -31,13 +31,16 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, MaxNLocator
 from matplotlib.transforms import blended_transform_factory
 
+from twin.mrc.modes import Mode
+
 MAX_POINTS = 1000  # about one a pixel of a plot's width
 SECONDS_FROM_MS = 5000  # a longer run's time axis is labelled in s
 WIDTH_IN = 12.0
 SOURCES = ("drill", "fault", "endpoint", "probe")  # event strip rows, top to bottom
 SOURCE_COLOURS = {"drill": "#57606a", "fault": "#cf222e", "endpoint": "#0969da",
                   "probe": "#8250df"}
-MODE_COLOURS = {"mrc": "#0969da", "single-path": "#cf222e", "spray-static": "#bf8700"}
+MODE_COLOURS = {Mode.MRC: "#0969da", Mode.SINGLE_PATH: "#cf222e",
+                Mode.SPRAY_STATIC: "#bf8700"}
 RECOVERY_KINDS = {"link-up", "clear", "revert", "reverted", "nic-up", "plane-up"}
 LOCALIZED_KINDS = {"named", "localized", "localization"}  # a probe event naming a fault
 STATE_COLOURS = {"good": "#1a7f37", "assumed_bad": "#cf222e", "skip": "#bf8700",

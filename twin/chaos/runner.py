@@ -41,6 +41,7 @@ from twin.errors import LabError, TwinError, UsageError
 from twin.fabric.model import Fabric
 from twin.faults.targets import Scope, draw_random
 from twin.lab import Attached
+from twin.mrc.modes import Mode
 from twin.runtime.clock import LocalClock
 from twin.verify import run_verify
 
@@ -740,7 +741,7 @@ def failed_qps(logs: list[M.FlowLog], t0_ns: int) -> list[dict]:
 
 
 def _qp_noun(mode: str) -> str:
-    return "RoCE QP" if mode == "single-path" else f"{mode} QP"
+    return "RoCE QP" if mode == Mode.SINGLE_PATH else f"{mode} QP"
 
 
 def _failure_text(mode: str, failures: list[dict], qps: int) -> str:
@@ -923,8 +924,8 @@ def variants_of(compare: str) -> tuple[Variant, ...]:
     flow, each on one plane and one T1 by the routers' hash) and MRC over ECMP (EVs as
     UDP source ports); `bgp-bfd` the same with BFD on every session."""
     if compare in BGP_FLAVOURS:
-        return (Variant("single-path", BGP_ROCE_QPS, routing=compare),
-                Variant("mrc", routing=compare))
+        return (Variant(Mode.SINGLE_PATH.value, BGP_ROCE_QPS, routing=compare),
+                Variant(Mode.MRC.value, routing=compare))
     return (Variant(compare),)
 
 

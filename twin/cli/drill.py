@@ -11,7 +11,6 @@ import click
 from rich.table import Table
 
 from twin import lab as L
-from twin.chaos.drill import MODES
 from twin.cli import tables
 from twin.cli.base import (
     RUNTIME_CHOICES,
@@ -26,6 +25,7 @@ from twin.cli.base import (
 from twin.cli.tables import Col
 from twin.errors import LabError, UsageError
 from twin.fabric.spec import name_problem
+from twin.mrc.modes import Mode
 
 
 @main.group()
@@ -82,9 +82,9 @@ def _lab_for(d, lab: str | None) -> str | None:
 @click.argument("ref", metavar="NAME|FILE")
 @lab_option(help="The lab to run it on (default: the one lab up, else the one named "
                  "after the drill's fabric).")
-@click.option("--mode", type=click.Choice(list(MODES)), default=None,
-              help="The transport (default: the drill's).")
-@click.option("--compare", type=click.Choice([*MODES, "bgp", "bgp-bfd"]), default=None,
+@click.option("--mode", type=click.Choice(Mode.names()), default=None,
+              help=f"The transport (default: the drill's): {Mode.described()}.")
+@click.option("--compare", type=click.Choice([*Mode.names(), "bgp", "bgp-bfd"]), default=None,
               help="Run it again on this baseline, same faults, and show both. bgp: on "
                    "the same fabric run as operators run it today (eBGP, ECMP on FRR; lab "
                    "<lab>-bgp, brought up for it), RoCE single-path and MRC over ECMP; "
@@ -273,8 +273,8 @@ def _n(value, scale: float = 1) -> str:
 
 
 @drill.command("all")
-@click.option("--compare", type=click.Choice([*MODES, "bgp", "bgp-bfd"]),
-              default="single-path", show_default=True,
+@click.option("--compare", type=click.Choice([*Mode.names(), "bgp", "bgp-bfd"]),
+              default=Mode.SINGLE_PATH.value, show_default=True,
               help="The baseline each drill also runs on ('mrc': none; bgp, bgp-bfd: "
                    "as `drill run --compare`).")
 @click.option("--runtime", type=click.Choice(RUNTIME_CHOICES), default="auto",

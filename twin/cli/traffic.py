@@ -13,7 +13,8 @@ from twin.cli import tables
 from twin.cli.base import RichSteps, emit_json, err, lab_option, main, out, sigterm_as_interrupt
 from twin.cli.tables import Cell, Col, Num, count
 from twin.errors import LabError, UsageError
-from twin.mrc.cc import CCS
+from twin.mrc.cc import Cc
+from twin.mrc.modes import Mode
 from twin.units import parse_size, show_bytes, show_count, show_rate
 
 # -- traffic ----------------------------------------------------------------------
@@ -34,15 +35,12 @@ def _size(text: str) -> int:
 @click.option("--src", default=None, help="Source host (bulk).")
 @click.option("--dst", default=None, help="Destination host (bulk, incast).")
 @click.option("--size", default="64M", show_default=True, help="Bytes per flow (K/M/G).")
-@click.option("--mode", type=click.Choice(["mrc", "single-path", "spray-static"]),
-              default="mrc", show_default=True,
-              help="mrc sprays and adapts; single-path is RoCE over ECMP; spray-static sprays "
-                   "but never adapts.")
-@click.option("--cc", type=click.Choice(list(CCS)), default=None,
-              help="Congestion control (twin.mrc.cc, docs/congestion.md): nscc (the MRC "
-                   "window on delay, ECN marks and trims), delay (queueing delay only) or "
-                   "dcqcn (RoCEv2's). Default: dcqcn for single-path (the RoCE baseline), "
-                   "else nscc.")
+@click.option("--mode", type=click.Choice(Mode.names()),
+              default=Mode.MRC.value, show_default=True,
+              help=f"{Mode.described()}.")
+@click.option("--cc", type=click.Choice(Cc.names()), default=None,
+              help=f"Congestion control (twin.mrc.cc, docs/congestion.md): {Cc.described()}. "
+                   "Default: dcqcn for single-path (the RoCE baseline), else nscc.")
 @click.option("--qps", default=1, show_default=True, metavar="N",
               help="QPs per flow (1-64), each with 1/N of the bytes and, in single-path, "
                    "its own hashed path.")
@@ -147,7 +145,7 @@ def traffic(pattern, src, dst, size, mode, cc, qps, evs, ecn, trim, cut, cut_at,
         _flows_table(f"{pattern}, mode {mode}, cc {cc}"
                      f"{f', {qps} QPs per flow' if qps > 1 else ''}, {result.elapsed_s:.2f}s",
                      result.flow_rows())  # a flow's QPs merged (twin.traffic.merge_rows)
-        if cc == "dcqcn":
+        if cc == Cc.DCQCN:
             cnps = sum((f.result.dcqcn or {}).get("cnps_received", 0) for f in result.flows)
             cuts = sum((f.result.dcqcn or {}).get("rate_cuts", 0) for f in result.flows)
             out.print(f"dcqcn: {cnps} CNPs received, {cuts} rate cuts over "

@@ -57,8 +57,13 @@ static long long BUILD_CHUNK, LOST_REMEMBERED, REORDER_STEPS_MAX, REORDERING_LEA
     TRY_MASK, BITMAP_BITS, CONGESTION_ECHO_CE, CONGESTION_COUNT, MESSAGES_KEPT, COMPACT_AFTER;
 static double REORDERING_DECAY, CNP_SPACING;
 
-enum { MODE_MRC, MODE_SPRAY_STATIC, MODE_SINGLE };
-enum { CC_NSCC, CC_DELAY, CC_OTHER };
+/* Numbered here, named in twin.mrc.modes.Mode and twin.mrc.cc.Cc (both bound): the bind
+ * finds each member by its Python name (MODE_NAMES, CC_NAMES) and refuses a type with any other */
+enum { MODE_MRC, MODE_SPRAY_STATIC, MODE_SINGLE, MODE_COUNT };
+enum { CC_NSCC, CC_DELAY, CC_DCQCN, CC_COUNT };
+static const char *const MODE_NAMES[MODE_COUNT] = {"MRC", "SPRAY_STATIC", "SINGLE_PATH"};
+static const char *const CC_NAMES[CC_COUNT] = {"NSCC", "DELAY", "DCQCN"};
+static PyObject *MODE_OF[MODE_COUNT], *CC_OF[CC_COUNT];  /* the members, by number */
 enum { PLANES_MAX = 64 };
 
 static PyObject *s_next, *s_sent, *s_sent_unproven, *s_proving, *s_gone, *s_delivered, *s_congested, *s_find,
@@ -1041,14 +1046,28 @@ static int64_t tail_probe_ns(Sender *s) {
     return t < rto ? t : rto;
 }
 
-/* Sender._adjust: the window, on one RTT sample (or one SACK reporting marks) */
-static void adjust(Sender *s, double delay, int marked, int64_t now) {
+/* The window, one congestion control (twin.mrc.cc.Cc) at a time: the reference's Window
+ * classes (twin.mrc.transport), and WINDOWS below, the table Sender_init picks from. */
+
+/* _delay_step: steered by queueing delay alone */
+static inline double delay_step(double w, double delay, double target) {
+    if (delay <= target)
+        return w + fmax(0.1, (target - delay) / target);
+    return w - fmin(w / 4, (delay - target) / delay * 2);
+}
+
+/* Window.adjust (delay): on one RTT sample (or one SACK reporting marks) */
+static void adjust_delay(Sender *s, double delay, int marked, int64_t now) {
+    (void)marked; (void)now;
+    double w = delay_step(s->window, delay, (double)s->target_ns);
+    s->window = fmin(s->max_window, fmax(s->min_window, w));
+}
+
+/* NsccWindow.adjust (nscc, dcqcn): four quadrants once the fabric has marked */
+static void adjust_nscc(Sender *s, double delay, int marked, int64_t now) {
     double target = (double)s->target_ns, w = s->window;
-    if (s->cc == CC_DELAY || !s->fabric_marks) {
-        if (delay <= target)
-            w += fmax(0.1, (target - delay) / target);
-        else
-            w -= fmin(w / 4, (delay - target) / delay * 2);
+    if (!s->fabric_marks) {
+        w = delay_step(w, delay, target);
     } else if (delay <= target) {
         if (!marked) w += s->pi_gain * fmax(0.1, (target - delay) / target);
     } else if (marked) {
@@ -1063,12 +1082,34 @@ static void adjust(Sender *s, double delay, int marked, int64_t now) {
     s->window = fmin(s->max_window, fmax(s->min_window, w));
 }
 
-static inline void cut_window(Sender *s, int64_t now) {  /* as a loss cuts it */
+static void cut_window(Sender *s, int64_t now) {  /* Window.on_loss: as a loss cuts it */
     if ((double)(now - s->last_cut_ns) > hold_ns(s)) {
         s->window = fmax(s->min_window, s->window * 0.85);
         s->last_cut_ns = now;
     }
 }
+
+/* NsccWindow.on_trim: QuickAdapt */
+static void quick_adapt(Sender *s, int64_t now) {
+    if ((double)(now - s->last_qa_ns) <= hold_ns(s)) return;
+    s->last_qa_ns = now;
+    int64_t achieved = s->acked_prev > s->acked_epoch ? s->acked_prev : s->acked_epoch;
+    if ((double)achieved < s->window) {
+        s->window = fmax(s->min_window, (double)achieved);
+        s->st.quick_adapts++;
+    }
+}
+
+/* What each cc does to the window (transport.WINDOWS), indexed by Sender.cc; a loss cuts
+ * it alike in all (cut_window) */
+static const struct window {
+    void (*adjust)(Sender *s, double delay, int marked, int64_t now);
+    void (*on_trim)(Sender *s, int64_t now);
+} WINDOWS[CC_COUNT] = {
+    [CC_NSCC] = {adjust_nscc, quick_adapt},
+    [CC_DELAY] = {adjust_delay, cut_window},
+    [CC_DCQCN] = {adjust_nscc, cut_window},  /* a fixed cap: what moves it is clamped */
+};
 
 static int congested(Sender *s, PyObject *ev, PyObject *why) {
     PyObject *r = PyObject_CallMethodObjArgs(s->evs, s_congested, ev, why, NULL);
@@ -1101,7 +1142,7 @@ static int rtt_sample(Sender *s, PyObject *ev, int64_t rtt, int64_t now, int mar
     if (fset(ev, &F_RTT, EvType, v) < 0) return -1;
     double delay = (double)rtt - s->base_rtt;
     s->delay_ns = delay;
-    adjust(s, delay, marked, now);
+    WINDOWS[s->cc].adjust(s, delay, marked, now);
     if (s->mode == MODE_MRC && ev_rtt - s->base_rtt > 2 * (double)s->target_ns)
         return congested(s, ev, w_rtt);
     return 0;
@@ -1115,17 +1156,6 @@ static void count_acked(Sender *s, int64_t count, int64_t now) {
         s->epoch_ns = now;
     }
     s->acked_epoch += count;
-}
-
-/* Sender._quick_adapt */
-static void quick_adapt(Sender *s, int64_t now) {
-    if ((double)(now - s->last_qa_ns) <= hold_ns(s)) return;
-    s->last_qa_ns = now;
-    int64_t achieved = s->acked_prev > s->acked_epoch ? s->acked_prev : s->acked_epoch;
-    if ((double)achieved < s->window) {
-        s->window = fmax(s->min_window, (double)achieved);
-        s->st.quick_adapts++;
-    }
 }
 
 /* -- sending ----------------------------------------------------------------------- */
@@ -2061,7 +2091,8 @@ static PyObject *Sender_on_sack(Sender *s, PyObject *const *args, Py_ssize_t nar
             marked = 0;  /* the window has seen it */
         }
     }
-    if (marked) adjust(s, s->delay_ns, 1, now);  /* a mark without an RTT sample */
+    if (marked)  /* a mark without an RTT sample */
+        WINDOWS[s->cc].adjust(s, s->delay_ns, 1, now);
     if ((k.dup || (echoed && !exact)) && late(s, k.psn, now) < 0) return NULL;
     int64_t rack_sent = -1, count = 0, left_flight = 0, nnew = 0;
     /* a tail probe's copy the SACK echoes, arrived alone: its first copy was lost */
@@ -2229,10 +2260,7 @@ static PyObject *Sender_on_nack(Sender *s, PyObject *args, PyObject *kw) {
         if (rc == 0 && s->mode == MODE_MRC) rc = congested(s, e, w_trim);
         Py_DECREF(e);
         if (rc < 0) return NULL;
-        if (s->cc == CC_NSCC)
-            quick_adapt(s, now);
-        else
-            cut_window(s, now);
+        WINDOWS[s->cc].on_trim(s, now);  /* nscc: QuickAdapt; else as a loss */
         if (dq_push_front(&s->retx, psn, 0) < 0) return NULL;
         Py_RETURN_NONE;
     }
@@ -2706,6 +2734,24 @@ static int use_evring(Sender *s) {
     return 0;
 }
 
+static int choices_of(const char *name, PyObject *options) {
+    PyObject *what = PyUnicode_FromString(name);
+    if (what) choices(what, options);
+    Py_XDECREF(what);
+    return -1;
+}
+
+/* The index in members[0..n) of the one `v` equals; -1 (no error set) for none */
+static int member_of(PyObject *v, PyObject *const *members, int n) {
+    if (!PyUnicode_Check(v)) return -1;
+    for (int i = 0; i < n; i++) {
+        int eq = PyUnicode_Compare(v, members[i]);
+        if (eq == 0) return i;
+        if (eq == -1 && PyErr_Occurred()) return -1;
+    }
+    return -1;
+}
+
 static int Sender_init(Sender *s, PyObject *args, PyObject *kw) {
     static char *names[] = {"evset", "remote_va", "config", NULL};
     PyObject *evset, *config = Py_None;
@@ -2756,13 +2802,16 @@ static int Sender_init(Sender *s, PyObject *args, PyObject *kw) {
         Py_DECREF(cc);
         return -1;
     }
-    s->mode = PyUnicode_CompareWithASCIIString(m, "mrc") == 0 ? MODE_MRC
-        : PyUnicode_CompareWithASCIIString(m, "single-path") == 0 ? MODE_SINGLE
-        : MODE_SPRAY_STATIC;
-    s->cc = PyUnicode_Check(cc) && PyUnicode_CompareWithASCIIString(cc, "nscc") == 0 ? CC_NSCC
-        : PyUnicode_Check(cc) && PyUnicode_CompareWithASCIIString(cc, "delay") == 0 ? CC_DELAY
-        : CC_OTHER;
+    /* the number of the member it equals (for_sender refused a cc that is none) */
+    int mi = member_of(m, MODE_OF, MODE_COUNT), ci = mi < 0 ? -1 : member_of(cc, CC_OF, CC_COUNT);
     Py_DECREF(m);
+    if (mi < 0 || ci < 0) {
+        Py_DECREF(cc);
+        if (!PyErr_Occurred()) choices_of(mi < 0 ? "mode" : "cc", mi < 0 ? MODES : CCS);
+        return -1;
+    }
+    s->mode = mi;
+    s->cc = ci;  /* its window: WINDOWS[s->cc] */
     if (cfg_i64(cfg, s_mtu, &s->mtu) < 0 || cfg_f64(cfg, s_init_window, &s->init_window) < 0
         || cfg_f64(cfg, s_min_window, &s->min_window) < 0
         || cfg_f64(cfg, s_max_window, &s->max_window) < 0
@@ -2848,16 +2897,7 @@ static int Sender_init(Sender *s, PyObject *args, PyObject *kw) {
         if (!single) { Py_DECREF(cc); return -1; }
         Py_SETREF(s->single, single);
     }
-    int known = PySequence_Contains(CCS, cc);
-    Py_DECREF(cc);
-    if (known <= 0) {
-        if (known == 0) {
-            PyObject *what = PyUnicode_FromString("cc");
-            if (what) choices(what, CCS);
-            Py_XDECREF(what);
-        }
-        return -1;
-    }
+    Py_DECREF(cc);  /* a member of Cc: member_of numbered it above */
     return 0;
 }
 
@@ -2949,14 +2989,50 @@ static PyTypeObject SenderType = {
 
 /* -- the module's part ---------------------------------------------------------------- */
 
+/* The members of class `cls` named `type` (twin.mrc.modes.Mode, twin.mrc.cc.Cc, bound) in C's numbering:
+ * members[i] = getattr(type, names[i]); *all = tuple(type), every member in the type's
+ * order (the error for a bad config lists them). A type with a member C does not number
+ * is refused: the Python Sender would run it, the compiled one could not. */
+static int members(PyObject *cls, const char *type, const char *const *names,
+                   PyObject **out, int n, PyObject **all) {
+    PyObject *tuple = NULL;
+    int rc = -1;
+    if (!(tuple = PySequence_Tuple(cls))) goto done;
+    if (PyTuple_GET_SIZE(tuple) != n) {
+        PyErr_Format(PyExc_RuntimeError, "%s has %zd members; the compiled Sender knows %d",
+                     type, PyTuple_GET_SIZE(tuple), n);
+        goto done;
+    }
+    for (int i = 0; i < n; i++) {
+        PyObject *v = PyObject_GetAttrString(cls, names[i]);
+        if (!v) goto done;
+        if (!PyUnicode_Check(v)) {
+            PyErr_Format(PyExc_TypeError, "%s.%s is not a str", type, names[i]);
+            Py_DECREF(v);
+            goto done;
+        }
+        Py_XSETREF(out[i], v);
+    }
+    Py_XSETREF(*all, tuple);
+    tuple = NULL;
+    rc = 0;
+done:
+    Py_XDECREF(tuple);
+    return rc;
+}
+
 int fp_bind_sender(FpBind *b) {
-    PyObject *c = PyImport_ImportModule("collections"), *states = NULL;
+    PyObject *c = PyImport_ImportModule("collections"), *states = NULL, *mode_type = NULL,
+             *cc_type = NULL;
     int rc = -1;
     if (!c) goto out;
 #define GET(var, name) if (fp_take(b, name, &var) < 0) goto out
     GET(SenderStats, "SenderStats"); GET(Msg, "Msg"); GET(QpFailed, "QpFailed");
     GET(weakly, "weakly"); GET(EventLog, "EventLog"); GET(AckedBins, "AckedBins");
-    GET(SenderConfig, "SenderConfig"); GET(MODES, "MODES"); GET(CCS, "CCS");
+    GET(SenderConfig, "SenderConfig"); GET(mode_type, "Mode"); GET(cc_type, "Cc");
+    if (members(mode_type, "Mode", MODE_NAMES, MODE_OF, MODE_COUNT, &MODES) < 0
+        || members(cc_type, "Cc", CC_NAMES, CC_OF, CC_COUNT, &CCS) < 0)
+        goto out;
     GET(NoUsableEv, "NoUsableEv"); GET(EvType, "Ev"); GET(PathType, "PathState");
     GET(EvSetType, "EvSet");
     GET(states, "EvState");
@@ -2992,7 +3068,7 @@ int fp_bind_sender(FpBind *b) {
 #undef GET
     rc = 0;
 out:
-    Py_XDECREF(c); Py_XDECREF(states);
+    Py_XDECREF(c); Py_XDECREF(states); Py_XDECREF(mode_type); Py_XDECREF(cc_type);
     return rc;
 }
 

@@ -1,9 +1,12 @@
-"""The congestion controls a sending QP can run: the one registry of their names.
+"""The congestion controls a sending QP can run: `Cc`, the one definition of their names.
 
 `SenderConfig.cc` (twin.mrc.transport), the endpoint's `send_qp` op (`cc`, checked
-against CCS by twin.mrc.control), `twin traffic --cc` and a drill file's
-`traffic: {cc: ...}` all take their choices from here; a new algorithm adds its name
-to CCS (and its modes to MODES_OF, if it is not for every mode).
+against Cc by twin.mrc.control), `twin traffic --cc` and a drill file's
+`traffic: {cc: ...}` all take their choices from here; a new algorithm adds a member
+to Cc (and its modes to MODES_OF, if it is not for every mode), a window strategy to
+the reference Sender (twin.mrc.transport) and an entry to the compiled Sender's table.
+Like twin.mrc.modes.Mode, a member equals the string that travels (a control request,
+a drill file, a trace) and carries its one-line help.
 
     nscc    the MRC window, NSCC's shape (docs/congestion.md): queueing delay, echoed
             ECN marks and trims together, in four quadrants, QuickAdapt after trims
@@ -21,16 +24,20 @@ one hashed path, go-back-N, DCQCN (docs/roce-baseline.md).
 
 from __future__ import annotations
 
-CCS: dict[str, str] = {
-    "nscc": "the MRC window, NSCC's shape: delay, ECN marks and trims together",
-    "delay": "the MRC window steered by queueing delay alone (before ECN and trims)",
-    "dcqcn": "RoCEv2's DCQCN: a paced rate, cut by CNPs (the RoCE baseline)",
-}
+from twin.mrc.modes import Choice, Mode
+
+
+class Cc(Choice):
+    NSCC = "nscc", "the MRC window, NSCC's shape: delay, ECN marks and trims together"
+    DELAY = "delay", "the MRC window steered by queueing delay alone (before ECN and trims)"
+    DCQCN = "dcqcn", "RoCEv2's DCQCN: a paced rate, cut by CNPs (the RoCE baseline)"
+
+
 # The modes each cc is valid with (absent: every mode). DCQCN paces a QP whatever its
 # EVs, so it runs with spraying too, though only single-path is the RoCE baseline.
-MODES_OF: dict[str, tuple[str, ...]] = {}
-DEFAULT = "nscc"
-DEFAULT_OF_MODE = {"single-path": "dcqcn"}
+MODES_OF: dict[Cc, tuple[Mode, ...]] = {}
+DEFAULT = Cc.NSCC.value
+DEFAULT_OF_MODE = {Mode.SINGLE_PATH: Cc.DCQCN.value}
 
 
 def default_for(mode: str) -> str:
@@ -40,8 +47,8 @@ def default_for(mode: str) -> str:
 
 def problem(cc: str, mode: str) -> str | None:
     """Why `cc` cannot run with `mode` (None: it can)."""
-    if cc not in CCS:
-        return f"unknown congestion control {cc!r}; one of {', '.join(CCS)}"
+    if Cc.of(cc) is None:
+        return f"unknown congestion control {cc!r}; one of {Cc.listed()}"
     modes = MODES_OF.get(cc)
     if modes is not None and mode not in modes:
         return f"cc {cc} runs with mode {' or '.join(modes)} only, not {mode}"

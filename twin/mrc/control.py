@@ -48,9 +48,9 @@ from typing import Any
 from twin import unixsock
 from twin.errors import LabError
 from twin.mrc import wire
-from twin.mrc.cc import CCS
+from twin.mrc.cc import Cc
 from twin.mrc.core import TRANSPORTS
-from twin.mrc.transport import MODES
+from twin.mrc.modes import Mode
 
 REQUIRED = "required"
 OMITTED = "omitted"
@@ -126,8 +126,8 @@ TUNABLES = (Arg("init_window", "number", 1, 1 << 16, OMITTED, doc="packets"),
             Arg("target_ns", "number", 1, 60_000_000_000, OMITTED, doc="queueing delay"),
             Arg("rto_min_ns", "number", 1, 60_000_000_000, OMITTED),
             Arg("reorder_ns", "number", 1, 60_000_000_000, OMITTED),
-            Arg("cc", "choice", default=OMITTED, choices=tuple(CCS),
-                doc="congestion control (twin.mrc.cc); omitted: nscc"),
+            Arg("cc", "choice", default=OMITTED, choices=Cc.names(),
+                doc=f"congestion control (twin.mrc.cc): {Cc.described()}; omitted: nscc"),
             Arg("ecn", "bool", default=OMITTED, doc="use echoed CE marks"),
             Arg("trim", "bool", default=OMITTED, doc="act on NACK(TRIMMED)"))
 
@@ -157,7 +157,8 @@ OPS: dict[str, Op] = {op.name: op for op in (
                    TRANSPORT),
        ("qpn", "rkey"), "register a receive buffer (zeroed)"),
     Op("send_qp", (Arg("peer", "host", doc="the receiving host"),
-                   Arg("mode", "choice", default="mrc", choices=MODES),
+                   Arg("mode", "choice", default=Mode.MRC.value, choices=Mode.names(),
+                       doc=Mode.described()),
                    Arg("size", "int", 1, MEMORY, doc="bytes of source buffer"),
                    Arg("peer_qpn", "int", 0, wire.PSN_MASK, doc="the receiving QP at the peer"),
                    Arg("rkey", "int", 0, U32, doc="the receiving QP's rkey"),

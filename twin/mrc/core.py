@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from types import ModuleType
 
 from twin.errors import UsageError
-from twin.mrc import build_hash, dcqcn, evset, transport
+from twin.mrc import build_hash, cc, dcqcn, evset, modes, transport
 
 TRANSPORTS = ("auto", "compiled", "python")
 TRANSPORT_ENV = "MRC_TWIN_TRANSPORT"
@@ -123,7 +123,7 @@ def bindings() -> dict[str, object]:
         "Event": transport.Event, "EventLog": transport.EventLog,
         "SenderStats": transport.SenderStats, "SenderConfig": transport.SenderConfig,
         "Msg": transport.Msg, "QpFailed": transport.QpFailed, "weakly": transport.weakly,
-        "AckedBins": transport.AckedBins, "MODES": transport.MODES, "CCS": transport.CCS,
+        "AckedBins": transport.AckedBins, "Mode": modes.Mode, "Cc": cc.Cc,
         "NoUsableEv": evset.NoUsableEv, "Ev": evset.Ev, "PathState": evset.PathState,
         "EvSet": evset.EvSet, "EvState": evset.EvState,
         "for_sender": dcqcn.for_sender, "wire_bytes": dcqcn.wire_bytes,

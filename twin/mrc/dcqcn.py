@@ -359,7 +359,7 @@ def for_sender(cfg):
     why = cc.problem(cfg.cc, cfg.mode)
     if why:
         raise ValueError(why)
-    if cfg.cc != "dcqcn":
+    if cfg.cc != cc.Cc.DCQCN:
         return cfg, None, None
     cap = cfg.max_window
     cfg = dataclasses.replace(cfg, init_window=cap, min_window=cap, max_window=cap)

@@ -84,7 +84,9 @@ from twin import nsenter
 from twin.errors import LabError
 from twin.fabric.paths import PLANE_BITS
 from twin.mrc import wire
+from twin.mrc.cc import Cc
 from twin.mrc.control import EndpointClient
+from twin.mrc.modes import Mode
 from twin.mrc.stats import EndpointStats
 from twin.mrc.transport import BITMAP_BITS, RECV_WINDOW, TRY_MASK
 from twin.progress import Steps
@@ -972,7 +974,8 @@ def _open_live(target: EndpointClient, peer: EndpointClient, ends: _Ends, transp
     got = {}
     for name, size, kw in (("mrc", shape.mrc_bytes,
                             {"init_window": shape.window, "max_window": shape.window}),
-                           ("dcqcn", shape.dcqcn_bytes, {"mode": "single-path", "cc": "dcqcn"})):
+                           ("dcqcn", shape.dcqcn_bytes, {"mode": Mode.SINGLE_PATH.value,
+                                                               "cc": Cc.DCQCN.value})):
         rx = peer.recv_qp(size=size, seed=seed, transport=transport)
         opened.append((peer, rx["qpn"]))
         tx = target.send_qp(peer=ends.peer, peer_qpn=rx["qpn"], rkey=rx["rkey"], size=size,

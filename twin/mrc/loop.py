@@ -105,6 +105,7 @@ from twin.mrc.core import LOAD_HINT, Transport, load_transport, short_name, stal
 from twin.mrc.counters import EndpointCounters
 from twin.mrc.dcqcn import Dcqcn, NotificationPoint
 from twin.mrc.evset import EvSet
+from twin.mrc.modes import Mode
 from twin.mrc.transport import (
     QpFailed,
     Receiver,
@@ -431,7 +432,7 @@ class PacketLoop:
         cfg = SenderConfig(mode=mode, mtu=payload, target_ns=queueing_target_ns(frame, slowest),
                            **slow_link_floors(frame, slowest),
             # dcqcn's line rate: its port's (a sprayed QP's: every port's together)
-            line_rate_bps=(spec.host_rate_bps or 0) * (1 if mode == "single-path"
+            line_rate_bps=(spec.host_rate_bps or 0) * (1 if mode == Mode.SINGLE_PATH
                                                         else len(planes)))
         for key, value in tunables.items():
             setattr(cfg, key, type(getattr(cfg, key))(value))
@@ -528,7 +529,7 @@ class PacketLoop:
         if self._next_ack != NEVER:
             deadlines.append(self._next_ack)
         if any(q.probes or q.sender.evs.retired for q in self.send_qps.values()
-               if q.mode == "mrc"):
+               if q.mode == Mode.MRC):
             deadlines.append(self._next_probe)
         if self.netlink is None:
             deadlines.append(self._next_port_poll)
@@ -979,7 +980,7 @@ class PacketLoop:
         """Background EV probes: retired EVs come back after enough answered probes.
         Each round probes the next few retired EVs (round robin), so none starves."""
         for qp in self.send_qps.values():
-            if qp.mode != "mrc":
+            if qp.mode != Mode.MRC:
                 continue
             for ev, sent in list(qp.probes.items()):
                 if t - sent > PROBE_TIMEOUT_NS:  # unanswered: the path is still bad

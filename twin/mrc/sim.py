@@ -29,6 +29,7 @@ from twin.fabric.paths import ENTROPY_SHIFT, ev_fields
 from twin.mrc import wire
 from twin.mrc.dcqcn import NotificationPoint
 from twin.mrc.evset import EvSet
+from twin.mrc.modes import Mode
 from twin.mrc.transport import QpFailed, Receiver, RxPacket, Sender, SenderConfig
 
 DELAYED_ACK_NS = 50_000
@@ -148,7 +149,7 @@ def source_bytes(size: int, seed: int) -> bytes:
 Action = Callable[[Sender, SimFabric, int], None]  # (sender, fabric, now)
 
 
-def run_transfer(size: int, fabric: SimFabric, *, mode: str = "mrc", planes: int = 4,
+def run_transfer(size: int, fabric: SimFabric, *, mode: str = Mode.MRC.value, planes: int = 4,
                  t1: int = 2, evs: int = 128, limit_ns: int = 20_000_000_000,
                  events: list[tuple[int, Callable]] | None = None, seed: int = 7,
                  pace_ns: int = 2_000, config: SenderConfig | None = None, repeat: int = 1,

@@ -154,7 +154,7 @@ class SendQpStats:
     dead_paths_total: int = 0  # a path shown dead: its EVs retired together
     target_us: float = 0.0  # the queueing delay the window steers to (from the link rates)
     ev_skips_by: Mapping[str, int] = field(default_factory=dict)  # ecn, trim, rtt
-    cc: str = "nscc"  # its congestion control (twin.mrc.cc.CCS; "": an older endpoint)
+    cc: str = "nscc"  # its congestion control (twin.mrc.cc.Cc; "": an older endpoint)
     signals: tuple[str, ...] = ()  # the signals it uses: ecn, trim (empty: neither)
     # dcqcn's state (ReactionPoint.to_dict: rate_bps, target_bps, alpha, phase,
     # line_rate_bps, cnps_received, rate_cuts, min_rate_bps, increases; and paced_polls),

@@ -84,7 +84,8 @@ Sender
     fails the QP at its loss limit instead of resending it for ever
     (docs/transport-core.md).
 
-    The window (packets), `cc` (docs/congestion.md):
+    The window (packets), `cc` (twin.mrc.cc.Cc; the Sender's Window, chosen once from
+    WINDOWS; docs/congestion.md):
       delay   it grows while the queueing delay is under `target_ns`, shrinks in
               proportion to the excess above it, and once per RTT on loss or trim
       nscc    UEC NSCC's four quadrants once the fabric has marked a packet of the
@@ -112,7 +113,7 @@ Sender
     are summed per 1 ms bin and plane from the first write (AckedBins, bounded).
     Both cost the per-packet path one add; events are per loss or state change.
 
-Modes (per QP)
+Modes (per QP: twin.mrc.modes.Mode; the Sender's ModeRules, chosen once from MODE_RULES)
     mrc            all of the above
     spray-static   sprays over the EV set but never retires or skips an EV
     single-path    one hash-chosen EV for the QP's life, go-back-N recovery,
@@ -148,10 +149,10 @@ from dataclasses import dataclass, field
 from operator import attrgetter
 
 from twin.mrc import dcqcn
-from twin.mrc.cc import CCS
+from twin.mrc.cc import Cc
 from twin.mrc.evset import Ev, EvSet, NoUsableEv
+from twin.mrc.modes import Mode
 
-MODES = ("mrc", "spray-static", "single-path")
 BITMAP_BITS = 64
 NACK_DISTANCE = BITMAP_BITS  # a hole this far behind the newest PSN is NAKed
 # PSNs above the cumulative PSN a receiver accepts: far more than a sender keeps
@@ -385,13 +386,15 @@ def queueing_target_ns(frame_bytes: int, slowest_bps: int | None) -> int:
 
 @dataclass
 class SenderConfig:
-    mode: str = "mrc"
+    mode: str = Mode.MRC.value  # twin.mrc.modes.Mode: the Sender's ModeRules
     mtu: int = 4096
     init_window: float = 16
     min_window: float = 2
     max_window: float = 256
     target_ns: int = TARGET_FLOOR_NS  # queueing delay the window steers to
-    cc: str = "nscc"  # the window's algorithm: nscc (delay, ECN, trims) or delay (delay only)
+    # congestion control, twin.mrc.cc.Cc (the Sender's Window): nscc (delay, ECN, trims),
+    # delay (delay only), dcqcn (twin.mrc.dcqcn: a paced rate, the window a fixed cap)
+    cc: str = Cc.NSCC.value
     ecn: bool = True  # use echoed CE marks: SKIP the marked EV, and nscc's quadrants
     trim: bool = True  # act on NACK(TRIMMED): resend at once elsewhere; off: found as loss
     pi_gain: float = 1.0  # nscc: packets per ack added at zero delay, in proportion below
@@ -408,7 +411,6 @@ class SenderConfig:
     loss_limit: int = 32  # mrc, spray-static: losses of one PSN, whatever found them
     trim_limit: int = 16  # trims of one PSN before each further trim of it is a loss
     backoff_max: int = 6  # a PSN's timer doubles per timeout, up to 2**backoff_max x RTO
-    cc: str = "nscc"  # congestion control: twin.mrc.cc.CCS (dcqcn: twin.mrc.dcqcn)
     line_rate_bps: int = 0  # the QP's port rate (0: unshaped): dcqcn's line rate
     dcqcn: object = None  # dcqcn.Dcqcn parameters (None: scaled from line_rate_bps)
 
@@ -491,11 +493,204 @@ def weakly(sender: Sender) -> Callable[[Ev, str, str, str], None]:
     return changed
 
 
+# -- what a mode does, what a congestion control does --------------------------------
+#
+# The Sender asks its ModeRules (one per twin.mrc.modes.Mode) and its Window (one per
+# twin.mrc.cc.Cc), both chosen once when it is made, wherever the modes or the
+# congestion controls differ; neither holds state (the Sender's fields stay its own:
+# window, srtt, the once-per-RTT stamps), so the compiled Sender, which mirrors them,
+# and a trace's snapshot read the same fields whatever the choice.
+
+
+class ModeRules:
+    """What a mode does where the modes differ. This base is spray-static's: spray over
+    the EV set, selective repeat, never retire nor SKIP an EV."""
+
+    tail_probes = True  # the timer sends the oldest first copy again (on_timer)
+    backoff = True  # a PSN's timer doubles per timeout in a row
+
+    def unproven_cap(self, init_window: float, paths: int) -> int | None:
+        """EvSet.set_unproven_cap's argument: packets a path not yet heard from holds."""
+        return None
+
+    def single_ev(self, evset: EvSet) -> Ev | None:
+        """The one EV a single-path QP sends on, for its life (None: it sprays)."""
+        return None
+
+    def congested(self, evs: EvSet, ev: Ev, why: str) -> None:
+        """`ev` carried a packet the fabric marked, trimmed or delayed (`why`)."""
+
+    def echoed(self, s: Sender, sack: SackReport, echoed: _Tx | None) -> None:
+        """The SACK echoes a CE-marked packet (ecn on)."""
+
+    def unretire(self, evs: EvSet, value: int) -> bool:
+        """A copy declared lost on EV `value` arrived late: undo its EV's retirement
+        (True: one was undone)."""
+        return False
+
+    def blame(self, s: Sender, ev: Ev, psn: int, sent_ns: int, reason: str,
+              now: int) -> bool:
+        """A copy sent on `ev` was lost (`reason`): blame its EV and path. True when its
+        path died now (what is in flight on it is resent)."""
+        return False
+
+    def give_up(self, s: Sender, tx: _Tx) -> None:
+        """After a loss of `tx`: fail the QP (Sender._fail) if that was one too many."""
+        if tx.timeouts > s.cfg.retry_limit:
+            s._fail(f"PSN {tx.psn} timed out {tx.timeouts} times in a row", tx,
+                    "retry limit")
+        elif tx.losses > s.cfg.loss_limit:
+            s._fail(f"PSN {tx.psn} lost {tx.losses} times", tx, "loss limit")
+
+    def resend(self, s: Sender, tx: _Tx) -> None:
+        """Queue the lost `tx` to send again: itself alone (selective repeat)."""
+        s._retx.append(tx.psn)
+
+
+class MrcRules(ModeRules):
+    """mrc: spray, and adapt: an EV that lost a packet retires (its path's every EV, when
+    the path proves dead), a congested one SKIPs a rotation, a late copy undoes its EV's
+    retirement, and a path not yet heard from holds a share of the first window."""
+
+    def unproven_cap(self, init_window: float, paths: int) -> int | None:
+        return -(-int(init_window) // paths)
+
+    def congested(self, evs: EvSet, ev: Ev, why: str) -> None:
+        evs.congested(ev, why)
+
+    def echoed(self, s: Sender, sack: SackReport, echoed: _Tx | None) -> None:
+        ev = echoed.ev if echoed is not None and echoed.ev is not None \
+            and echoed.ev.value == sack.ev else s.evs.find(sack.ev)
+        if ev is not None:
+            s.evs.congested(ev, "ecn")
+
+    def unretire(self, evs: EvSet, value: int) -> bool:
+        return evs.unretire(value)
+
+    def blame(self, s: Sender, ev: Ev, psn: int, sent_ns: int, reason: str,
+              now: int) -> bool:
+        # A timeout names no path (a stalled receiver looks the same); a packet resent
+        # because its path died was blamed already; a PSN trimmed past trim_limit was
+        # trimmed on many paths, not lost on one (_BLAMELESS).
+        return reason not in _BLAMELESS and s._blame(ev, psn, sent_ns, reason, now)
+
+
+class SinglePathRules(ModeRules):
+    """single-path: RoCE over ECMP. One hashed EV for the QP's life, go-back-N, no tail
+    probe, a timer that does not back off, and the QP fails after `retry_limit`
+    losses of one PSN, however they were found."""
+
+    tail_probes = False
+    backoff = False
+
+    def single_ev(self, evset: EvSet) -> Ev | None:
+        return evset.hashed()
+
+    def give_up(self, s: Sender, tx: _Tx) -> None:
+        if tx.losses > s.cfg.retry_limit:
+            s._fail(f"PSN {tx.psn} lost {tx.losses} times", tx, "retry limit")
+
+    def resend(self, s: Sender, tx: _Tx) -> None:
+        """Go-back-N: everything in flight from the hole on is sent again."""
+        later = [p for p in range(tx.psn + 1, s._sent_high + 1)
+                 if (t := s._txs.get(p)) is not None and t.in_flight]
+        for p in later:
+            s._txs[p].in_flight = False
+            s._inflight -= 1
+        s._retx.extend([tx.psn, *later])
+
+
+MODE_RULES: dict[Mode, ModeRules] = {Mode.MRC: MrcRules(), Mode.SPRAY_STATIC: ModeRules(),
+                                     Mode.SINGLE_PATH: SinglePathRules()}
+
+
+def _delay_step(w: float, delay: float, target: int) -> float:
+    """The window steered by queueing delay alone: grow faster the further below
+    target, shrink in proportion to the excess above it."""
+    if delay <= target:
+        w += max(0.1, (target - delay) / target)
+    else:
+        w -= min(w / 4, (delay - target) / delay * 2)
+    return w
+
+
+class Window:
+    """A congestion control's window (packets): what an RTT sample, a mark, a loss and
+    a trim do to the Sender's `window`. This base is `delay`'s: steered by queueing
+    delay alone, cut once per RTT on loss or trim."""
+
+    def adjust(self, s: Sender, delay: float, marked: bool, now: int) -> None:
+        """One RTT sample (or one SACK reporting marks) of queueing delay `delay`."""
+        cfg = s.cfg
+        w = _delay_step(s.window, delay, cfg.target_ns)
+        s.window = min(cfg.max_window, max(cfg.min_window, w))
+
+    def on_loss(self, s: Sender, now: int) -> None:
+        """A loss cuts the window, once an RTT (or reordering floor) at most."""
+        if now - s._last_cut_ns > max(s.srtt, s.cfg.reorder_ns):
+            s.window = max(s.cfg.min_window, s.window * 0.85)
+            s._last_cut_ns = now
+
+    def on_trim(self, s: Sender, now: int) -> None:
+        """A trim: as a loss would cut it."""
+        self.on_loss(s, now)
+
+
+class NsccWindow(Window):
+    """nscc: UEC NSCC's four quadrants once the fabric has marked a packet of the QP
+    (before that, on a fabric that may not mark at all: as delay), QuickAdapt on a trim."""
+
+    def adjust(self, s: Sender, delay: float, marked: bool, now: int) -> None:
+        cfg = s.cfg
+        target = cfg.target_ns
+        w = s.window
+        if not s.fabric_marks:  # a fabric not yet seen to mark: it may not mark
+            w = _delay_step(w, delay, target)
+        elif delay <= target:
+            if not marked:  # proportional increase: the further below target, the more
+                w += cfg.pi_gain * max(0.1, (target - delay) / target)
+            # marked with little delay: hold; the marked EV SKIPs, which spreads the load
+        elif marked:  # multiplicative decrease, in proportion to the excess, once per RTT
+            if now - s._last_md_ns > max(s.srtt, cfg.reorder_ns):
+                s._last_md_ns = now
+                w *= 1 - min(cfg.md_max, cfg.md_gain * (delay - target) / delay)
+                s.stats.window_decreases += 1
+        else:  # queueing, but not where the fabric marks: a small fair increase
+            w += cfg.fair_increase / max(w, 1.0)
+        s.window = min(cfg.max_window, max(cfg.min_window, w))
+
+    def on_trim(self, s: Sender, now: int) -> None:
+        """QuickAdapt: the window drops to what the last RTT acked (never below the
+        floor, never up), once per RTT."""
+        if now - s._last_qa_ns <= max(s.srtt, s.cfg.reorder_ns):
+            return
+        s._last_qa_ns = now
+        achieved = max(s._acked_prev, s._acked_epoch)
+        if achieved < s.window:
+            s.window = max(s.cfg.min_window, float(achieved))
+            s.stats.quick_adapts += 1
+
+
+class DcqcnWindow(NsccWindow):
+    """dcqcn: the rate is twin.mrc.dcqcn's (the Sender's rp and pacer); the window is a
+    fixed in-flight cap (dcqcn.for_sender pins min, init and max to it), so what moves
+    it is clamped away. It still counts as nscc's does (window_decreases) and is cut on
+    a trim as delay's is, as the Sender always did."""
+
+    on_trim = Window.on_trim
+
+
+WINDOWS: dict[Cc, Window] = {Cc.NSCC: NsccWindow(), Cc.DELAY: Window(),
+                             Cc.DCQCN: DcqcnWindow()}
+
+
 class Sender:
     def __init__(self, evset: EvSet, remote_va: int, config: SenderConfig | None = None):
         self.cfg = config or SenderConfig()
-        if self.cfg.mode not in MODES:
-            raise ValueError(f"mode must be one of {', '.join(MODES)}")
+        mode = Mode.of(self.cfg.mode)
+        if mode is None:
+            raise ValueError(f"mode must be one of {Mode.listed()}")
+        self._mode = MODE_RULES[mode]  # what the mode does where the modes differ
         # dcqcn: a rate (rp) and its pacer; the window becomes a fixed in-flight cap
         self.cfg, self.rp, self.pacer = dcqcn.for_sender(self.cfg)
         self.cnps_ignored = 0  # CNPs for a QP that runs no dcqcn: counted, not acted on
@@ -524,8 +719,7 @@ class Sender:
         # mrc holds a path not yet heard from to a few packets (EvSet.unproven_cap): a
         # share of the first window, so a healthy start sprays as wide as ever.
         paths = len(evset.planes) * evset.paths_per_plane
-        evset.set_unproven_cap(-(-int(self.cfg.init_window) // paths)
-                               if self.cfg.mode == "mrc" else None)
+        evset.set_unproven_cap(self._mode.unproven_cap(self.cfg.init_window, paths))
         self._stuck = False  # no EV could take a packet: wait for an ack, timer or port
         self.failed: str | None = None
         self.local_ports = self.remote_ports = 0xFFFF
@@ -557,9 +751,11 @@ class Sender:
         self._low = 0  # lowest PSN not yet acked
         self._last_cut_ns = -1
         self._reorder_steps = 1  # the RACK window, in units of its base
-        self._single: Ev | None = evset.hashed() if self.cfg.mode == "single-path" else None
-        if self.cfg.cc not in CCS:
-            raise ValueError(f"cc must be one of {', '.join(CCS)}")
+        self._single: Ev | None = self._mode.single_ev(evset)
+        cc = Cc.of(self.cfg.cc)
+        if cc is None:
+            raise ValueError(f"cc must be one of {Cc.listed()}")
+        self._cc = WINDOWS[cc]  # what the congestion control does to the window
         self.fabric_marks = False  # a CE mark came back: this fabric marks (nscc's quadrants)
         self.delay_ns = 0.0  # the latest queueing delay measured (RTT above the base)
         self._last_md_ns = -1  # the last multiplicative decrease (nscc: once per RTT)
@@ -899,7 +1095,7 @@ class Sender:
                 self._rtt_sample(echoed.ev, now - echoed.sent_ns, now, marked)
                 marked = False  # the window has seen it
         if marked:  # a mark without an RTT sample: the latest delay judges it
-            self._adjust(self.delay_ns, True, now)
+            self._cc.adjust(self, self.delay_ns, True, now)
         # An earlier copy arrived (the echo names it), or two copies did (the receiver
         # says duplicate): a loss declared in between was wrong, the copy only late.
         if sack.dup or (echoed is not None and exact is None):
@@ -976,11 +1172,8 @@ class Sender:
         if not self.cfg.ecn:
             return False
         self.fabric_marks = True
-        if echo and self.cfg.mode == "mrc":
-            ev = echoed.ev if echoed is not None and echoed.ev is not None \
-                and echoed.ev.value == sack.ev else self.evs.find(sack.ev)
-            if ev is not None:
-                self.evs.congested(ev, "ecn")
+        if echo:
+            self._mode.echoed(self, sack, echoed)
         return True
 
     def _count_acked(self, count: int, now: int) -> None:
@@ -1008,7 +1201,7 @@ class Sender:
             return
         ev_value, reason, sent_ns = lost
         self.stats.spurious += 1
-        undone = self.cfg.mode == "mrc" and self.evs.unretire(ev_value)
+        undone = self._mode.unretire(self.evs, ev_value)
         self._event(now, "spurious", ev_value, psn,
                     f"{reason}; retirement undone" if undone else reason)
         if reason not in _BLAMELESS:  # reordering deeper than the window
@@ -1073,25 +1266,9 @@ class Sender:
         self.evs.gone(ev)
         self._stuck = False
         self._event(now, "trim", ev.value, psn, "resent at once on another EV")
-        if self.cfg.mode == "mrc":
-            self.evs.congested(ev, "trim")
-        if self.cfg.cc == "nscc":
-            self._quick_adapt(now)
-        elif now - self._last_cut_ns > max(self.srtt, self.cfg.reorder_ns):
-            self.window = max(self.cfg.min_window, self.window * 0.85)  # as a loss would
-            self._last_cut_ns = now
+        self._mode.congested(self.evs, ev, "trim")
+        self._cc.on_trim(self, now)  # nscc: QuickAdapt; else cut as a loss would
         self._retx.appendleft(psn)
-
-    def _quick_adapt(self, now: int) -> None:
-        """NSCC's QuickAdapt: after a trim, the window drops to what the last RTT acked
-        (never below the floor, never up), once per RTT."""
-        if now - self._last_qa_ns <= max(self.srtt, self.cfg.reorder_ns):
-            return
-        self._last_qa_ns = now
-        achieved = max(self._acked_prev, self._acked_epoch)
-        if achieved < self.window:
-            self.window = max(self.cfg.min_window, float(achieved))
-            self.stats.quick_adapts += 1
 
     def _port_state(self, remote: int, local: int, now: int) -> None:
         """The peer's ports (from its SACK) and ours: a plane is used only if both are up.
@@ -1136,33 +1313,9 @@ class Sender:
         self.srtt = rtt if not self.srtt else 0.875 * self.srtt + 0.125 * rtt
         ev.rtt_ns = rtt if not ev.rtt_ns else 0.75 * ev.rtt_ns + 0.25 * rtt
         self.delay_ns = delay = rtt - self.base_rtt
-        self._adjust(delay, marked, now)
-        if self.cfg.mode == "mrc" and ev.rtt_ns - self.base_rtt > 2 * self.cfg.target_ns:
-            self.evs.congested(ev, "rtt")
-
-    def _adjust(self, delay: float, marked: bool, now: int) -> None:
-        """The window, on one RTT sample (or one SACK reporting marks): `cc` decides."""
-        cfg = self.cfg
-        target = cfg.target_ns
-        w = self.window
-        if cfg.cc == "delay" or not self.fabric_marks:
-            # delay only (and nscc on a fabric not yet seen to mark: it may not mark)
-            if delay <= target:  # grow faster the further below target
-                w += max(0.1, (target - delay) / target)
-            else:
-                w -= min(w / 4, (delay - target) / delay * 2)
-        elif delay <= target:
-            if not marked:  # proportional increase: the further below target, the more
-                w += cfg.pi_gain * max(0.1, (target - delay) / target)
-            # marked with little delay: hold; the marked EV SKIPs, which spreads the load
-        elif marked:  # multiplicative decrease, in proportion to the excess, once per RTT
-            if now - self._last_md_ns > max(self.srtt, cfg.reorder_ns):
-                self._last_md_ns = now
-                w *= 1 - min(cfg.md_max, cfg.md_gain * (delay - target) / delay)
-                self.stats.window_decreases += 1
-        else:  # queueing, but not where the fabric marks: a small fair increase
-            w += cfg.fair_increase / max(w, 1.0)
-        self.window = min(cfg.max_window, max(cfg.min_window, w))
+        self._cc.adjust(self, delay, marked, now)
+        if ev.rtt_ns - self.base_rtt > 2 * self.cfg.target_ns:
+            self._mode.congested(self.evs, ev, "rtt")
 
     def _detect_per_path(self, tx: _Tx, now: int, covered: int) -> None:
         """`tx` was delivered: what was sent before it on its path (any EV of the path:
@@ -1213,7 +1366,7 @@ class Sender:
         at most the RTO (which it is until REORDERING_LEARNED samples are in, and always
         in single-path, which sends no probes)."""
         rto = max(self.cfg.rto_min_ns, int(3 * self.srtt))
-        if self.cfg.mode == "single-path" or self.rtt_samples < REORDERING_LEARNED:
+        if not self._mode.tail_probes or self.rtt_samples < REORDERING_LEARNED:
             return rto
         return min(rto, max(self.cfg.tail_probe_min_ns, int(self.srtt + 4 * self.rttvar)))
 
@@ -1255,7 +1408,7 @@ class Sender:
         self._stuck = False
         rto = max(self.cfg.rto_min_ns, int(3 * self.srtt))
         probe = self.tail_probe_ns()  # == rto in single-path: no probes
-        backoff = self.cfg.mode != "single-path"  # RoCE's timer does not back off
+        backoff = self._mode.backoff  # RoCE's (single-path's) timer does not back off
         judgeable = self._cum + 1 + BITMAP_BITS  # beyond: received-but-unreported is likely
         txs, order = self._txs, self._order
         while order:
@@ -1300,33 +1453,17 @@ class Sender:
         ev = tx.ev
         self.evs.gone(ev)
         self._lost_copy(tx.psn, ev, tx.sent_ns, reason, now)
-        mode = self.cfg.mode
+        rules = self._mode
         tx.timeouts = tx.timeouts + 1 if reason == "timeout" else 0
-        if mode == "single-path":
-            if tx.losses > self.cfg.retry_limit:
-                self._fail(f"PSN {tx.psn} lost {tx.losses} times", tx, "retry limit")
-        elif tx.timeouts > self.cfg.retry_limit:
-            self._fail(f"PSN {tx.psn} timed out {tx.timeouts} times in a row", tx,
-                       "retry limit")
-        elif tx.losses > self.cfg.loss_limit:
-            self._fail(f"PSN {tx.psn} lost {tx.losses} times", tx, "loss limit")
+        rules.give_up(self, tx)  # raises QpFailed past the mode's limit
         # A timeout names no path: nothing sent after the packet was acked either, so the
         # peer (or the whole fabric) went quiet, as a stalled receiver does. Resend, but
         # blame no EV; a dead path is caught by RACK, which compares paths.
         # A packet resent because its path died has already been blamed; a PSN trimmed
-        # past trim_limit was trimmed on many paths, not lost on one.
-        died = mode == "mrc" and reason not in _BLAMELESS and \
-            self._blame(ev, tx.psn, tx.sent_ns, reason, now)
-        self._cut_window(now)
-        if mode == "single-path":  # go-back-N: resend everything from the hole on
-            later = [p for p in range(tx.psn + 1, self._sent_high + 1)
-                     if (t := self._txs.get(p)) is not None and t.in_flight]
-            for p in later:
-                self._txs[p].in_flight = False
-                self._inflight -= 1
-            self._retx.extend([tx.psn, *later])
-        else:
-            self._retx.append(tx.psn)
+        # past trim_limit was trimmed on many paths, not lost on one (MrcRules.blame).
+        died = rules.blame(self, ev, tx.psn, tx.sent_ns, reason, now)
+        self._cc.on_loss(self, now)
+        rules.resend(self, tx)  # single-path: go-back-N, everything from the hole on
         if died:
             self._resend_dead_path(ev.path, now)
 
@@ -1341,8 +1478,8 @@ class Sender:
         self.stats.lost_probe += 1
         self._lost_copy(tx.psn, ev, sent_ns, "probe", now)
         self._event(now, "repaired", tx.ev.value, tx.psn)
-        died = self.cfg.mode == "mrc" and self._blame(ev, tx.psn, sent_ns, "probe", now)
-        self._cut_window(now)
+        died = self._mode.blame(self, ev, tx.psn, sent_ns, "probe", now)
+        self._cc.on_loss(self, now)
         if died:
             self._resend_dead_path(ev.path, now)
 
@@ -1369,12 +1506,6 @@ class Sender:
             self._event(now, "retire", sibling.value, psn,
                         f"path dead, as {ev.value:#x} showed" + _replaced(repl))
         return alive and ev.path.dead_since is not None
-
-    def _cut_window(self, now: int) -> None:
-        """A loss cuts the window, once an RTT (or reordering floor) at most."""
-        if now - self._last_cut_ns > max(self.srtt, self.cfg.reorder_ns):
-            self.window = max(self.cfg.min_window, self.window * 0.85)
-            self._last_cut_ns = now
 
     def _fail(self, what: str, tx: _Tx, limit: str) -> None:
         """The QP gives up: `what` happened to `tx`'s PSN, past `limit`."""

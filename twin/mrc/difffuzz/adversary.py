@@ -42,6 +42,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from twin.mrc import sim, trace
+from twin.mrc.cc import Cc
+from twin.mrc.modes import Mode
 from twin.mrc.transport import (
     BITMAP_BITS,
     NACK_DISTANCE,
@@ -67,8 +69,8 @@ TAIL_STEPS = 200  # steps after the transfer is done or failed: the adversary go
 DELIVER_MAX = 256  # fabric events delivered per step
 TIMER_NS = 1_000_000  # the endpoint's timer tick
 
-MODES = {"mrc": 6, "spray-static": 2, "single-path": 2}  # value: weight
-CCS = {"nscc": 6, "delay": 2, "dcqcn": 2}
+MODES = {Mode.MRC: 6, Mode.SPRAY_STATIC: 2, Mode.SINGLE_PATH: 2}  # value: weight
+CCS = {Cc.NSCC: 6, Cc.DELAY: 2, Cc.DCQCN: 2}
 MTUS = (256, 1024, 4096)
 INIT_WINDOWS = (2, 16, 64)
 MAX_WINDOWS = (32, 256)
@@ -140,8 +142,10 @@ def _rng(seed: int, index: int, what: str) -> random.Random:
 
 
 def _weighted(rng: random.Random, table: dict[str, float]) -> str:
+    """A key of `table`, chosen by weight; a Mode or Cc as its plain string (a case's
+    config is JSON, and compares as the string)."""
     names = list(table)
-    return rng.choices(names, weights=[table[n] for n in names])[0]
+    return str(rng.choices(names, weights=[table[n] for n in names])[0])
 
 
 def select_moves(only: Iterable[str] | None = None,

@@ -17,6 +17,7 @@ from typing import Any
 
 from twin.mrc import trace
 from twin.mrc.difffuzz.adversary import RX_BUFFER, FuzzCase
+from twin.mrc.modes import Mode
 from twin.mrc.transport import Receiver, RxPacket, Sender
 
 # The send order may hold, per PSN posted, one entry per copy the QP's limits allow
@@ -121,7 +122,7 @@ def order_bound(t: trace.Trace) -> int:
     often as the QP's limits allow, plus a window)."""
     cfg = t.config
     psns = sum(-(-c[2] // cfg["mtu"]) for c in t.calls if c[0] == "post")
-    limit = cfg["retry_limit"] if cfg["mode"] == "single-path" else cfg["loss_limit"]
+    limit = cfg["retry_limit"] if cfg["mode"] == Mode.SINGLE_PATH else cfg["loss_limit"]
     copies = 1 + limit + cfg.get("trim_limit", 0)  # trim_limit: absent from older traces
     return ORDER_SLACK * (psns * copies + int(cfg["max_window"]))
 
