@@ -40,6 +40,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <zlib.h>
 
 /* -- CRC-32 -------------------------------------------------------------------------- */
@@ -566,6 +567,18 @@ static PyTypeObject TxBatchType = {
 
 /* -- parsing ---------------------------------------------------------------------------- */
 
+/* Whether the ICRC of n >= 16 bytes of RoCE (BTH on) from src:sport to dst holds. */
+static int icrc_ok(const unsigned char *data, Py_ssize_t n, const unsigned char *src,
+                   const unsigned char *dst, unsigned sport) {
+    uint32_t crc = icrc32(seed6(src, dst, sport, (unsigned)(n + 8)), data, 4);
+    static const unsigned char ff = 0xFF;
+    crc = icrc32(crc, &ff, 1);
+    crc = icrc32(crc, data + 5, (size_t)(n - 9));
+    uint32_t got = (uint32_t)data[n - 4] | (uint32_t)data[n - 3] << 8
+                   | (uint32_t)data[n - 2] << 16 | (uint32_t)data[n - 1] << 24;
+    return crc == got;
+}
+
 /* Parse one UDP payload as wire.decode does: `data` is n bytes at offset `at` of the
  * memoryview `base`, which views are sliced from; src/dst are packed 16-byte addresses. */
 static PyObject *parse_one(PyObject *base, Py_ssize_t at, const unsigned char *data,
@@ -585,13 +598,7 @@ static PyObject *parse_one(PyObject *base, Py_ssize_t at, const unsigned char *d
                              (int)((word >> 24) & TRY_MASK), (int)data[0], tc, src_obj);
     }
     if (n < 16) return Py_BuildValue("(iO)", KIND_BAD, reason_short);
-    uint32_t crc = icrc32(seed6(src, dst, sport, (unsigned)(n + 8)), data, 4);
-    static const unsigned char ff = 0xFF;
-    crc = icrc32(crc, &ff, 1);
-    crc = icrc32(crc, data + 5, (size_t)(n - 9));
-    uint32_t got = (uint32_t)data[n - 4] | (uint32_t)data[n - 3] << 8
-                   | (uint32_t)data[n - 2] << 16 | (uint32_t)data[n - 1] << 24;
-    if (crc != got) return Py_BuildValue("(iO)", KIND_BAD, reason_icrc);
+    if (!icrc_ok(data, n, src, dst, sport)) return Py_BuildValue("(iO)", KIND_BAD, reason_icrc);
     int op = data[0];
     Py_ssize_t start;
     if (op == OP_WRITE_ONLY) {
@@ -678,6 +685,24 @@ static PyObject *fp_build(PyObject *Py_UNUSED(mod), PyObject *const *args, Py_ss
 
 /* -- RxRing ----------------------------------------------------------------------------- */
 
+/* A receiving QP bound to the ring (RxRing.bind): its data packets are checked and handed
+ * to its compiled Receiver here, and what Python must act on comes back as events. */
+typedef struct {
+    uint32_t qpn, rkey;
+    PyObject *receiver;     /* a compiled Receiver that copies into its buffer */
+    Py_ssize_t size;        /* that buffer's length */
+    int touched;            /* got a packet in this recv: its events at the batch's end */
+    int has_last;           /* the last packet that passed the checks, this recv: */
+    int64_t last_psn, last_va;
+    uint32_t last_ev;
+    int last_tries, last_ack_req, last_ce;
+    long long bad_rkey, out_of_bounds;  /* this recv's drops */
+} RxBinding;
+
+enum {  /* the events recv returns for bound QPs (besides parse's kinds 0..3) */
+    EV_SACK = 4, EV_NACK = 5, EV_CE = 6, EV_LAST = 7, EV_DROPS = 8, EV_PLACED = 9,
+};
+
 typedef struct {
     PyObject_HEAD
     int ready;           /* FP_READY once __init__ ran to its end (_fastpath.h) */
@@ -695,10 +720,24 @@ typedef struct {
     unsigned char local[16];
     PyObject *peers;     /* packed address -> the same bytes object (no alloc per packet) */
     unsigned long long datagrams, batches;
+    RxBinding *binds;    /* the QPs whose data packets go straight to their Receiver */
+    int nbinds, capbinds;
+    int busy;            /* in recv: bind, unbind and recv itself are refused */
+    unsigned long long plane_bytes[PLANES];  /* placed for bound QPs, per the EV's plane */
+    unsigned long long batch_plane[PLANES];  /* of those, this recv's */
 } RxRing;
+
+static void rxring_unbind_all(RxRing *self) {
+    for (int i = 0; i < self->nbinds; i++) Py_CLEAR(self->binds[i].receiver);
+    self->nbinds = 0;
+}
 
 /* What __init__ made, released: the ring is blank again. */
 static void rxring_release(RxRing *self) {
+    rxring_unbind_all(self);
+    PyMem_Free(self->binds);
+    self->binds = NULL;
+    self->capbinds = 0;
     Py_CLEAR(self->buf_view);
     Py_CLEAR(self->store);
     Py_CLEAR(self->peers);
@@ -714,8 +753,21 @@ static void rxring_release(RxRing *self) {
 }
 
 static void rxring_dealloc(RxRing *self) {
+    PyObject_GC_UnTrack(self);
     rxring_release(self);
     Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* A bound Receiver may lead back to the ring (its port_state, a loop's method): GC. */
+static int rxring_traverse(RxRing *self, visitproc visit, void *arg) {
+    for (int i = 0; i < self->nbinds; i++) Py_VISIT(self->binds[i].receiver);
+    return 0;
+}
+
+static int rxring_clear(RxRing *self) {
+    if (self->ready == FP_READY) self->ready = FP_CLEARED;
+    rxring_unbind_all(self);
+    return 0;
 }
 
 static int rxring_init(RxRing *self, PyObject *args, PyObject *kw) {
@@ -781,10 +833,152 @@ static PyObject *peer_bytes(RxRing *self, const unsigned char *addr) {
     return key;
 }
 
+/* -- bound QPs: their data packets handed to their Receiver here ---------------------- */
+
+static RxBinding *rx_binding(RxRing *self, uint32_t qpn) {
+    for (int i = 0; i < self->nbinds; i++)
+        if (self->binds[i].qpn == qpn) return &self->binds[i];
+    return NULL;
+}
+
+/* loop._unwrap24: the full PSN nearest `ref` (>= 0) whose low 24 bits are `psn`. */
+static int64_t unwrap24(uint32_t psn, int64_t ref) {
+    int64_t full = (ref & ~(int64_t)PSN_MASK) | psn;
+    if (full < ref - (1 << 23)) full += 1 << 24;
+    else if (full > ref + (1 << 23) && full >= 1 << 24) full -= 1 << 24;
+    return full;
+}
+
+static int64_t monotonic_ns(void) {  /* time.monotonic_ns */
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static int append_new(PyObject *list, PyObject *item) {
+    if (!item) return -1;
+    int rc = PyList_Append(list, item);
+    Py_DECREF(item);
+    return rc;
+}
+
+/* One datagram, if it is a data packet for a bound QP that gets that far: what
+ * loop._on_data does, in C. Checked as parse checks it (anything parse would drop, a
+ * trimmed packet, a QP not bound: 0, parse's), then the QP's rkey and bounds (drops
+ * counted in its binding), the PSN unwrapped against the receiver's cum, CE read from
+ * the traffic class; the Receiver copies the payload from the ring into its buffer.
+ * Its SACK, NAK and CE notice are appended to `out` (events EV_SACK, EV_NACK, EV_CE).
+ * Returns 1 (taken), 0 (not a bound QP's: parse it) or -1 with an exception set. */
+static int rx_bound_data(RxRing *self, const unsigned char *data, Py_ssize_t n,
+                         const unsigned char *src, unsigned sport, uint32_t flow,
+                         int64_t now, PyObject *out) {
+    if (!self->nbinds || n < DATA_HEAD + 4) return 0;
+    int op = data[0];
+    unsigned tc = (flow >> TC_SHIFT) & 0xFF;
+    if ((op != OP_WRITE_ONLY && op != OP_WRITE_ONLY_IMM) || (tc >> 2) == TRIM_DSCP) return 0;
+    Py_ssize_t start = op == OP_WRITE_ONLY ? DATA_HEAD : DATA_IMM_HEAD;
+    if (n < start + 4) return 0;
+    RxBinding *b = rx_binding(self, get32(data + 4) & PSN_MASK);
+    if (!b || !icrc_ok(data, n, src, self->local, sport)) return 0;
+    uint32_t dma_len = get32(data + 24);
+    if ((Py_ssize_t)dma_len != n - start - 4 || dma_len > MTU) return 0;
+    uint64_t va = get64(data + 12);
+    uint32_t rkey = get32(data + 20);
+    b->touched = 1;
+    /* va + length, without a sum that wraps near 2**64 */
+    if (rkey != b->rkey || va > (uint64_t)b->size || dma_len > (uint64_t)b->size - va) {
+        if (rkey != b->rkey) b->bad_rkey++;
+        else b->out_of_bounds++;
+        return 1;
+    }
+    uint32_t word = get32(data + 8);
+    FpRxData p = {
+        .psn = unwrap24(word & PSN_MASK, fp_receiver_cum(b->receiver)),
+        .va = (int64_t)va,
+        .payload = data + start,
+        .len = dma_len,
+        .ev = (flow & FLOW_MASK) | ((uint32_t)(sport & 0x3FFF) << SPORT_SHIFT),
+        .imm = op == OP_WRITE_ONLY_IMM ? get32(data + 28) : 0,
+        .has_imm = op == OP_WRITE_ONLY_IMM,
+        .tries = (int)((word >> 24) & TRY_MASK),
+        .ack_req = (word & ACK_REQ) != 0,
+        .ce = (tc & 3) == 3,  /* wire.ECN_MASK, wire.CE */
+    };
+    b->has_last = 1;  /* for the delayed ACK: its PSN, EV and try (loop's qp.last_pkt) */
+    b->last_psn = p.psn;
+    b->last_va = p.va;
+    b->last_ev = p.ev;
+    b->last_tries = p.tries;
+    b->last_ack_req = p.ack_req;
+    b->last_ce = p.ce;
+    uint32_t qpn = b->qpn;
+    FpSack sk;
+    int64_t nack;
+    Py_ssize_t placed;
+    PyObject *receiver = Py_NewRef(b->receiver);
+    int rc = fp_receiver_data(receiver, &p, &sk, &nack, &placed);
+    Py_DECREF(receiver);
+    if (rc < 0) return -1;
+    self->batch_plane[p.ev & (PLANES - 1)] += (unsigned long long)placed;
+    if (rc) {
+        /* the sender waits on it, or it echoes a CE mark: never coalesced away */
+        int urgent = sk.dup || p.ack_req || p.has_imm || sk.congestion;
+        if (append_new(out, Py_BuildValue("(iILKILiLOO)", EV_SACK, qpn, (long long)sk.cum,
+                                          (unsigned long long)sk.bitmap, sk.ev,
+                                          (long long)sk.psn, sk.tries, sk.congestion,
+                                          sk.dup ? Py_True : Py_False,
+                                          urgent ? Py_True : Py_False)) < 0)
+            return -1;
+    }
+    if (nack >= 0
+        && append_new(out, Py_BuildValue("(iILI)", EV_NACK, qpn, (long long)nack, p.ev)) < 0)
+        return -1;
+    if (p.ce && append_new(out, Py_BuildValue("(iIIL)", EV_CE, qpn, p.ev, (long long)now)) < 0)
+        return -1;
+    return 1;
+}
+
+/* The end of a recv: per bound QP that got packets, its last one (EV_LAST) and its
+ * drops (EV_DROPS); the bytes placed per plane (EV_PLACED). */
+static int rx_batch_end(RxRing *self, int64_t now, PyObject *out) {
+    int rc = 0;
+    for (int i = 0; i < self->nbinds; i++) {
+        RxBinding *b = &self->binds[i];
+        if (!b->touched) continue;
+        b->touched = 0;
+        if (b->has_last && rc == 0)
+            rc = append_new(out, Py_BuildValue("(iILLIiOOL)", EV_LAST, b->qpn,
+                                               (long long)b->last_psn, (long long)b->last_va,
+                                               b->last_ev, b->last_tries,
+                                               b->last_ack_req ? Py_True : Py_False,
+                                               b->last_ce ? Py_True : Py_False,
+                                               (long long)now));
+        b->has_last = 0;
+        if ((b->bad_rkey || b->out_of_bounds) && rc == 0)
+            rc = append_new(out, Py_BuildValue("(iILL)", EV_DROPS, b->qpn, b->bad_rkey,
+                                               b->out_of_bounds));
+        b->bad_rkey = b->out_of_bounds = 0;
+    }
+    for (int p = 0; p < PLANES; p++) {
+        unsigned long long got = self->batch_plane[p];
+        if (!got) continue;
+        self->batch_plane[p] = 0;
+        self->plane_bytes[p] += got;
+        if (rc == 0) rc = append_new(out, Py_BuildValue("(iiK)", EV_PLACED, p, got));
+    }
+    return rc;
+}
+
 /* recv() -> [parsed, ...]: what one recvmmsg(MSG_DONTWAIT) returned, each parsed as
- * `parse` does. Payload views point into the ring: they are valid until the next recv. */
+ * `parse` does; a bound QP's data packets taken by its Receiver instead, and what
+ * Python must act on in their place (the EV_ events). Payload views point into the
+ * ring: they are valid until the next recv. */
 static PyObject *rxring_recv(RxRing *self, PyObject *Py_UNUSED(ignored)) {
     FP_REQUIRE_READY(self, NULL);
+    if (self->busy) {
+        PyErr_SetString(PyExc_RuntimeError, "RxRing.recv: called from inside recv");
+        return NULL;
+    }
     for (int i = 0; i < self->slots; i++) {
         self->iov[i] = (struct iovec){self->buf + (size_t)i * self->slot_size,
                                       (size_t)self->slot_size};
@@ -807,8 +1001,10 @@ static PyObject *rxring_recv(RxRing *self, PyObject *Py_UNUSED(ignored)) {
     }
     self->batches++;
     self->datagrams += r;
-    PyObject *out = PyList_New(r);
+    PyObject *out = PyList_New(0);
     if (!out) return NULL;
+    int64_t now = self->nbinds ? monotonic_ns() : 0;
+    self->busy = 1;  /* a Receiver's deque may run a finalizer: no bind, unbind, recv */
     for (int i = 0; i < r; i++) {
         struct msghdr *m = &self->msgs[i].msg_hdr;
         uint32_t flow = 0;
@@ -822,14 +1018,103 @@ static PyObject *rxring_recv(RxRing *self, PyObject *Py_UNUSED(ignored)) {
         if (n > self->slot_size) n = self->slot_size;  /* cut: its ICRC fails */
         Py_ssize_t at = (Py_ssize_t)i * self->slot_size;
         const unsigned char *src = (const unsigned char *)&self->from[i].sin6_addr;
+        unsigned sport = ntohs(self->from[i].sin6_port);
+        int taken = rx_bound_data(self, self->buf + at, n, src, sport, flow, now, out);
+        if (taken) {
+            if (taken < 0) goto fail;
+            continue;
+        }
         PyObject *src_obj = peer_bytes(self, src);
         PyObject *item = src_obj ? parse_one(self->buf_view, at, self->buf + at, n, src,
-                                             self->local, ntohs(self->from[i].sin6_port),
-                                             flow, src_obj)
+                                             self->local, sport, flow, src_obj)
                                  : NULL;
         Py_XDECREF(src_obj);
-        if (!item) { Py_DECREF(out); return NULL; }
-        PyList_SET_ITEM(out, i, item);
+        if (append_new(out, item) < 0) goto fail;
+    }
+    if (rx_batch_end(self, now, out) < 0) goto fail;
+    self->busy = 0;
+    return out;
+fail:
+    rx_batch_end(self, now, out);  /* the batch's state reset; what it counted is kept */
+    self->busy = 0;
+    Py_DECREF(out);
+    return NULL;
+}
+
+/* bind(qpn, receiver, rkey): QP qpn's data packets go to `receiver` (a compiled
+ * Receiver copying into its buffer) from the next recv on; bound again, replaced. */
+static PyObject *rxring_bind(RxRing *self, PyObject *args) {
+    FP_REQUIRE_READY(self, NULL);
+    unsigned long long qpn, rkey;
+    PyObject *receiver;
+    if (!PyArg_ParseTuple(args, "KOK:bind", &qpn, &receiver, &rkey)) return NULL;
+    if (qpn > PSN_MASK || rkey > 0xFFFFFFFFu) {
+        PyErr_SetString(PyExc_ValueError, "qpn is 24 bits, rkey 32");
+        return NULL;
+    }
+    Py_ssize_t size;
+    if (fp_receiver_bindable(receiver, &size) < 0) return NULL;
+    if (self->busy) {
+        PyErr_SetString(PyExc_RuntimeError, "RxRing.bind: called from inside recv");
+        return NULL;
+    }
+    RxBinding *b = rx_binding(self, (uint32_t)qpn);
+    if (!b) {
+        if (self->nbinds == self->capbinds) {
+            int cap = self->capbinds ? 2 * self->capbinds : 8;
+            RxBinding *more = PyMem_Realloc(self->binds, (size_t)cap * sizeof *more);
+            if (!more) return PyErr_NoMemory();
+            self->binds = more;
+            self->capbinds = cap;
+        }
+        b = &self->binds[self->nbinds++];
+        memset(b, 0, sizeof *b);
+    }
+    Py_XSETREF(b->receiver, Py_NewRef(receiver));
+    b->qpn = (uint32_t)qpn;
+    b->rkey = (uint32_t)rkey;
+    b->size = size;
+    Py_RETURN_NONE;
+}
+
+/* unbind(qpn) -> bool: QP qpn's packets go back to parse (False: it was not bound). */
+static PyObject *rxring_unbind(RxRing *self, PyObject *arg) {
+    FP_REQUIRE_READY(self, NULL);
+    unsigned long long qpn = PyLong_AsUnsignedLongLong(arg);
+    if (qpn == (unsigned long long)-1 && PyErr_Occurred()) return NULL;
+    if (self->busy) {
+        PyErr_SetString(PyExc_RuntimeError, "RxRing.unbind: called from inside recv");
+        return NULL;
+    }
+    for (int i = 0; i < self->nbinds; i++) {
+        if (self->binds[i].qpn != qpn) continue;
+        PyObject *receiver = self->binds[i].receiver;
+        self->binds[i] = self->binds[--self->nbinds];
+        Py_DECREF(receiver);
+        Py_RETURN_TRUE;
+    }
+    Py_RETURN_FALSE;
+}
+
+static PyObject *rxring_bound(RxRing *self, void *Py_UNUSED(closure)) {
+    FP_REQUIRE_READY(self, NULL);
+    PyObject *out = PyDict_New();
+    for (int i = 0; out && i < self->nbinds; i++) {
+        PyObject *k = PyLong_FromUnsignedLong(self->binds[i].qpn);
+        if (!k || PyDict_SetItem(out, k, self->binds[i].receiver) < 0) Py_CLEAR(out);
+        Py_XDECREF(k);
+    }
+    return out;
+}
+
+static PyObject *rxring_plane_bytes(RxRing *self, void *Py_UNUSED(closure)) {
+    FP_REQUIRE_READY(self, NULL);
+    PyObject *out = PyDict_New();
+    for (int p = 0; out && p < PLANES; p++) {
+        if (!self->plane_bytes[p]) continue;
+        PyObject *k = PyLong_FromLong(p), *v = PyLong_FromUnsignedLongLong(self->plane_bytes[p]);
+        if (!k || !v || PyDict_SetItem(out, k, v) < 0) Py_CLEAR(out);
+        Py_XDECREF(k); Py_XDECREF(v);
     }
     return out;
 }
@@ -841,13 +1126,26 @@ static PyObject *rxring_counters(RxRing *self, void *Py_UNUSED(closure)) {
 
 static PyMethodDef rxring_methods[] = {
     {"recv", (PyCFunction)rxring_recv, METH_NOARGS,
-     "recv() -> [parsed, ...]: one recvmmsg's datagrams, each as parse() gives it"},
+     "recv() -> [parsed, ...]: one recvmmsg's datagrams, each as parse() gives it; a "
+     "bound QP's data packets taken by its Receiver, and in their place "
+     "(4, qpn, cum, bitmap, ev, psn, tries, congestion, dup, urgent) a SACK to send, "
+     "(5, qpn, psn, ev) a NAK, (6, qpn, ev, t_ns) a CE-marked packet; at the end, per "
+     "bound QP that got any, (7, qpn, psn, va, ev, tries, ack_req, ce, t_ns) its last "
+     "packet and (8, qpn, bad_rkey, out_of_bounds) its drops; per plane "
+     "(9, plane, bytes) the bytes placed"},
+    {"bind", (PyCFunction)rxring_bind, METH_VARARGS,
+     "bind(qpn, receiver, rkey): QP qpn's data packets straight to its compiled Receiver"},
+    {"unbind", (PyCFunction)rxring_unbind, METH_O,
+     "unbind(qpn) -> bool: QP qpn's data packets parsed again (False: not bound)"},
     {NULL}
 };
 
 static PyGetSetDef rxring_getset[] = {
     {"counters", (getter)rxring_counters, NULL, "(datagrams, recvmmsg calls that got any)",
      NULL},
+    {"bound", (getter)rxring_bound, NULL, "{qpn: receiver}: the bound QPs", NULL},
+    {"plane_bytes", (getter)rxring_plane_bytes, NULL,
+     "{plane: payload bytes placed for bound QPs}, per the EV's plane", NULL},
     {NULL}
 };
 
@@ -855,11 +1153,13 @@ static PyTypeObject RxRingType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "twin.mrc._fastpath.RxRing",
     .tp_basicsize = sizeof(RxRing),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
     .tp_doc = "RxRing(fd, local, slots=64, slot_size=4352): recvmmsg into a ring, parsed",
     .tp_new = PyType_GenericNew,
     .tp_init = (initproc)rxring_init_once,
     .tp_dealloc = (destructor)rxring_dealloc,
+    .tp_traverse = (traverseproc)rxring_traverse,
+    .tp_clear = (inquiry)rxring_clear,
     .tp_methods = rxring_methods,
     .tp_getset = rxring_getset,
 };

@@ -9,6 +9,7 @@
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <stdint.h>
 
 /* Add the part's types to the module; 0 on success, -1 with an exception set. */
 int fp_add_sender(PyObject *m);
@@ -16,6 +17,37 @@ int fp_add_receiver(PyObject *m);
 
 /* collections.deque(maxlen=maxlen): a new reference, or NULL with an exception set. */
 PyObject *fp_bounded_deque(long long maxlen);
+
+/* A data packet as RxRing parsed and checked it (its QP's rkey, its bounds), for the
+ * QP's compiled Receiver: psn unwrapped against the receiver's cum, the payload in the
+ * ring. */
+typedef struct {
+    int64_t psn, va;
+    const unsigned char *payload;
+    Py_ssize_t len;
+    uint32_t ev, imm;
+    int has_imm, tries, ack_req, ce;
+} FpRxData;
+
+/* A SACK the Receiver wants sent (transport.SackReport's fields but port_state, which
+ * the data path adds when it frames it). */
+typedef struct {
+    int64_t cum, psn;
+    uint64_t bitmap;
+    uint32_t ev;
+    int tries, dup;
+    long long congestion;
+} FpSack;
+
+/* 0 if `receiver` is a ready compiled Receiver that copies into its buffer (its size in
+ * *size); -1 with an exception set otherwise. */
+int fp_receiver_bindable(PyObject *receiver, Py_ssize_t *size);
+/* Its cum (every PSN below arrived): what a 24-bit PSN is unwrapped against. */
+int64_t fp_receiver_cum(PyObject *receiver);
+/* Receiver.on_data for a parsed packet: -1 with an exception set; 0: no SACK now; 1: a
+ * SACK now, in *sack. *nack: the PSN to NAK, or -1; *placed: the bytes placed. */
+int fp_receiver_data(PyObject *receiver, const FpRxData *pkt, FpSack *sack, int64_t *nack,
+                     Py_ssize_t *placed);
 
 /* Where an object of the module's types is in its life. tp_new (PyType_GenericNew) makes
  * it zero-filled, FP_BLANK; its __init__ sets FP_INITIALISING while it runs, FP_READY at
