@@ -973,12 +973,7 @@ static int rx_batch_end(RxRing *self, int64_t now, PyObject *out) {
  * `parse` does; a bound QP's data packets taken by its Receiver instead, and what
  * Python must act on in their place (the EV_ events). Payload views point into the
  * ring: they are valid until the next recv. */
-static PyObject *rxring_recv(RxRing *self, PyObject *Py_UNUSED(ignored)) {
-    FP_REQUIRE_READY(self, NULL);
-    if (self->busy) {
-        PyErr_SetString(PyExc_RuntimeError, "RxRing.recv: called from inside recv");
-        return NULL;
-    }
+static PyObject *rxring_recv_batch(RxRing *self) {
     for (int i = 0; i < self->slots; i++) {
         self->iov[i] = (struct iovec){self->buf + (size_t)i * self->slot_size,
                                       (size_t)self->slot_size};
@@ -1004,7 +999,6 @@ static PyObject *rxring_recv(RxRing *self, PyObject *Py_UNUSED(ignored)) {
     PyObject *out = PyList_New(0);
     if (!out) return NULL;
     int64_t now = self->nbinds ? monotonic_ns() : 0;
-    self->busy = 1;  /* a Receiver's deque may run a finalizer: no bind, unbind, recv */
     for (int i = 0; i < r; i++) {
         struct msghdr *m = &self->msgs[i].msg_hdr;
         uint32_t flow = 0;
@@ -1032,13 +1026,25 @@ static PyObject *rxring_recv(RxRing *self, PyObject *Py_UNUSED(ignored)) {
         if (append_new(out, item) < 0) goto fail;
     }
     if (rx_batch_end(self, now, out) < 0) goto fail;
-    self->busy = 0;
     return out;
 fail:
     rx_batch_end(self, now, out);  /* the batch's state reset; what it counted is kept */
-    self->busy = 0;
     Py_DECREF(out);
     return NULL;
+}
+
+static PyObject *rxring_recv(RxRing *self, PyObject *Py_UNUSED(ignored)) {
+    FP_REQUIRE_READY(self, NULL);
+    /* an allocation may run Python (a GC pass, the finalizers it runs): no bind, unbind
+     * or recv until this one is done */
+    if (self->busy) {
+        PyErr_SetString(PyExc_RuntimeError, "RxRing.recv: called from inside recv");
+        return NULL;
+    }
+    self->busy = 1;
+    PyObject *out = rxring_recv_batch(self);
+    self->busy = 0;
+    return out;
 }
 
 /* bind(qpn, receiver, rkey): QP qpn's data packets go to `receiver` (a compiled

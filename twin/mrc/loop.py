@@ -464,6 +464,15 @@ class PacketLoop:
         qp.peer_nic = str(nic_address(self.fabric, peer))
         qp.peer_qpn = peer_qpn
         self._warm_routes(peer)
+        self._bind(qp)
+
+    def _bind(self, qp: RecvQp) -> None:
+        """Once its peer is known (connect, or its first packet), a compiled receiver's
+        data packets go straight from the receive ring to it (RxRing.bind): checked,
+        placed and acknowledged in C, Python given only what it acts on (_recv_ring). A
+        reference receiver's, and any before the peer is known, take the tuple path."""
+        if self.rx_ring is not None and qp.transport == "compiled" and qp.peer_nic:
+            self.rx_ring.bind(qp.qpn, qp.receiver, qp.rkey)
 
     def write(self, qp: SendQp, size: int, offset: int, imm: int | None) -> int:
         """Post an RDMA WRITE of the source buffer's [offset, offset + size); its MSN."""
@@ -482,6 +491,8 @@ class PacketLoop:
             except OSError:
                 pass  # a diagnostic: the data path does not fail for it
         self._paced.pop(qpn, None)
+        if self.rx_ring is not None:
+            self.rx_ring.unbind(qpn)
         self.counters.close(self.send_qps.pop(qpn, None), self.recv_qps.pop(qpn, None))
         self.np.forget(qpn)
 
@@ -708,16 +719,24 @@ class PacketLoop:
 
     def _recv_ring(self) -> int:
         """Up to RECV_BATCH datagrams, RX_SLOTS per recvmmsg, parsed in C. A payload is a
-        view into the ring, placed before the next recvmmsg overwrites it."""
+        view into the ring, placed before the next recvmmsg overwrites it. A bound QP's
+        data packets (_bind) never come here: their Receiver took them in C, and what
+        comes instead is what Python acts on (_on_bound)."""
         got = 0
-        recv, on_data, drops = self.rx_ring.recv, self._on_data, self.drops
+        recv, on_data, on_bound, drops = self.rx_ring.recv, self._on_data, self._on_bound, \
+            self.drops
+        counters = self.rx_ring.counters[0]
         for _ in range(RECV_BATCH // RX_SLOTS):
             items = recv()
-            got += len(items)
+            datagrams = self.rx_ring.counters[0]
+            n, counters = datagrams - counters, datagrams
+            got += n
             for item in items:
                 kind = item[0]
-                if kind == 1:  # (1, dest_qp, psn, va, rkey, payload, ev, tries, ack_req, imm,
-                    on_data(*item[1:])  # src, tc)
+                if kind >= 4:
+                    on_bound(item)
+                elif kind == 1:  # (1, dest_qp, psn, va, rkey, payload, ev, tries, ack_req,
+                    on_data(*item[1:])  # imm, src, tc)
                 elif kind == 0:  # (0, reason)
                     drops[_DROP_OF_REASON[item[1]]] += 1
                 elif kind == 3:  # (3, dest_qp, psn, va, rkey, dma_len, ev, tries, opcode, tc,
@@ -730,9 +749,46 @@ class PacketLoop:
                         drops[_DROP_OF_REASON[e.reason]] += 1
                         continue
                     self._on_control(pkt)
-            if len(items) < RX_SLOTS:
+            if n < RX_SLOTS:
                 break
         return got
+
+    def _on_bound(self, item: tuple) -> None:
+        """What a bound QP's compiled Receiver left to Python (RxRing.recv's events): a
+        SACK to send or coalesce, a NAK, a CE notice for DCQCN's notification point; per
+        batch its last packet (the delayed ACK's), its drops and the bytes placed. A QP
+        closed since (its events still in the batch) is gone: nothing is sent for it."""
+        kind = item[0]
+        if kind == 9:  # (9, plane, bytes)
+            if item[1] in self.rx_plane_bytes:
+                self.rx_plane_bytes[item[1]] += item[2]
+            return
+        qp = self.recv_qps.get(item[1])
+        if kind == 8:  # (8, qpn, bad_rkey, out_of_bounds)
+            self.drops["bad_rkey"] += item[2]
+            self.drops["out_of_bounds"] += item[3]
+            if qp is not None:
+                qp.bad_rkey += item[2] + item[3]
+            return
+        if qp is None:
+            return
+        if kind == 4:  # (4, qpn, cum, bitmap, ev, psn, tries, congestion, dup, urgent)
+            _, _, cum, bitmap, ev, psn, tries, congestion, dup, urgent = item
+            sack = SackReport(cum, bitmap, ev, psn, tries, self.port_bitmap, congestion, dup)
+            if urgent:  # the sender waits on it, or it echoes a CE mark (as _on_data)
+                self._pending_sacks.pop(qp.qpn, None)
+                self._send_sack(qp, sack)
+            else:
+                self._coalesce(qp, sack)
+        elif kind == 5:  # (5, qpn, psn, ev)
+            self._send_nack(qp, item[2], item[3])
+        elif kind == 6:  # (6, qpn, ev, t_ns)
+            if self.np.on_ce(qp.qpn, item[3]):
+                self._send_cnp(qp, item[2])
+        elif kind == 7:  # (7, qpn, psn, va, ev, tries, ack_req, ce, t_ns)
+            _, _, psn, va, ev, tries, ack_req, ce, t = item
+            qp.last_pkt = RxPacket(psn, va, b"", None, ev, tries, ack_req, ce)
+            qp.last_data_ns = t
 
     def _on_control(self, pkt) -> None:
         if isinstance(pkt, wire.Ack):
@@ -778,6 +834,7 @@ class PacketLoop:
         if qp.peer_nic is None:
             qp.peer_nic = src if isinstance(src, str) else socket.inet_ntop(socket.AF_INET6,
                                                                             src)
+            self._bind(qp)  # its next packets: the ring's
         qp.last_pkt = rp  # for a delayed ACK: its PSN, EV and try (never its payload)
         qp.last_data_ns = now_ns()
         placed = rx.bytes_placed
