@@ -109,7 +109,8 @@ TYPES = {
         lambda: ((-1, bytes(16)), {}),
         {"local of 3 bytes": lambda: ((-1, b"abc"), {}),
          "slots 0": lambda: ((-1, bytes(16)), {"slots": 0})},
-        {"recv": (), "bind": (3, fp.Receiver(bytearray(64)), 7), "unbind": (3,)},
+        {"recv": (), "bind": (3, fp.Receiver(bytearray(64)), 7), "unbind": (3,),
+         "acks": (-1, None, 0xFFF), "flush_sacks": ()},
         lambda r: r.counters == (0, 0)),
 }
 
@@ -211,7 +212,8 @@ def test_an_object_that_is_not_ready_refuses_every_method_getter_and_setter():
                         ("Receiver", ("on_data", "span", "nacks", "place", "stats")),
                         ("TxBatch", ("post", "data", "flush", "queued", "plane_bytes")),
                         ("RxRing", ("recv", "counters", "bind", "unbind", "bound",
-                                    "plane_bytes"))):
+                                    "plane_bytes", "acks", "flush_sacks", "port_bitmap",
+                                    "ack_counters"))):
         for attr in attrs:
             assert any(f" {name}.{attr} (blank)" in line for line in checked), (name, attr)
             assert any(f" {name}.{attr} (failed:" in line for line in checked), (name, attr)

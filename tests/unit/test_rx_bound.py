@@ -1,10 +1,13 @@
 """A receiving QP bound to the receive ring (RxRing.bind, loop._bind): its data packets
-are checked, placed and acknowledged in C, and Python gets only what it acts on.
+are checked, placed and acknowledged in C, and Python gets only what it acts on; with
+RxRing.acks its SACKs and NAKs are coalesced, framed and sent in C too.
 
 Held to the tuple path (the same datagrams through an unbound ring and loop._on_data,
 the same compiled Receiver) on a socketpair, no root needed: the same SACKs (coalesced
 the same), NAKs, drops (endpoint and per QP), bytes placed (buffer and per plane),
-receiver state and last packet. The unbound path is unchanged beside a bound QP;
+receiver state and last packet; with RxRing.acks (no fd: the frames handed back), the
+very bytes the loop's _send_sack and _send_nack send, in the same order, and ACK and
+NAK frames equal to wire's in both framings. The unbound path is unchanged beside a bound QP;
 hostile packets (another rkey, a VA outside the buffer or near 2**64, a QP not there, a
 bad ICRC, a lying DMA length) are counted as the tuple path counts them and never
 placed outside the buffer; a QP closed while its events are in a batch is skipped; bind
@@ -52,7 +55,7 @@ def datagram(qpn: int, psn: int, va: int, payload: bytes, rkey: int = RKEY, trie
 class Rig:
     """A PacketLoop's receive side on a socketpair: its sends caught, not sent."""
 
-    def __init__(self, bind: bool, qpns=(1,), python_qpns=()):
+    def __init__(self, bind: bool, qpns=(1,), python_qpns=(), frames: bool = False):
         self.tx, rx = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
         self.rx = rx
         self.ring = fp.RxRing(rx.fileno(), LOCAL, CHUNK, L.RECV_BUF)
@@ -62,10 +65,18 @@ class Rig:
         lp._pending_sacks, lp._next_ack = {}, L.NEVER
         lp.rx_ring, lp.port_bitmap, lp.np = self.ring, 0b11, NotificationPoint(0)
         self.sent: list = []
-        lp._send_sack = lambda qp, s: self.sent.append(("sack", qp.qpn, s))
-        lp._send_nack = lambda qp, psn, ev, code=wire.NAK_PSN_SEQUENCE_ERROR, report=None: \
-            self.sent.append(("nack", qp.qpn, psn, ev, code, report))
-        lp._send_cnp = lambda qp, ev: self.sent.append(("cnp", qp.qpn, ev))
+        if frames:  # the loop's own _send_sack, _send_nack, _send_cnp; what they send caught
+            lp.raw, lp._peers, lp._reverse = _Capture(self.sent), {}, _reverse
+            if bind:
+                self.ring.acks(-1, lp._ack_way, L._PATH_MASK)
+                self.ring.port_bitmap = lp.port_bitmap  # as PacketLoop.__init__ sets it
+        else:
+            lp._send_sack = lambda qp, s: self.sent.append(("sack", qp.qpn, s))
+            lp._send_nack = lambda qp, psn, ev, code=wire.NAK_PSN_SEQUENCE_ERROR, \
+                report=None, cum=None: self.sent.append(
+                    ("nack", qp.qpn, psn, ev, code, report,
+                     qp.receiver.cum if cum is None else cum))  # the cum it would carry
+            lp._send_cnp = lambda qp, ev: self.sent.append(("cnp", qp.qpn, ev))
         for qpn in (*qpns, *python_qpns):
             buf = memoryview(bytearray(SIZE))
             compiled = qpn not in python_qpns
@@ -99,6 +110,39 @@ class Rig:
                         r.owes_ack, last and (last.psn, last.va, last.ev, last.tries,
                                               last.ack_req, last.ce))
         return out
+
+
+class _Capture:
+    """The loop's raw socket: what is sent, kept."""
+
+    def __init__(self, into: list):
+        self.into = into
+
+    def sendto(self, data: bytes, addr) -> int:
+        self.into.append((bytes(data), socket.inet_pton(socket.AF_INET6, addr[0]), addr[1]))
+        return len(data)
+
+
+def _reverse(qp, ev: int):
+    """loop._reverse's shape without a fabric: one reverse EV per path key, drawn from
+    the QP's rng the first time, a Framer to a path of its own."""
+    key = ev & L._PATH_MASK
+    hit = qp.framers.get(key)
+    if hit is None:
+        rev = key | qp.rng.getrandbits(20) << 12
+        path = f"fcbb:bb00:{key:x}::"
+        hit = qp.framers[key] = (wire.Framer(LOCAL_TEXT, path, LOCAL_TEXT, qp.peer_nic, rev),
+                                 path)
+    return hit
+
+
+def _same(b: dict, t: dict) -> None:
+    """b == t, saying where the sends first differ (pytest's diff of them is slow)."""
+    for i, (x, y) in enumerate(zip(b["sent"], t["sent"], strict=False)):
+        assert x == y, f"send {i} differs:\n{wire.decode_frame(x[0])}\n{wire.decode_frame(y[0])}"
+    assert len(b["sent"]) == len(t["sent"])
+    assert {k: v for k, v in b.items() if k != "sent"} == \
+        {k: v for k, v in t.items() if k != "sent"}
 
 
 def both(datagrams: list[bytes], **kw) -> tuple[dict, dict, Rig]:
@@ -149,6 +193,44 @@ def test_the_unbound_path_is_unchanged_beside_a_bound_qp():
     assert b == t
     assert list(rig.ring.bound) == [1]
     assert b[2][2] == 200
+
+
+def test_sacks_framed_in_c_are_the_bytes_the_loop_sends_in_the_same_order():
+    """RxRing.acks with no fd: each SACK frame handed back, sent by the loop as is;
+    the tuple path's _send_sack frames its own. Byte for byte the same, in order."""
+    b, t, rig = both(a_transfer(random.Random(5)), frames=True)
+    _same(b, t)
+    syndromes = Counter(f[88 + 12] for f, *_ in b["sent"] if f[88] == wire.ACKNOWLEDGE)
+    assert syndromes[wire.SYNDROME_ACK] > 50 and len(syndromes) == 2  # SACKs and NAKs
+
+
+def test_ack_frames_are_wires_byte_for_byte_in_both_framings():
+    rng = random.Random(11)
+    framers = [wire.Framer("fd00::1", "fcbb:bb00:101:202::", "fd00::1", "fd00::2", 0x5A5A5),
+               wire.Framer(None, None, "fd00:1:2::1", "fd00:1:3::1", 0xABCDE123)]  # ecmp
+    for framer in framers:
+        head, seed = framer.headers(wire.ACK_SIZE)
+        for _ in range(200):
+            dest_qp, psn, cum = rng.randrange(1 << 24), rng.randrange(1 << 26), \
+                rng.randrange(1 << 26)
+            bitmap, ev, tries = rng.getrandbits(64), rng.getrandbits(32), rng.randrange(128)
+            congestion, ports, dup = rng.randrange(256), rng.randrange(1 << 16), \
+                rng.random() < 0.5
+            want = framer.frame(wire.encode_ack(dest_qp, psn & 0xFFFFFF, cum & 0xFFFFFF,
+                                                wire.Sack(cum & 0xFFFFFF, bitmap, ev, tries,
+                                                          congestion, ports, dup)))
+            got = fp.ack_frame(head, seed, dest_qp, psn, cum, bitmap, ev, tries, congestion,
+                               ports, dup)
+            assert got == want
+            nak = framer.frame(wire.encode_nack(dest_qp, psn & 0xFFFFFF, psn & 0xFFFFFF,
+                                                wire.NAK_PSN_SEQUENCE_ERROR,
+                                                wire.Sack(psn & 0xFFFFFF, 0, ev, 0, 0, ports)))
+            assert fp.ack_frame(head, seed, dest_qp, psn, psn, 0, ev, 0, 0, ports, False,
+                                wire.NAK_PSN_SEQUENCE_ERROR) == nak
+        ack = wire.decode_frame(got)
+        assert ack.sack.dup == dup and ack.sack.port_state == ports
+    with pytest.raises(ValueError):
+        fp.ack_frame(bytes(89), 0, 0, 0, 0, 0, 0, 0, 0, 0, False)
 
 
 HOSTILE = [
@@ -321,3 +403,82 @@ def test_every_hostile_packet_of_the_fuzz_plan_and_ce_marks_are_counted_alike(ne
     assert b_ce == t_ce == 6
     assert [s[:2] for s in b["sent"]] == [s[:2] for s in t_["sent"]]
     assert any(s[0] == "cnp" for s in b["sent"])
+
+
+def _local_reverse(qp, ev: int):
+    """_reverse's shape, every way back to ::1 (the namespace reads them back)."""
+    key = ev & L._PATH_MASK
+    hit = qp.framers.get(key)
+    if hit is None:
+        rev = key | qp.rng.getrandbits(20) << 12
+        hit = qp.framers[key] = (wire.Framer("::1", "::1", "::1", "fd00::1", rev), "::1")
+    return hit
+
+
+@root
+def test_sacks_sent_with_sendmmsg_are_the_tuple_paths_on_every_path(netns):
+    """Data packets on EVs of several paths (injected whole through a raw socket: their
+    flow labels are theirs), so SACKs coalesce with a companion on another path. The
+    tuple path's frames (Python: _coalesce, _send_sack), the bound ring's handed back
+    (no fd) and the bound ring's sent with sendmmsg on a raw socket (read back from the
+    namespace) are the same bytes in the same order."""
+    rng = random.Random(3)
+    evs = [p | t << 4 | rng.getrandbits(20) << 12 for p in range(4) for t in range(2)]
+    pkts = []
+    for psn in range(300):
+        body = wire.encode_data(1, psn, psn * 1024 % (SIZE - 1024), RKEY, rng.randbytes(1024),
+                                ack_req=psn % 97 == 0, imm=psn if psn % 100 == 99 else None)
+        pkts.append((psn + rng.choice((0, 0, 2, 70)), wire.roce("::1", "::1", rng.choice(evs),
+                                                                body)))
+    pkts = [p for _, p in sorted(pkts, key=lambda x: x[0])]
+    with nsenter.inside(netns):
+        inject = socket.socket(socket.AF_INET6, socket.SOCK_RAW, socket.IPPROTO_RAW)
+        ack_fd = socket.socket(socket.AF_INET6, socket.SOCK_RAW, socket.IPPROTO_RAW)
+        readback = socket.socket(socket.AF_INET6, socket.SOCK_RAW, wire.NH_IPV6)
+    readback.setsockopt(socket.SOL_SOCKET, 33, 16 << 20)  # SO_RCVBUFFORCE
+    readback.settimeout(2)
+    sent = {}
+    try:
+        for mode in ("tuple", "frames", "sendmmsg"):
+            rig = Rig(mode != "tuple", frames=True)
+            rig.close()
+            with nsenter.inside(netns):
+                rx = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+            wire.allow_zero_udp_checksum(rx)
+            wire.receive_flow_labels(rx)
+            rx.setsockopt(socket.SOL_SOCKET, 33, 16 << 20)
+            rx.bind(("::1", wire.ROCE_PORT))
+            rig.rx, rig.tx = rx, inject
+            lp = rig.lp
+            lp._reverse = _local_reverse
+            rig.ring = lp.rx_ring = fp.RxRing(rx.fileno(), socket.inet_pton(
+                socket.AF_INET6, "::1"), 64, L.RECV_BUF)
+            if mode != "tuple":
+                rig.ring.acks(ack_fd.fileno() if mode == "sendmmsg" else -1, lp._ack_way,
+                              L._PATH_MASK)
+                rig.ring.port_bitmap = lp.port_bitmap
+                lp._bind(lp.recv_qps[1])
+            for p in pkts:
+                inject.sendto(p, ("::1", 0))
+            got, rounds = 0, 0
+            while got < len(pkts) and rounds < 1000:
+                got += lp._recv_batch()
+                rounds += 1
+            rx.close()
+            assert got == len(pkts) and lp.recv_qps[1].receiver.cum == 300, mode
+            if mode == "sendmmsg":
+                frames, n = [], rig.ring.ack_counters[0]
+                for _ in range(n):
+                    frames.append(readback.recv(4096))
+                sent[mode] = frames
+                assert rig.sent == [] and n == len(sent["frames"])
+            else:
+                sent[mode] = [f[wire.IP6.size:] for f, *_ in rig.sent]  # the outer header
+    finally:
+        inject.close()
+        ack_fd.close()
+        readback.close()
+    assert sent["frames"] == sent["tuple"]
+    assert sent["sendmmsg"] == sent["tuple"]
+    echoed = {int.from_bytes(f[48 + 28:48 + 32], "big") for f in sent["tuple"]}  # SACK.ev
+    assert len({ev & L._PATH_MASK for ev in echoed}) == len(evs)  # every path had SACKs

@@ -685,6 +685,34 @@ static PyObject *fp_build(PyObject *Py_UNUSED(mod), PyObject *const *args, Py_ss
 
 /* -- RxRing ----------------------------------------------------------------------------- */
 
+#define ACK_HEAD_MAX 88   /* IPv6/IPv6/UDP (srv6); udp-entropy's is 48 */
+#define ACK_BODY 36       /* BTH 12 + AETH 4 + SACK 20: wire.encode_ack */
+#define ACK_FRAME_MAX (ACK_HEAD_MAX + ACK_BODY + 4)
+#define OP_ACKNOWLEDGE 0x11
+#define PKEY_DEFAULT 0xFFFF
+#define SYNDROME_ACK 0x00
+#define NAK_PSN_SEQUENCE_ERROR 0x60
+#define SACK_DUP 0x80
+#define ACK_QUEUE 64      /* SACK frames per sendmmsg */
+
+/* The way a SACK goes back on one path: what the loop's _reverse gives (its reverse EV
+ * drawn from the QP's seeded rng), framed as wire.Framer frames an ACK. */
+typedef struct {
+    unsigned char head[ACK_HEAD_MAX];
+    int head_len;
+    uint32_t seed;          /* the ICRC's state after the pseudo-header */
+    struct sockaddr_in6 to;
+} AckWay;
+
+/* One SACK frame, queued for the next sendmmsg. */
+typedef struct {
+    unsigned char frame[ACK_FRAME_MAX];
+    size_t len;
+    uint32_t qpn;
+    struct sockaddr_in6 to;
+    struct iovec iov;
+} AckOut;
+
 /* A receiving QP bound to the ring (RxRing.bind): its data packets are checked and handed
  * to its compiled Receiver here, and what Python must act on comes back as events. */
 typedef struct {
@@ -697,11 +725,29 @@ typedef struct {
     uint32_t last_ev;
     int last_tries, last_ack_req, last_ce;
     long long bad_rkey, out_of_bounds;  /* this recv's drops */
+    uint32_t peer_qpn;      /* the sending QP: its ACKs' DestQP */
+    /* SACKs framed here (RxRing.acks): per path key, the way back; the batch's plain
+     * SACK held for coalescing, and the last before it that went another path */
+    AckWay *ways;
+    int nways, capways;
+    uint16_t *way_of;       /* path key -> index in ways + 1 (0: not known yet) */
+    FpSack pending, other;
+    int has_pending, has_other;
 } RxBinding;
 
 enum {  /* the events recv returns for bound QPs (besides parse's kinds 0..3) */
     EV_SACK = 4, EV_NACK = 5, EV_CE = 6, EV_LAST = 7, EV_DROPS = 8, EV_PLACED = 9,
+    EV_FRAME = 10,
 };
+
+static void binding_forget_ways(RxBinding *b) {
+    PyMem_Free(b->ways);
+    PyMem_Free(b->way_of);
+    b->ways = NULL;
+    b->way_of = NULL;
+    b->nways = b->capways = 0;
+    b->has_pending = b->has_other = 0;
+}
 
 typedef struct {
     PyObject_HEAD
@@ -725,19 +771,37 @@ typedef struct {
     int busy;            /* in recv: bind, unbind and recv itself are refused */
     unsigned long long plane_bytes[PLANES];  /* placed for bound QPs, per the EV's plane */
     unsigned long long batch_plane[PLANES];  /* of those, this recv's */
+    /* SACKs framed here (RxRing.acks); reverse NULL: handed to Python as EV_SACK */
+    PyObject *reverse;   /* reverse(qpn, ev) -> (head, seed, dst) | None */
+    int ack_fd;          /* -1: frames handed to Python (EV_FRAME) instead */
+    uint32_t path_mask;  /* an EV's bits that name its path (plane, T1) */
+    uint16_t port_bitmap;
+    AckOut *ackq;
+    struct mmsghdr *ackmsgs;
+    int nackq;
+    unsigned long long acks_sent, acks_refused;
 } RxRing;
 
 static void rxring_unbind_all(RxRing *self) {
-    for (int i = 0; i < self->nbinds; i++) Py_CLEAR(self->binds[i].receiver);
+    for (int i = 0; i < self->nbinds; i++) {
+        Py_CLEAR(self->binds[i].receiver);
+        binding_forget_ways(&self->binds[i]);
+    }
     self->nbinds = 0;
+    Py_CLEAR(self->reverse);
 }
 
 /* What __init__ made, released: the ring is blank again. */
 static void rxring_release(RxRing *self) {
     rxring_unbind_all(self);
     PyMem_Free(self->binds);
+    PyMem_Free(self->ackq);
+    PyMem_Free(self->ackmsgs);
     self->binds = NULL;
+    self->ackq = NULL;
+    self->ackmsgs = NULL;
     self->capbinds = 0;
+    self->nackq = 0;
     Py_CLEAR(self->buf_view);
     Py_CLEAR(self->store);
     Py_CLEAR(self->peers);
@@ -761,6 +825,7 @@ static void rxring_dealloc(RxRing *self) {
 /* A bound Receiver may lead back to the ring (its port_state, a loop's method): GC. */
 static int rxring_traverse(RxRing *self, visitproc visit, void *arg) {
     for (int i = 0; i < self->nbinds; i++) Py_VISIT(self->binds[i].receiver);
+    Py_VISIT(self->reverse);
     return 0;
 }
 
@@ -798,7 +863,12 @@ static int rxring_init(RxRing *self, PyObject *args, PyObject *kw) {
     self->from = PyMem_Calloc(slots, sizeof(struct sockaddr_in6));
     self->ctl = PyMem_Calloc(slots, self->ctl_size);
     self->peers = PyDict_New();
-    if (!self->buf || !self->msgs || !self->iov || !self->from || !self->ctl || !self->peers) {
+    self->ackq = PyMem_Calloc(ACK_QUEUE, sizeof(AckOut));
+    self->ackmsgs = PyMem_Calloc(ACK_QUEUE, sizeof(struct mmsghdr));
+    self->ack_fd = -1;
+    self->port_bitmap = 0xFFFF;
+    if (!self->buf || !self->msgs || !self->iov || !self->from || !self->ctl || !self->peers
+        || !self->ackq || !self->ackmsgs) {
         PyErr_NoMemory();
         return -1;
     }
@@ -862,6 +932,204 @@ static int append_new(PyObject *list, PyObject *item) {
     return rc;
 }
 
+/* -- SACKs framed and sent here (RxRing.acks) ------------------------------------------ */
+
+/* wire.encode_ack(dest_qp, psn & 0xFFFFFF, cum & 0xFFFFFF, Sack(cum & 0xFFFFFF, bitmap, ev,
+ * tries, congestion, ports, dup)) after `head` (a Framer's headers for ACK_SIZE), its ICRC
+ * from `seed`, as wire.Framer.frame; with a NAK's syndrome, wire.encode_nack (its PSN
+ * the SACK's). Returns the frame's length. */
+static size_t ack_frame(unsigned char *out, const unsigned char *head, int head_len,
+                        uint32_t seed, uint32_t dest_qp, int syndrome, const FpSack *sk,
+                        uint16_t ports) {
+    memcpy(out, head, (size_t)head_len);
+    unsigned char *b = out + head_len;
+    uint32_t cum = (uint32_t)sk->cum & PSN_MASK;
+    b[0] = OP_ACKNOWLEDGE; b[1] = 0; b[2] = PKEY_DEFAULT >> 8; b[3] = PKEY_DEFAULT & 0xFF;
+    put32(b + 4, dest_qp & PSN_MASK);
+    put32(b + 8, (uint32_t)sk->psn & PSN_MASK);
+    put32(b + 12, (uint32_t)syndrome << 24 | cum);
+    put32(b + 16, cum);
+    put64(b + 20, sk->bitmap);
+    put32(b + 28, sk->ev);
+    b[32] = (unsigned char)((sk->tries & TRY_MASK) | (sk->dup ? SACK_DUP : 0));
+    b[33] = (unsigned char)sk->congestion;
+    b[34] = ports >> 8; b[35] = ports & 0xFF;
+    uint32_t crc = icrc32(seed, b, 4);
+    static const unsigned char ff = 0xFF;
+    crc = icrc32(crc, &ff, 1);
+    crc = icrc32(crc, b + 5, ACK_BODY - 5);
+    put_icrc(b + ACK_BODY, crc);
+    return (size_t)head_len + ACK_BODY + 4;
+}
+
+/* fp.ack_frame(head, seed, dest_qp, psn, cum, bitmap, ev, tries, congestion, ports, dup,
+ * syndrome=0): one ACK (or NAK) frame as RxRing sends it (the tests hold it to wire, in
+ * both framings). */
+static PyObject *fp_ack_frame(PyObject *Py_UNUSED(mod), PyObject *args) {
+    Py_buffer head;
+    unsigned int seed, dest_qp, ev, ports;
+    long long psn, cum, congestion;
+    unsigned long long bitmap;
+    int tries, dup, syndrome = SYNDROME_ACK;
+    if (!PyArg_ParseTuple(args, "y*IILLKIiLIp|i:ack_frame", &head, &seed, &dest_qp, &psn,
+                          &cum, &bitmap, &ev, &tries, &congestion, &ports, &dup, &syndrome))
+        return NULL;
+    if (head.len > ACK_HEAD_MAX) {
+        PyBuffer_Release(&head);
+        PyErr_Format(PyExc_ValueError, "head is at most %d bytes", ACK_HEAD_MAX);
+        return NULL;
+    }
+    unsigned char out[ACK_FRAME_MAX];
+    FpSack sk = {.cum = cum, .psn = psn, .bitmap = bitmap, .ev = ev, .tries = tries,
+                 .dup = dup, .congestion = congestion};
+    size_t n = ack_frame(out, head.buf, (int)head.len, seed, dest_qp, syndrome & 0xFF, &sk,
+                         (uint16_t)ports);
+    PyBuffer_Release(&head);
+    return PyBytes_FromStringAndSize((const char *)out, (Py_ssize_t)n);
+}
+
+/* The way back for a SACK of `ev` (its path key's), asking reverse(qpn, ev) the first
+ * time: NULL with no exception where there is none (no peer host yet: nothing is sent,
+ * and it is asked again next time), NULL with one where reverse failed. reverse runs
+ * Python, which may not bind or unbind meanwhile (busy): `b` stays where it is. */
+static AckWay *ack_way(RxRing *self, RxBinding *b, uint32_t ev) {
+    uint32_t key = ev & self->path_mask;
+    if (b->way_of && b->way_of[key]) return &b->ways[b->way_of[key] - 1];
+    PyObject *got = PyObject_CallFunction(self->reverse, "II", b->qpn, ev);
+    if (!got) return NULL;
+    if (got == Py_None) { Py_DECREF(got); return NULL; }
+    const char *head, *dst;
+    Py_ssize_t head_len, dst_len;
+    unsigned int seed;
+    PyObject *head_o, *dst_o;
+    if (!PyArg_ParseTuple(got, "SIS:reverse gives (head, seed, dst)", &head_o, &seed, &dst_o)) {
+        Py_DECREF(got);
+        return NULL;
+    }
+    head = PyBytes_AS_STRING(head_o); head_len = PyBytes_GET_SIZE(head_o);
+    dst = PyBytes_AS_STRING(dst_o); dst_len = PyBytes_GET_SIZE(dst_o);
+    if (head_len > ACK_HEAD_MAX || dst_len != 16) {
+        PyErr_Format(PyExc_ValueError, "reverse: head is at most %d bytes, dst a packed "
+                     "16-byte address", ACK_HEAD_MAX);
+        Py_DECREF(got);
+        return NULL;
+    }
+    if (!b->way_of && !(b->way_of = PyMem_Calloc((size_t)self->path_mask + 1,
+                                                 sizeof(uint16_t)))) {
+        Py_DECREF(got);
+        PyErr_NoMemory();
+        return NULL;
+    }
+    if (b->nways == b->capways) {
+        int cap = b->capways ? 2 * b->capways : 8;
+        AckWay *more = PyMem_Realloc(b->ways, (size_t)cap * sizeof *more);
+        if (!more) { Py_DECREF(got); PyErr_NoMemory(); return NULL; }
+        b->ways = more;
+        b->capways = cap;
+    }
+    AckWay *w = &b->ways[b->nways];
+    memcpy(w->head, head, (size_t)head_len);
+    w->head_len = (int)head_len;
+    w->seed = seed;
+    memset(&w->to, 0, sizeof w->to);
+    w->to.sin6_family = AF_INET6;
+    memcpy(&w->to.sin6_addr, dst, 16);
+    Py_DECREF(got);
+    b->way_of[key] = (uint16_t)++b->nways;
+    return w;
+}
+
+/* Send the queued SACK frames (one sendmmsg; a frame the kernel refuses is lost, as
+ * the loop's sendto loses it), or with no fd hand them to Python as EV_FRAME events. */
+static int ack_send(RxRing *self, PyObject *out) {
+    int n = self->nackq, rc = 0;
+    self->nackq = 0;
+    if (self->ack_fd < 0) {
+        for (int i = 0; i < n && rc == 0; i++) {
+            AckOut *a = &self->ackq[i];
+            rc = append_new(out, Py_BuildValue("(iIy#y#)", EV_FRAME, a->qpn, a->frame,
+                                               (Py_ssize_t)a->len, &a->to.sin6_addr,
+                                               (Py_ssize_t)16));
+        }
+        return rc;
+    }
+    for (int i = 0; i < n; i++) {
+        AckOut *a = &self->ackq[i];
+        a->iov = (struct iovec){a->frame, a->len};
+        struct msghdr *m = &self->ackmsgs[i].msg_hdr;
+        memset(m, 0, sizeof *m);
+        m->msg_name = &a->to;
+        m->msg_namelen = sizeof a->to;
+        m->msg_iov = &a->iov;
+        m->msg_iovlen = 1;
+    }
+    int i = 0;
+    while (i < n) {
+        int r;
+        Py_BEGIN_ALLOW_THREADS
+        r = sendmmsg(self->ack_fd, self->ackmsgs + i, n - i, 0);
+        Py_END_ALLOW_THREADS
+        if (r < 0) {
+            if (errno == EINTR) continue;
+            self->acks_refused++;
+            i++;
+            continue;
+        }
+        self->acks_sent += r;
+        i += r;
+    }
+    return 0;
+}
+
+/* One SACK (or NAK: syndrome) of a bound QP, framed on its way back and queued (sent
+ * when the queue is full, at the end of the recv, or by flush_sacks). */
+static int ack_queue(RxRing *self, RxBinding *b, int syndrome, const FpSack *sk,
+                     PyObject *out) {
+    uint32_t qpn = b->qpn, dest_qp = b->peer_qpn;
+    AckWay *w = ack_way(self, b, sk->ev);
+    if (!w) return PyErr_Occurred() ? -1 : 0;
+    if (self->nackq == ACK_QUEUE && ack_send(self, out) < 0) return -1;
+    AckOut *a = &self->ackq[self->nackq++];
+    a->len = ack_frame(a->frame, w->head, w->head_len, w->seed, dest_qp, syndrome, sk,
+                       self->port_bitmap);
+    a->qpn = qpn;
+    a->to = w->to;
+    return 0;
+}
+
+/* loop._on_data's SACK handling, in C: a SACK the sender waits on (a duplicate's, an
+ * ACK request's, a message's last packet's) or that echoes CE goes at once and
+ * replaces the one held; a plain one is held as the QP's last of the batch, and the one
+ * it replaces kept as the companion if that went another path (loop._coalesce). */
+static int ack_take(RxRing *self, RxBinding *b, const FpSack *sk, int urgent, PyObject *out) {
+    if (urgent) {
+        b->has_pending = b->has_other = 0;
+        return ack_queue(self, b, SYNDROME_ACK, sk, out);
+    }
+    if (b->has_pending && ((b->pending.ev ^ sk->ev) & self->path_mask)) {
+        b->other = b->pending;
+        b->has_other = 1;
+    }
+    b->pending = *sk;
+    b->has_pending = 1;
+    return 0;
+}
+
+/* loop._flush_sacks, in C: each bound QP's held SACK, after its companion. */
+static int ack_flush(RxRing *self, PyObject *out) {
+    for (int i = 0; i < self->nbinds; i++) {
+        RxBinding *b = &self->binds[i];
+        if (!b->has_pending) continue;
+        FpSack other = b->other, last = b->pending;
+        int has_other = b->has_other;
+        b->has_pending = b->has_other = 0;
+        if ((has_other && ack_queue(self, b, SYNDROME_ACK, &other, out) < 0)
+            || ack_queue(self, b, SYNDROME_ACK, &last, out) < 0)
+            return -1;
+    }
+    return ack_send(self, out);
+}
+
 /* One datagram, if it is a data packet for a bound QP that gets that far: what
  * loop._on_data does, in C. Checked as parse checks it (anything parse would drop, a
  * trimmed packet, a QP not bound: 0, parse's), then the QP's rkey and bounds (drops
@@ -920,9 +1188,12 @@ static int rx_bound_data(RxRing *self, const unsigned char *data, Py_ssize_t n,
     Py_DECREF(receiver);
     if (rc < 0) return -1;
     self->batch_plane[p.ev & (PLANES - 1)] += (unsigned long long)placed;
-    if (rc) {
-        /* the sender waits on it, or it echoes a CE mark: never coalesced away */
-        int urgent = sk.dup || p.ack_req || p.has_imm || sk.congestion;
+    /* the sender waits on it, or it echoes a CE mark: never coalesced away */
+    int urgent = rc && (sk.dup || p.ack_req || p.has_imm || sk.congestion);
+    if (rc && self->reverse) {
+        /* `b` is where it was: nothing ran that may bind or unbind (busy) */
+        if (ack_take(self, b, &sk, urgent, out) < 0) return -1;
+    } else if (rc) {
         if (append_new(out, Py_BuildValue("(iILKILiLOO)", EV_SACK, qpn, (long long)sk.cum,
                                           (unsigned long long)sk.bitmap, sk.ev,
                                           (long long)sk.psn, sk.tries, sk.congestion,
@@ -930,9 +1201,16 @@ static int rx_bound_data(RxRing *self, const unsigned char *data, Py_ssize_t n,
                                           urgent ? Py_True : Py_False)) < 0)
             return -1;
     }
-    if (nack >= 0
-        && append_new(out, Py_BuildValue("(iILI)", EV_NACK, qpn, (long long)nack, p.ev)) < 0)
+    if (nack >= 0 && self->reverse) {
+        /* loop._send_nack: a PSN sequence error at cum (which nack is), in order with
+         * the SACKs, its SACK the bare one (no bitmap, EV echoed, no try) */
+        FpSack nk = {.cum = nack, .psn = nack, .ev = p.ev};
+        if (ack_queue(self, b, NAK_PSN_SEQUENCE_ERROR, &nk, out) < 0) return -1;
+    } else if (nack >= 0
+               && append_new(out, Py_BuildValue("(iILI)", EV_NACK, qpn, (long long)nack,
+                                                p.ev)) < 0) {
         return -1;
+    }
     if (p.ce && append_new(out, Py_BuildValue("(iIIL)", EV_CE, qpn, p.ev, (long long)now)) < 0)
         return -1;
     return 1;
@@ -1025,9 +1303,10 @@ static PyObject *rxring_recv_batch(RxRing *self) {
         Py_XDECREF(src_obj);
         if (append_new(out, item) < 0) goto fail;
     }
-    if (rx_batch_end(self, now, out) < 0) goto fail;
+    if (rx_batch_end(self, now, out) < 0 || ack_send(self, out) < 0) goto fail;
     return out;
 fail:
+    self->nackq = 0;  /* what was queued is lost, as a failed sendto loses it */
     rx_batch_end(self, now, out);  /* the batch's state reset; what it counted is kept */
     Py_DECREF(out);
     return NULL;
@@ -1051,11 +1330,11 @@ static PyObject *rxring_recv(RxRing *self, PyObject *Py_UNUSED(ignored)) {
  * Receiver copying into its buffer) from the next recv on; bound again, replaced. */
 static PyObject *rxring_bind(RxRing *self, PyObject *args) {
     FP_REQUIRE_READY(self, NULL);
-    unsigned long long qpn, rkey;
+    unsigned long long qpn, rkey, peer_qpn = 0;
     PyObject *receiver;
-    if (!PyArg_ParseTuple(args, "KOK:bind", &qpn, &receiver, &rkey)) return NULL;
-    if (qpn > PSN_MASK || rkey > 0xFFFFFFFFu) {
-        PyErr_SetString(PyExc_ValueError, "qpn is 24 bits, rkey 32");
+    if (!PyArg_ParseTuple(args, "KOK|K:bind", &qpn, &receiver, &rkey, &peer_qpn)) return NULL;
+    if (qpn > PSN_MASK || peer_qpn > PSN_MASK || rkey > 0xFFFFFFFFu) {
+        PyErr_SetString(PyExc_ValueError, "qpn and peer_qpn are 24 bits, rkey 32");
         return NULL;
     }
     Py_ssize_t size;
@@ -1077,10 +1356,89 @@ static PyObject *rxring_bind(RxRing *self, PyObject *args) {
         memset(b, 0, sizeof *b);
     }
     Py_XSETREF(b->receiver, Py_NewRef(receiver));
+    binding_forget_ways(b);  /* its peer may be another: the ways back are asked again */
     b->qpn = (uint32_t)qpn;
     b->rkey = (uint32_t)rkey;
+    b->peer_qpn = (uint32_t)peer_qpn;
     b->size = size;
     Py_RETURN_NONE;
+}
+
+/* acks(fd, reverse, path_mask): bound QPs' SACKs coalesced, framed and sent here with
+ * sendmmsg on fd (-1: handed back as EV_FRAME events instead); reverse(qpn, ev) ->
+ * (head, seed, dst) | None gives the way back of a path the first time (head: a
+ * wire.Framer's headers for an ACK, seed: the ICRC's state after them, dst: where to
+ * send it, packed). acks(-1, None, 0): SACKs handed back as EV_SACK events again. */
+static PyObject *rxring_acks(RxRing *self, PyObject *args) {
+    FP_REQUIRE_READY(self, NULL);
+    int fd;
+    PyObject *reverse;
+    unsigned long path_mask;
+    if (!PyArg_ParseTuple(args, "iOk:acks", &fd, &reverse, &path_mask)) return NULL;
+    if (reverse != Py_None && !PyCallable_Check(reverse)) {
+        PyErr_SetString(PyExc_TypeError, "reverse: want reverse(qpn, ev) or None");
+        return NULL;
+    }
+    if (path_mask > 0xFFFF) {
+        PyErr_SetString(PyExc_ValueError, "path_mask is at most 16 bits");
+        return NULL;
+    }
+    if (self->busy) {
+        PyErr_SetString(PyExc_RuntimeError, "RxRing.acks: called from inside recv");
+        return NULL;
+    }
+    for (int i = 0; i < self->nbinds; i++) binding_forget_ways(&self->binds[i]);
+    Py_XSETREF(self->reverse, reverse == Py_None ? NULL : Py_NewRef(reverse));
+    self->ack_fd = fd;
+    self->path_mask = (uint32_t)path_mask;
+    Py_RETURN_NONE;
+}
+
+/* flush_sacks() -> [event, ...]: each bound QP's held SACK sent, after its companion
+ * (loop._flush_sacks); the EV_FRAME events where there is no fd. */
+static PyObject *rxring_flush_sacks(RxRing *self, PyObject *Py_UNUSED(ignored)) {
+    FP_REQUIRE_READY(self, NULL);
+    if (self->busy) {
+        PyErr_SetString(PyExc_RuntimeError, "RxRing.flush_sacks: called from inside recv");
+        return NULL;
+    }
+    PyObject *out = PyList_New(0);
+    if (!out) return NULL;
+    self->busy = 1;
+    int rc = ack_flush(self, out);
+    self->busy = 0;
+    if (rc < 0) {
+        self->nackq = 0;
+        Py_DECREF(out);
+        return NULL;
+    }
+    return out;
+}
+
+static PyObject *rxring_get_port_bitmap(RxRing *self, void *Py_UNUSED(closure)) {
+    FP_REQUIRE_READY(self, NULL);
+    return PyLong_FromLong(self->port_bitmap);
+}
+
+static int rxring_set_port_bitmap(RxRing *self, PyObject *v, void *Py_UNUSED(closure)) {
+    FP_REQUIRE_READY(self, -1);
+    if (!v) {
+        PyErr_SetString(PyExc_AttributeError, "port_bitmap cannot be deleted");
+        return -1;
+    }
+    long x = PyLong_AsLong(v);
+    if (x == -1 && PyErr_Occurred()) return -1;
+    if (x < 0 || x > 0xFFFF) {
+        PyErr_SetString(PyExc_ValueError, "port_bitmap is 16 bits");
+        return -1;
+    }
+    self->port_bitmap = (uint16_t)x;
+    return 0;
+}
+
+static PyObject *rxring_ack_counters(RxRing *self, void *Py_UNUSED(closure)) {
+    FP_REQUIRE_READY(self, NULL);
+    return Py_BuildValue("(KK)", self->acks_sent, self->acks_refused);
 }
 
 /* unbind(qpn) -> bool: QP qpn's packets go back to parse (False: it was not bound). */
@@ -1095,6 +1453,7 @@ static PyObject *rxring_unbind(RxRing *self, PyObject *arg) {
     for (int i = 0; i < self->nbinds; i++) {
         if (self->binds[i].qpn != qpn) continue;
         PyObject *receiver = self->binds[i].receiver;
+        binding_forget_ways(&self->binds[i]);
         self->binds[i] = self->binds[--self->nbinds];
         Py_DECREF(receiver);
         Py_RETURN_TRUE;
@@ -1140,7 +1499,14 @@ static PyMethodDef rxring_methods[] = {
      "packet and (8, qpn, bad_rkey, out_of_bounds) its drops; per plane "
      "(9, plane, bytes) the bytes placed"},
     {"bind", (PyCFunction)rxring_bind, METH_VARARGS,
-     "bind(qpn, receiver, rkey): QP qpn's data packets straight to its compiled Receiver"},
+     "bind(qpn, receiver, rkey, peer_qpn=0): QP qpn's data packets straight to its "
+     "compiled Receiver (peer_qpn: its ACKs' DestQP)"},
+    {"acks", (PyCFunction)rxring_acks, METH_VARARGS,
+     "acks(fd, reverse, path_mask): bound QPs' SACKs coalesced, framed and sent here "
+     "(fd -1: handed back as (10, qpn, frame, dst) events); reverse(qpn, ev) -> "
+     "(head, seed, dst) | None the way back of a path"},
+    {"flush_sacks", (PyCFunction)rxring_flush_sacks, METH_NOARGS,
+     "flush_sacks() -> [event, ...]: each bound QP's held SACK, after its companion"},
     {"unbind", (PyCFunction)rxring_unbind, METH_O,
      "unbind(qpn) -> bool: QP qpn's data packets parsed again (False: not bound)"},
     {NULL}
@@ -1150,6 +1516,10 @@ static PyGetSetDef rxring_getset[] = {
     {"counters", (getter)rxring_counters, NULL, "(datagrams, recvmmsg calls that got any)",
      NULL},
     {"bound", (getter)rxring_bound, NULL, "{qpn: receiver}: the bound QPs", NULL},
+    {"port_bitmap", (getter)rxring_get_port_bitmap, (setter)rxring_set_port_bitmap,
+     "the port bitmap the SACKs framed here carry", NULL},
+    {"ack_counters", (getter)rxring_ack_counters, NULL,
+     "(SACK frames sent here, refused by the kernel)", NULL},
     {"plane_bytes", (getter)rxring_plane_bytes, NULL,
      "{plane: payload bytes placed for bound QPs}, per the EV's plane", NULL},
     {NULL}
@@ -1179,6 +1549,9 @@ static PyMethodDef fp_methods[] = {
      "(2, view, opcode, src, sport, flow, length) for any other opcode; "
      "(3, dest_qp, psn, va, rkey, dma_len, ev, tries, opcode, tc, src) for a data packet "
      "a switch trimmed (DSCP 7 in flow's traffic class, bits 27..20)"},
+    {"ack_frame", fp_ack_frame, METH_VARARGS,
+     "ack_frame(head, seed, dest_qp, psn, cum, bitmap, ev, tries, congestion, ports, dup) "
+     "-> bytes: one ACK frame as RxRing sends it (wire.Framer.frame(wire.encode_ack(...)))"},
     {"build", (PyCFunction)(void (*)(void))fp_build, METH_FASTCALL,
      "build(head, seed, word, va, rkey, payload, imm) -> bytes: one data packet"},
     {NULL}

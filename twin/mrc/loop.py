@@ -299,6 +299,8 @@ class PacketLoop:
         self.on_done: Callable[[SendQp], None] = lambda qp: qp.waiters.clear()
         self._open_sockets()
         self.port_bitmap = self._read_ports()
+        if self.rx_ring is not None:
+            self.rx_ring.port_bitmap = self.port_bitmap  # what its SACKs carry
 
     # -- sockets ----------------------------------------------------------------
 
@@ -332,6 +334,9 @@ class PacketLoop:
         if fast is not None:
             self.tx_batch = fast.TxBatch(self.raw.fileno(), SEND_BUDGET)
             self.rx_ring = fast.RxRing(self.udp.fileno(), self.nic_packed, RX_SLOTS, RECV_BUF)
+            # bound QPs' SACKs framed in C and sent on the raw socket, their ways back
+            # asked of _reverse (its reverse EVs come from the QP's seeded rng)
+            self.rx_ring.acks(self.raw.fileno(), self._ack_way, _PATH_MASK)
         self.sel = selectors.DefaultSelector()
         for sock, _ in self.rx_socks:
             self.sel.register(sock, selectors.EVENT_READ, None)  # read every round anyway
@@ -472,7 +477,17 @@ class PacketLoop:
         placed and acknowledged in C, Python given only what it acts on (_recv_ring). A
         reference receiver's, and any before the peer is known, take the tuple path."""
         if self.rx_ring is not None and qp.transport == "compiled" and qp.peer_nic:
-            self.rx_ring.bind(qp.qpn, qp.receiver, qp.rkey)
+            self.rx_ring.bind(qp.qpn, qp.receiver, qp.rkey, qp.peer_qpn)
+
+    def _ack_way(self, qpn: int, ev: int) -> tuple[bytes, int, bytes] | None:
+        """For the ring (RxRing.acks): the way back of a bound QP's SACKs for `ev`'s
+        path, as _send_sack frames them: (headers, ICRC seed, packed destination)."""
+        qp = self.recv_qps.get(qpn)
+        rev = None if qp is None else self._reverse(qp, ev)
+        if rev is None:
+            return None
+        head, seed = rev[0].headers(wire.ACK_SIZE)
+        return head, seed, self._packed_peer(rev[1])
 
     def write(self, qp: SendQp, size: int, offset: int, imm: int | None) -> int:
         """Post an RDMA WRITE of the source buffer's [offset, offset + size); its MSN."""
@@ -677,6 +692,9 @@ class PacketLoop:
         got = self._recv_python() if self.rx_ring is None else self._recv_ring()
         if self._pending_sacks:
             self._flush_sacks()
+        if self.rx_ring is not None:  # bound QPs' held SACKs: sent in C
+            for item in self.rx_ring.flush_sacks():
+                self._on_bound(item)
         if got:  # a QP that got data may owe an ACK now: due DELAYED_ACK_NS from now
             self._next_ack = min(self._next_ack, now_ns() + DELAYED_ACK_NS)
         return got
@@ -755,10 +773,18 @@ class PacketLoop:
 
     def _on_bound(self, item: tuple) -> None:
         """What a bound QP's compiled Receiver left to Python (RxRing.recv's events): a
-        SACK to send or coalesce, a NAK, a CE notice for DCQCN's notification point; per
-        batch its last packet (the delayed ACK's), its drops and the bytes placed. A QP
-        closed since (its events still in the batch) is gone: nothing is sent for it."""
+        NAK, a CE notice for DCQCN's notification point; per batch its last packet (the
+        delayed ACK's), its drops and the bytes placed. Its SACKs are coalesced, framed
+        and sent by the ring (RxRing.acks); without that, each comes here to send or
+        coalesce, and with acks but no fd, each frame comes here to send. A QP closed
+        since (its events still in the batch) is gone: nothing is sent for it."""
         kind = item[0]
+        if kind == 10:  # (10, qpn, frame, dst): a SACK framed in C, no fd to send it on
+            try:
+                self.raw.sendto(item[2], (socket.inet_ntop(socket.AF_INET6, item[3]), 0))
+            except OSError:
+                pass
+            return
         if kind == 9:  # (9, plane, bytes)
             if item[1] in self.rx_plane_bytes:
                 self.rx_plane_bytes[item[1]] += item[2]
@@ -780,8 +806,8 @@ class PacketLoop:
                 self._send_sack(qp, sack)
             else:
                 self._coalesce(qp, sack)
-        elif kind == 5:  # (5, qpn, psn, ev)
-            self._send_nack(qp, item[2], item[3])
+        elif kind == 5:  # (5, qpn, psn, ev): psn is cum as it was then
+            self._send_nack(qp, item[2], item[3], cum=item[2])
         elif kind == 6:  # (6, qpn, ev, t_ns)
             if self.np.on_ce(qp.qpn, item[3]):
                 self._send_cnp(qp, item[2])
@@ -960,14 +986,15 @@ class PacketLoop:
 
     def _send_nack(self, qp: RecvQp, psn: int, ev: int,
                    code: int = wire.NAK_PSN_SEQUENCE_ERROR,
-                   report: SackReport | None = None) -> None:
+                   report: SackReport | None = None, cum: int | None = None) -> None:
         """A NAK on the path of the packet that showed it: PSN sequence error for a hole,
         or NAK_TRIMMED for a trimmed packet (`report`: its SACK, echoing that copy's EV
-        and transmission number, and the congestion byte)."""
+        and transmission number, and the congestion byte); `cum` the receiver's when the
+        hole showed (None: now)."""
         rev = self._reverse(qp, ev)
         if rev is None:
             return
-        cum = qp.receiver.cum & 0xFFFFFF
+        cum = (qp.receiver.cum if cum is None else cum) & 0xFFFFFF
         sack = wire.Sack(cum, 0, ev, 0, 0, self.port_bitmap) if report is None else \
             wire.Sack(cum, report.bitmap, report.ev, report.tries, report.congestion,
                       self.port_bitmap)
@@ -1115,6 +1142,8 @@ class PacketLoop:
         bitmap = self._read_ports()
         if bitmap != self.port_bitmap:
             self.port_bitmap = bitmap
+            if self.rx_ring is not None:
+                self.rx_ring.port_bitmap = bitmap
             t = now_ns()
             for qp in self.send_qps.values():
                 qp.sender.set_local_ports(bitmap, t)
