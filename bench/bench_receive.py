@@ -5,10 +5,14 @@ tuple path (each packet parsed to a tuple, then loop._on_data in Python), with n
 A UDP socket pair on ::1 feeds the compiled RxRing prebuilt 4 KiB data packets (their
 ICRC sealed for the pair's addresses and ports), --batch per round, in PSN order; the
 loop's receive side (twin.mrc.loop.PacketLoop._recv_batch, with a compiled Receiver
-copying into a registered buffer) takes each round. Its SACKs are encoded and framed
-as the endpoint does (wire.encode_ack, wire.Framer.frame) and sent on a UDP socket to
-a discard port of ::1. Timed: _recv_batch only (recvmmsg, ICRC, parse, placement, the
-receiver's decisions, coalescing, the SACKs); the sends that feed it are not.
+copying into a registered buffer) takes each round. Its SACKs go back as the
+endpoint's do: framed by wire in Python on the tuple path (_send_sack), in C for the
+bound QP (RxRing.acks), sent on an IPPROTO_RAW socket to ::1 (root), one sendto each
+or one sendmmsg per batch. Without root (no raw socket), the SACKs of both paths are
+sent as UDP to a discard port of ::1 by Python, the bound QP's framed in C and handed
+back (RxRing.acks with no fd). Timed: _recv_batch only (recvmmsg, ICRC, parse,
+placement, the receiver's decisions, coalescing, the SACKs); the sends that feed it
+are not.
 
 --repeat passes of --packets each per path, round-robin in one process, a fresh QP per
 pass. Reported: median µs per packet (min-max) per path, and the ratio.
@@ -42,19 +46,27 @@ LOCAL = "::1"
 
 
 class _Sink:
-    """The loop's raw socket, for SACKs: sent as UDP to a port nobody reads."""
+    """The loop's raw socket, for SACKs: IPPROTO_RAW where we may (root), else sent as
+    UDP to a port nobody reads."""
 
     def __init__(self):
-        self.sock = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+        try:
+            self.sock = socket.socket(socket.AF_INET6, socket.SOCK_RAW, socket.IPPROTO_RAW)
+            self.raw = True
+        except PermissionError:
+            self.sock = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+            self.sock.bind((LOCAL, 0))
+            self.raw = False
         self.sock.setblocking(False)
-        self.sock.bind((LOCAL, 0))
-        self.to = self.sock.getsockname()[:2]
         self.sacks = 0
 
-    def sendto(self, data: bytes, _addr) -> int:
+    def fileno(self) -> int:
+        return self.sock.fileno() if self.raw else -1
+
+    def sendto(self, data: bytes, addr) -> int:
         self.sacks += 1
         try:
-            return self.sock.sendto(data, self.to)
+            return self.sock.sendto(data, addr if self.raw else self.sock.getsockname()[:2])
         except OSError:
             return 0
 
@@ -85,11 +97,14 @@ def rig(fp, bind: bool):
     buf = memoryview(bytearray(BUFFER))
     qp = L.RecvQp(QPN, RKEY, None, buf, fp.Receiver(buf, port_state=lambda: lp.port_bitmap),
                   random.Random(1), peer_nic=PEER, transport="compiled")
-    # every SACK's way back, as _reverse caches it (EV key -> framer, path)
-    framer = (wire.Framer(PEER, "fcbb:bb00:1::", PEER, PEER, 0x12345), "fcbb:bb00:1::")
+    # every SACK's way back, as _reverse caches it (EV key -> framer, path): to ::1
+    framer = (wire.Framer(LOCAL, LOCAL, LOCAL, PEER, 0x12345), LOCAL)
     qp.framers = _AllKeys(framer)
+    lp._peers = {}
     lp.recv_qps[QPN] = qp
     if bind:
+        lp.rx_ring.acks(lp.raw.fileno(), lp._ack_way, L._PATH_MASK)
+        lp.rx_ring.port_bitmap = lp.port_bitmap
         lp._bind(qp)
     return lp, tx, rx
 
@@ -134,7 +149,8 @@ def one(fp, bind: bool, packets: int, batch: int) -> dict:
         if got != packets or rxq.cum != packets:
             raise SystemExit(f"lost packets: got {got}, cum {rxq.cum} of {packets} "
                              f"(drops {dict(lp.drops)}): try a smaller --batch")
-        return {"us_per_packet": spent / 1000 / packets, "sacks": lp.raw.sacks,
+        sacks = lp.raw.sacks + lp.rx_ring.ack_counters[0]
+        return {"us_per_packet": spent / 1000 / packets, "sacks": sacks, "raw": lp.raw.raw,
                 "placed": sum(lp.rx_plane_bytes.values())}
     finally:
         tx.close()
@@ -161,11 +177,13 @@ def main() -> None:
                      "max_us": round(max(us), 3), "sacks_per_pass": rs[0]["sacks"]}
     out["ratio"] = round(out["bound"]["median_us"] / out["tuple"]["median_us"], 3)
     out["icrc"] = fp.ICRC
+    out["sacks_sent_on"] = "raw" if runs["bound"][0]["raw"] else "udp (no root)"
     if a.json:
         print(json.dumps(out, indent=2))
         return
     print(f"receive path, {a.packets} x {PAYLOAD} B packets, {a.batch} per round, "
-          f"{a.repeat} passes, ICRC {fp.ICRC}: µs per packet, median (min-max)")
+          f"{a.repeat} passes, ICRC {fp.ICRC}, SACKs on {out['sacks_sent_on']}: "
+          "µs per packet, median (min-max)")
     for path in runs:
         r = out[path]
         print(f"  {path:6} {r['median_us']:7.3f} ({r['min_us']:.3f}-{r['max_us']:.3f})"
