@@ -16,7 +16,11 @@
  *             straight from there into the registered buffer. A data opcode whose
  *             traffic class carries DSCP 7 was trimmed by a switch: no ICRC is left to
  *             check, and its BTH and RETH come back as a tuple of their own. Other
- *             opcodes go back whole to wire's decoder.
+ *             opcodes go back whole to wire's decoder. A receiving QP bound to the
+ *             ring (bind) has its data packets checked and handed to its compiled
+ *             Receiver here, no tuple made; with acks, its SACKs and NAKs are
+ *             coalesced, framed (as wire's) and sent with sendmmsg here too, and recv
+ *             returns only what Python acts on for it (events 5..10: rxring_recv).
  *   parse     the same parse on one UDP payload (what RxRing does per datagram); the
  *             differential tests hold it to wire.decode.
  *   build     one data packet as bytes, as TxBatch would send it (DataTemplate.build).

@@ -37,7 +37,10 @@ Two implementations of send and recv, the same bytes on the wire (MRC_TWIN_DATAP
               packets built in C from the transport's TxPackets and sent with one
               sendmmsg straight from the source buffer; recvmmsg of up to RX_SLOTS
               datagrams into a ring, ICRC checked and headers parsed in C, payloads
-              placed from the ring. The default where it is built (auto).
+              placed from the ring; a QP with the compiled receiver is bound to the
+              ring (_bind): its packets placed, acknowledged (coalesced, framed, sent
+              with sendmmsg) in C, Python given per batch only what it acts on
+              (_on_bound). The default where it is built (auto).
     python    the standard library only: one sendto / recvmsg per packet, wire's
               encoder and decoder. Where the module is missing (a container whose
               Python cannot load it) or stale (built from other sources than the
