@@ -1383,8 +1383,8 @@ static PyObject *rxring_acks(RxRing *self, PyObject *args) {
         PyErr_SetString(PyExc_TypeError, "reverse: want reverse(qpn, ev) or None");
         return NULL;
     }
-    if (path_mask > 0xFFFF) {
-        PyErr_SetString(PyExc_ValueError, "path_mask is at most 16 bits");
+    if (path_mask > 0x7FFF) {  /* a QP's ways are counted in 16 bits */
+        PyErr_SetString(PyExc_ValueError, "path_mask is at most 15 bits");
         return NULL;
     }
     if (self->busy) {
