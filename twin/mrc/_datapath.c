@@ -16,7 +16,11 @@
  *             straight from there into the registered buffer. A data opcode whose
  *             traffic class carries DSCP 7 was trimmed by a switch: no ICRC is left to
  *             check, and its BTH and RETH come back as a tuple of their own. Other
- *             opcodes go back whole to wire's decoder.
+ *             opcodes go back whole to wire's decoder. A receiving QP bound to the
+ *             ring (bind) has its data packets checked and handed to its compiled
+ *             Receiver here, no tuple made; with acks, its SACKs and NAKs are
+ *             coalesced, framed (as wire's) and sent with sendmmsg here too, and recv
+ *             returns only what Python acts on for it (events 5..10: rxring_recv).
  *   parse     the same parse on one UDP payload (what RxRing does per datagram); the
  *             differential tests hold it to wire.decode.
  *   build     one data packet as bytes, as TxBatch would send it (DataTemplate.build).
@@ -31,6 +35,7 @@
  */
 
 #include "_datapath.h"
+#include "_receiver.h"
 
 #include "_util.h"
 
@@ -42,6 +47,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <zlib.h>
 
 /* -- CRC-32 -------------------------------------------------------------------------- */
@@ -224,7 +230,7 @@ typedef struct {
 
 typedef struct {
     PyObject_HEAD
-    int ready;           /* FP_READY once __init__ ran to its end (_fastpath.h) */
+    int ready;           /* FP_READY once __init__ ran to its end (_util.h) */
     int fd, cap, n;
     TxSlot *slots;
     struct mmsghdr *msgs;
@@ -549,6 +555,18 @@ static PyTypeObject TxBatchType = {
 
 /* -- parsing ---------------------------------------------------------------------------- */
 
+/* Whether the ICRC of n >= 16 bytes of RoCE (BTH on) from src:sport to dst holds. */
+static int icrc_ok(const unsigned char *data, Py_ssize_t n, const unsigned char *src,
+                   const unsigned char *dst, unsigned sport) {
+    uint32_t crc = icrc32(seed6(src, dst, sport, (unsigned)(n + 8)), data, 4);
+    static const unsigned char ff = 0xFF;
+    crc = icrc32(crc, &ff, 1);
+    crc = icrc32(crc, data + 5, (size_t)(n - 9));
+    uint32_t got = (uint32_t)data[n - 4] | (uint32_t)data[n - 3] << 8
+                   | (uint32_t)data[n - 2] << 16 | (uint32_t)data[n - 1] << 24;
+    return crc == got;
+}
+
 /* Parse one UDP payload as wire.decode does: `data` is n bytes at offset `at` of the
  * memoryview `base`, which views are sliced from; src/dst are packed 16-byte addresses. */
 static PyObject *parse_one(PyObject *base, Py_ssize_t at, const unsigned char *data,
@@ -568,13 +586,7 @@ static PyObject *parse_one(PyObject *base, Py_ssize_t at, const unsigned char *d
                              (int)((word >> 24) & TRY_MASK), (int)data[0], tc, src_obj);
     }
     if (n < 16) return Py_BuildValue("(iO)", KIND_BAD, reason_short);
-    uint32_t crc = icrc32(seed6(src, dst, sport, (unsigned)(n + 8)), data, 4);
-    static const unsigned char ff = 0xFF;
-    crc = icrc32(crc, &ff, 1);
-    crc = icrc32(crc, data + 5, (size_t)(n - 9));
-    uint32_t got = (uint32_t)data[n - 4] | (uint32_t)data[n - 3] << 8
-                   | (uint32_t)data[n - 2] << 16 | (uint32_t)data[n - 1] << 24;
-    if (crc != got) return Py_BuildValue("(iO)", KIND_BAD, reason_icrc);
+    if (!icrc_ok(data, n, src, dst, sport)) return Py_BuildValue("(iO)", KIND_BAD, reason_icrc);
     int op = data[0];
     Py_ssize_t start;
     if (op == OP_WRITE_ONLY) {
@@ -661,9 +673,73 @@ static PyObject *fp_build(PyObject *Py_UNUSED(mod), PyObject *const *args, Py_ss
 
 /* -- RxRing ----------------------------------------------------------------------------- */
 
+#define ACK_HEAD_MAX 88   /* IPv6/IPv6/UDP (srv6); udp-entropy's is 48 */
+#define ACK_BODY 36       /* BTH 12 + AETH 4 + SACK 20: wire.encode_ack */
+#define ACK_FRAME_MAX (ACK_HEAD_MAX + ACK_BODY + 4)
+#define OP_ACKNOWLEDGE 0x11
+#define PKEY_DEFAULT 0xFFFF
+#define SYNDROME_ACK 0x00
+#define NAK_PSN_SEQUENCE_ERROR 0x60
+#define SACK_DUP 0x80
+#define ACK_QUEUE 64      /* SACK frames per sendmmsg */
+
+/* The way a SACK goes back on one path: what the loop's _reverse gives (its reverse EV
+ * drawn from the QP's seeded rng), framed as wire.Framer frames an ACK. */
+typedef struct {
+    unsigned char head[ACK_HEAD_MAX];
+    int head_len;
+    uint32_t seed;          /* the ICRC's state after the pseudo-header */
+    struct sockaddr_in6 to;
+} AckWay;
+
+/* One SACK frame, queued for the next sendmmsg. */
+typedef struct {
+    unsigned char frame[ACK_FRAME_MAX];
+    size_t len;
+    uint32_t qpn;
+    struct sockaddr_in6 to;
+    struct iovec iov;
+} AckOut;
+
+/* A receiving QP bound to the ring (RxRing.bind): its data packets are checked and handed
+ * to its compiled Receiver here, and what Python must act on comes back as events. */
+typedef struct {
+    uint32_t qpn, rkey;
+    PyObject *receiver;     /* a compiled Receiver that copies into its buffer */
+    Py_ssize_t size;        /* that buffer's length */
+    int touched;            /* got a packet in this recv: its events at the batch's end */
+    int has_last;           /* the last packet that passed the checks, this recv: */
+    int64_t last_psn, last_va;
+    uint32_t last_ev;
+    int last_tries, last_ack_req, last_ce;
+    long long bad_rkey, out_of_bounds;  /* this recv's drops */
+    uint32_t peer_qpn;      /* the sending QP: its ACKs' DestQP */
+    /* SACKs framed here (RxRing.acks): per path key, the way back; the batch's plain
+     * SACK held for coalescing, and the last before it that went another path */
+    AckWay *ways;
+    int nways, capways;
+    uint16_t *way_of;       /* path key -> index in ways + 1 (0: not known yet) */
+    FpSack pending, other;
+    int has_pending, has_other;
+} RxBinding;
+
+enum {  /* the events recv returns for bound QPs (besides parse's kinds 0..3) */
+    EV_SACK = 4, EV_NACK = 5, EV_CE = 6, EV_LAST = 7, EV_DROPS = 8, EV_PLACED = 9,
+    EV_FRAME = 10,
+};
+
+static void binding_forget_ways(RxBinding *b) {
+    PyMem_Free(b->ways);
+    PyMem_Free(b->way_of);
+    b->ways = NULL;
+    b->way_of = NULL;
+    b->nways = b->capways = 0;
+    b->has_pending = b->has_other = 0;
+}
+
 typedef struct {
     PyObject_HEAD
-    int ready;           /* FP_READY once __init__ ran to its end (_fastpath.h) */
+    int ready;           /* FP_READY once __init__ ran to its end (_util.h) */
     int fd;
     int slots;
     Py_ssize_t slot_size;
@@ -678,10 +754,42 @@ typedef struct {
     unsigned char local[16];
     PyObject *peers;     /* packed address -> the same bytes object (no alloc per packet) */
     unsigned long long datagrams, batches;
+    RxBinding *binds;    /* the QPs whose data packets go straight to their Receiver */
+    int nbinds, capbinds;
+    int busy;            /* in recv: bind, unbind and recv itself are refused */
+    unsigned long long plane_bytes[PLANES];  /* placed for bound QPs, per the EV's plane */
+    unsigned long long batch_plane[PLANES];  /* of those, this recv's */
+    /* SACKs framed here (RxRing.acks); reverse NULL: handed to Python as EV_SACK */
+    PyObject *reverse;   /* reverse(qpn, ev) -> (head, seed, dst) | None */
+    int ack_fd;          /* -1: frames handed to Python (EV_FRAME) instead */
+    uint32_t path_mask;  /* an EV's bits that name its path (plane, T1) */
+    uint16_t port_bitmap;
+    AckOut *ackq;
+    struct mmsghdr *ackmsgs;
+    int nackq;
+    unsigned long long acks_sent, acks_refused;
 } RxRing;
+
+static void rxring_unbind_all(RxRing *self) {
+    for (int i = 0; i < self->nbinds; i++) {
+        Py_CLEAR(self->binds[i].receiver);
+        binding_forget_ways(&self->binds[i]);
+    }
+    self->nbinds = 0;
+    Py_CLEAR(self->reverse);
+}
 
 /* What __init__ made, released: the ring is blank again. */
 static void rxring_release(RxRing *self) {
+    rxring_unbind_all(self);
+    PyMem_Free(self->binds);
+    PyMem_Free(self->ackq);
+    PyMem_Free(self->ackmsgs);
+    self->binds = NULL;
+    self->ackq = NULL;
+    self->ackmsgs = NULL;
+    self->capbinds = 0;
+    self->nackq = 0;
     Py_CLEAR(self->buf_view);
     Py_CLEAR(self->store);
     Py_CLEAR(self->peers);
@@ -697,8 +805,22 @@ static void rxring_release(RxRing *self) {
 }
 
 static void rxring_dealloc(RxRing *self) {
+    PyObject_GC_UnTrack(self);
     rxring_release(self);
     Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* A bound Receiver may lead back to the ring (its port_state, a loop's method): GC. */
+static int rxring_traverse(RxRing *self, visitproc visit, void *arg) {
+    for (int i = 0; i < self->nbinds; i++) Py_VISIT(self->binds[i].receiver);
+    Py_VISIT(self->reverse);
+    return 0;
+}
+
+static int rxring_clear(RxRing *self) {
+    if (self->ready == FP_READY) self->ready = FP_CLEARED;
+    rxring_unbind_all(self);
+    return 0;
 }
 
 static int rxring_init(RxRing *self, PyObject *args, PyObject *kw) {
@@ -729,7 +851,12 @@ static int rxring_init(RxRing *self, PyObject *args, PyObject *kw) {
     self->from = PyMem_Calloc(slots, sizeof(struct sockaddr_in6));
     self->ctl = PyMem_Calloc(slots, self->ctl_size);
     self->peers = PyDict_New();
-    if (!self->buf || !self->msgs || !self->iov || !self->from || !self->ctl || !self->peers) {
+    self->ackq = PyMem_Calloc(ACK_QUEUE, sizeof(AckOut));
+    self->ackmsgs = PyMem_Calloc(ACK_QUEUE, sizeof(struct mmsghdr));
+    self->ack_fd = -1;
+    self->port_bitmap = 0xFFFF;
+    if (!self->buf || !self->msgs || !self->iov || !self->from || !self->ctl || !self->peers
+        || !self->ackq || !self->ackmsgs) {
         PyErr_NoMemory();
         return -1;
     }
@@ -764,10 +891,355 @@ static PyObject *peer_bytes(RxRing *self, const unsigned char *addr) {
     return key;
 }
 
+/* -- bound QPs: their data packets handed to their Receiver here ---------------------- */
+
+static RxBinding *rx_binding(RxRing *self, uint32_t qpn) {
+    for (int i = 0; i < self->nbinds; i++)
+        if (self->binds[i].qpn == qpn) return &self->binds[i];
+    return NULL;
+}
+
+/* loop._unwrap24: the full PSN nearest `ref` (>= 0) whose low 24 bits are `psn`. */
+static int64_t unwrap24(uint32_t psn, int64_t ref) {
+    int64_t full = (ref & ~(int64_t)PSN_MASK) | psn;
+    if (full < ref - (1 << 23)) full += 1 << 24;
+    else if (full > ref + (1 << 23) && full >= 1 << 24) full -= 1 << 24;
+    return full;
+}
+
+static int64_t monotonic_ns(void) {  /* time.monotonic_ns */
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static int append_new(PyObject *list, PyObject *item) {
+    if (!item) return -1;
+    int rc = PyList_Append(list, item);
+    Py_DECREF(item);
+    return rc;
+}
+
+/* -- SACKs framed and sent here (RxRing.acks) ------------------------------------------ */
+
+/* wire.encode_ack(dest_qp, psn & 0xFFFFFF, cum & 0xFFFFFF, Sack(cum & 0xFFFFFF, bitmap, ev,
+ * tries, congestion, ports, dup)) after `head` (a Framer's headers for ACK_SIZE), its ICRC
+ * from `seed`, as wire.Framer.frame; with a NAK's syndrome, wire.encode_nack (its PSN
+ * the SACK's). Returns the frame's length. */
+static size_t ack_frame(unsigned char *out, const unsigned char *head, int head_len,
+                        uint32_t seed, uint32_t dest_qp, int syndrome, const FpSack *sk,
+                        uint16_t ports) {
+    memcpy(out, head, (size_t)head_len);
+    unsigned char *b = out + head_len;
+    uint32_t cum = (uint32_t)sk->cum & PSN_MASK;
+    b[0] = OP_ACKNOWLEDGE; b[1] = 0; b[2] = PKEY_DEFAULT >> 8; b[3] = PKEY_DEFAULT & 0xFF;
+    put32(b + 4, dest_qp & PSN_MASK);
+    put32(b + 8, (uint32_t)sk->psn & PSN_MASK);
+    put32(b + 12, (uint32_t)syndrome << 24 | cum);
+    put32(b + 16, cum);
+    put64(b + 20, sk->bitmap);
+    put32(b + 28, sk->ev);
+    b[32] = (unsigned char)((sk->tries & TRY_MASK) | (sk->dup ? SACK_DUP : 0));
+    b[33] = (unsigned char)sk->congestion;
+    b[34] = ports >> 8; b[35] = ports & 0xFF;
+    uint32_t crc = icrc32(seed, b, 4);
+    static const unsigned char ff = 0xFF;
+    crc = icrc32(crc, &ff, 1);
+    crc = icrc32(crc, b + 5, ACK_BODY - 5);
+    put_icrc(b + ACK_BODY, crc);
+    return (size_t)head_len + ACK_BODY + 4;
+}
+
+/* fp.ack_frame(head, seed, dest_qp, psn, cum, bitmap, ev, tries, congestion, ports, dup,
+ * syndrome=0): one ACK (or NAK) frame as RxRing sends it (the tests hold it to wire, in
+ * both framings). */
+static PyObject *fp_ack_frame(PyObject *Py_UNUSED(mod), PyObject *args) {
+    Py_buffer head;
+    unsigned int seed, dest_qp, ev, ports;
+    long long psn, cum, congestion;
+    unsigned long long bitmap;
+    int tries, dup, syndrome = SYNDROME_ACK;
+    if (!PyArg_ParseTuple(args, "y*IILLKIiLIp|i:ack_frame", &head, &seed, &dest_qp, &psn,
+                          &cum, &bitmap, &ev, &tries, &congestion, &ports, &dup, &syndrome))
+        return NULL;
+    if (head.len > ACK_HEAD_MAX) {
+        PyBuffer_Release(&head);
+        PyErr_Format(PyExc_ValueError, "head is at most %d bytes", ACK_HEAD_MAX);
+        return NULL;
+    }
+    unsigned char out[ACK_FRAME_MAX];
+    FpSack sk = {.cum = cum, .psn = psn, .bitmap = bitmap, .ev = ev, .tries = tries,
+                 .dup = dup, .congestion = congestion};
+    size_t n = ack_frame(out, head.buf, (int)head.len, seed, dest_qp, syndrome & 0xFF, &sk,
+                         (uint16_t)ports);
+    PyBuffer_Release(&head);
+    return PyBytes_FromStringAndSize((const char *)out, (Py_ssize_t)n);
+}
+
+/* The way back for a SACK of `ev` (its path key's), asking reverse(qpn, ev) the first
+ * time: NULL with no exception where there is none (no peer host yet: nothing is sent,
+ * and it is asked again next time), NULL with one where reverse failed. reverse runs
+ * Python, which may not bind or unbind meanwhile (busy): `b` stays where it is. */
+static AckWay *ack_way(RxRing *self, RxBinding *b, uint32_t ev) {
+    uint32_t key = ev & self->path_mask;
+    if (b->way_of && b->way_of[key]) return &b->ways[b->way_of[key] - 1];
+    PyObject *got = PyObject_CallFunction(self->reverse, "II", b->qpn, ev);
+    if (!got) return NULL;
+    if (got == Py_None) { Py_DECREF(got); return NULL; }
+    const char *head, *dst;
+    Py_ssize_t head_len, dst_len;
+    unsigned int seed;
+    PyObject *head_o, *dst_o;
+    if (!PyArg_ParseTuple(got, "SIS:reverse gives (head, seed, dst)", &head_o, &seed, &dst_o)) {
+        Py_DECREF(got);
+        return NULL;
+    }
+    head = PyBytes_AS_STRING(head_o); head_len = PyBytes_GET_SIZE(head_o);
+    dst = PyBytes_AS_STRING(dst_o); dst_len = PyBytes_GET_SIZE(dst_o);
+    if (head_len > ACK_HEAD_MAX || dst_len != 16) {
+        PyErr_Format(PyExc_ValueError, "reverse: head is at most %d bytes, dst a packed "
+                     "16-byte address", ACK_HEAD_MAX);
+        Py_DECREF(got);
+        return NULL;
+    }
+    if (!b->way_of && !(b->way_of = PyMem_Calloc((size_t)self->path_mask + 1,
+                                                 sizeof(uint16_t)))) {
+        Py_DECREF(got);
+        PyErr_NoMemory();
+        return NULL;
+    }
+    if (b->nways == b->capways) {
+        int cap = b->capways ? 2 * b->capways : 8;
+        AckWay *more = PyMem_Realloc(b->ways, (size_t)cap * sizeof *more);
+        if (!more) { Py_DECREF(got); PyErr_NoMemory(); return NULL; }
+        b->ways = more;
+        b->capways = cap;
+    }
+    AckWay *w = &b->ways[b->nways];
+    memcpy(w->head, head, (size_t)head_len);
+    w->head_len = (int)head_len;
+    w->seed = seed;
+    memset(&w->to, 0, sizeof w->to);
+    w->to.sin6_family = AF_INET6;
+    memcpy(&w->to.sin6_addr, dst, 16);
+    Py_DECREF(got);
+    b->way_of[key] = (uint16_t)++b->nways;
+    return w;
+}
+
+/* Send the queued SACK frames (one sendmmsg; a frame the kernel refuses is lost, as
+ * the loop's sendto loses it), or with no fd hand them to Python as EV_FRAME events. */
+static int ack_send(RxRing *self, PyObject *out) {
+    int n = self->nackq, rc = 0;
+    self->nackq = 0;
+    if (self->ack_fd < 0) {
+        for (int i = 0; i < n && rc == 0; i++) {
+            AckOut *a = &self->ackq[i];
+            rc = append_new(out, Py_BuildValue("(iIy#y#)", EV_FRAME, a->qpn, a->frame,
+                                               (Py_ssize_t)a->len, &a->to.sin6_addr,
+                                               (Py_ssize_t)16));
+        }
+        return rc;
+    }
+    for (int i = 0; i < n; i++) {
+        AckOut *a = &self->ackq[i];
+        a->iov = (struct iovec){a->frame, a->len};
+        struct msghdr *m = &self->ackmsgs[i].msg_hdr;
+        memset(m, 0, sizeof *m);
+        m->msg_name = &a->to;
+        m->msg_namelen = sizeof a->to;
+        m->msg_iov = &a->iov;
+        m->msg_iovlen = 1;
+    }
+    int i = 0;
+    while (i < n) {
+        int r;
+        Py_BEGIN_ALLOW_THREADS
+        r = sendmmsg(self->ack_fd, self->ackmsgs + i, n - i, 0);
+        Py_END_ALLOW_THREADS
+        if (r < 0) {
+            if (errno == EINTR) continue;
+            self->acks_refused++;
+            i++;
+            continue;
+        }
+        self->acks_sent += r;
+        i += r;
+    }
+    return 0;
+}
+
+/* One SACK (or NAK: syndrome) of a bound QP, framed on its way back and queued (sent
+ * when the queue is full, at the end of the recv, or by flush_sacks). */
+static int ack_queue(RxRing *self, RxBinding *b, int syndrome, const FpSack *sk,
+                     PyObject *out) {
+    uint32_t qpn = b->qpn, dest_qp = b->peer_qpn;
+    AckWay *w = ack_way(self, b, sk->ev);
+    if (!w) return PyErr_Occurred() ? -1 : 0;
+    if (self->nackq == ACK_QUEUE && ack_send(self, out) < 0) return -1;
+    AckOut *a = &self->ackq[self->nackq++];
+    a->len = ack_frame(a->frame, w->head, w->head_len, w->seed, dest_qp, syndrome, sk,
+                       self->port_bitmap);
+    a->qpn = qpn;
+    a->to = w->to;
+    return 0;
+}
+
+/* loop._on_data's SACK handling, in C: a SACK the sender waits on (a duplicate's, an
+ * ACK request's, a message's last packet's) or that echoes CE goes at once and
+ * replaces the one held; a plain one is held as the QP's last of the batch, and the one
+ * it replaces kept as the companion if that went another path (loop._coalesce). */
+static int ack_take(RxRing *self, RxBinding *b, const FpSack *sk, int urgent, PyObject *out) {
+    if (urgent) {
+        b->has_pending = b->has_other = 0;
+        return ack_queue(self, b, SYNDROME_ACK, sk, out);
+    }
+    if (b->has_pending && ((b->pending.ev ^ sk->ev) & self->path_mask)) {
+        b->other = b->pending;
+        b->has_other = 1;
+    }
+    b->pending = *sk;
+    b->has_pending = 1;
+    return 0;
+}
+
+/* loop._flush_sacks, in C: each bound QP's held SACK, after its companion. */
+static int ack_flush(RxRing *self, PyObject *out) {
+    for (int i = 0; i < self->nbinds; i++) {
+        RxBinding *b = &self->binds[i];
+        if (!b->has_pending) continue;
+        FpSack other = b->other, last = b->pending;
+        int has_other = b->has_other;
+        b->has_pending = b->has_other = 0;
+        if ((has_other && ack_queue(self, b, SYNDROME_ACK, &other, out) < 0)
+            || ack_queue(self, b, SYNDROME_ACK, &last, out) < 0)
+            return -1;
+    }
+    return ack_send(self, out);
+}
+
+/* One datagram, if it is a data packet for a bound QP that gets that far: what
+ * loop._on_data does, in C. Checked as parse checks it (anything parse would drop, a
+ * trimmed packet, a QP not bound: 0, parse's), then the QP's rkey and bounds (drops
+ * counted in its binding), the PSN unwrapped against the receiver's cum, CE read from
+ * the traffic class; the Receiver copies the payload from the ring into its buffer.
+ * Its SACK, NAK and CE notice are appended to `out` (events EV_SACK, EV_NACK, EV_CE).
+ * Returns 1 (taken), 0 (not a bound QP's: parse it) or -1 with an exception set. */
+static int rx_bound_data(RxRing *self, const unsigned char *data, Py_ssize_t n,
+                         const unsigned char *src, unsigned sport, uint32_t flow,
+                         int64_t now, PyObject *out) {
+    if (!self->nbinds || n < DATA_HEAD + 4) return 0;
+    int op = data[0];
+    unsigned tc = (flow >> TC_SHIFT) & 0xFF;
+    if ((op != OP_WRITE_ONLY && op != OP_WRITE_ONLY_IMM) || (tc >> 2) == TRIM_DSCP) return 0;
+    Py_ssize_t start = op == OP_WRITE_ONLY ? DATA_HEAD : DATA_IMM_HEAD;
+    if (n < start + 4) return 0;
+    RxBinding *b = rx_binding(self, get32(data + 4) & PSN_MASK);
+    if (!b || !icrc_ok(data, n, src, self->local, sport)) return 0;
+    uint32_t dma_len = get32(data + 24);
+    if ((Py_ssize_t)dma_len != n - start - 4 || dma_len > MTU) return 0;
+    uint64_t va = get64(data + 12);
+    uint32_t rkey = get32(data + 20);
+    b->touched = 1;
+    /* va + length, without a sum that wraps near 2**64 */
+    if (rkey != b->rkey || va > (uint64_t)b->size || dma_len > (uint64_t)b->size - va) {
+        if (rkey != b->rkey) b->bad_rkey++;
+        else b->out_of_bounds++;
+        return 1;
+    }
+    uint32_t word = get32(data + 8);
+    FpRxData p = {
+        .psn = unwrap24(word & PSN_MASK, fp_receiver_cum(b->receiver)),
+        .va = (int64_t)va,
+        .payload = data + start,
+        .len = dma_len,
+        .ev = (flow & FLOW_MASK) | ((uint32_t)(sport & 0x3FFF) << SPORT_SHIFT),
+        .imm = op == OP_WRITE_ONLY_IMM ? get32(data + 28) : 0,
+        .has_imm = op == OP_WRITE_ONLY_IMM,
+        .tries = (int)((word >> 24) & TRY_MASK),
+        .ack_req = (word & ACK_REQ) != 0,
+        .ce = (tc & 3) == 3,  /* wire.ECN_MASK, wire.CE */
+    };
+    b->has_last = 1;  /* for the delayed ACK: its PSN, EV and try (loop's qp.last_pkt) */
+    b->last_psn = p.psn;
+    b->last_va = p.va;
+    b->last_ev = p.ev;
+    b->last_tries = p.tries;
+    b->last_ack_req = p.ack_req;
+    b->last_ce = p.ce;
+    uint32_t qpn = b->qpn;
+    FpSack sk;
+    int64_t nack;
+    Py_ssize_t placed;
+    PyObject *receiver = Py_NewRef(b->receiver);
+    int rc = fp_receiver_data(receiver, &p, &sk, &nack, &placed);
+    Py_DECREF(receiver);
+    if (rc < 0) return -1;
+    self->batch_plane[p.ev & (PLANES - 1)] += (unsigned long long)placed;
+    /* the sender waits on it, or it echoes a CE mark: never coalesced away */
+    int urgent = rc && (sk.dup || p.ack_req || p.has_imm || sk.congestion);
+    if (rc && self->reverse) {
+        /* `b` is where it was: nothing ran that may bind or unbind (busy) */
+        if (ack_take(self, b, &sk, urgent, out) < 0) return -1;
+    } else if (rc) {
+        if (append_new(out, Py_BuildValue("(iILKILiLOO)", EV_SACK, qpn, (long long)sk.cum,
+                                          (unsigned long long)sk.bitmap, sk.ev,
+                                          (long long)sk.psn, sk.tries, sk.congestion,
+                                          sk.dup ? Py_True : Py_False,
+                                          urgent ? Py_True : Py_False)) < 0)
+            return -1;
+    }
+    if (nack >= 0 && self->reverse) {
+        /* loop._send_nack: a PSN sequence error at cum (which nack is), in order with
+         * the SACKs, its SACK the bare one (no bitmap, EV echoed, no try) */
+        FpSack nk = {.cum = nack, .psn = nack, .ev = p.ev};
+        if (ack_queue(self, b, NAK_PSN_SEQUENCE_ERROR, &nk, out) < 0) return -1;
+    } else if (nack >= 0
+               && append_new(out, Py_BuildValue("(iILI)", EV_NACK, qpn, (long long)nack,
+                                                p.ev)) < 0) {
+        return -1;
+    }
+    if (p.ce && append_new(out, Py_BuildValue("(iIIL)", EV_CE, qpn, p.ev, (long long)now)) < 0)
+        return -1;
+    return 1;
+}
+
+/* The end of a recv: per bound QP that got packets, its last one (EV_LAST) and its
+ * drops (EV_DROPS); the bytes placed per plane (EV_PLACED). */
+static int rx_batch_end(RxRing *self, int64_t now, PyObject *out) {
+    int rc = 0;
+    for (int i = 0; i < self->nbinds; i++) {
+        RxBinding *b = &self->binds[i];
+        if (!b->touched) continue;
+        b->touched = 0;
+        if (b->has_last && rc == 0)
+            rc = append_new(out, Py_BuildValue("(iILLIiOOL)", EV_LAST, b->qpn,
+                                               (long long)b->last_psn, (long long)b->last_va,
+                                               b->last_ev, b->last_tries,
+                                               b->last_ack_req ? Py_True : Py_False,
+                                               b->last_ce ? Py_True : Py_False,
+                                               (long long)now));
+        b->has_last = 0;
+        if ((b->bad_rkey || b->out_of_bounds) && rc == 0)
+            rc = append_new(out, Py_BuildValue("(iILL)", EV_DROPS, b->qpn, b->bad_rkey,
+                                               b->out_of_bounds));
+        b->bad_rkey = b->out_of_bounds = 0;
+    }
+    for (int p = 0; p < PLANES; p++) {
+        unsigned long long got = self->batch_plane[p];
+        if (!got) continue;
+        self->batch_plane[p] = 0;
+        self->plane_bytes[p] += got;
+        if (rc == 0) rc = append_new(out, Py_BuildValue("(iiK)", EV_PLACED, p, got));
+    }
+    return rc;
+}
+
 /* recv() -> [parsed, ...]: what one recvmmsg(MSG_DONTWAIT) returned, each parsed as
- * `parse` does. Payload views point into the ring: they are valid until the next recv. */
-static PyObject *rxring_recv(RxRing *self, PyObject *Py_UNUSED(ignored)) {
-    FP_REQUIRE_READY(self, NULL);
+ * `parse` does; a bound QP's data packets taken by its Receiver instead, and what
+ * Python must act on in their place (the EV_ events). Payload views point into the
+ * ring: they are valid until the next recv. */
+static PyObject *rxring_recv_batch(RxRing *self) {
     for (int i = 0; i < self->slots; i++) {
         self->iov[i] = (struct iovec){self->buf + (size_t)i * self->slot_size,
                                       (size_t)self->slot_size};
@@ -790,8 +1262,9 @@ static PyObject *rxring_recv(RxRing *self, PyObject *Py_UNUSED(ignored)) {
     }
     self->batches++;
     self->datagrams += r;
-    PyObject *out = PyList_New(r);
+    PyObject *out = PyList_New(0);
     if (!out) return NULL;
+    int64_t now = self->nbinds ? monotonic_ns() : 0;
     for (int i = 0; i < r; i++) {
         struct msghdr *m = &self->msgs[i].msg_hdr;
         uint32_t flow = 0;
@@ -805,14 +1278,196 @@ static PyObject *rxring_recv(RxRing *self, PyObject *Py_UNUSED(ignored)) {
         if (n > self->slot_size) n = self->slot_size;  /* cut: its ICRC fails */
         Py_ssize_t at = (Py_ssize_t)i * self->slot_size;
         const unsigned char *src = (const unsigned char *)&self->from[i].sin6_addr;
+        unsigned sport = ntohs(self->from[i].sin6_port);
+        int taken = rx_bound_data(self, self->buf + at, n, src, sport, flow, now, out);
+        if (taken) {
+            if (taken < 0) goto fail;
+            continue;
+        }
         PyObject *src_obj = peer_bytes(self, src);
         PyObject *item = src_obj ? parse_one(self->buf_view, at, self->buf + at, n, src,
-                                             self->local, ntohs(self->from[i].sin6_port),
-                                             flow, src_obj)
+                                             self->local, sport, flow, src_obj)
                                  : NULL;
         Py_XDECREF(src_obj);
-        if (!item) { Py_DECREF(out); return NULL; }
-        PyList_SET_ITEM(out, i, item);
+        if (append_new(out, item) < 0) goto fail;
+    }
+    if (rx_batch_end(self, now, out) < 0 || ack_send(self, out) < 0) goto fail;
+    return out;
+fail:
+    self->nackq = 0;  /* what was queued is lost, as a failed sendto loses it */
+    rx_batch_end(self, now, out);  /* the batch's state reset; what it counted is kept */
+    Py_DECREF(out);
+    return NULL;
+}
+
+static PyObject *rxring_recv(RxRing *self, PyObject *Py_UNUSED(ignored)) {
+    FP_REQUIRE_READY(self, NULL);
+    /* an allocation may run Python (a GC pass, the finalizers it runs): no bind, unbind
+     * or recv until this one is done */
+    if (self->busy) {
+        PyErr_SetString(PyExc_RuntimeError, "RxRing.recv: called from inside recv");
+        return NULL;
+    }
+    self->busy = 1;
+    PyObject *out = rxring_recv_batch(self);
+    self->busy = 0;
+    return out;
+}
+
+/* bind(qpn, receiver, rkey): QP qpn's data packets go to `receiver` (a compiled
+ * Receiver copying into its buffer) from the next recv on; bound again, replaced. */
+static PyObject *rxring_bind(RxRing *self, PyObject *args) {
+    FP_REQUIRE_READY(self, NULL);
+    unsigned long long qpn, rkey, peer_qpn = 0;
+    PyObject *receiver;
+    if (!PyArg_ParseTuple(args, "KOK|K:bind", &qpn, &receiver, &rkey, &peer_qpn)) return NULL;
+    if (qpn > PSN_MASK || peer_qpn > PSN_MASK || rkey > 0xFFFFFFFFu) {
+        PyErr_SetString(PyExc_ValueError, "qpn and peer_qpn are 24 bits, rkey 32");
+        return NULL;
+    }
+    Py_ssize_t size;
+    if (fp_receiver_bindable(receiver, &size) < 0) return NULL;
+    if (self->busy) {
+        PyErr_SetString(PyExc_RuntimeError, "RxRing.bind: called from inside recv");
+        return NULL;
+    }
+    RxBinding *b = rx_binding(self, (uint32_t)qpn);
+    if (!b) {
+        if (self->nbinds == self->capbinds) {
+            int cap = self->capbinds ? 2 * self->capbinds : 8;
+            RxBinding *more = PyMem_Realloc(self->binds, (size_t)cap * sizeof *more);
+            if (!more) return PyErr_NoMemory();
+            self->binds = more;
+            self->capbinds = cap;
+        }
+        b = &self->binds[self->nbinds++];
+        memset(b, 0, sizeof *b);
+    }
+    Py_XSETREF(b->receiver, Py_NewRef(receiver));
+    binding_forget_ways(b);  /* its peer may be another: the ways back are asked again */
+    b->qpn = (uint32_t)qpn;
+    b->rkey = (uint32_t)rkey;
+    b->peer_qpn = (uint32_t)peer_qpn;
+    b->size = size;
+    Py_RETURN_NONE;
+}
+
+/* acks(fd, reverse, path_mask): bound QPs' SACKs coalesced, framed and sent here with
+ * sendmmsg on fd (-1: handed back as EV_FRAME events instead); reverse(qpn, ev) ->
+ * (head, seed, dst) | None gives the way back of a path the first time (head: a
+ * wire.Framer's headers for an ACK, seed: the ICRC's state after them, dst: where to
+ * send it, packed). acks(-1, None, 0): SACKs handed back as EV_SACK events again. */
+static PyObject *rxring_acks(RxRing *self, PyObject *args) {
+    FP_REQUIRE_READY(self, NULL);
+    int fd;
+    PyObject *reverse;
+    unsigned long path_mask;
+    if (!PyArg_ParseTuple(args, "iOk:acks", &fd, &reverse, &path_mask)) return NULL;
+    if (reverse != Py_None && !PyCallable_Check(reverse)) {
+        PyErr_SetString(PyExc_TypeError, "reverse: want reverse(qpn, ev) or None");
+        return NULL;
+    }
+    if (path_mask > 0x7FFF) {  /* a QP's ways are counted in 16 bits */
+        PyErr_SetString(PyExc_ValueError, "path_mask is at most 15 bits");
+        return NULL;
+    }
+    if (self->busy) {
+        PyErr_SetString(PyExc_RuntimeError, "RxRing.acks: called from inside recv");
+        return NULL;
+    }
+    for (int i = 0; i < self->nbinds; i++) binding_forget_ways(&self->binds[i]);
+    Py_XSETREF(self->reverse, reverse == Py_None ? NULL : Py_NewRef(reverse));
+    self->ack_fd = fd;
+    self->path_mask = (uint32_t)path_mask;
+    Py_RETURN_NONE;
+}
+
+/* flush_sacks() -> [event, ...]: each bound QP's held SACK sent, after its companion
+ * (loop._flush_sacks); the EV_FRAME events where there is no fd. */
+static PyObject *rxring_flush_sacks(RxRing *self, PyObject *Py_UNUSED(ignored)) {
+    FP_REQUIRE_READY(self, NULL);
+    if (self->busy) {
+        PyErr_SetString(PyExc_RuntimeError, "RxRing.flush_sacks: called from inside recv");
+        return NULL;
+    }
+    PyObject *out = PyList_New(0);
+    if (!out) return NULL;
+    self->busy = 1;
+    int rc = ack_flush(self, out);
+    self->busy = 0;
+    if (rc < 0) {
+        self->nackq = 0;
+        Py_DECREF(out);
+        return NULL;
+    }
+    return out;
+}
+
+static PyObject *rxring_get_port_bitmap(RxRing *self, void *Py_UNUSED(closure)) {
+    FP_REQUIRE_READY(self, NULL);
+    return PyLong_FromLong(self->port_bitmap);
+}
+
+static int rxring_set_port_bitmap(RxRing *self, PyObject *v, void *Py_UNUSED(closure)) {
+    FP_REQUIRE_READY(self, -1);
+    if (!v) {
+        PyErr_SetString(PyExc_AttributeError, "port_bitmap cannot be deleted");
+        return -1;
+    }
+    long x = PyLong_AsLong(v);
+    if (x == -1 && PyErr_Occurred()) return -1;
+    if (x < 0 || x > 0xFFFF) {
+        PyErr_SetString(PyExc_ValueError, "port_bitmap is 16 bits");
+        return -1;
+    }
+    self->port_bitmap = (uint16_t)x;
+    return 0;
+}
+
+static PyObject *rxring_ack_counters(RxRing *self, void *Py_UNUSED(closure)) {
+    FP_REQUIRE_READY(self, NULL);
+    return Py_BuildValue("(KK)", self->acks_sent, self->acks_refused);
+}
+
+/* unbind(qpn) -> bool: QP qpn's packets go back to parse (False: it was not bound). */
+static PyObject *rxring_unbind(RxRing *self, PyObject *arg) {
+    FP_REQUIRE_READY(self, NULL);
+    unsigned long long qpn = PyLong_AsUnsignedLongLong(arg);
+    if (qpn == (unsigned long long)-1 && PyErr_Occurred()) return NULL;
+    if (self->busy) {
+        PyErr_SetString(PyExc_RuntimeError, "RxRing.unbind: called from inside recv");
+        return NULL;
+    }
+    for (int i = 0; i < self->nbinds; i++) {
+        if (self->binds[i].qpn != qpn) continue;
+        PyObject *receiver = self->binds[i].receiver;
+        binding_forget_ways(&self->binds[i]);
+        self->binds[i] = self->binds[--self->nbinds];
+        Py_DECREF(receiver);
+        Py_RETURN_TRUE;
+    }
+    Py_RETURN_FALSE;
+}
+
+static PyObject *rxring_bound(RxRing *self, void *Py_UNUSED(closure)) {
+    FP_REQUIRE_READY(self, NULL);
+    PyObject *out = PyDict_New();
+    for (int i = 0; out && i < self->nbinds; i++) {
+        PyObject *k = PyLong_FromUnsignedLong(self->binds[i].qpn);
+        if (!k || PyDict_SetItem(out, k, self->binds[i].receiver) < 0) Py_CLEAR(out);
+        Py_XDECREF(k);
+    }
+    return out;
+}
+
+static PyObject *rxring_plane_bytes(RxRing *self, void *Py_UNUSED(closure)) {
+    FP_REQUIRE_READY(self, NULL);
+    PyObject *out = PyDict_New();
+    for (int p = 0; out && p < PLANES; p++) {
+        if (!self->plane_bytes[p]) continue;
+        PyObject *k = PyLong_FromLong(p), *v = PyLong_FromUnsignedLongLong(self->plane_bytes[p]);
+        if (!k || !v || PyDict_SetItem(out, k, v) < 0) Py_CLEAR(out);
+        Py_XDECREF(k); Py_XDECREF(v);
     }
     return out;
 }
@@ -824,13 +1479,37 @@ static PyObject *rxring_counters(RxRing *self, void *Py_UNUSED(closure)) {
 
 static PyMethodDef rxring_methods[] = {
     {"recv", (PyCFunction)rxring_recv, METH_NOARGS,
-     "recv() -> [parsed, ...]: one recvmmsg's datagrams, each as parse() gives it"},
+     "recv() -> [parsed, ...]: one recvmmsg's datagrams, each as parse() gives it; a "
+     "bound QP's data packets taken by its Receiver, and in their place "
+     "(4, qpn, cum, bitmap, ev, psn, tries, congestion, dup, urgent) a SACK to send, "
+     "(5, qpn, psn, ev) a NAK, (6, qpn, ev, t_ns) a CE-marked packet; at the end, per "
+     "bound QP that got any, (7, qpn, psn, va, ev, tries, ack_req, ce, t_ns) its last "
+     "packet and (8, qpn, bad_rkey, out_of_bounds) its drops; per plane "
+     "(9, plane, bytes) the bytes placed"},
+    {"bind", (PyCFunction)rxring_bind, METH_VARARGS,
+     "bind(qpn, receiver, rkey, peer_qpn=0): QP qpn's data packets straight to its "
+     "compiled Receiver (peer_qpn: its ACKs' DestQP)"},
+    {"acks", (PyCFunction)rxring_acks, METH_VARARGS,
+     "acks(fd, reverse, path_mask): bound QPs' SACKs coalesced, framed and sent here "
+     "(fd -1: handed back as (10, qpn, frame, dst) events); reverse(qpn, ev) -> "
+     "(head, seed, dst) | None the way back of a path"},
+    {"flush_sacks", (PyCFunction)rxring_flush_sacks, METH_NOARGS,
+     "flush_sacks() -> [event, ...]: each bound QP's held SACK, after its companion"},
+    {"unbind", (PyCFunction)rxring_unbind, METH_O,
+     "unbind(qpn) -> bool: QP qpn's data packets parsed again (False: not bound)"},
     {NULL}
 };
 
 static PyGetSetDef rxring_getset[] = {
     {"counters", (getter)rxring_counters, NULL, "(datagrams, recvmmsg calls that got any)",
      NULL},
+    {"bound", (getter)rxring_bound, NULL, "{qpn: receiver}: the bound QPs", NULL},
+    {"port_bitmap", (getter)rxring_get_port_bitmap, (setter)rxring_set_port_bitmap,
+     "the port bitmap the SACKs framed here carry", NULL},
+    {"ack_counters", (getter)rxring_ack_counters, NULL,
+     "(SACK frames sent here, refused by the kernel)", NULL},
+    {"plane_bytes", (getter)rxring_plane_bytes, NULL,
+     "{plane: payload bytes placed for bound QPs}, per the EV's plane", NULL},
     {NULL}
 };
 
@@ -838,11 +1517,13 @@ static PyTypeObject RxRingType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "twin.mrc._fastpath.RxRing",
     .tp_basicsize = sizeof(RxRing),
-    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
     .tp_doc = "RxRing(fd, local, slots=64, slot_size=4352): recvmmsg into a ring, parsed",
     .tp_new = PyType_GenericNew,
     .tp_init = (initproc)rxring_init_once,
     .tp_dealloc = (destructor)rxring_dealloc,
+    .tp_traverse = (traverseproc)rxring_traverse,
+    .tp_clear = (inquiry)rxring_clear,
     .tp_methods = rxring_methods,
     .tp_getset = rxring_getset,
 };
@@ -856,6 +1537,9 @@ static PyMethodDef fp_methods[] = {
      "(2, view, opcode, src, sport, flow, length) for any other opcode; "
      "(3, dest_qp, psn, va, rkey, dma_len, ev, tries, opcode, tc, src) for a data packet "
      "a switch trimmed (DSCP 7 in flow's traffic class, bits 27..20)"},
+    {"ack_frame", fp_ack_frame, METH_VARARGS,
+     "ack_frame(head, seed, dest_qp, psn, cum, bitmap, ev, tries, congestion, ports, dup) "
+     "-> bytes: one ACK frame as RxRing sends it (wire.Framer.frame(wire.encode_ack(...)))"},
     {"build", (PyCFunction)(void (*)(void))fp_build, METH_FASTCALL,
      "build(head, seed, word, va, rkey, payload, imm) -> bytes: one data packet"},
     {NULL}

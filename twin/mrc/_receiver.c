@@ -18,7 +18,10 @@
  *                    writable buffer (the QP's registered memory): then a payload is
  *                    copied at va with memcpy, bounds checked, and nothing written
  *                    outside.
- * What stays Python: the packets it is given (transport.RxPacket, read by attribute),
+ * The data path (RxRing, for a QP bound to it) calls fp_receiver_data instead: the
+ * packet's fields as parsed, its payload copied from the ring, the SACK as C fields
+ * (_receiver.h); on_data is that same step with its fields read from an RxPacket.
+ * What stays Python: the packets on_data is given (transport.RxPacket, read by attribute),
  * the SackReports it returns (transport.SackReport), `nacks` (a list the data path
  * sends and clears), `completions` (a deque of (n, imm)), and port_state(), called
  * once per report as the reference does.
@@ -39,6 +42,8 @@ static PyObject *s_psn, *s_va, *s_payload, *s_imm, *s_ev, *s_tries, *s_ack_req, 
 
 enum { BITMAP_BITS = 64 };
 
+static PyTypeObject ReceiverType;
+
 typedef struct {
     int64_t packets, bytes, duplicates, out_of_order, acks, nacks, completions,
         out_of_window, ce_marked, trimmed, nacks_trimmed;
@@ -46,7 +51,7 @@ typedef struct {
 
 typedef struct {
     PyObject_HEAD
-    int ready;             /* FP_READY once __init__ ran to its end (_fastpath.h) */
+    int ready;             /* FP_READY once __init__ ran to its end (_util.h) */
     PyObject *place;       /* the callable, or NULL: copy into `buf` */
     Py_buffer buf;         /* valid when place is NULL */
     PyObject *port_state;  /* callable, or Py_None: 0xFFFF */
@@ -254,55 +259,148 @@ static int place(Receiver *r, const Pkt *p, Py_ssize_t *length) {
 
 /* -- the methods ------------------------------------------------------------------------ */
 
-static PyObject *on_data(Receiver *r, PyObject *obj) {  /* Receiver.on_data */
-    FP_REQUIRE_READY(r, NULL);
-    Pkt p;
-    if (pkt_read(obj, &p, 1) < 0) return NULL;
-    PyObject *out = NULL;
-    int64_t d = p.psn - r->cum;
-    if (d < 0 || (d < r->span && ring_has(r, p.psn))) {
+/* Receiver.on_data's decisions for one packet whose fields are read (psn, ce, ack_req;
+ * imm NULL for none). `placer` places it (the callable or the buffer: `place`; the data
+ * path's bytes: place_bytes). Returns -1 with an exception set, 0: no SACK now, 1: a
+ * SACK now, 2: a SACK now that answers a duplicate. *nack is the PSN to NAK, or -1. */
+typedef int (*placer_fn)(Receiver *r, void *arg, Py_ssize_t *length);
+
+static int data_step(Receiver *r, int64_t psn, int ce, int ack_req, PyObject *imm,
+                     placer_fn placer, void *arg, int64_t *nack) {
+    *nack = -1;
+    int64_t d = psn - r->cum;
+    if (d < 0 || (d < r->span && ring_has(r, psn))) {
         r->st.duplicates++;
-        if (p.ce) mark(r);
-        out = sack(r, &p, 1);  /* the sender missed an ack: answer at once */
-        goto done;
+        if (ce) mark(r);
+        r->unacked = 0;  /* Receiver._sack: the sender missed an ack: answer at once */
+        r->st.acks++;
+        return 2;
     }
     if (d >= r->span) {
         r->st.out_of_window++;
-        out = Py_NewRef(Py_None);
-        goto done;
+        return 0;
     }
-    if (p.ce) mark(r);
+    if (ce) mark(r);
     Py_ssize_t length;
-    if (place(r, &p, &length) < 0) goto done;
+    if (placer(r, arg, &length) < 0) return -1;
     r->st.packets++;
     r->st.bytes += length;
-    if (p.imm != Py_None && heap_push(r, p.psn, p.imm) < 0) goto done;
+    if (imm && heap_push(r, psn, imm) < 0) return -1;
     if (d == 0) {
         ring_set(r, r->cum);
         while (ring_has(r, r->cum)) {
             ring_clear(r, r->cum);
             r->cum++;
         }
-        if (r->heap_len && deliver(r) < 0) goto done;
+        if (r->heap_len && deliver(r) < 0) return -1;
     } else {
         r->st.out_of_order++;
-        ring_set(r, p.psn);
+        ring_set(r, psn);
         if (d >= NACK_DISTANCE && r->nacked != r->cum) {
             r->nacked = r->cum;
-            PyObject *cum = PyLong_FromLongLong(r->cum);
-            if (!cum || PyList_Append(r->nacks, cum) < 0) { Py_XDECREF(cum); goto done; }
-            Py_DECREF(cum);
+            *nack = r->cum;
             r->st.nacks++;
         }
     }
     r->unacked++;
-    if (r->unacked >= r->ack_every || p.ack_req || p.imm != Py_None || p.ce)
-        out = sack(r, &p, 0);
-    else
-        out = Py_NewRef(Py_None);
+    if (r->unacked >= r->ack_every || ack_req || imm || ce) {
+        r->unacked = 0;  /* Receiver._sack */
+        r->st.acks++;
+        return 1;
+    }
+    return 0;
+}
+
+static int place_pkt(Receiver *r, void *arg, Py_ssize_t *length) {
+    return place(r, (const Pkt *)arg, length);
+}
+
+static PyObject *on_data(Receiver *r, PyObject *obj) {  /* Receiver.on_data */
+    FP_REQUIRE_READY(r, NULL);
+    Pkt p;
+    if (pkt_read(obj, &p, 1) < 0) return NULL;
+    PyObject *out = NULL;
+    int64_t nack;
+    int rc = data_step(r, p.psn, p.ce, p.ack_req, p.imm == Py_None ? NULL : p.imm,
+                       place_pkt, &p, &nack);
+    if (rc < 0) goto done;
+    if (nack >= 0) {
+        PyObject *cum = PyLong_FromLongLong(nack);
+        if (!cum || PyList_Append(r->nacks, cum) < 0) { Py_XDECREF(cum); goto done; }
+        Py_DECREF(cum);
+    }
+    out = rc ? report(r, &p, rc == 2) : Py_NewRef(Py_None);
 done:
     pkt_release(&p);
     return out;
+}
+
+/* -- the data path's entry (_receiver.h): no packet object, no attribute read -------- */
+
+int fp_receiver_bindable(PyObject *obj, Py_ssize_t *size) {
+    if (!PyObject_TypeCheck(obj, &ReceiverType)) {
+        PyErr_SetString(PyExc_TypeError, "want a compiled Receiver (twin.mrc._fastpath)");
+        return -1;
+    }
+    Receiver *r = (Receiver *)obj;
+    FP_REQUIRE_READY(r, -1);
+    if (r->place) {
+        PyErr_SetString(PyExc_TypeError, "the Receiver places through a callable: only "
+                        "one that copies into its buffer can be bound");
+        return -1;
+    }
+    *size = r->buf.len;
+    return 0;
+}
+
+int64_t fp_receiver_cum(PyObject *obj) {
+    return ((Receiver *)obj)->cum;
+}
+
+typedef struct {
+    const FpRxData *pkt;
+} BytesArg;
+
+static int place_bytes(Receiver *r, void *arg, Py_ssize_t *length) {
+    const FpRxData *p = ((BytesArg *)arg)->pkt;
+    if (p->va < 0 || p->va > r->buf.len || p->len > r->buf.len - p->va) {
+        PyErr_Format(PyExc_ValueError, "placing %zd bytes at va %lld overflows the %zd-byte "
+                     "buffer", p->len, (long long)p->va, r->buf.len);
+        return -1;
+    }
+    memcpy((char *)r->buf.buf + p->va, p->payload, (size_t)p->len);
+    *length = p->len;
+    return 0;
+}
+
+int fp_receiver_data(PyObject *obj, const FpRxData *p, FpSack *sack, int64_t *nack,
+                     Py_ssize_t *placed) {
+    Receiver *r = (Receiver *)obj;
+    *placed = 0;
+    *nack = -1;
+    FP_REQUIRE_READY(r, -1);
+    if (r->place) {
+        PyErr_SetString(PyExc_TypeError, "the Receiver places through a callable");
+        return -1;
+    }
+    PyObject *imm = NULL;
+    if (p->has_imm && !(imm = PyLong_FromUnsignedLong(p->imm))) return -1;
+    BytesArg arg = {p};
+    int64_t before = r->st.bytes;
+    int rc = data_step(r, p->psn, p->ce, p->ack_req, imm, place_bytes, &arg, nack);
+    Py_XDECREF(imm);
+    *placed = (Py_ssize_t)(r->st.bytes - before);
+    if (rc <= 0) return rc;
+    /* Receiver._report, the port bitmap left to the data path (it frames the SACK) */
+    sack->cum = r->cum;
+    sack->bitmap = ring_bitmap(r);
+    sack->ev = p->ev;
+    sack->psn = p->psn;
+    sack->tries = p->tries;
+    sack->congestion = (p->ce ? CONGESTION_ECHO_CE : 0) | r->marks;
+    sack->dup = rc == 2;
+    r->marks = 0;
+    return 1;
 }
 
 static PyObject *on_trimmed(Receiver *r, PyObject *obj) {  /* Receiver.on_trimmed */

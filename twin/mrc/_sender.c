@@ -398,7 +398,7 @@ typedef struct {
 typedef struct {
     PyObject_HEAD
     PyObject *weakrefs;
-    int ready;  /* FP_READY once __init__ ran to its end (_fastpath.h) */
+    int ready;  /* FP_READY once __init__ ran to its end (_util.h) */
     PyObject *cfg, *rp, *pacer, *evs, *log, *acked_bins, *completed, *lost, *single,
         *failed;
     int mode, cc, ecn, trim;

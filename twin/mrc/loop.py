@@ -37,7 +37,10 @@ Two implementations of send and recv, the same bytes on the wire (MRC_TWIN_DATAP
               packets built in C from the transport's TxPackets and sent with one
               sendmmsg straight from the source buffer; recvmmsg of up to RX_SLOTS
               datagrams into a ring, ICRC checked and headers parsed in C, payloads
-              placed from the ring. The default where it is built (auto).
+              placed from the ring; a QP with the compiled receiver is bound to the
+              ring (_bind): its packets placed, acknowledged (coalesced, framed, sent
+              with sendmmsg) in C, Python given per batch only what it acts on
+              (_on_bound). The default where it is built (auto).
     python    the standard library only: one sendto / recvmsg per packet, wire's
               encoder and decoder. Where the module is missing (a container whose
               Python cannot load it) or stale (built from other sources than the
@@ -101,7 +104,7 @@ from twin.fabric.plan import nic_address
 from twin.fabric.spec import parse_spec
 from twin.mrc import framing, trace, wire
 from twin.mrc.buffer import GuardedBuffer
-from twin.mrc.core import LOAD_HINT, Transport, load_transport, short_name, stale_build
+from twin.mrc.core import LOAD_HINT, Transport, compiled, load_transport, short_name, stale_build
 from twin.mrc.counters import EndpointCounters
 from twin.mrc.dcqcn import Dcqcn, NotificationPoint
 from twin.mrc.evset import EvSet
@@ -175,7 +178,7 @@ def load_datapath(asked: str | None = None, framing_name: str = framing.SRV6):
                              f"{DATAPATH_ENV}=auto runs it on the Python data path")
         return None, f"python: {NO_COMPILED_ECMP}"
     try:
-        from twin.mrc import _fastpath
+        _fastpath = compiled()  # bound: its RxRing hands packets to compiled Receivers
     except ImportError as e:
         if asked == "compiled":
             raise UsageError(f"{DATAPATH_ENV}=compiled, but twin.mrc._fastpath does not "
@@ -300,6 +303,8 @@ class PacketLoop:
         self.on_done: Callable[[SendQp], None] = lambda qp: qp.waiters.clear()
         self._open_sockets()
         self.port_bitmap = self._read_ports()
+        if self.rx_ring is not None:
+            self.rx_ring.port_bitmap = self.port_bitmap  # what its SACKs carry
 
     # -- sockets ----------------------------------------------------------------
 
@@ -333,6 +338,9 @@ class PacketLoop:
         if fast is not None:
             self.tx_batch = fast.TxBatch(self.raw.fileno(), SEND_BUDGET)
             self.rx_ring = fast.RxRing(self.udp.fileno(), self.nic_packed, RX_SLOTS, RECV_BUF)
+            # bound QPs' SACKs framed in C and sent on the raw socket, their ways back
+            # asked of _reverse (its reverse EVs come from the QP's seeded rng)
+            self.rx_ring.acks(self.raw.fileno(), self._ack_way, _PATH_MASK)
         self.sel = selectors.DefaultSelector()
         for sock, _ in self.rx_socks:
             self.sel.register(sock, selectors.EVENT_READ, None)  # read every round anyway
@@ -465,6 +473,25 @@ class PacketLoop:
         qp.peer_nic = str(nic_address(self.fabric, peer))
         qp.peer_qpn = peer_qpn
         self._warm_routes(peer)
+        self._bind(qp)
+
+    def _bind(self, qp: RecvQp) -> None:
+        """Once its peer is known (connect, or its first packet), a compiled receiver's
+        data packets go straight from the receive ring to it (RxRing.bind): checked,
+        placed and acknowledged in C, Python given only what it acts on (_recv_ring). A
+        reference receiver's, and any before the peer is known, take the tuple path."""
+        if self.rx_ring is not None and qp.transport == "compiled" and qp.peer_nic:
+            self.rx_ring.bind(qp.qpn, qp.receiver, qp.rkey, qp.peer_qpn)
+
+    def _ack_way(self, qpn: int, ev: int) -> tuple[bytes, int, bytes] | None:
+        """For the ring (RxRing.acks): the way back of a bound QP's SACKs for `ev`'s
+        path, as _send_sack frames them: (headers, ICRC seed, packed destination)."""
+        qp = self.recv_qps.get(qpn)
+        rev = None if qp is None else self._reverse(qp, ev)
+        if rev is None:
+            return None
+        head, seed = rev[0].headers(wire.ACK_SIZE)
+        return head, seed, self._packed_peer(rev[1])
 
     def write(self, qp: SendQp, size: int, offset: int, imm: int | None) -> int:
         """Post an RDMA WRITE of the source buffer's [offset, offset + size); its MSN."""
@@ -483,6 +510,8 @@ class PacketLoop:
             except OSError:
                 pass  # a diagnostic: the data path does not fail for it
         self._paced.pop(qpn, None)
+        if self.rx_ring is not None:
+            self.rx_ring.unbind(qpn)
         self.counters.close(self.send_qps.pop(qpn, None), self.recv_qps.pop(qpn, None))
         self.np.forget(qpn)
 
@@ -667,6 +696,9 @@ class PacketLoop:
         got = self._recv_python() if self.rx_ring is None else self._recv_ring()
         if self._pending_sacks:
             self._flush_sacks()
+        if self.rx_ring is not None:  # bound QPs' held SACKs: sent in C
+            for item in self.rx_ring.flush_sacks():
+                self._on_bound(item)
         if got:  # a QP that got data may owe an ACK now: due DELAYED_ACK_NS from now
             self._next_ack = min(self._next_ack, now_ns() + DELAYED_ACK_NS)
         return got
@@ -709,16 +741,24 @@ class PacketLoop:
 
     def _recv_ring(self) -> int:
         """Up to RECV_BATCH datagrams, RX_SLOTS per recvmmsg, parsed in C. A payload is a
-        view into the ring, placed before the next recvmmsg overwrites it."""
+        view into the ring, placed before the next recvmmsg overwrites it. A bound QP's
+        data packets (_bind) never come here: their Receiver took them in C, and what
+        comes instead is what Python acts on (_on_bound)."""
         got = 0
-        recv, on_data, drops = self.rx_ring.recv, self._on_data, self.drops
+        recv, on_data, on_bound, drops = self.rx_ring.recv, self._on_data, self._on_bound, \
+            self.drops
+        counters = self.rx_ring.counters[0]
         for _ in range(RECV_BATCH // RX_SLOTS):
             items = recv()
-            got += len(items)
+            datagrams = self.rx_ring.counters[0]
+            n, counters = datagrams - counters, datagrams
+            got += n
             for item in items:
                 kind = item[0]
-                if kind == 1:  # (1, dest_qp, psn, va, rkey, payload, ev, tries, ack_req, imm,
-                    on_data(*item[1:])  # src, tc)
+                if kind >= 4:
+                    on_bound(item)
+                elif kind == 1:  # (1, dest_qp, psn, va, rkey, payload, ev, tries, ack_req,
+                    on_data(*item[1:])  # imm, src, tc)
                 elif kind == 0:  # (0, reason)
                     drops[_DROP_OF_REASON[item[1]]] += 1
                 elif kind == 3:  # (3, dest_qp, psn, va, rkey, dma_len, ev, tries, opcode, tc,
@@ -731,9 +771,54 @@ class PacketLoop:
                         drops[_DROP_OF_REASON[e.reason]] += 1
                         continue
                     self._on_control(pkt)
-            if len(items) < RX_SLOTS:
+            if n < RX_SLOTS:
                 break
         return got
+
+    def _on_bound(self, item: tuple) -> None:
+        """What a bound QP's compiled Receiver left to Python (RxRing.recv's events): a
+        NAK, a CE notice for DCQCN's notification point; per batch its last packet (the
+        delayed ACK's), its drops and the bytes placed. Its SACKs are coalesced, framed
+        and sent by the ring (RxRing.acks); without that, each comes here to send or
+        coalesce, and with acks but no fd, each frame comes here to send. A QP closed
+        since (its events still in the batch) is gone: nothing is sent for it."""
+        kind = item[0]
+        if kind == 10:  # (10, qpn, frame, dst): a SACK framed in C, no fd to send it on
+            try:
+                self.raw.sendto(item[2], (socket.inet_ntop(socket.AF_INET6, item[3]), 0))
+            except OSError:
+                pass
+            return
+        if kind == 9:  # (9, plane, bytes)
+            if item[1] in self.rx_plane_bytes:
+                self.rx_plane_bytes[item[1]] += item[2]
+            return
+        qp = self.recv_qps.get(item[1])
+        if kind == 8:  # (8, qpn, bad_rkey, out_of_bounds)
+            self.drops["bad_rkey"] += item[2]
+            self.drops["out_of_bounds"] += item[3]
+            if qp is not None:
+                qp.bad_rkey += item[2] + item[3]
+            return
+        if qp is None:
+            return
+        if kind == 4:  # (4, qpn, cum, bitmap, ev, psn, tries, congestion, dup, urgent)
+            _, _, cum, bitmap, ev, psn, tries, congestion, dup, urgent = item
+            sack = SackReport(cum, bitmap, ev, psn, tries, self.port_bitmap, congestion, dup)
+            if urgent:  # the sender waits on it, or it echoes a CE mark (as _on_data)
+                self._pending_sacks.pop(qp.qpn, None)
+                self._send_sack(qp, sack)
+            else:
+                self._coalesce(qp, sack)
+        elif kind == 5:  # (5, qpn, psn, ev): psn is cum as it was then
+            self._send_nack(qp, item[2], item[3], cum=item[2])
+        elif kind == 6:  # (6, qpn, ev, t_ns)
+            if self.np.on_ce(qp.qpn, item[3]):
+                self._send_cnp(qp, item[2])
+        elif kind == 7:  # (7, qpn, psn, va, ev, tries, ack_req, ce, t_ns)
+            _, _, psn, va, ev, tries, ack_req, ce, t = item
+            qp.last_pkt = RxPacket(psn, va, b"", None, ev, tries, ack_req, ce)
+            qp.last_data_ns = t
 
     def _on_control(self, pkt) -> None:
         if isinstance(pkt, wire.Ack):
@@ -779,6 +864,7 @@ class PacketLoop:
         if qp.peer_nic is None:
             qp.peer_nic = src if isinstance(src, str) else socket.inet_ntop(socket.AF_INET6,
                                                                             src)
+            self._bind(qp)  # its next packets: the ring's
         qp.last_pkt = rp  # for a delayed ACK: its PSN, EV and try (never its payload)
         qp.last_data_ns = now_ns()
         placed = rx.bytes_placed
@@ -904,14 +990,15 @@ class PacketLoop:
 
     def _send_nack(self, qp: RecvQp, psn: int, ev: int,
                    code: int = wire.NAK_PSN_SEQUENCE_ERROR,
-                   report: SackReport | None = None) -> None:
+                   report: SackReport | None = None, cum: int | None = None) -> None:
         """A NAK on the path of the packet that showed it: PSN sequence error for a hole,
         or NAK_TRIMMED for a trimmed packet (`report`: its SACK, echoing that copy's EV
-        and transmission number, and the congestion byte)."""
+        and transmission number, and the congestion byte); `cum` the receiver's when the
+        hole showed (None: now)."""
         rev = self._reverse(qp, ev)
         if rev is None:
             return
-        cum = qp.receiver.cum & 0xFFFFFF
+        cum = (qp.receiver.cum if cum is None else cum) & 0xFFFFFF
         sack = wire.Sack(cum, 0, ev, 0, 0, self.port_bitmap) if report is None else \
             wire.Sack(cum, report.bitmap, report.ev, report.tries, report.congestion,
                       self.port_bitmap)
@@ -1059,6 +1146,8 @@ class PacketLoop:
         bitmap = self._read_ports()
         if bitmap != self.port_bitmap:
             self.port_bitmap = bitmap
+            if self.rx_ring is not None:
+                self.rx_ring.port_bitmap = bitmap
             t = now_ns()
             for qp in self.send_qps.values():
                 qp.sender.set_local_ports(bitmap, t)

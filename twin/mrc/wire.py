@@ -623,6 +623,12 @@ class Framer:
             bytes(head), _seed6(self._src, self._dst, self._sport, udp_len))
         return hit
 
+    def headers(self, udp_payload_len: int) -> tuple[bytes, int]:
+        """The header bytes (88, or 48 in udp-entropy framing) of a packet whose UDP
+        payload is this long, and the ICRC's CRC state after its pseudo-header: what the
+        compiled receive path frames its ACKs from (twin.mrc._fastpath.RxRing.acks)."""
+        return self._headers(udp_payload_len)
+
     def frame(self, body: bytes) -> bytes:
         head, seed = self._headers(len(body) + ICRC.size)
         crc = crc32(body[5:], crc32(b"\xff", crc32(body[:4], seed)))
