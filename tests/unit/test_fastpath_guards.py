@@ -103,7 +103,9 @@ TYPES = {
         lambda: ((-1, 4), {}),
         {"capacity 0": lambda: ((-1, 0), {})},
         {"post": ([txp], {}, lambda e: tpl, "tag"),
-         "data": (head, seed, 0, 0, 3, b"x", None, "tag"), "flush": ()},
+         "data": (head, seed, 0, 0, 3, b"x", None, "tag"), "flush": (),
+         "post_sender": (fp.Sender(evset(), 0), 0, memoryview(b"x"), 4, {},
+                         lambda e: tpl, "tag")},
         lambda q: q.queued == 0 and q.flush() == []),
     "RxRing": (
         lambda: ((-1, bytes(16)), {}),

@@ -9,6 +9,9 @@
  *             and BTH bytes 0..7), its 20- or 24-byte variable part (BTH 8..11, RETH,
  *             ImmDt), the payload straight from the registered source buffer, the ICRC.
  *             Nothing is copied in userspace: the kernel copies the payload once.
+ *             post_sender takes the compiled Sender's decisions as C records instead
+ *             (fp_sender_poll): no TxPacket, no payload view, no attribute read per
+ *             packet, the payloads pointing into the one source buffer it holds.
  *   RxRing    recvmmsg of up to `slots` datagrams into a ring (the peer address, the UDP
  *             source port and the IPV6_FLOWINFO cmsg with each: traffic class and flow
  *             label), the ICRC checked first, then a data packet's headers parsed to a
@@ -247,6 +250,10 @@ typedef struct {
     struct mmsghdr *msgs;
     unsigned long long packets, errors, batches;
     unsigned long long plane_bytes[PLANES];  /* payload sent, per plane (refused: not) */
+    FpTx *polled;        /* post_sender's: what the Sender decided, before it is built */
+    Py_ssize_t polled_cap;
+    int posting;         /* post_sender runs (miss may call back into the batch) */
+    struct TplHit *tpl_cache;  /* post_sender's templates, by EV (TPL_CACHE of them) */
 } TxBatch;
 
 static void txbatch_release(TxBatch *self) {
@@ -258,8 +265,12 @@ static void txbatch_release(TxBatch *self) {
     self->n = 0;
 }
 
+static void tpl_cache_free(TxBatch *self);
+
 static void txbatch_dealloc(TxBatch *self) {
     if (self->slots) txbatch_release(self);
+    tpl_cache_free(self);
+    PyMem_Free(self->polled);
     PyMem_Free(self->slots);
     PyMem_Free(self->msgs);
     Py_TYPE(self)->tp_free((PyObject *)self);
@@ -506,6 +517,185 @@ static PyObject *txbatch_post(TxBatch *self, PyObject *const *args, Py_ssize_t n
     return refused;
 }
 
+/* -- post_sender: the compiled Sender's packets, no object per packet -------------------
+ *
+ * The Sender writes its decisions as FpTx records (_fastpath.h); each is built here from
+ * its EV's template as post builds a TxPacket, its payload pointing into the source
+ * buffer, which the batch holds (one Py_buffer) until the packets are sent. A template's
+ * (head, seed) for a payload size and its rkey are what its DataTemplate gives, always
+ * the same for the same object: they are kept per EV (TPL_CACHE entries) with the
+ * template they came from, and used while templates[ev] is still that very object. */
+
+#define TPL_CACHE 256
+
+typedef struct TplHit {
+    int64_t ev;
+    Py_ssize_t n;        /* the payload size the head is for */
+    int imm;             /* ... and whether with an ImmDt */
+    uint32_t seed, rkey;
+    PyObject *key, *tpl, *head;  /* held: the EV as an int, its template, the 96 bytes */
+} TplHit;
+
+static void tpl_cache_free(TxBatch *self) {
+    if (!self->tpl_cache) return;
+    for (int i = 0; i < TPL_CACHE; i++) {
+        Py_CLEAR(self->tpl_cache[i].key);
+        Py_CLEAR(self->tpl_cache[i].tpl);
+        Py_CLEAR(self->tpl_cache[i].head);
+    }
+    PyMem_Free(self->tpl_cache);
+    self->tpl_cache = NULL;
+}
+
+/* The cache entry for f's EV, filled: from the cache while templates[ev] is the template
+ * it came from, else read from the template (templates[ev], or miss(ev)). NULL with an
+ * exception set. */
+static TplHit *tpl_for(TxBatch *self, const FpTx *f, PyObject *templates, PyObject *miss) {
+    uint64_t h = (uint64_t)f->ev * 0x9E3779B97F4A7C15ull;
+    TplHit *e = &self->tpl_cache[h >> 56];
+    if (e->tpl && e->ev == f->ev && e->n == f->length && e->imm == f->has_imm) {
+        PyObject *now = PyDict_GetItemWithError(templates, e->key);
+        if (now == e->tpl) return e;
+        if (!now && PyErr_Occurred()) return NULL;
+    }
+    PyObject *key = PyLong_FromLongLong(f->ev), *tpl = NULL, *common = NULL, *pair = NULL,
+             *head_obj = NULL, *seed_obj = NULL, *rkey_obj = NULL;
+    TplHit *out = NULL;
+    uint32_t seed, rkey;
+    if (!key) return NULL;
+    tpl = PyDict_GetItemWithError(templates, key);
+    if (tpl) Py_INCREF(tpl);
+    else if (PyErr_Occurred() || !(tpl = PyObject_CallOneArg(miss, key))) goto done;
+    if (!(rkey_obj = PyObject_GetAttr(tpl, s_rkey)) || as_u32(rkey_obj, &rkey, "rkey") < 0)
+        goto done;
+    /* (head, seed): the template's last no-ImmDt pair where the size matches, else its
+     * head(), as post reads them */
+    if (!f->has_imm && (common = PyObject_GetAttr(tpl, s_common)) && PyTuple_Check(common)
+        && PyTuple_GET_SIZE(common) == 3
+        && PyLong_AsSsize_t(PyTuple_GET_ITEM(common, 0)) == f->length) {
+        head_obj = PyTuple_GET_ITEM(common, 1);
+        seed_obj = PyTuple_GET_ITEM(common, 2);
+    } else {
+        if (PyErr_Occurred()) goto done;
+        pair = PyObject_CallMethod(tpl, "head", "nO", f->length,
+                                   f->has_imm ? Py_True : Py_False);
+        if (!pair) goto done;
+        if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2) {
+            PyErr_SetString(PyExc_TypeError, "DataTemplate.head gives (head, seed)");
+            goto done;
+        }
+        head_obj = PyTuple_GET_ITEM(pair, 0);
+        seed_obj = PyTuple_GET_ITEM(pair, 1);
+    }
+    if (!PyBytes_Check(head_obj) || PyBytes_GET_SIZE(head_obj) != HEAD_BYTES) {
+        PyErr_Format(PyExc_ValueError, "head must be %d bytes", HEAD_BYTES);
+        goto done;
+    }
+    if (as_u32(seed_obj, &seed, "seed") < 0) goto done;
+    /* miss ran Python, which may have used the cache: the entry is (re)taken only now */
+    e = &self->tpl_cache[h >> 56];
+    Py_XSETREF(e->key, Py_NewRef(key));
+    Py_XSETREF(e->tpl, Py_NewRef(tpl));
+    Py_XSETREF(e->head, Py_NewRef(head_obj));
+    e->ev = f->ev;
+    e->n = f->length;
+    e->imm = f->has_imm;
+    e->seed = seed;
+    e->rkey = rkey;
+    out = e;
+done:
+    Py_DECREF(key); Py_XDECREF(tpl); Py_XDECREF(common); Py_XDECREF(pair);
+    Py_XDECREF(rkey_obj);
+    return out;
+}
+
+/* One FpTx into the batch (sending what is batched first if it is full). */
+static int add_fp(TxBatch *self, const FpTx *f, const Py_buffer *src, PyObject *templates,
+                  PyObject *miss, PyObject *tag, PyObject *refused) {
+    if (f->length > MTU) {
+        PyErr_Format(PyExc_ValueError, "payload is at most %d bytes", MTU);
+        return -1;
+    }
+    TplHit *e = tpl_for(self, f, templates, miss);
+    if (!e) return -1;
+    /* held across send_all: the entry may be replaced by then only through Python,
+     * which send_all does not run; the slot holds its own reference */
+    if (self->n >= self->cap && send_all(self, refused) < 0) return -1;
+    DataArgs d = {
+        .head = (const unsigned char *)PyBytes_AS_STRING(e->head), .seed = e->seed,
+        .word = (f->ack_req ? ACK_REQ : 0) | (uint32_t)(f->tries & TRY_MASK) << 24
+                | (uint32_t)(f->psn & PSN_MASK),
+        .rkey = e->rkey, .imm = f->imm, .va = f->va, .has_imm = f->has_imm};
+    /* the payload is the source's bytes, the batch's Py_buffer: none of its own */
+    self->slots[self->n].payload = (Py_buffer){.buf = (char *)src->buf + f->offset,
+                                               .len = f->length};
+    fill_slot(self, e->head, &d, tag);
+    return 0;
+}
+
+/* post_sender(sender, now, source, budget, templates, miss, tag) -> (polled, [tag, ...]):
+ * the compiled Sender's poll(now, source, budget), built and sent as post builds and
+ * sends its TxPackets, without them: how many packets it decided, and the refused tags
+ * (as post returns them). */
+static PyObject *txbatch_post_sender(TxBatch *self, PyObject *const *args, Py_ssize_t nargs) {
+    FP_REQUIRE_READY(self, NULL);
+    if (nargs != 7 || !PyDict_Check(args[4])) {
+        PyErr_SetString(PyExc_TypeError, "want (sender, now, source, budget, "
+                        "templates: dict, miss, tag)");
+        return NULL;
+    }
+    if (self->posting) {
+        PyErr_SetString(PyExc_RuntimeError, "TxBatch.post_sender: called again while it "
+                        "runs (from inside miss?)");
+        return NULL;
+    }
+    long long now = PyLong_AsLongLong(args[1]);
+    if (now == -1 && PyErr_Occurred()) return NULL;
+    Py_ssize_t budget = PyLong_AsSsize_t(args[3]);
+    if (budget == -1 && PyErr_Occurred()) return NULL;
+    if (budget < 0 || budget > 65536) {
+        PyErr_SetString(PyExc_ValueError, "budget must be in 0..65536");
+        return NULL;
+    }
+    if (!self->tpl_cache && !(self->tpl_cache = PyMem_Calloc(TPL_CACHE, sizeof(TplHit))))
+        return PyErr_NoMemory();
+    if (budget > self->polled_cap) {
+        FpTx *grown = PyMem_Realloc(self->polled, budget * sizeof(FpTx));
+        if (!grown) return PyErr_NoMemory();
+        self->polled = grown;
+        self->polled_cap = budget;
+    }
+    Py_buffer src;
+    if (PyObject_GetBuffer(args[2], &src, PyBUF_SIMPLE) < 0) return NULL;
+    PyObject *refused = PyList_New(0);
+    Py_ssize_t n = refused ? fp_sender_poll(args[0], now, src.len, budget, self->polled) : -1;
+    if (n < 0) {
+        Py_XDECREF(refused);
+        PyBuffer_Release(&src);
+        return NULL;
+    }
+    self->posting = 1;
+    int rc = 0;
+    for (Py_ssize_t i = 0; i < n && rc == 0; i++)
+        rc = add_fp(self, &self->polled[i], &src, args[4], args[5], args[6], refused);
+    if (rc < 0) {
+        PyObject *type, *value, *trace;
+        PyErr_Fetch(&type, &value, &trace);
+        send_all(self, refused);  /* what was built before the bad one still goes */
+        PyErr_Restore(type, value, trace);
+    } else {
+        rc = send_all(self, refused);
+    }
+    /* every slot pointing into the source went (send_all releases them all) */
+    self->posting = 0;
+    PyBuffer_Release(&src);
+    if (rc < 0) {
+        Py_DECREF(refused);
+        return NULL;
+    }
+    return Py_BuildValue("(nN)", n, refused);
+}
+
 static PyObject *txbatch_plane_bytes(TxBatch *self, void *Py_UNUSED(closure)) {
     FP_REQUIRE_READY(self, NULL);
     PyObject *out = PyDict_New();
@@ -535,6 +725,9 @@ static PyObject *txbatch_queued(TxBatch *self, void *Py_UNUSED(closure)) {
 static PyMethodDef txbatch_methods[] = {
     {"post", (PyCFunction)(void (*)(void))txbatch_post, METH_FASTCALL,
      "post(txs, templates, miss, tag) -> [tag, ...]: build and send a window of TxPackets"},
+    {"post_sender", (PyCFunction)(void (*)(void))txbatch_post_sender, METH_FASTCALL,
+     "post_sender(sender, now, source, budget, templates, miss, tag) -> (polled, [tag, ...]):"
+     " the compiled Sender's poll, built and sent as post does, no TxPacket made"},
     {"data", (PyCFunction)(void (*)(void))txbatch_data, METH_FASTCALL,
      "data(head, seed, word, va, rkey, payload, imm, tag) -> full: add one data packet"},
     {"flush", (PyCFunction)txbatch_flush, METH_NOARGS,

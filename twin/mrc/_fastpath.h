@@ -9,10 +9,29 @@
 
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <stdint.h>
 
 /* Add the part's types to the module; 0 on success, -1 with an exception set. */
 int fp_add_sender(PyObject *m);
 int fp_add_receiver(PyObject *m);
+
+/* One data packet the compiled Sender sends (a TxPacket's fields, without the object):
+ * its payload is [offset, offset + length) of the source buffer, as a slice of it would
+ * be (clamped to its length). */
+typedef struct {
+    int64_t psn, ev, tries;
+    uint64_t va;
+    Py_ssize_t offset, length;
+    int ack_req, has_imm;
+    uint32_t imm;
+} FpTx;
+
+/* The compiled Sender's poll(now, source, budget) with its packets written to `out`
+ * (room for `budget`) instead of made into TxPackets; `source_len` is the source
+ * buffer's length. How many, or -1 with an exception set (TypeError: not the compiled
+ * Sender; RuntimeError: not ready). */
+Py_ssize_t fp_sender_poll(PyObject *sender, int64_t now, Py_ssize_t source_len,
+                          Py_ssize_t budget, FpTx *out);
 
 /* collections.deque(maxlen=maxlen): a new reference, or NULL with an exception set. */
 PyObject *fp_bounded_deque(long long maxlen);

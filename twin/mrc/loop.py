@@ -34,8 +34,9 @@ One thread, one loop (`PacketLoop.run`):
 
 Two implementations of send and recv, the same bytes on the wire (MRC_TWIN_DATAPATH):
     compiled  twin.mrc._fastpath, built by `pip install` from _fastpath.c: a window's
-              packets built in C from the transport's TxPackets and sent with one
-              sendmmsg straight from the source buffer; recvmmsg of up to RX_SLOTS
+              packets built in C and sent with one sendmmsg straight from the source
+              buffer (a compiled Sender's decisions taken in C, TxBatch.post_sender;
+              the reference's TxPackets read by TxBatch.post); recvmmsg of up to RX_SLOTS
               datagrams into a ring, ICRC checked and headers parsed in C, payloads
               placed from the ring. The default where it is built (auto).
     python    the standard library only: one sendto / recvmsg per packet, wire's
@@ -233,6 +234,9 @@ class SendQp:
     probes: dict[int, int] = field(default_factory=dict)  # retired EV -> probe sent ns
     probes_sent: int = 0
     transport: str = "python"  # its sender's: "compiled" or "python" (twin.mrc.core)
+    # its sender is the compiled one and the data path too: TxBatch.post_sender polls it
+    # and builds its packets in C, no TxPacket made
+    direct: bool = False
 
     @property
     def buffer(self) -> memoryview:
@@ -247,6 +251,8 @@ class SendQp:
 
 class PacketLoop:
     """One host's NIC: its sockets, its QPs, and the loop that moves their packets."""
+
+    _direct_sender: type | None = None  # the compiled Sender, where TxBatch runs too
 
     def __init__(self, config: dict):
         self.cfg = config
@@ -329,6 +335,8 @@ class PacketLoop:
         # who computes the ICRC: the compiled path's ISA-L or zlib; Python's zlib.crc32
         self.icrc = getattr(fast, "ICRC", "zlib") if fast is not None else "zlib (python)"
         self.tx_batch = self.rx_ring = None
+        # the compiled Sender's class, where the compiled data path runs (post_sender)
+        self._direct_sender = getattr(fast, "Sender", None)
         if fast is not None:
             self.tx_batch = fast.TxBatch(self.raw.fileno(), SEND_BUDGET)
             self.rx_ring = fast.RxRing(self.udp.fileno(), self.nic_packed, RX_SLOTS, RECV_BUF)
@@ -453,6 +461,7 @@ class PacketLoop:
         sender.set_local_ports(self.port_bitmap, t)
         qp = SendQp(qpn, peer.name, str(nic_address(self.fabric, peer)), peer_qpn, rkey, mem,
                     mem.view, sender, mode, started_ns=t, transport=short_name(core.name))
+        qp.direct = self._direct_sender is not None and type(sender) is self._direct_sender
         self.send_qps[qpn] = qp
         if sender.pacer is not None and sender.single_ev is not None:
             self._paced[qpn] = qp
@@ -559,6 +568,15 @@ class PacketLoop:
         self._port_shares()
         for qp in self.send_qps.values():
             if qp.sender.idle or qp.sender.failed:
+                continue
+            if qp.direct:  # polled and built in C: no TxPacket
+                polled, refused = self.tx_batch.post_sender(
+                    qp.sender, t, qp.src, SEND_BUDGET, qp.templates,
+                    lambda ev, qp=qp: self._template(qp, ev), qp)
+                if polled:
+                    busy = True
+                    if refused:
+                        self._refused(refused)
                 continue
             txs = qp.sender.poll(t, qp.src, SEND_BUDGET)
             if txs:
