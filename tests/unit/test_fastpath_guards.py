@@ -111,7 +111,7 @@ TYPES = {
         lambda: ((-1, bytes(16)), {}),
         {"local of 3 bytes": lambda: ((-1, b"abc"), {}),
          "slots 0": lambda: ((-1, bytes(16)), {"slots": 0})},
-        {"recv": ()},
+        {"recv": (), "bind_sender": (1, fp.Sender(evset(), 0)), "unbind_sender": (1,)},
         lambda r: r.counters == (0, 0)),
 }
 

@@ -7,18 +7,27 @@ it replaces:
   Senders given the same seed and the same inputs (first copies, retransmissions, an
   ImmDt, a template miss, a dcqcn pacer);
 - what it refuses (a sender that is not the compiled one, a bad budget, a call from
-  inside miss) it refuses before any packet is decided.
+  inside miss) it refuses before any packet is decided;
+- RxRing hands a bound QP's ACKs to its compiled Sender in C: the loop's receive path
+  decides, drops (by the same reason: forged, cut, long, bad syndrome, bad ICRC, no such
+  QP) and finds QPs done (idle, or failed by QpFailed) as it does through _on_ack, and a
+  QP unbound before or during a batch has its ACKs back on that path.
 """
 
 from __future__ import annotations
 
 import random
+import socket
+from collections import Counter
+from types import SimpleNamespace
 
 import pytest
 
 from tests.unit.test_fastpath import DST, SRC, _raw_pair, netns, root  # noqa: F401
+from twin import nsenter
+from twin.mrc import fuzz, wire
+from twin.mrc import loop as L
 from twin.mrc import transport as T
-from twin.mrc import wire
 from twin.mrc.evset import EvSet
 from twin.mrc.loop import load_datapath
 
@@ -158,3 +167,220 @@ def test_post_sender_with_nothing_to_send_sends_nothing():
     templates, miss, made = _templates()
     assert q.post_sender(sender, 0, src, 64, templates, miss, None) == (0, [])
     assert made == [] and q.counters == (0, 0, 0)
+
+
+# -- ACKs straight into a bound Sender (RxRing.bind_sender) --------------------------------
+
+QPN, NOW = 7, 50_000_000
+LOOP6 = socket.inet_pton(socket.AF_INET6, "::1")
+TARGET = fuzz.Target(src="::1", dst="::1", recv_qpn=3, rkey=1, size=1024, send_qpn=QPN)
+
+
+class _Ring:
+    """The loop's rx_ring as these tests drive it: every recv at NOW."""
+
+    def __init__(self, ring):
+        self.ring, self.items = ring, []
+
+    def recv(self):
+        got = self.ring.recv(NOW)
+        self.items += [item[0] for item in got]
+        return got
+
+    @property
+    def received(self):
+        return self.ring.received
+
+
+def _loop(ring, sender):
+    """What PacketLoop._recv_ring and its ACK branch use, around one sending QP: the
+    loop's own code runs on it; _maybe_done records the QPs it finds idle or failed."""
+    qp = SimpleNamespace(qpn=QPN, sender=sender, waiters=[None], done_ns=0)
+    lp = SimpleNamespace(rx_ring=_Ring(ring), drops=Counter(), send_qps={QPN: qp},
+                         settled=set())
+
+    def unexpected(*_):
+        pytest.fail("only ACKs, NAKs and their forgeries here")
+    lp._on_data = lp._on_trimmed = lp._on_probe = unexpected
+    lp._on_control = lambda pkt: L.PacketLoop._on_control(lp, pkt)
+    lp._on_ack = lambda ack: L.PacketLoop._on_ack(lp, ack)
+    lp._maybe_done = lambda q: (q.sender.idle or q.sender.failed) and lp.settled.add(
+        (q.qpn, q.sender.idle, q.sender.failed is not None))
+    return lp
+
+
+def _sent(loss_limit=32):
+    """A compiled Sender with 10 packets in flight, and their EVs."""
+    s = fp.Sender(EvSet([0, 1, 2, 3], 2, size=16, seed="s"), 0,
+                  T.SenderConfig(loss_limit=loss_limit))
+    s.set_local_ports(0xF, 0)
+    s.post(10 * 4096, 0, None, 0)
+    txs = s.poll(1_000, memoryview(bytes(SIZE)), 64)
+    assert len(txs) == 10
+    return s, [t.ev for t in txs]
+
+
+def _ack(cum, bitmap, ev, psn, tries=0, congestion=0, ports=0xF, dup=False, qpn=QPN):
+    return wire.encode_ack(qpn, psn, 0, wire.Sack(cum, bitmap, ev, tries, congestion, ports,
+                                                  dup))
+
+
+def _nak(psn, ev):
+    return wire.encode_nack(QPN, psn, 0, wire.NAK_PSN_SEQUENCE_ERROR,
+                            wire.Sack(psn, 0, ev, 0, 0, 0xF))
+
+
+TAKEN = 7  # the plan's ACKs a bound Sender takes in C
+
+
+def _plan(evs) -> list[bytes]:
+    """Good ACKs, each field exercised, and every way wire refuses one, sealed."""
+    good = _ack(2, 0b1, evs[3], 3)
+    bodies = [
+        _ack(0, 0b11111110, evs[8], 8),  # 0 and 1 missing, 2..8 in: 0 lost (per EV)
+        good,
+        _ack(2, 1 << 40, evs[4], 4),  # bits for PSNs never sent: the sender's to judge
+        good[:-1], good + b"\0",  # wire's short and length
+        good[:12] + b"\x42" + good[13:],  # an AETH syndrome that is neither ACK nor NAK
+        _ack(2, 0, evs[2], 2, qpn=QPN + 1),  # no such QP
+        _ack(5, 0b10, evs[4], 4, tries=3, congestion=0x81, dup=True),  # dup, CE, tries
+        _ack(6, 0, evs[6], (1 << 24) + 6 - (1 << 24), ports=0xE),  # a port down there
+        _ack(10, 0, evs[9], 9),  # all of it: the sender is idle
+        _ack(10, 0, evs[9], 9),  # and again
+        _nak(5, evs[6]),  # a NAK: Python's (stale by now)
+    ]
+    out = [fuzz.seal(TARGET, b) for b in bodies]
+    bad = bytearray(fuzz.seal(TARGET, _ack(3, 0, evs[3], 3)))
+    bad[20] ^= 1  # the ICRC fails
+    return out[:6] + [bytes(bad)] + out[6:]
+
+
+def _through_the_loop(ns, sender, plan, bind=None):
+    """Send the plan to a UDP socket and run the loop's receive path over it once, the
+    QP's ACKs taken in C where `bind` binds it; the loop as it ran."""
+    with nsenter.inside(ns):
+        rx = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+        tx = socket.socket(socket.AF_INET6, socket.SOCK_DGRAM)
+    with rx, tx:
+        wire.allow_zero_udp_checksum(rx)
+        wire.receive_flow_labels(rx)
+        rx.bind(("::1", wire.ROCE_PORT))
+        tx.bind(("::1", TARGET.sport))
+        ring = fp.RxRing(rx.fileno(), LOOP6, L.RX_SLOTS, L.RECV_BUF)
+        if bind:
+            bind(ring)
+        for p in plan:
+            tx.sendto(p, ("::1", wire.ROCE_PORT))
+        lp = _loop(ring, sender)
+        assert L.PacketLoop._recv_ring(lp) == len(plan)
+        lp.ring = ring
+    return lp
+
+
+def _decided(s) -> tuple:
+    return (s.stats, s.cum, s.window, s.inflight, s.idle, s.failed is not None,
+            [(e.t_ns, e.kind, e.ev, e.psn, e.detail) for e in s.log])
+
+
+@root
+@pytest.mark.parametrize("loss_limit", [32, 0])
+def test_acks_a_bound_sender_takes_decide_and_drop_as_the_loops_on_ack(
+        netns, monkeypatch, loss_limit):  # noqa: F811
+    """The same ACKs (good, forged, cut, long, a bad syndrome, a bad ICRC, a NAK, to no
+    such QP) through the loop's receive path, once as today (the Sender's on_sack from
+    _on_ack) and once with the QP bound (on_sack from C): the same decisions, drops and
+    QPs found done. loss_limit 0: the first ACK fails the QP (QpFailed, caught)."""
+    monkeypatch.setattr(L, "now_ns", lambda: NOW)
+    old, evs = _sent(loss_limit)
+    new, evs_again = _sent(loss_limit)
+    assert evs == evs_again
+    plan = _plan(evs)
+    before = _through_the_loop(netns, old, plan)
+    after = _through_the_loop(netns, new, plan, lambda r: r.bind_sender(QPN, new))
+    assert _decided(new) == _decided(old)
+    assert after.drops == before.drops == Counter(
+        truncated=1, malformed=2, bad_icrc=1, unknown_qp=1)
+    assert after.settled == before.settled
+    assert (QPN, loss_limit != 0, loss_limit == 0) in after.settled
+    assert len(before.rx_ring.items) == len(plan)
+    # the bound QP's good ACKs made no item; its end made one (4, qpn)
+    assert len(after.rx_ring.items) == len(plan) - TAKEN + 1
+    assert after.rx_ring.items.count(4) == 1 and 4 not in before.rx_ring.items
+    assert old.failed if loss_limit == 0 else old.idle
+
+
+@root
+def test_an_unbound_qps_acks_take_the_python_path_again(netns, monkeypatch):  # noqa: F811
+    """Unbound before the batch: every ACK comes back in recv's list; unbound while its
+    Sender takes an ACK (a Python EV set that unbinds it when told of a delivery): the
+    ACKs after it in the same batch come back, and are decided as the loop decides."""
+    monkeypatch.setattr(L, "now_ns", lambda: NOW)
+    plan = _plan(_sent()[1])
+    old = _sent()[0]
+    ref = _through_the_loop(netns, old, plan)
+    s = _sent()[0]
+
+    def bind_unbind(ring):
+        ring.bind_sender(QPN, s)
+        assert ring.unbind_sender(QPN) is True and ring.unbind_sender(QPN) is False
+    lp = _through_the_loop(netns, s, plan, bind_unbind)
+    assert _decided(s) == _decided(old) and lp.drops == ref.drops
+
+    class Unbinding(EvSet):
+        ring = None
+
+        def delivered(self, ev, sent_ns=-1):
+            if self.ring is not None:
+                self.ring.unbind_sender(QPN)
+                self.ring = None
+            return super().delivered(ev, sent_ns)
+
+    def sender(evset):
+        s = fp.Sender(evset, 0, T.SenderConfig())
+        s.set_local_ports(0xF, 0)
+        s.post(10 * 4096, 0, None, 0)
+        s.poll(1_000, memoryview(bytes(SIZE)), 64)
+        return s
+    plain = sender(Unbinding([0, 1, 2, 3], 2, size=16, seed="s"))
+    ref = _through_the_loop(netns, plain, plan)
+    evs = Unbinding([0, 1, 2, 3], 2, size=16, seed="s")
+    s = sender(evs)
+    taken = []
+
+    def bind(ring):
+        evs.ring = ring
+        ring.bind_sender(QPN, s)
+        taken.append(ring)
+    lp = _through_the_loop(netns, s, plan, bind)
+    assert evs.ring is None  # it was unbound by the first ACK
+    assert _decided(s) == _decided(plain) and lp.drops == ref.drops
+
+
+def test_bind_sender_takes_the_compiled_sender_only():
+    ring = fp.RxRing(-1, bytes(16))
+    with pytest.raises(TypeError, match="compiled Sender"):
+        ring.bind_sender(1, T.Sender(EvSet([0], 1, seed=1), 0, T.SenderConfig()))
+    with pytest.raises(ValueError, match="24 bits"):
+        ring.bind_sender(1 << 24, _sender())
+    ring.bind_sender(1, _sender())
+    ring.bind_sender(1, _sender())  # again: replaced
+    assert ring.unbind_sender(1) is True and ring.unbind_sender(1) is False
+    assert ring.unbind_sender(1 << 30) is False
+    with pytest.raises(ValueError, match="not negative"):
+        ring.recv(-1)
+
+
+@root
+def test_acks_after_a_nak_in_the_same_batch_keep_their_place(netns, monkeypatch):  # noqa: F811
+    """A NAK goes in recv's list: the ACKs to its QP after it in the same batch go there
+    too, after it, so its Sender sees them in order (taken in C before the NAK, they would
+    make it stale); an ACK before it is taken in C."""
+    monkeypatch.setattr(L, "now_ns", lambda: NOW)
+    old, evs = _sent()
+    new, _ = _sent()
+    plan = [fuzz.seal(TARGET, b) for b in (_ack(2, 0, evs[2], 2), _nak(5, evs[6]),
+                                           _ack(6, 0, evs[6], 6), _ack(10, 0, evs[9], 9))]
+    before = _through_the_loop(netns, old, plan)
+    after = _through_the_loop(netns, new, plan, lambda r: r.bind_sender(QPN, new))
+    assert _decided(new) == _decided(old) and old.stats.nacks_stale == 0
+    assert after.rx_ring.items == [2, 2, 2] and after.settled == before.settled

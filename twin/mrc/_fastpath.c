@@ -43,6 +43,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <zlib.h>
 
 /* -- CRC-32 -------------------------------------------------------------------------- */
@@ -97,7 +98,7 @@ static void choose_crc(void) {
 #define TC_SHIFT 20
 #define TRIM_DSCP 7         /* wire.TRIM_DSCP: a switch cut this data packet to its headers */
 
-enum { KIND_BAD = 0, KIND_DATA = 1, KIND_OTHER = 2, KIND_TRIMMED = 3 };
+enum { KIND_BAD = 0, KIND_DATA = 1, KIND_OTHER = 2, KIND_TRIMMED = 3, KIND_SETTLED = 4 };
 
 /* setup.py passes the SHA-256 of the sources the module is built from (the one hash of
  * twin/mrc/build_hash.py); twin.mrc.core compares it with the tree's to tell a stale
@@ -888,10 +889,22 @@ typedef struct {
     unsigned char local[16];
     PyObject *peers;     /* packed address -> the same bytes object (no alloc per packet) */
     unsigned long long datagrams, batches;
+    int received;        /* datagrams the last recv() read (its list may hold fewer) */
+    struct Bound *bound; /* sending QPs whose ACKs go straight to their compiled Sender */
+    int nbound, bound_cap;
+    uint32_t *settled;   /* QPs reported this recv() (room for `slots`) */
+    uint32_t *deferred;  /* bound QPs with a packet in this recv()'s list (room for `slots`) */
+    long long ack_now;   /* recv's `now` for the ACKs it hands on; -1: the clock's */
 } RxRing;
+
+static void unbind_all(RxRing *self);
 
 /* What __init__ made, released: the ring is blank again. */
 static void rxring_release(RxRing *self) {
+    unbind_all(self);
+    PyMem_Free(self->settled);
+    PyMem_Free(self->deferred);
+    self->settled = self->deferred = NULL;
     Py_CLEAR(self->buf_view);
     Py_CLEAR(self->store);
     Py_CLEAR(self->peers);
@@ -938,8 +951,11 @@ static int rxring_init(RxRing *self, PyObject *args, PyObject *kw) {
     self->iov = PyMem_Calloc(slots, sizeof(struct iovec));
     self->from = PyMem_Calloc(slots, sizeof(struct sockaddr_in6));
     self->ctl = PyMem_Calloc(slots, self->ctl_size);
+    self->settled = PyMem_Calloc(slots, sizeof(uint32_t));
+    self->deferred = PyMem_Calloc(slots, sizeof(uint32_t));
     self->peers = PyDict_New();
-    if (!self->buf || !self->msgs || !self->iov || !self->from || !self->ctl || !self->peers) {
+    if (!self->buf || !self->msgs || !self->iov || !self->from || !self->ctl || !self->peers
+        || !self->settled || !self->deferred) {
         PyErr_NoMemory();
         return -1;
     }
@@ -974,10 +990,174 @@ static PyObject *peer_bytes(RxRing *self, const unsigned char *addr) {
     return key;
 }
 
+/* -- ACKs straight into their compiled Sender --------------------------------------------
+ *
+ * A sending QP bound here (bind_sender: the loop binds a compiled Sender's QP when it
+ * opens it, unbinds it when it closes) has its ACKs taken in C: an ACK (wire.ACK_SIZE
+ * bytes, opcode 0x11, AETH syndrome 0x00) to a bound QP whose ICRC checks is decoded as
+ * wire.decode_checked decodes it and handed to the Sender as loop._on_ack hands it
+ * (fp_sender_on_ack: the PSNs unwrapped, QpFailed caught). Everything else (a NAK, a
+ * length or syndrome wire refuses, a bad ICRC, an unbound QP) takes the path it took
+ * before, through parse, so it is refused, or counted, by the same rule. recv() then
+ * returns, for a QP whose Sender is idle or failed after its ACKs, one (4, qpn) per
+ * call: what loop._maybe_done needs. */
+
+#define OP_ACK 0x11
+#define ACK_BYTES 40        /* BTH 12, AETH 4, SACK 20, ICRC 4: wire.ACK_SIZE */
+#define SACK_DUP 0x80
+#define NAK_SEQUENCE 0x60   /* wire.NAK_CODES: the syndromes of a NAK */
+#define NAK_TRIMMED 0x61
+
+typedef struct Bound {
+    uint32_t qpn;
+    PyObject *sender;
+} Bound;
+
+static void unbind_all(RxRing *self) {
+    for (int i = 0; i < self->nbound; i++) Py_CLEAR(self->bound[i].sender);
+    PyMem_Free(self->bound);
+    self->bound = NULL;
+    self->nbound = self->bound_cap = 0;
+}
+
+static Bound *bound_of(RxRing *self, uint32_t qpn) {
+    for (int i = 0; i < self->nbound; i++)
+        if (self->bound[i].qpn == qpn) return &self->bound[i];
+    return NULL;
+}
+
+/* Whether the ICRC of n bytes (a UDP payload) checks, as parse checks it. */
+static int icrc_ok(const unsigned char *data, Py_ssize_t n, const unsigned char *src,
+                   const unsigned char *dst, unsigned sport) {
+    uint32_t crc = icrc32(seed6(src, dst, sport, (unsigned)(n + 8)), data, 4);
+    static const unsigned char ff = 0xFF;
+    crc = icrc32(crc, &ff, 1);
+    crc = icrc32(crc, data + 5, (size_t)(n - 9));
+    return crc == ((uint32_t)data[n - 4] | (uint32_t)data[n - 3] << 8
+                   | (uint32_t)data[n - 2] << 16 | (uint32_t)data[n - 1] << 24);
+}
+
+static int64_t monotonic_ns(void) {  /* time.monotonic_ns's clock: loop.now_ns */
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+/* One datagram: 1 if it was an ACK a bound Sender took (a (4, qpn) appended to `out` at
+ * *kept if its Sender is now idle or failed, once per recv), 0 if it goes the way it
+ * went before, -1 with an exception set. */
+static int ack_to_sender(RxRing *self, const unsigned char *data, Py_ssize_t n,
+                         const unsigned char *src, unsigned sport, PyObject *out,
+                         Py_ssize_t *kept, int *nsettled, int ndeferred) {
+    if (n != ACK_BYTES || data[0] != OP_ACK || data[12] != 0) return 0;
+    uint32_t qpn = get32(data + 4) & PSN_MASK;
+    Bound *b = bound_of(self, qpn);
+    if (!b) return 0;
+    for (int i = 0; i < ndeferred; i++)
+        if (self->deferred[i] == qpn) return 0;  /* after a packet in the list: in order */
+    if (!icrc_ok(data, n, src, self->local, sport)) return 0;
+    FpSack a = {.psn = get32(data + 8) & PSN_MASK, .cum = get32(data + 16) & PSN_MASK,
+                .bitmap = get64(data + 20), .ev = get32(data + 28),
+                .tries = data[32] & TRY_MASK, .dup = (data[32] & SACK_DUP) != 0,
+                .congestion = data[33], .port_state = data[34] << 8 | data[35]};
+    /* held: on_sack runs Python (the event log, the EV set), which may unbind it */
+    PyObject *sender = Py_NewRef(b->sender);
+    int rc = fp_sender_on_ack(sender, &a, self->ack_now < 0 ? monotonic_ns() : self->ack_now);
+    int settled = rc >= 0 && fp_sender_settled(sender);
+    Py_DECREF(sender);
+    if (rc < 0) return -1;
+    if (!settled) return 1;
+    for (int i = 0; i < *nsettled; i++)
+        if (self->settled[i] == qpn) return 1;
+    PyObject *item = Py_BuildValue("(iI)", KIND_SETTLED, qpn);
+    if (!item) return -1;
+    self->settled[(*nsettled)++] = qpn;
+    PyList_SET_ITEM(out, (*kept)++, item);
+    return 1;
+}
+
+/* A datagram that goes in recv's list, to a bound QP (a NAK, a CNP, a probe reply, an
+ * ACK wire refuses): the rest of this recv's ACKs to that QP go in the list too, after
+ * it, so that its Sender sees its packets in the order they came. */
+static void defer_after(RxRing *self, const unsigned char *data, Py_ssize_t n,
+                        const unsigned char *src, unsigned sport, int *ndeferred) {
+    if (n < 16 || data[0] == OP_WRITE_ONLY || data[0] == OP_WRITE_ONLY_IMM) return;
+    uint32_t qpn = get32(data + 4) & PSN_MASK;
+    if (!bound_of(self, qpn)) return;
+    for (int i = 0; i < *ndeferred; i++)
+        if (self->deferred[i] == qpn) return;
+    /* what parse or wire refuses never reaches the Sender: it keeps no place */
+    if (data[0] == OP_ACK && (n != ACK_BYTES || (data[12] != 0 && data[12] != NAK_SEQUENCE
+                                                 && data[12] != NAK_TRIMMED)))
+        return;
+    if (!icrc_ok(data, n, src, self->local, sport)) return;
+    self->deferred[(*ndeferred)++] = qpn;
+}
+
+/* bind_sender(qpn, sender): QP qpn's ACKs go straight to `sender` (the compiled one). */
+static PyObject *rxring_bind_sender(RxRing *self, PyObject *args) {
+    FP_REQUIRE_READY(self, NULL);
+    unsigned int qpn;
+    PyObject *sender;
+    if (!PyArg_ParseTuple(args, "IO:bind_sender", &qpn, &sender)) return NULL;
+    if (qpn > PSN_MASK) {
+        PyErr_SetString(PyExc_ValueError, "a QP number is 24 bits");
+        return NULL;
+    }
+    if (!fp_is_sender(sender)) {
+        PyErr_Format(PyExc_TypeError, "want the compiled Sender, got %.100s",
+                     Py_TYPE(sender)->tp_name);
+        return NULL;
+    }
+    Bound *b = bound_of(self, qpn);
+    if (b) {
+        Py_SETREF(b->sender, Py_NewRef(sender));
+        Py_RETURN_NONE;
+    }
+    if (self->nbound == self->bound_cap) {
+        int cap = self->bound_cap ? 2 * self->bound_cap : 8;
+        Bound *grown = PyMem_Realloc(self->bound, cap * sizeof(Bound));
+        if (!grown) return PyErr_NoMemory();
+        self->bound = grown;
+        self->bound_cap = cap;
+    }
+    self->bound[self->nbound++] = (Bound){qpn, Py_NewRef(sender)};
+    Py_RETURN_NONE;
+}
+
+/* unbind_sender(qpn) -> bool: its ACKs go back to recv's list (whether it was bound). */
+static PyObject *rxring_unbind_sender(RxRing *self, PyObject *arg) {
+    FP_REQUIRE_READY(self, NULL);
+    unsigned long qpn = PyLong_AsUnsignedLong(arg);
+    if (qpn == (unsigned long)-1 && PyErr_Occurred()) return NULL;
+    Bound *b = qpn <= PSN_MASK ? bound_of(self, (uint32_t)qpn) : NULL;
+    if (!b) Py_RETURN_FALSE;
+    PyObject *sender = b->sender;
+    *b = self->bound[--self->nbound];
+    Py_DECREF(sender);  /* last: its dealloc may run Python */
+    Py_RETURN_TRUE;
+}
+
 /* recv() -> [parsed, ...]: what one recvmmsg(MSG_DONTWAIT) returned, each parsed as
  * `parse` does. Payload views point into the ring: they are valid until the next recv. */
-static PyObject *rxring_recv(RxRing *self, PyObject *Py_UNUSED(ignored)) {
+static PyObject *rxring_recv(RxRing *self, PyObject *const *args, Py_ssize_t nargs) {
     FP_REQUIRE_READY(self, NULL);
+    if (nargs > 1) {
+        PyErr_SetString(PyExc_TypeError, "recv(now=the clock)");
+        return NULL;
+    }
+    /* the time a bound Sender is given with each ACK: the clock's as it comes (as
+     * loop._on_ack reads it), or `now` for the whole call (tests, replays) */
+    self->ack_now = -1;
+    if (nargs && args[0] != Py_None) {
+        long long now = PyLong_AsLongLong(args[0]);
+        if (now == -1 && PyErr_Occurred()) return NULL;
+        if (now < 0) {
+            PyErr_SetString(PyExc_ValueError, "now is a time in ns, not negative");
+            return NULL;
+        }
+        self->ack_now = now;
+    }
     for (int i = 0; i < self->slots; i++) {
         self->iov[i] = (struct iovec){self->buf + (size_t)i * self->slot_size,
                                       (size_t)self->slot_size};
@@ -1000,8 +1180,11 @@ static PyObject *rxring_recv(RxRing *self, PyObject *Py_UNUSED(ignored)) {
     }
     self->batches++;
     self->datagrams += r;
+    self->received = r;
     PyObject *out = PyList_New(r);
     if (!out) return NULL;
+    Py_ssize_t kept = 0;  /* items in `out`: an ACK a bound Sender took makes none */
+    int nsettled = 0, ndeferred = 0;
     for (int i = 0; i < r; i++) {
         struct msghdr *m = &self->msgs[i].msg_hdr;
         uint32_t flow = 0;
@@ -1015,16 +1198,35 @@ static PyObject *rxring_recv(RxRing *self, PyObject *Py_UNUSED(ignored)) {
         if (n > self->slot_size) n = self->slot_size;  /* cut: its ICRC fails */
         Py_ssize_t at = (Py_ssize_t)i * self->slot_size;
         const unsigned char *src = (const unsigned char *)&self->from[i].sin6_addr;
+        if (self->nbound) {
+            int took = ack_to_sender(self, self->buf + at, n, src,
+                                     ntohs(self->from[i].sin6_port), out, &kept, &nsettled,
+                                     ndeferred);
+            if (took < 0) {
+                Py_SET_SIZE(out, kept);
+                Py_DECREF(out);
+                return NULL;
+            }
+            if (took) continue;
+            defer_after(self, self->buf + at, n, src, ntohs(self->from[i].sin6_port),
+                        &ndeferred);
+        }
         PyObject *src_obj = peer_bytes(self, src);
         PyObject *item = src_obj ? parse_one(self->buf_view, at, self->buf + at, n, src,
                                              self->local, ntohs(self->from[i].sin6_port),
                                              flow, src_obj)
                                  : NULL;
         Py_XDECREF(src_obj);
-        if (!item) { Py_DECREF(out); return NULL; }
-        PyList_SET_ITEM(out, i, item);
+        if (!item) { Py_SET_SIZE(out, kept); Py_DECREF(out); return NULL; }
+        PyList_SET_ITEM(out, kept++, item);
     }
+    Py_SET_SIZE(out, kept);  /* the rest of its slots are NULL: never read, never freed */
     return out;
+}
+
+static PyObject *rxring_received(RxRing *self, void *Py_UNUSED(closure)) {
+    FP_REQUIRE_READY(self, NULL);
+    return PyLong_FromLong(self->received);
 }
 
 static PyObject *rxring_counters(RxRing *self, void *Py_UNUSED(closure)) {
@@ -1033,14 +1235,22 @@ static PyObject *rxring_counters(RxRing *self, void *Py_UNUSED(closure)) {
 }
 
 static PyMethodDef rxring_methods[] = {
-    {"recv", (PyCFunction)rxring_recv, METH_NOARGS,
-     "recv() -> [parsed, ...]: one recvmmsg's datagrams, each as parse() gives it"},
+    {"recv", (PyCFunction)(void (*)(void))rxring_recv, METH_FASTCALL,
+     "recv(now=None) -> [parsed, ...]: one recvmmsg's datagrams, each as parse() gives "
+     "it, but the ACKs a bound Sender took (given `now`, None: the monotonic clock's "
+     "time): for those (4, qpn) once, if its Sender is then idle or failed"},
+    {"bind_sender", (PyCFunction)rxring_bind_sender, METH_VARARGS,
+     "bind_sender(qpn, sender): QP qpn's ACKs go straight to its compiled Sender"},
+    {"unbind_sender", (PyCFunction)rxring_unbind_sender, METH_O,
+     "unbind_sender(qpn) -> bool: its ACKs come back in recv's list"},
     {NULL}
 };
 
 static PyGetSetDef rxring_getset[] = {
     {"counters", (getter)rxring_counters, NULL, "(datagrams, recvmmsg calls that got any)",
      NULL},
+    {"received", (getter)rxring_received, NULL,
+     "datagrams the last recv() read (ACKs a bound Sender took included)", NULL},
     {NULL}
 };
 

@@ -33,6 +33,25 @@ typedef struct {
 Py_ssize_t fp_sender_poll(PyObject *sender, int64_t now, Py_ssize_t source_len,
                           Py_ssize_t budget, FpTx *out);
 
+/* Whether `o` is (a subclass of) the compiled Sender. */
+int fp_is_sender(PyObject *o);
+
+/* An ACK's SACK as it is on the wire (wire.Ack, wire.Sack): cum and psn are 24 bits. */
+typedef struct {
+    uint32_t cum, psn;
+    uint64_t bitmap;
+    int64_t ev;
+    int tries, congestion, port_state, dup;
+} FpSack;
+
+/* What loop._on_ack does with an ACK for a compiled Sender: its PSNs unwrapped against
+ * the sender's cum (loop._unwrap24), then on_sack(report, now). 0; 1 when the QP failed
+ * (QpFailed, caught); -1 with an exception set. */
+int fp_sender_on_ack(PyObject *sender, const FpSack *ack, int64_t now);
+
+/* The compiled Sender has nothing left to send (idle) or failed: loop._maybe_done's. */
+int fp_sender_settled(PyObject *sender);
+
 /* collections.deque(maxlen=maxlen): a new reference, or NULL with an exception set. */
 PyObject *fp_bounded_deque(long long maxlen);
 

@@ -1267,9 +1267,13 @@ static PyObject *Sender_poll(Sender *s, PyObject *args, PyObject *kw) {
 
 static PyTypeObject SenderType;
 
+int fp_is_sender(PyObject *o) {
+    return PyObject_TypeCheck(o, &SenderType);
+}
+
 Py_ssize_t fp_sender_poll(PyObject *sender, int64_t now, Py_ssize_t source_len,
                           Py_ssize_t budget, FpTx *arr) {
-    if (!PyObject_TypeCheck(sender, &SenderType)) {
+    if (!fp_is_sender(sender)) {
         PyErr_Format(PyExc_TypeError, "want the compiled Sender, got %.100s",
                      Py_TYPE(sender)->tp_name);
         return -1;
@@ -1799,6 +1803,8 @@ static int read_sack(PyObject *o, Sack *k) {
     return k->dup < 0 ? -1 : 0;
 }
 
+static PyObject *on_sack(Sender *s, Sack k, long long now);
+
 /* Sender.on_sack */
 static PyObject *Sender_on_sack(Sender *s, PyObject *const *args, Py_ssize_t nargs) {
     FP_REQUIRE_READY(s, NULL);
@@ -1809,6 +1815,11 @@ static PyObject *Sender_on_sack(Sender *s, PyObject *const *args, Py_ssize_t nar
     Sack k;
     long long now = PyLong_AsLongLong(args[1]);
     if ((now == -1 && PyErr_Occurred()) || read_sack(args[0], &k) < 0) return NULL;
+    return on_sack(s, k, now);
+}
+
+/* Sender.on_sack's work, the SACK read */
+static PyObject *on_sack(Sender *s, Sack k, long long now) {
     if (s->failed != Py_None) Py_RETURN_NONE;
     if (!names_sent(s, k.psn, 1, k.cum)) Py_RETURN_NONE;
     s->now = now;
@@ -1869,7 +1880,9 @@ static PyObject *Sender_on_sack(Sender *s, PyObject *const *args, Py_ssize_t nar
     int64_t plane_bytes[PLANES_MAX] = {0};
     int is_proving = proving(s), rc = -1;
     if (is_proving < 0) return NULL;
-    PyObject *bins = PyObject_CallMethodOneArg(s->acked_bins, s_at, args[1]);
+    PyObject *t = PyLong_FromLongLong(now);
+    PyObject *bins = t ? PyObject_CallMethodOneArg(s->acked_bins, s_at, t) : NULL;
+    Py_XDECREF(t);
     if (!bins) return NULL;
     if (!PyList_Check(bins)) {
         Py_DECREF(bins);
@@ -1958,6 +1971,42 @@ out:
 }
 
 /* Sender._lowest_unacked */
+/* loop._unwrap24: the full PSN nearest `ref` whose low 24 bits are `psn` */
+static int64_t unwrap24(int64_t psn, int64_t ref) {
+    int64_t full = (ref & ~(int64_t)0xFFFFFF) | psn;
+    if (full < ref - (1 << 23)) full += 1 << 24;
+    else if (full > ref + (1 << 23) && full >= 1 << 24) full -= 1 << 24;
+    return full;
+}
+
+int fp_sender_on_ack(PyObject *sender, const FpSack *a, int64_t now) {
+    if (!fp_is_sender(sender)) {
+        PyErr_Format(PyExc_TypeError, "want the compiled Sender, got %.100s",
+                     Py_TYPE(sender)->tp_name);
+        return -1;
+    }
+    Sender *s = (Sender *)sender;
+    FP_REQUIRE_READY(s, -1);
+    /* what loop._on_ack makes of a wire.Ack: the SackReport, its PSNs unwrapped */
+    Sack k = {.cum = unwrap24(a->cum, s->cum), .ev = a->ev, .tries = a->tries,
+              .port_state = a->port_state, .congestion = a->congestion,
+              .bitmap = a->bitmap, .dup = a->dup};
+    k.psn = unwrap24(a->psn, k.cum);
+    PyObject *r = on_sack(s, k, now);
+    if (r) {
+        Py_DECREF(r);
+        return 0;
+    }
+    if (!PyErr_ExceptionMatches(QpFailed)) return -1;
+    PyErr_Clear();  /* the QP failed: the loop sees it (failed), as _on_ack does */
+    return 1;
+}
+
+int fp_sender_settled(PyObject *sender) {
+    Sender *s = (Sender *)sender;
+    return s->ready == FP_READY && ((!s->ntx && !s->seg_len) || s->failed != Py_None);
+}
+
 static int64_t lowest_unacked(Sender *s) {
     int64_t low = s->low;
     while (low < s->built_psn && !tx_get(s, low)) low++;

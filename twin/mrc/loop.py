@@ -463,6 +463,8 @@ class PacketLoop:
                     mem.view, sender, mode, started_ns=t, transport=short_name(core.name))
         qp.direct = self._direct_sender is not None and type(sender) is self._direct_sender
         self.send_qps[qpn] = qp
+        if qp.direct:  # its ACKs go straight to its sender, in C (RxRing.recv)
+            self.rx_ring.bind_sender(qpn, sender)
         if sender.pacer is not None and sender.single_ev is not None:
             self._paced[qpn] = qp
         self._warm_routes(peer)
@@ -491,6 +493,9 @@ class PacketLoop:
             except OSError:
                 pass  # a diagnostic: the data path does not fail for it
         self._paced.pop(qpn, None)
+        sq = self.send_qps.get(qpn)
+        if sq is not None and sq.direct:
+            self.rx_ring.unbind_sender(qpn)
         self.counters.close(self.send_qps.pop(qpn, None), self.recv_qps.pop(qpn, None))
         self.np.forget(qpn)
 
@@ -731,7 +736,8 @@ class PacketLoop:
         recv, on_data, drops = self.rx_ring.recv, self._on_data, self.drops
         for _ in range(RECV_BATCH // RX_SLOTS):
             items = recv()
-            got += len(items)
+            received = self.rx_ring.received  # ACKs a bound Sender took make no item
+            got += received
             for item in items:
                 kind = item[0]
                 if kind == 1:  # (1, dest_qp, psn, va, rkey, payload, ev, tries, ack_req, imm,
@@ -740,6 +746,10 @@ class PacketLoop:
                     drops[_DROP_OF_REASON[item[1]]] += 1
                 elif kind == 3:  # (3, dest_qp, psn, va, rkey, dma_len, ev, tries, opcode, tc,
                     self._on_trimmed(*item[1:])  # src): trimmed by a switch
+                elif kind == 4:  # (4, qpn): its ACKs taken in C, its sender idle or failed
+                    qp = self.send_qps.get(item[1])
+                    if qp is not None:
+                        self._maybe_done(qp)
                 else:  # (2, whole, opcode, ...): the ICRC is checked, the rest is wire's
                     _, whole, opcode, *_ = item
                     try:
@@ -748,7 +758,7 @@ class PacketLoop:
                         drops[_DROP_OF_REASON[e.reason]] += 1
                         continue
                     self._on_control(pkt)
-            if len(items) < RX_SLOTS:
+            if received < RX_SLOTS:
                 break
         return got
 
