@@ -273,6 +273,7 @@ def _through_the_loop(ns, sender, plan, bind=None):
             tx.sendto(p, ("::1", wire.ROCE_PORT))
         lp = _loop(ring, sender)
         assert L.PacketLoop._recv_ring(lp) == len(plan)
+        assert ring.recv() == [] and ring.received == 0  # nothing more: none read
         lp.ring = ring
     return lp
 

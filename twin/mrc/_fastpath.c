@@ -1146,6 +1146,7 @@ static PyObject *rxring_recv(RxRing *self, PyObject *const *args, Py_ssize_t nar
         PyErr_SetString(PyExc_TypeError, "recv(now=the clock)");
         return NULL;
     }
+    self->received = 0;
     /* the time a bound Sender is given with each ACK: the clock's as it comes (as
      * loop._on_ack reads it), or `now` for the whole call (tests, replays) */
     self->ack_now = -1;
