@@ -385,3 +385,50 @@ def test_acks_after_a_nak_in_the_same_batch_keep_their_place(netns, monkeypatch)
     after = _through_the_loop(netns, new, plan, lambda r: r.bind_sender(QPN, new))
     assert _decided(new) == _decided(old) and old.stats.nacks_stale == 0
     assert after.rx_ring.items == [2, 2, 2] and after.settled == before.settled
+
+
+def test_the_loop_sends_and_binds_a_compiled_senders_qp_by_the_c_entries(monkeypatch):
+    """A compiled Sender's QP on the compiled data path: bound to the ring when opened,
+    its window sent by post_sender (a template miss answered by the loop, a refused
+    packet counted), unbound when closed; a reference Sender's QP: poll + post, never
+    bound."""
+    from tests.unit.test_mrc_framing import STATIC, config, in_memory_sockets
+
+    monkeypatch.setattr(L.PacketLoop, "_open_sockets", in_memory_sockets)
+    monkeypatch.setattr(L.PacketLoop, "_read_ports", lambda self: 0xF)
+    monkeypatch.delenv(L.RECORD_ENV, raising=False)
+    lp = L.PacketLoop(config(STATIC, "r0h0"))
+    calls = []
+
+    class Batch:
+        def post_sender(self, sender, now, source, budget, templates, miss, qp):
+            ev = sender.evs.active[0].value
+            assert miss(ev) is templates[ev] and source is qp.src and budget == L.SEND_BUDGET
+            calls.append(("post_sender", qp.qpn))
+            return 3, [qp]
+
+        def post(self, txs, templates, miss, qp):
+            calls.append(("post", qp.qpn))
+            return []
+
+    class Ring:
+        def bind_sender(self, qpn, sender):
+            calls.append(("bind", qpn, type(sender)))
+
+        def unbind_sender(self, qpn):
+            calls.append(("unbind", qpn))
+            return True
+
+    lp.tx_batch, lp.rx_ring, lp._direct_sender = Batch(), Ring(), fp.Sender
+    peer = lp.fabric.node("r1h1")
+    fast = lp.open_send_qp(peer, "mrc", 1 << 16, 5, 1, 16, 1, {}, "compiled")
+    ref = lp.open_send_qp(peer, "mrc", 1 << 16, 6, 1, 16, 1, {}, "python")
+    assert fast.direct and not ref.direct
+    for qp in (fast, ref):
+        lp.write(qp, 1 << 16, 0, None)
+    assert lp._send_all() is True
+    assert fast.send_errors == 1 and ref.send_errors == 0
+    lp.close(fast.qpn)
+    lp.close(ref.qpn)
+    assert calls == [("bind", fast.qpn, fp.Sender), ("post_sender", fast.qpn),
+                     ("post", ref.qpn), ("unbind", fast.qpn)]
