@@ -230,7 +230,7 @@ def _nak(psn, ev):
                             wire.Sack(psn, 0, ev, 0, 0, 0xF))
 
 
-TAKEN = 7  # the plan's ACKs a bound Sender takes in C
+TAKEN = 8  # the plan's ACKs a bound Sender takes in C
 
 
 def _plan(evs) -> list[bytes]:
@@ -244,7 +244,8 @@ def _plan(evs) -> list[bytes]:
         good[:12] + b"\x42" + good[13:],  # an AETH syndrome that is neither ACK nor NAK
         _ack(2, 0, evs[2], 2, qpn=QPN + 1),  # no such QP
         _ack(5, 0b10, evs[4], 4, tries=3, congestion=0x81, dup=True),  # dup, CE, tries
-        _ack(6, 0, evs[6], (1 << 24) + 6 - (1 << 24), ports=0xE),  # a port down there
+        _ack(6, 0, evs[6], 6, ports=0xE),  # a port down there
+        _ack(0xFFFFF0, 0, evs[1], 0xFFFFF1),  # cum and PSN far ahead (unwrapped: unsent)
         _ack(10, 0, evs[9], 9),  # all of it: the sender is idle
         _ack(10, 0, evs[9], 9),  # and again
         _nak(5, evs[6]),  # a NAK: Python's (stale by now)
