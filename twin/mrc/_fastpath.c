@@ -19,7 +19,9 @@
  *             straight from there into the registered buffer. A data opcode whose
  *             traffic class carries DSCP 7 was trimmed by a switch: no ICRC is left to
  *             check, and its BTH and RETH come back as a tuple of their own. Other
- *             opcodes go back whole to wire's decoder.
+ *             opcodes go back whole to wire's decoder, but an ACK to a sending QP
+ *             bound to the ring (bind_sender): decoded here and handed to its
+ *             compiled Sender's on_sack.
  *   parse     the same parse on one UDP payload (what RxRing does per datagram); the
  *             differential tests hold it to wire.decode.
  *   build     one data packet as bytes, as TxBatch would send it (DataTemplate.build).

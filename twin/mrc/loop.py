@@ -38,7 +38,8 @@ Two implementations of send and recv, the same bytes on the wire (MRC_TWIN_DATAP
               buffer (a compiled Sender's decisions taken in C, TxBatch.post_sender;
               the reference's TxPackets read by TxBatch.post); recvmmsg of up to RX_SLOTS
               datagrams into a ring, ICRC checked and headers parsed in C, payloads
-              placed from the ring. The default where it is built (auto).
+              placed from the ring, a compiled Sender's ACKs decoded and handed to it
+              in C (RxRing.bind_sender). The default where it is built (auto).
     python    the standard library only: one sendto / recvmsg per packet, wire's
               encoder and decoder. Where the module is missing (a container whose
               Python cannot load it) or stale (built from other sources than the
