@@ -110,7 +110,9 @@ TYPES = {
         lambda: ((-1, 4), {}),
         {"capacity 0": lambda: ((-1, 0), {})},
         {"post": ([txp], {}, lambda e: tpl, "tag"),
-         "data": (head, seed, 0, 0, 3, b"x", None, "tag"), "flush": ()},
+         "data": (head, seed, 0, 0, 3, b"x", None, "tag"), "flush": (),
+         "post_sender": (fp.Sender(evset(), 0), 0, memoryview(b"x"), 4, {},
+                         lambda e: tpl, "tag")},
         lambda q: q.queued == 0 and q.flush() == []),
     "EvRing": (
         ring_args,
@@ -123,7 +125,8 @@ TYPES = {
         {"local of 3 bytes": lambda: ((-1, b"abc"), {}),
          "slots 0": lambda: ((-1, bytes(16)), {"slots": 0})},
         {"recv": (), "bind": (3, fp.Receiver(bytearray(64)), 7), "unbind": (3,),
-         "acks": (-1, None, 0xFFF), "flush_sacks": ()},
+         "acks": (-1, None, 0xFFF), "flush_sacks": (),
+         "bind_sender": (1, fp.Sender(evset(), 0)), "unbind_sender": (1,)},
         lambda r: r.counters == (0, 0)),
 }
 

@@ -9,6 +9,9 @@
  *             and BTH bytes 0..7), its 20- or 24-byte variable part (BTH 8..11, RETH,
  *             ImmDt), the payload straight from the registered source buffer, the ICRC.
  *             Nothing is copied in userspace: the kernel copies the payload once.
+ *             post_sender takes the compiled Sender's decisions as C records instead
+ *             (fp_sender_poll): no TxPacket, no payload view, no attribute read per
+ *             packet, the payloads pointing into the one source buffer it holds.
  *   RxRing    recvmmsg of up to `slots` datagrams into a ring (the peer address, the UDP
  *             source port and the IPV6_FLOWINFO cmsg with each: traffic class and flow
  *             label), the ICRC checked first, then a data packet's headers parsed to a
@@ -20,7 +23,9 @@
  *             ring (bind) has its data packets checked and handed to its compiled
  *             Receiver here, no tuple made; with acks, its SACKs and NAKs are
  *             coalesced, framed (as wire's) and sent with sendmmsg here too, and recv
- *             returns only what Python acts on for it (events 5..10: rxring_recv).
+ *             returns only what Python acts on for it (events 4..11: rxring_recv). An
+ *             ACK to a sending QP bound to the ring (bind_sender) is decoded here and
+ *             handed to its compiled Sender's on_sack.
  *   parse     the same parse on one UDP payload (what RxRing does per datagram); the
  *             differential tests hold it to wire.decode.
  *   build     one data packet as bytes, as TxBatch would send it (DataTemplate.build).
@@ -36,6 +41,7 @@
 
 #include "_datapath.h"
 #include "_receiver.h"
+#include "_sender.h"
 
 #include "_util.h"
 
@@ -236,6 +242,10 @@ typedef struct {
     struct mmsghdr *msgs;
     unsigned long long packets, errors, batches;
     unsigned long long plane_bytes[PLANES];  /* payload sent, per plane (refused: not) */
+    FpTx *polled;        /* post_sender's: what the Sender decided, before it is built */
+    Py_ssize_t polled_cap;
+    int posting;         /* post_sender runs (miss may call back into the batch) */
+    struct TplHit *tpl_cache;  /* post_sender's templates, by EV (TPL_CACHE of them) */
 } TxBatch;
 
 static void txbatch_release(TxBatch *self) {
@@ -247,8 +257,12 @@ static void txbatch_release(TxBatch *self) {
     self->n = 0;
 }
 
+static void tpl_cache_free(TxBatch *self);
+
 static void txbatch_dealloc(TxBatch *self) {
     if (self->slots) txbatch_release(self);
+    tpl_cache_free(self);
+    PyMem_Free(self->polled);
     PyMem_Free(self->slots);
     PyMem_Free(self->msgs);
     Py_TYPE(self)->tp_free((PyObject *)self);
@@ -495,6 +509,185 @@ static PyObject *txbatch_post(TxBatch *self, PyObject *const *args, Py_ssize_t n
     return refused;
 }
 
+/* -- post_sender: the compiled Sender's packets, no object per packet -------------------
+ *
+ * The Sender writes its decisions as FpTx records (_sender.h); each is built here from
+ * its EV's template as post builds a TxPacket, its payload pointing into the source
+ * buffer, which the batch holds (one Py_buffer) until the packets are sent. A template's
+ * (head, seed) for a payload size and its rkey are what its DataTemplate gives, always
+ * the same for the same object: they are kept per EV (TPL_CACHE entries) with the
+ * template they came from, and used while templates[ev] is still that very object. */
+
+#define TPL_CACHE 256
+
+typedef struct TplHit {
+    int64_t ev;
+    Py_ssize_t n;        /* the payload size the head is for */
+    int imm;             /* ... and whether with an ImmDt */
+    uint32_t seed, rkey;
+    PyObject *key, *tpl, *head;  /* held: the EV as an int, its template, the 96 bytes */
+} TplHit;
+
+static void tpl_cache_free(TxBatch *self) {
+    if (!self->tpl_cache) return;
+    for (int i = 0; i < TPL_CACHE; i++) {
+        Py_CLEAR(self->tpl_cache[i].key);
+        Py_CLEAR(self->tpl_cache[i].tpl);
+        Py_CLEAR(self->tpl_cache[i].head);
+    }
+    PyMem_Free(self->tpl_cache);
+    self->tpl_cache = NULL;
+}
+
+/* The cache entry for f's EV, filled: from the cache while templates[ev] is the template
+ * it came from, else read from the template (templates[ev], or miss(ev)). NULL with an
+ * exception set. */
+static TplHit *tpl_for(TxBatch *self, const FpTx *f, PyObject *templates, PyObject *miss) {
+    uint64_t h = (uint64_t)f->ev * 0x9E3779B97F4A7C15ull;
+    TplHit *e = &self->tpl_cache[h >> 56];
+    if (e->tpl && e->ev == f->ev && e->n == f->length && e->imm == f->has_imm) {
+        PyObject *now = PyDict_GetItemWithError(templates, e->key);
+        if (now == e->tpl) return e;
+        if (!now && PyErr_Occurred()) return NULL;
+    }
+    PyObject *key = PyLong_FromLongLong(f->ev), *tpl = NULL, *common = NULL, *pair = NULL,
+             *head_obj = NULL, *seed_obj = NULL, *rkey_obj = NULL;
+    TplHit *out = NULL;
+    uint32_t seed, rkey;
+    if (!key) return NULL;
+    tpl = PyDict_GetItemWithError(templates, key);
+    if (tpl) Py_INCREF(tpl);
+    else if (PyErr_Occurred() || !(tpl = PyObject_CallOneArg(miss, key))) goto done;
+    if (!(rkey_obj = PyObject_GetAttr(tpl, s_rkey)) || as_u32(rkey_obj, &rkey, "rkey") < 0)
+        goto done;
+    /* (head, seed): the template's last no-ImmDt pair where the size matches, else its
+     * head(), as post reads them */
+    if (!f->has_imm && (common = PyObject_GetAttr(tpl, s_common)) && PyTuple_Check(common)
+        && PyTuple_GET_SIZE(common) == 3
+        && PyLong_AsSsize_t(PyTuple_GET_ITEM(common, 0)) == f->length) {
+        head_obj = PyTuple_GET_ITEM(common, 1);
+        seed_obj = PyTuple_GET_ITEM(common, 2);
+    } else {
+        if (PyErr_Occurred()) goto done;
+        pair = PyObject_CallMethod(tpl, "head", "nO", f->length,
+                                   f->has_imm ? Py_True : Py_False);
+        if (!pair) goto done;
+        if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2) {
+            PyErr_SetString(PyExc_TypeError, "DataTemplate.head gives (head, seed)");
+            goto done;
+        }
+        head_obj = PyTuple_GET_ITEM(pair, 0);
+        seed_obj = PyTuple_GET_ITEM(pair, 1);
+    }
+    if (!PyBytes_Check(head_obj) || PyBytes_GET_SIZE(head_obj) != HEAD_BYTES) {
+        PyErr_Format(PyExc_ValueError, "head must be %d bytes", HEAD_BYTES);
+        goto done;
+    }
+    if (as_u32(seed_obj, &seed, "seed") < 0) goto done;
+    /* miss ran Python, which may have used the cache: the entry is (re)taken only now */
+    e = &self->tpl_cache[h >> 56];
+    Py_XSETREF(e->key, Py_NewRef(key));
+    Py_XSETREF(e->tpl, Py_NewRef(tpl));
+    Py_XSETREF(e->head, Py_NewRef(head_obj));
+    e->ev = f->ev;
+    e->n = f->length;
+    e->imm = f->has_imm;
+    e->seed = seed;
+    e->rkey = rkey;
+    out = e;
+done:
+    Py_DECREF(key); Py_XDECREF(tpl); Py_XDECREF(common); Py_XDECREF(pair);
+    Py_XDECREF(rkey_obj);
+    return out;
+}
+
+/* One FpTx into the batch (sending what is batched first if it is full). */
+static int add_fp(TxBatch *self, const FpTx *f, const Py_buffer *src, PyObject *templates,
+                  PyObject *miss, PyObject *tag, PyObject *refused) {
+    if (f->length > MTU) {
+        PyErr_Format(PyExc_ValueError, "payload is at most %d bytes", MTU);
+        return -1;
+    }
+    TplHit *e = tpl_for(self, f, templates, miss);
+    if (!e) return -1;
+    /* held across send_all: the entry may be replaced by then only through Python,
+     * which send_all does not run; the slot holds its own reference */
+    if (self->n >= self->cap && send_all(self, refused) < 0) return -1;
+    DataArgs d = {
+        .head = (const unsigned char *)PyBytes_AS_STRING(e->head), .seed = e->seed,
+        .word = (f->ack_req ? ACK_REQ : 0) | (uint32_t)(f->tries & TRY_MASK) << 24
+                | (uint32_t)(f->psn & PSN_MASK),
+        .rkey = e->rkey, .imm = f->imm, .va = f->va, .has_imm = f->has_imm};
+    /* the payload is the source's bytes, the batch's Py_buffer: none of its own */
+    self->slots[self->n].payload = (Py_buffer){.buf = (char *)src->buf + f->offset,
+                                               .len = f->length};
+    fill_slot(self, e->head, &d, tag);
+    return 0;
+}
+
+/* post_sender(sender, now, source, budget, templates, miss, tag) -> (polled, [tag, ...]):
+ * the compiled Sender's poll(now, source, budget), built and sent as post builds and
+ * sends its TxPackets, without them: how many packets it decided, and the refused tags
+ * (as post returns them). */
+static PyObject *txbatch_post_sender(TxBatch *self, PyObject *const *args, Py_ssize_t nargs) {
+    FP_REQUIRE_READY(self, NULL);
+    if (nargs != 7 || !PyDict_Check(args[4])) {
+        PyErr_SetString(PyExc_TypeError, "want (sender, now, source, budget, "
+                        "templates: dict, miss, tag)");
+        return NULL;
+    }
+    if (self->posting) {
+        PyErr_SetString(PyExc_RuntimeError, "TxBatch.post_sender: called again while it "
+                        "runs (from inside miss?)");
+        return NULL;
+    }
+    long long now = PyLong_AsLongLong(args[1]);
+    if (now == -1 && PyErr_Occurred()) return NULL;
+    Py_ssize_t budget = PyLong_AsSsize_t(args[3]);
+    if (budget == -1 && PyErr_Occurred()) return NULL;
+    if (budget < 0 || budget > 65536) {
+        PyErr_SetString(PyExc_ValueError, "budget must be in 0..65536");
+        return NULL;
+    }
+    if (!self->tpl_cache && !(self->tpl_cache = PyMem_Calloc(TPL_CACHE, sizeof(TplHit))))
+        return PyErr_NoMemory();
+    if (budget > self->polled_cap) {
+        FpTx *grown = PyMem_Realloc(self->polled, budget * sizeof(FpTx));
+        if (!grown) return PyErr_NoMemory();
+        self->polled = grown;
+        self->polled_cap = budget;
+    }
+    Py_buffer src;
+    if (PyObject_GetBuffer(args[2], &src, PyBUF_SIMPLE) < 0) return NULL;
+    PyObject *refused = PyList_New(0);
+    Py_ssize_t n = refused ? fp_sender_poll(args[0], now, src.len, budget, self->polled) : -1;
+    if (n < 0) {
+        Py_XDECREF(refused);
+        PyBuffer_Release(&src);
+        return NULL;
+    }
+    self->posting = 1;
+    int rc = 0;
+    for (Py_ssize_t i = 0; i < n && rc == 0; i++)
+        rc = add_fp(self, &self->polled[i], &src, args[4], args[5], args[6], refused);
+    if (rc < 0) {
+        PyObject *type, *value, *trace;
+        PyErr_Fetch(&type, &value, &trace);
+        send_all(self, refused);  /* what was built before the bad one still goes */
+        PyErr_Restore(type, value, trace);
+    } else {
+        rc = send_all(self, refused);
+    }
+    /* every slot pointing into the source went (send_all releases them all) */
+    self->posting = 0;
+    PyBuffer_Release(&src);
+    if (rc < 0) {
+        Py_DECREF(refused);
+        return NULL;
+    }
+    return Py_BuildValue("(nN)", n, refused);
+}
+
 static PyObject *txbatch_plane_bytes(TxBatch *self, void *Py_UNUSED(closure)) {
     FP_REQUIRE_READY(self, NULL);
     PyObject *out = PyDict_New();
@@ -524,6 +717,9 @@ static PyObject *txbatch_queued(TxBatch *self, void *Py_UNUSED(closure)) {
 static PyMethodDef txbatch_methods[] = {
     {"post", (PyCFunction)(void (*)(void))txbatch_post, METH_FASTCALL,
      "post(txs, templates, miss, tag) -> [tag, ...]: build and send a window of TxPackets"},
+    {"post_sender", (PyCFunction)(void (*)(void))txbatch_post_sender, METH_FASTCALL,
+     "post_sender(sender, now, source, budget, templates, miss, tag) -> (polled, [tag, ...]):"
+     " the compiled Sender's poll, built and sent as post does, no TxPacket made"},
     {"data", (PyCFunction)(void (*)(void))txbatch_data, METH_FASTCALL,
      "data(head, seed, word, va, rkey, payload, imm, tag) -> full: add one data packet"},
     {"flush", (PyCFunction)txbatch_flush, METH_NOARGS,
@@ -726,7 +922,14 @@ typedef struct {
 enum {  /* the events recv returns for bound QPs (besides parse's kinds 0..3) */
     EV_SACK = 4, EV_NACK = 5, EV_CE = 6, EV_LAST = 7, EV_DROPS = 8, EV_PLACED = 9,
     EV_FRAME = 10,
+    EV_SETTLED = 11,  /* a sending QP whose ACKs its bound Sender took: now idle or failed */
 };
+
+/* A sending QP whose ACKs go straight to its compiled Sender (bind_sender). */
+typedef struct Bound {
+    uint32_t qpn;
+    PyObject *sender;
+} Bound;
 
 static void binding_forget_ways(RxBinding *b) {
     PyMem_Free(b->ways);
@@ -768,7 +971,15 @@ typedef struct {
     struct mmsghdr *ackmsgs;
     int nackq;
     unsigned long long acks_sent, acks_refused;
+    int received;        /* datagrams the last recv() read (its list may hold fewer) */
+    struct Bound *bound; /* sending QPs whose ACKs go straight to their compiled Sender */
+    int nbound, bound_cap;
+    uint32_t *settled;   /* QPs reported this recv() (room for `slots`) */
+    uint32_t *deferred;  /* bound QPs with a packet in this recv()'s list (room for `slots`) */
+    long long ack_now;   /* recv's `now` for the ACKs it hands on; -1: the clock's */
 } RxRing;
+
+static void unbind_all(RxRing *self);
 
 static void rxring_unbind_all(RxRing *self) {
     for (int i = 0; i < self->nbinds; i++) {
@@ -782,7 +993,11 @@ static void rxring_unbind_all(RxRing *self) {
 /* What __init__ made, released: the ring is blank again. */
 static void rxring_release(RxRing *self) {
     rxring_unbind_all(self);
+    unbind_all(self);
     PyMem_Free(self->binds);
+    PyMem_Free(self->settled);
+    PyMem_Free(self->deferred);
+    self->settled = self->deferred = NULL;
     PyMem_Free(self->ackq);
     PyMem_Free(self->ackmsgs);
     self->binds = NULL;
@@ -813,6 +1028,7 @@ static void rxring_dealloc(RxRing *self) {
 /* A bound Receiver may lead back to the ring (its port_state, a loop's method): GC. */
 static int rxring_traverse(RxRing *self, visitproc visit, void *arg) {
     for (int i = 0; i < self->nbinds; i++) Py_VISIT(self->binds[i].receiver);
+    for (int i = 0; i < self->nbound; i++) Py_VISIT(self->bound[i].sender);
     Py_VISIT(self->reverse);
     return 0;
 }
@@ -820,6 +1036,7 @@ static int rxring_traverse(RxRing *self, visitproc visit, void *arg) {
 static int rxring_clear(RxRing *self) {
     if (self->ready == FP_READY) self->ready = FP_CLEARED;
     rxring_unbind_all(self);
+    unbind_all(self);
     return 0;
 }
 
@@ -850,13 +1067,15 @@ static int rxring_init(RxRing *self, PyObject *args, PyObject *kw) {
     self->iov = PyMem_Calloc(slots, sizeof(struct iovec));
     self->from = PyMem_Calloc(slots, sizeof(struct sockaddr_in6));
     self->ctl = PyMem_Calloc(slots, self->ctl_size);
+    self->settled = PyMem_Calloc(slots, sizeof(uint32_t));
+    self->deferred = PyMem_Calloc(slots, sizeof(uint32_t));
     self->peers = PyDict_New();
     self->ackq = PyMem_Calloc(ACK_QUEUE, sizeof(AckOut));
     self->ackmsgs = PyMem_Calloc(ACK_QUEUE, sizeof(struct mmsghdr));
     self->ack_fd = -1;
     self->port_bitmap = 0xFFFF;
     if (!self->buf || !self->msgs || !self->iov || !self->from || !self->ctl || !self->peers
-        || !self->ackq || !self->ackmsgs) {
+        || !self->ackq || !self->ackmsgs || !self->settled || !self->deferred) {
         PyErr_NoMemory();
         return -1;
     }
@@ -889,6 +1108,37 @@ static PyObject *peer_bytes(RxRing *self, const unsigned char *addr) {
     if (PyDict_GET_SIZE(self->peers) >= 1024) PyDict_Clear(self->peers);
     if (PyDict_SetItem(self->peers, key, key) < 0) { Py_DECREF(key); return NULL; }
     return key;
+}
+
+/* -- ACKs straight into their compiled Sender --------------------------------------------
+ *
+ * A sending QP bound here (bind_sender: the loop binds a compiled Sender's QP when it
+ * opens it, unbinds it when it closes) has its ACKs taken in C: an ACK (wire.ACK_SIZE
+ * bytes, opcode 0x11, AETH syndrome 0x00) to a bound QP whose ICRC checks is decoded as
+ * wire.decode_checked decodes it and handed to the Sender as loop._on_ack hands it
+ * (fp_sender_on_ack: the PSNs unwrapped, QpFailed caught). Everything else (a NAK, a
+ * length or syndrome wire refuses, a bad ICRC, an unbound QP) takes the path it took
+ * before, through parse, so it is refused, or counted, by the same rule. recv() then
+ * returns, for a QP whose Sender is idle or failed after its ACKs, one (11, qpn) per
+ * call: what loop._maybe_done needs. */
+
+#define OP_ACK 0x11
+#define ACK_BYTES 40        /* BTH 12, AETH 4, SACK 20, ICRC 4: wire.ACK_SIZE */
+#define SACK_DUP 0x80
+#define NAK_SEQUENCE 0x60   /* wire.NAK_CODES: the syndromes of a NAK */
+#define NAK_TRIMMED 0x61
+
+static void unbind_all(RxRing *self) {
+    for (int i = 0; i < self->nbound; i++) Py_CLEAR(self->bound[i].sender);
+    PyMem_Free(self->bound);
+    self->bound = NULL;
+    self->nbound = self->bound_cap = 0;
+}
+
+static Bound *bound_of(RxRing *self, uint32_t qpn) {
+    for (int i = 0; i < self->nbound; i++)
+        if (self->bound[i].qpn == qpn) return &self->bound[i];
+    return NULL;
 }
 
 /* -- bound QPs: their data packets handed to their Receiver here ---------------------- */
@@ -1235,6 +1485,99 @@ static int rx_batch_end(RxRing *self, int64_t now, PyObject *out) {
     return rc;
 }
 
+/* One datagram: 1 if it was an ACK a bound Sender took (an (11, qpn) appended to `out`
+ * if its Sender is now idle or failed, once per recv), 0 if it goes the way it
+ * went before, -1 with an exception set. */
+static int ack_to_sender(RxRing *self, const unsigned char *data, Py_ssize_t n,
+                         const unsigned char *src, unsigned sport, int64_t now,
+                         PyObject *out, int *nsettled, int ndeferred) {
+    if (n != ACK_BYTES || data[0] != OP_ACK || data[12] != 0) return 0;
+    uint32_t qpn = get32(data + 4) & PSN_MASK;
+    Bound *b = bound_of(self, qpn);
+    if (!b) return 0;
+    for (int i = 0; i < ndeferred; i++)
+        if (self->deferred[i] == qpn) return 0;  /* after a packet in the list: in order */
+    if (!icrc_ok(data, n, src, self->local, sport)) return 0;
+    FpAck a = {.psn = get32(data + 8) & PSN_MASK, .cum = get32(data + 16) & PSN_MASK,
+                .bitmap = get64(data + 20), .ev = get32(data + 28),
+                .tries = data[32] & TRY_MASK, .dup = (data[32] & SACK_DUP) != 0,
+                .congestion = data[33], .port_state = data[34] << 8 | data[35]};
+    /* held: on_sack runs Python (the event log, the EV set), which may unbind it */
+    PyObject *sender = Py_NewRef(b->sender);
+    int rc = fp_sender_on_ack(sender, &a, now < 0 ? monotonic_ns() : now);
+    int settled = rc >= 0 && fp_sender_settled(sender);
+    Py_DECREF(sender);
+    if (rc < 0) return -1;
+    if (!settled) return 1;
+    for (int i = 0; i < *nsettled; i++)
+        if (self->settled[i] == qpn) return 1;
+    if (append_new(out, Py_BuildValue("(iI)", EV_SETTLED, qpn)) < 0) return -1;
+    self->settled[(*nsettled)++] = qpn;
+    return 1;
+}
+
+/* A datagram that goes in recv's list, to a bound QP (a NAK, a CNP, a probe reply, an
+ * ACK wire refuses): the rest of this recv's ACKs to that QP go in the list too, after
+ * it, so that its Sender sees its packets in the order they came. */
+static void defer_after(RxRing *self, const unsigned char *data, Py_ssize_t n,
+                        const unsigned char *src, unsigned sport, int *ndeferred) {
+    if (n < 16 || data[0] == OP_WRITE_ONLY || data[0] == OP_WRITE_ONLY_IMM) return;
+    uint32_t qpn = get32(data + 4) & PSN_MASK;
+    if (!bound_of(self, qpn)) return;
+    for (int i = 0; i < *ndeferred; i++)
+        if (self->deferred[i] == qpn) return;
+    /* what parse or wire refuses never reaches the Sender: it keeps no place */
+    if (data[0] == OP_ACK && (n != ACK_BYTES || (data[12] != 0 && data[12] != NAK_SEQUENCE
+                                                 && data[12] != NAK_TRIMMED)))
+        return;
+    if (!icrc_ok(data, n, src, self->local, sport)) return;
+    self->deferred[(*ndeferred)++] = qpn;
+}
+
+/* bind_sender(qpn, sender): QP qpn's ACKs go straight to `sender` (the compiled one). */
+static PyObject *rxring_bind_sender(RxRing *self, PyObject *args) {
+    FP_REQUIRE_READY(self, NULL);
+    unsigned int qpn;
+    PyObject *sender;
+    if (!PyArg_ParseTuple(args, "IO:bind_sender", &qpn, &sender)) return NULL;
+    if (qpn > PSN_MASK) {
+        PyErr_SetString(PyExc_ValueError, "a QP number is 24 bits");
+        return NULL;
+    }
+    if (!fp_is_sender(sender)) {
+        PyErr_Format(PyExc_TypeError, "want the compiled Sender, got %.100s",
+                     Py_TYPE(sender)->tp_name);
+        return NULL;
+    }
+    Bound *b = bound_of(self, qpn);
+    if (b) {
+        Py_SETREF(b->sender, Py_NewRef(sender));
+        Py_RETURN_NONE;
+    }
+    if (self->nbound == self->bound_cap) {
+        int cap = self->bound_cap ? 2 * self->bound_cap : 8;
+        Bound *grown = PyMem_Realloc(self->bound, cap * sizeof(Bound));
+        if (!grown) return PyErr_NoMemory();
+        self->bound = grown;
+        self->bound_cap = cap;
+    }
+    self->bound[self->nbound++] = (Bound){qpn, Py_NewRef(sender)};
+    Py_RETURN_NONE;
+}
+
+/* unbind_sender(qpn) -> bool: its ACKs go back to recv's list (whether it was bound). */
+static PyObject *rxring_unbind_sender(RxRing *self, PyObject *arg) {
+    FP_REQUIRE_READY(self, NULL);
+    unsigned long qpn = PyLong_AsUnsignedLong(arg);
+    if (qpn == (unsigned long)-1 && PyErr_Occurred()) return NULL;
+    Bound *b = qpn <= PSN_MASK ? bound_of(self, (uint32_t)qpn) : NULL;
+    if (!b) Py_RETURN_FALSE;
+    PyObject *sender = b->sender;
+    *b = self->bound[--self->nbound];
+    Py_DECREF(sender);  /* last: its dealloc may run Python */
+    Py_RETURN_TRUE;
+}
+
 /* recv() -> [parsed, ...]: what one recvmmsg(MSG_DONTWAIT) returned, each parsed as
  * `parse` does; a bound QP's data packets taken by its Receiver instead, and what
  * Python must act on in their place (the EV_ events). Payload views point into the
@@ -1262,9 +1605,13 @@ static PyObject *rxring_recv_batch(RxRing *self) {
     }
     self->batches++;
     self->datagrams += r;
+    self->received = r;
     PyObject *out = PyList_New(0);
     if (!out) return NULL;
-    int64_t now = self->nbinds ? monotonic_ns() : 0;
+    /* the time of this batch: recv's `now`, or the clock's (a bound Sender is given the
+     * clock's as each ACK comes, as loop._on_ack reads it) */
+    int64_t now = self->ack_now >= 0 ? self->ack_now : self->nbinds ? monotonic_ns() : 0;
+    int nsettled = 0, ndeferred = 0;
     for (int i = 0; i < r; i++) {
         struct msghdr *m = &self->msgs[i].msg_hdr;
         uint32_t flow = 0;
@@ -1284,6 +1631,13 @@ static PyObject *rxring_recv_batch(RxRing *self) {
             if (taken < 0) goto fail;
             continue;
         }
+        if (self->nbound) {
+            taken = ack_to_sender(self, self->buf + at, n, src, sport, self->ack_now, out,
+                                  &nsettled, ndeferred);
+            if (taken < 0) goto fail;
+            if (taken) continue;
+            defer_after(self, self->buf + at, n, src, sport, &ndeferred);
+        }
         PyObject *src_obj = peer_bytes(self, src);
         PyObject *item = src_obj ? parse_one(self->buf_view, at, self->buf + at, n, src,
                                              self->local, sport, flow, src_obj)
@@ -1300,14 +1654,31 @@ fail:
     return NULL;
 }
 
-static PyObject *rxring_recv(RxRing *self, PyObject *Py_UNUSED(ignored)) {
+static PyObject *rxring_recv(RxRing *self, PyObject *const *args, Py_ssize_t nargs) {
     FP_REQUIRE_READY(self, NULL);
+    if (nargs > 1) {
+        PyErr_SetString(PyExc_TypeError, "recv(now=the clock)");
+        return NULL;
+    }
     /* an allocation may run Python (a GC pass, the finalizers it runs): no bind, unbind
      * or recv until this one is done */
     if (self->busy) {
         PyErr_SetString(PyExc_RuntimeError, "RxRing.recv: called from inside recv");
         return NULL;
     }
+    /* the time bound QPs are given: the clock's as it comes (as loop._on_ack reads it),
+     * or `now` for the whole call (tests, replays) */
+    long long now = -1;
+    if (nargs && args[0] != Py_None) {
+        now = PyLong_AsLongLong(args[0]);
+        if (now == -1 && PyErr_Occurred()) return NULL;
+        if (now < 0) {
+            PyErr_SetString(PyExc_ValueError, "now is a time in ns, not negative");
+            return NULL;
+        }
+    }
+    self->ack_now = now;
+    self->received = 0;
     self->busy = 1;
     PyObject *out = rxring_recv_batch(self);
     self->busy = 0;
@@ -1472,20 +1843,27 @@ static PyObject *rxring_plane_bytes(RxRing *self, void *Py_UNUSED(closure)) {
     return out;
 }
 
+static PyObject *rxring_received(RxRing *self, void *Py_UNUSED(closure)) {
+    FP_REQUIRE_READY(self, NULL);
+    return PyLong_FromLong(self->received);
+}
+
 static PyObject *rxring_counters(RxRing *self, void *Py_UNUSED(closure)) {
     FP_REQUIRE_READY(self, NULL);
     return Py_BuildValue("(KK)", self->datagrams, self->batches);
 }
 
 static PyMethodDef rxring_methods[] = {
-    {"recv", (PyCFunction)rxring_recv, METH_NOARGS,
-     "recv() -> [parsed, ...]: one recvmmsg's datagrams, each as parse() gives it; a "
+    {"recv", (PyCFunction)(void (*)(void))rxring_recv, METH_FASTCALL,
+     "recv(now=None) -> [parsed, ...]: one recvmmsg's datagrams, each as parse() gives "
+     "it (now: the time bound QPs are given, None: the monotonic clock's); a "
      "bound QP's data packets taken by its Receiver, and in their place "
      "(4, qpn, cum, bitmap, ev, psn, tries, congestion, dup, urgent) a SACK to send, "
      "(5, qpn, psn, ev) a NAK, (6, qpn, ev, t_ns) a CE-marked packet; at the end, per "
      "bound QP that got any, (7, qpn, psn, va, ev, tries, ack_req, ce, t_ns) its last "
      "packet and (8, qpn, bad_rkey, out_of_bounds) its drops; per plane "
-     "(9, plane, bytes) the bytes placed"},
+     "(9, plane, bytes) the bytes placed; (11, qpn) once for a QP whose ACKs a bound "
+     "Sender took, if it is then idle or failed"},
     {"bind", (PyCFunction)rxring_bind, METH_VARARGS,
      "bind(qpn, receiver, rkey, peer_qpn=0): QP qpn's data packets straight to its "
      "compiled Receiver (peer_qpn: its ACKs' DestQP)"},
@@ -1497,6 +1875,10 @@ static PyMethodDef rxring_methods[] = {
      "flush_sacks() -> [event, ...]: each bound QP's held SACK, after its companion"},
     {"unbind", (PyCFunction)rxring_unbind, METH_O,
      "unbind(qpn) -> bool: QP qpn's data packets parsed again (False: not bound)"},
+    {"bind_sender", (PyCFunction)rxring_bind_sender, METH_VARARGS,
+     "bind_sender(qpn, sender): QP qpn's ACKs go straight to its compiled Sender"},
+    {"unbind_sender", (PyCFunction)rxring_unbind_sender, METH_O,
+     "unbind_sender(qpn) -> bool: its ACKs come back in recv's list"},
     {NULL}
 };
 
@@ -1510,6 +1892,8 @@ static PyGetSetDef rxring_getset[] = {
      "(SACK frames sent here, refused by the kernel)", NULL},
     {"plane_bytes", (getter)rxring_plane_bytes, NULL,
      "{plane: payload bytes placed for bound QPs}, per the EV's plane", NULL},
+    {"received", (getter)rxring_received, NULL,
+     "datagrams the last recv() read (ACKs a bound Sender took included)", NULL},
     {NULL}
 };
 

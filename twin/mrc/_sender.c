@@ -27,8 +27,9 @@
  * set (retirement, replacement, revival, SKIP, denylist, planes), the event log
  * (transport.EventLog of transport.Event), the acked-bytes bins, DCQCN's rate and
  * pacer, the record of losses (an OrderedDict, touched only on loss), and messages
- * (transport.Msg). Packets go out as TxPacket objects the data path (TxBatch) reads
- * by attribute, as it reads transport.TxPacket.
+ * (transport.Msg). Packets go out as TxPacket objects (poll: what the reference's
+ * callers and tests read), or as FpTx records straight into the data path
+ * (fp_sender_poll, _sender.h: TxBatch.post_sender builds them, no object per packet).
  *
  * Divergences, on purpose: numbers read back as floats where the reference may hold
  * an int of the same value (window, srtt); the config is read once (the reference
@@ -54,7 +55,8 @@ static PyObject *Event, *SenderStats, *Msg, *QpFailed, *NoUsableEv, *weakly, *Ev
     *MODES, *CCS, *EvType, *PathType, *EvSetType, *EvState_GOOD, *EvState_SKIP,
     *EvState_DENIED, *EvState_BAD;
 static long long BUILD_CHUNK, LOST_REMEMBERED, REORDER_STEPS_MAX, REORDERING_LEARNED,
-    TRY_MASK, BITMAP_BITS, CONGESTION_ECHO_CE, CONGESTION_COUNT, MESSAGES_KEPT, COMPACT_AFTER;
+    TRY_MASK, BITMAP_BITS, CONGESTION_ECHO_CE, CONGESTION_COUNT, MESSAGES_KEPT, COMPACT_AFTER,
+    FRAME_OVERHEAD;
 static double REORDERING_DECAY, CNP_SPACING;
 
 /* Numbered here, named in twin.mrc.modes.Mode and twin.mrc.cc.Cc (both bound): the bind
@@ -1314,6 +1316,59 @@ static PyObject *packet(Sender *s, Tx *tx, int64_t value, PyObject *source, int6
     return (PyObject *)p;
 }
 
+/* Where poll's packets go: TxPacket objects appended to a list (poll, for the reference's
+ * callers), or FpTx records in an array (fp_sender_poll: the data path fills its slots
+ * from them, nothing made per packet). */
+typedef struct {
+    PyObject *list;          /* TxPackets, or NULL: into `arr` */
+    PyObject *source;        /* the list's: what payload views are sliced from */
+    FpTx *arr;
+    Py_ssize_t n;            /* packets out so far */
+    Py_ssize_t source_len;   /* the array's: the source buffer's length */
+    int64_t payload_bytes;   /* the array's: its payloads' bytes (the pacer's) */
+} Out;
+
+static int out_put(Sender *s, Out *o, Tx *tx, int64_t value, int64_t tries, int ack_req) {
+    if (o->list) {
+        PyObject *p = packet(s, tx, value, o->source, tries, ack_req);
+        if (!p || PyList_Append(o->list, p) < 0) {
+            Py_XDECREF(p);
+            return -1;
+        }
+        Py_DECREF(p);
+        o->n++;
+        return 0;
+    }
+    FpTx *f = &o->arr[o->n];
+    PyObject *imm = tx->psn == tx->last_psn && tx->imm ? tx->imm : Py_None;
+    f->has_imm = imm != Py_None;
+    f->imm = 0;
+    if (f->has_imm) {
+        unsigned long long v = PyLong_AsUnsignedLongLong(imm);
+        if (v == (unsigned long long)-1 && PyErr_Occurred()) {
+            PyErr_SetString(PyExc_ValueError, "imm out of range");
+            return -1;
+        }
+        if (v > 0xFFFFFFFFu) {
+            PyErr_SetString(PyExc_ValueError, "imm is 32 bits");
+            return -1;
+        }
+        f->imm = (uint32_t)v;
+    }
+    /* the bytes a slice source[offset:offset + length] would view */
+    Py_ssize_t start = (Py_ssize_t)tx->offset, stop = (Py_ssize_t)(tx->offset + tx->length);
+    f->length = PySlice_AdjustIndices(o->source_len, &start, &stop, 1);
+    f->offset = start;
+    f->psn = tx->psn;
+    f->ev = value;
+    f->va = (uint64_t)s->remote_va + (uint64_t)tx->offset;
+    f->tries = tries;
+    f->ack_req = ack_req;
+    o->payload_bytes += f->length;
+    o->n++;
+    return 0;
+}
+
 /* Sender._build: the records of the next `count` posted packets, queued to send */
 static int64_t build(Sender *s, int64_t count) {
     int64_t built = 0;
@@ -1353,8 +1408,8 @@ static int64_t build(Sender *s, int64_t count) {
 
 /* Sender._emit_new: first transmissions, as many as the window and the budget let go.
  * 1: went on; 0: no EV could be had (the packet is held); -1: an error. */
-static int emit_new(Sender *s, int64_t now, PyObject *source, PyObject *out, int64_t budget) {
-    int64_t room = budget - PyList_GET_SIZE(out), win = (int64_t)s->window - s->inflight;
+static int emit_new(Sender *s, int64_t now, Out *out, int64_t budget) {
+    int64_t room = budget - out->n, win = (int64_t)s->window - s->inflight;
     if (win < room) room = win;
     int64_t sent = 0, nbytes = 0;
     int ok = 1, is_proving = proving(s), checking = s->single == Py_None;
@@ -1399,13 +1454,10 @@ static int emit_new(Sender *s, int64_t now, PyObject *source, PyObject *out, int
         sent++;
         nbytes += tx->length;
         int last = psn == tx->last_psn;
-        PyObject *p = packet(s, tx, value, source, 0, last || !(s->unsent.len || s->seg_len));
-        if (!p || PyList_Append(out, p) < 0) {
-            Py_XDECREF(p);
+        if (out_put(s, out, tx, value, 0, last || !(s->unsent.len || s->seg_len)) < 0) {
             ok = -1;
             break;
         }
-        Py_DECREF(p);
     }
     s->inflight += sent;
     s->st.packets += sent;
@@ -1414,10 +1466,12 @@ static int emit_new(Sender *s, int64_t now, PyObject *source, PyObject *out, int
     return ok;
 }
 
-/* Sender._resend: a packet sent before, again, on another EV, asking for an ack */
-static PyObject *resend(Sender *s, Tx *tx, int64_t now, PyObject *source) {
+/* Sender._resend: a packet sent before, again, on another EV, asking for an ack. 0: it
+ * went out; -1: an error, or (is_no_ev) no EV could be had */
+static int resend(Sender *s, Tx *tx, int64_t now, Out *out) {
     PyObject *before = Py_NewRef(tx->ev);
-    PyObject *ev = pick_ev(s, before), *p = NULL;
+    PyObject *ev = pick_ev(s, before);
+    int rc = -1;
     if (!ev) goto out;
     int64_t value, plane, before_value;
     int is_proving;
@@ -1436,11 +1490,71 @@ static PyObject *resend(Sender *s, Tx *tx, int64_t now, PyObject *source) {
     if (eventf(s, now, k_retransmit, value, tx->psn, "before on %s",
                hex(before_value).s) < 0)
         goto out;
-    p = packet(s, tx, value, source, (tx->tries - 1) & TRY_MASK, 1);
+    rc = out_put(s, out, tx, value, (tx->tries - 1) & TRY_MASK, 1);
 out:
     Py_XDECREF(ev);
     Py_DECREF(before);
-    return p;
+    return rc;
+}
+
+/* Sender.poll's decisions into `out`: 0, or -1 with an exception set. The pacer (dcqcn)
+ * is told the wire bytes of what went: wire_bytes of the TxPackets, or (the array) the
+ * same sum made here. */
+static int poll_into(Sender *s, int64_t now, int64_t budget, Out *out) {
+    if (s->failed != Py_None) return 0;
+    s->now = now;
+    if (s->pacer != Py_None) {  /* dcqcn: no faster than the QP's rate */
+        PyObject *t = PyLong_FromLongLong(now);
+        PyObject *a = t ? PyObject_CallMethodOneArg(s->pacer, s_allowance, t) : NULL;
+        Py_XDECREF(t);
+        if (!a) return -1;
+        long long n = PyLong_AsLongLong(a);
+        Py_DECREF(a);
+        if (n == -1 && PyErr_Occurred()) return -1;
+        if (n < budget) budget = n;
+        if (budget <= 0) return 0;
+    }
+    while (out->n < budget && (s->retx.len || s->inflight < (int64_t)s->window)) {
+        Tx *tx;
+        if (s->retx.len) {
+            int64_t psn = dq_pop(&s->retx).a;
+            tx = tx_get(s, psn);
+            if (!tx || tx->acked || tx->in_flight) continue;
+        } else if (s->unsent.len || s->seg_len) {
+            if (!s->unsent.len) {
+                int64_t b = build(s, BUILD_CHUNK);
+                if (b < 0) return -1;
+                if (!b) break;
+            }
+            int r = emit_new(s, now, out, budget);
+            if (r < 0) return -1;
+            if (r) continue;
+            break;
+        } else {
+            break;
+        }
+        if (resend(s, tx, now, out) < 0) {
+            if (!is_no_ev()) return -1;
+            /* every plane is down (or every unproven path is full): hold the packet
+             * until an ack, the timer or a port change frees one */
+            if (dq_push_front(&s->retx, tx->psn, 0) < 0) return -1;
+            s->stuck = 1;
+            break;
+        }
+    }
+    if (s->pacer != Py_None && out->n) {
+        PyObject *nbytes = out->list ? PyObject_CallOneArg(wire_bytes, out->list)
+            : PyLong_FromLongLong(out->payload_bytes + FRAME_OVERHEAD * (int64_t)out->n);
+        if (!nbytes) return -1;
+        PyObject *t = PyLong_FromLongLong(now);
+        PyObject *r = t ? PyObject_CallMethodObjArgs(s->pacer, s_consume, nbytes, t, NULL)
+                        : NULL;
+        Py_DECREF(nbytes);
+        Py_XDECREF(t);
+        if (!r) return -1;
+        Py_DECREF(r);
+    }
+    return 0;
 }
 
 static PyObject *Sender_poll(Sender *s, PyObject *args, PyObject *kw) {
@@ -1450,69 +1564,33 @@ static PyObject *Sender_poll(Sender *s, PyObject *args, PyObject *kw) {
     PyObject *source;
     if (!PyArg_ParseTupleAndKeywords(args, kw, "LO|L:poll", names, &now, &source, &budget))
         return NULL;
-    if (s->failed != Py_None) return PyList_New(0);
-    s->now = now;
-    if (s->pacer != Py_None) {  /* dcqcn: no faster than the QP's rate */
-        PyObject *t = PyLong_FromLongLong(now);
-        PyObject *a = t ? PyObject_CallMethodOneArg(s->pacer, s_allowance, t) : NULL;
-        Py_XDECREF(t);
-        if (!a) return NULL;
-        long long n = PyLong_AsLongLong(a);
-        Py_DECREF(a);
-        if (n == -1 && PyErr_Occurred()) return NULL;
-        if (n < budget) budget = n;
-        if (budget <= 0) return PyList_New(0);
+    Out out = {.list = PyList_New(0), .source = source};
+    if (!out.list) return NULL;
+    if (poll_into(s, now, budget, &out) < 0) {
+        Py_DECREF(out.list);
+        return NULL;
     }
-    PyObject *out = PyList_New(0);
-    if (!out) return NULL;
-    while (PyList_GET_SIZE(out) < budget
-           && (s->retx.len || s->inflight < (int64_t)s->window)) {
-        Tx *tx;
-        if (s->retx.len) {
-            int64_t psn = dq_pop(&s->retx).a;
-            tx = tx_get(s, psn);
-            if (!tx || tx->acked || tx->in_flight) continue;
-        } else if (s->unsent.len || s->seg_len) {
-            if (!s->unsent.len) {
-                int64_t b = build(s, BUILD_CHUNK);
-                if (b < 0) goto fail;
-                if (!b) break;
-            }
-            int r = emit_new(s, now, source, out, budget);
-            if (r < 0) goto fail;
-            if (r) continue;
-            break;
-        } else {
-            break;
-        }
-        PyObject *p = resend(s, tx, now, source);
-        if (!p) {
-            if (!is_no_ev()) goto fail;
-            /* every plane is down (or every unproven path is full): hold the packet
-             * until an ack, the timer or a port change frees one */
-            if (dq_push_front(&s->retx, tx->psn, 0) < 0) goto fail;
-            s->stuck = 1;
-            break;
-        }
-        int rc = PyList_Append(out, p);
-        Py_DECREF(p);
-        if (rc < 0) goto fail;
+    return out.list;
+}
+
+static PyTypeObject SenderType;
+
+int fp_is_sender(PyObject *o) {
+    return PyObject_TypeCheck(o, &SenderType);
+}
+
+Py_ssize_t fp_sender_poll(PyObject *sender, int64_t now, Py_ssize_t source_len,
+                          Py_ssize_t budget, FpTx *arr) {
+    if (!fp_is_sender(sender)) {
+        PyErr_Format(PyExc_TypeError, "want the compiled Sender, got %.100s",
+                     Py_TYPE(sender)->tp_name);
+        return -1;
     }
-    if (s->pacer != Py_None && PyList_GET_SIZE(out)) {
-        PyObject *nbytes = PyObject_CallOneArg(wire_bytes, out);
-        if (!nbytes) goto fail;
-        PyObject *t = PyLong_FromLongLong(now);
-        PyObject *r = t ? PyObject_CallMethodObjArgs(s->pacer, s_consume, nbytes, t, NULL)
-                        : NULL;
-        Py_DECREF(nbytes);
-        Py_XDECREF(t);
-        if (!r) goto fail;
-        Py_DECREF(r);
-    }
-    return out;
-fail:
-    Py_DECREF(out);
-    return NULL;
+    Sender *s = (Sender *)sender;
+    FP_REQUIRE_READY(s, -1);
+    Out out = {.arr = arr, .source_len = source_len};
+    /* on an error what was decided before it is not sent, as poll's list is not */
+    return poll_into(s, now, budget, &out) < 0 ? -1 : out.n;
 }
 
 /* A queue kept as an array from `head`: room for one more at its end (moved to the
@@ -2033,6 +2111,8 @@ static int read_sack(PyObject *o, Sack *k) {
     return k->dup < 0 ? -1 : 0;
 }
 
+static PyObject *on_sack(Sender *s, Sack k, long long now);
+
 /* Sender.on_sack */
 static PyObject *Sender_on_sack(Sender *s, PyObject *const *args, Py_ssize_t nargs) {
     FP_REQUIRE_READY(s, NULL);
@@ -2043,6 +2123,11 @@ static PyObject *Sender_on_sack(Sender *s, PyObject *const *args, Py_ssize_t nar
     Sack k;
     long long now = PyLong_AsLongLong(args[1]);
     if ((now == -1 && PyErr_Occurred()) || read_sack(args[0], &k) < 0) return NULL;
+    return on_sack(s, k, now);
+}
+
+/* Sender.on_sack's work, the SACK read */
+static PyObject *on_sack(Sender *s, Sack k, long long now) {
     if (s->failed != Py_None) Py_RETURN_NONE;
     if (!names_sent(s, k.psn, 1, k.cum)) Py_RETURN_NONE;
     s->now = now;
@@ -2104,7 +2189,9 @@ static PyObject *Sender_on_sack(Sender *s, PyObject *const *args, Py_ssize_t nar
     int64_t plane_bytes[PLANES_MAX] = {0};
     int is_proving = proving(s), rc = -1;
     if (is_proving < 0) return NULL;
-    PyObject *bins = PyObject_CallMethodOneArg(s->acked_bins, s_at, args[1]);
+    PyObject *t = PyLong_FromLongLong(now);
+    PyObject *bins = t ? PyObject_CallMethodOneArg(s->acked_bins, s_at, t) : NULL;
+    Py_XDECREF(t);
     if (!bins) return NULL;
     if (!PyList_Check(bins)) {
         Py_DECREF(bins);
@@ -2193,6 +2280,42 @@ out:
 }
 
 /* Sender._lowest_unacked */
+/* loop._unwrap24: the full PSN nearest `ref` whose low 24 bits are `psn` */
+static int64_t unwrap24(int64_t psn, int64_t ref) {
+    int64_t full = (ref & ~(int64_t)0xFFFFFF) | psn;
+    if (full < ref - (1 << 23)) full += 1 << 24;
+    else if (full > ref + (1 << 23) && full >= 1 << 24) full -= 1 << 24;
+    return full;
+}
+
+int fp_sender_on_ack(PyObject *sender, const FpAck *a, int64_t now) {
+    if (!fp_is_sender(sender)) {
+        PyErr_Format(PyExc_TypeError, "want the compiled Sender, got %.100s",
+                     Py_TYPE(sender)->tp_name);
+        return -1;
+    }
+    Sender *s = (Sender *)sender;
+    FP_REQUIRE_READY(s, -1);
+    /* what loop._on_ack makes of a wire.Ack: the SackReport, its PSNs unwrapped */
+    Sack k = {.cum = unwrap24(a->cum, s->cum), .ev = a->ev, .tries = a->tries,
+              .port_state = a->port_state, .congestion = a->congestion,
+              .bitmap = a->bitmap, .dup = a->dup};
+    k.psn = unwrap24(a->psn, k.cum);
+    PyObject *r = on_sack(s, k, now);
+    if (r) {
+        Py_DECREF(r);
+        return 0;
+    }
+    if (!PyErr_ExceptionMatches(QpFailed)) return -1;
+    PyErr_Clear();  /* the QP failed: the loop sees it (failed), as _on_ack does */
+    return 1;
+}
+
+int fp_sender_settled(PyObject *sender) {
+    Sender *s = (Sender *)sender;
+    return s->ready == FP_READY && ((!s->ntx && !s->seg_len) || s->failed != Py_None);
+}
+
 static int64_t lowest_unacked(Sender *s) {
     int64_t low = s->low;
     while (low < s->built_psn && !tx_get(s, low)) low++;
@@ -3053,6 +3176,8 @@ int fp_bind_sender(FpBind *b) {
     if (fp_take_ints(b, ints, sizeof ints / sizeof *ints) < 0) goto out;
     FpFloat floats[] = {{"REORDERING_DECAY", &REORDERING_DECAY}, {"CNP_SPACING", &CNP_SPACING}};
     if (fp_take_floats(b, floats, sizeof floats / sizeof *floats) < 0) goto out;
+    FpInt frame[] = {{"FRAME_OVERHEAD", &FRAME_OVERHEAD}};  /* dcqcn.wire_bytes' */
+    if (fp_take_ints(b, frame, 1) < 0) goto out;
     if (BITMAP_BITS != 64) {
         PyErr_SetString(PyExc_RuntimeError, "the compiled Sender reads 64-bit SACK bitmaps");
         goto out;

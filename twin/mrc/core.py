@@ -127,6 +127,7 @@ def bindings() -> dict[str, object]:
         "NoUsableEv": evset.NoUsableEv, "Ev": evset.Ev, "PathState": evset.PathState,
         "EvSet": evset.EvSet, "EvState": evset.EvState,
         "for_sender": dcqcn.for_sender, "wire_bytes": dcqcn.wire_bytes,
+        "FRAME_OVERHEAD": dcqcn.FRAME_OVERHEAD,
         "BUILD_CHUNK": transport.BUILD_CHUNK, "LOST_REMEMBERED": transport.LOST_REMEMBERED,
         "REORDER_STEPS_MAX": transport.REORDER_STEPS_MAX,
         "REORDERING_LEARNED": transport.REORDERING_LEARNED,

@@ -34,13 +34,15 @@ One thread, one loop (`PacketLoop.run`):
 
 Two implementations of send and recv, the same bytes on the wire (MRC_TWIN_DATAPATH):
     compiled  twin.mrc._fastpath, built by `pip install` from _datapath.c: a window's
-              packets built in C from the transport's TxPackets and sent with one
-              sendmmsg straight from the source buffer; recvmmsg of up to RX_SLOTS
+              packets built in C and sent with one sendmmsg straight from the source
+              buffer (a compiled Sender's decisions taken in C, TxBatch.post_sender;
+              the reference's TxPackets read by TxBatch.post); recvmmsg of up to RX_SLOTS
               datagrams into a ring, ICRC checked and headers parsed in C, payloads
               placed from the ring; a QP with the compiled receiver is bound to the
               ring (_bind): its packets placed, acknowledged (coalesced, framed, sent
               with sendmmsg) in C, Python given per batch only what it acts on
-              (_on_bound). The default where it is built (auto).
+              (_on_bound); a compiled Sender's ACKs decoded and handed to it in C
+              (RxRing.bind_sender). The default where it is built (auto).
     python    the standard library only: one sendto / recvmsg per packet, wire's
               encoder and decoder. Where the module is missing (a container whose
               Python cannot load it) or stale (built from other sources than the
@@ -237,6 +239,9 @@ class SendQp:
     probes: dict[int, int] = field(default_factory=dict)  # retired EV -> probe sent ns
     probes_sent: int = 0
     transport: str = "python"  # its sender's: "compiled" or "python" (twin.mrc.core)
+    # its sender is the compiled one and the data path too: TxBatch.post_sender polls it
+    # and builds its packets in C, no TxPacket made
+    direct: bool = False
 
     @property
     def buffer(self) -> memoryview:
@@ -251,6 +256,8 @@ class SendQp:
 
 class PacketLoop:
     """One host's NIC: its sockets, its QPs, and the loop that moves their packets."""
+
+    _direct_sender: type | None = None  # the compiled Sender, where TxBatch runs too
 
     def __init__(self, config: dict):
         self.cfg = config
@@ -335,6 +342,8 @@ class PacketLoop:
         # who computes the ICRC: the compiled path's ISA-L or zlib; Python's zlib.crc32
         self.icrc = getattr(fast, "ICRC", "zlib") if fast is not None else "zlib (python)"
         self.tx_batch = self.rx_ring = None
+        # the compiled Sender's class, where the compiled data path runs (post_sender)
+        self._direct_sender = getattr(fast, "Sender", None)
         if fast is not None:
             self.tx_batch = fast.TxBatch(self.raw.fileno(), SEND_BUDGET)
             self.rx_ring = fast.RxRing(self.udp.fileno(), self.nic_packed, RX_SLOTS, RECV_BUF)
@@ -462,7 +471,10 @@ class PacketLoop:
         sender.set_local_ports(self.port_bitmap, t)
         qp = SendQp(qpn, peer.name, str(nic_address(self.fabric, peer)), peer_qpn, rkey, mem,
                     mem.view, sender, mode, started_ns=t, transport=short_name(core.name))
+        qp.direct = self._direct_sender is not None and type(sender) is self._direct_sender
         self.send_qps[qpn] = qp
+        if qp.direct:  # its ACKs go straight to its sender, in C (RxRing.recv)
+            self.rx_ring.bind_sender(qpn, sender)
         if sender.pacer is not None and sender.single_ev is not None:
             self._paced[qpn] = qp
         self._warm_routes(peer)
@@ -512,6 +524,9 @@ class PacketLoop:
         self._paced.pop(qpn, None)
         if self.rx_ring is not None:
             self.rx_ring.unbind(qpn)
+        sq = self.send_qps.get(qpn)
+        if sq is not None and sq.direct:
+            self.rx_ring.unbind_sender(qpn)
         self.counters.close(self.send_qps.pop(qpn, None), self.recv_qps.pop(qpn, None))
         self.np.forget(qpn)
 
@@ -589,6 +604,15 @@ class PacketLoop:
         self._port_shares()
         for qp in self.send_qps.values():
             if qp.sender.idle or qp.sender.failed:
+                continue
+            if qp.direct:  # polled and built in C: no TxPacket
+                polled, refused = self.tx_batch.post_sender(
+                    qp.sender, t, qp.src, SEND_BUDGET, qp.templates,
+                    lambda ev, qp=qp: self._template(qp, ev), qp)
+                if polled:
+                    busy = True
+                    if refused:
+                        self._refused(refused)
                 continue
             txs = qp.sender.poll(t, qp.src, SEND_BUDGET)
             if txs:
@@ -747,12 +771,10 @@ class PacketLoop:
         got = 0
         recv, on_data, on_bound, drops = self.rx_ring.recv, self._on_data, self._on_bound, \
             self.drops
-        counters = self.rx_ring.counters[0]
         for _ in range(RECV_BATCH // RX_SLOTS):
             items = recv()
-            datagrams = self.rx_ring.counters[0]
-            n, counters = datagrams - counters, datagrams
-            got += n
+            received = self.rx_ring.received  # what a bound QP's C took makes no item
+            got += received
             for item in items:
                 kind = item[0]
                 if kind >= 4:
@@ -771,7 +793,7 @@ class PacketLoop:
                         drops[_DROP_OF_REASON[e.reason]] += 1
                         continue
                     self._on_control(pkt)
-            if n < RX_SLOTS:
+            if received < RX_SLOTS:
                 break
         return got
 
@@ -783,6 +805,11 @@ class PacketLoop:
         coalesce, and with acks but no fd, each frame comes here to send. A QP closed
         since (its events still in the batch) is gone: nothing is sent for it."""
         kind = item[0]
+        if kind == 11:  # (11, qpn): its ACKs taken in C (bind_sender), its sender idle or
+            qp = self.send_qps.get(item[1])  # failed
+            if qp is not None:
+                self._maybe_done(qp)
+            return
         if kind == 10:  # (10, qpn, frame, dst): a SACK framed in C, no fd to send it on
             try:
                 self.raw.sendto(item[2], (socket.inet_ntop(socket.AF_INET6, item[3]), 0))
