@@ -234,6 +234,49 @@ def test_the_compiled_module_imports_no_twin_module_itself():
                        "instead):\n" + "\n".join(found))
 
 
+# The compiled module's C units, lowest first: each may include the headers of the units
+# before it only (docs/transport-core.md), so no unit depends on one that depends on it.
+C_UNITS = ("_util", "_sender", "_receiver", "_datapath", "_module")
+
+
+def c_includes(text: str) -> list[str]:
+    """The units of the module whose headers C source `text` includes ("_x" for
+    #include "_x.h")."""
+    return re.findall(r'^\s*#include\s+"(_\w+)\.h"', text, re.M)
+
+
+def c_order_breaks(sources: dict[str, str]) -> list[str]:
+    """Each #include of a unit's header by a unit at or below it in C_UNITS (a unit's own
+    header aside), and each C file or header that is not a unit of C_UNITS."""
+    found = [f"{name}: not one of the units {C_UNITS}" for name in sources
+             if name not in C_UNITS]
+    for name, text in sources.items():
+        for inc in c_includes(text):
+            if inc not in C_UNITS:
+                found.append(f"{name} includes {inc}.h: not one of the units")
+            elif name in C_UNITS and inc != name and \
+                    C_UNITS.index(inc) >= C_UNITS.index(name):
+                found.append(f"{name} includes {inc}.h, a unit above it")
+    return found
+
+
+def test_the_c_units_include_only_the_units_below_them():
+    sources: dict[str, str] = {}
+    for p in sorted((TWIN / "mrc").glob("_*.[ch]")):
+        sources[p.stem] = sources.get(p.stem, "") + p.read_text()
+    assert set(sources) == set(C_UNITS)
+    assert not c_order_breaks(sources), "\n".join(c_order_breaks(sources))
+
+
+def test_the_include_check_finds_a_circle():
+    ok = {"_util": "", "_sender": '#include "_util.h"\n#include "_sender.h"\n',
+          "_datapath": '#include "_sender.h"\n'}
+    assert c_order_breaks(ok) == []
+    up = dict(ok, _sender='#include "_datapath.h"\n')
+    assert c_order_breaks(up) == ["_sender includes _datapath.h, a unit above it"]
+    assert c_order_breaks({"_extra": ""}) == [f"_extra: not one of the units {C_UNITS}"]
+
+
 def c_private_names(text: str) -> list[tuple[str, int]]:
     """(name, line) for each string literal of C source `text` that starts like a Python
     private name ("_x..."), #include lines aside."""

@@ -1,8 +1,10 @@
 /* The MRC endpoint's compiled data path: framing, the ICRC and the syscalls, per batch.
  *
- * The transport's logic (EV sets, loss detection, the window, the receiver's PSN
- * window) stays in Python (twin.mrc.transport); this module only does what costs per
- * byte or per syscall, and it does it exactly as twin.mrc.wire does, byte for byte:
+ * The transport's decisions are the compiled Sender's and Receiver's (_sender.h,
+ * _receiver.h: this unit sits above them and calls their C entries for a QP bound to
+ * it), or the Python reference's (twin.mrc.transport) read back from its objects; this
+ * unit does what costs per byte or per syscall, exactly as twin.mrc.wire does, byte for
+ * byte:
  *
  *   TxBatch   a window's data packets, built from the transport's TxPackets and their
  *             DataTemplates in one call, sent with one sendmmsg. A packet is four iovecs: the DataTemplate's 96 fixed bytes (IPv6/IPv6/UDP
