@@ -5,6 +5,7 @@ the CLI accept; an unknown name is refused with the valid ones listed."""
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -86,6 +87,37 @@ except RuntimeError as e:
     got = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          timeout=60, cwd=ROOT)
     assert got.stdout.strip() == "Mode has 4 members; the compiled Sender knows 3", got.stderr
+
+
+def test_the_compiled_sender_asks_a_table_of_mode_rules_not_the_modes_number():
+    """_sender.c mirrors transport.MODE_RULES as MODE_RULES (one entry a mode, picked once
+    by Sender_init): `grep 's->mode =='` finds nothing, a mode's number is named only in
+    the enum and as the table's index, each entry's flags are its Python rules', and an
+    entry overrides the base's (rules_*) function where its Python class overrides the
+    method. (The bind refuses a mode with no entry: tables_complete.)"""
+    src = (ROOT / "twin/mrc/_sender.c").read_text()
+    assert not re.search(r"s->mode\s*[!=]=", src)
+    enum = re.search(r"enum \{ (MODE_\w+(?:, MODE_\w+)*), MODE_COUNT \};", src)
+    numbers = enum.group(1).split(", ")
+    names = re.search(r"MODE_NAMES\[MODE_COUNT\] = \{(.*?)\};", src).group(1)
+    members = [Mode[n] for n in re.findall(r'"(\w+)"', names)]
+    table = re.search(r"MODE_RULES\[MODE_COUNT\] = \{(.*?)\n\};", src, re.S).group(1)
+    entries = re.split(r"\[(MODE_\w+)\] = \{", table)[1:]
+    assert entries[::2] == numbers and len(members) == len(numbers) == len(Mode)
+    rest = src.replace(enum.group(0), "").replace(table, "")
+    assert not re.search(rf"\b({'|'.join(numbers)})\b", rest)  # no branch on a number
+    methods = [m for m in vars(T.ModeRules) if callable(getattr(T.ModeRules, m))
+               and not m.startswith("_")]
+    assert len(methods) == 8
+    for member, entry in zip(members, entries[1::2], strict=True):
+        rules = T.MODE_RULES[member]
+        fields = dict(re.findall(r"\.(\w+) = (\w+)", entry))
+        assert set(fields) == {"tail_probes", "backoff", *methods}
+        assert (fields["tail_probes"], fields["backoff"]) == \
+            (str(int(rules.tail_probes)), str(int(rules.backoff))), member
+        overrides = {m for m in methods if m in vars(type(rules)) and type(rules) is not
+                     T.ModeRules}
+        assert {m for m in methods if fields[m] != f"rules_{m}"} == overrides, member
 
 
 def test_the_control_protocol_takes_its_choices_from_the_types():

@@ -60,7 +60,11 @@ static long long BUILD_CHUNK, LOST_REMEMBERED, REORDER_STEPS_MAX, REORDERING_LEA
 static double REORDERING_DECAY, CNP_SPACING;
 
 /* Numbered here, named in twin.mrc.modes.Mode and twin.mrc.cc.Cc (both bound): the bind
- * finds each member by its Python name (MODE_NAMES, CC_NAMES) and refuses a type with any other */
+ * finds each member by its Python name (MODE_NAMES, CC_NAMES) and refuses a type with any
+ * other. Each number indexes a table Sender_init picks its entry of once: MODE_RULES (what
+ * the mode does where the modes differ, transport.MODE_RULES) and WINDOWS (the cc's
+ * window, transport.WINDOWS); nothing after tests the numbers, and the bind refuses a
+ * member with no entry in either (tables_complete) */
 enum { MODE_MRC, MODE_SPRAY_STATIC, MODE_SINGLE, MODE_COUNT };
 enum { CC_NSCC, CC_DELAY, CC_DCQCN, CC_COUNT };
 static const char *const MODE_NAMES[MODE_COUNT] = {"MRC", "SPRAY_STATIC", "SINGLE_PATH"};
@@ -403,7 +407,8 @@ typedef struct {
     int ready;  /* FP_READY once __init__ ran to its end (_util.h) */
     PyObject *cfg, *rp, *pacer, *evs, *log, *acked_bins, *completed, *lost, *single,
         *failed;
-    int mode, cc, ecn, trim;
+    int mode, cc, ecn, trim;  /* mode, cc: numbers, read once (rules, WINDOWS[cc]) */
+    const struct mode_rules *rules;  /* MODE_RULES[mode] */
     int64_t mtu, target_ns, reorder_ns, rto_min_ns, tail_probe_min_ns, retry_limit, loss_limit, trim_limit,
         backoff_max;
     double init_window, min_window, max_window, pi_gain, fair_increase, md_gain, md_max;
@@ -434,6 +439,34 @@ typedef struct {
     Newly *newly;
     int64_t newly_cap;
 } Sender;
+
+/* What a mode does where the modes differ: transport.ModeRules, one entry a mode in
+ * MODE_RULES (below, by the loss steps it calls), the Sender's chosen once (s->rules).
+ * Each function is its Python method's namesake; -1 is an error (Python's exception),
+ * else as said. Stateless, as the reference's: the Sender's fields stay its own. */
+typedef struct mode_rules {
+    int tail_probes;  /* the timer sends the oldest first copy again (tail_probe_ns) */
+    int backoff;      /* a PSN's timer doubles per timeout in a row (on_timer) */
+    /* EvSet.set_unproven_cap's argument (a new reference: an int, or None) */
+    PyObject *(*unproven_cap)(double init_window, int64_t paths);
+    /* the one EV a single-path QP sends on (a new reference; None: it sprays) */
+    PyObject *(*single_ev)(PyObject *evset);
+    /* ev carried a packet the fabric marked, trimmed or delayed (why): 0 */
+    int (*congested)(PyObject *evs, PyObject *ev, PyObject *why);
+    /* the SACK (from EV sack_ev) echoes a CE-marked packet, echoed's copy if known: 0 */
+    int (*echoed)(Sender *s, const Tx *echoed, int64_t sack_ev);
+    /* a copy declared lost on EV value arrived late: 1 if its retirement was undone */
+    int (*unretire)(PyObject *evs, PyObject *value);
+    /* a copy sent on ev (of value) was lost (reason): blame it. 0, *died whether its
+     * path died now, that path then in *path_out (a new reference) */
+    int (*blame)(Sender *s, PyObject *ev, int64_t value, int64_t psn, int64_t sent_ns,
+                 PyObject *reason, int64_t now, int *died, PyObject **path_out);
+    /* after a loss of tx: fail the QP (QpFailed, -1) if that was one too many; else 0 */
+    int (*give_up)(Sender *s, const Tx *tx);
+    /* queue the lost PSN to send again: 0 (the PSN, not its Tx: blame, before, called
+     * Python) */
+    int (*resend)(Sender *s, int64_t psn);
+} ModeRules;
 
 /* -- records ------------------------------------------------------------------------- */
 
@@ -1038,11 +1071,11 @@ static inline int64_t rto_now(Sender *s) {
     return rto < s->rto_min_ns ? s->rto_min_ns : rto;
 }
 
-/* Sender.tail_probe_ns: srtt + 4 * rttvar in the spraying modes, between the floor and
- * the RTO */
+/* Sender.tail_probe_ns: srtt + 4 * rttvar in a mode that sends tail probes, between the
+ * floor and the RTO */
 static int64_t tail_probe_ns(Sender *s) {
     int64_t rto = rto_now(s);
-    if (s->mode == MODE_SINGLE || s->rtt_samples < REORDERING_LEARNED) return rto;
+    if (!s->rules->tail_probes || s->rtt_samples < REORDERING_LEARNED) return rto;
     int64_t t = (int64_t)(s->srtt + 4 * s->rttvar);
     if (t < s->tail_probe_min_ns) t = s->tail_probe_min_ns;
     return t < rto ? t : rto;
@@ -1113,13 +1146,6 @@ static const struct window {
     [CC_DCQCN] = {adjust_nscc, cut_window},  /* a fixed cap: what moves it is clamped */
 };
 
-static int congested(Sender *s, PyObject *ev, PyObject *why) {
-    PyObject *r = PyObject_CallMethodObjArgs(s->evs, s_congested, ev, why, NULL);
-    if (!r) return -1;
-    Py_DECREF(r);
-    return 0;
-}
-
 /* Sender._rtt_sample */
 static int rtt_sample(Sender *s, PyObject *ev, int64_t rtt, int64_t now, int marked) {
     if ((double)rtt < s->base_rtt) s->base_rtt = (double)rtt;
@@ -1145,8 +1171,8 @@ static int rtt_sample(Sender *s, PyObject *ev, int64_t rtt, int64_t now, int mar
     double delay = (double)rtt - s->base_rtt;
     s->delay_ns = delay;
     WINDOWS[s->cc].adjust(s, delay, marked, now);
-    if (s->mode == MODE_MRC && ev_rtt - s->base_rtt > 2 * (double)s->target_ns)
-        return congested(s, ev, w_rtt);
+    if (ev_rtt - s->base_rtt > 2 * (double)s->target_ns)
+        return s->rules->congested(s->evs, ev, w_rtt);
     return 0;
 }
 
@@ -1815,6 +1841,189 @@ out:
     return rc;
 }
 
+/* -- what a mode does: MODE_RULES ---------------------------------------------------
+ * transport.ModeRules and its subclasses, function by function. The rules_* are the
+ * base's (spray-static's: spray, selective repeat, never retire nor SKIP an EV); mrc_*
+ * and single_* are what MrcRules and SinglePathRules override. */
+
+/* _BLAMELESS: a loss that names no EV. A timeout names no path (a stalled receiver looks
+ * the same); a packet resent because its path died was blamed already; a PSN trimmed
+ * past trim_limit was trimmed on many paths, not lost on one. */
+static inline int blameless(PyObject *reason) {
+    return reason == r_timeout || reason == r_dead_path || reason == r_trim;
+}
+
+static PyObject *rules_unproven_cap(double init_window, int64_t paths) {
+    (void)init_window; (void)paths;
+    return Py_NewRef(Py_None);
+}
+
+/* mrc holds a path not yet heard from to a share of the first window: -(-iw // paths) */
+static PyObject *mrc_unproven_cap(double init_window, int64_t paths) {
+    if (paths == 0) {  /* the reference's // raises it; C would trap */
+        PyErr_SetString(PyExc_ZeroDivisionError, "the EV set has no paths (planes times "
+                        "paths_per_plane is 0)");
+        return NULL;
+    }
+    int64_t iw = (int64_t)init_window, q = -iw / paths;
+    if ((-iw % paths) && ((-iw < 0) != (paths < 0))) q--;  /* floor division */
+    return PyLong_FromLongLong(-q);
+}
+
+static PyObject *rules_single_ev(PyObject *evset) {
+    (void)evset;
+    return Py_NewRef(Py_None);
+}
+
+static PyObject *single_single_ev(PyObject *evset) {  /* one hashed EV, for the QP's life */
+    return call0(evset, s_hashed);
+}
+
+static int rules_congested(PyObject *evs, PyObject *ev, PyObject *why) {
+    (void)evs; (void)ev; (void)why;
+    return 0;
+}
+
+static int mrc_congested(PyObject *evs, PyObject *ev, PyObject *why) {  /* it SKIPs */
+    PyObject *r = PyObject_CallMethodObjArgs(evs, s_congested, ev, why, NULL);
+    if (!r) return -1;
+    Py_DECREF(r);
+    return 0;
+}
+
+static int rules_echoed(Sender *s, const Tx *echoed, int64_t sack_ev) {
+    (void)s; (void)echoed; (void)sack_ev;
+    return 0;
+}
+
+/* the echoed copy's EV if the SACK names it, else the EV the SACK names, if any */
+static int mrc_echoed(Sender *s, const Tx *echoed, int64_t sack_ev) {
+    PyObject *ev = NULL;
+    int64_t v;
+    if (echoed && echoed->ev) {
+        if (EV_I64(echoed->ev, F_VALUE, &v) < 0) return -1;
+        if (v == sack_ev) ev = Py_NewRef(echoed->ev);
+    }
+    if (!ev) {
+        PyObject *v = PyLong_FromLongLong(sack_ev);
+        ev = v ? PyObject_CallMethodOneArg(s->evs, s_find, v) : NULL;
+        Py_XDECREF(v);
+        if (!ev) return -1;
+    }
+    int rc = ev == Py_None ? 0 : mrc_congested(s->evs, ev, w_ecn);
+    Py_DECREF(ev);
+    return rc;
+}
+
+static int rules_unretire(PyObject *evs, PyObject *value) {
+    (void)evs; (void)value;
+    return 0;
+}
+
+static int mrc_unretire(PyObject *evs, PyObject *value) {
+    PyObject *u = PyObject_CallMethodOneArg(evs, s_unretire, value);
+    if (!u) return -1;
+    int undone = PyObject_IsTrue(u);
+    Py_DECREF(u);
+    return undone;
+}
+
+static int rules_blame(Sender *s, PyObject *ev, int64_t value, int64_t psn, int64_t sent_ns,
+                       PyObject *reason, int64_t now, int *died, PyObject **path_out) {
+    (void)s; (void)ev; (void)value; (void)psn; (void)sent_ns; (void)reason; (void)now;
+    *died = 0;
+    *path_out = NULL;
+    return 0;
+}
+
+static int mrc_blame(Sender *s, PyObject *ev, int64_t value, int64_t psn, int64_t sent_ns,
+                     PyObject *reason, int64_t now, int *died, PyObject **path_out) {
+    if (blameless(reason))
+        return rules_blame(s, ev, value, psn, sent_ns, reason, now, died, path_out);
+    return blame(s, ev, value, psn, sent_ns, reason, now, died, path_out);
+}
+
+/* timed out retry_limit times in a row, or lost loss_limit times however found */
+static int rules_give_up(Sender *s, const Tx *tx) {
+    if (tx->timeouts > s->retry_limit)
+        return fail_qp(s, tx, PyUnicode_FromFormat("PSN %lld timed out %lld times in a row",
+                                                   (long long)tx->psn,
+                                                   (long long)tx->timeouts),
+                       "retry limit");
+    if (tx->losses > s->loss_limit)
+        return fail_qp(s, tx, PyUnicode_FromFormat("PSN %lld lost %lld times",
+                                                   (long long)tx->psn, (long long)tx->losses),
+                       "loss limit");
+    return 0;
+}
+
+/* RoCE: retry_limit losses of one PSN, however they were found */
+static int single_give_up(Sender *s, const Tx *tx) {
+    if (tx->losses > s->retry_limit)
+        return fail_qp(s, tx, PyUnicode_FromFormat("PSN %lld lost %lld times",
+                                                   (long long)tx->psn, (long long)tx->losses),
+                       "retry limit");
+    return 0;
+}
+
+static int rules_resend(Sender *s, int64_t psn) {  /* selective repeat: itself alone */
+    return dq_push(&s->retx, psn, 0) < 0 ? -1 : 0;
+}
+
+/* go-back-N: everything in flight from the hole on is sent again */
+static int single_resend(Sender *s, int64_t psn) {
+    if (dq_push(&s->retx, psn, 0) < 0) return -1;
+    for (int64_t p = psn + 1; p <= s->sent_high; p++) {
+        Tx *t = tx_get(s, p);
+        if (t && t->in_flight) {
+            t->in_flight = 0;
+            s->inflight--;
+            if (dq_push(&s->retx, p, 0) < 0) return -1;
+        }
+    }
+    return 0;
+}
+
+/* transport.MODE_RULES, indexed by Sender.mode (the enum's order) */
+static const ModeRules MODE_RULES[MODE_COUNT] = {
+    [MODE_MRC] = {  /* MrcRules: retire, SKIP, undo, hold an unproven path */
+        .tail_probes = 1, .backoff = 1,
+        .unproven_cap = mrc_unproven_cap, .single_ev = rules_single_ev,
+        .congested = mrc_congested, .echoed = mrc_echoed, .unretire = mrc_unretire,
+        .blame = mrc_blame, .give_up = rules_give_up, .resend = rules_resend},
+    [MODE_SPRAY_STATIC] = {  /* ModeRules, the base */
+        .tail_probes = 1, .backoff = 1,
+        .unproven_cap = rules_unproven_cap, .single_ev = rules_single_ev,
+        .congested = rules_congested, .echoed = rules_echoed, .unretire = rules_unretire,
+        .blame = rules_blame, .give_up = rules_give_up, .resend = rules_resend},
+    [MODE_SINGLE] = {  /* SinglePathRules: one EV, go-back-N, no probe, no backoff */
+        .tail_probes = 0, .backoff = 0,
+        .unproven_cap = rules_unproven_cap, .single_ev = single_single_ev,
+        .congested = rules_congested, .echoed = rules_echoed, .unretire = rules_unretire,
+        .blame = rules_blame, .give_up = single_give_up, .resend = single_resend},
+};
+
+/* Whether every mode and every cc has a whole entry in its table (the bind refuses the
+ * module if not: a member added to an enum and not to its table would find NULLs) */
+static int tables_complete(void) {
+    for (int i = 0; i < MODE_COUNT; i++) {
+        const ModeRules *r = &MODE_RULES[i];
+        if (!r->unproven_cap || !r->single_ev || !r->congested || !r->echoed
+            || !r->unretire || !r->blame || !r->give_up || !r->resend) {
+            PyErr_Format(PyExc_RuntimeError, "the compiled Sender has no rules (MODE_RULES) "
+                         "for mode %s", MODE_NAMES[i]);
+            return -1;
+        }
+    }
+    for (int i = 0; i < CC_COUNT; i++)
+        if (!WINDOWS[i].adjust || !WINDOWS[i].on_trim) {
+            PyErr_Format(PyExc_RuntimeError, "the compiled Sender has no window (WINDOWS) "
+                         "for cc %s", CC_NAMES[i]);
+            return -1;
+        }
+    return 0;
+}
+
 /* Sender._declare_lost */
 static int declare_lost(Sender *s, Tx *tx, int64_t now, PyObject *reason) {
     if (!tx || tx->acked || !tx->in_flight) return 0;
@@ -1826,43 +2035,13 @@ static int declare_lost(Sender *s, Tx *tx, int64_t now, PyObject *reason) {
     int rc = -1, died = 0;
     if (EV_I64(ev, F_VALUE, &value) < 0 || ev_gone(s, ev) < 0) goto out;
     if (lost_copy(s, psn, ev, value, sent_ns, reason, now) < 0) goto out;
-    int timeout = reason == r_timeout;
-    tx->timeouts = timeout ? tx->timeouts + 1 : 0;
-    if (s->mode == MODE_SINGLE) {
-        if (tx->losses > s->retry_limit) {
-            fail_qp(s, tx, PyUnicode_FromFormat("PSN %lld lost %lld times", (long long)psn,
-                                                (long long)tx->losses), "retry limit");
-            goto out;
-        }
-    } else if (tx->timeouts > s->retry_limit) {
-        fail_qp(s, tx, PyUnicode_FromFormat("PSN %lld timed out %lld times in a row",
-                                            (long long)psn, (long long)tx->timeouts),
-                "retry limit");
-        goto out;
-    } else if (tx->losses > s->loss_limit) {
-        fail_qp(s, tx, PyUnicode_FromFormat("PSN %lld lost %lld times", (long long)psn,
-                                            (long long)tx->losses), "loss limit");
-        goto out;
-    }
-    /* A timeout names no path; a packet resent because its path died is blamed already;
-     * a PSN trimmed past trim_limit was trimmed on many paths, lost on none */
-    if (s->mode == MODE_MRC && !timeout && reason != r_dead_path && reason != r_trim
-        && blame(s, ev, value, psn, sent_ns, reason, now, &died, &path) < 0)
-        goto out;
+    tx->timeouts = reason == r_timeout ? tx->timeouts + 1 : 0;
+    const ModeRules *rules = s->rules;
+    if (rules->give_up(s, tx) < 0) goto out;  /* QpFailed past the mode's limit */
+    /* mrc blames the EV, unless the loss names none (blameless) */
+    if (rules->blame(s, ev, value, psn, sent_ns, reason, now, &died, &path) < 0) goto out;
     cut_window(s, now);
-    if (s->mode == MODE_SINGLE) {  /* go-back-N: resend everything from the hole on */
-        if (dq_push(&s->retx, psn, 0) < 0) goto out;
-        for (int64_t p = psn + 1; p <= s->sent_high; p++) {
-            Tx *t = tx_get(s, p);
-            if (t && t->in_flight) {
-                t->in_flight = 0;
-                s->inflight--;
-                if (dq_push(&s->retx, p, 0) < 0) goto out;
-            }
-        }
-    } else if (dq_push(&s->retx, psn, 0) < 0) {
-        goto out;
-    }
+    if (rules->resend(s, psn) < 0) goto out;  /* single-path: go-back-N */
     rc = died ? resend_dead_path(s, path, now) : 0;
 out:
     Py_XDECREF(path);
@@ -1884,7 +2063,7 @@ static int probe_showed_lost(Sender *s, PyObject *ev, int64_t psn, int64_t sent_
         || lost_copy(s, psn, ev, value, sent_ns, r_probe, now) < 0
         || event(s, now, k_repaired, probe_value, psn, NULL) < 0)
         return -1;
-    if (s->mode == MODE_MRC && blame(s, ev, value, psn, sent_ns, r_probe, now, &died, &path) < 0)
+    if (s->rules->blame(s, ev, value, psn, sent_ns, r_probe, now, &died, &path) < 0)
         return -1;
     cut_window(s, now);
     rc = died ? resend_dead_path(s, path, now) : 0;
@@ -1969,21 +2148,14 @@ static int late(Sender *s, int64_t psn, int64_t now) {
     PyObject *ev_value = PyTuple_GET_ITEM(lost, 0), *reason = PyTuple_GET_ITEM(lost, 1);
     int64_t value = PyLong_AsLongLong(ev_value),
             sent_ns = PyLong_AsLongLong(PyTuple_GET_ITEM(lost, 2));
-    int rc = -1, undone = 0;
+    int rc = -1, undone;
     if (PyErr_Occurred()) goto out;
     s->st.spurious++;
-    if (s->mode == MODE_MRC) {
-        PyObject *u = PyObject_CallMethodOneArg(s->evs, s_unretire, ev_value);
-        if (!u) goto out;
-        undone = PyObject_IsTrue(u);
-        Py_DECREF(u);
-        if (undone < 0) goto out;
-    }
+    if ((undone = s->rules->unretire(s->evs, ev_value)) < 0) goto out;
     if ((undone ? eventf(s, now, k_spurious, value, psn, "%U; retirement undone", reason)
                 : event(s, now, k_spurious, value, psn, reason)) < 0)
         goto out;
-    if (reason != r_timeout && reason != r_dead_path && reason != r_trim) {
-        /* reordering deeper than the window */
+    if (!blameless(reason)) {  /* reordering deeper than the window */
         s->reordering_ns = fmax(s->reordering_ns, (double)(s->rack_sent - sent_ns));
         if (s->reorder_steps < REORDER_STEPS_MAX) s->reorder_steps++;
     }
@@ -2047,23 +2219,7 @@ static int marks(Sender *s, int64_t congestion, Tx *echoed, int64_t sack_ev) {
     s->st.ecn_echoes += echo;
     if (!s->ecn) return 0;
     s->fabric_marks = 1;
-    if (echo && s->mode == MODE_MRC) {
-        PyObject *ev = NULL;
-        int64_t v;
-        if (echoed && echoed->ev) {
-            if (EV_I64(echoed->ev, F_VALUE, &v) < 0) return -1;
-            if (v == sack_ev) ev = Py_NewRef(echoed->ev);
-        }
-        if (!ev) {
-            PyObject *v = PyLong_FromLongLong(sack_ev);
-            ev = v ? PyObject_CallMethodOneArg(s->evs, s_find, v) : NULL;
-            Py_XDECREF(v);
-            if (!ev) return -1;
-        }
-        int rc = ev == Py_None ? 0 : congested(s, ev, w_ecn);
-        Py_DECREF(ev);
-        if (rc < 0) return -1;
-    }
+    if (echo && s->rules->echoed(s, echoed, sack_ev) < 0) return -1;
     return 1;
 }
 
@@ -2380,7 +2536,7 @@ static PyObject *Sender_on_nack(Sender *s, PyObject *args, PyObject *kw) {
         int rc = ev_gone(s, e);
         s->stuck = 0;
         if (rc == 0) rc = event(s, now, k_trim, value, psn, k_resent_at_once);
-        if (rc == 0 && s->mode == MODE_MRC) rc = congested(s, e, w_trim);
+        if (rc == 0) rc = s->rules->congested(s->evs, e, w_trim);
         Py_DECREF(e);
         if (rc < 0) return NULL;
         WINDOWS[s->cc].on_trim(s, now);  /* nscc: QuickAdapt; else as a loss */
@@ -2409,7 +2565,7 @@ static PyObject *Sender_on_timer(Sender *s, PyObject *arg) {
     s->now = now;
     s->stuck = 0;
     int64_t rto = rto_now(s), probe = tail_probe_ns(s);  /* == rto in single-path */
-    int backoff = s->mode != MODE_SINGLE;  /* RoCE's timer does not back off */
+    int backoff = s->rules->backoff;  /* RoCE's (single-path's) timer does not back off */
     int64_t judgeable = s->cum + 1 + BITMAP_BITS, n = 0;
     Tx *tail = NULL;  /* the tail probe: the oldest first copy past `probe`, not the RTO */
     while (s->order.len) {
@@ -2934,6 +3090,7 @@ static int Sender_init(Sender *s, PyObject *args, PyObject *kw) {
         return -1;
     }
     s->mode = mi;
+    s->rules = &MODE_RULES[s->mode];  /* what it does where the modes differ */
     s->cc = ci;  /* its window: WINDOWS[s->cc] */
     if (cfg_i64(cfg, s_mtu, &s->mtu) < 0 || cfg_f64(cfg, s_init_window, &s->init_window) < 0
         || cfg_f64(cfg, s_min_window, &s->min_window) < 0
@@ -2997,29 +3154,14 @@ static int Sender_init(Sender *s, PyObject *args, PyObject *kw) {
     Py_DECREF(ppp);
     Py_DECREF(weak);
     if (!s->completed || PyErr_Occurred()) { Py_DECREF(cc); return -1; }
-    /* mrc holds a path not yet heard from to a share of the first window */
-    if (s->mode == MODE_MRC && paths == 0) {  /* the reference's // raises it; C would trap */
-        Py_DECREF(cc);
-        PyErr_SetString(PyExc_ZeroDivisionError, "the EV set has no paths (planes times "
-                        "paths_per_plane is 0)");
-        return -1;
-    }
-    if (s->mode == MODE_MRC) {
-        int64_t iw = (int64_t)s->init_window, q = -iw / paths;
-        if ((-iw % paths) && ((-iw < 0) != (paths < 0))) q--;  /* floor division */
-        cap = PyLong_FromLongLong(-q);
-    } else {
-        cap = Py_NewRef(Py_None);
-    }
+    cap = s->rules->unproven_cap(s->init_window, paths);  /* mrc: a share of the first window */
     PyObject *r = cap ? PyObject_CallMethodOneArg(evset, s_set_unproven_cap, cap) : NULL;
     Py_XDECREF(cap);
     if (!r) { Py_DECREF(cc); return -1; }
     Py_DECREF(r);
-    if (s->mode == MODE_SINGLE) {
-        PyObject *single = call0(evset, s_hashed);
-        if (!single) { Py_DECREF(cc); return -1; }
-        Py_SETREF(s->single, single);
-    }
+    PyObject *single = s->rules->single_ev(evset);  /* single-path's one EV, else None */
+    if (!single) { Py_DECREF(cc); return -1; }
+    Py_SETREF(s->single, single);
     Py_DECREF(cc);  /* a member of Cc: member_of numbered it above */
     return 0;
 }
@@ -3153,7 +3295,8 @@ int fp_bind_sender(FpBind *b) {
     GET(SenderStats, "SenderStats"); GET(Msg, "Msg"); GET(QpFailed, "QpFailed");
     GET(weakly, "weakly"); GET(EventLog, "EventLog"); GET(AckedBins, "AckedBins");
     GET(SenderConfig, "SenderConfig"); GET(mode_type, "Mode"); GET(cc_type, "Cc");
-    if (members(mode_type, "Mode", MODE_NAMES, MODE_OF, MODE_COUNT, &MODES) < 0
+    if (tables_complete() < 0
+        || members(mode_type, "Mode", MODE_NAMES, MODE_OF, MODE_COUNT, &MODES) < 0
         || members(cc_type, "Cc", CC_NAMES, CC_OF, CC_COUNT, &CCS) < 0)
         goto out;
     GET(NoUsableEv, "NoUsableEv"); GET(EvType, "Ev"); GET(PathType, "PathState");
