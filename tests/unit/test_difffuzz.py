@@ -232,10 +232,10 @@ class _SendOrderGrows(_Proxy):
 
 
 def _fastpath():
-    _impls()
-    from twin.mrc import _fastpath
+    _impls()  # skips where the compiled core is not there
+    from twin.mrc import core
 
-    return _fastpath
+    return core.compiled()
 
 
 def _mutant(side: str, wrap):

@@ -227,13 +227,12 @@ def test_spurious_is_said_as_losses_proven_late_not_as_retransmits():
 
 
 def _sender_impls():
-    import importlib
-
+    from twin.mrc import core
     from twin.mrc.transport import Sender
 
     impls = [("reference", Sender)]
     try:
-        impls.append(("_fastpath", importlib.import_module("twin.mrc._fastpath").Sender))
+        impls.append(("_fastpath", core.compiled().Sender))  # bound: it makes Senders
     except (ImportError, AttributeError):
         pass
     return impls

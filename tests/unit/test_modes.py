@@ -16,14 +16,15 @@ import pytest
 from twin.chaos import drill as D
 from twin.cli import main
 from twin.errors import SpecError, UsageError
-from twin.mrc import _fastpath, control
 from twin.mrc import cc as CC
+from twin.mrc import control, core
 from twin.mrc import transport as T
 from twin.mrc.cc import Cc
 from twin.mrc.evset import EvSet
 from twin.mrc.modes import Mode
 
 ROOT = Path(__file__).resolve().parents[2]
+_fastpath = core.compiled()  # bound: a compiled Sender is made from it
 SENDERS = (T.Sender, _fastpath.Sender)
 
 
