@@ -151,7 +151,7 @@ def one(fp, bind: bool, packets: int, batch: int) -> dict:
                              f"(drops {dict(lp.drops)}): try a smaller --batch")
         sacks = lp.raw.sacks + lp.rx_ring.ack_counters[0]
         return {"us_per_packet": spent / 1000 / packets, "sacks": sacks, "raw": lp.raw.raw,
-                "placed": sum(lp.rx_plane_bytes.values())}
+                "placed": sum(lp.rx_bytes_per_plane().values())}
     finally:
         tx.close()
         rx.close()

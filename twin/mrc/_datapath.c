@@ -905,9 +905,9 @@ typedef struct {
     uint32_t qpn, rkey;
     PyObject *receiver;     /* a compiled Receiver that copies into its buffer */
     Py_ssize_t size;        /* that buffer's length */
-    int touched;            /* got a packet in this recv: its events at the batch's end */
-    int has_last;           /* the last packet that passed the checks, this recv: */
-    int64_t last_psn, last_va;
+    int touched;            /* got a packet in this recv: its drops at the batch's end */
+    int has_last;           /* the last packet that passed the checks (RxRing.last): */
+    int64_t last_psn, last_va, last_t;
     uint32_t last_ev;
     int last_tries, last_ack_req, last_ce;
     long long bad_rkey, out_of_bounds;  /* this recv's drops */
@@ -922,8 +922,9 @@ typedef struct {
 } RxBinding;
 
 enum {  /* the events recv returns for bound QPs (besides parse's kinds 0..3) */
-    EV_SACK = 4, EV_NACK = 5, EV_CE = 6, EV_LAST = 7, EV_DROPS = 8, EV_PLACED = 9,
-    EV_FRAME = 10,
+    EV_SACK = 4, EV_NACK = 5, EV_CE = 6, EV_DROPS = 8, EV_FRAME = 10,
+    /* (7 and 9, a QP's last packet and the bytes placed per plane, are not sent per
+     * batch: RxRing.last and RxRing.plane_bytes are read when they are needed) */
     EV_SETTLED = 11,  /* a sending QP whose ACKs its bound Sender took: now idle or failed */
 };
 
@@ -1413,6 +1414,7 @@ static int rx_bound_data(RxRing *self, const unsigned char *data, Py_ssize_t n,
         .ce = (tc & 3) == 3,  /* wire.ECN_MASK, wire.CE */
     };
     b->has_last = 1;  /* for the delayed ACK: its PSN, EV and try (loop's qp.last_pkt) */
+    b->last_t = now;
     b->last_psn = p.psn;
     b->last_va = p.va;
     b->last_ev = p.ev;
@@ -1456,33 +1458,24 @@ static int rx_bound_data(RxRing *self, const unsigned char *data, Py_ssize_t n,
     return 1;
 }
 
-/* The end of a recv: per bound QP that got packets, its last one (EV_LAST) and its
- * drops (EV_DROPS); the bytes placed per plane (EV_PLACED). */
-static int rx_batch_end(RxRing *self, int64_t now, PyObject *out) {
+/* The end of a recv: per bound QP that got packets, its drops (EV_DROPS); the bytes
+ * placed per plane added to plane_bytes. Nothing else per batch: the last packet of a
+ * QP is kept for the delayed ACK's timer to ask for (RxRing.last), the bytes per plane
+ * for whoever reads plane_bytes. */
+static int rx_batch_end(RxRing *self, PyObject *out) {
     int rc = 0;
     for (int i = 0; i < self->nbinds; i++) {
         RxBinding *b = &self->binds[i];
         if (!b->touched) continue;
         b->touched = 0;
-        if (b->has_last && rc == 0)
-            rc = append_new(out, Py_BuildValue("(iILLIiOOL)", EV_LAST, b->qpn,
-                                               (long long)b->last_psn, (long long)b->last_va,
-                                               b->last_ev, b->last_tries,
-                                               b->last_ack_req ? Py_True : Py_False,
-                                               b->last_ce ? Py_True : Py_False,
-                                               (long long)now));
-        b->has_last = 0;
         if ((b->bad_rkey || b->out_of_bounds) && rc == 0)
             rc = append_new(out, Py_BuildValue("(iILL)", EV_DROPS, b->qpn, b->bad_rkey,
                                                b->out_of_bounds));
         b->bad_rkey = b->out_of_bounds = 0;
     }
     for (int p = 0; p < PLANES; p++) {
-        unsigned long long got = self->batch_plane[p];
-        if (!got) continue;
+        self->plane_bytes[p] += self->batch_plane[p];
         self->batch_plane[p] = 0;
-        self->plane_bytes[p] += got;
-        if (rc == 0) rc = append_new(out, Py_BuildValue("(iiK)", EV_PLACED, p, got));
     }
     return rc;
 }
@@ -1647,11 +1640,11 @@ static PyObject *rxring_recv_batch(RxRing *self) {
         Py_XDECREF(src_obj);
         if (append_new(out, item) < 0) goto fail;
     }
-    if (rx_batch_end(self, now, out) < 0 || ack_send(self, out) < 0) goto fail;
+    if (rx_batch_end(self, out) < 0 || ack_send(self, out) < 0) goto fail;
     return out;
 fail:
     self->nackq = 0;  /* what was queued is lost, as a failed sendto loses it */
-    rx_batch_end(self, now, out);  /* the batch's state reset; what it counted is kept */
+    rx_batch_end(self, out);  /* the batch's state reset; what it counted is kept */
     Py_DECREF(out);
     return NULL;
 }
@@ -1822,6 +1815,20 @@ static PyObject *rxring_unbind(RxRing *self, PyObject *arg) {
     Py_RETURN_FALSE;
 }
 
+/* last(qpn) -> (psn, va, ev, tries, ack_req, ce, t_ns) | None: the last data packet of
+ * bound QP qpn that passed the checks, and when it came (None: none since it was bound):
+ * what the delayed ACK's timer needs (loop's qp.last_pkt and last_data_ns). */
+static PyObject *rxring_last(RxRing *self, PyObject *arg) {
+    FP_REQUIRE_READY(self, NULL);
+    unsigned long long qpn = PyLong_AsUnsignedLongLong(arg);
+    if (qpn == (unsigned long long)-1 && PyErr_Occurred()) return NULL;
+    RxBinding *b = qpn <= PSN_MASK ? rx_binding(self, (uint32_t)qpn) : NULL;
+    if (!b || !b->has_last) Py_RETURN_NONE;
+    return Py_BuildValue("(LLIiOOL)", (long long)b->last_psn, (long long)b->last_va,
+                         b->last_ev, b->last_tries, b->last_ack_req ? Py_True : Py_False,
+                         b->last_ce ? Py_True : Py_False, (long long)b->last_t);
+}
+
 static PyObject *rxring_bound(RxRing *self, void *Py_UNUSED(closure)) {
     FP_REQUIRE_READY(self, NULL);
     PyObject *out = PyDict_New();
@@ -1862,10 +1869,9 @@ static PyMethodDef rxring_methods[] = {
      "bound QP's data packets taken by its Receiver, and in their place "
      "(4, qpn, cum, bitmap, ev, psn, tries, congestion, dup, urgent) a SACK to send, "
      "(5, qpn, psn, ev) a NAK, (6, qpn, ev, t_ns) a CE-marked packet; at the end, per "
-     "bound QP that got any, (7, qpn, psn, va, ev, tries, ack_req, ce, t_ns) its last "
-     "packet and (8, qpn, bad_rkey, out_of_bounds) its drops; per plane "
-     "(9, plane, bytes) the bytes placed; (11, qpn) once for a QP whose ACKs a bound "
-     "Sender took, if it is then idle or failed"},
+     "bound QP that got any dropped, (8, qpn, bad_rkey, out_of_bounds); "
+     "(11, qpn) once for a QP whose ACKs a bound Sender took, if it is then idle or "
+     "failed (a QP's last packet: last(qpn); the bytes placed: plane_bytes)"},
     {"bind", (PyCFunction)rxring_bind, METH_VARARGS,
      "bind(qpn, receiver, rkey, peer_qpn=0): QP qpn's data packets straight to its "
      "compiled Receiver (peer_qpn: its ACKs' DestQP)"},
@@ -1875,6 +1881,9 @@ static PyMethodDef rxring_methods[] = {
      "(head, seed, dst) | None the way back of a path"},
     {"flush_sacks", (PyCFunction)rxring_flush_sacks, METH_NOARGS,
      "flush_sacks() -> [event, ...]: each bound QP's held SACK, after its companion"},
+    {"last", (PyCFunction)rxring_last, METH_O,
+     "last(qpn) -> (psn, va, ev, tries, ack_req, ce, t_ns) | None: bound QP qpn's last "
+     "data packet that passed the checks, and when (the delayed ACK's)"},
     {"unbind", (PyCFunction)rxring_unbind, METH_O,
      "unbind(qpn) -> bool: QP qpn's data packets parsed again (False: not bound)"},
     {"bind_sender", (PyCFunction)rxring_bind_sender, METH_VARARGS,

@@ -186,7 +186,7 @@ def endpoint_stats(loop) -> EndpointStats:
         retransmits=closed["retransmits"] + sum(q.sender.stats.retransmits for q in sq),
         ev_retirements=closed["ev_retirements"] + sum(q.sender.evs.retirements for q in sq),
         tx_bytes_per_plane=loop.tx_bytes_per_plane(),
-        rx_bytes_per_plane=dict(loop.counters.rx_plane_bytes),
+        rx_bytes_per_plane=loop.rx_bytes_per_plane(),
         signals=signal_totals(loop))
     drops = drop_counts(loop)
     bad = drops.truncated + drops.malformed + drops.bad_icrc

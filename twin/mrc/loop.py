@@ -552,7 +552,12 @@ class PacketLoop:
             if self.netlink is None and t >= self._next_port_poll:
                 self._poll_ports()
                 self._next_port_poll = t + PORT_POLL_NS
-            timeout = 0 if busy or got else self._sleep_s(t)
+            # The sockets drained (fewer than a whole batch came), the selector may block:
+            # the next datagram wakes it (epoll is level-triggered: one still queued
+            # returns at once), and so does the earliest deadline (_sleep_s). Polling it
+            # again instead cost the receiver a round of this loop, and a recvmmsg that
+            # gets nothing, per wakeup: two rounds for every 2-3 packets at full rate.
+            timeout = 0 if busy or got >= RECV_BATCH else self._sleep_s(t)
             for key, mask in self.sel.select(timeout):
                 if key.data is not None:  # UDP's is None: read above, every round
                     key.data(mask)
@@ -657,6 +662,12 @@ class PacketLoop:
             return dict(self.tx_plane_bytes)
         sent = self.tx_batch.plane_bytes
         return {p: sent.get(p, 0) for p in self.tx_plane_bytes}
+
+    def rx_bytes_per_plane(self) -> dict[int, int]:
+        """Payload placed, per plane, over the endpoint's life: the Python path's count,
+        and what the ring placed for bound QPs."""
+        placed = self.rx_ring.plane_bytes if self.rx_ring is not None else {}
+        return {p: n + placed.get(p, 0) for p, n in self.rx_plane_bytes.items()}
 
     def path(self, qp: SendQp, ev: int) -> str:
         """The uSID program an EV of this QP travels (udp-entropy: the peer's port
@@ -799,8 +810,9 @@ class PacketLoop:
 
     def _on_bound(self, item: tuple) -> None:
         """What a bound QP's compiled Receiver left to Python (RxRing.recv's events): a
-        NAK, a CE notice for DCQCN's notification point; per batch its last packet (the
-        delayed ACK's), its drops and the bytes placed. Its SACKs are coalesced, framed
+        NAK, a CE notice for DCQCN's notification point, its drops (its last packet, the
+        delayed ACK's, is asked for by _delayed_acks: _last; the bytes placed are read
+        from the ring: rx_bytes_per_plane). Its SACKs are coalesced, framed
         and sent by the ring (RxRing.acks); without that, each comes here to send or
         coalesce, and with acks but no fd, each frame comes here to send. A QP closed
         since (its events still in the batch) is gone: nothing is sent for it."""
@@ -815,10 +827,6 @@ class PacketLoop:
                 self.raw.sendto(item[2], (socket.inet_ntop(socket.AF_INET6, item[3]), 0))
             except OSError:
                 pass
-            return
-        if kind == 9:  # (9, plane, bytes)
-            if item[1] in self.rx_plane_bytes:
-                self.rx_plane_bytes[item[1]] += item[2]
             return
         qp = self.recv_qps.get(item[1])
         if kind == 8:  # (8, qpn, bad_rkey, out_of_bounds)
@@ -842,10 +850,6 @@ class PacketLoop:
         elif kind == 6:  # (6, qpn, ev, t_ns)
             if self.np.on_ce(qp.qpn, item[3]):
                 self._send_cnp(qp, item[2])
-        elif kind == 7:  # (7, qpn, psn, va, ev, tries, ack_req, ce, t_ns)
-            _, _, psn, va, ev, tries, ack_req, ce, t = item
-            qp.last_pkt = RxPacket(psn, va, b"", None, ev, tries, ack_req, ce)
-            qp.last_data_ns = t
 
     def _on_control(self, pkt) -> None:
         if isinstance(pkt, wire.Ack):
@@ -1082,6 +1086,7 @@ class PacketLoop:
         for rq in self.recv_qps.values():
             if not rq.receiver.owes_ack:
                 continue
+            self._last(rq)
             if t - rq.last_data_ns >= DELAYED_ACK_NS:
                 sack = rq.receiver.flush(rq.last_pkt)
                 if sack is not None:
@@ -1089,6 +1094,15 @@ class PacketLoop:
             else:
                 due = min(due, rq.last_data_ns + DELAYED_ACK_NS)
         self._next_ack = due
+
+    def _last(self, rq: RecvQp) -> None:
+        """A bound QP's last packet and when it came, from the ring (which kept them in C:
+        nothing per batch), into `last_pkt` and `last_data_ns`; an unbound QP's are
+        already there."""
+        last = self.rx_ring.last(rq.qpn) if self.rx_ring is not None else None
+        if last is not None:
+            psn, va, ev, tries, ack_req, ce, rq.last_data_ns = last
+            rq.last_pkt = RxPacket(psn, va, b"", None, ev, tries, ack_req, ce)
 
     def _probe_retired(self, t: int) -> None:
         """Background EV probes: retired EVs come back after enough answered probes.
