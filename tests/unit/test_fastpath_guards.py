@@ -125,7 +125,7 @@ TYPES = {
         {"local of 3 bytes": lambda: ((-1, b"abc"), {}),
          "slots 0": lambda: ((-1, bytes(16)), {"slots": 0})},
         {"recv": (), "bind": (3, fp.Receiver(bytearray(64)), 7), "unbind": (3,), "last": (3,),
-         "acks": (-1, None, 0xFFF), "flush_sacks": (),
+         "wait": (-1, 0, 0), "acks": (-1, None, 0xFFF), "flush_sacks": (),
          "bind_sender": (1, fp.Sender(evset(), 0)), "unbind_sender": (1,)},
         lambda r: r.counters == (0, 0)),
 }
@@ -227,7 +227,7 @@ def test_an_object_that_is_not_ready_refuses_every_method_getter_and_setter():
     for name, attrs in (("Sender", ("post", "poll", "on_sack", "window", "cfg", "stats")),
                         ("Receiver", ("on_data", "span", "nacks", "place", "stats")),
                         ("TxBatch", ("post", "data", "flush", "queued", "plane_bytes")),
-                        ("RxRing", ("recv", "counters", "bind", "unbind", "bound", "last",
+                        ("RxRing", ("recv", "counters", "bind", "unbind", "bound", "last", "wait",
                                     "plane_bytes", "acks", "flush_sacks", "port_bitmap",
                                     "ack_counters")),
                         ("EvRing", ("next", "delivered", "cursor", "proving", "unproven_cap"))):

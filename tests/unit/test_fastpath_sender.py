@@ -205,6 +205,7 @@ def _loop(ring, sender):
     lp._on_control = lambda pkt: L.PacketLoop._on_control(lp, pkt)
     lp._on_ack = lambda ack: L.PacketLoop._on_ack(lp, ack)
     lp._on_bound = lambda item: L.PacketLoop._on_bound(lp, item)
+    lp._on_items = lambda items: L.PacketLoop._on_items(lp, items)
     lp._maybe_done = lambda q: (q.sender.idle or q.sender.failed) and lp.settled.add(
         (q.qpn, q.sender.idle, q.sender.failed is not None))
     return lp

@@ -485,3 +485,65 @@ def test_sacks_sent_with_sendmmsg_are_the_tuple_paths_on_every_path(netns):
     assert sent["sendmmsg"] == sent["tuple"]
     echoed = {int.from_bytes(f[48 + 28:48 + 32], "big") for f in sent["tuple"]}  # SACK.ev
     assert len({ev & L._PATH_MASK for ev in echoed}) == len(evs)  # every path had SACKs
+
+
+# -- RxRing.wait: the loop's sleep, in C while nothing needs Python ----------------------
+
+
+def _epoll(*socks):
+    import select
+    ep = select.epoll()
+    for s in socks:
+        ep.register(s.fileno(), select.EPOLLIN)
+    return ep
+
+
+def test_wait_reads_a_bound_qps_batches_in_c_until_the_delayed_acks_deadline():
+    """Two batches' worth of a bound QP's packets (its SACKs framed and sent in C, here
+    to a sink that refuses them): read, placed and acknowledged without coming back to
+    Python, which is given the datagrams and when the first came, and nothing else."""
+    rig = Rig(True, frames=True)
+    sink, _peer = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+    ep = _epoll(rig.rx)
+    try:
+        rig.ring.acks(sink.fileno(), rig.lp._ack_way, L._PATH_MASK)
+        n = CHUNK + 2
+        for psn in range(n):
+            rig.tx.send(datagram(1, psn, psn * 8, b"d" * 8))
+        items, got, first_ns, other = rig.ring.wait(ep.fileno(), 5 * 10**9, 10**6)
+        assert (items, got, other) == ([], n, False)
+        assert 0 < first_ns <= L.now_ns()
+        assert rig.lp.recv_qps[1].receiver.cum == n and rig.ring.counters == (n, 2)
+        assert sum(rig.ring.ack_counters) > 0  # SACKs went out of C (the sink refused them)
+        assert rig.ring.last(1)[0] == n - 1  # the delayed ACK's, kept
+    finally:
+        ep.close()
+        sink.close()
+        _peer.close()
+        rig.close()
+
+
+def test_wait_comes_back_at_once_for_what_python_acts_on():
+    """A SACK to send (no acks set up: Python frames it), another fd ready, or the
+    deadline: each ends the wait; with another fd ready the ring is not read."""
+    rig = Rig(True)
+    other_end, other = socket.socketpair(socket.AF_UNIX, socket.SOCK_DGRAM)
+    ep = _epoll(rig.rx)
+    try:
+        assert rig.ring.wait(ep.fileno(), 10**6, 10**6) == ([], 0, -1, False)  # deadline
+        rig.tx.send(datagram(1, 0, 0, b"d" * 8, ack_req=True))
+        items, got, _, was_other = rig.ring.wait(ep.fileno(), 5 * 10**9, 10**9)
+        assert got == 1 and [i[0] for i in items] == [4] and not was_other
+        ep.register(other.fileno(), 1)  # select.EPOLLIN
+        other_end.send(b"x")
+        rig.tx.send(datagram(1, 1, 8, b"d" * 8, ack_req=True))
+        items, got, _, was_other = rig.ring.wait(ep.fileno(), 5 * 10**9, 10**9)
+        assert (items, got, was_other) == ([], 0, True)
+        assert rig.ring.recv() and rig.ring.received == 1  # still there for recv
+        with pytest.raises(ValueError):
+            rig.ring.wait(ep.fileno(), 0, -1)
+    finally:
+        ep.close()
+        other_end.close()
+        other.close()
+        rig.close()

@@ -54,6 +54,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <zlib.h>
@@ -975,6 +976,7 @@ typedef struct {
     int nackq;
     unsigned long long acks_sent, acks_refused;
     int received;        /* datagrams the last recv() read (its list may hold fewer) */
+    int acks_taken;      /* of those, ACKs a bound Sender took */
     struct Bound *bound; /* sending QPs whose ACKs go straight to their compiled Sender */
     int nbound, bound_cap;
     uint32_t *settled;   /* QPs reported this recv() (room for `slots`) */
@@ -1503,6 +1505,7 @@ static int ack_to_sender(RxRing *self, const unsigned char *data, Py_ssize_t n,
     int settled = rc >= 0 && fp_sender_settled(sender);
     Py_DECREF(sender);
     if (rc < 0) return -1;
+    self->acks_taken++;
     if (!settled) return 1;
     for (int i = 0; i < *nsettled; i++)
         if (self->settled[i] == qpn) return 1;
@@ -1578,6 +1581,7 @@ static PyObject *rxring_unbind_sender(RxRing *self, PyObject *arg) {
  * Python must act on in their place (the EV_ events). Payload views point into the
  * ring: they are valid until the next recv. */
 static PyObject *rxring_recv_batch(RxRing *self) {
+    self->acks_taken = 0;
     for (int i = 0; i < self->slots; i++) {
         self->iov[i] = (struct iovec){self->buf + (size_t)i * self->slot_size,
                                       (size_t)self->slot_size};
@@ -1678,6 +1682,93 @@ static PyObject *rxring_recv(RxRing *self, PyObject *const *args, Py_ssize_t nar
     PyObject *out = rxring_recv_batch(self);
     self->busy = 0;
     return out;
+}
+
+/* wait(epfd, timeout_ns, ack_delay_ns) -> (items, datagrams, first_ns, other): the
+ * endpoint loop's sleep, for as long as only this ring's socket wakes it and what it
+ * reads needs no Python. epoll_wait on the loop's selector (epfd: level-triggered, so
+ * what it reports stays ready for the selector to report again); the ring's socket
+ * ready, one recv and the bound QPs' held SACKs sent (what the loop's _recv_batch does
+ * per round), again and again in C. It returns, with the events of its last batch (as
+ * recv's), when another fd is ready (other), a batch left anything for Python (items),
+ * a bound Sender took ACKs (it may send now), timeout_ns passed (-1: never), or
+ * ack_delay_ns after the first batch that read anything (first_ns, on the monotonic
+ * clock: the delayed ACK's deadline, which the loop keeps), or a signal came. At full
+ * rate a receiving endpoint woke every 2-3 packets, and each wakeup was a round of
+ * the loop in Python. */
+static PyObject *rxring_wait(RxRing *self, PyObject *args) {
+    FP_REQUIRE_READY(self, NULL);
+    int epfd;
+    long long timeout_ns, ack_delay_ns;
+    if (!PyArg_ParseTuple(args, "iLL:wait", &epfd, &timeout_ns, &ack_delay_ns)) return NULL;
+    if (ack_delay_ns < 0) {
+        PyErr_SetString(PyExc_ValueError, "ack_delay_ns is not negative");
+        return NULL;
+    }
+    if (self->busy) {
+        PyErr_SetString(PyExc_RuntimeError, "RxRing.wait: called from inside recv");
+        return NULL;
+    }
+    PyObject *items = PyList_New(0);
+    if (!items) return NULL;
+    int64_t deadline = timeout_ns < 0 ? INT64_MAX : monotonic_ns() + timeout_ns;
+    long long total = 0;
+    int64_t first = -1;
+    int other = 0;
+    self->ack_now = -1;  /* a bound Sender's ACKs: the clock's time as each comes */
+    for (;;) {
+        int ms = -1;
+        if (deadline != INT64_MAX) {
+            int64_t left = deadline - monotonic_ns();
+            if (left <= 0) break;
+            /* the selector's rounding (selectors.EpollSelector: up to the millisecond) */
+            left = (left + 999999) / 1000000;
+            ms = left > INT32_MAX ? INT32_MAX : (int)left;
+        }
+        struct epoll_event ev[16];
+        int n;
+        Py_BEGIN_ALLOW_THREADS
+        n = epoll_wait(epfd, ev, 16, ms);
+        Py_END_ALLOW_THREADS
+        if (n < 0) {
+            if (errno != EINTR) {
+                PyErr_SetFromErrno(PyExc_OSError);
+                goto fail;
+            }
+            if (PyErr_CheckSignals() < 0) goto fail;
+            break;  /* a signal: its handler ran; the loop looks at what it did */
+        }
+        int ring = 0;
+        for (int i = 0; i < n; i++) {
+            if (ev[i].data.fd == self->fd) ring = 1;
+            else other = 1;
+        }
+        if (other) break;
+        if (!ring) continue;
+        self->received = 0;
+        self->busy = 1;
+        PyObject *got = rxring_recv_batch(self);
+        int rc = got ? ack_flush(self, got) : -1;
+        self->busy = 0;
+        if (rc < 0 || PyList_SetSlice(items, PY_SSIZE_T_MAX, PY_SSIZE_T_MAX, got) < 0) {
+            self->nackq = 0;
+            Py_XDECREF(got);
+            goto fail;
+        }
+        Py_DECREF(got);
+        if (self->received > 0) {
+            total += self->received;
+            if (first < 0) {
+                first = monotonic_ns();
+                if (first + ack_delay_ns < deadline) deadline = first + ack_delay_ns;
+            }
+        }
+        if (PyList_GET_SIZE(items) > 0 || self->acks_taken) break;
+    }
+    return Py_BuildValue("(NLLO)", items, total, (long long)first, other ? Py_True : Py_False);
+fail:
+    Py_DECREF(items);
+    return NULL;
 }
 
 /* bind(qpn, receiver, rkey): QP qpn's data packets go to `receiver` (a compiled
@@ -1872,6 +1963,10 @@ static PyMethodDef rxring_methods[] = {
      "bound QP that got any dropped, (8, qpn, bad_rkey, out_of_bounds); "
      "(11, qpn) once for a QP whose ACKs a bound Sender took, if it is then idle or "
      "failed (a QP's last packet: last(qpn); the bytes placed: plane_bytes)"},
+    {"wait", (PyCFunction)rxring_wait, METH_VARARGS,
+     "wait(epfd, timeout_ns, ack_delay_ns) -> (items, datagrams, first_ns, other): sleep "
+     "on the loop's epoll, reading this ring in C while nothing needs Python (see "
+     "_datapath.c)"},
     {"bind", (PyCFunction)rxring_bind, METH_VARARGS,
      "bind(qpn, receiver, rkey, peer_qpn=0): QP qpn's data packets straight to its "
      "compiled Receiver (peer_qpn: its ACKs' DestQP)"},

@@ -353,6 +353,10 @@ class PacketLoop:
         self.sel = selectors.DefaultSelector()
         for sock, _ in self.rx_socks:
             self.sel.register(sock, selectors.EVENT_READ, None)  # read every round anyway
+        # where the loop sleeps in the ring's C (_wait): the selector's epoll, when it has
+        # one, and the ring is what reads the data socket
+        self._epoll_fd = self.sel.fileno() if self.rx_ring is not None and isinstance(
+            self.sel, selectors.EpollSelector) else None
         self.netlink = self._open_netlink()
 
     def _port_socket(self, addr: str) -> tuple[socket.socket, bytes]:
@@ -558,6 +562,9 @@ class PacketLoop:
             # again instead cost the receiver a round of this loop, and a recvmmsg that
             # gets nothing, per wakeup: two rounds for every 2-3 packets at full rate.
             timeout = 0 if busy or got >= RECV_BATCH else self._sleep_s(t)
+            if timeout != 0 and self._epoll_fd is not None:
+                self._wait(timeout)  # the ring's C reads it while nothing needs Python
+                timeout = 0  # and the selector hands out what woke it
             for key, mask in self.sel.select(timeout):
                 if key.data is not None:  # UDP's is None: read above, every round
                     key.data(mask)
@@ -780,33 +787,53 @@ class PacketLoop:
         data packets (_bind) never come here: their Receiver took them in C, and what
         comes instead is what Python acts on (_on_bound)."""
         got = 0
-        recv, on_data, on_bound, drops = self.rx_ring.recv, self._on_data, self._on_bound, \
-            self.drops
         for _ in range(RECV_BATCH // RX_SLOTS):
-            items = recv()
+            items = self.rx_ring.recv()
             received = self.rx_ring.received  # what a bound QP's C took makes no item
             got += received
-            for item in items:
-                kind = item[0]
-                if kind >= 4:
-                    on_bound(item)
-                elif kind == 1:  # (1, dest_qp, psn, va, rkey, payload, ev, tries, ack_req,
-                    on_data(*item[1:])  # imm, src, tc)
-                elif kind == 0:  # (0, reason)
-                    drops[_DROP_OF_REASON[item[1]]] += 1
-                elif kind == 3:  # (3, dest_qp, psn, va, rkey, dma_len, ev, tries, opcode, tc,
-                    self._on_trimmed(*item[1:])  # src): trimmed by a switch
-                else:  # (2, whole, opcode, ...): the ICRC is checked, the rest is wire's
-                    _, whole, opcode, *_ = item
-                    try:
-                        pkt = wire.decode_checked(whole, opcode)
-                    except wire.BadPacket as e:
-                        drops[_DROP_OF_REASON[e.reason]] += 1
-                        continue
-                    self._on_control(pkt)
+            if items:
+                self._on_items(items)
             if received < RX_SLOTS:
                 break
         return got
+
+    def _on_items(self, items: list) -> None:
+        """What the ring's recv (or wait) gave back for Python: parse's tuples and the
+        bound QPs' events."""
+        on_data, on_bound, drops = self._on_data, self._on_bound, self.drops
+        for item in items:
+            kind = item[0]
+            if kind >= 4:
+                on_bound(item)
+            elif kind == 1:  # (1, dest_qp, psn, va, rkey, payload, ev, tries, ack_req,
+                on_data(*item[1:])  # imm, src, tc)
+            elif kind == 0:  # (0, reason)
+                drops[_DROP_OF_REASON[item[1]]] += 1
+            elif kind == 3:  # (3, dest_qp, psn, va, rkey, dma_len, ev, tries, opcode, tc,
+                self._on_trimmed(*item[1:])  # src): trimmed by a switch
+            else:  # (2, whole, opcode, ...): the ICRC is checked, the rest is wire's
+                _, whole, opcode, *_ = item
+                try:
+                    pkt = wire.decode_checked(whole, opcode)
+                except wire.BadPacket as e:
+                    drops[_DROP_OF_REASON[e.reason]] += 1
+                    continue
+                self._on_control(pkt)
+
+    def _wait(self, timeout: float | None) -> None:
+        """Sleep until the selector has something, or `timeout` (s; None: no deadline),
+        in the ring's C (RxRing.wait): while only the ring's socket wakes it and what it
+        reads needs no Python (a bound QP's data, acknowledged in C), it does not come
+        back here. What it read counts as _recv_batch's would: the delayed ACK is due
+        DELAYED_ACK_NS after its first batch, and its leftovers are handled as recv's."""
+        items, got, first_ns, _ = self.rx_ring.wait(
+            self._epoll_fd, -1 if timeout is None else int(timeout * 1e9), DELAYED_ACK_NS)
+        if items:
+            self._on_items(items)
+        if self._pending_sacks:
+            self._flush_sacks()
+        if got:
+            self._next_ack = min(self._next_ack, first_ns + DELAYED_ACK_NS)
 
     def _on_bound(self, item: tuple) -> None:
         """What a bound QP's compiled Receiver left to Python (RxRing.recv's events): a
