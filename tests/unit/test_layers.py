@@ -234,15 +234,22 @@ def test_the_compiled_module_imports_no_twin_module_itself():
                        "instead):\n" + "\n".join(found))
 
 
-# The compiled module's C units, lowest first: each may include the headers of the units
-# before it only (docs/transport-core.md), so no unit depends on one that depends on it.
+# The compiled module's C units, lowest first: `_x.c`, and its header `fp_x.h` where other
+# units use it. Each may include the headers of the units before it only
+# (docs/transport-core.md), so no unit depends on one that depends on it.
 C_UNITS = ("_util", "_sender", "_receiver", "_datapath", "_module")
+
+
+def c_unit_of(filename: str) -> str:
+    """The unit a C file or header belongs to: "_x" for _x.c and fp_x.h."""
+    stem = filename.rsplit(".", 1)[0]
+    return "_" + stem[3:] if stem.startswith("fp_") else stem
 
 
 def c_includes(text: str) -> list[str]:
     """The units of the module whose headers C source `text` includes ("_x" for
-    #include "_x.h")."""
-    return re.findall(r'^\s*#include\s+"(_\w+)\.h"', text, re.M)
+    #include "fp_x.h")."""
+    return [c_unit_of(h) for h in re.findall(r'^\s*#include\s+"(fp_\w+\.h)"', text, re.M)]
 
 
 def c_order_breaks(sources: dict[str, str]) -> list[str]:
@@ -252,29 +259,32 @@ def c_order_breaks(sources: dict[str, str]) -> list[str]:
              if name not in C_UNITS]
     for name, text in sources.items():
         for inc in c_includes(text):
+            header = f"fp{inc}.h"
             if inc not in C_UNITS:
-                found.append(f"{name} includes {inc}.h: not one of the units")
+                found.append(f"{name} includes {header}: not one of the units")
             elif name in C_UNITS and inc != name and \
                     C_UNITS.index(inc) >= C_UNITS.index(name):
-                found.append(f"{name} includes {inc}.h, a unit above it")
+                found.append(f"{name} includes {header}, a unit above it")
     return found
 
 
 def test_the_c_units_include_only_the_units_below_them():
     sources: dict[str, str] = {}
-    for p in sorted((TWIN / "mrc").glob("_*.[ch]")):
-        sources[p.stem] = sources.get(p.stem, "") + p.read_text()
+    mrc = TWIN / "mrc"
+    for p in sorted([*mrc.glob("*.c"), *mrc.glob("*.h")]):
+        sources[c_unit_of(p.name)] = sources.get(c_unit_of(p.name), "") + p.read_text()
     assert set(sources) == set(C_UNITS)
     assert not c_order_breaks(sources), "\n".join(c_order_breaks(sources))
 
 
 def test_the_include_check_finds_a_circle():
-    ok = {"_util": "", "_sender": '#include "_util.h"\n#include "_sender.h"\n',
-          "_datapath": '#include "_sender.h"\n'}
+    ok = {"_util": "", "_sender": '#include "fp_util.h"\n#include "fp_sender.h"\n',
+          "_datapath": '#include "fp_sender.h"\n'}
     assert c_order_breaks(ok) == []
-    up = dict(ok, _sender='#include "_datapath.h"\n')
-    assert c_order_breaks(up) == ["_sender includes _datapath.h, a unit above it"]
+    up = dict(ok, _sender='#include "fp_datapath.h"\n')
+    assert c_order_breaks(up) == ["_sender includes fp_datapath.h, a unit above it"]
     assert c_order_breaks({"_extra": ""}) == [f"_extra: not one of the units {C_UNITS}"]
+    assert c_unit_of("fp_util.h") == c_unit_of("_util.c") == "_util"
 
 
 def c_private_names(text: str) -> list[tuple[str, int]]:
@@ -319,7 +329,7 @@ def test_bind_takes_exactly_what_core_binds():
 
 
 def test_checker_finds_an_import_in_the_c_and_a_call_it_cannot_read():
-    text = ('#include "_util.h"\n'
+    text = ('#include "fp_util.h"\n'
             'static int lookup(void) {\n'
             '    PyObject *c = PyImport_ImportModule("collections");\n'
             '    PyObject *t = PyImport_ImportModule( "twin.mrc.transport");\n'
@@ -329,7 +339,7 @@ def test_checker_finds_an_import_in_the_c_and_a_call_it_cannot_read():
 
 
 def test_checker_finds_a_private_name_in_the_c_but_not_an_include():
-    text = ('#include "_util.h"\n'
+    text = ('#include "_util.h"\n'  # an include is no Python name, whatever it is called
             '    GET(Msg, t, "_Msg");\n'
             '    {&s_state, "state"}, {&s_cursor, "_cursor"},\n')
     assert c_private_names(text) == [("_Msg", 2), ("_cursor", 3)]

@@ -77,6 +77,7 @@ def endpoint_reply() -> str:
                            counters=counters.EndpointCounters(planes))
     loop.counters.drops["bad_icrc"] = 2
     loop.tx_bytes_per_plane = lambda: dict(loop.counters.tx_plane_bytes)
+    loop.rx_bytes_per_plane = lambda: dict(loop.counters.rx_plane_bytes)
     return counters.metrics(loop)
 
 

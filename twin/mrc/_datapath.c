@@ -1,7 +1,7 @@
 /* The MRC endpoint's compiled data path: framing, the ICRC and the syscalls, per batch.
  *
- * The transport's decisions are the compiled Sender's and Receiver's (_sender.h,
- * _receiver.h: this unit sits above them and calls their C entries for a QP bound to
+ * The transport's decisions are the compiled Sender's and Receiver's (fp_sender.h,
+ * fp_receiver.h: this unit sits above them and calls their C entries for a QP bound to
  * it), or the Python reference's (twin.mrc.transport) read back from its objects; this
  * unit does what costs per byte or per syscall, exactly as twin.mrc.wire does, byte for
  * byte:
@@ -41,11 +41,11 @@
  * says which runs.
  */
 
-#include "_datapath.h"
-#include "_receiver.h"
-#include "_sender.h"
+#include "fp_datapath.h"
+#include "fp_receiver.h"
+#include "fp_sender.h"
 
-#include "_util.h"
+#include "fp_util.h"
 
 #include <arpa/inet.h>
 #include <dlfcn.h>
@@ -239,7 +239,7 @@ typedef struct {
 
 typedef struct {
     PyObject_HEAD
-    int ready;           /* FP_READY once __init__ ran to its end (_util.h) */
+    int ready;           /* FP_READY once __init__ ran to its end (fp_util.h) */
     int fd, cap, n;
     TxSlot *slots;
     struct mmsghdr *msgs;
@@ -514,7 +514,7 @@ static PyObject *txbatch_post(TxBatch *self, PyObject *const *args, Py_ssize_t n
 
 /* -- post_sender: the compiled Sender's packets, no object per packet -------------------
  *
- * The Sender writes its decisions as FpTx records (_sender.h); each is built here from
+ * The Sender writes its decisions as FpTx records (fp_sender.h); each is built here from
  * its EV's template as post builds a TxPacket, its payload pointing into the source
  * buffer, which the batch holds (one Py_buffer) until the packets are sent. A template's
  * (head, seed) for a payload size and its rkey are what its DataTemplate gives, always
@@ -946,7 +946,7 @@ static void binding_forget_ways(RxBinding *b) {
 
 typedef struct {
     PyObject_HEAD
-    int ready;           /* FP_READY once __init__ ran to its end (_util.h) */
+    int ready;           /* FP_READY once __init__ ran to its end (fp_util.h) */
     int fd;
     int slots;
     Py_ssize_t slot_size;
@@ -1965,8 +1965,7 @@ static PyMethodDef rxring_methods[] = {
      "failed (a QP's last packet: last(qpn); the bytes placed: plane_bytes)"},
     {"wait", (PyCFunction)rxring_wait, METH_VARARGS,
      "wait(epfd, timeout_ns, ack_delay_ns) -> (items, datagrams, first_ns, other): sleep "
-     "on the loop's epoll, reading this ring in C while nothing needs Python (see "
-     "_datapath.c)"},
+     "on the loop's epoll, reading this ring in C while nothing needs Python"},
     {"bind", (PyCFunction)rxring_bind, METH_VARARGS,
      "bind(qpn, receiver, rkey, peer_qpn=0): QP qpn's data packets straight to its "
      "compiled Receiver (peer_qpn: its ACKs' DestQP)"},

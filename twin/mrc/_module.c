@@ -1,5 +1,5 @@
 /* The module unit of twin.mrc._fastpath: it registers the parts and binds them, nothing
- * more. The parts (_util.h lists them, lowest first):
+ * more. The parts (fp_util.h lists them, lowest first):
  *
  *   _datapath.c   TxBatch, RxRing, parse, build, the ICRC      fp_add_datapath
  *   _sender.c     the compiled Sender                         fp_add_sender, fp_bind_sender
@@ -14,10 +14,10 @@
  * (RuntimeError). Until bind has run to its end, making a Sender or a Receiver is a
  * RuntimeError; the data path needs nothing bound.
  */
-#include "_datapath.h"
-#include "_receiver.h"
-#include "_sender.h"
-#include "_util.h"
+#include "fp_datapath.h"
+#include "fp_receiver.h"
+#include "fp_sender.h"
+#include "fp_util.h"
 
 /* setup.py passes the SHA-256 of the sources the module is built from (the one hash of
  * twin/mrc/build_hash.py); twin.mrc.core compares it with the tree's to tell a stale

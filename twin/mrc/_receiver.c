@@ -20,15 +20,15 @@
  *                    outside.
  * The data path (RxRing, for a QP bound to it) calls fp_receiver_data instead: the
  * packet's fields as parsed, its payload copied from the ring, the SACK as C fields
- * (_receiver.h); on_data is that same step with its fields read from an RxPacket.
+ * (fp_receiver.h); on_data is that same step with its fields read from an RxPacket.
  * What stays Python: the packets on_data is given (transport.RxPacket, read by attribute),
  * the SackReports it returns (transport.SackReport), `nacks` (a list the data path
  * sends and clears), `completions` (a deque of (n, imm)), and port_state(), called
  * once per report as the reference does.
  */
-#include "_receiver.h"
+#include "fp_receiver.h"
 
-#include "_util.h"
+#include "fp_util.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -51,7 +51,7 @@ typedef struct {
 
 typedef struct {
     PyObject_HEAD
-    int ready;             /* FP_READY once __init__ ran to its end (_util.h) */
+    int ready;             /* FP_READY once __init__ ran to its end (fp_util.h) */
     PyObject *place;       /* the callable, or NULL: copy into `buf` */
     Py_buffer buf;         /* valid when place is NULL */
     PyObject *port_state;  /* callable, or Py_None: 0xFFFF */
@@ -335,7 +335,7 @@ done:
     return out;
 }
 
-/* -- the data path's entry (_receiver.h): no packet object, no attribute read -------- */
+/* -- the data path's entry (fp_receiver.h): no packet object, no attribute read -------- */
 
 int fp_receiver_bindable(PyObject *obj, Py_ssize_t *size) {
     if (!PyObject_TypeCheck(obj, &ReceiverType)) {

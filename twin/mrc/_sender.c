@@ -29,7 +29,7 @@
  * pacer, the record of losses (an OrderedDict, touched only on loss), and messages
  * (transport.Msg). Packets go out as TxPacket objects (poll: what the reference's
  * callers and tests read), or as FpTx records straight into the data path
- * (fp_sender_poll, _sender.h: TxBatch.post_sender builds them, no object per packet).
+ * (fp_sender_poll, fp_sender.h: TxBatch.post_sender builds them, no object per packet).
  *
  * Divergences, on purpose: numbers read back as floats where the reference may hold
  * an int of the same value (window, srtt); the config is read once (the reference
@@ -37,9 +37,9 @@
  * is refused at construction (the reference fails at the first post); PSNs, times
  * and VAs are 64-bit.
  */
-#include "_sender.h"
+#include "fp_sender.h"
 
-#include "_util.h"
+#include "fp_util.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -404,7 +404,7 @@ typedef struct {
 typedef struct {
     PyObject_HEAD
     PyObject *weakrefs;
-    int ready;  /* FP_READY once __init__ ran to its end (_util.h) */
+    int ready;  /* FP_READY once __init__ ran to its end (fp_util.h) */
     PyObject *cfg, *rp, *pacer, *evs, *log, *acked_bins, *completed, *lost, *single,
         *failed;
     int mode, cc, ecn, trim;  /* mode, cc: numbers, read once (rules, WINDOWS[cc]) */

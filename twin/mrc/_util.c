@@ -1,5 +1,5 @@
-/* The utility unit of twin.mrc._fastpath: what every part uses (_util.h says what). */
-#include "_util.h"
+/* The utility unit of twin.mrc._fastpath: what every part uses (fp_util.h says what). */
+#include "fp_util.h"
 
 void fp_not_ready(PyObject *self, int state) {
     const char *name = Py_TYPE(self)->tp_name;

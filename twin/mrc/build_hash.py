@@ -17,10 +17,10 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-# the units, lowest first (twin/mrc/_util.h): the utility unit, the data path, the transport
-# core, and the module unit that registers them
-SOURCES = ("_util.c", "_datapath.c", "_sender.c", "_receiver.c", "_module.c")
-HEADERS = ("_util.h", "_datapath.h", "_sender.h", "_receiver.h")
+# the units, lowest first (twin/mrc/fp_util.h): the utility unit, the transport core, the
+# data path, and the module unit that registers them
+SOURCES = ("_util.c", "_sender.c", "_receiver.c", "_datapath.c", "_module.c")
+HEADERS = ("fp_util.h", "fp_sender.h", "fp_receiver.h", "fp_datapath.h")
 HASH_DIGITS = 16
 HERE = Path(__file__).resolve().parent  # twin/mrc: where the sources and the module are
 

@@ -4,7 +4,7 @@
 
 #include <stdint.h>
 
-#include "_util.h"
+#include "fp_util.h"
 
 /* Add the part's types to the module; 0, or -1 with an exception set. */
 int fp_add_receiver(PyObject *m);

@@ -2,7 +2,7 @@
 #ifndef MRC_TWIN_DATAPATH_H
 #define MRC_TWIN_DATAPATH_H
 
-#include "_util.h"
+#include "fp_util.h"
 
 /* Add the part's types, functions and constants to the module; 0, or -1 with an
  * exception set. */

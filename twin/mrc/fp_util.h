@@ -4,10 +4,16 @@
  *
  *   _util.c       the bounded deque, interning a table of names, the values bind()
  *                 hands the parts, where an object is in its life (FP_READY)
- *   _datapath.c   the data path: TxBatch, RxRing, parse, build, the ICRC (_datapath.h)
- *   _sender.c     the transport's compiled Sender (twin.mrc.transport.Sender's twin)
- *   _receiver.c   the transport's compiled Receiver (twin.mrc.transport.Receiver's twin)
+ *   _sender.c     the transport's compiled Sender (twin.mrc.transport.Sender's twin) and
+ *                 the EvRing; its entries for the data path (fp_sender.h)
+ *   _receiver.c   the transport's compiled Receiver (twin.mrc.transport.Receiver's twin);
+ *                 its entries for the data path (fp_receiver.h)
+ *   _datapath.c   the data path: TxBatch, RxRing, parse, build, the ICRC; a bound QP's
+ *                 packets handed to its Sender or Receiver in C (fp_datapath.h)
  *   _module.c     PyInit__fastpath: registers each part (fp_add_<part>) and bind()
+ *
+ * A unit's header is fp_<unit>.h (tests/unit/test_layers.py holds the includes to this
+ * order).
  *
  * The parts import nothing of twin: the Python classes, functions and constants they use
  * are handed to them by one call, twin.mrc._fastpath.bind(...), which twin.mrc.core makes
