@@ -91,7 +91,8 @@ def test_random_loss_on_every_fabric_link_meets_the_traffic_and_mrc_keeps_its_ra
 
 def test_a_permutation_gives_every_mrc_flow_a_share(lab):
     """Every host to host i + 8 at once: 16 flows, each judged over the stretch they ran
-    side by side. On 2 cores the CPU bounds the share (lab/drills/permutation.yml)."""
+    side by side. How evenly each flow's packets split over a plane's T1s bounds the
+    share (lab/drills/permutation.yml); the bounds here are loose, the drill's tighter."""
     drill = D.load_drill(D.find("permutation")).resized(2 << 20)
     (run,) = runner.run_all(lab, drill, compare="mrc", seed=1)
     m = run.data["metrics"]
