@@ -82,6 +82,8 @@ def run(fp, socks, packets: int, path: str, record: list) -> dict:
     lp = SimpleNamespace(rx_ring=Ring(ring), drops=Counter(), send_qps={QPN: qp})
     lp._on_control = lambda pkt: L.PacketLoop._on_control(lp, pkt)
     lp._on_ack = lambda ack: L.PacketLoop._on_ack(lp, ack)
+    lp._on_items = lambda items: L.PacketLoop._on_items(lp, items)
+    lp._on_bound = lambda item: L.PacketLoop._on_bound(lp, item)
     lp._maybe_done = lambda q: None
     lp._on_data = lp._on_trimmed = lp._on_probe = None
     if path == "new":
