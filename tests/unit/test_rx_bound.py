@@ -21,15 +21,13 @@ A socketpair's datagrams come with no address and no cmsg: the ring sees source 
 from __future__ import annotations
 
 import gc
-import os
 import random
-import shutil
 import socket
-import subprocess
 from collections import Counter
 
 import pytest
 
+from tests.unit.test_fastpath import netns, root  # noqa: F401
 from twin import nsenter
 from twin.mrc import fuzz, wire
 from twin.mrc import loop as L
@@ -337,24 +335,10 @@ def test_bind_takes_only_a_compiled_receiver_that_copies_into_its_buffer():
 
 # -- with root: real UDP in a namespace of the test's own ---------------------------------
 
-root = pytest.mark.skipif(os.geteuid() != 0 or shutil.which("ip") is None,
-                          reason="needs root and iproute2 for a namespace of its own")
+# root and netns: test_fastpath's (a namespace of the test's own, lo up, flow labels 0)
 
 
-@pytest.fixture
-def netns():
-    name = f"twin-test-rxbound-{os.getpid()}"
-    subprocess.run(["ip", "netns", "add", name], check=True)
-    path = f"/run/netns/{name}"
-    try:
-        nsenter.run(path, ["ip", "link", "set", "lo", "up"])
-        nsenter.run(path, ["sysctl", "-qw", "net.ipv6.auto_flowlabels=0"])
-        yield path
-    finally:
-        subprocess.run(["ip", "netns", "del", name], check=False)
-
-
-def _udp_rig(netns, bind: bool, t: fuzz.Target) -> tuple[Rig, socket.socket]:
+def _udp_rig(netns, bind: bool, t: fuzz.Target) -> tuple[Rig, socket.socket]:  # noqa: F811
     rig = Rig(bind, qpns=(t.recv_qpn,))
     rig.close()  # its socketpair: replaced by UDP on ::1 in the namespace
     with nsenter.inside(netns):
@@ -377,7 +361,7 @@ def _udp_rig(netns, bind: bool, t: fuzz.Target) -> tuple[Rig, socket.socket]:
 
 
 @root
-def test_every_hostile_packet_of_the_fuzz_plan_and_ce_marks_are_counted_alike(netns):
+def test_every_hostile_packet_of_the_fuzz_plan_and_ce_marks_are_counted_alike(netns):  # noqa: F811
     """Both rigs in turn get the fuzz plan's packets (ICRC over ::1, the plan's sport)
     and data packets sent CE-marked."""
     states = []
@@ -419,7 +403,7 @@ def _local_reverse(qp, ev: int):
 
 
 @root
-def test_sacks_sent_with_sendmmsg_are_the_tuple_paths_on_every_path(netns):
+def test_sacks_sent_with_sendmmsg_are_the_tuple_paths_on_every_path(netns):  # noqa: F811
     """Data packets on EVs of several paths (injected whole through a raw socket: their
     flow labels are theirs), so SACKs coalesce with a companion on another path. The
     tuple path's frames (Python: _coalesce, _send_sack), the bound ring's handed back

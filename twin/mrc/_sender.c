@@ -719,31 +719,30 @@ out:
     return ev;
 }
 
-/* Rotation.sent_unproven: a packet goes out on `ev` while some path is unproven */
-static int ring_sent_unproven(EvRing *r, PyObject *ev) {
-    (void)r;
+/* The packets outstanding on `ev`'s path while it is not proven, moved by `delta` (+1 a
+ * packet sent, -1 one no longer outstanding; never below 0). */
+static int unproven_inflight(PyObject *ev, int delta) {
     PyObject *path = fget(ev, &F_PATH, EvType);
     if (!path) return -1;
     int proven, rc;
     int64_t inflight;
     rc = path_load(path, &proven, &inflight);
-    if (rc == 0 && !proven) rc = set_i64(path, &P_INFLIGHT, PathType, inflight + 1);
+    if (rc == 0 && !proven && inflight + delta >= 0)
+        rc = set_i64(path, &P_INFLIGHT, PathType, inflight + delta);
     Py_DECREF(path);
     return rc;
+}
+
+/* Rotation.sent_unproven: a packet goes out on `ev` while some path is unproven */
+static int ring_sent_unproven(EvRing *r, PyObject *ev) {
+    (void)r;
+    return unproven_inflight(ev, +1);
 }
 
 /* Rotation.gone: a packet on `ev` is no longer outstanding (acked, or declared lost) */
 static int ring_gone(EvRing *r, PyObject *ev) {
     (void)r;
-    PyObject *path = fget(ev, &F_PATH, EvType);
-    if (!path) return -1;
-    int proven, rc;
-    int64_t inflight;
-    rc = path_load(path, &proven, &inflight);
-    if (rc == 0 && !proven && inflight > 0)
-        rc = set_i64(path, &P_INFLIGHT, PathType, inflight - 1);
-    Py_DECREF(path);
-    return rc;
+    return unproven_inflight(ev, -1);
 }
 
 /* Rotation.delivered: a packet sent on `ev` at `sent_ns` got through: its plane and its
