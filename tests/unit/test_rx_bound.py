@@ -408,15 +408,20 @@ def test_sacks_sent_with_sendmmsg_are_the_tuple_paths_on_every_path(netns):  # n
     flow labels are theirs), so SACKs coalesce with a companion on another path. The
     tuple path's frames (Python: _coalesce, _send_sack), the bound ring's handed back
     (no fd) and the bound ring's sent with sendmmsg on a raw socket (read back from the
-    namespace) are the same bytes in the same order."""
+    namespace) are the same bytes in the same order; trimmed copies among them (a NAK, or
+    a duplicate's SACK) too, in their place."""
     rng = random.Random(3)
     evs = [p | t << 4 | rng.getrandbits(20) << 12 for p in range(4) for t in range(2)]
     pkts = []
     for psn in range(300):
         body = wire.encode_data(1, psn, psn * 1024 % (SIZE - 1024), RKEY, rng.randbytes(1024),
                                 ack_req=psn % 97 == 0, imm=psn if psn % 100 == 99 else None)
-        pkts.append((psn + rng.choice((0, 0, 2, 70)), wire.roce("::1", "::1", rng.choice(evs),
-                                                                body)))
+        at = psn + rng.choice((0, 0, 2, 70))
+        whole = wire.roce("::1", "::1", rng.choice(evs), body)
+        pkts.append((at, whole))
+        if psn % 37 == 5:  # a copy trimmed before it (a NAK) and one after (a dup's SACK)
+            pkts += [(at - 0.5, wire.trim(wire.roce("::1", "::1", rng.choice(evs), body))),
+                     (at + 3.5, wire.trim(whole))]
     pkts = [p for _, p in sorted(pkts, key=lambda x: x[0])]
     with nsenter.inside(netns):
         inject = socket.socket(socket.AF_INET6, socket.SOCK_RAW, socket.IPPROTO_RAW)
@@ -469,6 +474,8 @@ def test_sacks_sent_with_sendmmsg_are_the_tuple_paths_on_every_path(netns):  # n
     assert sent["sendmmsg"] == sent["tuple"]
     echoed = {int.from_bytes(f[48 + 28:48 + 32], "big") for f in sent["tuple"]}  # SACK.ev
     assert len({ev & L._PATH_MASK for ev in echoed}) == len(evs)  # every path had SACKs
+    syndromes = Counter(f[48 + 12] for f in sent["tuple"])  # AETH
+    assert syndromes[wire.NAK_TRIMMED] > 0 and syndromes[0] > 0
 
 
 # -- RxRing.wait: the loop's sleep, in C while nothing needs Python ----------------------

@@ -1373,6 +1373,44 @@ static int ack_flush(RxRing *self, PyObject *out) {
     return ack_send(self, out);
 }
 
+/* A data packet of a bound QP that a switch trimmed (DSCP 7: BTH and RETH only, nothing
+ * authenticated, at least DATA_HEAD bytes): what loop._on_trimmed does, in C, so that its
+ * NAK(TRIMMED) goes out in order with the batch's SACKs (from Python it left after them,
+ * and the sender found the PSN lost before the NAK came). Believed only as far as a NAK
+ * goes: its QP's rkey, inside its buffer, no longer than an MTU (drops counted as
+ * _on_trimmed counts them). Returns 1 (taken), 0 (not a bound QP's) or -1. */
+static int rx_bound_trimmed(RxRing *self, const unsigned char *data, unsigned sport,
+                            uint32_t flow, PyObject *out) {
+    RxBinding *b = rx_binding(self, get32(data + 4) & PSN_MASK);
+    if (!b) return 0;
+    uint32_t word = get32(data + 8), rkey = get32(data + 20), dma_len = get32(data + 24);
+    uint64_t va = get64(data + 12);
+    unsigned tc = (flow >> TC_SHIFT) & 0xFF;
+    b->touched = 1;
+    if (rkey != b->rkey || va > (uint64_t)b->size || dma_len > (uint64_t)b->size - va
+        || dma_len > MTU) {
+        if (rkey != b->rkey) b->bad_rkey++;
+        else b->out_of_bounds++;
+        return 1;
+    }
+    FpRxData p = {
+        .psn = unwrap24(word & PSN_MASK, fp_receiver_cum(b->receiver)),
+        .va = (int64_t)va,
+        .ev = (flow & FLOW_MASK) | ((uint32_t)(sport & 0x3FFF) << SPORT_SHIFT),
+        .tries = (int)((word >> 24) & TRY_MASK),
+        .ce = (tc & 3) == 3,  /* wire.ECN_MASK, wire.CE */
+    };
+    FpSack sk;
+    int nack;
+    PyObject *receiver = Py_NewRef(b->receiver);
+    int rc = fp_receiver_trimmed(receiver, &p, &sk, &nack);
+    Py_DECREF(receiver);
+    if (rc <= 0) return rc < 0 ? -1 : 1;
+    /* loop._send_nack(..., NAK_TRIMMED, report) or _send_sack(report): at once, the held
+     * SACK left as it is */
+    return ack_queue(self, b, nack ? NAK_TRIMMED : SYNDROME_ACK, &sk, out) < 0 ? -1 : 1;
+}
+
 /* One datagram, if it is a data packet for a bound QP that gets that far: what
  * loop._on_data does, in C. Checked as parse checks it (anything parse would drop, a
  * trimmed packet, a QP not bound: 0, parse's), then the QP's rkey and bounds (drops
@@ -1383,10 +1421,13 @@ static int ack_flush(RxRing *self, PyObject *out) {
 static int rx_bound_data(RxRing *self, const unsigned char *data, Py_ssize_t n,
                          const unsigned char *src, unsigned sport, uint32_t flow,
                          int64_t now, PyObject *out) {
-    if (!self->nbinds || n < DATA_HEAD + 4) return 0;
+    if (!self->nbinds || n < DATA_HEAD) return 0;
     int op = data[0];
     unsigned tc = (flow >> TC_SHIFT) & 0xFF;
-    if ((op != OP_WRITE_ONLY && op != OP_WRITE_ONLY_IMM) || (tc >> 2) == TRIM_DSCP) return 0;
+    if (op != OP_WRITE_ONLY && op != OP_WRITE_ONLY_IMM) return 0;
+    if ((tc >> 2) == TRIM_DSCP)  /* framed here only, so its NAK leaves in order */
+        return self->reverse ? rx_bound_trimmed(self, data, sport, flow, out) : 0;
+    if (n < DATA_HEAD + 4) return 0;
     Py_ssize_t start = op == OP_WRITE_ONLY ? DATA_HEAD : DATA_IMM_HEAD;
     if (n < start + 4) return 0;
     RxBinding *b = rx_binding(self, get32(data + 4) & PSN_MASK);

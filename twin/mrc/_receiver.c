@@ -373,6 +373,43 @@ static int place_bytes(Receiver *r, void *arg, Py_ssize_t *length) {
     return 0;
 }
 
+/* Receiver.on_trimmed for a parsed packet (a switch cut its payload off: never placed),
+ * the port bitmap left to the data path: -1 with an exception set; 0, nothing to send (a
+ * PSN out of the window); 1, *sack to send at once: a NAK(TRIMMED) for p->psn when
+ * *nack, else a duplicate's SACK. */
+int fp_receiver_trimmed(PyObject *obj, const FpRxData *p, FpSack *sack, int *nack) {
+    Receiver *r = (Receiver *)obj;
+    *nack = 0;
+    FP_REQUIRE_READY(r, -1);
+    int64_t d = p->psn - r->cum;
+    int dup = 0;
+    r->st.trimmed++;
+    if (d < 0 || (d < r->span && ring_has(r, p->psn))) {
+        r->st.duplicates++;
+        r->unacked = 0;  /* Receiver._sack */
+        r->st.acks++;
+        dup = 1;
+    } else if (d >= r->span) {
+        r->st.out_of_window++;
+        return 0;
+    } else {
+        if (p->ce) mark(r);
+        r->st.nacks++;
+        r->st.nacks_trimmed++;
+        *nack = 1;
+    }
+    /* Receiver._report */
+    sack->cum = r->cum;
+    sack->bitmap = ring_bitmap(r);
+    sack->ev = p->ev;
+    sack->psn = p->psn;
+    sack->tries = p->tries;
+    sack->congestion = (p->ce ? CONGESTION_ECHO_CE : 0) | r->marks;
+    sack->dup = dup;
+    r->marks = 0;
+    return 1;
+}
+
 int fp_receiver_data(PyObject *obj, const FpRxData *p, FpSack *sack, int64_t *nack,
                      Py_ssize_t *placed) {
     Receiver *r = (Receiver *)obj;

@@ -43,5 +43,9 @@ int64_t fp_receiver_cum(PyObject *receiver);
  * SACK now, in *sack. *nack: the PSN to NAK, or -1; *placed: the bytes placed. */
 int fp_receiver_data(PyObject *receiver, const FpRxData *pkt, FpSack *sack, int64_t *nack,
                      Py_ssize_t *placed);
+/* Receiver.on_trimmed for a parsed packet whose payload a switch cut off: -1 with an
+ * exception set; 0: nothing to send; 1: *sack to send at once, a NAK(TRIMMED) for its
+ * PSN when *nack, else a duplicate's SACK. */
+int fp_receiver_trimmed(PyObject *receiver, const FpRxData *pkt, FpSack *sack, int *nack);
 
 #endif
