@@ -373,6 +373,19 @@ static int place_bytes(Receiver *r, void *arg, Py_ssize_t *length) {
     return 0;
 }
 
+/* Receiver._report for the data path's entries: the receiver's state, echoing `p`, the
+ * port bitmap left to the data path (it frames the SACK). */
+static void data_report(Receiver *r, const FpRxData *p, FpSack *sack, int dup) {
+    sack->cum = r->cum;
+    sack->bitmap = ring_bitmap(r);
+    sack->ev = p->ev;
+    sack->psn = p->psn;
+    sack->tries = p->tries;
+    sack->congestion = (p->ce ? CONGESTION_ECHO_CE : 0) | r->marks;
+    sack->dup = dup;
+    r->marks = 0;
+}
+
 /* Receiver.on_trimmed for a parsed packet (a switch cut its payload off: never placed),
  * the port bitmap left to the data path: -1 with an exception set; 0, nothing to send (a
  * PSN out of the window); 1, *sack to send at once: a NAK(TRIMMED) for p->psn when
@@ -398,15 +411,7 @@ int fp_receiver_trimmed(PyObject *obj, const FpRxData *p, FpSack *sack, int *nac
         r->st.nacks_trimmed++;
         *nack = 1;
     }
-    /* Receiver._report */
-    sack->cum = r->cum;
-    sack->bitmap = ring_bitmap(r);
-    sack->ev = p->ev;
-    sack->psn = p->psn;
-    sack->tries = p->tries;
-    sack->congestion = (p->ce ? CONGESTION_ECHO_CE : 0) | r->marks;
-    sack->dup = dup;
-    r->marks = 0;
+    data_report(r, p, sack, dup);
     return 1;
 }
 
@@ -428,15 +433,7 @@ int fp_receiver_data(PyObject *obj, const FpRxData *p, FpSack *sack, int64_t *na
     Py_XDECREF(imm);
     *placed = (Py_ssize_t)(r->st.bytes - before);
     if (rc <= 0) return rc;
-    /* Receiver._report, the port bitmap left to the data path (it frames the SACK) */
-    sack->cum = r->cum;
-    sack->bitmap = ring_bitmap(r);
-    sack->ev = p->ev;
-    sack->psn = p->psn;
-    sack->tries = p->tries;
-    sack->congestion = (p->ce ? CONGESTION_ECHO_CE : 0) | r->marks;
-    sack->dup = rc == 2;
-    r->marks = 0;
+    data_report(r, p, sack, rc == 2);
     return 1;
 }
 
