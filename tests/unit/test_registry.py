@@ -149,6 +149,8 @@ def test_dataplane_miss_lists_the_data_planes():
     assert "srv6.dataplane: unknown data plane 'nope'" in str(e.value)
     assert "one of auto, seg6local, ebpf" in str(e.value)
     assert set(DATAPLANES) == set(dataplane.DATAPLANES.valid())  # the spec's own copy
+    from twin.cli.base import DATAPLANE_CHOICES  # the CLI's, kept light to import
+    assert set(DATAPLANE_CHOICES) == set(dataplane.DATAPLANES.valid())
     res = twin("up", SPEC, "--dataplane", "nope")
     assert res.exit_code == 2 and "'auto', 'ebpf', 'seg6local'" in res.output
 

@@ -28,7 +28,6 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-from twin.dataplane import DATAPLANES
 from twin.errors import SeveralLabs, SpecError, TwinError
 from twin.progress import Steps
 from twin.runtime import RUNTIMES
@@ -40,7 +39,7 @@ err = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)  # one 
 PRINTED = 100  # problems of a SpecError printed; the rest counted (and in --json where it has them)
 
 # `twin up` creates nodes: runtimes that only attach (docker-remote, kubectl) are `twin attach`'s
-DATAPLANE_CHOICES = list(DATAPLANES.valid())  # twin.dataplane's registry: auto, its backends
+DATAPLANE_CHOICES = ["auto", "seg6local", "ebpf"]  # twin.dataplane: auto, then its backends
 RUNTIME_CHOICES = ["auto", *[n for n in sorted(RUNTIMES)
                              if n != "fake" and not RUNTIMES[n].attaches]]
 
