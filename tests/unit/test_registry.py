@@ -152,7 +152,7 @@ def test_dataplane_miss_lists_the_data_planes():
     from twin.cli.base import DATAPLANE_CHOICES  # the CLI's, kept light to import
     assert set(DATAPLANE_CHOICES) == set(dataplane.DATAPLANES.valid())
     res = twin("up", SPEC, "--dataplane", "nope")
-    assert res.exit_code == 2 and "'auto', 'ebpf', 'seg6local'" in res.output
+    assert res.exit_code == 2 and "'auto', 'seg6local', 'ebpf'" in res.output
 
 
 def test_fault_miss_lists_the_kinds():
