@@ -87,7 +87,7 @@ CASES = [
     ("down LAB --all", ["down", LAB4, "--all"], "give one of"),
     ("down --yes alone", ["down", "--yes"], "go with --stray"),
     ("exec without a command", ["exec", "r0h0", *L4], "Missing argument"),
-    ("unknown command", ["fault", "link-melt", "t0-p0-r0:eth3", *L4], "No such command"),
+    ("unknown command", ["fault", "link-melt", "t0-p0-r0:eth3", *L4], "unknown fault kind or command 'link-melt'; one of: "),
     ("size --radix 0", ["size", "--radix", "0", "--planes", "8"], "--radix"),
     ("engine, unknown verb", ["engine", "restart"], "No such command"),
     ("images, unknown verb", ["images", "push"], "No such command"),

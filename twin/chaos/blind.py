@@ -430,7 +430,7 @@ def start_traffic(att, drill: Drill) -> tuple[int, str]:
     env = {**os.environ, OWNER_ENV: att.runtime.owner.tag,
            "PYTHONPATH": os.pathsep.join(p for p in (code_root, os.environ.get("PYTHONPATH"))
                                          if p)}
-    argv = [sys.executable, "-c", "XX traffic_main; traffic_main()",
+    argv = [sys.executable, "-c", "from twin.chaos.blind import traffic_main; traffic_main()",
             att.lab, drill.id]
     with open(log_path, "ab") as log:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
