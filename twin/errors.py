@@ -4,6 +4,8 @@
     +-- SpecError             a spec or drill file is wrong (exit 2); carries every problem found
     +-- UsageError            a command was asked for something that cannot be (exit 2)
     |   +-- SeveralLabs       no lab named, and more than one is up; carries their names
+    |   +-- UnknownName       a registry (twin.registry) has no entry by that name; carries
+    |                         the valid names, which the message lists
     +-- LabError              a lab operation failed (exit 1)
     |   +-- RuntimeMissing    the chosen runtime cannot run here (root, binary, engine)
     |   +-- CommandFailed     a kernel-facing command failed; carries argv and stderr
@@ -91,6 +93,27 @@ class SeveralLabs(UsageError):
     def __init__(self, labs: list[str]):
         self.labs = labs
         super().__init__(f"several labs are up ({', '.join(labs)}); name one with --lab")
+
+
+class UnknownName(UsageError):
+    """A name no entry of a registry (twin.registry.Registry) has: a runtime, a data plane,
+    a fault kind, a route-table format, a congestion control. The message names what was
+    looked up and lists every valid name: "unknown runtime 'x'; one of: auto, docker,
+    netns" (and a hint, where the registry has one)."""
+
+    def __init__(self, what: str, name: object, names: list[str] | tuple[str, ...],
+                 hint: str = ""):
+        self.what = what  # "runtime", "data plane", "fault kind", ...
+        self.name = name
+        self.names = tuple(names)
+        self.hint = hint
+        text = f"unknown {what} {name!r}; one of: {', '.join(self.names) or '(none)'}"
+        super().__init__(text + (f" ({hint})" if hint else ""))
+
+    @property
+    def listed(self) -> str:
+        """'a, b, c': the valid names, for a message of a caller's own."""
+        return ", ".join(self.names)
 
 
 class LabError(TwinError):

@@ -200,7 +200,8 @@ def test_twin_fault_has_its_command(att, toy):
 
 def test_unregistered_twin_fault_has_no_such_command(att):
     res = twin("fault", TOY, "t1-p0-1")
-    assert res.exit_code == 2 and "No such command 'toy-mark'" in res.output
+    assert res.exit_code == 2 and "unknown fault kind or command 'toy-mark'" in res.output
+    assert "link-down" in res.output  # the valid names are listed
     assert TOY not in twin("fault", "--help").output
 
 

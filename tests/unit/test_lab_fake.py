@@ -227,7 +227,7 @@ def test_lab_is_resolved_when_exactly_one_is_up():
 
 
 def test_unknown_runtime_lists_the_valid_ones():
-    with pytest.raises(UsageError, match="valid runtimes: auto, .*docker.*netns"):
+    with pytest.raises(UsageError, match="unknown runtime .*; one of: auto, .*docker.*netns"):
         L.up("mrc-4p", "kubernetes")
 
 

@@ -23,7 +23,7 @@ import pytest
 TWIN = Path(__file__).resolve().parents[2] / "twin"
 
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("leaves", ("twin.errors", "twin.units", "twin.progress", "twin.unixsock",
+    ("leaves", ("twin.errors", "twin.registry", "twin.units", "twin.progress", "twin.unixsock",
                 "twin.nsenter", "twin.rundir", "twin.junit", "twin.node", "twin.apt")),
     ("owners", ("twin.owner", "twin.state")),
     ("compiler", ("twin.fabric", "twin.dataplane")),

@@ -67,7 +67,7 @@ def test_an_unknown_mode_or_cc_lists_the_valid_names(sender):
         assert str(e.value) == f"mode must be one of {Mode.listed()}"
     with pytest.raises(ValueError) as e:
         make(cc="cubic")
-    assert str(e.value) == f"unknown congestion control 'cubic'; one of {Cc.listed()}"
+    assert str(e.value) == f"unknown congestion control 'cubic'; one of: {Cc.listed()}"
 
 
 def test_a_compiled_sender_refuses_a_mode_it_does_not_number():

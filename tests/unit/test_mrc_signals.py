@@ -333,7 +333,7 @@ def test_quick_adapt_cuts_the_window_to_what_the_last_rtt_acked():
 
 
 def test_the_cc_must_be_known():
-    with pytest.raises(ValueError, match="unknown congestion control .cubic.; one of nscc"):
+    with pytest.raises(ValueError, match="unknown congestion control .cubic.; one of: nscc"):
         Sender(EvSet([0], 1, size=4, seed=1), 0, SenderConfig(cc="cubic"))
 
 

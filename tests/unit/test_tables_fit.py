@@ -207,7 +207,7 @@ def test_status(monkeypatch, att, width):
         return labs
 
     monkeypatch.setattr(L, "status", status)
-    text = screen(monkeypatch, "lab", width)
+    text = screen(monkeypatch, "status", width)
     res = CliRunner().invoke(main, ["status"])
     assert res.exit_code == 0, res.output
     shown = text.getvalue()

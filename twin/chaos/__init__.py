@@ -5,4 +5,5 @@
     runner    runs a drill on a lab: steady state, timeline, expectations, rollback
     report    report.html / report.json / junit.xml from a run's results
     blind     trainee drills: one hidden fault, an answer, a score
+    record    the CLI's hook: each twin command run during a blind drill, in its state
 """

@@ -13,7 +13,7 @@ the traffic stopped, the score kept.
     state     <run dir>/<lab>/blind.jsonl while a drill runs: the drill (first
               line), its traffic process, the fault as applied, then one line
               per twin command run during it (appended by the CLI's hook,
-              `record_command`); it goes with the lab at `twin down`
+              twin.chaos.record); it goes with the lab at `twin down`
     history   <run dir>/<lab>/drill-scores.jsonl: one line per drill ended
     traffic   a detached process that loops bounded all-to-all transfers (mrc
               mode) until it is stopped, the drill ends, or the lab goes; it
@@ -54,6 +54,7 @@ from pathlib import Path
 from twin import faults as F
 from twin import lab as L
 from twin import traffic as T
+from twin.chaos.record import STATE, record_command  # noqa: F401  (the hook, kept as B.record_command)
 from twin.errors import LabError, TwinError, UsageError
 from twin.fabric.model import Endpoint, Fabric
 from twin.faults import Fault
@@ -61,7 +62,6 @@ from twin.faults.catalog import LOSS_PERCENTS, RATES
 from twin.faults.kinds import LEVELS
 from twin.faults.registry import KINDS, kind_named
 from twin.owner import ENV as OWNER_ENV
-from twin.rundir import run_root
 from twin.state import LabState
 
 # LEVELS: level -> the fault kinds drawn at it, as the kinds say (twin.faults.kinds);
@@ -69,7 +69,6 @@ from twin.state import LabState
 __all__ = ["LEVELS", "LOSS_PERCENTS", "RATES"]
 POINTS = {"right": 1.0, "partial": 0.5, "wrong": 0.0, "gave up": 0.0}
 
-STATE = "blind.jsonl"
 HISTORY = "drill-scores.jsonl"
 TRAFFIC_LOG = "blind-traffic.log"
 
@@ -81,7 +80,6 @@ TRAFFIC_MAX_S = 3600.0  # then it stops by itself; the drill can still be answer
 TRAFFIC_MAX_ROUNDS = 10_000
 TRAFFIC_READY_S = 20.0
 STOP_GRACE_S = 5.0  # a round's QPs are closed on SIGTERM; then SIGKILL
-ARG_MAX = 20  # a recorded command keeps at most this many arguments, each cut at 100
 
 
 # -- the draw ------------------------------------------------------------------------------
@@ -258,35 +256,6 @@ def _parse_state(lines: list[str], where: str) -> Drill:
 def _append(att, record: dict) -> None:
     with open(_state_path(att.state.dir), "a") as f:
         f.write(json.dumps(record) + "\n")
-
-
-def record_command(argv: list[str], path: str) -> None:
-    """The CLI's hook: append one twin command to the state of each blind drill it is
-    for (the lab it names with --lab or as an argument; naming none, every running
-    one). Cheap when no drill runs: one directory listing."""
-    root = run_root()
-    labs = [p.parent.name for p in root.glob(f"*/{STATE}")]
-    if not labs:
-        return
-    named = None
-    for i, a in enumerate(argv):
-        if a == "--lab" and i + 1 < len(argv):
-            named = argv[i + 1]
-        elif a.startswith("--lab="):
-            named = a.split("=", 1)[1]
-    if named is None:
-        named = next((a for a in argv if a in labs), None)
-    line = json.dumps({"cmd": path, "args": [a[:100] for a in argv[:ARG_MAX]],
-                       "t": time.time()}) + "\n"
-    for lab in [named] if named else labs:
-        try:
-            fd = os.open(root / lab / STATE, os.O_WRONLY | os.O_APPEND)  # never creates
-        except OSError:
-            continue
-        try:
-            os.write(fd, line.encode())
-        finally:
-            os.close(fd)
 
 
 # -- start, answer, give up --------------------------------------------------------------

@@ -561,10 +561,10 @@ def _step(c: _Checker, item: Any, where: str) -> Step | None:
     else:
         ft = kind_named(item["fault"])
         if ft is None:
-            known = [str(k) for k in KINDS]
-            close = difflib.get_close_matches(str(item["fault"]), known, n=1)
+            close = difflib.get_close_matches(str(item["fault"]), KINDS.names(), n=1)
             c.add(f"{path}fault", f"unknown fault {show_value(item['fault'])}",
-                  f"did you mean '{close[0]}'?" if close else "known: " + ", ".join(known))
+                  (f"did you mean '{close[0]}'? " if close else "")
+                  + f"one of: {KINDS.listed()}")
     target, random = _target(c, item.get("target"), ft, f"{path}target")
     for_ns = c.duration(item, "for", path)
     params = {}

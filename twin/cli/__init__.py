@@ -3,8 +3,11 @@
 One module per command group; each registers its commands on `main`:
 
     base      the group, the error boundary, progress bars and --json output
+    commands  the table of commands: name, modules, short help (what `twin --help`
+              lists; a command's modules are imported when it runs: issue 40)
     fabric    plan, render, paths, size        (pure: no root)
-    lab       up, down, status, exec, restart, verify
+    lab       up, down, attach, exec, restart, verify
+    status    status
     traffic   traffic, stats, fuzz
     fault     fault link-down | link-loss | link-up | switch-down | nic-down | plane-down |
               list | clear
@@ -17,22 +20,11 @@ One module per command group; each registers its commands on `main`:
     grafana   grafana dashboards | push        (dashboards generated from the fabric)
     ci        ci                               (a CI job: routes check, up, verify, drills,
                                                 down, reports; root)
+
+Importing twin.cli imports none of the command modules: the root group lists them
+from twin.cli.commands and imports one when its command is asked for.
 """
 
-from twin.cli import (  # noqa: F401
-    blind,
-    ci,
-    drill,
-    engine,
-    fabric,
-    fault,
-    grafana,
-    lab,
-    probe,
-    routes,
-    telemetry,
-    traffic,
-)
 from twin.cli.base import main
 
 __all__ = ["main"]

@@ -11,26 +11,20 @@ shows the traceback too.
 from __future__ import annotations
 
 import functools
+import importlib
 import json
 import shlex
 import signal
 import sys
+from gettext import gettext as _
 
 import click
 from rich.console import Console
 from rich.markup import escape
-from rich.progress import (
-    BarColumn,
-    MofNCompleteColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
 
+from twin.cli.commands import COMMANDS
 from twin.errors import SeveralLabs, SpecError, TwinError
 from twin.progress import Steps
-from twin.runtime import RUNTIMES
 
 # emoji=False: rich would print fcbb:bb00:100:: with a 💯 in it
 out = Console(highlight=False, soft_wrap=True, emoji=False)
@@ -38,10 +32,21 @@ err = Console(stderr=True, highlight=False, soft_wrap=True, emoji=False)  # one 
 
 PRINTED = 100  # problems of a SpecError printed; the rest counted (and in --json where it has them)
 
-# `twin up` creates nodes: runtimes that only attach (docker-remote, kubectl) are `twin attach`'s
 DATAPLANE_CHOICES = ["auto", "seg6local", "ebpf"]  # twin.dataplane: auto, then its backends
-RUNTIME_CHOICES = ["auto", *[n for n in sorted(RUNTIMES)
-                             if n != "fake" and not RUNTIMES[n].attaches]]
+
+
+def __getattr__(name: str):
+    """RUNTIME_CHOICES, computed when a command module that builds a --runtime option
+    imports it: the runtimes' registry (twin.runtime) costs a third of a second, which
+    `twin --help`, `twin size` and `twin status` do not pay (issue 40)."""
+    if name == "RUNTIME_CHOICES":
+        from twin.runtime import RUNTIMES
+
+        # `twin up` creates nodes: runtimes that only attach (docker-remote, kubectl)
+        # are `twin attach`'s
+        return ["auto", *[n for n in sorted(RUNTIMES)
+                          if n != "fake" and not RUNTIMES[n].attaches]]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class RichSteps(Steps):
@@ -49,6 +54,15 @@ class RichSteps(Steps):
     ETA of the phase (a 320-node `twin up` runs for tens of seconds a phase)."""
 
     def __init__(self) -> None:
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
+
         self.progress = Progress(TextColumn("{task.description:<28}"), BarColumn(),
                                  MofNCompleteColumn(), TimeElapsedColumn(),
                                  TextColumn("eta"), TimeRemainingColumn(), console=err,
@@ -162,14 +176,50 @@ def record_for_drills(group: click.Group, ctx: click.Context, argv: list[str]) -
         words, rest = command_words(group, ctx, argv)
         path = " ".join(words)
         if len(words) > 1 and path not in UNRECORDED:  # `twin nosuch`: no command ran
-            from twin.chaos import blind
+            from twin.chaos import record
 
-            blind.record_command(rest, path)
+            record.record_command(rest, path)
     except Exception:  # a record is worth less than the command
         pass
 
 
 class TwinGroup(click.Group):
+    """The root group. Its commands load lazily (click's lazy group): the names and
+    short helps come from twin.cli.commands.COMMANDS, and a command's modules are
+    imported when it is asked for, where they register it on this group."""
+
+    def list_commands(self, ctx):
+        return sorted({*COMMANDS, *self.commands})
+
+    def get_command(self, ctx, cmd_name):
+        if cmd_name not in self.commands and cmd_name in COMMANDS:
+            for module in COMMANDS[cmd_name][0]:
+                importlib.import_module(module)
+        return self.commands.get(cmd_name)
+
+    def resolve_command(self, ctx, args):
+        """click suggests the loaded commands only: suggest from the table."""
+        try:
+            return super().resolve_command(ctx, args)
+        except click.exceptions.NoSuchCommand as e:
+            raise click.exceptions.NoSuchCommand(
+                e.command_name, possibilities=self.list_commands(ctx), ctx=e.ctx) from None
+
+    def format_commands(self, ctx, formatter):
+        """`twin --help`'s list from the table, without importing a command (click's
+        own text: each help shortened by click as for the command itself)."""
+        def stub(name):
+            if name in self.commands:
+                return self.commands[name]
+            return click.Command(name, help=COMMANDS[name][1])
+
+        rows = [(name, stub(name)) for name in self.list_commands(ctx)]
+        rows = [(n, c) for n, c in rows if not c.hidden]
+        if rows:
+            limit = formatter.width - 6 - max(len(n) for n, _ in rows)
+            with formatter.section(_("Commands")):
+                formatter.write_dl([(n, c.get_short_help_str(limit)) for n, c in rows])
+
     def main(self, *args, **kwargs):
         """Bad arguments (an unknown option, a misspelled choice) get one line too."""
         given = kwargs.get("args", args[0] if args else None)

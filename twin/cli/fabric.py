@@ -1,25 +1,30 @@
 """Commands that compile a spec and print what it means (no root): plan, render,
-paths, size."""
+paths, size.
+
+`twin size` is a calculator a trainee runs often: the compiler (twin.lab, the
+clabernetes and render modules) is imported by the commands that compile (issue 40).
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 from rich.table import Table
 
-import twin
-from twin import lab as L
 from twin.cli.base import DATAPLANE_CHOICES, emit_json, main, out
 from twin.errors import UsageError
-from twin.fabric import clabernetes as K
-from twin.fabric import paths as P
-from twin.fabric import render as R
 from twin.fabric import size as S
-from twin.fabric.plan import plan_lines
 from twin.fabric.routing import ROUTING_MODES, STATIC_SRV6
 
+if TYPE_CHECKING:
+    from twin.lab import Compiled
+
 RENDER_AUTO = "ebpf"  # `twin render`'s auto: the data plane every deployment's kernel runs
+# twin.fabric.clabernetes.DEFAULT_NAMESPACE, for --namespace's help without importing it
+# (tests/unit/test_cli_lazy.py holds them equal)
+NAMESPACE = "mrc-twin"
 
 # -- pure commands (no root) --------------------------------------------------
 
@@ -47,6 +52,9 @@ def plan(spec, nodes, routing, as_json):
     Nothing is created; this needs no root. The plan is exactly what
     `twin up` programs and `twin verify` checks.
     """
+    from twin import lab as L
+    from twin.fabric.plan import plan_lines
+
     c = L.compile_spec(spec, routing=routing)
     chosen = list(nodes) or list(c.plan.nodes)
     for n in chosen:
@@ -80,7 +88,7 @@ def plan(spec, nodes, routing, as_json):
                    "Kubernetes objects that runs the lab across a cluster.")
 @click.option("--namespace", default=None,
               help=f"Kubernetes namespace of the objects (--target clabernetes; default "
-                   f"{K.DEFAULT_NAMESPACE}).")
+                   f"{NAMESPACE}).")
 @click.option("--dataplane", type=click.Choice(DATAPLANE_CHOICES), default=None,
               help="How the nodes install their local SIDs: seg6local or ebpf. Default: the "
                    f"spec's srv6.dataplane; auto renders {RENDER_AUTO}, which runs on any "
@@ -101,11 +109,13 @@ def render(spec, target, namespace, dataplane, as_json):
     """
     if namespace is not None and target != "clabernetes":
         raise UsageError("--namespace: only for --target clabernetes")
+    from twin import lab as L
+
     c = L.compile_spec(spec)
     chosen = dataplane or c.spec.dataplane
     dp = RENDER_AUTO if chosen == "auto" else chosen
     if target == "clabernetes":
-        _render_clabernetes(c, dp, namespace or K.DEFAULT_NAMESPACE, as_json)
+        _render_clabernetes(c, dp, namespace or NAMESPACE, as_json)
         return
     build_dir = L.render_lab(c, dp)
     files = sorted(str(p.relative_to(build_dir)) for p in build_dir.rglob("*") if p.is_file())
@@ -119,9 +129,13 @@ def render(spec, target, namespace, dataplane, as_json):
     out.print(f"  configs:  {build_dir / 'config'}/<node>/")
 
 
-def _render_clabernetes(c: L.Compiled, dataplane: str, namespace: str, as_json: bool) -> None:
+def _render_clabernetes(c: Compiled, dataplane: str, namespace: str, as_json: bool) -> None:
     """The topology as a launcher pod sees it (code under code/), the code nodes run, one
     YAML stream next to the lab's containerlab topology."""
+    import twin
+    from twin.fabric import clabernetes as K
+    from twin.fabric import render as R
+
     files = R.render(c.plan, dataplane, K.CODE_DIR)
     code = K.read_code(Path(twin.__file__).resolve().parent)
     objects = K.topology_resource(c.plan, files, namespace, code)
@@ -153,6 +167,9 @@ def paths(spec, src, dst, ev, as_json):
 
     With --ev, apply the EV -> path formula to one entropy value.
     """
+    from twin import lab as L
+    from twin.fabric import paths as P
+
     c = L.compile_spec(spec)
     f = c.fabric
     for h in (src, dst):

@@ -13,6 +13,7 @@ from twin import faults as F
 from twin import lab as L
 from twin.chaos import blind as B
 from twin.cli.base import emit_json, err, lab_attrs, lab_option, main, out, sigterm_as_interrupt
+from twin.errors import UnknownName
 from twin.faults.kinds import FaultType
 from twin.faults.registry import KINDS
 
@@ -30,6 +31,15 @@ class FaultGroup(click.Group):
         if command is None and name in KINDS:
             return kind_command(KINDS[name])
         return command
+
+    def resolve_command(self, ctx: click.Context, args: list[str]):
+        """A name that is neither a kind nor a command of its own is the registry's miss
+        (UnknownName), listing both, not click's bare "No such command"."""
+        if args and not args[0].startswith("-") and not ctx.resilient_parsing \
+                and self.get_command(ctx, args[0]) is None:
+            raise UnknownName("fault kind or command", args[0], self.list_commands(ctx),
+                              KINDS.hint)
+        return super().resolve_command(ctx, args)
 
 
 def kind_command(kind: FaultType) -> click.Command:

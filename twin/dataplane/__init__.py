@@ -15,8 +15,8 @@ adds an encap route for traffic the kernel itself originates (the bench's TCP).
 
 `pick` resolves `auto` once per lab: seg6local where the kernel has it, else
 ebpf; the choice and its reason are kept with the lab (twin status).
-Backends register by name in DATAPLANES; `get` names the valid ones when a
-lookup misses.
+Backends register by name in DATAPLANES (a twin.registry.Registry); `get` names
+the valid ones when a lookup misses.
 """
 
 from __future__ import annotations

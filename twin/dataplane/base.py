@@ -11,6 +11,7 @@ from twin.dataplane.program import BpfAttach, NodeProgram, tc_lines
 from twin.errors import CommandFailed, UsageError
 from twin.fabric.plan import NodePlan
 from twin.node import ebpf
+from twin.registry import Registry
 
 
 class Dataplane(ABC):
@@ -132,21 +133,13 @@ def delete_all(rt, node: str, argv: list[str], lines: str, gone: tuple[str, ...]
         raise CommandFailed([*argv, f"({node})"], proc.returncode, "\n".join(left))
 
 
-DATAPLANES: dict[str, Dataplane] = {}
+# Every backend by name, as its one instance; `auto` is resolved by `pick`, and listed
+# first among the valid names of a miss.
+DATAPLANES: Registry[Dataplane] = Registry("data plane", make=lambda cls: cls(),
+                                           also=("auto",))
+register = DATAPLANES.register
+get = DATAPLANES.get  # a miss: UnknownName (a UsageError) listing the valid names
 AUTO_ORDER = ["seg6local", "ebpf"]  # `auto` takes the first the kernel can run
-
-
-def register(cls: type[Dataplane]) -> type[Dataplane]:
-    DATAPLANES[cls.name] = cls()
-    return cls
-
-
-def get(name: str) -> Dataplane:
-    try:
-        return DATAPLANES[name]
-    except KeyError:
-        valid = ", ".join(["auto", *sorted(DATAPLANES)])
-        raise UsageError(f"unknown data plane {name!r}; valid data planes: {valid}") from None
 
 
 def pick(requested: str, unavailable: dict[str, str | None]) -> tuple[str, str]:

@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 
-from twin.errors import LabError, UsageError
+from twin.errors import LabError, UnknownName, UsageError
 from twin.fabric.model import Endpoint
 from twin.faults.registry import KINDS
 from twin.lab import Attached
@@ -70,13 +70,10 @@ class Fault:
     def from_dict(cls, d: dict, where: str = "faults.json") -> Fault:
         try:
             kind = KINDS[d["kind"]].name
-        except KeyError:
-            if "kind" not in d:
-                raise LabError(f"{where}: a fault without a kind: {d!r}") from None
-            raise LabError(f"{where}: unknown fault kind {d['kind']!r} (known: "
-                           f"{', '.join(KINDS)}); was it written by a newer twin?") from None
-        except TypeError:
+        except (KeyError, TypeError):
             raise LabError(f"{where}: a fault without a kind: {d!r}") from None
+        except UnknownName as e:
+            raise LabError(f"{where}: {e}; was it written by a newer twin?") from None
         return cls(kind, d["link"], tuple(Endpoint(*e.partition(":")[::2]) for e in d["ends"]),
                    d["since"],
                    d.get("percent", 0.0), tuple(d.get("links", ())), d.get("detail", ""),

@@ -6,7 +6,8 @@ against Cc by twin.mrc.control), `twin traffic --cc` and a drill file's
 to Cc (and its modes to MODES_OF, if it is not for every mode), a window strategy to
 the reference Sender (twin.mrc.transport) and an entry to the compiled Sender's table.
 Like twin.mrc.modes.Mode, a member equals the string that travels (a control request,
-a drill file, a trace) and carries its one-line help.
+a drill file, a trace) and carries its one-line help. `CCS` is the enum as a
+twin.registry.Registry: a name none has is the UnknownName every registry's miss is.
 
     nscc    the MRC window, NSCC's shape (docs/congestion.md): queueing delay, echoed
             ECN marks and trims together, in four quadrants, QuickAdapt after trims
@@ -25,6 +26,7 @@ one hashed path, go-back-N, DCQCN (docs/roce-baseline.md).
 from __future__ import annotations
 
 from twin.mrc.modes import Choice, Mode
+from twin.registry import Registry
 
 
 class Cc(Choice):
@@ -32,6 +34,11 @@ class Cc(Choice):
     DELAY = "delay", "the MRC window steered by queueing delay alone (before ECN and trims)"
     DCQCN = "dcqcn", "RoCEv2's DCQCN: a paced rate, cut by CNPs (the RoCE baseline)"
 
+
+# Cc as a twin.registry.Registry, the lookup every other named choice of twin has: a
+# miss is an UnknownName whose message lists the members ("unknown congestion control
+# 'x'; one of: nscc, delay, dcqcn"), and `CCS.describe()` is Cc.described().
+CCS: Registry[Cc] = Registry.over(Cc, "congestion control")
 
 # The modes each cc is valid with (absent: every mode). DCQCN paces a QP whatever its
 # EVs, so it runs with spraying too, though only single-path is the RoCE baseline.
@@ -47,8 +54,8 @@ def default_for(mode: str) -> str:
 
 def problem(cc: str, mode: str) -> str | None:
     """Why `cc` cannot run with `mode` (None: it can)."""
-    if Cc.of(cc) is None:
-        return f"unknown congestion control {cc!r}; one of {Cc.listed()}"
+    if cc not in CCS:
+        return str(CCS.miss(cc))
     modes = MODES_OF.get(cc)
     if modes is not None and mode not in modes:
         return f"cc {cc} runs with mode {' or '.join(modes)} only, not {mode}"

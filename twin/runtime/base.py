@@ -29,8 +29,8 @@ Every resource a runtime creates carries the lab's owner (twin.owner), and
 `inventory` lists the runtime's resources on the whole machine with their
 owners, so `twin down --all` and `--stray` remove what is theirs only.
 
-Runtimes register by name in RUNTIMES; `get_runtime` names the valid ones
-when a lookup misses.
+Runtimes register by name in RUNTIMES (a twin.registry.Registry); `get_runtime`
+names the valid ones when a lookup misses.
 """
 
 from __future__ import annotations
@@ -47,6 +47,7 @@ from twin.errors import LabError, UsageError
 from twin.fabric.model import Link
 from twin.fabric.plan import NodePlan, Plan
 from twin.owner import Owner
+from twin.registry import Registry
 from twin.rundir import run_root
 from twin.runtime.clock import Clock, LocalClock
 from twin.runtime.kernel import LINUX, Kernel
@@ -218,13 +219,10 @@ class NodeView:
         return f"{self.host_prefix}{inside}"
 
 
-RUNTIMES: dict[str, type[Runtime]] = {}
-
-
-def register(cls: type[Runtime]) -> type[Runtime]:
-    RUNTIMES[cls.name] = cls
-    return cls
-
+# Every runtime by name, as its class (a Runtime is made per lab); `auto` is resolved by
+# pick_runtime, and listed first among the valid names of a miss.
+RUNTIMES: Registry[type[Runtime]] = Registry("runtime", also=("auto",))
+register = RUNTIMES.register
 
 # `auto` tries these in order (container runtimes join the front as they land).
 AUTO_ORDER = ["containerlab", "docker", "netns"]
@@ -232,20 +230,14 @@ AUTO_ORDER = ["containerlab", "docker", "netns"]
 
 def get_runtime(name: str, lab: str, build_dir: str | None = None,
                 owner: Owner | None = None) -> Runtime:
-    try:
-        cls = RUNTIMES[name]
-    except KeyError:
-        valid = ", ".join(["auto", *sorted(RUNTIMES)])
-        raise UsageError(f"unknown runtime {name!r}; valid runtimes: {valid}") from None
-    return cls(lab, build_dir, owner)
+    """The runtime `name` for a lab; UnknownName (a UsageError) listing the valid ones."""
+    return RUNTIMES.get(name)(lab, build_dir, owner)
 
 
 def pick_runtime(requested: str) -> tuple[str, str]:
     """Resolve `auto` to a runtime name; return (name, why)."""
     if requested != "auto":
-        cls = RUNTIMES.get(requested)
-        if cls is None:
-            get_runtime(requested, "")  # raises with the list of valid names
+        cls = RUNTIMES.get(requested)  # a miss raises with the list of valid names
         reason = cls.unavailable()
         if reason:
             raise UsageError(f"runtime {requested} cannot run here: {reason}")

@@ -1,7 +1,9 @@
 """The contract every route-table format keeps, and the registry of them.
 
-A format module (iproute2, sonic, ...) subclasses `Format` and decorates it with
-`@register`; the package (twin.routes.formats) imports each one so it registers.
+A format module (iproute2, sonic, ...) subclasses `Format` (an ABC: `file_for`,
+`parse`, `render` and `node_of` are each format's own) and decorates it with
+`@register` (FORMATS is a twin.registry.Registry: a name it has not is an UnknownName
+listing the formats); the package (twin.routes.formats) imports each one so it registers.
 The contract lives here, not in the package, so a format imports it without
 importing the package that imports the format (tests/unit/test_layers.py: no cycle).
 """
@@ -9,30 +11,31 @@ importing the package that imports the format (tests/unit/test_layers.py: no cyc
 from __future__ import annotations
 
 import ipaddress
+from abc import ABC, abstractmethod
 from typing import ClassVar
 
-from twin.errors import Problem, SpecError
 from twin.fabric import usid
 from twin.fabric.model import Fabric, Tier
+from twin.registry import Registry
 from twin.routes.tables import NodeTables
 
 WHAT = "route tables"
 
 
-class Format:
+class Format(ABC):
     """One way tables are written. Subclasses register themselves in FORMATS."""
 
     name: ClassVar[str]
     summary: ClassVar[str]  # one line for --help
 
+    @abstractmethod
     def file_for(self, node: str) -> str:
         """The node's file, relative to the tables' directory."""
-        raise NotImplementedError
 
+    @abstractmethod
     def parse(self, text: str, node: str, file: str, fabric: Fabric) -> NodeTables:
         """One node's tables. Raises SpecError(file, problems, WHAT) naming every
         entry it cannot read: where (line, entry or key) and a hint."""
-        raise NotImplementedError
 
     def beside(self, node: str) -> tuple[str, ...]:
         """Files the node's tables may refer to, beside its own (iproute2: nexthop
@@ -44,13 +47,13 @@ class Format:
         """`parse`, with the texts of the files of `beside` that are present, by name."""
         return self.parse(text, node, file, fabric)
 
+    @abstractmethod
     def render(self, tables: NodeTables, fabric: Fabric) -> str:
         """One node's file, which `parse` reads back to the same routes and SIDs."""
-        raise NotImplementedError
 
+    @abstractmethod
     def node_of(self, rel: str) -> str | None:
         """The node a file of this format is for (None: not a file of this format)."""
-        raise NotImplementedError
 
 
 class FileInNodeDir(Format):
@@ -79,16 +82,8 @@ def decap_port(prefix: ipaddress.IPv6Network, node: str, fabric: Fabric | None) 
     return ""
 
 
-FORMATS: dict[str, Format] = {}
-
-
-def register(cls: type[Format]) -> type[Format]:
-    FORMATS[cls.name] = cls()
-    return cls
-
-
-def get(name: str) -> Format:
-    if name not in FORMATS:
-        raise SpecError(name, [Problem("format", f"no route-table format {name!r}",
-                                       f"one of {', '.join(FORMATS)}")], WHAT)
-    return FORMATS[name]
+# Every format by name, as its one instance, in the order they register.
+FORMATS: Registry[Format] = Registry("route-table format", make=lambda cls: cls(),
+                                     sort=False)
+register = FORMATS.register
+get = FORMATS.get  # a miss: UnknownName (a UsageError) listing the formats
