@@ -17,10 +17,21 @@ pytestmark = pytest.mark.netns
 LAB = lab_name("bgpdrill-4p-")
 
 
+def _failed_rows(stdout: str) -> str:
+    """The rows a failed drill did not meet, per run, for the assertion's message."""
+    try:
+        drills = json.loads(stdout)["drills"]
+    except (ValueError, KeyError):
+        return stdout[-3000:]
+    return "\n".join(f"{d.get('variant')}: {d.get('verdict')}: {e['what']}: want {e['want']}, "
+                     f"got {e['got']}" for d in drills for e in d.get("expectations", [])
+                     if not e.get("ok"))
+
+
 def test_a_silent_blackhole_beside_bgp(lab):
     r = helpers.twin("drill", "run", "t1-blackhole", "--lab", LAB, "--compare", "bgp",
                      "--json", timeout=600)
-    assert r.returncode == 0, r.stderr[-3000:]
+    assert r.returncode == 0, r.stderr[-3000:] + _failed_rows(r.stdout)
     runs = {d["variant"]: d for d in json.loads(r.stdout)["drills"]}
     assert set(runs) == {"mrc", "single-path x16 QPs over bgp", "mrc over bgp"}
     assert runs["mrc"]["verdict"] == "pass" and runs["mrc"]["lab"] == LAB
