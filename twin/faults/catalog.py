@@ -56,7 +56,7 @@ from twin.faults.kinds import (
     restore_link,
     revert,
 )
-from twin.faults.record import Fault, _drop, log_event
+from twin.faults.record import Fault, forget, log_event
 from twin.faults.registry import KINDS, register
 from twin.faults.targets import LinkEnd, NicPort, NodeTarget, PlaneTarget, Target
 from twin.lab import Attached, restart_node
@@ -357,12 +357,12 @@ class RouteCorrupt(NodeReprogrammed):
     named_by_links = True  # the misrouted probes fail on one of its links
 
     def detail(self, lab: Attached, target: NodeTarget) -> str:
-        good, bad = _corruption(lab.plan[target.name])
+        good, bad = corruption(lab.plan[target.name])
         return f"{good.dst} via {good.via} dev {good.dev} -> via {bad.via} dev {bad.dev}"
 
     def apply(self, lab: Attached, fault: Fault) -> None:
         node = fault.ends[0].node
-        good, bad = _corruption(lab.plan[node])
+        good, bad = corruption(lab.plan[node])
         lab.runtime.exec(node, ["ip", "-6", *bad.iproute2().split()])
 
     def said(self, lab: Attached, fault: Fault, values: dict) -> str:
@@ -385,7 +385,7 @@ def blackhole_rules(ifname: str | None, table: str, owner_tag: str = "") -> str:
             f"  }}\n}}\n")
 
 
-def _corruption(node: NodePlan) -> tuple[Route, Route]:
+def corruption(node: NodePlan) -> tuple[Route, Route]:
     """The node's first forwarding route, and the same route out of the next port's
     neighbour instead (deterministic, so a drill names it in advance)."""
     forwarding = [r for r in node.routes if r.via]
@@ -686,7 +686,7 @@ class LinkFlap(LinkDown):
                     time.sleep(period_s / 2)
         finally:
             revert(lab, fault)
-            _drop(lab, fault)
+            forget(lab, fault)
         return fault
 
     def apply(self, lab: Attached, fault: Fault) -> None:

@@ -96,11 +96,21 @@ def _save(lab: Attached, faults: list[Fault]) -> None:
     write_json(_path(lab), [f.to_dict() for f in faults])
 
 
+def add(lab: Attached, fault: Fault) -> None:
+    """Record one fault more (before it is applied)."""
+    _save(lab, [*active(lab), fault])
+
+
 def hidden_in_force(lab: Attached) -> list[Fault]:
     return [f for f in active(lab) if f.hidden]
 
 
 _HIDING: ContextVar[bool] = ContextVar("hiding", default=False)
+
+
+def hiding() -> bool:
+    """Whether a fault recorded now is recorded hidden (inside `hidden()`)."""
+    return _HIDING.get()
 
 
 @contextmanager
@@ -114,7 +124,7 @@ def hidden() -> Iterator[None]:
         _HIDING.reset(token)
 
 
-def _refuse_hidden(lab: Attached, what: str) -> None:
+def refuse_while_hidden(lab: Attached, what: str) -> None:
     """With a hidden fault in force, an error about the links it holds would say where
     it is: refuse every other fault change, whatever it names."""
     if hidden_in_force(lab):
@@ -144,7 +154,7 @@ def events(lab: Attached) -> list[dict]:
     return [json.loads(line) for line in lines if line.strip()]
 
 
-def _drop(lab: Attached, fault: Fault) -> None:
+def forget(lab: Attached, fault: Fault) -> None:
     """Forget one fault's record (after it is reverted)."""
     _save(lab, [f for f in active(lab) if (f.kind, f.link) != (fault.kind, fault.link)])
 
