@@ -151,7 +151,7 @@ def link_up(lab: Attached, text: str, force: bool = False) -> Fault | None:
                          f"`twin fault clear --lab {lab.lab} {fault.target}` reverts "
                          "all of it")
     if fault is None and not force:
-        inforce = ", ".join(f.link for f in faults) or "none"
+        inforce = ", ".join(f.target for f in faults) or "none"
         raise UsageError(f"link {link.id} has no fault in force (faults in force: {inforce}); "
                          "--force brings both ends up and re-programs them anyway")
     if fault is not None:
