@@ -76,6 +76,7 @@ from twin import traffic as T
 from twin.errors import CommandFailed, LabError
 from twin.fabric import paths as P
 from twin.fabric.plan import nic_address
+from twin.faults import timeline as FT
 from twin.mrc import wire
 from twin.mrc.loop import load_datapath
 from twin.runtime.netns import list_netns, pids_in
@@ -589,7 +590,9 @@ def transfer(att, pids: dict, mode: str, size: int, fault: bool = False) -> dict
 
     outcome = "done"
     try:
-        run = T.run(att.runtime, "bulk", flows, mode, faults=[(FAULT_AT, cut)] if fault else None,
+        timeline = FT.Timeline([FT.Scheduled("link-down", "", cut, (
+            (int(FAULT_AT * 1e9), False),))]) if fault else None  # reverted below (F.clear)
+        run = T.run(att.runtime, "bulk", flows, mode, timeline=timeline,
                     progress=lambda a, _n, t: marks.append((t, a, cpu_s(pids[SRC]),
                                                              cpu_s(pids[DST]), time.monotonic())),
                     timeout_s=STALL_S if fault and mode != "mrc" else 120.0)
@@ -622,7 +625,7 @@ def transfer(att, pids: dict, mode: str, size: int, fault: bool = False) -> dict
         level = statistics.mean([g for t, g in series if at - 0.5 <= t < at] or [0.0])
         low = min((g for t, g in series if at <= t < at + 1.0), default=0.0)
         episode = next((e for e in run.failover() if e.fault), None)
-        out.update(event=run.faults[0]["what"], fault_at=at, recovery_s=run.recovery_s(at),
+        out.update(event=cuts[0]["what"], fault_at=at, recovery_s=run.recovery_s(at),
                    prefault_gbps=level, min_vs_prefault=low / level if level else None,
                    detection_us=episode.detection_us if episode else None,
                    repair_us=episode.repair_us if episode else None)

@@ -39,6 +39,7 @@ from dataclasses import dataclass, field
 
 from twin import endpoints, failover
 from twin.errors import LabError, UsageError
+from twin.faults.timeline import AppliedFault, Timeline
 from twin.mrc import cc as CC
 from twin.mrc.modes import Mode
 from twin.mrc.stats import EndpointStats, SendQpStats
@@ -149,7 +150,7 @@ class Run:
     mode: str
     flows: list[Flow]
     samples: list[tuple[float, int]] = field(default_factory=list)  # (t, acked bytes, all)
-    # as applied: {"t_s", "t_us" (in force by), "applied_us" (how long applying took), "what"}
+    # as applied (fault_row): {"t_s", "t_us" (in force by), "applied_us", "what"}
     faults: list[dict] = field(default_factory=list)
     in_force: list[str] = field(default_factory=list)  # faults in force as it began
     events: list[dict] = field(default_factory=list)  # the QPs' event logs, "flow" added
@@ -271,16 +272,31 @@ def flows_for(pattern: str, hosts: list[str], size: int, src: str | None = None,
     raise UsageError(f"unknown pattern {pattern!r}; patterns: {', '.join(PATTERNS)}")
 
 
+def fault_row(fault: AppliedFault, start_us: int) -> dict:
+    """A fault of a run as its `faults` hold it: when it was in force by (`t_us`, its
+    apply returned; `t_s` after the first write), how long the change itself took
+    (`applied_us`: it began just before the kernel change, after its record was written)
+    and what it was (`what`: its kind and target). Times on CLOCK_MONOTONIC, the local
+    clock (twin traffic runs the timeline on it)."""
+    t_us = (fault.applied_ns if fault.applied_ns is not None else fault.at_ns) // 1000
+    return {"t_s": round((t_us - start_us) / 1e6, 6), "t_us": t_us,
+            "applied_us": t_us - fault.at_ns // 1000,
+            "what": " ".join(w for w in (fault.kind, fault.target) if w)}
+
+
 def run(rt, pattern: str, flows: list[Flow], mode: str = Mode.MRC.value, *, evs: int = 128,
         cc: str | None = None, ecn: bool | None = None, trim: bool | None = None,
         timeout_s: float = 300.0, sample_s: float = 0.02,
-        faults: list[tuple[float, Callable[[], str]]] | None = None,
+        timeline: Timeline | None = None,
         in_force: list[str] | None = None,
         progress: Callable[[int, int, float], None] | None = None,
         on_start: Callable[[int], None] | None = None,
         note: Callable[[str], None] | None = None) -> Run:
-    """Run the flows to completion (or failure, or timeout). `faults` are (seconds
-    after the first write, action); an action applies a fault and says what it did.
+    """Run the flows to completion (or failure, or timeout). `timeline` (twin.faults.
+    timeline, not yet begun): the faults to apply during the run, at their offsets after
+    the first write; it is begun then and halted when the traffic is done (a fault it
+    failed to apply ends the run, raised), and the faults it applied are the run's
+    `faults`; reverting them is its caller's (`revert_all`, in a finally).
     `in_force` names the faults already in force (the lab's record: a `twin fault`
     before the run), so that its failover figures answer them.
     `on_start(t0_ns)` is called once every write is posted (t0_ns: CLOCK_MONOTONIC
@@ -307,24 +323,19 @@ def run(rt, pattern: str, flows: list[Flow], mode: str = Mode.MRC.value, *, evs:
              f"{total / 2**20:,.0f} MiB at each end")
     try:
         _register(clients, flows, mode, evs, {"cc": cc, "ecn": ecn, "trim": trim})
-        pending = sorted(faults or [], key=lambda e: e[0])
         start = time.monotonic()
         t0_ns = time.monotonic_ns()
         result.start_us = t0_ns // 1000
         for f in flows:
             clients[f.src].write(qpn=f.send_qpn, size=f.size, imm=f.recv_qpn)
+        if timeline is not None:
+            timeline.begin(t0_ns)
         if on_start:
             on_start(t0_ns)
         while True:
             t = time.monotonic() - start
-            while pending and pending[0][0] <= t:
-                begin = time.monotonic_ns() // 1000
-                what = pending.pop(0)[1]()
-                # In force by the time the action returns: most of an action is
-                # starting `ip` (ms); the change itself is its last syscall.
-                t_us = time.monotonic_ns() // 1000
-                result.faults.append({"t_s": round(t_us / 1e6 - start, 6), "t_us": t_us,
-                                      "applied_us": t_us - begin, "what": what})
+            if timeline is not None and timeline.error is not None:
+                raise timeline.error
             done, acked = _poll(clients, flows)
             result.samples.append((t, acked))
             if progress:
@@ -336,10 +347,15 @@ def run(rt, pattern: str, flows: list[Flow], mode: str = Mode.MRC.value, *, evs:
                                f"({acked}/{total} bytes acked)")
             time.sleep(sample_s)
         result.elapsed_s = time.monotonic() - start
+        if timeline is not None:  # no fault after the traffic (nor while hashing)
+            timeline.halt()
         if note:
             note(f"checking bytes: sha256 of {total / 2**20:,.0f} MiB at each end")
         _compare(clients, flows)
     finally:
+        if timeline is not None:
+            timeline.halt()
+            result.faults = [fault_row(a, start_us=result.start_us) for a in timeline.applied]
         _collect_events(clients, flows, result)
         for f in flows:  # also after a timeout: a stalled QP must not keep retrying
             for host, qpn in ((f.src, f.send_qpn), (f.dst, f.recv_qpn)):

@@ -16,6 +16,7 @@ from twin import faults as F
 from twin import traffic as T
 from twin.cli import main
 from twin.fabric import paths as P
+from twin.faults import timeline as FT
 from twin.mrc import wire
 from twin.mrc.stats import EndpointStats
 
@@ -24,8 +25,12 @@ MiB = 1 << 20
 
 
 def bulk(att, size, mode="mrc", faults=None, src="r0h0", dst="r1h0"):
+    """`faults`: (seconds after the first write, what, apply) each, on a fault timeline
+    (the run's faults say `what`); the test reverts them (F.clear)."""
     flows = T.flows_for("bulk", [], size, src, dst)
-    return T.run(att.runtime, "bulk", flows, mode, faults=faults, timeout_s=120)
+    timeline = FT.Timeline([FT.Scheduled(what, "", apply, ((int(s * 1e9), False),))
+                            for s, what, apply in faults]) if faults else None
+    return T.run(att.runtime, "bulk", flows, mode, timeline=timeline, timeout_s=120)
 
 
 RATE: dict[str, float] = {}  # lab -> bytes/s of a bulk transfer, read once per module
@@ -70,7 +75,7 @@ def test_link_down_mid_transfer_mrc_recovers_single_path_does_not(lab4):
         return "link-down t0-p0-r0:eth3"
 
     try:
-        mrc = bulk(lab4, lasting(lab4, 2.0), faults=[(0.4, cut)])
+        mrc = bulk(lab4, lasting(lab4, 2.0), faults=[(0.4, "link-down t0-p0-r0:eth3", cut)])
     finally:
         F.clear(lab4)
     assert mrc.ok and mrc.events, mrc.to_dict()
@@ -115,7 +120,7 @@ def test_link_down_mid_transfer_mrc_recovers_single_path_does_not(lab4):
 
     try:
         single = bulk(lab4, lasting(lab4, 2.0), mode="single-path",
-                      faults=[(0.4, cut_its_path)])
+                      faults=[(0.4, "link-down", cut_its_path)])
         assert not single.ok
         assert "retry limit" in (single.flows[0].result.failed or "")
     except Exception as e:  # a stall past the timeout is the other way RoCE fails
@@ -210,7 +215,8 @@ def test_probes_resurrect_evs_once_their_path_is_back(lab4):
         return "link-up"
 
     try:
-        run = bulk(lab4, lasting(lab4, 2.0), faults=[(0.3, cut), (0.7, heal)])
+        run = bulk(lab4, lasting(lab4, 2.0),
+                   faults=[(0.3, "link-down", cut), (0.7, "link-up", heal)])
     finally:
         F.clear(lab4)
     assert run.ok
@@ -231,7 +237,7 @@ def test_a_nic_port_going_down_takes_its_plane_out_on_both_ends(lab4, port):
         return f"link-down {port}"
 
     try:
-        run = bulk(lab4, lasting(lab4, 1.5), faults=[(0.3, cut)])
+        run = bulk(lab4, lasting(lab4, 1.5), faults=[(0.3, f"link-down {port}", cut)])
     finally:
         F.clear(lab4)
     assert run.ok, run.to_dict()
@@ -333,7 +339,7 @@ def test_a_new_qp_after_a_fault_starts_from_a_clean_ev_set(lab4):
         return "link-down"
 
     try:
-        run = bulk(lab4, lasting(lab4, 1.0), faults=[(0.2, cut)])
+        run = bulk(lab4, lasting(lab4, 1.0), faults=[(0.2, "link-down", cut)])
     finally:
         F.clear(lab4)
     assert run.ok and run.flows[0].result.ev_retirements_total > 0
@@ -426,7 +432,8 @@ def test_a_t0_losing_every_uplink_mid_transfer_only_costs_its_plane(lab4):
         return "plane 0 of rack 0 cut off from its T1s"
 
     try:
-        run = bulk(lab4, lasting(lab4, 1.5), faults=[(0.3, cut)])
+        run = bulk(lab4, lasting(lab4, 1.5),
+                   faults=[(0.3, "plane 0 of rack 0 cut off from its T1s", cut)])
     finally:
         F.clear(lab4)
     assert run.ok, run.to_dict()
@@ -470,7 +477,8 @@ def test_both_data_paths_move_the_same_bytes_and_talk_to_each_other(lab4, monkey
             assert run.ok, run.to_dict()
             assert run.flows[0].result.sender.retransmits < 64
         run = bulk(lab4, lasting(lab4, 1.0),
-                   faults=[(0.2, lambda: F.link_down(lab4, "t0-p1-r0:eth3"))])
+                   faults=[(0.2, "link-down t0-p1-r0:eth3",
+                           lambda: F.link_down(lab4, "t0-p1-r0:eth3"))])
         assert run.ok and run.flows[0].result.ev_retirements_total > 0, run.to_dict()
     finally:
         F.clear(lab4)

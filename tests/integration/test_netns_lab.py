@@ -300,7 +300,7 @@ def test_restart_of_a_switch_keeps_its_link_loss(lab4):
     """The nft table lives in the switch's namespace: a reboot loses it, and
     the restart phase applies it again, once."""
     fault = F.link_loss(lab4, "t0-p1-r1:eth3", 30)
-    table = F.loss_table(fault.link)
+    table = F.loss_table(fault.target)
     try:
         done = lifecycle.restart(lab4, "t0-p1-r1")
         assert done.faults_again == ("t0-p1-r1:eth3",)

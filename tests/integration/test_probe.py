@@ -34,7 +34,7 @@ LAB = lab_name("probe-4p-")
 
 def corrupt_link(att, node):
     """The link route-corrupt breaks: the one its corrupted route should leave by."""
-    good, _ = F._corruption(att.plan[node])
+    good, _ = F.corruption(att.plan[node])
     return att.fabric.link_at(Endpoint(node, good.dev)).id
 
 

@@ -301,7 +301,8 @@ method:
     - {at: 20ms, fault: blackhole, target: t1-p1-0, for: 30ms}
 """)
     planned = [R.Planned(s, s.target, frozenset(), frozenset()) for s in d.timeline]
-    actions = [(a.at_ns // 1_000_000, a.planned.target, a.up) for a in R._actions(planned)]
+    timeline = R.Timeline(None, planned, log=lambda *a: None)
+    actions = [(a.at_ns // 1_000_000, a.fault.of.target, a.up) for a in timeline.actions]
     assert actions == [(10, "t0-p0-r0:eth3", False), (20, "t1-p1-0", False),
                        (50, "t1-p1-0", True), (60, "t0-p0-r0:eth3", True),
                        (110, "t0-p0-r0:eth3", False), (160, "t0-p0-r0:eth3", True)]

@@ -185,9 +185,9 @@ def test_blackhole_of_one_port_drops_only_what_leaves_by_it():
 
 
 def test_route_corrupt_names_the_route_and_its_wrong_port(att):
-    good, bad = F._corruption(att.plan["t0-p0-r0"])
+    good, bad = F.corruption(att.plan["t0-p0-r0"])
     assert good.dst == bad.dst and good.dev != bad.dev and bad.via != good.via
-    assert F._corruption(att.plan["t0-p0-r0"]) == (good, bad)  # the same every time
+    assert F.corruption(att.plan["t0-p0-r0"]) == (good, bad)  # the same every time
 
 
 @pytest.mark.parametrize("dataplane", ["seg6local", "ebpf"])

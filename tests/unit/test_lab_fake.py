@@ -255,10 +255,10 @@ def test_link_down_is_recorded_before_it_is_applied(att, monkeypatch):
     original = fake.FakeRuntime.set_link_state
     monkeypatch.setattr(fake.FakeRuntime, "set_link_state", spy)
     fault = F.link_down(att, "t0-p0-r0:eth3")
-    assert fault.link == "t0-p0-r0:eth3--t1-p0-0:eth1"
+    assert fault.target == "t0-p0-r0:eth3--t1-p0-0:eth1"
     assert fault.kind is F.FaultKind.LINK_DOWN
     assert fault.ends == (F.Endpoint("t0-p0-r0", "eth3"),)
-    assert recorded and recorded[0][0]["link"] == fault.link
+    assert recorded and recorded[0][0]["link"] == fault.target
     assert admin("t0-p0-r0", "eth3") is False
     assert admin("t1-p0-0", "eth1") is True  # one end only...
     assert "eth1" not in carrier(att, "t1-p0-0")  # ...and the other loses carrier
@@ -277,7 +277,7 @@ def test_link_up_restores_both_ends_and_reconfigures_them(att):
 def test_link_loss_is_an_nft_table_at_the_switch_end_and_link_up_removes_it(att):
     fault = F.link_loss(att, "r0h0:eth1", 5)  # named from the host end
     assert fault.ends == (F.Endpoint("t0-p0-r0", "eth1"),)
-    table = F.loss_table(fault.link)
+    table = F.loss_table(fault.target)
     rules = world()["t0-p0-r0"].nft[table]
     assert len(rules) == 1 and "numgen random mod 1000000 < 50000" in rules[0]
     F.link_up(att, "r0h0:eth1")
@@ -332,7 +332,7 @@ def test_an_unknown_fault_kind_on_disk_is_an_error_not_a_link_down(att):
 
 def test_restart_of_a_switch_keeps_its_link_loss(att):
     fault = F.link_loss(att, "t0-p0-r0:eth3", 10)
-    table = F.loss_table(fault.link)
+    table = F.loss_table(fault.target)
     done = lifecycle.restart(att, "t0-p0-r0")
     assert done.faults_again == ("t0-p0-r0:eth3",)
     assert len(world()["t0-p0-r0"].nft[table]) == 1  # back, once
@@ -343,7 +343,7 @@ def test_restart_of_the_peer_leaves_the_loss_rule_as_it_is(att):
     fault = F.link_loss(att, "t0-p0-r0:eth3", 10)
     done = lifecycle.restart(att, "t1-p0-0")
     assert done.faults_again == ()
-    assert len(world()["t0-p0-r0"].nft[F.loss_table(fault.link)]) == 1  # not twice
+    assert len(world()["t0-p0-r0"].nft[F.loss_table(fault.target)]) == 1  # not twice
 
 
 def test_restart_of_a_switch_rewires_reprograms_and_keeps_its_link_down(att):

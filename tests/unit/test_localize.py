@@ -37,7 +37,7 @@ def dead_switch(node):
 def corrupt_route(fabric, node):
     """The node sends what its first forwarding route carries to the wrong port: every
     path on which `node` is followed by the neighbour that route leads to breaks."""
-    good, _ = F._corruption(build_plan(fabric)[node])
+    good, _ = F.corruption(build_plan(fabric)[node])
     towards = fabric.link_at(Endpoint(node, good.dev)).peer(node).node
 
     def broken(p):

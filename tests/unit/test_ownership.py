@@ -135,7 +135,7 @@ def test_an_up_that_loses_the_race_changes_nothing_of_the_winner(monkeypatch):
     L.up("mrc-4p", "fake")
     before = LabState.load("mrc-4p")
     # The loser checked before the winner had claimed or created anything:
-    monkeypatch.setattr("twin.lab.pipeline._refuse_if_up", lambda lab: None)
+    monkeypatch.setattr("twin.lab.pipeline.refuse_if_up", lambda lab: None)
     monkeypatch.setattr("twin.lab.pipeline._refuse_foreign_nodes", lambda rt, compiled: None)
     with pytest.raises(UsageError, match="already up"):
         L.up("mrc-4p", "fake")

@@ -40,6 +40,7 @@ from dataclasses import dataclass, field
 
 from twin.fabric.model import Fabric
 from twin.fabric.paths import ev_encode, ev_fields, path_for_ev
+from twin.faults.timeline import AppliedFault  # the timeline's record (twin.faults.timeline)
 
 BIN_NS = 1_000_000
 CARRIED = ("loss", "first_loss", "retransmit", "repaired", "trim")  # events naming the EV
@@ -47,33 +48,6 @@ CARRIED = ("loss", "first_loss", "retransmit", "repaired", "trim")  # events nam
 MIN_EXPOSURE_NS = 20_000_000  # traffic under a fault for less than this tested nothing
 SMOOTH_BINS = 5  # the moving average the dip and the recovery are read from
 RECOVERED = 0.9
-
-
-@dataclass
-class AppliedFault:
-    """One fault as the timeline applied it."""
-
-    kind: str
-    target: str
-    at_ns: int  # its kernel change began (recorded on disk before; in force by applied_ns)
-    links: frozenset[str]  # link ids it takes out
-    nodes: frozenset[str] = frozenset()  # switches it takes out whole
-    reverted_ns: int | None = None
-    step: str = ""  # the timeline step it came from
-    applied_ns: int | None = None  # the apply call returned
-    uncertainty_ns: int | None = None  # at_ns is right to within this (twin.runtime.clock)
-    named_by_links: bool = False  # a naming of any of its links finds it (route-corrupt)
-    # the revert began (a link is up again at the start of a revert that then re-programs
-    # its nodes for a while); None: as reverted_ns
-    revert_began_ns: int | None = None
-
-    @property
-    def mended_ns(self) -> int | None:
-        """When its revert began changing the kernel (None: never reverted)."""
-        return self.reverted_ns if self.revert_began_ns is None else self.revert_began_ns
-
-    def crosses(self, path_links, path_hops) -> bool:
-        return bool(self.links.intersection(path_links) or self.nodes.intersection(path_hops))
 
 
 @dataclass

@@ -39,6 +39,7 @@ from twin.chaos import queues as Q
 from twin.chaos.drill import OPS, PER_STEP, Drill, Expectation, Step, Variant
 from twin.errors import LabError, TwinError, UsageError
 from twin.fabric.model import Fabric
+from twin.faults import timeline as FT
 from twin.faults.targets import Scope, draw_random
 from twin.lab import Attached
 from twin.mrc.modes import Mode
@@ -133,115 +134,38 @@ def _taken(kind, fabric: Fabric, held: set[str]):
 # -- 3. the timeline -----------------------------------------------------------------
 
 
-@dataclass
-class _Action:
-    at_ns: int  # after the first write
-    planned: Planned
-    up: bool = False  # a revert (or a flap's up)
+def _scheduled(att: Attached, p: Planned) -> FT.Scheduled:
+    """A step on the fault timeline: its kind's changes, applied as the drill file's
+    checks gave its values, reverted by clearing the fault it recorded."""
+    kind = p.step.kind
+    return FT.Scheduled(
+        str(p.step.fault), p.target,
+        apply=lambda: kind.on_timeline(att, p.target, dict(p.step.params)),
+        changes=tuple(kind.actions(p.step)),
+        revert=lambda fault: F.clear(att, fault.target),
+        lasting=kind.lasting, links=p.links, nodes=p.nodes, step=p.step.where,
+        named_by_links=kind.named_by_links, of=p)
 
 
-def _actions(planned: list[Planned]) -> list[_Action]:
-    out = [_Action(at_ns, p, up) for p in planned for at_ns, up in p.step.kind.actions(p.step)]
-    return sorted(out, key=lambda a: (a.at_ns, not a.up))
-
-
-def _apply(att: Attached, p: Planned) -> F.Fault:
-    return p.step.kind.on_timeline(att, p.target, dict(p.step.params))
-
-
-class Timeline(threading.Thread):
-    """Applies the actions at their offsets after t0; stops early when asked."""
+class Timeline(FT.Timeline):
+    """The drill's steps on the fault timeline (twin.faults.timeline); `log` is told of
+    each change with its step (Planned)."""
 
     def __init__(self, att: Attached, planned: list[Planned], log, clock=None):
-        super().__init__(name="drill-timeline", daemon=True)
-        self.att = att
-        self.clock = clock or LocalClock()
-        self.t0_fig_ns = 0  # t0 on the figures' clock
-        self.actions = _actions(planned)
-        self.log = log
-        self.t0_ns = 0
-        self.stop = threading.Event()
-        self.applied: list[M.AppliedFault] = []
-        self.held: dict[int, F.Fault] = {}  # id(planned) -> the fault in force
-        self.error: BaseException | None = None
-        self.done = 0
-        self.total = len(self.actions)
-        self.lock = threading.Lock()
-
-    def before_start(self) -> None:
-        """Apply the steps at 0 now, before the traffic's first write: a job that starts
-        on a broken fabric (startup-dead-link) finds it broken from its first packet."""
-        while self.actions and self.actions[0].at_ns == 0 and not self.actions[0].up:
-            self._do(self.actions.pop(0))
-            self.done += 1
-        self.total = self.done + len(self.actions)
-
-    def begin(self, t0_ns: int) -> None:
-        self.t0_ns = t0_ns
-        self.t0_fig_ns = self.clock.to_fig(t0_ns)
-        self.start()
-
-    def run(self) -> None:
-        try:
-            for action in self.actions:
-                wait = (self.t0_ns + action.at_ns - time.monotonic_ns()) / 1e9
-                if wait > 0 and self.stop.wait(wait):
-                    return
-                if self.stop.is_set():
-                    return
-                self._do(action)
-                self.done += 1
-        except BaseException as e:  # reported by the runner, which rolls back
-            self.error = e
-
-    def _do(self, action: _Action) -> None:
-        p = action.planned
-        key = id(p)
-        with self.lock:
-            if action.up:
-                fault = self.held.pop(key, None)
-                if fault is None:
-                    return
-                _, began, now, _ = self.clock.change(lambda: F.clear(self.att, fault.target))
-                for a in reversed(self.applied):
-                    if a.step == p.step.where and a.reverted_ns is None:
-                        a.reverted_ns, a.revert_began_ns = now, began
-                        break
-                self.log("revert", p, now)
-                return
-            # Recording the fault on disk comes first, and takes ms on a loaded machine;
-            # figures count from just before the kernel change began (the fault's
-            # changed_ns), applied_us says how long the change itself took.
-            fault, began, now, uncertainty = self.clock.change(lambda: _apply(self.att, p))
-            kind = p.step.kind
-            if kind.lasting:  # else over when it returns (a reboot)
-                self.held[key] = fault
-            self.applied.append(M.AppliedFault(
-                str(p.step.fault), p.target, began, p.links, p.nodes,
-                reverted_ns=None if kind.lasting else now,
-                step=p.step.where, applied_ns=now, uncertainty_ns=uncertainty,
-                named_by_links=kind.named_by_links))
-            self.log("apply", p, began)
+        super().__init__([_scheduled(att, p) for p in planned],
+                         lambda what, s, t_ns: log(what, s.of, t_ns), clock,
+                         name="drill-timeline")
 
     def revert_all(self) -> list[str]:
-        """Revert what is still in force (the timeline is stopped first)."""
-        self.stop.set()
-        if self.is_alive():
-            self.join(timeout=120)
-        reverted = []
-        with self.lock:
-            for key, fault in list(self.held.items()):
-                try:
-                    _, began, now, _ = self.clock.change(
-                        lambda t=fault.target: F.clear(self.att, t))
-                except UsageError:
-                    now = began = self.clock.to_fig(time.monotonic_ns())  # gone (by hand)
-                for a in self.applied:
-                    if a.reverted_ns is None and a.target == fault.target:
-                        a.reverted_ns, a.revert_began_ns = now, began
-                reverted.append(fault.target)
-                del self.held[key]
-        return reverted
+        """Revert what is still in force (the timeline is stopped first): the targets of
+        the faults reverted, as recorded."""
+        return [fault.target for fault in super().revert_all()]
+
+    def closes(self, scheduled, record, reverting, fault) -> bool:
+        # as drills have always matched them: the records still open whose target is the
+        # one the reverted fault was recorded on (a link fault's step names NODE:IF and
+        # its record the link id, so its record stays open: in force to the end)
+        return record.reverted_ns is None and record.target == fault.target
 
 
 # -- link counters ---------------------------------------------------------------------

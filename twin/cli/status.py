@@ -62,7 +62,7 @@ def status(lab, as_json):
         if hidden:  # a blind drill's: that it is there, not where
             out.print(f"  [yellow]fault:[/yellow] {hidden} hidden fault in force")
         for fault in (f for f in inforce if not f.hidden):
-            out.print(f"  [yellow]fault:[/yellow] {fault.kind} {fault.link} "
+            out.print(f"  [yellow]fault:[/yellow] {fault.kind} {fault.target} "
                       f"(ends down: {', '.join(map(str, fault.ends))})")
 
 

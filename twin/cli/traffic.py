@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import sys
 
 import click
@@ -13,6 +14,7 @@ from twin.cli import tables
 from twin.cli.base import RichSteps, emit_json, err, lab_option, main, out, sigterm_as_interrupt
 from twin.cli.tables import Cell, Col, Num, count
 from twin.errors import LabError, UsageError
+from twin.faults import timeline as FT
 from twin.mrc.cc import Cc
 from twin.mrc.modes import Mode
 from twin.units import parse_size, show_bytes, show_count, show_rate
@@ -91,21 +93,7 @@ def traffic(pattern, src, dst, size, mode, cc, qps, evs, ecn, trim, cut, cut_at,
             raise UsageError(f"{h!r} is not a host of {att.state.lab} ({', '.join(hosts)})")
     flows = T.split_qps(T.flows_for(pattern, hosts, _size(size), src, dst), qps)
     att.require_whole()
-    scheduled, applied = [], []
-    if cut:
-        link = att.fabric.link_at(F.parse_endpoint(att, cut))  # bad NODE:IF: fail now
-        if any(link.id in f.all_links for f in F.active(att)):  # not ours to undo
-            raise UsageError(f"link {link.id} is already down; `twin fault link-up --lab "
-                             f"{att.lab} {cut}` first, or cut another link")
-        if cut_at < 0:
-            raise UsageError("--cut-at must be >= 0 seconds")
-
-        def cut_link():
-            applied.append(cut)  # before: a half-applied cut is still undone
-            F.link_down(att, cut)
-            return f"link-down {cut}"
-
-        scheduled.append((cut_at, cut_link))
+    timeline = _cut(att, cut, cut_at) if cut else None
 
     shown = [0.0]
 
@@ -131,12 +119,12 @@ def traffic(pattern, src, dst, size, mode, cc, qps, evs, ecn, trim, cut, cut_at,
 
     try:
         result = T.run(att.runtime, pattern, flows, mode, evs=evs, cc=cc, ecn=ecn, trim=trim,
-                       progress=progress, faults=scheduled,
+                       progress=progress, timeline=timeline,
                        in_force=[f.describe() for f in F.active(att)],  # `twin fault`'s
                        note=None if as_json else note)
-    finally:
-        if applied:
-            F.link_up(att, cut)
+    finally:  # also on Ctrl-C, SIGTERM or a crash: the cut is undone
+        if timeline is not None:
+            _uncut(att, cut, timeline)
     if as_json:
         emit_json(result.to_dict())
     else:
@@ -155,6 +143,30 @@ def traffic(pattern, src, dst, size, mode, cc, qps, evs, ecn, trim, cut, cut_at,
                 out.print(episode.line())
     if not result.ok:
         sys.exit(1)
+
+
+def _cut(att: L.Attached, cut: str, cut_at: float) -> FT.Timeline:
+    """--cut NODE:IF at --cut-at seconds, on a fault timeline: a link-down, recorded (on
+    disk, before it is applied) and reverted (`_uncut`) as `twin fault` would."""
+    link = att.fabric.link_at(F.parse_endpoint(att, cut))  # bad NODE:IF: fail now
+    if any(link.id in f.all_links for f in F.active(att)):  # not ours to undo
+        raise UsageError(f"link {link.id} is already down; `twin fault link-up --lab "
+                         f"{att.lab} {cut}` first, or cut another link")
+    if not (cut_at >= 0 and math.isfinite(cut_at)):  # nan and inf: never a time
+        raise UsageError("--cut-at must be >= 0 seconds")
+    return FT.Timeline([FT.Scheduled(
+        str(F.FaultKind.LINK_DOWN), cut, lambda: F.link_down(att, cut),
+        ((int(cut_at * 1e9), False),), revert=lambda fault: F.link_up(att, cut),
+        links=frozenset({link.id}))], name="traffic-cut")
+
+
+def _uncut(att: L.Attached, cut: str, timeline: FT.Timeline) -> None:
+    """Revert the cut: the timeline's, if it holds it; else one its apply left half done
+    (recorded on disk, then failed or interrupted: no fault held the link before)."""
+    timeline.revert_all()
+    link = att.fabric.link_at(F.parse_endpoint(att, cut))
+    if any(link.id in f.all_links for f in F.active(att)):
+        F.link_up(att, cut)
 
 
 @main.command()

@@ -42,23 +42,22 @@ from twin.faults import (
 )
 from twin.faults.catalog import (
     FaultKind,
-    _corruption,
     blackhole_rules,
     blackhole_table,
+    corruption,
     loss_rules,
     loss_table,
 )
 from twin.faults.kinds import FaultType, Param, reapply, restore_link, revert
 from twin.faults.record import (
     Fault,
-    _drop,
-    _refuse_hidden,
-    _save,
     active,
     events,
+    forget,
     hidden,
     hidden_in_force,
     log_event,
+    refuse_while_hidden,
 )
 from twin.faults.registry import KINDS, register, unregister
 from twin.faults.targets import parse_end, parse_endpoint
@@ -66,10 +65,11 @@ from twin.lab import Attached
 
 __all__ = ["KINDS", "Endpoint", "Fault", "FaultKind", "FaultType", "Param", "active",
            "blackhole", "blackhole_rules", "blackhole_table", "catalog", "clear", "clear_hidden",
+           "corruption",
            "events", "hidden", "hidden_in_force", "link_down", "link_flap", "link_loss",
            "link_rate", "link_up", "log_event", "loss_rules", "loss_table", "nic_down",
            "parse_end", "parse_endpoint", "plane_down", "reapply", "register", "route_corrupt",
-           "sid_loss", "switch_down", "switch_reboot", "unregister", "_corruption"]
+           "sid_loss", "switch_down", "switch_reboot", "unregister"]
 
 
 # -- the commands: each kind's `start` ------------------------------------------------------
@@ -141,7 +141,7 @@ def link_up(lab: Attached, text: str, force: bool = False) -> Fault | None:
     """Revert the fault on a link. A link with no fault recorded is refused, unless
     `force`: then it is healed as a link set down by hand would be (both ends up,
     both re-programmed)."""
-    _refuse_hidden(lab, f"link-up {text}")
+    refuse_while_hidden(lab, f"link-up {text}")
     ep = parse_endpoint(lab, text)
     link = lab.fabric.link_at(ep)
     faults = active(lab)
@@ -151,14 +151,15 @@ def link_up(lab: Attached, text: str, force: bool = False) -> Fault | None:
                          f"`twin fault clear --lab {lab.lab} {fault.target}` reverts "
                          "all of it")
     if fault is None and not force:
-        inforce = ", ".join(f.link for f in faults) or "none"
+        inforce = ", ".join(f.target for f in faults) or "none"
         raise UsageError(f"link {link.id} has no fault in force (faults in force: {inforce}); "
                          "--force brings both ends up and re-programs them anyway")
     if fault is not None:
         revert(lab, fault)
     else:
         restore_link(lab, link.a, link.b)
-    _save(lab, [f for f in faults if f is not fault])
+    if fault is not None:
+        forget(lab, fault)
     return fault
 
 
@@ -167,7 +168,7 @@ def clear_hidden(lab: Attached) -> list[Fault]:
     faults = hidden_in_force(lab)
     for fault in reversed(faults):
         revert(lab, fault)
-        _drop(lab, fault)
+        forget(lab, fault)
     return faults
 
 
@@ -177,12 +178,12 @@ def clear(lab: Attached, target: str | None = None) -> list[Fault]:
     fault is reverted only by clearing them all (by target, it would be found)."""
     faults = active(lab)
     if target is not None:
-        _refuse_hidden(lab, f"fault clear {target}")
+        refuse_while_hidden(lab, f"fault clear {target}")
         faults = [f for f in faults if target in (f.target, *map(str, f.ends))]
         if not faults:
             inforce = ", ".join(f.target for f in active(lab)) or "none"
             raise UsageError(f"no fault in force on {target!r} (faults in force: {inforce})")
     for fault in reversed(faults):
         revert(lab, fault)
-        _drop(lab, fault)
+        forget(lab, fault)
     return faults

@@ -54,7 +54,7 @@ class BgpFault(FaultType):
 
     def record(self, lab: Attached, target: LinkEnd, values: dict) -> Fault:
         self.refuse(lab, target)
-        return Fault(self.name, str(target), (target.end,), time.time(),
+        return Fault(self.name, target, (target.end,), time.time(),
                      links=(target.link(lab.fabric).id,), detail=self.detail(lab, target))
 
     def refuse(self, lab: Attached, target: LinkEnd) -> None:

@@ -56,9 +56,9 @@ from twin.faults.kinds import (
     restore_link,
     revert,
 )
-from twin.faults.record import Fault, _drop, log_event
+from twin.faults.record import Fault, forget, log_event
 from twin.faults.registry import KINDS, register
-from twin.faults.targets import LinkEnd, NicPort, NodeTarget, PlaneTarget, Target
+from twin.faults.targets import LinkEnd, LinkTarget, NicPort, NodeTarget, PlaneTarget, Target
 from twin.lab import Attached, restart_node
 from twin.units import parse_duration_ns, parse_rate
 
@@ -87,7 +87,8 @@ MAX_PERIOD_NS = 600 * 10**9  # a drill is at most ten minutes long
 
 
 def _link(lab: Attached, fault: Fault) -> Link:
-    return next(lk for lk in lab.fabric.links if lk.id == fault.link)
+    (link,) = fault.on.links(lab.fabric)  # a LinkTarget
+    return link
 
 
 def _ids(links: list[Link]) -> tuple[str, ...]:
@@ -115,7 +116,7 @@ class LinkDown(FaultType):
     def record(self, lab: Attached, target: LinkEnd, values: dict) -> Fault:
         link = target.link(lab.fabric)
         ends = (target.end, link.peer(target.node)) if values["both"] else (target.end,)
-        return Fault(self.name, link.id, ends, time.time())
+        return Fault(self.name, LinkTarget(link.id), ends, time.time())
 
     def apply(self, lab: Attached, fault: Fault) -> None:
         for e in fault.ends:
@@ -135,7 +136,7 @@ class LinkDown(FaultType):
         return list(fault.ends)
 
     def said(self, lab: Attached, fault: Fault, values: dict) -> str:
-        return f"link {fault.link} down (set down: {', '.join(map(str, fault.ends))})"
+        return f"link {fault.target} down (set down: {', '.join(map(str, fault.ends))})"
 
 
 class LinksDown(FaultType):
@@ -150,7 +151,7 @@ class LinksDown(FaultType):
 
     def record(self, lab: Attached, target: Target, values: dict) -> Fault:
         links = target.links(lab.fabric)
-        return Fault(self.name, str(target), tuple(self.ends(lab.fabric, target, links)),
+        return Fault(self.name, target, tuple(self.ends(lab.fabric, target, links)),
                      time.time(), links=_ids(links))
 
     def apply(self, lab: Attached, fault: Fault) -> None:
@@ -199,7 +200,7 @@ class NodeFault(FaultType):
         return str(target)
 
     def in_switch(self, fault: Fault) -> str | None:
-        return fault.target
+        return fault.on.name  # a NodeTarget
 
 
 @register
@@ -262,7 +263,7 @@ class Reprogrammed(FaultType):
 
 class NodeReprogrammed(Reprogrammed, NodeFault):
     def record(self, lab: Attached, target: NodeTarget, values: dict) -> Fault:
-        return Fault(self.name, target.name, (Endpoint(target.name, ""),), time.time(),
+        return Fault(self.name, target, (Endpoint(target.name, ""),), time.time(),
                      links=_ids(target.links(lab.fabric)), detail=self.detail(lab, target))
 
     def detail(self, lab: Attached, target: NodeTarget) -> str:
@@ -295,7 +296,7 @@ class Blackhole(Reprogrammed):
 
     def record(self, lab: Attached, target: Target, values: dict) -> Fault:
         end = target.end if isinstance(target, LinkEnd) else Endpoint(target.name, "")
-        return Fault(self.name, str(target), (end,), time.time(),
+        return Fault(self.name, target, (end,), time.time(),
                      links=_ids(target.links(lab.fabric)))
 
     def apply(self, lab: Attached, fault: Fault) -> None:
@@ -357,12 +358,12 @@ class RouteCorrupt(NodeReprogrammed):
     named_by_links = True  # the misrouted probes fail on one of its links
 
     def detail(self, lab: Attached, target: NodeTarget) -> str:
-        good, bad = _corruption(lab.plan[target.name])
+        good, bad = corruption(lab.plan[target.name])
         return f"{good.dst} via {good.via} dev {good.dev} -> via {bad.via} dev {bad.dev}"
 
     def apply(self, lab: Attached, fault: Fault) -> None:
         node = fault.ends[0].node
-        good, bad = _corruption(lab.plan[node])
+        good, bad = corruption(lab.plan[node])
         lab.runtime.exec(node, ["ip", "-6", *bad.iproute2().split()])
 
     def said(self, lab: Attached, fault: Fault, values: dict) -> str:
@@ -385,7 +386,7 @@ def blackhole_rules(ifname: str | None, table: str, owner_tag: str = "") -> str:
             f"  }}\n}}\n")
 
 
-def _corruption(node: NodePlan) -> tuple[Route, Route]:
+def corruption(node: NodePlan) -> tuple[Route, Route]:
     """The node's first forwarding route, and the same route out of the next port's
     neighbour instead (deterministic, so a drill names it in advance)."""
     forwarding = [r for r in node.routes if r.via]
@@ -423,18 +424,19 @@ class LinkLoss(FaultType):
         return values
 
     def record(self, lab: Attached, target: LinkEnd, values: dict) -> Fault:
-        return Fault(self.name, target.link(lab.fabric).id, (target.switch_end(lab.fabric),),
-                     time.time(), values["percent"])
+        return Fault(self.name, LinkTarget(target.link(lab.fabric).id),
+                     (target.switch_end(lab.fabric),), time.time(), values["percent"])
 
     def apply(self, lab: Attached, fault: Fault) -> None:
         end = fault.ends[0]
         lab.runtime.exec(end.node, ["nft", "-f", "-"],
-                         input=loss_rules(end.ifname, fault.percent, loss_table(fault.link),
+                         input=loss_rules(end.ifname, fault.percent, loss_table(fault.target),
                                           lab.runtime.owner.tag))
 
     def revert(self, lab: Attached, fault: Fault) -> None:
         lab.runtime.exec(fault.ends[0].node,
-                         ["nft", "delete", "table", "ip6", loss_table(fault.link)], check=False)
+                         ["nft", "delete", "table", "ip6", loss_table(fault.target)],
+                         check=False)
 
     def reapply(self, lab: Attached, fault: Fault, node: str) -> list[Endpoint]:
         """The rule lives in the switch end's namespace: only that node's restart
@@ -449,7 +451,7 @@ class LinkLoss(FaultType):
         return str(_switch_end(fabric, link, rng)), str(rng.choice(LOSS_PERCENTS))
 
     def said(self, lab: Attached, fault: Fault, values: dict) -> str:
-        return f"link {fault.link}: {fault.percent:g}% loss (nftables at {fault.ends[0]})"
+        return f"link {fault.target}: {fault.percent:g}% loss (nftables at {fault.ends[0]})"
 
     def reveal(self, fault: Fault) -> str:
         return f"{fault.percent:g}% loss"
@@ -474,7 +476,7 @@ class PlaneLoss(FaultType):
 
     def record(self, lab: Attached, target: PlaneTarget, values: dict) -> Fault:
         links = _t1_links(lab.fabric, target.plane)
-        return Fault(self.name, str(target), tuple(lk.b for lk in links), time.time(),
+        return Fault(self.name, target, tuple(lk.b for lk in links), time.time(),
                      values["percent"], links=_ids(links))
 
     def apply(self, lab: Attached, fault: Fault) -> None:
@@ -499,15 +501,15 @@ class PlaneLoss(FaultType):
         return ends
 
     def said(self, lab: Attached, fault: Fault, values: dict) -> str:
-        return (f"plane {fault.link}: {fault.percent:g}% loss on each of its "
+        return (f"plane {fault.target}: {fault.percent:g}% loss on each of its "
                 f"{len(fault.links)} T0-T1 links (nftables in its T1s)")
 
     def reveal(self, fault: Fault) -> str:
-        return f"{fault.percent:g}% loss on plane {fault.link}"
+        return f"{fault.percent:g}% loss on plane {fault.target}"
 
 
 def _plane_table(fault: Fault) -> str:
-    return loss_table(f"plane-{fault.link}")
+    return loss_table(f"plane-{fault.on.plane}")  # a PlaneTarget
 
 
 def _t1_links(fabric: Fabric, plane: int) -> list[Link]:
@@ -565,8 +567,8 @@ class LinkRate(Reprogrammed):
         return {**values, "bps": rate}
 
     def record(self, lab: Attached, target: LinkEnd, values: dict) -> Fault:
-        return Fault(self.name, target.link(lab.fabric).id, (target.switch_end(lab.fabric),),
-                     time.time(), detail=str(values["bps"]))
+        return Fault(self.name, LinkTarget(target.link(lab.fabric).id),
+                     (target.switch_end(lab.fabric),), time.time(), detail=str(values["bps"]))
 
     def apply(self, lab: Attached, fault: Fault) -> None:
         end = fault.ends[0]
@@ -595,7 +597,7 @@ class LinkRate(Reprogrammed):
         return str(_switch_end(fabric, link, rng)), rng.choice(RATES)
 
     def said(self, lab: Attached, fault: Fault, values: dict) -> str:
-        return f"link {fault.link} shaped to {int(fault.detail):,} bit/s at {fault.ends[0]}"
+        return f"link {fault.target} shaped to {int(fault.detail):,} bit/s at {fault.ends[0]}"
 
     def reveal(self, fault: Fault) -> str:
         if fault.detail.isdigit():
@@ -686,7 +688,7 @@ class LinkFlap(LinkDown):
                     time.sleep(period_s / 2)
         finally:
             revert(lab, fault)
-            _drop(lab, fault)
+            forget(lab, fault)
         return fault
 
     def apply(self, lab: Attached, fault: Fault) -> None:
@@ -705,7 +707,7 @@ class LinkFlap(LinkDown):
         return KINDS[FaultKind.LINK_DOWN].start(lab, text)
 
     def said(self, lab: Attached, fault: Fault, values: dict) -> str:
-        return (f"link {fault.link} flapped {values['count']} times, {values['period']:g}s "
+        return (f"link {fault.target} flapped {values['count']} times, {values['period']:g}s "
                 "apart; it is up")
 
 
@@ -720,7 +722,7 @@ class SwitchReboot(NodeFault):
     no_for = "a reboot is over when it is back"
 
     def record(self, lab: Attached, target: NodeTarget, values: dict) -> Fault:
-        return Fault(self.name, target.name, (Endpoint(target.name, ""),), time.time(),
+        return Fault(self.name, target, (Endpoint(target.name, ""),), time.time(),
                      links=_ids(target.links(lab.fabric)))
 
     def inject(self, lab: Attached, fault: Fault, what: str, values: dict,
@@ -731,13 +733,13 @@ class SwitchReboot(NodeFault):
         return momentary(lab, fault, what)
 
     def apply(self, lab: Attached, fault: Fault) -> None:
-        restart_node(lab, fault.target)
-        reapply(lab, fault.target)
+        restart_node(lab, fault.on.name)
+        reapply(lab, fault.on.name)
 
     def revert(self, lab: Attached, fault: Fault) -> None:
         """A restart interrupted part way: the node gets its plan and links again."""
-        restart_node(lab, fault.target)
-        reapply(lab, fault.target)
+        restart_node(lab, fault.on.name)
+        reapply(lab, fault.on.name)
 
     def reapply(self, lab: Attached, fault: Fault, node: str) -> list[Endpoint]:
         return []
@@ -784,7 +786,7 @@ class LinkSilent(FaultType):
 
     def record(self, lab: Attached, target: LinkEnd, values: dict) -> Fault:
         link = target.link(lab.fabric)
-        return Fault(self.name, link.id, (link.a, link.b), time.time())
+        return Fault(self.name, LinkTarget(link.id), (link.a, link.b), time.time())
 
     def apply(self, lab: Attached, fault: Fault) -> None:
         for end in fault.ends:
@@ -805,4 +807,4 @@ class LinkSilent(FaultType):
         return mine
 
     def said(self, lab: Attached, fault: Fault, values: dict) -> str:
-        return f"link {fault.link} silent: passes nothing either way, carrier up"
+        return f"link {fault.target} silent: passes nothing either way, carrier up"

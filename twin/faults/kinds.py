@@ -45,13 +45,13 @@ from typing import Any, ClassVar, Protocol
 from twin.errors import UsageError
 from twin.fabric.model import Endpoint, Fabric
 from twin.faults.record import (
-    _HIDING,
     Fault,
-    _drop,
-    _refuse_hidden,
-    _save,
     active,
+    add,
+    forget,
+    hiding,
     log_event,
+    refuse_while_hidden,
 )
 from twin.faults.registry import KINDS
 from twin.faults.targets import Target, parse_target
@@ -262,7 +262,7 @@ LEVELS = Levels()
 
 def refuse_held(lab: Attached, links, what: str) -> None:
     """No two faults share a link: name the fault in the way, and how to revert it."""
-    _refuse_hidden(lab, what)
+    refuse_while_hidden(lab, what)
     wanted = set(links)
     for f in active(lab):
         shared = wanted & set(f.all_links)
@@ -280,9 +280,9 @@ def refuse_held(lab: Attached, links, what: str) -> None:
 
 def inject(lab: Attached, fault: Fault) -> Fault:
     """Record the fault (hidden inside `faults.hidden()`), log it, apply it."""
-    if _HIDING.get():
+    if hiding():
         fault = replace(fault, hidden=True)
-    _save(lab, [*active(lab), fault])  # recorded before applied
+    add(lab, fault)  # recorded before applied
     log_event(lab, "apply", fault)
     changed = time.monotonic_ns()
     KINDS[fault.kind].apply(lab, fault)
@@ -292,15 +292,15 @@ def inject(lab: Attached, fault: Fault) -> Fault:
 def momentary(lab: Attached, fault: Fault, what: str) -> Fault:
     """A fault over when its apply returns (a reboot, a session reset): on the record
     and the timeline only while it is being made, never held against others."""
-    _refuse_hidden(lab, what)
-    _save(lab, [*active(lab), fault])
+    refuse_while_hidden(lab, what)
+    add(lab, fault)
     log_event(lab, "apply", fault)
     changed = time.monotonic_ns()
     try:
         KINDS[fault.kind].apply(lab, fault)
     finally:
         log_event(lab, "revert", fault)
-        _drop(lab, fault)
+        forget(lab, fault)
     return replace(fault, changed_ns=changed)
 
 

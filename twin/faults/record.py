@@ -15,14 +15,21 @@ from dataclasses import dataclass, field
 from twin.errors import LabError, UnknownName, UsageError
 from twin.fabric.model import Endpoint
 from twin.faults.registry import KINDS
+from twin.faults.targets import LinkTarget, Target, recorded
 from twin.lab import Attached
 from twin.rundir import read_json, write_json
 
 
 @dataclass(frozen=True)
 class Fault:
+    """A fault in force, as recorded. `on` is what it is on (twin.faults.targets): a link
+    (LinkTarget, by id) for a fault on one link; else the node (NodeTarget), link end
+    (LinkEnd), NIC port(s) (NicPort) or plane (PlaneTarget) it was put on. Given as text
+    (a record read back, a caller's), it is read as its type once, here (`recorded`).
+    On disk (faults.json) it is that text, under "link", as every twin wrote it."""
+
     kind: str  # a kind's name (twin.faults.kinds): a FaultKind for the built-in ones
-    link: str  # link id; for a fault over several links, its target (NODE, HOST:PLANE, P)
+    on: Target
     ends: tuple[Endpoint, ...]  # where it is applied
     since: float
     percent: float = 0.0  # link-loss only
@@ -33,13 +40,21 @@ class Fault:
     # disk: a record read back says 0). A drill's figures count from it.
     changed_ns: int = field(default=0, compare=False)
 
+    def __post_init__(self) -> None:
+        if isinstance(self.on, str):
+            object.__setattr__(self, "on", recorded(self.on))
+
     @property
     def target(self) -> str:
-        return self.link
+        """What it is on, as `fault list` shows it and `fault clear` takes it."""
+        return str(self.on)
 
     @property
     def all_links(self) -> tuple[str, ...]:
-        return self.links or (self.link,)
+        """The ids of every link it holds."""
+        if self.links:
+            return self.links
+        return (self.on.id,) if isinstance(self.on, LinkTarget) else (self.target,)
 
     def describe(self) -> str:
         """The fault in a phrase ("link-loss 1% t0-p0-r0:eth3--t1-p0-0:eth1"); a hidden
@@ -55,7 +70,7 @@ class Fault:
         return [str(e) if e.ifname else e.node for e in self.ends]
 
     def to_dict(self) -> dict:
-        d = {"kind": str(self.kind), "link": self.link,
+        d = {"kind": str(self.kind), "link": self.target,
              "ends": self.end_names(), "since": self.since,
              "percent": self.percent}
         if self.links:
@@ -96,11 +111,21 @@ def _save(lab: Attached, faults: list[Fault]) -> None:
     write_json(_path(lab), [f.to_dict() for f in faults])
 
 
+def add(lab: Attached, fault: Fault) -> None:
+    """Record one fault more (before it is applied)."""
+    _save(lab, [*active(lab), fault])
+
+
 def hidden_in_force(lab: Attached) -> list[Fault]:
     return [f for f in active(lab) if f.hidden]
 
 
 _HIDING: ContextVar[bool] = ContextVar("hiding", default=False)
+
+
+def hiding() -> bool:
+    """Whether a fault recorded now is recorded hidden (inside `hidden()`)."""
+    return _HIDING.get()
 
 
 @contextmanager
@@ -114,7 +139,7 @@ def hidden() -> Iterator[None]:
         _HIDING.reset(token)
 
 
-def _refuse_hidden(lab: Attached, what: str) -> None:
+def refuse_while_hidden(lab: Attached, what: str) -> None:
     """With a hidden fault in force, an error about the links it holds would say where
     it is: refuse every other fault change, whatever it names."""
     if hidden_in_force(lab):
@@ -144,7 +169,7 @@ def events(lab: Attached) -> list[dict]:
     return [json.loads(line) for line in lines if line.strip()]
 
 
-def _drop(lab: Attached, fault: Fault) -> None:
+def forget(lab: Attached, fault: Fault) -> None:
     """Forget one fault's record (after it is reverted)."""
-    _save(lab, [f for f in active(lab) if (f.kind, f.link) != (fault.kind, fault.link)])
+    _save(lab, [f for f in active(lab) if (f.kind, f.on) != (fault.kind, fault.on)])
 

@@ -5,12 +5,18 @@
     NodeTarget   NODE         a node, e.g. t1-p0-0
     NicPort      HOST:PLANE   one NIC port of a host, e.g. r0h0:2 (or several: r0h0:1,3)
     PlaneTarget  P            a plane, e.g. 2
+    LinkTarget   A--B         a link by its id, e.g. t0-p0-r0:eth3--t1-p0-0:eth1: what a
+                              fault on one link records (a person names it by an end)
 
 Each prints as its canonical text (`str`), covers some links (`links`), and is drawn at
 random two ways: `draw` over the whole fabric (a blind drill), and by the forms of a
 drill file's `random:` target (RANDOM), among what the drill's traffic crosses. A
 fault kind names the target types it takes (twin.faults.kinds); `parse_target` picks
 the first whose syntax the text has.
+
+A fault's record (twin.faults.record) keeps what the fault is on as one of these, and
+writes it as its canonical text; `recorded` reads that text back by syntax alone (no
+fabric), as each type prints itself, so records written by any twin still load.
 """
 
 from __future__ import annotations
@@ -255,7 +261,53 @@ class PlaneTarget(Target):
         return str(rng.choice(list(fabric.nic_planes)))
 
 
+@dataclass(frozen=True)
+class LinkTarget(Target):
+    """A link, by its id: what a fault on one link (link-down, link-loss, ...) records."""
+
+    id: str
+
+    form = "a link id, e.g. t0-p0-r0:eth3--t1-p0-0:eth1"
+    metavar = "LINK"
+
+    def __str__(self) -> str:
+        return self.id
+
+    @classmethod
+    def fits(cls, text: str) -> bool:
+        return "--" in text
+
+    @classmethod
+    def parse(cls, fabric: Fabric, text: str) -> LinkTarget:
+        if not any(lk.id == text for lk in fabric.links):
+            raise UsageError(f"no link {text!r} in lab {fabric.name}; name a link by one of "
+                             "its ends, NODE:IF, e.g. t0-p0-r0:eth3")
+        return cls(text)
+
+    def links(self, fabric: Fabric) -> list[Link]:
+        return [lk for lk in fabric.links if lk.id == self.id]
+
+    @classmethod
+    def draw(cls, fabric: Fabric, rng: random.Random) -> str:
+        return rng.choice(_fabric_links(fabric)).id
+
+
 TARGETS: tuple[type[Target], ...] = (LinkEnd, NodeTarget, NicPort, PlaneTarget)
+
+
+def recorded(text: str) -> Target:
+    """A fault record's target from its canonical text, by syntax alone: a link id
+    (A--B), a plane (P), a NIC port (HOST:P[,P]), a link end (NODE:IF) or a node."""
+    if LinkTarget.fits(text):
+        return LinkTarget(text)
+    if PlaneTarget.fits(text):
+        return PlaneTarget(int(text))
+    node, sep, rest = text.partition(":")
+    if not sep:
+        return NodeTarget(text)
+    if rest and NicPort.fits(text):
+        return NicPort(node, tuple(int(p) for p in rest.split(",")))
+    return LinkEnd(node, rest)
 
 
 def random_forms() -> dict[str, type[Target]]:

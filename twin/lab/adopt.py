@@ -32,7 +32,7 @@ from twin.fabric.render import CONFIG_MOUNT
 from twin.lab import build, phases
 from twin.lab.compile import compile_spec, render_lab
 from twin.lab.phases import Phase
-from twin.lab.pipeline import Up, _record, _refuse_if_up
+from twin.lab.pipeline import Up, record_state, refuse_if_up
 from twin.owner import Owner, new_lab_id
 from twin.progress import Steps
 from twin.remote.transport import DockerHost, NodeRef, Transport
@@ -55,7 +55,7 @@ def adopt(spec_ref: str, tr: Transport, steps: Steps | None = None, *,
     `dataplane` (default: the spec's, else what the nodes say)."""
     steps = steps or Steps()
     compiled = compile_spec(spec_ref, name)
-    _refuse_if_up(compiled.lab)
+    refuse_if_up(compiled.lab)
     missing = tr.missing()
     if missing:
         raise UsageError(f"{tr.where()}: {missing}")
@@ -65,7 +65,7 @@ def adopt(spec_ref: str, tr: Transport, steps: Steps | None = None, *,
     topology = topology or compiled.lab
     plan = compiled.plan
     nodes = list(plan.nodes.values())
-    state = _record(compiled, rt.name, build_dir, owner, "", "")
+    state = record_state(compiled, rt.name, build_dir, owner, "", "")
     try:
         ran = [find(rt, tr, topology, list(plan.nodes), steps)]
         state.dataplane, state.dataplane_why = nodes_dataplane(

@@ -75,7 +75,7 @@ def up(spec_ref: str, runtime: str = "auto", steps: Steps | None = None, *,
     `routing:` (bgp: the same fabric on FRR, twin.fabric.bgp)."""
     steps = steps or Steps()
     compiled = compile_spec(spec_ref, name, routing)
-    _refuse_if_up(compiled.lab)  # before render: an up lab's build files stay as they are
+    refuse_if_up(compiled.lab)  # before render: an up lab's build files stay as they are
     if held := build.held_by_another(compiled.build_dir()):
         raise UsageError(f"{compiled.build_dir()} holds the build files of live lab "
                          f"{held.lab} of run directory {held.run_dir}; bring this one up "
@@ -102,7 +102,7 @@ def up(spec_ref: str, runtime: str = "auto", steps: Steps | None = None, *,
     owner = Owner.here(compiled.lab, new_lab_id())
     rt = get_runtime(rt_name, compiled.lab, str(build_dir), owner)
     _refuse_foreign_nodes(rt, compiled)
-    state = _record(compiled, rt_name, build_dir, owner, *recorded, loaded,
+    state = record_state(compiled, rt_name, build_dir, owner, *recorded, loaded,
                     routing)  # first
     plan, fabric = compiled.plan, compiled.fabric
     nodes = list(plan.nodes.values())
@@ -138,7 +138,8 @@ def pick_dataplane(runtime: str, requested: str) -> tuple[str, str]:
     return dataplanes.pick(requested, RUNTIMES[runtime].kernel.dataplanes())
 
 
-def _refuse_if_up(lab: str) -> None:
+def refuse_if_up(lab: str) -> None:
+    """A lab already up (or on its way) is not brought up again: say how to take it down."""
     state = LabState.load(lab)
     if state is not None:
         raise UsageError(f"lab {lab} is already {state.phase} (runtime {state.runtime}); "
@@ -163,9 +164,10 @@ def _refuse_foreign_nodes(rt: Runtime, compiled: Compiled) -> None:
                      "`twin down --stray`")
 
 
-def _record(compiled: Compiled, runtime: str, build_dir: Path, owner: Owner,
-            dataplane: str, dataplane_why: str,
-            loaded: tables.Tables | None = None, routing: str | None = None) -> LabState:
+def record_state(compiled: Compiled, runtime: str, build_dir: Path, owner: Owner,
+                 dataplane: str, dataplane_why: str,
+                 loaded: tables.Tables | None = None, routing: str | None = None) -> LabState:
+    """The lab's state as `up` (and `adopt`) record it: what it is, where, whose."""
     state = LabState(lab=compiled.lab, runtime=runtime, spec_path=compiled.source,
                      build_dir=str(build_dir), nodes=list(compiled.plan.nodes),
                      id=owner.lab_id, dataplane=dataplane, dataplane_why=dataplane_why,

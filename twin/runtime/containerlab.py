@@ -21,7 +21,7 @@ from twin.errors import CommandFailed
 from twin.fabric.model import Link
 from twin.fabric.plan import NodePlan
 from twin.runtime.base import register
-from twin.runtime.docker import DockerRuntime, _node_of
+from twin.runtime.docker import DockerRuntime, node_of
 
 BINARY = "containerlab"
 
@@ -79,7 +79,7 @@ class ContainerlabRuntime(DockerRuntime):
             super().wire_links(missing)
 
     def _all_nodes(self) -> list[str]:
-        return [n for n in (_node_of(c) for c in self._containers()) if n]
+        return [n for n in (node_of(c) for c in self._containers()) if n]
 
     def _has_if(self, node: str, ifname: str) -> bool:
         lines = Path(f"/proc/{self._pid(node)}/net/dev").read_text().splitlines()[2:]

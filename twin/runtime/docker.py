@@ -195,11 +195,11 @@ class DockerRuntime(Runtime):
         return f"/proc/{self._pid(node)}/ns/net"
 
     def existing(self, nodes: list[str]) -> list[str]:
-        there = {_node_of(c) for c in self._containers()}
+        there = {node_of(c) for c in self._containers()}
         return [n for n in nodes if n in there]
 
     def describe(self, nodes: list[str]) -> dict[str, dict]:
-        found = {_node_of(c): c for c in self._containers()}
+        found = {node_of(c): c for c in self._containers()}
         out = {}
         for n in nodes:
             c = found.get(n)
@@ -228,11 +228,11 @@ class DockerRuntime(Runtime):
 
     def destroy(self, nodes: list[str]) -> list[str]:
         wanted = set(nodes)
-        doomed = [c for c in self._containers() if _node_of(c) in wanted]
+        doomed = [c for c in self._containers() if node_of(c) in wanted]
         _remove(doomed)
         for c in doomed:
-            self._pids.pop(_node_of(c), None)
-        return [_node_of(c) for c in doomed]
+            self._pids.pop(node_of(c), None)
+        return [node_of(c) for c in doomed]
 
     @classmethod
     def inventory(cls) -> list[Resource]:
@@ -251,7 +251,7 @@ class DockerRuntime(Runtime):
             _remove([c.containers.get(r.name) for r in resources if _exists(c, r.name)])
 
 
-def _node_of(container) -> str | None:
+def node_of(container) -> str | None:
     """The node a (sparse) container plays: containerlab's clab-node-name label."""
     return (container.attrs.get("Labels") or {}).get("clab-node-name")
 

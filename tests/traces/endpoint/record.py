@@ -29,6 +29,7 @@ os.environ["MRC_TWIN_RECORD"] = str(TMP / "traces")
 from twin import faults as F  # noqa: E402  (the environment above must be set first)
 from twin import lab, lifecycle  # noqa: E402
 from twin import traffic as T  # noqa: E402
+from twin.faults import timeline as FT  # noqa: E402
 from twin.mrc import trace  # noqa: E402
 from twin.state import known_labs  # noqa: E402
 
@@ -45,12 +46,10 @@ def main() -> int:
         fab = att.fabric
         end = f"{fab.t0_name(0, fab.node('r0h0').rack)}:{fab.t0_uplink(0)}"
 
-        def cut() -> str:
-            F.link_down(att, end)
-            return f"link-down {end}"
-
+        cut = FT.Scheduled("link-down", end, lambda: F.link_down(att, end),
+                           ((int(FAULT_AT * 1e9), False),))
         flows = T.flows_for("bulk", [], SIZE, "r0h0", "r1h0")
-        run = T.run(att.runtime, "bulk", flows, "mrc", faults=[(FAULT_AT, cut)])
+        run = T.run(att.runtime, "bulk", flows, "mrc", timeline=FT.Timeline([cut]))
         F.clear(att)
         if not run.faults or not run.flows[0].result.ev_retirements_total:
             raise SystemExit("the cut missed the transfer (it ended first?): run it again")
