@@ -57,6 +57,11 @@ def test_the_golden_results_parse_and_write_the_same_file():
     assert report.to_json(document(runs)) + "\n" == text
 
 
+def test_a_saved_report_reads_back_as_the_runs_it_was_written_from(tmp_path):
+    runs = parse(json.loads((GOLDEN / "drill-results.json").read_text()))
+    assert report.load(report.write(runs, tmp_path)["json"]) == runs
+
+
 def test_a_run_the_runner_judged_has_todays_keys_and_comes_back_equal():
     found = R._judge(collected(), variant="mrc", warnings=[])
     data = found.to_json()
