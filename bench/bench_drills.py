@@ -32,6 +32,7 @@ from twin import lab, lifecycle
 from twin import traffic as T
 from twin.chaos import drill as D
 from twin.chaos import runner
+from twin.chaos.results import DrillRun
 from twin.fabric import paths as P
 
 RESULTS = Path(__file__).resolve().parent / "results" / "drills.json"
@@ -54,13 +55,13 @@ def stat(values: list) -> dict:
             "max": max(got), "n": len(got), "of": len(values)}
 
 
-def figures_of(run: dict) -> dict:
-    (f,) = run["faults"]
-    return {"detection_us": f["detection_us"], "repair_us": f["repair_us"],
-            "packets_lost": f["packets_lost"], "back_to_90_ms": run["metrics"]["back_to_90_ms"],
-            "localized_ms": None if f["localized_us"] is None else f["localized_us"] / 1000,
-            "wall_s": run["wall_s"], "exact": run["exact"], "verdict": run["verdict"],
-            "target": f["target"]}
+def figures_of(run: DrillRun) -> dict:
+    (f,) = run.faults
+    return {"detection_us": f.detection_us, "repair_us": f.repair_us,
+            "packets_lost": f.packets_lost, "back_to_90_ms": run.metric("back_to_90_ms"),
+            "localized_ms": None if f.localized_us is None else f.localized_us / 1000,
+            "wall_s": run.wall_s, "exact": run.exact, "verdict": run.verdict,
+            "target": f.target}
 
 
 def link_down(repeat: int, size: int) -> dict:
@@ -86,10 +87,10 @@ def link_down(repeat: int, size: int) -> dict:
             while len(samples[mode]) < repeat and tried[mode] < 12 * repeat:
                 tried[mode] += 1
                 (r,) = runner.run_all(att, d, mode=mode, seed=100 + tried[mode])
-                sp = r.data["flows"][0]["single_path"]
+                sp = r.run.flows[0]["single_path"]
                 if sp is not None and P.parse_path(fabric, sp)[:2] != (plane, t1):
                     continue  # its hash chose a path the cut missed
-                samples[mode].append(figures_of(r.data))
+                samples[mode].append(figures_of(r.run))
                 a = samples[mode][-1]
                 print(f"  {mode} {len(samples[mode])}/{repeat} (try {tried[mode]}) "
                       f"{a['target']}: detection {a['detection_us']} µs, repair "

@@ -43,6 +43,7 @@ import bench_lab as B  # first: it points TWIN_RUN_DIR / TWIN_BUILD_DIR at a pri
 from twin import endpoints, lab, lifecycle
 from twin.chaos import drill as D
 from twin.chaos import runner
+from twin.chaos.results import FaultFigures
 from twin.runtime.netns import pids_in
 from twin.state import known_labs
 
@@ -87,13 +88,12 @@ def restart_endpoints(att, transport: str) -> dict:
 
 def one(att, drill, seed: int) -> dict:
     r = runner.run(att, drill, seed=seed, probe=False)
-    d = r.data
-    faults = d.get("faults") or [{}]
-    f = faults[0]
-    return {"seed": seed, "verdict": d.get("verdict"), "exact": d.get("exact"),
-            "target": f.get("target"), "detection_us": f.get("detection_us"),
-            "repair_us": f.get("repair_us"), "packets_lost": f.get("packets_lost"),
-            "wall_s": d.get("wall_s")}
+    d = r.run
+    f = d.faults[0] if d.faults else FaultFigures()
+    return {"seed": seed, "verdict": d.verdict, "exact": d.exact,
+            "target": f.target, "detection_us": f.detection_us,
+            "repair_us": f.repair_us, "packets_lost": f.packets_lost,
+            "wall_s": d.wall_s}
 
 
 def stat(values: list) -> dict:

@@ -23,10 +23,14 @@ import os
 import subprocess
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from twin import owner
 from twin.errors import LabError
 from twin.mrc.control import EndpointClient, EndpointGone
+
+if TYPE_CHECKING:
+    from twin.mrc.fuzz import FuzzReport
 
 __all__ = ["EndpointClient", "EndpointGone", "client", "control_path", "fuzz", "liveness",
            "start", "wait_started"]
@@ -140,7 +144,7 @@ def liveness(rt, node: str, timeout: float = 1.0) -> dict | None:
             "icrc": hello.get("icrc"), "transport": hello.get("transport")}
 
 
-def fuzz(rt, host: str, peer: str, **kw) -> dict:
+def fuzz(rt, host: str, peer: str, **kw) -> FuzzReport:
     """twin.mrc.fuzz.run against `host`'s endpoint, `peer`'s helping (keywords: seed,
     budget_s, per_kind, settle_s, live, shape, steps): the packets go from inside
     `host`'s namespace."""

@@ -53,7 +53,7 @@ def idle_endpoints(att) -> None:
 @pytest.mark.parametrize("name", ["t1-blackhole", "t0-t1-link-down", "startup-dead-link"])
 def test_a_short_shipped_drill_passes_and_rolls_back(lab, name):
     (run,) = runner.run_all(lab, short(name, 500 if name == "startup-dead-link" else 700), seed=3)
-    data = run.data
+    data = run.run.to_json()
     assert KEYS <= set(data)
     failed = [e for e in data["expectations"] if not e["ok"]]
     assert data["verdict"] == "pass", failed
@@ -76,7 +76,7 @@ def test_a_short_shipped_drill_passes_and_rolls_back(lab, name):
 def test_compare_runs_the_baseline_on_the_same_faults(lab):
     runs = runner.run_all(lab, short("t0-t1-link-down"), compare="single-path", seed=5)
     assert [r.mode for r in runs] == ["mrc", "single-path"]
-    a, b = (r.data for r in runs)
+    a, b = (r.run.to_json() for r in runs)
     assert a["targets"] == b["targets"]
     assert b["baseline_of"] == "mrc" and a["baseline_of"] is None
     assert a["exact"] and [f["single_path"] for f in a["flows"]] == [None]

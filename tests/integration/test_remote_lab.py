@@ -207,7 +207,7 @@ def test_drill_runs_on_an_attached_lab_on_the_nodes_clock(deployed, tmp_path):
     try:
         drill = D.load_drill(D.find("t0-t1-link-down"))  # timed: the cut lands mid-transfer
         run = runner.run(remote, drill, seed=1)
-        data = run.data
+        data = run.run.to_json()
         clock = data["clock"]
         assert clock["kind"] == "nodes" and clock["machine"] == SOCKET
         assert clock["stamped_changes"] >= 2 and clock["unstamped_changes"] == 0
@@ -221,7 +221,7 @@ def test_drill_runs_on_an_attached_lab_on_the_nodes_clock(deployed, tmp_path):
         for what in ("steady state: verify", "exact", "localized", "rollback: verify"):
             assert got[what]["ok"], got[what]
         assert F.active(remote) == [] and remote.runtime.stream("r0h0") is None
-        html = report.write({"drills": [data]}, tmp_path)["html"].read_text()
+        html = report.write([run.run], tmp_path)["html"].read_text()
         assert "the nodes&#x27; CLOCK_MONOTONIC" in html and "± (µs)" in html
     finally:
         lifecycle.down(remote.lab)

@@ -18,6 +18,7 @@ from twin import faults as F
 from twin import lab as L
 from twin import lifecycle
 from twin.chaos import runner
+from twin.chaos.results import DrillRun
 from twin.errors import LabError, SpecError, UsageError
 from twin.fabric import paths as P
 from twin.fabric.spec import name_problem
@@ -93,7 +94,7 @@ def drills(monkeypatch, events):
                 "verdict": "pass" if ok else "fail",
                 "expectations": [{"what": "repair_ms", "want": "<= 100",
                                   "got": "12" if ok else "250", "ok": ok}]}
-        return [runner.RunResult(d, "mrc", seed, att.lab, data)]
+        return [runner.RunResult(d, "mrc", seed, att.lab, DrillRun.from_json(data))]
 
     monkeypatch.setattr(runner, "run_all", run_all)
     return Drills

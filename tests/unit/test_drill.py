@@ -249,18 +249,18 @@ def test_a_figure_may_be_held_in_a_band_and_judged_at_each_step():
              M.StepFigure(500 * MS, 900 * MS, (), 0.0, 0.97)]
     figures = {"steps": steps}
     got = R._expectation(low, figures, [], {"lost_share": 0.5})
-    assert got["ok"] and got["want"] == ">= 1 - lost_share - 0.1 at each step"
-    assert got["got"] == "0.52 >= 0.4; 0.97 >= 0.9"  # each step with its own lost_share
-    assert R._expectation(high, figures, [], {"lost_share": 0.5})["ok"]
+    assert got.ok and got.want == ">= 1 - lost_share - 0.1 at each step"
+    assert got.got == "0.52 >= 0.4; 0.97 >= 0.9"  # each step with its own lost_share
+    assert R._expectation(high, figures, [], {"lost_share": 0.5}).ok
     # the bandwidth did not come back after the ports did: the last step fails
     stuck = {"steps": [steps[0], M.StepFigure(500 * MS, 900 * MS, (), 0.0, 0.55)]}
     got = R._expectation(low, stuck, [], {"lost_share": 0.5})
-    assert not got["ok"] and got["got"] == "0.52 >= 0.4; 0.55 (fails) >= 0.9"
+    assert not got.ok and got.got == "0.52 >= 0.4; 0.55 (fails) >= 0.9"
     # it did not go down with them: the first step fails the band's top
     flat = {"steps": [M.StepFigure(100 * MS, 500 * MS, ("r1h0:1,3",), 0.5, 0.98), steps[1]]}
-    assert not R._expectation(high, flat, [], {"lost_share": 0.5})["ok"]
+    assert not R._expectation(high, flat, [], {"lost_share": 0.5}).ok
     unread = {"steps": [M.StepFigure(100 * MS, 500 * MS, (), 0.0, None)]}
-    assert R._expectation(low, unread, [], {})["got"] == "not measured"
+    assert R._expectation(low, unread, [], {}).got == "not measured"
 
 
 def test_a_random_target_is_not_drawn_on_a_link_a_fault_in_force_then_holds(att):

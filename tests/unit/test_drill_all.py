@@ -10,6 +10,7 @@ import pytest
 from tests.helpers import cli
 from twin import lab as L
 from twin.chaos import runner
+from twin.chaos.results import DrillRun, Judged
 from twin.chaos.runner import SuiteRow, suite_verdict, why_of
 from twin.errors import LabError
 from twin.state import known_labs
@@ -46,8 +47,8 @@ def drills(monkeypatch):
                 "baseline_of": "mrc", "verdict": "reported", "outcome": RETRY,
                 "expectations": [{"what": "faults met traffic", "want": ">= 20 ms",
                                   "got": "0 ms", "ok": False, "judged": False}]}
-        return [runner.RunResult(d, "mrc", seed, att.lab, main),
-                runner.RunResult(d, "single-path", seed, att.lab, base)]
+        return [runner.RunResult(d, "mrc", seed, att.lab, DrillRun.from_json(main)),
+                runner.RunResult(d, "single-path", seed, att.lab, DrillRun.from_json(base))]
 
     monkeypatch.setattr(runner, "run_all", run_all)
     return Drills
@@ -104,14 +105,14 @@ def test_an_interrupt_still_takes_the_labs_down(drills, tmp_path):
 
 
 def test_why_a_run_has_its_verdict():
-    failed = {"verdict": "fail", "expectations": [
-        {"what": "exact", "want": "true", "got": "false", "ok": False},
-        {"what": "faults met traffic", "want": "x", "got": "y", "ok": False, "judged": False},
-        {"what": "rollback: verify", "want": "pass", "got": "pass", "ok": True}]}
+    failed = DrillRun(verdict="fail", expectations=(
+        Judged("exact", "true", "false", False),
+        Judged("faults met traffic", "x", "y", False, judged=False),
+        Judged("rollback: verify", "pass", "pass", True)))
     assert why_of(failed) == "exact: want true, got false"
-    assert why_of({"verdict": "reported", "outcome": RETRY, "expectations": []}) == RETRY
-    assert why_of({"verdict": "fail", "expectations": []}) == "the traffic did not run"
-    assert why_of({"verdict": "pass", "expectations": []}) == ""
+    assert why_of(DrillRun(verdict="reported", outcome=RETRY)) == RETRY
+    assert why_of(DrillRun(verdict="fail")) == "the traffic did not run"
+    assert why_of(DrillRun(verdict="pass")) == ""
 
 
 def test_the_suites_line_says_every_verdict_holds_or_which_failed_and_why():

@@ -4,31 +4,33 @@ its reason and time, the hint of a fault the traffic stopped short of, and speed
 a baseline that never finished."""
 
 import math
+from dataclasses import replace
 
 from tests.helpers import send_qp_stats
 from twin.chaos import drill as D
 from twin.chaos import metrics as M
 from twin.chaos import runner as R
+from twin.chaos.results import DrillRun, FaultFigures, Judged
 from twin.chaos.runner import failed_qps, outcome, speedup_of, verdict_of
 
 MS = 1_000_000
 T0 = 10_000 * MS
 
-VERIFY = {"what": "rollback: verify", "want": "pass", "got": "pass", "ok": True}
-MISSED = {"what": "faults met traffic", "want": ">= 20 ms", "got": "0 ms", "ok": False}
+VERIFY = Judged("rollback: verify", "pass", "pass", True)
+MISSED = Judged("faults met traffic", ">= 20 ms", "0 ms", False)
 RETRY = "PSN 812 lost 8 times (retry limit)"
 
 
 def test_a_baseline_without_expectations_is_reported_and_fails_nothing():
-    rows = [dict(MISSED, judged=False), VERIFY]
+    rows = [replace(MISSED, judged=False), VERIFY]
     assert verdict_of(rows, ran=True, reported=True) == "reported"
-    r = R.RunResult(None, "single-path", 1, "mrc-4p", {"verdict": "reported"})
+    r = R.RunResult(None, "single-path", 1, "mrc-4p", DrillRun(verdict="reported"))
     assert r.ok
 
 
 def test_a_reported_baseline_still_fails_on_the_labs_health_and_a_judged_row_on_its_own():
-    broken = dict(VERIFY, got="fail: 2 paths", ok=False)
-    assert verdict_of([dict(MISSED, judged=False), broken], ran=True, reported=True) == "fail"
+    broken = replace(VERIFY, got="fail: 2 paths", ok=False)
+    assert verdict_of([replace(MISSED, judged=False), broken], ran=True, reported=True) == "fail"
     assert verdict_of([MISSED, VERIFY], ran=True) == "fail"  # judged: the row counts
     assert verdict_of([VERIFY], ran=False, reported=True) == "fail"  # the traffic never ran
     assert verdict_of([VERIFY], ran=True) == "pass"
@@ -47,19 +49,19 @@ def test_a_failed_qp_is_named_with_its_reason_and_when_it_died():
 
 
 def test_the_outcome_says_a_baseline_never_crossed_the_fault():
-    faults = [{"target": "t0-p1-r0:eth3", "crossed": False}]
+    faults = [FaultFigures(target="t0-p1-r0:eth3", crossed=False)]
     assert outcome("single-path", True, True, [], faults, 1) == \
         "byte-exact; its traffic never crossed t0-p1-r0:eth3"
     assert outcome("mrc", False, False, [], [], 1) == "the traffic did not run"
-    flap = [{"kind": "link-flap", "target": "t0-p1-r0:eth4", "crossed": False}] * 3
-    planes = [{"kind": "plane-loss", "target": str(p), "crossed": p != 1} for p in range(3)]
+    flap = [FaultFigures(kind="link-flap", target="t0-p1-r0:eth4", crossed=False)] * 3
+    planes = [FaultFigures(kind="plane-loss", target=str(p), crossed=p != 1) for p in range(3)]
     assert outcome("single-path", True, True, [], flap + planes, 1) == \
         "byte-exact; its traffic never crossed t0-p1-r0:eth4, plane 1"
 
 
 def fault_row(**kw):
-    return {"target": "r1h0:1", "crossed": True, "crossed_from": "paths taken",
-            "under_traffic_ms": 0.0, "met": False, **kw}
+    return FaultFigures(**{"target": "r1h0:1", "crossed": True, "crossed_from": "paths taken",
+                           "under_traffic_ms": 0.0, "met": False, **kw})
 
 
 def test_a_qp_dead_at_its_retry_limit_is_blamed_not_the_traffics_length():
@@ -68,12 +70,12 @@ def test_a_qp_dead_at_its_retry_limit_is_blamed_not_the_traffics_length():
                       "target: 'r1h0:1'}]}\n")
     died = [{"src": "r0h0", "dst": "r1h0", "why": RETRY, "at_ms": 302.0}]
     row = R._met_traffic([fault_row()], d, "single-path", died, 1)
-    assert not row["ok"] and "for: 2s" not in row["got"]
-    assert f"the traffic stopped: RoCE QP failed: {RETRY} at 302 ms" in row["got"]
+    assert not row.ok and "for: 2s" not in row.got
+    assert f"the traffic stopped: RoCE QP failed: {RETRY} at 302 ms" in row.got
     row = R._met_traffic([fault_row()], d, "mrc", [], 1)  # a timed transfer that ended
-    assert "make the traffic's `for` longer" in row["got"]
+    assert "make the traffic's `for` longer" in row.got
     row = R._met_traffic([fault_row(crossed=False)], d, "single-path", [], 1)
-    assert row["got"] == "r1h0:1: no path the traffic took crosses it"
+    assert row.got == "r1h0:1: no path the traffic took crosses it"
 
 
 def test_speedup_over_a_baseline_that_never_finished_is_infinite_and_says_why():

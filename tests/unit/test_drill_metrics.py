@@ -58,11 +58,11 @@ def test_detection_is_the_first_retirement_on_a_dead_path_and_repair_its_last_re
         ev(at + 30 * MS, "repaired", ALIVE, 20),
     ])
     (fig,) = M.fault_figures(f4, [flow], [f], [])
-    assert fig["detection_us"] == 2000
-    assert fig["repair_us"] == 6000
-    assert fig["packets_lost"] == 3
-    assert fig["dead_path_losses"] == 2
-    assert not fig["localized"]
+    assert fig.detection_us == 2000
+    assert fig.repair_us == 6000
+    assert fig.packets_lost == 3
+    assert fig.dead_path_losses == 2
+    assert not fig.localized
 
 
 def test_repair_is_the_first_delivery_not_a_late_copy_after_it(f4):
@@ -77,20 +77,20 @@ def test_repair_is_the_first_delivery_not_a_late_copy_after_it(f4):
         ev(at + 400 * MS, "spurious", DEAD, 10),
     ])
     (fig,) = M.fault_figures(f4, [flow], [f], [])
-    assert fig["repair_us"] == 3000
+    assert fig.repair_us == 3000
 
 
 def test_a_lost_packet_never_resent_leaves_repair_unmeasured(f4):
     f = fault(f4)
     flow = M.FlowLog("r0h0", "r1h0", 1, events=[ev(f.at_ns + MS, "loss", DEAD, 3)])
     (fig,) = M.fault_figures(f4, [flow], [f], [])
-    assert fig["repair_us"] is None
-    assert fig["detection_us"] == 1000  # single-path: its first loss on the dead path
+    assert fig.repair_us is None
+    assert fig.detection_us == 1000  # single-path: its first loss on the dead path
 
 
 def test_nothing_lost_is_nothing_to_repair(f4):
     (fig,) = M.fault_figures(f4, [M.FlowLog("r0h0", "r1h0", 1)], [fault(f4)], [])
-    assert (fig["repair_us"], fig["packets_lost"], fig["detection_us"]) == (0, 0, None)
+    assert (fig.repair_us, fig.packets_lost, fig.detection_us) == (0, 0, None)
 
 
 def test_a_switch_fault_kills_every_path_through_the_switch(f4):
@@ -110,11 +110,11 @@ def test_localized_is_the_first_naming_of_the_fault_after_it(f4):
             {"target": "t1-p1-0:eth1", "named_ns": f.at_ns + 40 * MS},  # its other end
             {"target": lk, "named_ns": f.at_ns + 50 * MS}]
     (fig,) = M.fault_figures(f4, [], [f], locs)
-    assert fig["localized"] and fig["localized_as"] == "t1-p1-0:eth1"
-    assert fig["localized_us"] == 40_000
+    assert fig.localized and fig.localized_as == "t1-p1-0:eth1"
+    assert fig.localized_us == 40_000
     sw = M.AppliedFault("sid-loss", "t1-p1-0", T0, frozenset({lk}), frozenset({"t1-p1-0"}))
     (fig,) = M.fault_figures(f4, [], [sw], [{"target": lk, "named_ns": T0 + MS}])
-    assert not fig["localized"]  # a switch fault is named as the switch
+    assert not fig.localized  # a switch fault is named as the switch
 
 
 def goodput(series, t0=T0):
@@ -270,7 +270,7 @@ def test_a_bystander_does_not_make_a_fault_met(f4):
 
 def test_fault_figures_carry_the_exposure(f4):
     (fig,) = M.fault_figures(f4, [running()], [fault(f4, at=T0 + 300 * MS)], [])
-    assert (fig["met"], fig["crossed"], fig["under_traffic_ms"]) == (True, True, 700.0)
+    assert (fig.met, fig.crossed, fig.under_traffic_ms) == (True, True, 700.0)
 
 
 # -- per flow: spread and fair share -----------------------------------------------------
@@ -325,15 +325,15 @@ def test_a_fault_before_the_first_write_counts_from_the_first_write(f4):
         ev(T0 + 3 * MS, "repaired", ALIVE, 3),
     ])
     (fig,) = M.fault_figures(f4, [flow], [f], [])
-    assert (fig["origin"], fig["origin_ns"]) == ("first write", T0)
-    assert (fig["detection_us"], fig["repair_us"]) == (1000, 3000)
+    assert (fig.origin, fig.origin_ns) == ("first write", T0)
+    assert (fig.detection_us, fig.repair_us) == (1000, 3000)
 
 
 def test_without_bins_the_runners_first_write_is_the_origin(f4):
     f = fault(f4, at=T0 - 220 * MS)
     flow = M.FlowLog("r0h0", "r1h0", 1, events=[ev(T0 + 2 * MS, "loss", DEAD, 3)])
     (fig,) = M.fault_figures(f4, [flow], [f], [], t0_ns=T0)
-    assert fig["origin"] == "first write" and fig["detection_us"] == 2000
+    assert fig.origin == "first write" and fig.detection_us == 2000
 
 
 def test_a_fault_under_traffic_counts_from_the_fault_and_localization_always_does(f4):
@@ -342,11 +342,11 @@ def test_a_fault_under_traffic_counts_from_the_fault_and_localization_always_doe
                      events=[ev(f.at_ns + 2 * MS, "retire", DEAD, 3)])
     named = {"target": "t0-p1-r0:eth3", "named_ns": f.at_ns + 40 * MS}
     (fig,) = M.fault_figures(f4, [flow], [f], [named])
-    assert (fig["origin"], fig["origin_ns"], fig["detection_us"]) == ("fault", f.at_ns, 2000)
+    assert (fig.origin, fig.origin_ns, fig.detection_us) == ("fault", f.at_ns, 2000)
     early = fault(f4, at=T0 - 220 * MS)
     named = {"target": "t0-p1-r0:eth3", "named_ns": early.at_ns + 40 * MS}
     (fig,) = M.fault_figures(f4, [flow], [early], [named])
-    assert fig["localized_us"] == 40_000  # the prober needs no traffic: from the fault
+    assert fig.localized_us == 40_000  # the prober needs no traffic: from the fault
 
 
 # -- per step: the stretches between the timeline's changes ---------------------------------

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from twin.chaos import queues as Q
 from twin.chaos import report
+from twin.chaos.results import Judged, parse
 
 HOT = "r0h0:eth1--t0-p0-r0:eth1"
 COLD = "r1h0:eth1--t0-p0-r1:eth1"
@@ -29,9 +30,9 @@ def test_a_drill_without_faults_fails_if_the_prober_named_one():
     """The incast drill before the probe class: r0h0's host links named faulty, nothing
     broken. Now a row that fails the drill."""
     row = Q.false_alarm([{"target": HOT}, {"target": HOT}, {"target": COLD}], 0)
-    assert row == {"what": "prober: nothing named faulty", "want": "0 (no fault on the "
-                   "timeline)", "got": f"2: {HOT}, {COLD}", "ok": False}
-    assert Q.false_alarm([], 0)["ok"] is True
+    assert row == Judged("prober: nothing named faulty", "0 (no fault on the timeline)",
+                         f"2: {HOT}, {COLD}", False)
+    assert Q.false_alarm([], 0).ok is True
     assert Q.false_alarm([{"target": HOT}], 1) is None  # a fault drill: localized judges it
     # a RoCE baseline is judged by baseline_expect alone; its count is reported beside it
     assert Q.false_alarm([{"target": HOT}], 0, baseline_of="mrc") is None
@@ -42,7 +43,7 @@ def test_the_report_shows_the_verdicts_beside_the_queues(tmp_path):
            "prober": {"named_faulty": 0, "named_congested": 1, "queue_samples": 80,
                       "verdicts": Q.verdicts([], [{"target": HOT, "named_ns": 5}],
                                              {HOT: 120_000}, {})}}
-    html = report.write({"drills": [run]}, tmp_path)["html"].read_text()
+    html = report.write(parse({"drills": [run]}), tmp_path)["html"].read_text()
     assert "Prober verdicts and queues" in html
     assert f'<tr class="verdict-congested"><td>{HOT}</td><td>congested</td><td>120,000</td>' \
         in html
@@ -50,7 +51,7 @@ def test_the_report_shows_the_verdicts_beside_the_queues(tmp_path):
 
 
 def test_a_run_without_a_prober_has_no_such_table(tmp_path):
-    html = report.write({"drills": [{"name": "x", "mode": "mrc", "verdict": "pass"}]},
+    html = report.write(parse({"drills": [{"name": "x", "mode": "mrc", "verdict": "pass"}]}),
                         tmp_path)["html"].read_text()
     assert "Prober verdicts" not in html
 

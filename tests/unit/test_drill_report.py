@@ -6,6 +6,7 @@ renders report.html from disk and the screenshot must not be blank."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 import shutil
@@ -21,6 +22,7 @@ import pytest
 from tests.doubles.drill_results import drill_results, long_run
 from tests.helpers import GOLDEN, golden
 from twin.chaos import plots, report
+from twin.chaos import results as R
 
 RUN_PARTS = ("faults", "goodput", "ev-states", "link-load", "timeline")
 ANCHORS = ("run-t0-t1-flap-mrc", "run-t0-t1-flap-single-path", "run-t1-blackhole-mrc")
@@ -33,7 +35,7 @@ def results() -> dict:
 
 @pytest.fixture(scope="module")
 def written(results, tmp_path_factory) -> dict[str, Path]:
-    return report.write(results, tmp_path_factory.mktemp("report"))
+    return report.write(R.parse(results), tmp_path_factory.mktemp("report"))
 
 
 class Page(HTMLParser):
@@ -152,7 +154,7 @@ def test_a_run_with_nothing_but_a_name_still_reports(tmp_path):
          "ev_states": {"series": {"good": [1, None, 1]}},
          "link_load": [{"link": "odd", "bytes": None}], "timeline": [{"t_ns": 5}]},
     ]}
-    paths = report.write(results, tmp_path / "new" / "dir")
+    paths = report.write(R.parse(results), tmp_path / "new" / "dir")
     page = parse(paths["html"].read_text())
     assert {"verdicts", "compare", "run-t1-reboot-mrc", "run-x-mrc"} <= set(page.ids)
     text = paths["html"].read_text()
@@ -166,7 +168,7 @@ def test_a_run_with_nothing_but_a_name_still_reports(tmp_path):
 
 
 def test_no_results_is_a_page_that_says_so(tmp_path):
-    paths = report.write({}, tmp_path)
+    paths = report.write(R.parse({}), tmp_path)
     assert "No drill runs in these results" in paths["html"].read_text()
     assert ET.parse(paths["junit"]).getroot().findall("testsuite") == []
 
@@ -175,7 +177,7 @@ def test_a_60_s_run_is_cut_down_for_the_page(tmp_path):
     """60000 bins a plane: every curve is at most MAX_POINTS points; the page stays small."""
     results = long_run(60)
     assert len(results["drills"][0]["goodput"]["planes"]["0"]) > 60000
-    paths = report.write(results, tmp_path)
+    paths = report.write(R.parse(results), tmp_path)
     size = paths["html"].stat().st_size
     assert size < 1_000_000, f"report.html is {size} bytes for one 60 s run"
     text = paths["html"].read_text()
@@ -201,7 +203,7 @@ def test_a_link_is_named_by_its_place_in_the_plane():
 
 
 def test_link_load_grids_group_links_by_plane(results):
-    grids = plots.load_grids(results["drills"][0]["link_load"])
+    grids = plots.load_grids(R.parse(results)[0].link_load)
     assert [(g.kind, len(g.rows), g.planes) for g in grids] == \
         [("host", 4, [0, 1, 2, 3]), ("fabric", 4, [0, 1, 2, 3])]
     fabric = grids[1]
@@ -210,20 +212,20 @@ def test_link_load_grids_group_links_by_plane(results):
 
 
 def test_marks_come_from_the_timeline_or_else_from_the_faults(results):
-    flap = results["drills"][0]
+    flap = R.parse(results)[0]
     marks = plots.fault_marks(flap)
     assert [(round(m.ms), m.style) for m in marks][:3] == \
         [(150, "fault"), (171, "localized"), (200, "recovery")]
     assert plots.mark_labels(marks)[:4] == [
         "link-down t0-p0-r0:eth3", "named t0-p0-r0:eth3--t1-p0-0:eth1", "link-up", "link-down"]
-    bare = {**flap, "timeline": []}
+    bare = dataclasses.replace(flap, timeline=[])
     assert [(round(m.ms, 1), m.kind, m.style) for m in plots.fault_marks(bare)] == \
         [(150.0, "link-flap", "fault"), (171.3, "named", "localized")]
 
 
 def test_comparisons_pair_a_baseline_with_the_run_it_names(results):
-    groups = report.comparisons(results)
-    assert [[r["mode"] for r in g] for g in groups] == [["mrc", "single-path"]]
+    groups = report.comparisons(R.parse(results))
+    assert [[r.mode for r in g] for g in groups] == [["mrc", "single-path"]]
 
 
 def test_to_json_fills_lines_and_gives_the_value_back():
@@ -280,7 +282,7 @@ def test_several_baselines_of_one_mode_each_get_their_own_section_and_suite(tmp_
     for qps in (1, 16):
         runs.append({"name": "one-qp", "mode": "single-path", "baseline_of": "mrc",
                      "variant": f"single-path x{qps} QP{'s' * (qps > 1)}", "verdict": "pass"})
-    paths = report.write({"drills": runs}, tmp_path)
+    paths = report.write(R.parse({"drills": runs}), tmp_path)
     page = parse(paths["html"].read_text())
     assert {"run-one-qp-mrc", "run-one-qp-single-path-x1-QP",
             "run-one-qp-single-path-x16-QPs"} <= set(page.ids)
@@ -304,9 +306,9 @@ def test_trims_over_time_are_drawn_with_the_runs_signal_totals(tmp_path):
     assert M.signal_series(events, 10**9, bins=5)["trims"] == [4, 3, 3, 0, 0]  # the span
     run = {"name": "incast-victim", "mode": "mrc", "verdict": "pass",
            "signals": {**sig, "ce_echoed": 1234, "ev_skips_ecn": 99, "trims_resent": 10}}
-    text = report.write({"drills": [run]}, tmp_path)["html"].read_text()
+    text = report.write(R.parse({"drills": [run]}), tmp_path)["html"].read_text()
     assert "Congestion signals" in text and "CE marks echoed 1,234" in text
-    quiet = report.write({"drills": [{**run, "signals": {"trims": [0, 0]}}]},
+    quiet = report.write(R.parse({"drills": [{**run, "signals": {"trims": [0, 0]}}]}),
                          tmp_path / "q")["html"].read_text()
     assert "Congestion signals" not in quiet
 
@@ -330,14 +332,14 @@ def _baseline_that_never_met(results: dict) -> dict:
 
 
 def test_a_comparison_does_not_rank_a_fault_the_baseline_never_met(results):
-    mrc, base = _baseline_that_never_met(results)["drills"]
+    mrc, base = R.parse(_baseline_that_never_met(results))
     assert report.unranked(mrc, base, "repair, worst fault") == "baseline never met the fault"
     assert report.unranked(mrc, base, "packets lost") == "baseline never met the fault"
     assert report.unranked(mrc, base, "completion") == "CPU-bound (unshaped fabric)"
     assert report.unranked(mrc, base, "byte-exact") is None
     note = report.unranked_note([mrc, base])
     assert "single-path never met the fault" in note and "CPU-bound" in note
-    shaped, met = results["drills"][0], results["drills"][1]  # as the fixture has them
+    shaped, met = R.parse(results)[:2]  # as the fixture has them
     assert all(report.unranked(shaped, met, label) is None
                for label, *_ in report.COMPARE_ROWS)
 
@@ -346,16 +348,18 @@ def test_a_failed_qp_is_not_ranked_on_completion(results):
     mrc, base = (json.loads(json.dumps(r)) for r in results["drills"][:2])
     base["failed_qps"] = [{"src": "r0h0", "dst": "r1h0", "why": "retry limit", "at_ms": 3}]
     base["outcome"] = "RoCE QP failed: PSN 9 lost 8 times (retry limit) at 3 ms"
-    assert report.unranked(mrc, base, "completion") == "a QP failed"
+    typed = R.DrillRun.from_json
+    assert report.unranked(typed(mrc), typed(base), "completion") == "a QP failed"
     for f in base["faults"]:  # it crossed the fault, and died of it: no repair to rank
         f.update(crossed=True, met=False)
+    mrc, base = typed(mrc), typed(base)
     assert report.unranked(mrc, base, "repair, worst fault") == "a QP failed"
     assert "never met" not in report.unranked_note([mrc, base])
     assert "RoCE QP failed: PSN 9" in report.unranked_note([mrc, base])
 
 
 def test_a_reported_baseline_is_shown_not_judged(results, tmp_path):
-    paths = report.write(_baseline_that_never_met(results), tmp_path)
+    paths = report.write(R.parse(_baseline_that_never_met(results)), tmp_path)
     text = paths["html"].read_text()
     assert 'class="badge reported"' in text and "1 baseline reported (not judged)" in text
     assert '<tr class="shown">' in text and '<tr class="bad">' not in text

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from twin.chaos.results import FaultFigures
 from twin.fabric.model import Fabric
 from twin.fabric.paths import ev_encode, ev_fields, path_for_ev
 from twin.faults.timeline import AppliedFault  # the timeline's record (twin.faults.timeline)
@@ -100,7 +101,7 @@ def origin(fault: AppliedFault, first_write: int | None) -> tuple[int, str]:
 
 def fault_figures(fabric: Fabric, flows: list[FlowLog], faults: list[AppliedFault],
                   localizations: list[dict], t0_ns: int | None = None,
-                  carried: dict[str, int] | None = None) -> list[dict]:
+                  carried: dict[str, int] | None = None) -> list[FaultFigures]:
     """Each fault's figures. Detection and repair count from `origin` (the fault, or
     the main flows' first write if that came later; `t0_ns`: the first write where the
     flows carry no bins); localization from the fault (the prober needs no traffic)."""
@@ -140,22 +141,22 @@ def fault_figures(fabric: Fabric, flows: list[FlowLog], faults: list[AppliedFaul
             if all(k in repaired for k in outstanding):
                 repair_end = max(repaired.values())
         loc = _localization(f, localizations, fabric)
-        out.append({
-            "kind": f.kind, "target": f.target, "at_ns": f.at_ns,
-            "applied_us": None if f.applied_ns is None else (f.applied_ns - f.at_ns) // 1000,
-            "at_uncertainty_us": None if f.uncertainty_ns is None else f.uncertainty_ns // 1000,
-            "reverted_ns": f.reverted_ns,
-            "origin": since_what, "origin_ns": since,
-            "detection_us": None if detection is None else max(0, detection - since) // 1000,
-            "repair_us": (0 if not outstanding else
-                          None if repair_end is None else max(0, repair_end - since) // 1000),
-            "packets_lost": lost,
-            "dead_path_losses": len(outstanding),
-            "localized": loc is not None,
-            "localized_as": loc["target"] if loc else None,
-            "localized_us": None if loc is None else max(0, loc["named_ns"] - f.at_ns) // 1000,
+        out.append(FaultFigures(
+            kind=f.kind, target=f.target, at_ns=f.at_ns,
+            applied_us=None if f.applied_ns is None else (f.applied_ns - f.at_ns) // 1000,
+            at_uncertainty_us=None if f.uncertainty_ns is None else f.uncertainty_ns // 1000,
+            reverted_ns=f.reverted_ns,
+            origin=since_what, origin_ns=since,
+            detection_us=None if detection is None else max(0, detection - since) // 1000,
+            repair_us=(0 if not outstanding else
+                       None if repair_end is None else max(0, repair_end - since) // 1000),
+            packets_lost=lost,
+            dead_path_losses=len(outstanding),
+            localized=loc is not None,
+            localized_as=loc["target"] if loc else None,
+            localized_us=None if loc is None else max(0, loc["named_ns"] - f.at_ns) // 1000,
             **exposure(fabric, flows, f, carried=carried),
-        })
+        ))
     return out
 
 

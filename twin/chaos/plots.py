@@ -7,8 +7,9 @@
                 plane, one row per place in a plane (`r0h0-t0-r0`, `t0-r0-t1-0`)
     compare     total goodput of a run and its baselines, overlaid
 
-Every function takes one run of the results (a dict, as `twin drill run --json` prints it)
-and returns None when the run has nothing to draw: a failed drill may have no bins.
+Every function takes one run of the results (a DrillRun, twin.chaos.results: its series
+stay JSON values) and returns None when the run has nothing to draw: a failed drill may
+have no bins.
 Time is ms after the traffic's first write (`t0_ns`). Long runs are cut down to at most
 MAX_POINTS points a curve (the mean of k bins, the total's min..max as a band), so a 60 s
 drill is a few hundred kB of SVG, not 60000 points a line.
@@ -31,6 +32,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, MaxNLocator
 from matplotlib.transforms import blended_transform_factory
 
+from twin.chaos.results import DrillRun, LinkLoad
 from twin.mrc.modes import Mode
 
 MAX_POINTS = 1000  # about one a pixel of a plot's width
@@ -91,24 +93,24 @@ MARK_STYLES = {"fault": ("#cf222e", "--"), "recovery": ("#1a7f37", ":"),
                "localized": ("#8250df", "-.")}
 
 
-def origin_ns(run: dict) -> int | None:
+def origin_ns(run: DrillRun) -> int | None:
     """t0_ns, or failing that the earliest fault or event: the runs' time zero."""
-    if isinstance(run.get("t0_ns"), int):
-        return run["t0_ns"]
-    times = [f.get("at_ns") for f in run.get("faults") or []] + \
-        [e.get("t_ns") for e in run.get("timeline") or []]
+    if isinstance(run.t0_ns, int):
+        return run.t0_ns
+    times = [f.at_ns for f in run.faults or []] + \
+        [e.get("t_ns") for e in run.timeline or []]
     times = [t for t in times if isinstance(t, int)]
     return min(times) if times else None
 
 
-def fault_marks(run: dict) -> list[Mark]:
+def fault_marks(run: DrillRun) -> list[Mark]:
     """The timeline's fault events (every down and up of a flap) and the prober's
     localizations; from `faults`, a start or a localization the timeline lacks."""
     t0 = origin_ns(run)
     if t0 is None:
         return []
     marks = []
-    for e in run.get("timeline") or []:
+    for e in run.timeline or []:
         if not isinstance(e.get("t_ns"), int):
             continue
         kind, ms = str(e.get("kind") or "fault"), (e["t_ns"] - t0) / 1e6
@@ -117,17 +119,17 @@ def fault_marks(run: dict) -> list[Mark]:
             marks.append(Mark(ms, kind, e.get("target"), style))
         elif e.get("source") == "probe" and kind in LOCALIZED_KINDS:
             marks.append(Mark(ms, "named", e.get("target"), "localized"))
-    for f in run.get("faults") or []:
-        at = f.get("at_ns")
+    for f in run.faults or []:
+        at = f.at_ns
         if not isinstance(at, int):
             continue
         if not _near(marks, (at - t0) / 1e6, ("fault",)):
-            marks.append(Mark((at - t0) / 1e6, str(f.get("kind") or "fault"), f.get("target"),
+            marks.append(Mark((at - t0) / 1e6, str(f.kind or "fault"), f.target,
                               "fault"))
-        named = f.get("localized_us")
-        if f.get("localized") and isinstance(named, int | float) and \
+        named = f.localized_us
+        if f.localized and isinstance(named, int | float) and \
                 not any(m.style == "localized" for m in marks):
-            marks.append(Mark((at - t0) / 1e6 + named / 1e3, "named", f.get("target"),
+            marks.append(Mark((at - t0) / 1e6 + named / 1e3, "named", f.target,
                               "localized"))
     return sorted(marks, key=lambda m: m.ms)
 
@@ -162,8 +164,8 @@ def mark_labels(marks: list[Mark]) -> list[str]:
     return labels
 
 
-def goodput_planes(run: dict) -> tuple[dict[str, list], float] | None:
-    g = run.get("goodput") or {}
+def goodput_planes(run: DrillRun) -> tuple[dict[str, list], float] | None:
+    g = run.goodput or {}
     planes = {str(p): v for p, v in (g.get("planes") or {}).items() if v}
     if not planes:
         return None
@@ -179,7 +181,7 @@ def total_gbps(planes: dict[str, list], bin_ms: float) -> np.ndarray:
     return total * 8 / (bin_ms * 1e6)  # bytes per bin -> Gbit/s
 
 
-def goodput(run: dict) -> str | None:
+def goodput(run: DrillRun) -> str | None:
     """The event strip, the total, then one small row per plane (one shared y scale):
     four noisy 1 ms lines drawn over each other hide the plane that dipped."""
     got = goodput_planes(run)
@@ -223,10 +225,10 @@ def goodput(run: dict) -> str | None:
         return _svg(fig)
 
 
-def flows(run: dict) -> str | None:
+def flows(run: DrillRun) -> str | None:
     """Each flow's goodput over time (10 ms bins), one line a flow: whether flows share
     alike (a permutation, an incast) shows as lines together or apart."""
-    g = run.get("flow_goodput") or {}
+    g = run.flow_goodput or {}
     series = [s for s in g.get("series") or [] if any(s.get("bytes") or [])]
     if len(series) < 2:
         return None
@@ -253,10 +255,10 @@ def flows(run: dict) -> str | None:
         return _svg(fig)
 
 
-def signals(run: dict) -> str | None:
+def signals(run: DrillRun) -> str | None:
     """Trims resent per 10 ms over the run, with the run's CE and trim totals in the
     title: where the fabric's queues overflowed, and when."""
-    sig = run.get("signals") or {}
+    sig = run.signals or {}
     trims = sig.get("trims") or []
     if not any(trims):
         return None
@@ -277,8 +279,8 @@ def signals(run: dict) -> str | None:
         return _svg(fig)
 
 
-def ev_states(run: dict) -> str | None:
-    ev = run.get("ev_states") or {}
+def ev_states(run: DrillRun) -> str | None:
+    ev = run.ev_states or {}
     series = {s: v for s, v in (ev.get("series") or {}).items() if v}
     if not series:
         return None
@@ -309,7 +311,7 @@ def ev_states(run: dict) -> str | None:
 SMOOTH_MS = 5  # the compare overlay: 5 ms means (as the dip figures use), not 1 ms noise
 
 
-def compare(runs: list[dict]) -> str | None:
+def compare(runs: list[DrillRun]) -> str | None:
     """Total goodput of each run (the mrc run first), overlaid; faults from the first."""
     curves = []
     for run in runs:
@@ -329,7 +331,7 @@ def compare(runs: list[dict]) -> str | None:
                 else total
             c = downsample(smooth, bin_ms)
             k, top = c.k, max(top, float(np.nanmax(c.mean)))
-            mode, label = str(run.get("mode")), str(run.get("variant") or run.get("mode"))
+            mode, label = str(run.mode), str(run.variant or run.mode)
             colour = MODE_COLOURS.get(mode, f"C{i + 2}") if label == mode else f"C{i + 2}"
             ax.plot(c.ms, c.mean, linewidth=1.3, color=colour,
                     label=f"{label}: done at {len(total) * bin_ms:.0f} ms")
@@ -365,20 +367,20 @@ def link_place(link_id: str) -> str:
     return "-".join(_PLANE_RE.sub("", e.split(":")[0]) for e in ends)
 
 
-def load_grids(link_load: list[dict]) -> list[LoadGrid]:
+def load_grids(link_load: list[LinkLoad]) -> list[LoadGrid]:
     grids = []
     for kind in ("host", "fabric"):
         cells: dict[tuple[str, int], float] = {}
         for entry in link_load:
-            link = str(entry.get("link") or "")
-            plane = entry.get("plane")
+            link = str(entry.link or "")
+            plane = entry.plane
             if plane is None:
                 m = _PLANE_RE.search(link)
                 plane = int(m.group(1)) if m else 0
-            if (entry.get("kind") or _guess_kind(link)) != kind:
+            if (entry.kind or _guess_kind(link)) != kind:
                 continue
             key = (link_place(link), int(plane))
-            cells[key] = cells.get(key, 0.0) + float(entry.get("bytes") or 0)
+            cells[key] = cells.get(key, 0.0) + float(entry.bytes or 0)
         if not cells:
             continue
         rows = sorted({r for r, _ in cells}, key=_natural)
@@ -390,8 +392,8 @@ def load_grids(link_load: list[dict]) -> list[LoadGrid]:
     return grids
 
 
-def link_load(run: dict) -> str | None:
-    grids = load_grids(run.get("link_load") or [])
+def link_load(run: DrillRun) -> str | None:
+    grids = load_grids(run.link_load or [])
     if not grids:
         return None
     rows = max(len(g.rows) for g in grids)
@@ -421,9 +423,9 @@ def link_load(run: dict) -> str | None:
 # -- pieces ----------------------------------------------------------------------
 
 
-def _event_strip(ax, run: dict, span: float) -> None:
+def _event_strip(ax, run: DrillRun, span: float) -> None:
     t0 = origin_ns(run)
-    events = [e for e in run.get("timeline") or [] if isinstance(e.get("t_ns"), int)]
+    events = [e for e in run.timeline or [] if isinstance(e.get("t_ns"), int)]
     rows = {s: i for i, s in enumerate(reversed(SOURCES))}
     for source in SOURCES:
         xs = [(e["t_ns"] - t0) / 1e6 for e in events if e.get("source") == source]

@@ -26,6 +26,7 @@ import os
 import threading
 import time
 
+from twin.chaos.results import Judged
 from twin.errors import LabError
 from twin.node.ebpf import bpf, read_ports
 
@@ -148,7 +149,7 @@ def verdicts(faulty: list[dict], congested: list[dict], deepest: dict[str, int],
 
 
 def false_alarm(faulty: list[dict], faults_on_timeline: int,
-                baseline_of: str | None = None) -> dict | None:
+                baseline_of: str | None = None) -> Judged | None:
     """The expectation row a drill with no fault on its timeline gets (a congestion
     drill): the prober named nothing faulty. None for a drill with faults, and for a
     baseline run, which its drill's `baseline_expect` alone judges (its count is in
@@ -156,7 +157,7 @@ def false_alarm(faulty: list[dict], faults_on_timeline: int,
     if faults_on_timeline or baseline_of:
         return None
     named = sorted({loc["target"] for loc in faulty})
-    return {"what": "prober: nothing named faulty", "want": "0 (no fault on the timeline)",
-            "got": str(len(named)) if not named else
-            f"{len(named)}: {', '.join(named[:6])}{' ...' if len(named) > 6 else ''}",
-            "ok": not named}
+    return Judged("prober: nothing named faulty", "0 (no fault on the timeline)",
+                  str(len(named)) if not named else
+                  f"{len(named)}: {', '.join(named[:6])}{' ...' if len(named) > 6 else ''}",
+                  not named)

@@ -4,11 +4,13 @@
                   readable from disk: the verdict table; mrc against each baseline where
                   a drill was run with --compare; then per run its faults, goodput per
                   plane in 1 ms bins with the faults marked, EV states, a per-link load
-                  heatmap and the event timeline
+                  heatmap with the CE marks and trims of its switch ports, and the event
+                  timeline
     report.json   the results as given, pretty-printed (lists of numbers kept on a few lines)
     junit.xml     one testsuite per run (`drill.<name>.<mode>`), one testcase per expectation
 
-The results are what `twin drill run --json` prints (twin/chaos/runner.py):
+The runs are twin.chaos.results.DrillRun; report.json is what `twin drill run --json`
+prints (results.document), and a saved one is read back once (`load`):
 
     {"drills": [{"name", "description", "lab", "mode", "baseline_of", "seed",
                  "verdict": "pass" | "fail" | "reported" (a baseline without
@@ -27,7 +29,8 @@ The results are what `twin drill run --json` prints (twin/chaos/runner.py):
                  "goodput": {"bin_ns", "planes": {"0": [bytes per bin, ...]}},
                  "ev_states": {"bin_ns", "series": {"good": [...], ...}},
                  "timeline": [{"t_ns", "source", "kind", "target", "detail"}],
-                 "link_load": [{"link", "plane", "kind", "bytes"}],
+                 "link_load": [{"link", "plane", "kind", "bytes", "ce_marked", "trimmed"
+                                (these two where the run read the switch ports' queues)}],
                  "metrics": {"dip_depth", "dip_ms", "back_to_90_ms", "completion_s",
                              "goodput_gbps"}}]}
 
@@ -46,7 +49,9 @@ import math
 from html import escape
 from pathlib import Path
 
-from twin.junit import Suite, document
+from twin.chaos.results import DrillRun, Judged, LinkLoad, document, parse
+from twin.junit import Suite
+from twin.junit import document as junit_document
 
 MARKS_KEY = ("Dashed red: a fault applied; dotted green: reverted; dash-dot purple: "
              "the prober named it.")
@@ -54,37 +59,38 @@ TIMELINE_ROWS = 400  # events shown per run; report.json has them all
 FILES = {"html": "report.html", "json": "report.json", "junit": "junit.xml"}
 
 
-def write(results: dict, out_dir: Path) -> dict[str, Path]:
+def write(runs: list[DrillRun], out_dir: Path) -> dict[str, Path]:
     """Write report.html, report.json and junit.xml into out_dir (made if missing)."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = {key: out_dir / name for key, name in FILES.items()}
-    paths["json"].write_text(to_json(results) + "\n")
-    paths["junit"].write_text(junit(results))
-    paths["html"].write_text(html(results))
+    paths["json"].write_text(to_json(document(runs)) + "\n")
+    paths["junit"].write_text(junit(runs))
+    paths["html"].write_text(html(runs))
     return paths
 
 
-def runs(results: dict) -> list[dict]:
-    return [r for r in (results or {}).get("drills") or [] if isinstance(r, dict)]
+def load(path: Path) -> list[DrillRun]:
+    """The runs of a results file (report.json, `twin drill run --json`'s output), read
+    once into types. Raises ValueError if it is not JSON."""
+    return parse(json.loads(Path(path).read_text()))
 
 
-def suite_name(run: dict) -> str:
-    return f"drill.{run.get('name') or 'unnamed'}.{_slug(run)}"
+def suite_name(run: DrillRun) -> str:
+    return f"drill.{run.name or 'unnamed'}.{_slug(run)}"
 
 
-def comparisons(results: dict) -> list[list[dict]]:
+def comparisons(all_runs: list[DrillRun]) -> list[list[DrillRun]]:
     """[mrc run, baseline, ...] for every run of a drill that has baselines: runs of the
     same drill whose `baseline_of` is its mode."""
-    all_runs = runs(results)
     groups = []
     for primary in all_runs:
-        if primary.get("baseline_of"):
+        if primary.baseline_of:
             continue
         # a baseline run names the main run's mode (runner.run_all), and shares its drill
-        bases = [r for r in all_runs if r is not primary and r.get("baseline_of")
-                 and r.get("name") == primary.get("name")
-                 and r.get("baseline_of") in (primary.get("mode") or "mrc", primary.get("name"))]
+        bases = [r for r in all_runs if r is not primary and r.baseline_of
+                 and r.name == primary.name
+                 and r.baseline_of in (primary.mode or "mrc", primary.name)]
         if bases:
             groups.append([primary, *bases])
     return groups
@@ -93,27 +99,25 @@ def comparisons(results: dict) -> list[list[dict]]:
 # -- junit.xml -------------------------------------------------------------------
 
 
-def junit(results: dict) -> str:
+def junit(runs: list[DrillRun]) -> str:
     """One suite per run, one case per expectation; a run with no expectations gets one
     case, `verdict`, so that a drill that failed before any check still fails in CI."""
     suites = []
-    for run in runs(results):
-        cases = [(str(e.get("what")), _failure(e)) for e in run.get("expectations") or []]
+    for run in runs:
+        cases = [(str(e.what), _failure(e)) for e in run.expectations or []]
         if not cases:
-            verdict = run.get("verdict")
+            verdict = run.verdict
             cases = [("verdict", None if verdict in ("pass", "reported")
                       else f"verdict {verdict}")]
         suites.append(Suite(
-            suite_name(run), cases, time=_number(run.get("wall_s"), "{:.3f}", "0"),
-            properties={k: str(run[k]) for k in ("lab", "mode", "seed", "baseline_of",
-                                                  "verdict") if run.get(k) is not None}))
-    return document("twin drill", suites)
+            suite_name(run), cases, time=_number(run.wall_s, "{:.3f}", "0"),
+            properties={k: str(getattr(run, k)) for k in ("lab", "mode", "seed", "baseline_of",
+                                                  "verdict") if getattr(run, k) is not None}))
+    return junit_document("twin drill", suites)
 
 
-def _failure(e: dict) -> str | None:
-    if e.get("ok") or e.get("judged", True) is False:  # a reported baseline's row
-        return None
-    return f"{e.get('what')}: want {e.get('want')}, got {e.get('got')}"
+def _failure(e: Judged) -> str | None:
+    return e.failure() if e.failed else None  # not judged: a reported baseline's row
 
 
 # -- report.json -----------------------------------------------------------------
@@ -148,11 +152,10 @@ def to_json(value, level: int = 0, width: int = 100) -> str:
 # -- report.html -----------------------------------------------------------------
 
 
-def html(results: dict) -> str:
+def html(all_runs: list[DrillRun]) -> str:
     from twin.chaos import plots
 
-    all_runs = runs(results)
-    groups = comparisons(results)
+    groups = comparisons(all_runs)
     figures = _Figures()
     body = [_header(all_runs, groups), _verdicts(all_runs)]
     if groups:
@@ -178,14 +181,14 @@ class _Figures:
         return f"<figure>{svg}<figcaption>{escape(caption)}</figcaption></figure>"
 
 
-def _title(all_runs: list[dict]) -> str:
-    labs = sorted({str(r.get("lab")) for r in all_runs if r.get("lab")})
+def _title(all_runs: list[DrillRun]) -> str:
+    labs = sorted({str(r.lab) for r in all_runs if r.lab})
     return "twin drill report" + (f": {', '.join(labs)}" if labs else "")
 
 
-def _header(all_runs: list[dict], groups: list[list[dict]]) -> str:
-    failed = [r for r in all_runs if r.get("verdict") not in ("pass", "reported")]
-    reported = [r for r in all_runs if r.get("verdict") == "reported"]
+def _header(all_runs: list[DrillRun], groups: list[list[DrillRun]]) -> str:
+    failed = [r for r in all_runs if r.verdict not in ("pass", "reported")]
+    reported = [r for r in all_runs if r.verdict == "reported"]
     verdict = "pass" if all_runs and not failed else "fail"
     summary = f"{len(all_runs)} run{'s' if len(all_runs) != 1 else ''}: " \
         f"{len(all_runs) - len(failed) - len(reported)} pass, {len(failed)} fail" \
@@ -199,28 +202,28 @@ def _header(all_runs: list[dict], groups: list[list[dict]]) -> str:
             f'<p>{escape(summary)}</p><nav>{" · ".join(nav)}</nav></header>')
 
 
-def _verdicts(all_runs: list[dict]) -> str:
+def _verdicts(all_runs: list[DrillRun]) -> str:
     rows = []
     for run in all_runs:
-        exps = run.get("expectations") or [None]
+        exps = run.expectations or [None]
         for i, e in enumerate(exps):
             cells = ""
             if i == 0:
                 span = f' rowspan="{len(exps)}"' if len(exps) > 1 else ""
-                cells = (f'<td{span}><a href="#{_anchor(run)}">{escape(str(run.get("name")))}'
+                cells = (f'<td{span}><a href="#{_anchor(run)}">{escape(str(run.name))}'
                          f'</a></td><td{span}>{escape(_variant(run))}</td>'
-                         f'<td{span}>{_badge(run.get("verdict"))}</td>')
+                         f'<td{span}>{_badge(run.verdict)}</td>')
             if e is None:
                 rows.append(f'<tr>{cells}<td colspan="4" class="empty">no expectations '
                             'were checked</td></tr>')
                 continue
-            ok = bool(e.get("ok"))
-            judged = e.get("judged", True)
+            ok = bool(e.ok)
+            judged = e.judged
             style, mark = ("ok", "✓") if ok else ("bad", "✗ fail") if judged \
                 else ("shown", "reported")
             rows.append(f'<tr class="{style}">{cells}'
-                        f'<td>{_text(e.get("what"))}</td><td>{_text(e.get("want"))}</td>'
-                        f'<td>{_text(e.get("got"))}</td><td class="mark">'
+                        f'<td>{_text(e.what)}</td><td>{_text(e.want)}</td>'
+                        f'<td>{_text(e.got)}</td><td class="mark">'
                         f'{mark}</td></tr>')
     table = ('<table class="verdicts"><thead><tr><th>drill</th><th>mode</th><th>verdict</th>'
              '<th>expectation</th><th>want</th><th>got</th><th>ok</th></tr></thead><tbody>'
@@ -232,13 +235,13 @@ def _verdicts(all_runs: list[dict]) -> str:
 COMPARE_ROWS = [  # label, how to get it from a run, format, lower is better?
     ("completion", lambda r: _metric(r, "completion_s"), "{:.3f} s", True),
     ("goodput", lambda r: _metric(r, "goodput_gbps"), "{:.3f} Gbit/s", False),
-    ("goodput retained", lambda r: r.get("goodput_retained"), "{:.3f}", False),
+    ("goodput retained", lambda r: r.goodput_retained, "{:.3f}", False),
     ("repair, worst fault", lambda r: _worst(r, "repair_us", 1e-3), "{:.2f} ms", True),
     ("detection, worst fault", lambda r: _worst(r, "detection_us", 1), "{:.0f} µs", True),
     ("packets lost", lambda r: _total(r, "packets_lost"), "{:.0f}", True),
     ("dip depth", lambda r: _metric(r, "dip_depth"), "{:.0%}", True),
     ("back to 90%", lambda r: _metric(r, "back_to_90_ms"), "{:.1f} ms", True),
-    ("byte-exact", lambda r: r.get("exact"), "{}", None),
+    ("byte-exact", lambda r: r.exact, "{}", None),
 ]
 # The rows that are goodput (an unshaped fabric's are the CPU's), and those that are a
 # fault's effect (nothing to compare where the baseline never met the fault)
@@ -248,42 +251,42 @@ FAULT_ROWS = {"goodput retained", "repair, worst fault", "detection, worst fault
 FINISH_ROWS = {"completion", "goodput"}
 
 
-def unranked(primary: dict, base: dict, label: str) -> str | None:
+def unranked(primary: DrillRun, base: DrillRun, label: str) -> str | None:
     """Why a row of the comparison of `primary` with `base` is not ranked, or None: a
     QP of either failed (it never completed, nor repaired), the baseline never met a
     fault (no path its packets took crossed one, or its traffic was over before), or
     the fabric has no rates (then the CPU, not the fabric, sets goodput: one path
     costs less CPU than spraying)."""
-    if label in FAULT_ROWS | FINISH_ROWS and (primary.get("failed_qps")
-                                              or base.get("failed_qps")):
+    if label in FAULT_ROWS | FINISH_ROWS and (primary.failed_qps
+                                              or base.failed_qps):
         return "a QP failed"
     if label in FAULT_ROWS and _never_met(base):
         return "baseline never met the fault"
-    if label in GOODPUT_ROWS and (primary.get("shaped") is False or
-                                  base.get("shaped") is False):
+    if label in GOODPUT_ROWS and (primary.shaped is False or
+                                  base.shaped is False):
         return "CPU-bound (unshaped fabric)"
     return None
 
 
-def _never_met(run: dict) -> bool:
-    faults = run.get("faults") or []
-    return bool(faults) and all(f.get("met") is False for f in faults)
+def _never_met(run: DrillRun) -> bool:
+    faults = run.faults or []
+    return bool(faults) and all(f.met is False for f in faults)
 
 
-def unranked_note(group: list[dict]) -> str | None:
+def unranked_note(group: list[DrillRun]) -> str | None:
     """The sentence under a comparison saying what it does not rank, and why."""
     reasons = []
     for r in group:
-        if r.get("failed_qps"):
-            reasons.append(f"{_variant(r)}: {r.get('outcome')}")
+        if r.failed_qps:
+            reasons.append(f"{_variant(r)}: {r.outcome}")
     for base in group[1:]:
-        if _never_met(base) and not base.get("failed_qps"):
+        if _never_met(base) and not base.failed_qps:
             how = "no path its packets took crossed it" \
-                if all(f.get("crossed") is False for f in base["faults"]) \
+                if all(f.crossed is False for f in base.faults) \
                 else "its traffic was not under it long enough"
             reasons.append(f"{_variant(base)} never met the fault ({how}): its failover "
                            "figures are not comparable")
-    if any(r.get("shaped") is False for r in group):
+    if any(r.shaped is False for r in group):
         reasons.append("the fabric is unshaped, so the run was CPU-bound: goodput is what "
                        "two cores allow (one path costs less CPU than spraying), not what "
                        "the transport achieves, and is not ranked; a goodput comparison "
@@ -291,12 +294,12 @@ def unranked_note(group: list[dict]) -> str | None:
     return "Not ranked: " + "; ".join(dict.fromkeys(reasons)) + "." if reasons else None
 
 
-def _variant(run: dict) -> str:
+def _variant(run: DrillRun) -> str:
     """A run's label: its mode, and its QPs per flow when a baseline set them."""
-    return str(run.get("variant") or run.get("mode") or "mrc")
+    return str(run.variant or run.mode or "mrc")
 
 
-def _compare_section(groups: list[list[dict]], plots, figures: _Figures) -> str:
+def _compare_section(groups: list[list[DrillRun]], plots, figures: _Figures) -> str:
     parts = ['<section id="compare"><h2>mrc vs baseline</h2>']
     for group in groups:
         primary = group[0]
@@ -304,7 +307,7 @@ def _compare_section(groups: list[list[dict]], plots, figures: _Figures) -> str:
         ratio_head = "".join(f"<th>{escape(_variant(primary))} vs "
                              f"{escape(_variant(r))}</th>" for r in group[1:])
         rows = []
-        outcomes = "".join(f"<td>{_text(r.get('outcome'))}</td>" for r in group)
+        outcomes = "".join(f"<td>{_text(r.outcome)}</td>" for r in group)
         rows.append(f"<tr><th>outcome</th>{outcomes}{'<td></td>' * (len(group) - 1)}</tr>")
         for label, get, fmt, lower in COMPARE_ROWS:
             values = [get(r) for r in group]
@@ -317,35 +320,35 @@ def _compare_section(groups: list[list[dict]], plots, figures: _Figures) -> str:
         note = unranked_note(group)
         bases = ", ".join(_variant(r) for r in group[1:])
         parts.append(
-            f'<div class="compare"><h3>{escape(str(primary.get("name")))}: '
-            f'{escape(str(primary.get("mode")))} against {escape(bases)}</h3>'
+            f'<div class="compare"><h3>{escape(str(primary.name))}: '
+            f'{escape(str(primary.mode))} against {escape(bases)}</h3>'
             f'<table class="compare"><thead><tr><th></th>{head}{ratio_head}</tr></thead>'
             f'<tbody>{"".join(rows)}</tbody></table>'
             + (f'<p class="unranked">{escape(note)}</p>' if note else "")
             + figures.figure(plots.compare(group),
                              "Total goodput of each mode over time (5 ms means), the marks "
-                             f"from the {primary.get('mode')} run. " + MARKS_KEY,
+                             f"from the {primary.mode} run. " + MARKS_KEY,
                              "No goodput bins to overlay.")
             + "</div>")
     parts.append("</section>")
     return "".join(parts)
 
 
-def _run_section(run: dict, plots, figures: _Figures) -> str:
-    facts = [("lab", run.get("lab")), ("mode", run.get("mode")),
-             ("QPs per flow", run.get("qps") if (run.get("qps") or 1) > 1 else None),
-             ("seed", run.get("seed")),
-             ("baseline of", run.get("baseline_of")),
-             ("wall time", _number(run.get("wall_s"), "{:.2f} s", None)),
-             ("byte-exact", run.get("exact")),
-             ("goodput retained", _number(run.get("goodput_retained"), "{:.3f}", None))]
+def _run_section(run: DrillRun, plots, figures: _Figures) -> str:
+    facts = [("lab", run.lab), ("mode", run.mode),
+             ("QPs per flow", run.qps if (run.qps or 1) > 1 else None),
+             ("seed", run.seed),
+             ("baseline of", run.baseline_of),
+             ("wall time", _number(run.wall_s, "{:.2f} s", None)),
+             ("byte-exact", run.exact),
+             ("goodput retained", _number(run.goodput_retained, "{:.3f}", None))]
     for label, key, fmt in (("completion", "completion_s", "{:.3f} s"),
                             ("goodput", "goodput_gbps", "{:.3f} Gbit/s"),
                             ("dip depth", "dip_depth", "{:.0%}"),
                             ("dip length", "dip_ms", "{:.1f} ms"),
                             ("back to 90%", "back_to_90_ms", "{:.1f} ms")):
         facts.append((label, _number(_metric(run, key), fmt, None)))
-    facts.append(("clock", _clock(run.get("clock"))))
+    facts.append(("clock", _clock(run.clock)))
     dl = "".join(f"<div><dt>{escape(k)}</dt><dd>{_text(v)}</dd></div>"
                  for k, v in facts if v is not None)
     sig = plots.signals(run)
@@ -359,9 +362,9 @@ def _run_section(run: dict, plots, figures: _Figures) -> str:
         + "</div>" if per_flow else ""
     return (
         f'<section class="run" id="{_anchor(run)}">'
-        f'<h2>{escape(_run_title(run))} {_badge(run.get("verdict"))}</h2>'
-        + (f'<p class="desc">{escape(str(run["description"]))}</p>'
-           if run.get("description") else "")
+        f'<h2>{escape(_run_title(run))} {_badge(run.verdict)}</h2>'
+        + (f'<p class="desc">{escape(str(run.description))}</p>'
+           if run.description else "")
         + f"<dl>{dl}</dl>"
         + f'<div class="faults"><h3>Faults</h3>{_faults(run)}</div>'
         + _prober(run)
@@ -378,31 +381,32 @@ def _run_section(run: dict, plots, figures: _Figures) -> str:
         + figures.figure(plots.link_load(run),
                          "Bytes each link carried over the run, by plane: host links (NIC "
                          "port to T0) and fabric links (T0 to T1).",
-                         "No per-link load in this run's results.") + "</div>"
+                         "No per-link load in this run's results.")
+        + _link_signals(run) + "</div>"
         + f'<div class="timeline"><h3>Event timeline</h3>{_timeline(run)}</div>'
         + "</section>")
 
 
-def _faults(run: dict) -> str:
-    faults = run.get("faults") or []
+def _faults(run: DrillRun) -> str:
+    faults = run.faults or []
     if not faults:
         return '<p class="empty">No faults recorded.</p>'
     t0 = _origin(run)
     rows = []
     for f in faults:
-        at = f.get("at_ns")
+        at = f.at_ns
         rows.append(
             "<tr>" + "".join(f"<td>{c}</td>" for c in (
-                _text(f.get("kind")), _text(f.get("target")),
+                _text(f.kind), _text(f.target),
                 _number((at - t0) / 1e6 if isinstance(at, int) and t0 is not None else None,
                         "{:.1f}"),
-                _number(f.get("at_uncertainty_us"), "± {:.0f}"),
-                _text(f.get("origin")),
-                _number(f.get("detection_us"), "{:.0f}"),
-                _number(f.get("repair_us"), "{:.0f}"),
-                _number(f.get("packets_lost"), "{:.0f}"),
-                _yes_no(f.get("localized")),
-                _number(f.get("localized_us"), "{:.1f}", scale=1e-3))) + "</tr>")
+                _number(f.at_uncertainty_us, "± {:.0f}"),
+                _text(f.origin),
+                _number(f.detection_us, "{:.0f}"),
+                _number(f.repair_us, "{:.0f}"),
+                _number(f.packets_lost, "{:.0f}"),
+                _yes_no(f.localized),
+                _number(f.localized_us, "{:.1f}", scale=1e-3))) + "</tr>")
     return ('<table><thead><tr><th>kind</th><th>target</th><th>at (ms)</th><th>± (µs)</th>'
             '<th>counted from</th><th>detection (µs)</th><th>repair (µs)</th><th>packets lost</th>'
             '<th>localized</th><th>localized (ms)</th></tr></thead><tbody>'
@@ -410,12 +414,36 @@ def _faults(run: dict) -> str:
 
 
 PROBER_ROWS = 24
+LINK_SIGNAL_ROWS = 24
 
 
-def _prober(run: dict) -> str:
+def _link_signals(run: DrillRun) -> str:
+    """Beside each link's bytes, the CE marks and trims its switch ports made over the
+    run (both ends), where the run read their queues: the links that marked or trimmed,
+    the most first. Nothing where no port was read (an unshaped fabric, an older run)."""
+    read = [lk for lk in run.link_load or () if isinstance(lk, LinkLoad)
+            and (lk.ce_marked is not None or lk.trimmed is not None)]
+    if not read:
+        return ""
+    busy = sorted((lk for lk in read if lk.ce_marked or lk.trimmed),
+                  key=lambda lk: (-((lk.ce_marked or 0) + (lk.trimmed or 0)), str(lk.link)))
+    if not busy:
+        return (f'<p class="empty">No switch port marked or trimmed ({len(read)} links '
+                "read).</p>")
+    rows = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in (
+        _text(lk.link), _number(lk.bytes, "{:,.0f}"), _number(lk.ce_marked, "{:,.0f}"),
+        _number(lk.trimmed, "{:,.0f}"))) + "</tr>" for lk in busy[:LINK_SIGNAL_ROWS])
+    more = len(busy) - LINK_SIGNAL_ROWS
+    return ('<table class="link-signals"><thead><tr><th>link</th><th>bytes</th>'
+            '<th>CE marked</th><th>trimmed</th></tr></thead><tbody>' + rows
+            + "</tbody></table>"
+            + (f'<p class="empty">and {more} more in report.json</p>' if more > 0 else ""))
+
+
+def _prober(run: DrillRun) -> str:
     """The continuous prober's verdict on each link, beside the deepest its queue got
     (twin.chaos.queues): a congested link is deep and "congested", never "faulty"."""
-    p = run.get("prober")
+    p = run.prober
     if not isinstance(p, dict):
         return ""
     rows = []
@@ -454,8 +482,8 @@ def _clock(clock) -> str | None:
             f"{off.get('offset_us', 0):.0f} ± {off.get('error_us', 0):.0f} µs")
 
 
-def _timeline(run: dict) -> str:
-    events = [e for e in run.get("timeline") or [] if isinstance(e, dict)]
+def _timeline(run: DrillRun) -> str:
+    events = [e for e in run.timeline or [] if isinstance(e, dict)]
     if not events:
         return '<p class="empty">No events recorded.</p>'
     t0 = _origin(run)
@@ -480,24 +508,24 @@ def _timeline(run: dict) -> str:
 # -- small pieces ----------------------------------------------------------------
 
 
-def _origin(run: dict) -> int | None:
+def _origin(run: DrillRun) -> int | None:
     from twin.chaos.plots import origin_ns
 
     return origin_ns(run)
 
 
-def _metric(run: dict, key: str):
-    return (run.get("metrics") or {}).get(key)
+def _metric(run: DrillRun, key: str):
+    return (run.metrics or {}).get(key)
 
 
-def _worst(run: dict, key: str, scale: float):
-    values = [f.get(key) for f in run.get("faults") or []]
+def _worst(run: DrillRun, key: str, scale: float):
+    values = [getattr(f, key) for f in run.faults or []]
     values = [v for v in values if isinstance(v, int | float)]
     return max(values) * scale if values else None
 
 
-def _total(run: dict, key: str):
-    values = [f.get(key) for f in run.get("faults") or []]
+def _total(run: DrillRun, key: str):
+    values = [getattr(f, key) for f in run.faults or []]
     values = [v for v in values if isinstance(v, int | float)]
     return sum(values) if values else None
 
@@ -539,18 +567,18 @@ def _badge(verdict) -> str:
     return f'<span class="badge {style}">{escape(v)}</span>'
 
 
-def _run_title(run: dict) -> str:
-    return f"{run.get('name') or 'unnamed'} · {run.get('variant') or run.get('mode') or 'mrc'}"
+def _run_title(run: DrillRun) -> str:
+    return f"{run.name or 'unnamed'} · {run.variant or run.mode or 'mrc'}"
 
 
-def _slug(run: dict) -> str:
+def _slug(run: DrillRun) -> str:
     """The run's mode, and its QPs when a baseline set them: `single-path-x16-QPs`."""
-    raw = str(run.get("variant") or run.get("mode") or "mrc").replace(" ", "-")
+    raw = str(run.variant or run.mode or "mrc").replace(" ", "-")
     return "".join(c if c.isalnum() or c in "-_" else "-" for c in raw)
 
 
-def _anchor(run: dict) -> str:
-    raw = f"run-{run.get('name') or 'unnamed'}-{_slug(run)}"
+def _anchor(run: DrillRun) -> str:
+    raw = f"run-{run.name or 'unnamed'}-{_slug(run)}"
     return "".join(c if c.isalnum() or c in "-_" else "-" for c in raw)
 
 

@@ -37,6 +37,7 @@ from twin import traffic as T
 from twin.chaos import metrics as M
 from twin.chaos import queues as Q
 from twin.chaos.drill import OPS, PER_STEP, Drill, Expectation, Step, Variant
+from twin.chaos.results import DrillRun, FaultFigures, Judged, LinkLoad
 from twin.errors import LabError, TwinError, UsageError
 from twin.fabric.model import Fabric
 from twin.faults import timeline as FT
@@ -199,11 +200,11 @@ class RunResult:
     mode: str
     seed: int
     lab: str
-    data: dict = field(default_factory=dict)  # the JSON of this run
+    run: DrillRun = field(default_factory=DrillRun)  # what this run found (JSON at the edge)
 
     @property
     def ok(self) -> bool:
-        return self.data.get("verdict") in ("pass", "reported")  # reported: a baseline
+        return self.run.ok
 
 
 def _verify(att: Attached) -> tuple[bool, str]:
@@ -215,6 +216,31 @@ def _verify(att: Attached) -> tuple[bool, str]:
     suspects = report.suspect_links()
     return False, "fail: " + ", ".join(failed) + (f"; suspect {', '.join(suspects[:3])}"
                                                  if suspects else "")
+
+
+@dataclass
+class Collected:
+    """What a run collected for its verdict, filled in as the run goes (`run`), then
+    judged (`_judge`): the faults as applied, the traffic, the checks, the prober, the
+    link counters before and after."""
+
+    att: Attached
+    drill: Drill
+    mode: str
+    seed: int
+    baseline_of: str | None
+    planned: list[Planned]
+    timeline: Timeline
+    clock: object = field(default_factory=LocalClock)  # the figures' (twin.runtime.clock)
+    run_data: T.Run | None = None
+    n_main: int = 0  # the main flows; a bystander's come after them
+    checks: list[Judged] = field(default_factory=list)  # steady state, rollback
+    prober: _Prober | None = None
+    events: list[dict] = field(default_factory=list)  # the faults' timeline events
+    load_before: dict[str, int] = field(default_factory=dict)
+    load_after: dict[str, int] = field(default_factory=dict)
+    bystander_solo_gbps: float | None = None
+    wall_s: float = 0.0
 
 
 def run(att: Attached, drill: Drill, *, mode: str | None = None, seed: int = 1,
@@ -230,7 +256,6 @@ def run(att: Attached, drill: Drill, *, mode: str | None = None, seed: int = 1,
     mode = mode or drill.traffic.mode
     fabric = att.fabric
     started = time.monotonic()
-    result = RunResult(drill, mode, seed, att.lab)
     note = progress or (lambda text: None)
     planned = plan_targets(drill, att, seed)  # 1: nothing applied before this passes
     unshaped = unshaped_warning(fabric, drill)
@@ -241,78 +266,73 @@ def run(att: Attached, drill: Drill, *, mode: str | None = None, seed: int = 1,
         shown = ", ".join("hidden" if f.hidden else f.target for f in in_force)
         raise UsageError(f"lab {att.lab} has faults in force ({shown}); a drill starts from "
                          f"a clean fabric: `twin fault clear --lab {att.lab}` first")
-    timeline_events: list[dict] = []
-    checks: list[dict] = []
 
     def log(what: str, p: Planned, t_ns: int) -> None:
-        timeline_events.append({"t_ns": t_ns, "source": "fault",  # kind: the fault, or revert
-                                "kind": p.step.fault.value if what == "apply" else "revert",
-                                "target": p.target, "detail": p.step.fault.value})
+        c.events.append({"t_ns": t_ns, "source": "fault",  # kind: the fault, or revert
+                         "kind": p.step.fault.value if what == "apply" else "revert",
+                         "target": p.target, "detail": p.step.fault.value})
         when = f"{(t_ns - timeline.t0_fig_ns) / 1e6:8.1f} ms" if timeline.t0_ns \
             else "before traffic"
         note(f"{when}  {what} {p.step.fault.value} {p.target}")
 
     clock = att.runtime.clock()  # an attached fabric over several machines is refused here
     timeline = Timeline(att, planned, log, clock)
-    run_data: T.Run | None = None
-    bystander_solo_gbps = None
-    n_main = 0
-    prober = None
-    load_before: dict[str, int] = {}
-    load_after: dict[str, int] = {}
+    c = Collected(att, drill, mode, seed, baseline_of, planned, timeline, clock)
     try:
         for text in clock.open(_touched(att, planned)):
             note(text)
-        if drill.verify:  # 2
-            note("steady state: verify")
-            ok, got = _verify(att)
-            checks.append({"what": "steady state: verify", "want": "pass", "got": got, "ok": ok})
-            if not ok:
-                raise _SteadyStateFailed
-        flows = _flows(drill, fabric)
-        n_main = len(flows)
-        if probe:  # before the bystander's solo run: it and the loaded run share the load
-            prober = _start_prober(att, note)
-        if drill.traffic.for_ns:
-            flows, sized = size_for(att, drill, flows, mode, note)
-            checks.append(sized)
-        if drill.bystander:
-            note("bystander alone")
-            solo = T.run(att.runtime, "bulk", [T.Flow(drill.bystander.src, drill.bystander.dst,
-                                                      drill.bystander.size)], mode,
-                         evs=drill.traffic.evs, **_signals(drill, mode))
-            alone = _flow_logs(solo, 1)[0]
-            bystander_solo_gbps = alone.size * 8 / alone.completion_s / 1e9 \
-                if alone.completion_s else None
-            flows.append(T.Flow(drill.bystander.src, drill.bystander.dst, drill.bystander.size))
-        load_before = link_bytes(att)
-        timeline.before_start()
-        note(f"traffic: {drill.traffic.pattern} {mode}, {len(flows)} flows; "
-             f"{len(planned)} faults on the timeline")
-        run_data = T.run(att.runtime, drill.traffic.pattern, flows, mode,
-                         evs=drill.traffic.evs, **_signals(drill, mode), sample_s=0.05,
-                         on_start=timeline.begin,
-                         timeout_s=max(120.0, drill.end_ns / 1e9 + 60))
-        load_after = link_bytes(att)
+        _method(c, probe, note)
     except _SteadyStateFailed:
         pass
     finally:  # 4: rollback, always (a second Ctrl-C does not cut it short)
         with uninterrupted():
             try:
-                _rollback(att, drill, planned, timeline, prober, checks, note)
+                _rollback(att, drill, planned, timeline, c.prober, c.checks, note)
             finally:
                 clock.close()
     if timeline.error is not None:
         raise LabError(f"the timeline failed: {timeline.error}") from timeline.error
-    result.data = _judge(att, drill, mode, seed, baseline_of, planned, timeline, run_data,
-                         n_main, checks, prober, timeline_events, load_before, load_after,
-                         bystander_solo_gbps, time.monotonic() - started, clock)
-    result.data["variant"] = variant.label if variant is not None else mode
-    result.data["warnings"] = [unshaped] if unshaped else []
-    result.data["qps"] = drill.traffic.qps
-    # a fabric without rates never queues: the CPU sets goodput (report.unranked)
-    result.data["shaped"] = any(lk.rate_bps for lk in fabric.links)
-    return result
+    c.wall_s = time.monotonic() - started
+    found = _judge(c, variant=variant.label if variant is not None else mode,
+                   warnings=[unshaped] if unshaped else [])
+    return RunResult(drill, mode, seed, att.lab, found)
+
+
+def _method(c: Collected, probe: bool, note) -> None:
+    """2 and 3: the steady state, then the traffic with the timeline under it; fills in
+    `c` as it goes (a rollback judges what was done when it fails)."""
+    att, drill, mode, fabric = c.att, c.drill, c.mode, c.att.fabric
+    if drill.verify:  # 2
+        note("steady state: verify")
+        ok, got = _verify(att)
+        c.checks.append(Judged("steady state: verify", "pass", got, ok))
+        if not ok:
+            raise _SteadyStateFailed
+    flows = _flows(drill, fabric)
+    c.n_main = len(flows)
+    if probe:  # before the bystander's solo run: it and the loaded run share the load
+        c.prober = _start_prober(att, note)
+    if drill.traffic.for_ns:
+        flows, sized = size_for(att, drill, flows, mode, note)
+        c.checks.append(sized)
+    if drill.bystander:
+        note("bystander alone")
+        solo = T.run(att.runtime, "bulk", [T.Flow(drill.bystander.src, drill.bystander.dst,
+                                                  drill.bystander.size)], mode,
+                     evs=drill.traffic.evs, **_signals(drill, mode))
+        alone = _flow_logs(solo, 1)[0]
+        c.bystander_solo_gbps = alone.size * 8 / alone.completion_s / 1e9 \
+            if alone.completion_s else None
+        flows.append(T.Flow(drill.bystander.src, drill.bystander.dst, drill.bystander.size))
+    c.load_before = link_bytes(att)
+    c.timeline.before_start()
+    note(f"traffic: {drill.traffic.pattern} {mode}, {len(flows)} flows; "
+         f"{len(c.planned)} faults on the timeline")
+    c.run_data = T.run(att.runtime, drill.traffic.pattern, flows, mode,
+                       evs=drill.traffic.evs, **_signals(drill, mode), sample_s=0.05,
+                       on_start=c.timeline.begin,
+                       timeout_s=max(120.0, drill.end_ns / 1e9 + 60))
+    c.load_after = link_bytes(att)
 
 
 SIZING_START = 1 << 20  # bytes per flow of the first sizing transfer
@@ -321,7 +341,7 @@ SIZING_TRIES = 6
 
 
 def size_for(att: Attached, drill: Drill, flows: list[T.Flow], mode: str,
-             note) -> tuple[list[T.Flow], dict]:
+             note) -> tuple[list[T.Flow], Judged]:
     """The flows sized so the traffic lasts `for` at the goodput measured now (on this
     machine, this fabric, in this mode, with the prober running): the same flows move
     1 MiB each, then more, until a transfer takes SIZING_MIN_S; every flow then moves
@@ -348,8 +368,7 @@ def size_for(att: Attached, drill: Drill, flows: list[T.Flow], mode: str,
     got = (f"{mbps:.4g} Mbit/s per flow measured: {sized[0].size / 2**20:g} MiB"
            f"{' per flow' if len(sized) > 1 else ''}")
     note(f"steady state: {got}")
-    return sized, {"what": "steady state: traffic sized", "want": f"lasts {for_s:g} s",
-                   "got": got, "ok": True}
+    return sized, Judged("steady state: traffic sized", f"lasts {for_s:g} s", got, True)
 
 
 def _touched(att: Attached, planned: list[Planned]) -> list[str]:
@@ -378,13 +397,13 @@ def _rollback(att, drill: Drill, planned, timeline: Timeline, prober, checks, no
         note(f"rollback: reverted {', '.join(reverted)}")
     if att.fabric.spec.bgp is not None and timeline.done:  # a reboot reverts nothing,
         checks.append(_reconverged(att, note))             # and its sessions flap too
-    if drill.rollback_verify and (not drill.verify or (checks and checks[0]["ok"])):
+    if drill.rollback_verify and (not drill.verify or (checks and checks[0].ok)):
         ok, got = _verify(att)
         note(f"rollback: verify {got}")
-        checks.append({"what": "rollback: verify", "want": "pass", "got": got, "ok": ok})
+        checks.append(Judged("rollback: verify", "pass", got, ok))
 
 
-def _reconverged(att: Attached, note) -> dict:
+def _reconverged(att: Attached, note) -> Judged:
     """On a BGP lab the faults' revert is not the end: the sessions and routes come
     back in seconds. Wait until every router holds its plan again (bounded), and say
     how long it took: a figure of the world MRC replaces."""
@@ -398,12 +417,10 @@ def _reconverged(att: Attached, note) -> dict:
         phases.converged(att.runtime, routers, Steps(), phases.CONVERGE_S)
     except LabError as e:
         note(f"rollback: BGP did not reconverge: {e}")
-        return {"what": "rollback: BGP reconverged", "want": want,
-                "got": str(e).splitlines()[0], "ok": False}
+        return Judged("rollback: BGP reconverged", want, str(e).splitlines()[0], False)
     took = time.monotonic() - start
     note(f"rollback: BGP reconverged in {took:.1f} s")
-    return {"what": "rollback: BGP reconverged", "want": want, "got": f"{took:.1f} s",
-            "ok": True}
+    return Judged("rollback: BGP reconverged", want, f"{took:.1f} s", True)
 
 
 @contextlib.contextmanager
@@ -485,22 +502,87 @@ def lost_for_good(events: list[dict]) -> int:
     return max(0, lost - sum(e["kind"] == "spurious" for e in events))
 
 
-def _judge(att, drill: Drill, mode, seed, baseline_of, planned, timeline: Timeline,
-           run_data: T.Run | None, n_main: int, checks, prober, timeline_events, load_before,
-           load_after, bystander_solo_gbps, wall_s, clock=None) -> dict:
-    clock = clock or LocalClock()
-    fabric = att.fabric
-    logs = _flow_logs(run_data, n_main) if run_data else []
-    localizations = prober.found if prober else []
-    # ECMP: the routers' hash chose the T1s, the link counters say which. A link whose
-    # counters went back was made again (its switch rebooted, the fault itself): what it
-    # carried before is gone, so it is taken as crossed.
-    carried = {lk.id: (load_after.get(lk.id, 0) - load_before.get(lk.id, 0))
-               if load_after.get(lk.id, 0) >= load_before.get(lk.id, 0) else M.CARRIED_MIN
-               for lk in fabric.links} if fabric.spec.bgp is not None and load_after \
-        else None
+@dataclass(frozen=True)
+class _Figures:
+    """What the metrics (twin.chaos.metrics) make of a run's flows and faults."""
+
+    logs: list[M.FlowLog]
+    main_logs: list[M.FlowLog]
+    localizations: list[dict]
+    faults: list[FaultFigures]
+    bins: M.Goodput
+    gp: dict  # goodput_figures
+    figures: dict  # what an expectation names (twin.chaos.drill.FIGURES)
+    variables: dict  # what an expectation's bound may use
+    steps: list[M.StepFigure]
+    per_flow: dict
+    flow_goodput: dict
+    failures: list[dict]  # failed_qps
+    t0_ns: int  # the first write, on the figures' clock
+
+
+def _judge(c: Collected, *, variant: str, warnings: list[str]) -> DrillRun:
+    """5: the figures against the expectations, and the run as the report draws it."""
+    f = _figures(c)
+    ran = c.run_data is not None
+    rows = _rows(c, f)
+    reported = c.baseline_of is not None and not c.drill.baseline_expect
+    if reported:  # a baseline with nothing to judge: only the lab's health is judged
+        rows = [r if r.what.endswith("verify") else dataclasses.replace(r, judged=False)
+                for r in rows]
+    fabric, drill, figures, gp, g = c.att.fabric, c.drill, f.figures, f.gp, f.bins
+    return DrillRun(
+        name=drill.name, description=drill.description, lab=c.att.lab, mode=c.mode,
+        baseline_of=c.baseline_of, seed=c.seed,
+        verdict=verdict_of(rows, ran=ran, reported=reported),
+        outcome=outcome(c.mode, ran, figures["exact"], f.failures, f.faults,
+                        len(f.main_logs)),
+        failed_qps=f.failures,
+        expectations=tuple(rows),
+        faults=tuple(f.faults),
+        prober=_prober_json(c.prober),
+        goodput_retained=figures["goodput_retained"], exact=figures["exact"],
+        wall_s=round(c.wall_s, 3),
+        t0_ns=f.t0_ns,
+        clock=c.clock.to_dict(),
+        goodput={"bin_ns": M.BIN_NS, "planes": {str(p): v for p, v in g.planes.items()}},
+        ev_states=M.ev_state_series(f.main_logs, g, drill.traffic.evs) if f.main_logs
+        else {"bin_ns": M.BIN_NS, "series": {}},
+        timeline=_timeline_json(c, f.localizations),
+        link_load=tuple(_link_load(c)),
+        metrics={**{k: figures[k] for k in ("dip_depth", "back_to_90_ms", "completion_s",
+                                             "goodput_gbps", "settled_retained",
+                                             "packets_lost_per_qp", "bystander_retained",
+                                             "flow_spread", "least_fair_share")},
+                 "flow_mbps": f.per_flow["flow_mbps"],
+                 "fair_share_mbps": f.per_flow["fair_share_mbps"],
+                 "dip_ms": gp["dip_ms"], "pre_fault_gbps": None if gp["pre_bps"] is None
+                 else round(gp["pre_bps"] / 1e9, 4),
+                 "lost_share": f.variables["lost_share"],
+                 "steps": [st.to_dict(g.t0_ns) for st in f.steps],
+                 "events_dropped": c.run_data.events_dropped if ran else 0},
+        targets=[p.target for p in c.planned],
+        variables=f.variables,
+        flows=_flows_json(c.run_data, c.n_main),
+        flow_goodput=f.flow_goodput,
+        signals={**M.signal_series([e for x in f.main_logs for e in x.events],
+                                   f.flow_goodput["t0_ns"],
+                                   max((len(x["bytes"]) for x in f.flow_goodput["series"]),
+                                       default=0)),
+                 **_signal_totals(c.run_data, c.n_main)},
+        variant=variant,
+        warnings=warnings,
+        qps=drill.traffic.qps,
+        shaped=any(lk.rate_bps for lk in fabric.links),  # else the CPU sets goodput
+    )
+
+
+def _figures(c: Collected) -> _Figures:
+    fabric, timeline = c.att.fabric, c.timeline
+    logs = _flow_logs(c.run_data, c.n_main) if c.run_data else []
+    localizations = c.prober.found if c.prober else []
     faults = M.fault_figures(fabric, logs, timeline.applied, localizations,
-                             timeline.t0_fig_ns or None, carried)
+                             timeline.t0_fig_ns or None, _carried(c))
     g = M.merge_bins(logs)
     gp = M.goodput_figures(g, timeline.applied)
     main_logs = [f for f in logs if not f.bystander]
@@ -515,16 +597,15 @@ def _judge(att, drill: Drill, mode, seed, baseline_of, planned, timeline: Timeli
         "lost_share": M.lost_share(fabric, pairs, timeline.applied) if pairs else 0.0,
     }
     steps = M.step_figures(fabric, pairs, g, timeline.applied) if pairs else []
+    repair_us, localized_us = _worst(faults, "repair_us"), _worst(faults, "localized_us")
     figures = {
         "steps": steps,
         "exact": exact,
         "detection_us": _worst(faults, "detection_us"),
-        "repair_us": _worst(faults, "repair_us"),
-        "repair_ms": None if _worst(faults, "repair_us") is None
-        else _worst(faults, "repair_us") / 1000,
-        "localized_ms": None if _worst(faults, "localized_us") is None
-        else _worst(faults, "localized_us") / 1000,
-        "packets_lost": max((f["packets_lost"] for f in faults), default=0),
+        "repair_us": repair_us,
+        "repair_ms": None if repair_us is None else repair_us / 1000,
+        "localized_ms": None if localized_us is None else localized_us / 1000,
+        "packets_lost": max((f.packets_lost for f in faults), default=0),
         "packets_lost_per_qp": max((lost_for_good(f.events) for f in main_logs),
                                    default=None),
         "goodput_retained": gp["goodput_retained"],
@@ -537,99 +618,97 @@ def _judge(att, drill: Drill, mode, seed, baseline_of, planned, timeline: Timeli
         "speedup": None,
     }
     per_flow = M.flow_figures(fabric, logs)
-    flow_goodput = M.flow_series(logs)
-    per_flow_t0 = flow_goodput["t0_ns"]
-    per_flow_bins = max((len(x["bytes"]) for x in flow_goodput["series"]), default=0)
     figures["flow_spread"] = per_flow["flow_spread"]
     figures["least_fair_share"] = per_flow["least_fair_share"]
     by = [f for f in logs if f.bystander]
-    if by and bystander_solo_gbps and by[0].completion_s:
+    if by and c.bystander_solo_gbps and by[0].completion_s:
         loaded = by[0].size * 8 / by[0].completion_s / 1e9
-        figures["bystander_retained"] = round(loaded / bystander_solo_gbps, 4)
-    expectations = [c for c in checks if c["what"].startswith("steady")]
-    if drill.goodput_floor_bps and run_data is not None:
-        before = gp["pre_bps"] if gp["pre_bps"] is not None else \
-            (figures["goodput_gbps"] or 0) * 1e9
-        expectations.append({"what": "steady state: goodput", "want":
-                             f">= {drill.goodput_floor_bps / 1e6:g} Mbit/s",
-                             "got": f"{before / 1e6:.4g} Mbit/s",
-                             "ok": before >= drill.goodput_floor_bps})
-    t0_fig = g.t0_ns or (clock.to_fig(run_data.start_us * 1000) if run_data else 0)
-    failures = failed_qps(main_logs, t0_fig)
-    if run_data is not None and timeline.done < timeline.total:
-        expectations.append({"what": "timeline ran", "want": f"{timeline.total} actions",
-                             "got": f"{timeline.done} "
-                                    f"({_ended_early(drill, mode, failures, len(main_logs))})",
-                             "ok": False})
-    if run_data is not None and faults:
-        expectations.append(_met_traffic(faults, drill, mode, failures, len(main_logs)))
-    if run_data is not None:
-        expect = drill.baseline_expect if baseline_of else drill.expect
-        expectations += [_expectation(e, figures, faults, variables) for e in expect]
-    expectations += [c for c in checks if not c["what"].startswith("steady")]
-    cried_wolf = Q.false_alarm(localizations, len(planned), baseline_of) if prober else None
-    if cried_wolf is not None and run_data is not None:
-        expectations.append(cried_wolf)
-    reported = baseline_of is not None and not drill.baseline_expect
-    if reported:  # a baseline with nothing to judge: only the lab's health is judged
-        for e in expectations:
-            if not e["what"].endswith("verify"):
-                e["judged"] = False
-    verdict = verdict_of(expectations, ran=run_data is not None, reported=reported)
-    timeline_all = sorted(timeline_events + _endpoint_timeline(run_data) +
-                          [{"t_ns": loc.get("named_ns"), "source": "probe", "kind": "named",
-                            "target": loc.get("target"), "detail": loc.get("kind", "")}
-                           for loc in localizations if loc.get("named_ns")] +
-                          [{"t_ns": loc.get("named_ns"), "source": "probe", "kind": "congested",
-                            "target": loc.get("target"), "detail": loc.get("kind", "")}
-                           for loc in (prober.congested if prober else [])
-                           if loc.get("named_ns")],
-                          key=lambda e: e["t_ns"])
-    return {
-        "name": drill.name, "description": drill.description, "lab": att.lab, "mode": mode,
-        "baseline_of": baseline_of, "seed": seed, "verdict": verdict,
-        "outcome": outcome(mode, run_data is not None, exact, failures, faults,
-                           len(main_logs)),
-        "failed_qps": failures,
-        "expectations": expectations,
-        "faults": faults,
-        "prober": None if prober is None else {
-            "named_faulty": len({loc["target"] for loc in localizations}),
+        figures["bystander_retained"] = round(loaded / c.bystander_solo_gbps, 4)
+    t0 = g.t0_ns or (c.clock.to_fig(c.run_data.start_us * 1000) if c.run_data else 0)
+    return _Figures(logs, main_logs, localizations, faults, g, gp, figures, variables, steps,
+                    per_flow, M.flow_series(logs), failed_qps(main_logs, t0), t0)
+
+
+def _carried(c: Collected) -> dict[str, int] | None:
+    """ECMP: the routers' hash chose the T1s, the link counters say which. A link whose
+    counters went back was made again (its switch rebooted, the fault itself): what it
+    carried before is gone, so it is taken as crossed. None: not a BGP lab."""
+    before, after = c.load_before, c.load_after
+    if c.att.fabric.spec.bgp is None or not after:
+        return None
+    return {lk.id: (after.get(lk.id, 0) - before.get(lk.id, 0))
+            if after.get(lk.id, 0) >= before.get(lk.id, 0) else M.CARRIED_MIN
+            for lk in c.att.fabric.links}
+
+
+def _rows(c: Collected, f: _Figures) -> list[Judged]:
+    """The verdict table: the steady state, what the run itself must have done (the
+    timeline ran, the faults met traffic), the drill's expectations, the rollback."""
+    drill, ran, timeline = c.drill, c.run_data is not None, c.timeline
+    rows = [r for r in c.checks if r.what.startswith("steady")]
+    if drill.goodput_floor_bps and ran:
+        before = f.gp["pre_bps"] if f.gp["pre_bps"] is not None else \
+            (f.figures["goodput_gbps"] or 0) * 1e9
+        rows.append(Judged("steady state: goodput",
+                           f">= {drill.goodput_floor_bps / 1e6:g} Mbit/s",
+                           f"{before / 1e6:.4g} Mbit/s", before >= drill.goodput_floor_bps))
+    qps = len(f.main_logs)
+    if ran and timeline.done < timeline.total:
+        rows.append(Judged("timeline ran", f"{timeline.total} actions",
+                           f"{timeline.done} "
+                           f"({_ended_early(drill, c.mode, f.failures, qps)})", False))
+    if ran and f.faults:
+        rows.append(_met_traffic(f.faults, drill, c.mode, f.failures, qps))
+    if ran:
+        expect = drill.baseline_expect if c.baseline_of else drill.expect
+        rows += [_expectation(e, f.figures, f.faults, f.variables) for e in expect]
+    rows += [r for r in c.checks if not r.what.startswith("steady")]
+    cried_wolf = Q.false_alarm(f.localizations, len(c.planned), c.baseline_of) \
+        if c.prober else None
+    if cried_wolf is not None and ran:
+        rows.append(cried_wolf)
+    return rows
+
+
+def _prober_json(prober: _Prober | None) -> dict | None:
+    if prober is None:
+        return None
+    return {"named_faulty": len({loc["target"] for loc in prober.found}),
             "named_congested": len({loc["target"] for loc in prober.congested}),
             "queue_samples": prober.watch.samples,
             "counters": prober.counters,
-            "verdicts": Q.verdicts(localizations, prober.congested, prober.watch.deepest,
-                                   prober.watch.counts())},
-        "goodput_retained": figures["goodput_retained"], "exact": exact,
-        "wall_s": round(wall_s, 3),
-        "t0_ns": t0_fig,
-        "clock": clock.to_dict(),
-        "goodput": {"bin_ns": M.BIN_NS, "planes": {str(p): v for p, v in g.planes.items()}},
-        "ev_states": M.ev_state_series(main_logs, g, drill.traffic.evs) if main_logs
-        else {"bin_ns": M.BIN_NS, "series": {}},
-        "timeline": timeline_all,
-        "link_load": [{"link": lk.id, "plane": lk.plane, "kind": lk.kind,
-                       "bytes": max(0, load_after.get(lk.id, 0) - load_before.get(lk.id, 0))}
-                      for lk in fabric.links] if load_after else [],
-        "metrics": {**{k: figures[k] for k in ("dip_depth", "back_to_90_ms", "completion_s",
-                                               "goodput_gbps", "settled_retained",
-                                               "packets_lost_per_qp", "bystander_retained",
-                                               "flow_spread", "least_fair_share")},
-                    "flow_mbps": per_flow["flow_mbps"],
-                    "fair_share_mbps": per_flow["fair_share_mbps"],
-                    "dip_ms": gp["dip_ms"], "pre_fault_gbps": None if gp["pre_bps"] is None
-                    else round(gp["pre_bps"] / 1e9, 4),
-                    "lost_share": variables["lost_share"],
-                    "steps": [st.to_dict(g.t0_ns) for st in steps],
-                    "events_dropped": run_data.events_dropped if run_data else 0},
-        "targets": [p.target for p in planned],
-        "variables": variables,
-        "flows": _flows_json(run_data, n_main),
-        "flow_goodput": flow_goodput,
-        "signals": {**M.signal_series([e for f in main_logs for e in f.events],
-                                      per_flow_t0, per_flow_bins),
-                    **_signal_totals(run_data, n_main)},
-    }
+            "verdicts": Q.verdicts(prober.found, prober.congested, prober.watch.deepest,
+                                   prober.watch.counts())}
+
+
+def _timeline_json(c: Collected, localizations: list[dict]) -> list[dict]:
+    """The faults' events, the endpoints', and the prober's namings, in time order."""
+    congested = c.prober.congested if c.prober else []
+    return sorted(c.events + _endpoint_timeline(c.run_data) +
+                  [{"t_ns": loc.get("named_ns"), "source": "probe", "kind": "named",
+                    "target": loc.get("target"), "detail": loc.get("kind", "")}
+                   for loc in localizations if loc.get("named_ns")] +
+                  [{"t_ns": loc.get("named_ns"), "source": "probe", "kind": "congested",
+                    "target": loc.get("target"), "detail": loc.get("kind", "")}
+                   for loc in congested if loc.get("named_ns")],
+                  key=lambda e: e["t_ns"])
+
+
+def _link_load(c: Collected) -> list[LinkLoad]:
+    """Bytes each link carried over the run (its kernel counters, read before and after),
+    and the CE marks and trims its switch ports made, where the queue watch read them
+    (twin.chaos.queues: a shaped fabric's ports)."""
+    if not c.load_after:
+        return []
+    signals = c.prober.watch.counts() if c.prober else {}
+    out = []
+    for lk in c.att.fabric.links:
+        got = max(0, c.load_after.get(lk.id, 0) - c.load_before.get(lk.id, 0))
+        counted = signals.get(lk.id)
+        out.append(LinkLoad(lk.id, lk.plane, lk.kind, got,
+                            ce_marked=counted["ce_marked"] if counted else None,
+                            trimmed=counted["trimmed"] if counted else None))
+    return out
 
 
 def _signal_totals(run_data: T.Run | None, n_main: int) -> dict:
@@ -644,12 +723,11 @@ def _signal_totals(run_data: T.Run | None, n_main: int) -> dict:
     return totals
 
 
-def verdict_of(rows: list[dict], *, ran: bool, reported: bool = False) -> str:
+def verdict_of(rows: list[Judged], *, ran: bool, reported: bool = False) -> str:
     """pass, fail, or reported: a baseline with no `baseline_expect`, whose outcome is
     shown beside the main run's and fails nothing. Rows marked `judged: False` are
     shown, not judged; a run whose traffic never ran fails."""
-    judged = [e for e in rows if e.get("judged", True)]
-    if not ran or not all(e["ok"] for e in judged):
+    if not ran or any(e.failed for e in rows):
         return "fail"
     return "reported" if reported else "pass"
 
@@ -678,7 +756,8 @@ def _failure_text(mode: str, failures: list[dict], qps: int) -> str:
     return f"{many}: {first['why']}{when}"
 
 
-def outcome(mode: str, ran: bool, exact: bool, failures: list[dict], faults: list[dict],
+def outcome(mode: str, ran: bool, exact: bool, failures: list[dict],
+            faults: list[FaultFigures],
             qps: int) -> str:
     """What the run came to, in a line: what a baseline without expectations reports."""
     if not ran:
@@ -686,8 +765,8 @@ def outcome(mode: str, ran: bool, exact: bool, failures: list[dict], faults: lis
     said = [_failure_text(mode, failures, qps) if failures else
             "byte-exact" if exact else "not byte-exact"]
     unmet = dict.fromkeys(  # a flap's downs are one target; a plane's is its number
-        f"plane {f['target']}" if str(f.get("kind", "")).startswith("plane") else f["target"]
-        for f in faults if f.get("crossed") is False)
+        f"plane {f.target}" if str(f.kind or "").startswith("plane") else f.target
+        for f in faults if f.crossed is False)
     if unmet:
         said.append(f"its traffic never crossed {', '.join(unmet)}")
     return "; ".join(said)
@@ -703,30 +782,30 @@ def _ended_early(drill: Drill, mode: str, failures: list[dict], qps: int) -> str
     return "the transfer ended first: give the traffic `for: 2s`"
 
 
-def _met_traffic(faults: list[dict], drill: Drill, mode: str, failures: list[dict],
-                 qps: int) -> dict:
+def _met_traffic(faults: list[FaultFigures], drill: Drill, mode: str, failures: list[dict],
+                 qps: int) -> Judged:
     """The row that fails a drill whose faults tested nothing (metrics.exposure): the
     traffic ended before a fault (or soon after: a transfer too short, or a QP that
     failed), or none of it crossed it."""
     want = f">= {M.MIN_EXPOSURE_NS // 1_000_000} ms under traffic, on its paths"
-    missed = [f for f in faults if not f["met"]]
+    missed = [f for f in faults if not f.met]
     if not missed:
-        least = min(f["under_traffic_ms"] for f in faults)
-        return {"what": "faults met traffic", "want": want,
-                "got": f"{len(faults)}/{len(faults)} (the least {least:g} ms)", "ok": True}
+        least = min(f.under_traffic_ms for f in faults)
+        return Judged("faults met traffic", want,
+                      f"{len(faults)}/{len(faults)} (the least {least:g} ms)", True)
     why = []
     for f in missed:
-        if f["crossed"] is False and f.get("crossed_from") == "link counters":
-            why.append(f"{f['target']}: the routers' hash put none of the traffic on it "
+        if f.crossed is False and f.crossed_from == "link counters":
+            why.append(f"{f.target}: the routers' hash put none of the traffic on it "
                        "(its link counters)")
-        elif f["crossed"] is False:
-            taken = f.get("crossed_from") == "paths taken"
-            why.append(f"{f['target']}: no path the traffic {'took' if taken else 'could take'}"
+        elif f.crossed is False:
+            taken = f.crossed_from == "paths taken"
+            why.append(f"{f.target}: no path the traffic {'took' if taken else 'could take'}"
                        " crosses it")
         else:
-            why.append(f"{f['target']}: {f['under_traffic_ms']:g} ms under traffic "
+            why.append(f"{f.target}: {f.under_traffic_ms:g} ms under traffic "
                        f"({_ended_early(drill, mode, failures, qps)})")
-    return {"what": "faults met traffic", "want": want, "got": "; ".join(why), "ok": False}
+    return Judged("faults met traffic", want, "; ".join(why), False)
 
 
 def _flows_json(run_data: T.Run | None, n_main: int) -> list[dict]:
@@ -745,8 +824,8 @@ def _flows_json(run_data: T.Run | None, n_main: int) -> list[dict]:
     return out
 
 
-def _worst(faults: list[dict], key: str):
-    values = [f[key] for f in faults]
+def _worst(faults: list[FaultFigures], key: str):
+    values = [getattr(f, key) for f in faults]
     if not values:
         return None
     if any(v is None for v in values):
@@ -754,15 +833,16 @@ def _worst(faults: list[dict], key: str):
     return max(values)
 
 
-def _expectation(e: Expectation, figures: dict, faults: list[dict], variables: dict) -> dict:
+def _expectation(e: Expectation, figures: dict, faults: list[FaultFigures],
+                 variables: dict) -> Judged:
+    """An expectation of the drill file judged on the run's figures."""
     if e.what == "exact":
         got = figures["exact"]
-        return {"what": "exact", "want": e.want, "got": str(got).lower(), "ok": got == e.value}
+        return Judged("exact", e.want, str(got).lower(), got == e.value)
     if e.what == "localized":
-        named = [f"{f['target']}: {f['localized_as'] or 'not named'}" for f in faults]
-        ok = bool(faults) and all(f["localized"] for f in faults)
-        return {"what": "localized", "want": "target", "got": "; ".join(named) or "no fault",
-                "ok": ok}
+        named = [f"{f.target}: {f.localized_as or 'not named'}" for f in faults]
+        ok = bool(faults) and all(f.localized for f in faults)
+        return Judged("localized", "target", "; ".join(named) or "no fault", ok)
     if e.what in PER_STEP:
         return _per_step(e, figures["steps"], variables)
     got = figures.get(e.what)
@@ -770,24 +850,23 @@ def _expectation(e: Expectation, figures: dict, faults: list[dict], variables: d
     want = f"{e.op} {e.value}" + (f" = {want_value:g}" if str(e.value) != f"{want_value:g}"
                                   else "")
     if got is None:
-        return {"what": e.what, "want": want, "got": "not measured", "ok": False}
-    return {"what": e.what, "want": want, "got": f"{got:g}",
-            "ok": bool(OPS[e.op](float(got), want_value))}
+        return Judged(e.what, want, "not measured", False)
+    return Judged(e.what, want, f"{got:g}", bool(OPS[e.op](float(got), want_value)))
 
 
-def _per_step(e: Expectation, steps: list[M.StepFigure], variables: dict) -> dict:
+def _per_step(e: Expectation, steps: list[M.StepFigure], variables: dict) -> Judged:
     """A figure judged at each step of the timeline, with lost_share the step's own."""
     want = f"{e.op} {e.value} at each step"
     judged = [st for st in steps if st.retained is not None]
     if not judged:
-        return {"what": e.what, "want": want, "got": "not measured", "ok": False}
+        return Judged(e.what, want, "not measured", False)
     rows, ok = [], True
     for st in judged:
         bound = e.evaluate({**variables, "lost_share": st.lost_share})
         holds = bool(OPS[e.op](st.retained, bound))
         ok = ok and holds
         rows.append(f"{st.retained:g}{'' if holds else ' (fails)'} {e.op} {bound:g}")
-    return {"what": e.what, "want": want, "got": "; ".join(rows), "ok": ok}
+    return Judged(e.what, want, "; ".join(rows), ok)
 
 
 def _flow_logs(run_data: T.Run, n_main: int) -> list[M.FlowLog]:
@@ -946,9 +1025,10 @@ class BgpTwin:
             self.note(f"took {self.name} down")
 
 
-def results(runs: list[RunResult]) -> dict:
-    """The runs as `twin drill run --json` prints them and twin.chaos.report draws them."""
-    return {"drills": [r.data for r in runs]}
+def results(runs: list[RunResult]) -> list[DrillRun]:
+    """What the runs found, as twin.chaos.report draws them (results.document: as
+    `twin drill run --json` prints them)."""
+    return [r.run for r in runs]
 
 
 # Expectations that are claims about queues: on an unshaped fabric nothing queues (the
@@ -971,11 +1051,12 @@ def unshaped_warning(fabric: Fabric, drill: Drill) -> str | None:
 
 def written_for(att: Attached, drill: Drill) -> str | None:
     """What to say when a drill written for one fabric runs on another's lab (its
-    figures are then the lab's fabric's), or None."""
-    if not drill.fabric or att.fabric.spec.name == drill.fabric:
+    figures are then the lab's fabric's), or None. Fabrics are compared by the spec's
+    own name: a lab brought up with `--name other` runs its spec's fabric all the same."""
+    fabric = att.fabric_name
+    if not drill.fabric or fabric == drill.fabric:
         return None
-    on = att.lab if att.lab == att.fabric.spec.name else \
-        f"{att.lab} (fabric {att.fabric.spec.name})"
+    on = att.lab if att.lab == fabric else f"{att.lab} (fabric {fabric})"
     return f"written for {drill.fabric}, running on {on}: the figures are this fabric's"
 
 
@@ -987,15 +1068,18 @@ def _speedup(main: RunResult, bases: list[RunResult]) -> None:
     if not wanted:
         return
     e = next(iter(wanted.values()))
-    row = next(x for x in main.data["expectations"] if x["what"] == "speedup")
-    mine = main.data["metrics"]["completion_s"]
-    got, row["got"] = speedup_of(mine, [
-        (b.data["variant"], b.data["metrics"]["completion_s"],
-         b.data["outcome"] if b.data.get("failed_qps") else None) for b in bases])
-    row["ok"] = got is not None and bool(OPS[e.op](got, e.evaluate(main.data["variables"])))
-    main.data["metrics"]["speedup"] = None if got is None or math.isinf(got) \
-        else round(got, 4)
-    main.data["verdict"] = verdict_of(main.data["expectations"], ran=mine is not None)
+    found = main.run
+    mine = found.metric("completion_s")
+    got, text = speedup_of(mine, [
+        (b.run.variant, b.run.metric("completion_s"),
+         b.run.outcome if b.run.failed_qps else None) for b in bases])
+    ok = got is not None and bool(OPS[e.op](got, e.evaluate(found.variables)))
+    rows = tuple(dataclasses.replace(x, got=text, ok=ok) if x.what == "speedup" else x
+                 for x in found.expectations)
+    main.run = dataclasses.replace(
+        found, expectations=rows, verdict=verdict_of(rows, ran=mine is not None),
+        metrics={**found.metrics,
+                 "speedup": None if got is None or math.isinf(got) else round(got, 4)})
 
 
 def speedup_of(mine: float | None, bases: list[tuple[str, float | None, str | None]]
@@ -1043,21 +1127,20 @@ class SuiteRow:
                 "verdict": self.verdict, "why": self.why, "baseline": self.baseline}
 
 
-def why_of(data: dict) -> str:
+def why_of(found: DrillRun) -> str:
     """Why a run has its verdict, in a line: the judged rows that failed ("what: want W,
     got G"), else for a reported baseline its outcome, else ""."""
-    failed = [e for e in data.get("expectations") or []
-              if not e.get("ok") and e.get("judged", True)]
+    failed = found.failed_rows()
     if failed:
-        return "; ".join(f"{e['what']}: want {e['want']}, got {e['got']}" for e in failed)
-    if data.get("verdict") == "fail":
+        return "; ".join(e.failure() for e in failed)
+    if found.verdict == "fail":
         return "the traffic did not run"
-    return data.get("outcome") or "" if data.get("verdict") == "reported" else ""
+    return found.outcome or "" if found.verdict == "reported" else ""
 
 
 def suite_row(r: RunResult) -> SuiteRow:
-    return SuiteRow(r.data["name"], r.data.get("variant") or r.mode, r.lab, r.data["verdict"],
-                    why_of(r.data), baseline=bool(r.data.get("baseline_of")))
+    return SuiteRow(r.run.name, r.run.variant or r.mode, r.lab, r.run.verdict,
+                    why_of(r.run), baseline=bool(r.run.baseline_of))
 
 
 def error_row(drill: Drill, lab: str, error: BaseException) -> SuiteRow:

@@ -331,16 +331,15 @@ class _Job:
             self.steps.note(f"{d.name}: {text}")
 
         elsewhere = runner.written_for(att, d)
-        if elsewhere and d.fabric != self.prefix:  # the lab's name is not its fabric's
+        if elsewhere:
             note(elsewhere)
         runs = runner.run_all(att, d, progress=note)
         results = runner.results(runs)
         written = drill_report.write(results, self.out / "drills" / d.name)
         files = [str(p.relative_to(self.out)) for p in written.values()]
-        failure = [f"{r.data['name']} ({r.mode}): {e['what']}: want {e['want']}, got {e['got']}"
-                   for r in runs for e in r.data["expectations"]
-                   if not e["ok"] and e.get("judged", True)]  # judged: False, a reported row
-        said = ", ".join(f"{r.mode} {r.data['verdict']}" for r in runs)
+        failure = [f"{r.run.name} ({r.mode}): {e.failure()}"
+                   for r in runs for e in r.run.failed_rows()]  # not a reported row
+        said = ", ".join(f"{r.mode} {r.run.verdict}" for r in runs)
         return Stage(name, PASSED if all(r.ok for r in runs) else FAILED, files=files,
                      said=said, failure="\n".join(failure),
                      suites=[drill_report.junit(results)])

@@ -152,7 +152,9 @@ def drill_run(ref, lab, mode, compare, seed, as_json, junit, report_dir, grafana
 
         Path(junit).write_text(report.junit(results))
     if as_json:
-        emit_json(results)
+        from twin.chaos.results import document
+
+        emit_json(document(results))
     else:
         _show(runs, time.monotonic() - started)
     if not all(r.ok for r in runs):
@@ -206,59 +208,55 @@ def _push_drill_dashboard(att, name: str, grafana, began_ms: int) -> str:
 
 def _show(runs, wall_s: float) -> None:
     for r in runs:
-        data = r.data
-        colour = {"pass": "green", "reported": "dim"}.get(data["verdict"], "red")
-        mode = data.get("variant") or data["mode"]
-        t = Table(title=f"{data['name']} on {data['lab']}, mode {mode}, seed "
-                  f"{data['seed']}: [{colour}]{data['verdict']}[/{colour}]"
+        found = r.run
+        colour = {"pass": "green", "reported": "dim"}.get(found.verdict, "red")
+        t = Table(title=f"{found.name} on {found.lab}, mode {found.label}, seed "
+                  f"{found.seed}: [{colour}]{found.verdict}[/{colour}]"
                   + (" (a baseline without baseline_expect: shown, not judged)"
-                     if data["verdict"] == "reported" else ""))
+                     if found.verdict == "reported" else ""))
         for col in ("expectation", "want", "got", ""):
             t.add_column(col)
-        for e in data["expectations"]:
-            t.add_row(e["what"], e["want"], e["got"], "[green]ok[/green]" if e["ok"]
-                      else "[dim]reported[/dim]" if e.get("judged", True) is False
+        for e in found.expectations:
+            t.add_row(e.what, e.want, e.got, "[green]ok[/green]" if e.ok
+                      else "[dim]reported[/dim]" if e.judged is False
                       else "[red]FAIL[/red]")
         out.print(t)
-        if data.get("outcome"):
-            out.print(f"outcome: {data['outcome']}")
-        if data["faults"]:
+        if found.outcome:
+            out.print(f"outcome: {found.outcome}")
+        if found.faults:
             f = Table(show_header=True, box=None)
             for col in ("fault", "target", "at ms", "± µs", "from", "detection µs",
                         "repair µs", "lost", "localized", "named after ms"):
                 f.add_column(col)
-            t0 = data["t0_ns"]
-            for x in data["faults"]:
-                f.add_row(x["kind"], x["target"], f"{(x['at_ns'] - t0) / 1e6:.1f}" if t0 else "-",
-                          _n(x.get("at_uncertainty_us")), x.get("origin") or "fault",
-                          _n(x["detection_us"]),
-                          _n(x["repair_us"]), str(x["packets_lost"]),
-                          x["localized_as"] or "-",
-                          _n(x["localized_us"], 1000))
+            t0 = found.t0_ns
+            for x in found.faults:
+                f.add_row(x.kind, x.target, f"{(x.at_ns - t0) / 1e6:.1f}" if t0 else "-",
+                          _n(x.at_uncertainty_us), x.origin or "fault",
+                          _n(x.detection_us), _n(x.repair_us), str(x.packets_lost),
+                          x.localized_as or "-", _n(x.localized_us, 1000))
             out.print(f)
-        clock = data.get("clock") or {}
+        clock = found.clock or {}
         if clock.get("kind") == "nodes":
             off = clock["offset"]
             out.print(f"clock: the nodes' ({clock['machine']}); faults stamped in the nodes "
                       f"({clock['stamped_changes']} changes, {clock['unstamped_changes']} "
                       f"timed by twin); twin's times converted, offset {off['offset_us']:.0f} "
                       f"± {off['error_us']:.0f} µs")
-        m = data["metrics"]
+        m = found.metrics
         out.print(f"goodput {_n(m['goodput_gbps'])} Gbit/s, completion {_n(m['completion_s'])} s,"
-                  f" retained {_n(data['goodput_retained'])}, dip {_n(m['dip_depth'])} for "
+                  f" retained {_n(found.goodput_retained)}, dip {_n(m['dip_depth'])} for "
                   f"{_n(m['dip_ms'])} ms, back to 90% in {_n(m['back_to_90_ms'])} ms; "
-                  f"wall {data['wall_s']:.1f} s")
+                  f"wall {found.wall_s:.1f} s")
     if len(runs) > 1:
         from twin.chaos import report
 
-        group = [r.data for r in runs]
-        a, b = group[0]["metrics"], group[1]["metrics"]
+        group = [r.run for r in runs]
+        a, b = group[0].metric("completion_s"), group[1].metric("completion_s")
         why = report.unranked(group[0], group[1], "completion")
-        if a["completion_s"] and b["completion_s"]:
-            out.print(f"{runs[0].mode} vs {runs[1].mode}: completion {a['completion_s']:.3f} s "
-                      f"vs {b['completion_s']:.3f} s ("
-                      + (f"not ranked: {why}" if why
-                         else f"{b['completion_s'] / a['completion_s']:.2f}x")
+        if a and b:
+            out.print(f"{runs[0].mode} vs {runs[1].mode}: completion {a:.3f} s "
+                      f"vs {b:.3f} s ("
+                      + (f"not ranked: {why}" if why else f"{b / a:.2f}x")
                       + f"); {wall_s:.1f} s in all")
         note = report.unranked_note(group)
         if note:

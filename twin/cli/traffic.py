@@ -329,7 +329,7 @@ def fuzz(host, seed, budget, per_kind, live, no_live, lab):
     finally:
         steps.done()
     emit_json(report)
-    if not report["ok"]:
+    if not report.ok:
         sys.exit(1)
 
 

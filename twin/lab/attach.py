@@ -28,10 +28,17 @@ class Attached:
     state: LabState
     compiled: Compiled
     runtime: Runtime
+    spec_name: str = ""  # the spec's own name, as its file says ("": the lab's)
 
     @property
     def lab(self) -> str:
         return self.state.lab
+
+    @property
+    def fabric_name(self) -> str:
+        """The fabric the lab runs, by its spec's own name: the lab's name may be another
+        (`twin up mrc-4p --name other`), and the compiled spec carries the lab's."""
+        return self.spec_name or self.fabric.spec.name
 
     @property
     def plan(self) -> Plan:
@@ -99,6 +106,7 @@ def attach(lab: str | None) -> Attached:
     spec = parse_spec(spec_copy.read_text(), state.spec_path)
     if state.routing:  # `twin up --routing`: the mode it runs, not the file's
         spec = with_routing(spec, state.routing)
+    own = spec.name
     compiled = compile_loaded(state.spec_path, spec, name)  # name: --name
     if state.routes:  # brought up from an operator's tables: they are its plan
         saved = read_json(state.dir / ROUTES, None)
@@ -107,7 +115,7 @@ def attach(lab: str | None) -> Attached:
                            f"unreadable; `twin down --lab {name}` it and `twin up` again")
         compiled = with_tables(compiled, tables.from_dict(saved))
     return Attached(state, compiled,
-                    get_runtime(state.runtime, name, state.build_dir, state.owner))
+                    get_runtime(state.runtime, name, state.build_dir, state.owner), own)
 
 
 def status(lab: str | None = None) -> list[dict]:

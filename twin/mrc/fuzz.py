@@ -757,7 +757,7 @@ def send(sock: socket.socket, dst: str, packets: list[Hostile], budget_s: float,
 def run(target: EndpointClient, peer: EndpointClient, netns: str, seed=DEFAULT_SEED,
         budget_s: float = 3.0, per_kind: int = 32, settle_s: float = 5.0,
         live: tuple[str, ...] = LIVE_TRANSPORTS, shape: LiveShape | None = None,
-        steps: Steps | None = None) -> dict:
+        steps: Steps | None = None) -> FuzzReport:
     """Fuzz the endpoint that `target` is connected to, with the help of another host's
     (`peer`); `netns` is the file naming the target host's network namespace, where the
     packets are sent from. First the plan (`plan`), then the live attack on each
@@ -818,11 +818,20 @@ def run(target: EndpointClient, peer: EndpointClient, netns: str, seed=DEFAULT_S
                  for k in sorted((set(want) | set(got)) - {ACCEPTED})
                  if got.get(k, 0) != want.get(k, 0)]
     problems += [p for lr in lives for p in lr.problems]
-    return {"seed": seed, "planned": len(packets), "sent": len(sent),
-            "sent_by_kind": dict(sent_by_kind(sent)), "expected": dict(want),
-            "counted": got, "guards": guards,
-            "live": {lr.transport: lr.to_dict() for lr in lives}, "alive": alive,
-            "ok": not problems, "problems": problems}
+    return FuzzReport({"seed": seed, "planned": len(packets), "sent": len(sent),
+                       "sent_by_kind": dict(sent_by_kind(sent)), "expected": dict(want),
+                       "counted": got, "guards": guards,
+                       "live": {lr.transport: lr.to_dict() for lr in lives}, "alive": alive,
+                       "ok": not problems, "problems": problems})
+
+
+class FuzzReport(dict):
+    """A fuzz run's report: the JSON `twin traffic fuzz --json` prints, key for key,
+    with its verdict as an attribute (`ok`: no problem found)."""
+
+    @property
+    def ok(self) -> bool:
+        return not self.get("problems")
 
 
 @dataclass(frozen=True)
