@@ -36,8 +36,9 @@ for m in pkgutil.iter_modules(twin.cli.__path__):
 click.Group("twin", commands=main.commands, help=main.help, params=main.params,
             context_settings=main.context_settings).main(["--help"], prog_name="twin")
 """
-HEAVY = ("pyroute2", "grafana_client", "niquests", "matplotlib", "twin.chaos.blind",
-         "twin.chaos.runner", "twin.mrc.loop", "twin.runtime", "twin.lab", "twin.faults")
+HEAVY = ("pyroute2", "grafana_client", "grafana_foundation_sdk", "niquests", "matplotlib",
+         "twin.chaos.blind", "twin.chaos.runner", "twin.mrc.loop", "twin.runtime", "twin.lab",
+         "twin.faults")
 
 
 def all_modules() -> list[str]:

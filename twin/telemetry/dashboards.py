@@ -7,12 +7,25 @@ Two dashboards, one set of panels:
     drill(fabric, lab, ds, start, end)   "<lab>: drill <name>", the drill's fixed time
                                          range, no refresh
 
+Each is built with grafana-foundation-sdk, Grafana's own types for dashboards, panels
+and Prometheus queries, and encoded by its JSONEncoder; what leaves here is that JSON
+as a mapping. The SDK is imported by the functions that build, never by the module.
+
 The panels, top to bottom (24 grid columns):
 
     goodput per plane          | faults in force            | endpoints answering
     fabric link load: one row per T0-T1 link, the busier direction, over time
     EV states, stacked         | retransmits per host
     smoothed RTT per host      | link ends down by tier     | drops by tier
+  on a fabric with signals (shaped, `congestion` not off; fabric.spec.signals):
+    port queue depth, per switch port | port queue high water, a bar per switch port
+    CE marks per port          | trims per port             | queue drops per port
+    host ports' RFC 6040 counts | data plane: handled       | data plane: dropped
+  else:
+    data plane: packets handled             | data plane: packets dropped
+
+The data-plane panels are on every dashboard: `twin up --dataplane` picks the data plane,
+not the fabric, and on seg6local they stay empty (its SIDs keep no counters).
 
 Every query names the lab literally (`lab="mrc-4p"`): a dashboard is one lab's, and
 needs no template variable to be right. Rates are over a literal 5 s window: the
@@ -48,6 +61,17 @@ UID_MAX = 40  # Grafana's limit for dashboard, folder and data source uids
 GRID_COLUMNS = 24
 GRAFANA_DS = {"type": "grafana", "uid": "-- Grafana --"}  # the built-in annotation store
 EV_COLORS = {"good": "green", "skip": "yellow", "assumed_bad": "orange", "denied": "red"}
+# twin_port_signals_total's `signal` values (names.PORT_SIGNALS): a panel each at switch
+# ports, one panel for the three a host port counts at decapsulation
+SWITCH_SIGNAL_PANELS = (("ce_marked", "CE marks per port", "CE-marked at egress"),
+                        ("trimmed", "Trims per port", "trimmed to its header at egress"),
+                        ("dropped", "Queue drops per port", "dropped at egress, its queue full"))
+SWITCHES = "~(t0|t1)-.*"  # a node matcher: the T0s and T1s (fabric.model's names), not hosts
+HOST_SIGNALS = ("ce_to_inner", "trim_to_inner", "drop_ce_not_ect")
+# twin_dataplane_packets_total's `counter` values (twin.node.ebpf.COUNTERS), in two panels
+DATAPLANE_HANDLED = ("shifted", "decapsulated", "encapsulated")
+DATAPLANE_DROPPED = ("drop_malformed", "drop_end_of_carrier", "drop_not_ipv6_in_ipv6",
+                     "hop_limit_expired")
 
 _UID_BAD = re.compile(r"[^a-zA-Z0-9_-]")
 
@@ -116,39 +140,90 @@ class _Grid:
         return pid, pos
 
 
-def _target(ds: dict, ref: str, expr: str, legend: str) -> dict:
-    return {"datasource": ds, "editorMode": "code", "expr": expr, "legendFormat": legend,
-            "range": True, "refId": ref}
+# The panels are the SDK's builders (grafana-foundation-sdk, Grafana's own types), which
+# the functions below import when they run: importing this module stays cheap, and a
+# `twin` command that draws no dashboard never loads the SDK.
 
 
-def _panel(grid: _Grid, ds: dict, kind: str, title: str, w: int, h: int, description: str,
-           targets: list[tuple[str, str]], defaults: dict, options: dict,
-           overrides: list[dict] | None = None, max_points: int | None = None) -> dict:
-    pid, pos = grid.place(w, h)
-    panel = {"id": pid, "type": kind, "title": title, "description": description,
-             "gridPos": pos, "datasource": ds,
-             "targets": [_target(ds, chr(ord("A") + i), expr, legend)
-                         for i, (expr, legend) in enumerate(targets)],
-             "fieldConfig": {"defaults": defaults, "overrides": overrides or []},
-             "options": options}
-    if max_points:
-        panel["maxDataPoints"] = max_points
-    return panel
+class _Board:
+    """One dashboard's panels, as SDK builders: placed on the grid and numbered in the
+    order they are added, each naming the lab's Prometheus on itself and its queries."""
+
+    def __init__(self, lab: str, datasource_uid: str):
+        from grafana_foundation_sdk.models.dashboard import DataSourceRef
+
+        self.q = _Queries(lab)
+        self.grid = _Grid()
+        self.ds = DataSourceRef(type_val="prometheus", uid=datasource_uid)
+        self.panels: list = []
+
+    def add(self, panel, title: str, w: int, h: int, description: str,
+            targets: list[tuple[str, str]]) -> None:
+        from grafana_foundation_sdk.builders.prometheus import Dataquery
+        from grafana_foundation_sdk.models.dashboard import GridPos
+        from grafana_foundation_sdk.models.prometheus import QueryEditorMode
+
+        pid, pos = self.grid.place(w, h)
+        panel.id(pid).title(title).description(description).datasource(self.ds) \
+            .grid_pos(GridPos(**pos))
+        for i, (expr, legend) in enumerate(targets):
+            panel.with_target(Dataquery().datasource(self.ds).editor_mode(QueryEditorMode.CODE)
+                              .expr(expr).legend_format(legend).range()
+                              .ref_id(chr(ord("A") + i)))
+        self.panels.append(panel)
 
 
-def _timeseries(unit: str, stacked: bool = False, fill: int = 10) -> tuple[dict, dict]:
-    custom = {"drawStyle": "line", "lineWidth": 1, "fillOpacity": fill, "showPoints": "never",
-              "spanNulls": False,
-              "stacking": {"group": "A", "mode": "normal" if stacked else "none"}}
-    defaults = {"unit": unit, "min": 0, "color": {"mode": "palette-classic"}, "custom": custom}
-    options = {"legend": {"displayMode": "list", "placement": "bottom", "showLegend": True},
-               "tooltip": {"mode": "multi", "sort": "desc"}}
-    return defaults, options
+def _legend(show: bool):
+    from grafana_foundation_sdk.builders.common import VizLegendOptions
+    from grafana_foundation_sdk.models.common import LegendDisplayMode, LegendPlacement
+
+    return VizLegendOptions().display_mode(LegendDisplayMode.LIST) \
+        .placement(LegendPlacement.BOTTOM).show_legend(show)
 
 
-def _fixed_color(name: str, color: str) -> dict:
-    return {"matcher": {"id": "byName", "options": name},
-            "properties": [{"id": "color", "value": {"mode": "fixed", "fixedColor": color}}]}
+def _tooltip(multi: bool):
+    from grafana_foundation_sdk.builders.common import VizTooltipOptions
+    from grafana_foundation_sdk.models.common import SortOrder, TooltipDisplayMode
+
+    if multi:
+        return VizTooltipOptions().mode(TooltipDisplayMode.MULTI).sort(SortOrder.DESCENDING)
+    return VizTooltipOptions().mode(TooltipDisplayMode.SINGLE).sort(SortOrder.NONE)
+
+
+def _color(mode: str):
+    from grafana_foundation_sdk.builders.dashboard import FieldColor
+    from grafana_foundation_sdk.models.dashboard import FieldColorModeId
+
+    return FieldColor().mode(FieldColorModeId(mode))
+
+
+def _steps(*steps: tuple[str, float | None]):
+    """Absolute thresholds: (color, from value), the first from None (-infinity)."""
+    from grafana_foundation_sdk.builders.dashboard import ThresholdsConfig
+    from grafana_foundation_sdk.models.dashboard import Threshold, ThresholdsMode
+
+    return ThresholdsConfig().mode(ThresholdsMode.ABSOLUTE).steps(
+        [Threshold(value=value, color=color) for color, value in steps])
+
+
+def _timeseries(unit: str, stacked: bool = False, fill: int = 10, legend: bool = True):
+    from grafana_foundation_sdk.builders import timeseries
+    from grafana_foundation_sdk.builders.common import StackingConfig
+    from grafana_foundation_sdk.models.common import GraphDrawStyle, StackingMode, VisibilityMode
+
+    return (timeseries.Panel().unit(unit).min(0).color_scheme(_color("palette-classic"))
+            .draw_style(GraphDrawStyle.LINE).line_width(1).fill_opacity(fill)
+            .show_points(VisibilityMode.NEVER).span_nulls(False)
+            .stacking(StackingConfig().group("A")
+                      .mode(StackingMode.NORMAL if stacked else StackingMode.NONE))
+            .legend(_legend(legend)).tooltip(_tooltip(multi=True)))
+
+
+def _fixed_color(color: str) -> list:
+    """An override's properties: the series drawn in one named color."""
+    from grafana_foundation_sdk.models.dashboard import DynamicConfigValue
+
+    return [DynamicConfigValue(id_val="color", value={"mode": "fixed", "fixedColor": color})]
 
 
 def _load_rows(links: int) -> int:
@@ -156,51 +231,72 @@ def _load_rows(links: int) -> int:
     return max(8, min(40, 3 + math.ceil(links * 2 / 3)))
 
 
-def _panels(fabric: Fabric, lab: str, ds: dict) -> list[dict]:
-    q = _Queries(lab)
-    grid = _Grid()
+def _alternation(values: Sequence[str]) -> str:
+    """A regex matcher value (sel's '~') for exactly these label values."""
+    return "~" + "|".join(re.escape(v) for v in values)
+
+
+def _panels(fabric: Fabric, lab: str, datasource_uid: str) -> list:
+    board = _Board(lab, datasource_uid)
+    _fabric_panels(board, fabric)
+    if fabric.spec.signals:
+        _port_panels(board)
+    _dataplane_panels(board, 8 if fabric.spec.signals else 12)  # beside host ports
+    return board.panels
+
+
+def _fabric_panels(board: _Board, fabric: Fabric) -> None:
+    """The panels every fabric has: goodput, faults, endpoints, link load, EVs,
+    retransmits, RTT, links down, kernel drops."""
+    from grafana_foundation_sdk.builders import stat, statetimeline, statushistory
+    from grafana_foundation_sdk.builders.common import ReduceDataOptions
+    from grafana_foundation_sdk.models.common import (
+        BigValueColorMode,
+        BigValueGraphMode,
+        BigValueJustifyMode,
+        BigValueTextMode,
+        TimelineValueAlignment,
+        VisibilityMode,
+        VizOrientation,
+    )
+    from grafana_foundation_sdk.models.dashboard import ValueMap, ValueMappingResult
+
+    q = board.q
     hosts = len(fabric.hosts)
     fabric_links = [lk for lk in fabric.links if lk.kind == "fabric"]
     rate_bps = fabric.spec.fabric_rate_bps
     rx = q.rate(q.sel("twin_endpoint_rx_bytes_total"))
-    panels = []
 
-    defaults, options = _timeseries("bps")
-    panels.append(_panel(
-        grid, ds, "timeseries", "Goodput per plane", 10, 8,
+    board.add(
+        _timeseries("bps"), "Goodput per plane", 10, 8,
         "Payload the endpoints placed, by the plane its data packets arrived on "
         "(duplicates excluded), in bits/s. A plane that loses a link carries less; MRC "
         "moves its share to the others.",
-        [(f"sum by (plane) ({rx}) * 8", "plane {{plane}}"), (f"sum({rx}) * 8", "all planes")],
-        defaults, options))
+        [(f"sum by (plane) ({rx}) * 8", "plane {{plane}}"), (f"sum({rx}) * 8", "all planes")])
 
-    panels.append(_panel(
-        grid, ds, "state-timeline", "Faults in force", 10, 8,
+    board.add(
+        statetimeline.Panel().color_scheme(_color("thresholds"))
+        .thresholds(_steps(("transparent", None), ("red", 1)))
+        .mappings([ValueMap(options={"1": ValueMappingResult(text="in force", index=0)})])
+        .fill_opacity(80).line_width(0).merge_values(True).show_value(VisibilityMode.NEVER)
+        .align_value(TimelineValueAlignment.LEFT).row_height(0.9)
+        .legend(_legend(False)).tooltip(_tooltip(multi=False)),
+        "Faults in force", 10, 8,
         "One row per fault in force, as the lab's fault records say (a blind drill's "
         "hidden fault shows as 'hidden'). Every panel shows the same faults as red "
         "regions: Grafana annotations tagged mrc-twin and the lab.",
-        [(q.sel("twin_fault_active"), "{{kind}} {{target}}")],
-        {"color": {"mode": "thresholds"},
-         "thresholds": {"mode": "absolute",
-                        "steps": [{"color": "transparent", "value": None},
-                                  {"color": "red", "value": 1}]},
-         "mappings": [{"type": "value", "options": {"1": {"text": "in force", "index": 0}}}],
-         "custom": {"fillOpacity": 80, "lineWidth": 0}},
-        {"mergeValues": True, "showValue": "never", "alignValue": "left", "rowHeight": 0.9,
-         "legend": {"showLegend": False, "displayMode": "list", "placement": "bottom"},
-         "tooltip": {"mode": "single", "sort": "none"}}))
+        [(q.sel("twin_fault_active"), "{{kind}} {{target}}")])
 
-    panels.append(_panel(
-        grid, ds, "stat", "Endpoints answering", 4, 8,
+    board.add(
+        stat.Panel().unit("none").min(0).max(hosts).color_scheme(_color("thresholds"))
+        .thresholds(_steps(("red", None), ("green", hosts)))
+        .reduce_options(ReduceDataOptions().calcs(["lastNotNull"]).fields("").values(False))
+        .color_mode(BigValueColorMode.BACKGROUND).graph_mode(BigValueGraphMode.NONE)
+        .text_mode(BigValueTextMode.VALUE).justify_mode(BigValueJustifyMode.AUTO)
+        .orientation(VizOrientation.AUTO),
+        "Endpoints answering", 4, 8,
         f"Hosts whose MRC endpoint answered the last scrape, of {hosts}.",
-        [(f"sum({q.sel('twin_endpoint_up')})", "answering")],
-        {"unit": "none", "min": 0, "max": hosts, "color": {"mode": "thresholds"},
-         "thresholds": {"mode": "absolute",
-                        "steps": [{"color": "red", "value": None},
-                                  {"color": "green", "value": hosts}]}},
-        {"reduceOptions": {"calcs": ["lastNotNull"], "fields": "", "values": False},
-         "colorMode": "background", "graphMode": "none", "textMode": "value",
-         "justifyMode": "auto", "orientation": "auto"}))
+        [(f"sum({q.sel('twin_endpoint_up')})", "answering")])
 
     # The per-link heatmap is a status-history panel, not Grafana's "heatmap": that one
     # draws the distribution of values in buckets on its y axis (a histogram over time)
@@ -223,113 +319,167 @@ def _panels(fabric: Fabric, lab: str, ds: dict) -> list[dict]:
     else:
         expr, unit, top = busier, "bps", None
         what = "in bits/s (the spec shapes no rate: the colors scale to the busiest)"
-    load_defaults = {"unit": unit, "min": 0, "color": {"mode": "continuous-GrYlRd"},
-                     "custom": {"fillOpacity": 90, "lineWidth": 0}}
+    load = (statushistory.Panel().unit(unit).min(0).color_scheme(_color("continuous-GrYlRd"))
+            .fill_opacity(90).line_width(0).show_value(VisibilityMode.NEVER).row_height(0.9)
+            .col_width(0.95).legend(_legend(False)).tooltip(_tooltip(multi=False))
+            .max_data_points(150))
     if top is not None:
-        load_defaults["max"] = top
-    panels.append(_panel(
-        grid, ds, "status-history", "Fabric link load (T0-T1)", 24,
-        _load_rows(len(fabric_links)),
+        load.max(top)
+    board.add(
+        load, "Fabric link load (T0-T1)", 24, _load_rows(len(fabric_links)),
         f"One row per T0-T1 link ({len(fabric_links)}), named NODE:IF--PEER from its T0 "
         f"end: the busier of its two directions, {what}. A link that is down goes dark; "
         "its plane's other links take its load.",
-        [(expr, "{{node}}:{{ifname}}--{{peer}}")],
-        load_defaults,
-        {"showValue": "never", "rowHeight": 0.9, "colWidth": 0.95,
-         "legend": {"showLegend": False, "displayMode": "list", "placement": "bottom"},
-         "tooltip": {"mode": "single", "sort": "none"}},
-        max_points=150))
+        [(expr, "{{node}}:{{ifname}}--{{peer}}")])
 
-    defaults, options = _timeseries("none", stacked=True, fill=60)
-    panels.append(_panel(
-        grid, ds, "timeseries", "EV states (all hosts, stacked)", 12, 8,
+    evs = _timeseries("none", stacked=True, fill=60)
+    for state, color in EV_COLORS.items():
+        evs.override_by_name(state, _fixed_color(color))
+    board.add(
+        evs, "EV states (all hosts, stacked)", 12, 8,
         "Entropy values in the open sending QPs' EV sets, by state: good (in use), skip "
         "(sent around for now), assumed_bad (retired after losses), denied (never to "
         "be used). A fault moves EVs out of good; repair moves them back.",
-        [(f"sum by (state) ({q.sel('twin_endpoint_evs')})", "{{state}}")],
-        defaults, options,
-        overrides=[_fixed_color(state, color) for state, color in EV_COLORS.items()]))
+        [(f"sum by (state) ({q.sel('twin_endpoint_evs')})", "{{state}}")])
 
-    defaults, options = _timeseries("pps")
-    panels.append(_panel(
-        grid, ds, "timeseries", "Retransmits per host", 12, 8,
+    board.add(
+        _timeseries("pps"), "Retransmits per host", 12, 8,
         "Data packets each host's endpoint sent again, per second.",
-        [(f"sum by (host) ({q.rate(q.sel('twin_endpoint_retransmits_total'))})", "{{host}}")],
-        defaults, options))
+        [(f"sum by (host) ({q.rate(q.sel('twin_endpoint_retransmits_total'))})", "{{host}}")])
 
-    defaults, options = _timeseries("s")
-    panels.append(_panel(
-        grid, ds, "timeseries", "Smoothed RTT (largest QP per host)", 8, 8,
+    board.add(
+        _timeseries("s"), "Smoothed RTT (largest QP per host)", 8, 8,
         "The largest smoothed round-trip time over each host's open sending QPs.",
-        [(f"max by (host) ({q.sel('twin_endpoint_srtt_seconds')})", "{{host}}")],
-        defaults, options))
+        [(f"max by (host) ({q.sel('twin_endpoint_srtt_seconds')})", "{{host}}")])
 
-    defaults, options = _timeseries("none")
-    panels.append(_panel(
-        grid, ds, "timeseries", "Link ends down", 8, 8,
+    board.add(
+        _timeseries("none"), "Link ends down", 8, 8,
         "Link ends that are not operationally up, by tier (host: NIC port to T0; "
         "fabric: T0 to T1). A link down counts its two ends once carrier is lost.",
-        [(f"sum by (tier) (1 - {q.sel('twin_link_up')})", "{{tier}}")],
-        defaults, options))
+        [(f"sum by (tier) (1 - {q.sel('twin_link_up')})", "{{tier}}")])
 
-    defaults, options = _timeseries("pps")
-    panels.append(_panel(
-        grid, ds, "timeseries", "Link drops", 8, 8,
+    board.add(
+        _timeseries("pps"), "Link drops", 8, 8,
         "Packets the kernel dropped at link ends, by tier and direction, per second. "
         "A link-loss fault drops in nftables, which these counters do not see: its "
         "losses show as retransmits.",
         [(f"sum by (tier, direction) ({q.rate(q.sel('twin_link_drops_total'))})",
-          "{{tier}} {{direction}}")],
-        defaults, options))
-    return panels
+          "{{tier}} {{direction}}")])
+
+
+def _port_panels(board: _Board) -> None:
+    """A fabric with signals (shaped, congestion not off): each shaped switch port's
+    virtual queue and what it did to packets (docs/congestion.md). One series per port,
+    named NODE:IF; too many for a legend, so the tooltip lists them, deepest first."""
+    from grafana_foundation_sdk.builders import bargauge
+    from grafana_foundation_sdk.builders.common import ReduceDataOptions
+    from grafana_foundation_sdk.models.common import BarGaugeDisplayMode, VizOrientation
+
+    q = board.q
+    port = "{{node}}:{{ifname}}"
+    board.add(
+        _timeseries("bytes", legend=False), "Port queue depth", 12, 9,
+        "The virtual queue at each shaped switch port's egress, in bytes: the depth at "
+        "the scrape, drained at the port's rate since its last packet. Past the port's "
+        "ECN threshold packets leave CE-marked, past trim MRC packets are trimmed to "
+        "their header, past drop they are dropped.",
+        [(q.sel("twin_port_queue_bytes"), port)])
+
+    board.add(
+        bargauge.Panel().unit("bytes").min(0).color_scheme(_color("continuous-GrYlRd"))
+        .display_mode(BarGaugeDisplayMode.GRADIENT).orientation(VizOrientation.HORIZONTAL)
+        .reduce_options(ReduceDataOptions().calcs(["lastNotNull"]).fields("").values(False))
+        .show_unfilled(True).min_viz_height(10),
+        "Port queue high water", 12, 9,
+        "The deepest each shaped switch port's queue has been since it was programmed "
+        "(at `twin up`, or when the port's queue was set again), one bar per port.",
+        [(q.sel("twin_port_queue_high_water_bytes"), port)])
+
+    for signal, title, what in SWITCH_SIGNAL_PANELS:
+        board.add(
+            _timeseries("pps", legend=False), title, 8, 8,
+            f"Packets each shaped switch port {what}, per second, by port.",
+            [(q.rate(q.sel("twin_port_signals_total", node=SWITCHES, signal=signal)), port)])
+
+    board.add(
+        _timeseries("pps"), "Signals at host ports (RFC 6040)", 8, 8,
+        "What the hosts' ports did at decapsulation, per second, summed over hosts: "
+        "ce_to_inner (a CE mark copied to the inner header, for the endpoint to "
+        "echo), trim_to_inner (a trimmed packet passed up as one), drop_ce_not_ect "
+        "(CE on a packet whose inner header is not ECN-capable: dropped).",
+        [(f"sum by (signal) "
+          f"({q.rate(q.sel('twin_port_signals_total', signal=_alternation(HOST_SIGNALS)))})",
+          "{{signal}}")])
+
+
+def _dataplane_panels(board: _Board, w: int) -> None:
+    """The eBPF data plane's SID programs, per second by counter (absent on seg6local:
+    the kernel counts nothing per SID), two panels `w` columns wide."""
+    q = board.q
+    packets = "twin_dataplane_packets_total"
+    board.add(
+        _timeseries("pps"), "Data plane: packets handled", w, 8,
+        "Packets the nodes' eBPF SID programs handled, per second, summed over nodes: "
+        "shifted (uN: the next uSID), decapsulated, encapsulated. Empty on the seg6local "
+        "data plane, whose kernel SIDs keep no counters.",
+        [(f"sum by (counter) ({q.rate(q.sel(packets, counter=_alternation(DATAPLANE_HANDLED)))})",
+          "{{counter}}")])
+    board.add(
+        _timeseries("pps"), "Data plane: packets dropped", w, 8,
+        "Packets the nodes' eBPF SID programs dropped, per second, by node and reason: "
+        "drop_malformed, drop_end_of_carrier, drop_not_ipv6_in_ipv6, and hop_limit_expired "
+        "(shifted, then dropped by the kernel with ICMPv6 time exceeded).",
+        [(f"sum by (node, counter) "
+          f"({q.rate(q.sel(packets, counter=_alternation(DATAPLANE_DROPPED)))})",
+          "{{node}} {{counter}}")])
 
 
 # -- dashboards -------------------------------------------------------------------------
 
 
-def _annotations(tags: Sequence[str]) -> dict:
-    return {"list": [
-        {"builtIn": 1, "datasource": GRAFANA_DS, "enable": True, "hide": True,
-         "iconColor": "rgba(0, 211, 255, 1)", "name": "Annotations & Alerts",
-         "type": "dashboard"},
-        {"datasource": GRAFANA_DS, "enable": True, "hide": False, "iconColor": "red",
-         "name": "Faults",
-         "target": {"type": "tags", "tags": list(tags), "matchAny": False, "limit": 500}},
-    ]}
+def _dashboard(uid: str, title: str, description: str, tags: list[str], time: tuple[str, str],
+               refresh: str, panels: list, annotation_tags: Sequence[str]) -> dict:
+    """The dashboard built by the SDK and encoded by its JSONEncoder, as a JSON mapping.
 
+    Grafana adds its built-in "Annotations & Alerts" query to a dashboard that has none
+    (the SDK's AnnotationQuery has no `builtIn`), so only the faults' is written here."""
+    from grafana_foundation_sdk.builders.dashboard import (
+        AnnotationQuery,
+        AnnotationTarget,
+        Dashboard,
+        TimePicker,
+    )
+    from grafana_foundation_sdk.cog.encoder import JSONEncoder
+    from grafana_foundation_sdk.models.dashboard import DashboardCursorSync, DataSourceRef
 
-def _dashboard(uid: str, title: str, description: str, tags: list[str], time: dict,
-               refresh: str, panels: list[dict], annotation_tags: Sequence[str]) -> dict:
-    return {
-        "uid": uid,
-        "title": title,
-        "description": description,
-        "tags": tags,
-        "schemaVersion": SCHEMA_VERSION,
-        "editable": False,  # generated: change twin.telemetry.dashboards instead
-        "graphTooltip": 1,  # a shared crosshair: a moment lines up across panels
-        "timezone": "browser",
-        "time": time,
-        "refresh": refresh,
-        "timepicker": {"refresh_intervals": ["5s", "10s", "30s", "1m", "5m"]},
-        "annotations": _annotations(annotation_tags),
-        "templating": {"list": []},
-        "links": [],
-        "panels": panels,
-    }
+    faults = (AnnotationQuery().name("Faults").datasource(
+                  DataSourceRef(type_val=GRAFANA_DS["type"], uid=GRAFANA_DS["uid"]))
+              .enable(True).hide(False).icon_color("red")
+              .target(AnnotationTarget().type("tags").tags(list(annotation_tags))
+                      .match_any(False).limit(500)))
+    board = (Dashboard(title).uid(uid).description(description).tags(tags)
+             .readonly()  # generated: change twin.telemetry.dashboards instead
+             .tooltip(DashboardCursorSync.CROSSHAIR)  # a moment lines up across panels
+             .timezone("browser").time(*time).refresh(refresh)
+             .timepicker(TimePicker().refresh_intervals(["5s", "10s", "30s", "1m", "5m"]))
+             .annotation(faults).variables([]).links([]))
+    for panel in panels:
+        board.with_panel(panel)  # placed already: with_panel keeps a gridPos it is given
+    model = board.build()
+    model.schema_version = SCHEMA_VERSION  # no builder method sets it; the model's is 36
+    return json.loads(json.dumps(model, cls=JSONEncoder))
 
 
 def overview(fabric: Fabric, lab: str, datasource_uid: str) -> dict:
     """The lab's "fabric overview" dashboard: the last 15 minutes, live."""
-    ds = {"type": "prometheus", "uid": datasource_uid}
     spec = fabric.spec
     return _dashboard(
         overview_uid(lab), f"{lab}: fabric overview",
         f"mrc-twin lab {lab}: {spec.planes} planes x {spec.racks} racks x "
         f"{spec.hosts_per_rack} hosts, {spec.t1_per_plane} T1s per plane. Generated by "
         "twin from the fabric; edits are overwritten.",
-        [MRC_TAG, lab], {"from": "now-15m", "to": "now"}, REFRESH,
-        _panels(fabric, lab, ds), (MRC_TAG, lab))
+        [MRC_TAG, lab], ("now-15m", "now"), REFRESH,
+        _panels(fabric, lab, datasource_uid), (MRC_TAG, lab))
 
 
 def _iso(ms: int) -> str:
@@ -344,13 +494,13 @@ def drill(fabric: Fabric, lab: str, datasource_uid: str, start_ms: int, end_ms: 
     shows as regions (default: mrc-twin and the lab, every fault of the lab)."""
     if end_ms <= start_ms:
         raise ValueError(f"drill {name}: end {end_ms} is not after start {start_ms}")
-    ds = {"type": "prometheus", "uid": datasource_uid}
     return _dashboard(
         drill_uid(lab, name), f"{lab}: drill {name}",
         f"mrc-twin drill {name} on lab {lab}, {_iso(start_ms)} to {_iso(end_ms)}. "
         "Generated by twin; edits are overwritten.",
-        [MRC_TAG, lab, "drill"], {"from": _iso(start_ms), "to": _iso(end_ms)}, "",
-        _panels(fabric, lab, ds), tuple(annotations) if annotations else (MRC_TAG, lab))
+        [MRC_TAG, lab, "drill"], (_iso(start_ms), _iso(end_ms)), "",
+        _panels(fabric, lab, datasource_uid),
+        tuple(annotations) if annotations else (MRC_TAG, lab))
 
 
 def panel_exprs(dashboard: dict) -> list[str]:
