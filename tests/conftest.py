@@ -1,4 +1,5 @@
-"""Test tiers, one marker each: unmarked tests need nothing; `netns` needs root.
+"""Test tiers, one marker each: unmarked tests need nothing; `netns` needs root;
+`bpf` (tests/bpf/, whose conftest owns its skip) needs root and the bpf() syscall.
 
 Golden files live in tests/golden/. Regenerate after an intended change with
     UPDATE_GOLDEN=1 .venv/bin/pytest tests/unit

@@ -8,8 +8,6 @@ import sys
 import time
 from pathlib import Path
 
-from twin.node.ebpf import bpf
-
 GOLDEN = Path(__file__).resolve().parent / "golden"
 
 
@@ -130,18 +128,6 @@ def double_on_path(tmp_path: Path, monkeypatch, command: str, module: str) -> Pa
     exe.chmod(0o755)
     monkeypatch.setenv("PATH", f"{bindir}:{os.environ['PATH']}")
     return exe
-
-
-def bpf_refused(what: str = "bpf()") -> str | None:
-    """Why this process cannot load eBPF here (`what` names what the tests need), or
-    None: it asks the kernel for a one-entry map."""
-    if os.geteuid() != 0:
-        return f"needs root for {what}"
-    try:
-        os.close(bpf.map_create("mrc_probe", bpf.MAP_TYPE_PERCPU_ARRAY, 4, 8, 1))
-    except OSError as e:
-        return f"bpf() refused: {e}"
-    return None
 
 
 def write_tables(directory: Path, plan, drop: dict[str, list[str]] | None = None) -> Path:

@@ -131,12 +131,39 @@ def lab4(session_dirs):
     assert namespaces_of(LAB4) == []
 
 
+def pytest_generate_tests(metafunc):
+    """A module that names `DATAPLANES` runs each test that uses `lab` once per data
+    plane, on a lab of that data plane (see `lab`)."""
+    dataplanes = getattr(metafunc.module, "DATAPLANES", None)
+    if dataplanes and "lab" in metafunc.fixturenames:
+        metafunc.parametrize("lab", dataplanes, indirect=True, scope="module")
+
+
 @pytest.fixture(scope="module")
 def lab(session_dirs, request):
-    """A module's own mrc-4p on the netns runtime, under the module's `LAB` name (so a
-    module that breaks its lab breaks no other's); once down, none of it is left."""
-    name = request.module.LAB
-    with running_lab(session_dirs, own_spec(session_dirs, name, "mrc-4p"), "netns") as att:
+    """A module's own lab on the netns runtime, for the module's tests, under the
+    module's `LAB` name (so a module that breaks its lab breaks no other's); once down,
+    not one of its namespaces is left. The module's names say which lab:
+
+        LAB         its name (lab_name(prefix))
+        FABRIC      the built-in fabric behind it (default mrc-4p), or
+        SPEC        a spec's text, `{name}` where the lab's name goes
+        DATAPLANES  one lab per data plane, `LAB-seg` and `LAB-ebp`, each skipped
+                    saying why where this kernel does not run it (default: one lab,
+                    on the data plane `auto` picks)
+    """
+    module = request.module
+    dataplane = getattr(request, "param", None)
+    name = module.LAB
+    if dataplane is not None:
+        needs_dataplane(dataplane)
+        name = f"{name}-{dataplane[:3]}"
+    if hasattr(module, "SPEC"):
+        spec = Path(session_dirs) / f"{name}.yml"
+        spec.write_text(module.SPEC.format(name=name))
+    else:
+        spec = own_spec(session_dirs, name, getattr(module, "FABRIC", "mrc-4p"))
+    with running_lab(session_dirs, str(spec), "netns", dataplane=dataplane) as att:
         yield att
     assert namespaces_of(name) == []
 

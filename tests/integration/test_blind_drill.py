@@ -25,15 +25,27 @@ SEEDS = range(500)
 
 
 @pytest.fixture(scope="module")
-def att(session_dirs):
-    set_env(session_dirs)
-    state = L.up(own_spec(session_dirs, LAB, "mrc-4p"), "netns").state
+def blind_lab(session_dirs):
+    """The module's lab, brought up when a test needs it and it is not up (the first
+    test, and any after test_down_during_a_drill_leaves_nothing, which takes it down
+    itself); down after the module."""
+    def up():
+        set_env(session_dirs)
+        if LabState.load(LAB) is None:
+            L.up(own_spec(session_dirs, LAB, "mrc-4p"), "netns")
+        return L.attach(LAB)
     try:
-        yield L.attach(state.lab)
+        yield up
     finally:
         set_env(session_dirs)
-        if LabState.load(LAB) is not None:  # the last test takes it down itself
+        if LabState.load(LAB) is not None:
             lifecycle.down(LAB)
+
+
+@pytest.fixture
+def att(blind_lab):
+    """The module's lab, up, whatever the tests before this one did."""
+    return blind_lab()
 
 
 def twin(*argv: str, ok: bool | None = True):
@@ -73,6 +85,10 @@ def start(att, level: str, seed: int) -> int:
     return pid
 
 
+def scores(att) -> dict:
+    return json.loads(twin("drill", "scores", "--lab", LAB, "--json").stdout)
+
+
 def no_qps_left(att) -> bool:
     stats = json.loads(twin("stats", "--lab", LAB, "--json").stdout)
     return all(not h["send_qps"] and not h["recv_qps"] for h in stats.values())
@@ -81,6 +97,7 @@ def no_qps_left(att) -> bool:
 def test_a_silent_fault_is_found_scored_and_reverted(att):
     seed = seed_for(att, "hard", lambda d: d.kind is FaultKind.BLACKHOLE and ":" not in d.target)
     switch = B.draw(att.fabric, "hard", seed).target
+    kept_before = scores(att)["scores"]
     pid = start(att, "hard", seed)
     listed = twin("fault", "list", "--lab", LAB)
     assert listed.stdout == "1 hidden fault in force\n"
@@ -101,8 +118,7 @@ def test_a_silent_fault_is_found_scored_and_reverted(att):
     assert twin("fault", "list", "--lab", LAB).stdout == "no faults in force\n"
     assert "PASS" in twin("verify", LAB).stdout
     assert all(r["ok"] for r in rounds(att)), "mrc traffic lost bytes around the blackhole"
-    (kept,) = json.loads(twin("drill", "scores", "--lab", LAB, "--json").stdout)["scores"]
-    assert kept == score
+    assert scores(att)["scores"] == [*kept_before, score]
     assert "traffic stopped" in (att.state.dir / B.TRAFFIC_LOG).read_text()
 
 
@@ -126,6 +142,7 @@ def test_a_wrong_answer_is_scored_and_the_fault_reverted(att):
 def test_reveal_gives_up_and_reverts(att):
     seed = seed_for(att, "easy", lambda d: d.kind is FaultKind.LINK_DOWN)
     target = B.draw(att.fabric, "easy", seed).target
+    drills_before = scores(att)["summary"]["drills"]
     pid = start(att, "easy", seed)
     res = twin("drill", "reveal", "--lab", LAB)
     assert res.stdout.startswith("GAVE UP") and "link-down" in res.stdout
@@ -133,9 +150,9 @@ def test_reveal_gives_up_and_reverts(att):
     assert link in res.stdout
     assert not alive(pid)
     assert "PASS" in twin("verify", LAB).stdout
-    scores = json.loads(twin("drill", "scores", "--lab", LAB, "--json").stdout)
-    assert scores["scores"][-1]["verdict"] == "gave up"
-    assert scores["summary"]["drills"] == 3
+    after = scores(att)
+    assert after["scores"][-1]["verdict"] == "gave up"
+    assert after["summary"]["drills"] == drills_before + 1
     again = twin("drill", "reveal", "--lab", LAB, ok=False)
     assert again.returncode == 2 and "no blind drill is running" in again.stderr
 

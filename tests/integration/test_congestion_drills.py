@@ -4,7 +4,7 @@ trimming and the endpoints acting on it. Every drill's full size runs in `make c
 
 import pytest
 
-from tests.integration.conftest import lab_name, own_spec, running_lab
+from tests.integration.conftest import lab_name
 from twin import endpoints
 from twin import faults as F
 from twin.chaos import drill as D
@@ -13,13 +13,7 @@ from twin.mrc.stats import EndpointStats
 
 pytestmark = pytest.mark.netns
 LAB = lab_name("congestion")
-
-
-@pytest.fixture(scope="module")
-def lab(session_dirs):
-    with running_lab(session_dirs, own_spec(session_dirs, LAB, "mrc-8p-shaped"),
-                     "netns") as att:
-        yield att
+FABRIC = "mrc-8p-shaped"  # `lab` (conftest)
 
 
 def totals(att, host: str) -> dict[str, int]:

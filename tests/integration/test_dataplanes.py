@@ -34,17 +34,7 @@ from twin.verify import run_verify
 
 pytestmark = pytest.mark.netns
 LAB = lab_name("test-dp")
-
-
-@pytest.fixture(scope="module", params=["seg6local", "ebpf"])
-def lab(session_dirs, request):
-    """mrc-4p on the netns runtime with this data plane, where the kernel runs it."""
-    needs_dataplane(request.param)
-    name = f"{LAB}-{request.param[:3]}"
-    spec = own_spec(session_dirs, name, "mrc-4p")
-    with running_lab(session_dirs, spec, "netns", dataplane=request.param) as att:
-        yield att
-    assert namespaces_of(name) == []
+DATAPLANES = ["seg6local", "ebpf"]  # `lab`: mrc-4p on each, where the kernel runs it
 
 
 def attached_programs(att) -> dict[tuple[str, str], dict]:

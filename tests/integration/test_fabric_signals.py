@@ -30,11 +30,10 @@ import struct
 import threading
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
 
 import pytest
 
-from tests.integration.conftest import lab_name, namespaces_of, needs_dataplane, running_lab
+from tests.integration.conftest import lab_name
 from twin import faults as F
 from twin import nsenter
 from twin.fabric.paths import route
@@ -56,6 +55,7 @@ rate:
   host: 25mbit
   fabric: 20mbit
 """
+DATAPLANES = ["seg6local", "ebpf"]  # `lab`: SPEC on each, where the kernel runs it
 SENDERS = ("r0h0", "r0h1", "r1h1")
 RECEIVER = "r1h0"
 SEND_S = 1.2  # each sender's time budget
@@ -64,17 +64,6 @@ PAYLOAD = 4096
 ETH_P_ALL = 0x0003
 IPV6_TCLASS, IPV6_RECVTCLASS = 67, 66
 ECT0, CE = 2, 3
-
-
-@pytest.fixture(scope="module", params=["seg6local", "ebpf"])
-def lab(session_dirs, request):
-    needs_dataplane(request.param)
-    name = f"{LAB}-{request.param[:3]}"
-    spec = Path(session_dirs) / f"{name}.yml"
-    spec.write_text(SPEC.format(name=name))
-    with running_lab(session_dirs, str(spec), "netns", dataplane=request.param) as att:
-        yield att
-    assert namespaces_of(name) == []
 
 
 # -- the incast ----------------------------------------------------------------------------

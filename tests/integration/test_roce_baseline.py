@@ -9,7 +9,7 @@ import time
 import pytest
 from click.testing import CliRunner
 
-from tests.integration.conftest import lab_name, own_spec, running_lab
+from tests.integration.conftest import lab_name
 from twin import endpoints, nsenter
 from twin import traffic as T
 from twin.cli import main
@@ -18,19 +18,13 @@ from twin.mrc import wire
 pytestmark = pytest.mark.netns
 MiB = 1 << 20
 LAB = lab_name("test-roce")
+FABRIC = "mrc-4p-shaped"  # `lab` (conftest)
 
 
-@pytest.fixture(scope="module")
-def shaped(session_dirs):
-    with running_lab(session_dirs, own_spec(session_dirs, LAB, "mrc-4p-shaped"),
-                     "netns") as att:
-        yield att
-
-
-def test_single_path_dcqcn_over_four_qps_is_byte_exact(shaped):
+def test_single_path_dcqcn_over_four_qps_is_byte_exact(lab):
     got = CliRunner().invoke(main, ["traffic", "bulk", "--src", "r0h0", "--dst", "r1h0",
                                     "--size", "8M", "--mode", "single-path", "--cc", "dcqcn",
-                                    "--qps", "4", "--lab", shaped.lab, "--json"])
+                                    "--qps", "4", "--lab", lab.lab, "--json"])
     assert got.exit_code == 0, got.output
     run = json.loads(got.output)
     assert run["ok"] and run["cc"] == "dcqcn" and run["qps"] == 4
@@ -43,10 +37,10 @@ def test_single_path_dcqcn_over_four_qps_is_byte_exact(shaped):
     assert all(r["goodput_gbps"] <= 0.0255 for r in run["qp_rows"]), run["qp_rows"]
 
 
-def test_the_endpoint_reports_dcqcn_at_line_rate_and_the_default_is_dcqcn(shaped):
+def test_the_endpoint_reports_dcqcn_at_line_rate_and_the_default_is_dcqcn(lab):
     size = 2 * MiB
     flows = T.flows_for("bulk", [], size, "r0h0", "r1h1")
-    run = T.run(shaped.runtime, "bulk", flows, "single-path", timeout_s=120)
+    run = T.run(lab.runtime, "bulk", flows, "single-path", timeout_s=120)
     assert run.ok and run.cc == "dcqcn"
     q = run.flows[0].result
     assert q.cc == "dcqcn" and q.dcqcn["line_rate_bps"] == 25_000_000
@@ -69,10 +63,10 @@ def _cnp_from_inside(att, host: str, nic: str, qpn: int) -> None:
         sock.sendto(body + wire.icrc(ip_udp, body), (nic, wire.ROCE_PORT))
 
 
-def test_a_cnp_cuts_a_running_qps_rate_and_the_bytes_still_arrive(shaped):
+def test_a_cnp_cuts_a_running_qps_rate_and_the_bytes_still_arrive(lab):
     size = 6 * MiB  # ~2 s at 25 Mbit/s
-    with endpoints.client(shaped.runtime, "r1h2") as rx, \
-            endpoints.client(shaped.runtime, "r0h2") as tx:
+    with endpoints.client(lab.runtime, "r1h2") as rx, \
+            endpoints.client(lab.runtime, "r0h2") as tx:
         r = rx.recv_qp(size=size)
         s = tx.send_qp(peer="r1h2", peer_qpn=r["qpn"], rkey=r["rkey"], size=size,
                        mode="single-path", cc="dcqcn", seed=5)
@@ -80,7 +74,7 @@ def test_a_cnp_cuts_a_running_qps_rate_and_the_bytes_still_arrive(shaped):
         tx.write(qpn=s["qpn"], size=size)
         time.sleep(0.3)
         nic = tx.hello()["nic"]
-        _cnp_from_inside(shaped, "r0h2", nic, s["qpn"])
+        _cnp_from_inside(lab, "r0h2", nic, s["qpn"])
         deadline = time.monotonic() + 5
         while True:
             q = next(q for q in tx.stats()["send_qps"] if q["qpn"] == s["qpn"])

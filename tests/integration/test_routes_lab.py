@@ -13,12 +13,11 @@ from pathlib import Path
 import pytest
 
 from tests import helpers
-from tests.integration.conftest import lab_name, own_spec, running_lab
+from tests.integration.conftest import lab_name, needs_dataplane, own_spec, running_lab
 from twin import faults as F
 from twin.chaos import blind as B
 from twin.chaos import drill as D
 from twin.chaos import runner
-from twin.dataplane.probe import probe
 from twin.fabric.spec import load_spec
 from twin.faults import FaultKind
 from twin.lab.compile import compile_loaded
@@ -35,9 +34,7 @@ LAB = lab_name("test-routes")
 
 @pytest.fixture(scope="module", params=["seg6local", "ebpf"])
 def dataplane(request):
-    why = probe()[request.param]
-    if why:
-        pytest.skip(f"this kernel has no {request.param}: {why}")
+    needs_dataplane(request.param)
     return request.param
 
 

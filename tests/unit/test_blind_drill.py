@@ -26,15 +26,6 @@ DRAWN = {  # on mrc-4p, seeds 0 to 3
 pytestmark = pytest.mark.usefixtures("clean_world")
 
 
-@pytest.fixture
-def no_traffic(monkeypatch):
-    """The fake runtime has no endpoints to send through: the traffic process is a stub."""
-    stopped = []
-    monkeypatch.setattr(B, "start_traffic", lambda att, drill: (4242, "stub"))
-    monkeypatch.setattr(B, "stop_traffic", lambda drill: stopped.append(drill.traffic_pid))
-    return stopped
-
-
 def all_up():
     return all(i.up for n in fake.WORLD["mrc-4p"].values() for i in n.interfaces.values())
 

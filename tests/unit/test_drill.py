@@ -217,11 +217,6 @@ def test_expressions_are_arithmetic_over_the_fabric_only():
 # -- targets and the timeline ------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def f4():
-    return build_fabric(load_spec(ROOT / "lab/fabrics/mrc-4p.yml"))
-
-
 def test_random_targets_are_drawn_with_the_seed_among_what_the_traffic_crosses(f4):
     import random
     pairs = [("r0h0", "r0h1")]  # one rack: its T0s, its hosts' links

@@ -16,11 +16,6 @@ T0 = 10_000 * MS  # the run's first write
 
 
 @pytest.fixture(scope="module")
-def f4():
-    return build_fabric(load_spec(ROOT / "lab/fabrics/mrc-4p.yml"))
-
-
-@pytest.fixture(scope="module")
 def shaped():
     return build_fabric(load_spec(ROOT / "lab/fabrics/mrc-4p-shaped.yml"))
 

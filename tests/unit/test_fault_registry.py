@@ -208,12 +208,6 @@ def test_unregistered_twin_fault_has_no_such_command(att):
 # -- a blind drill ---------------------------------------------------------------------------
 
 
-@pytest.fixture
-def no_traffic(monkeypatch):
-    monkeypatch.setattr(B, "start_traffic", lambda att, drill: (4242, "stub"))
-    monkeypatch.setattr(B, "stop_traffic", lambda drill: None)
-
-
 def test_a_blind_drill_draws_it_at_its_level(att, toy, no_traffic):
     assert B.LEVELS["toy"] == (TOY,) and TOY not in B.LEVELS["easy"] + B.LEVELS["hard"]
     draws = {B.draw(att.fabric, "toy", s) for s in range(300)}

@@ -17,11 +17,6 @@ def f8():
     return build_fabric(load_spec(ROOT / "lab/fabrics/mrc-8p.yml"))
 
 
-@pytest.fixture(scope="module")
-def f4():
-    return build_fabric(load_spec(ROOT / "lab/fabrics/mrc-4p.yml"))
-
-
 def test_ev_fields_round_trip():
     for plane, t1, ent in [(0, 0, 0), (15, 255, (1 << 20) - 1), (3, 7, 12345)]:
         assert P.ev_fields(P.ev_encode(plane, t1, ent)) == (plane, t1, ent)

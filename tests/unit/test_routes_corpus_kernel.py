@@ -16,18 +16,12 @@ import pytest
 
 from twin.errors import SpecError
 from twin.fabric.plan import UN, LocalSid, Route
-from twin.lab.compile import compile_spec
 from twin.routes import formats
 from twin.routes.tables import NodeTables
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "routes" / "kernel-selftests"
 BATCH = formats.get("iproute2-batch")
 END, END_X = "srv6_end_next_csid_l3vpn", "srv6_end_x_next_csid_l3vpn"
-
-
-@pytest.fixture(scope="module")
-def fabric():
-    return compile_spec("mrc-4p").fabric  # the format asks for one; these nodes are not its
 
 
 def parse(fabric, test: str, node: str, rules: bool = True, text: str | None = None

@@ -15,7 +15,7 @@ import pytest
 from tests.helpers import cli, golden
 from twin.errors import SpecError
 from twin.fabric.plan import DECAP, UN, LocalSid, Route
-from twin.lab.compile import compile_spec, load_tables
+from twin.lab.compile import load_tables
 from twin.routes import check as C
 from twin.routes import formats
 from twin.routes.tables import NodeTables, from_plan
@@ -28,11 +28,6 @@ LOCATOR = """segment-routing
    locator L
     prefix fcbb:bb00:100::/48 block-len 32 node-len 16
 """
-
-
-@pytest.fixture(scope="module")
-def compiled():
-    return compile_spec("mrc-4p")
 
 
 def parse(compiled, text: str, node: str = "t0-p0-r0") -> NodeTables:

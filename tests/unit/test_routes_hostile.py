@@ -20,7 +20,6 @@ import pytest
 
 from tests.helpers import cli, twin
 from twin.errors import Problem, SpecError
-from twin.lab.compile import compile_spec
 from twin.routes import formats
 from twin.routes.formats import reading
 from twin.routes.tables import from_plan
@@ -29,11 +28,6 @@ ROOT = Path(__file__).resolve().parents[2]
 GOOD = ROOT / "lab" / "routes" / "good"  # mrc-4p's tables, iproute2-batch
 NODE = "t0-p0-r0"
 SECRET = "root:$6$S3CRETSALT$S3CRETHASH"  # the start of what /etc/shadow holds
-
-
-@pytest.fixture(scope="module")
-def compiled():
-    return compile_spec("mrc-4p")
 
 
 @pytest.fixture

@@ -16,7 +16,6 @@ import pytest
 from twin.dataplane.seg6local import route_line
 from twin.errors import SpecError
 from twin.fabric.plan import DECAP, UN, LocalSid, Route
-from twin.lab.compile import compile_spec
 from twin.routes import formats
 from twin.routes.tables import from_plan
 
@@ -25,16 +24,6 @@ JSON, BATCH = formats.get("iproute2-json"), formats.get("iproute2-batch")
 REFUSED = ("fcbb:bb00:411::/48", "fcbb:bb00:500::/48", "fcbb:bb00:600::/48")  # zoo: uA,
 # an encap seg6 route, a multipath route
 TABLE_100 = ("fcbb:bb00:700::/48", "fcbb:bb00:701::/48")  # zoo: in table 100, behind no rule
-
-
-@pytest.fixture(scope="module")
-def compiled():
-    return compile_spec("mrc-4p")
-
-
-@pytest.fixture(scope="module")
-def fabric(compiled):
-    return compiled.plan.fabric
 
 
 def capture(name: str) -> str:

@@ -16,7 +16,6 @@ import pytest
 
 from twin.errors import SpecError
 from twin.fabric.plan import UN, LocalSid, Route
-from twin.lab.compile import compile_spec
 from twin.routes import check as C
 from twin.routes import formats
 from twin.routes.tables import from_plan
@@ -34,11 +33,6 @@ NH_ZOO = {
     Route("fcbb:bb00:700::/48", "eth1", "fe80::7"),  # table 100, nhid 5
     Route("fcbb:bb00:701::/48", "eth2", "fe80::7"),  # table 100
 }
-
-
-@pytest.fixture(scope="module")
-def compiled():
-    return compile_spec("mrc-4p")
 
 
 def shown(version: str, name: str) -> str:

@@ -13,7 +13,6 @@ import pytest
 from tests.helpers import cli, golden
 from twin.errors import SpecError
 from twin.fabric.plan import DECAP, UN, LocalSid, Route
-from twin.lab.compile import compile_spec
 from twin.routes import check as C
 from twin.routes import formats, tables
 from twin.routes.formats import nvue
@@ -22,11 +21,6 @@ from twin.routes.tables import Dropping, NodeTables
 DATA = Path(__file__).resolve().parents[1] / "data" / "routes" / "nvue"
 NVUE = formats.get("nvue")
 F = "t0-p0-r0/startup.yaml"
-
-
-@pytest.fixture(scope="module")
-def compiled():
-    return compile_spec("mrc-4p")
 
 
 def parse(compiled, text: str, node: str = "t0-p0-r0") -> NodeTables:

@@ -14,18 +14,12 @@ import pytest
 
 from twin.errors import SpecError
 from twin.fabric.plan import DECAP, UN, LocalSid, Route
-from twin.lab.compile import compile_spec
 from twin.routes import formats, tables
 from twin.routes.formats import sonic
 from twin.routes.tables import NodeTables
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "routes" / "sonic"
 SONIC = formats.get("sonic")
-
-
-@pytest.fixture(scope="module")
-def compiled():
-    return compile_spec("mrc-4p")
 
 
 def parse(compiled, text: str, node: str = "t0-p0-r0") -> NodeTables:

@@ -27,7 +27,6 @@ import time
 
 import pytest
 
-from tests.helpers import bpf_refused
 from twin.mrc import wire
 from twin.node import ebpf
 from twin.node.ebpf import bpf, programs
@@ -41,10 +40,6 @@ SLOT = 3
 # thresholds in bytes, far apart so that a depth can sit clearly between them
 Q = {"dev": "eth3", "slot": SLOT, "rate_bps": 1, "ecn_min": 20_000, "ecn_max": 40_000,
      "mark": True, "trim": 60_000, "drop": 80_000}
-
-REFUSED = bpf_refused("bpf()")
-pytestmark = pytest.mark.skipif(bool(REFUSED), reason=REFUSED or "")
-
 
 # --- golden packets ----------------------------------------------------------
 
@@ -503,13 +498,6 @@ def test_the_queue_tag_is_the_one_we_compute(ports):
 
 
 # --- RFC 6040 at decapsulation ----------------------------------------------------
-
-@pytest.fixture
-def counters():
-    fd = ebpf.counters_map(None)
-    yield fd
-    os.close(fd)
-
 
 @pytest.fixture(params=["decap", "ecn"])
 def decapsulating(request, counters, ports):

@@ -22,7 +22,6 @@ import struct
 
 import pytest
 
-from tests.helpers import bpf_refused
 from twin.node import ebpf
 from twin.node.ebpf import asm, bpf, programs
 
@@ -30,10 +29,6 @@ TC_ACT_OK, TC_ACT_SHOT = 0, 2
 MY_SID = "fcbb:bb00:100::/48"
 PORT_SID = "fcbb:bb00:1100::/48"
 DST_MAC, SRC_MAC = bytes.fromhex("020000000002"), bytes.fromhex("020000000001")
-
-
-REFUSED = bpf_refused("bpf()")
-pytestmark = pytest.mark.skipif(bool(REFUSED), reason=REFUSED or "")
 
 
 # --- golden packets, built independently ---------------------------------
@@ -64,14 +59,7 @@ def carrier(da: str, hop_limit: int = 64) -> bytes:
     return frame(ipv6("fd00::1", da, 41, INNER, hop_limit=hop_limit, flow_label=0xABCDE))
 
 
-# --- fixtures: one counters map and the programs, per test ----------------
-
-@pytest.fixture
-def counters():
-    fd = ebpf.counters_map(None)
-    yield fd
-    os.close(fd)
-
+# --- fixtures: the programs, per test (one counters map: the tier's `counters`)
 
 @pytest.fixture
 def un(counters):
