@@ -11,6 +11,7 @@ are each checked through these (in the spirit of netlab's typed attributes):
     Bool()             true or false
     Size(lo, hi)       bytes: 4096, or 64M / 256MiB / 1G (twin.units.parse_size)
     Rate(), Duration() tc's 100mbit; 300ms (twin.units)
+    IPv6Prefix(len, within)  an IPv6 prefix of that length inside another
     ListOf(v, max_len) a list, each item checked by v
     Record(fields)     a mapping: its known keys (a miss suggests the closest), the
                        required ones, each field checked in order; defaults filled in
@@ -32,6 +33,7 @@ Only the standard library, twin.errors, twin.registry and twin.units: a leaf.
 from __future__ import annotations
 
 import difflib
+import ipaddress
 import math
 import re
 from collections.abc import Callable, Iterable, Mapping
@@ -451,3 +453,25 @@ def option(v: Validator) -> Callable[[Any, Any, Any], Any]:
         return v.check(value, name)
 
     return callback
+
+
+class IPv6Prefix(Validator):
+    """An IPv6 prefix (host bits clear) of length `length`, within `within`: as an
+    ipaddress.IPv6Network."""
+
+    what = "an IPv6 prefix"
+
+    def __init__(self, length: int, within: str, **kw: Any):
+        super().__init__(**kw)
+        self.length, self.within = length, ipaddress.IPv6Network(within)
+
+    def check(self, value, path="", ctx=None):
+        try:
+            net = ipaddress.IPv6Network(str(value), strict=True)
+        except ValueError as e:
+            raise Invalid(f"must be {self.what} ({e})", self.hint, path) from None
+        if net.prefixlen != self.length:
+            raise Invalid(f"must be a /{self.length} (got /{net.prefixlen})", self.hint, path)
+        if not net.subnet_of(self.within):
+            raise Invalid(f"must lie within {self.within} (got {net})", self.hint, path)
+        return net
