@@ -23,8 +23,9 @@ and reads `path: message (hint)`. A file's checker collects them instead of stop
 the first (`Problems`, whose problems a SpecError renders); a CLI option raises it (a
 UsageError: exit 2); the endpoint turns it into its protocol's reply.
 
-How a refusal is phrased is a `Words`: DOCUMENT for files and options ("must be at
-least 1 (got 0)"); the endpoint's control protocol has words of its own, which its
+How a refusal is phrased is a `Words`: DOCUMENT for files ("must be at least 1 (got
+0)"), SPAN where the whole range is named ("must be an integer 1 to 64 (got 99)"); the
+endpoint's control protocol has words of its own, which its
 clients and tests read word for word (twin.mrc.control).
 
 Only the standard library, twin.errors, twin.registry and twin.units: a leaf.
@@ -97,6 +98,10 @@ class Words:
 
 
 DOCUMENT = Words()
+# A range named whole in every refusal of a number: "must be an integer 1 to 64 (got 99)"
+# (a drill file's integers, the CLI's numeric options)
+SPAN = DOCUMENT.but(**dict.fromkeys(("wrong", "low", "high"),
+                                    "must be {what} {lo} to {hi} (got {got})"))
 
 Bound = int | float | Callable[[Mapping[str, Any]], Any]
 
