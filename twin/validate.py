@@ -102,6 +102,9 @@ DOCUMENT = Words()
 # (a drill file's integers, the CLI's numeric options)
 SPAN = DOCUMENT.but(**dict.fromkeys(("wrong", "low", "high"),
                                     "must be {what} {lo} to {hi} (got {got})"))
+# Every refusal of a value in one message, its kind and range named in {what}: "must be a
+# size such as 64M, at most 4G (got '8G')"
+ONE = DOCUMENT.but(low=DOCUMENT.wrong, high=DOCUMENT.wrong)
 
 Bound = int | float | Callable[[Mapping[str, Any]], Any]
 
@@ -215,7 +218,8 @@ class Bool(Validator):
 
 class Size(Validator):
     """Bytes, in lo..hi: an integer, or text twin.units.parse_size reads (K/M/G are powers
-    of 1024). Every refusal reads "must be {what} (got ...)"."""
+    of 1024). A size out of range is refused in the words' `low` and `high` (ONE_SIZE
+    says "must be {what}" for every refusal)."""
 
     what = "a size in bytes such as 80KB or 81920"
 
@@ -231,8 +235,12 @@ class Size(Validator):
             size = parse_size(value)
         elif self.numbers and isinstance(value, int) and not isinstance(value, bool):
             size = value
-        if size is None or not self.lo <= size <= self.hi:
+        if size is None:
             raise self.refuse(self.words.wrong, value, path)
+        if size < self.lo:
+            raise self.refuse(self.words.low, value, path, lo=self.lo, hi=self.hi)
+        if size > self.hi:
+            raise self.refuse(self.words.high, value, path, lo=self.lo, hi=self.hi)
         return size
 
 

@@ -50,7 +50,7 @@ from twin.faults.registry import KINDS, kind_named
 from twin.faults.targets import random_forms
 from twin.mrc import cc as CC
 from twin.mrc.modes import Mode
-from twin.traffic import MAX_EVS, MAX_QPS, PATTERNS
+from twin.traffic import EVS, MAX_QPS, PATTERNS
 from twin.validate import show_value
 
 DRILL_DIR = Path(__file__).resolve().parents[2] / "lab" / "drills"
@@ -283,12 +283,11 @@ _FLOOR = V.Rate(what="a rate such as 100mbit",
                 hint="the goodput the traffic must reach before the first fault")
 _PATTERN = V.Choice(PATTERNS)
 _MODE = V.Choice(Mode.names())
-_EVS = V.Int(1, MAX_EVS, words=V.SPAN)
 _QPS = V.Int(1, MAX_QPS, words=V.SPAN,
              hint="QPs per flow, each carrying 1/qps of its bytes: qps: 8")
 _SENDERS = V.ListOf(V.Str(empty=False), what="a list of hosts", hint="e.g. senders: [r1h0, r1h1]")
 _FLAG = V.Optional(V.Bool())
-_SIZE = V.Size(1, 1 << 32, what="a size such as 64M, at most 4G",
+_SIZE = V.Size(1, 1 << 32, words=V.ONE, what="a size such as 64M, at most 4G",
                hint="bytes, or K/M/G (powers of 1024)")
 
 
@@ -417,7 +416,7 @@ def _traffic(c: V.Problems, data: Any) -> Traffic | None:
               "for: 2s sizes the flows from the steady state; size: 64M moves that much")
     mode = data.get("mode", Mode.MRC.value)
     c.value(_MODE, mode, f"{path}mode")
-    evs = c.check(_EVS, data, "evs", path[:-1]) or 128
+    evs = c.check(EVS, data, "evs", path[:-1]) or 128
     qps = c.check(_QPS, data, "qps", path[:-1]) or 1
     cc = data.get("cc")
     if cc is not None:

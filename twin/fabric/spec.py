@@ -187,6 +187,7 @@ _HOLD = V.Int(3, 65535, hint="seconds (RFC 4271: 0 or at least 3; 0, never expir
 _BFD_INTERVAL = V.Int(10, 60000, hint="FRR's bfdd takes 10 to 60000 ms between control packets")
 _BFD_MULTIPLIER = V.Int(2, 255, hint="packets missed before the session is down: FRR's bfdd "
                         "takes 2 to 255")
+_SIZE = V.Size(words=V.ONE)  # congestion thresholds: "must be a size in bytes such as ..."
 _LINK_PREFIX = V.IPv6Prefix(48, "fd00::/8",
                             hint=f"a /48 under fd00::/8, e.g. {DEFAULT_LINK_PREFIX}")
 
@@ -459,7 +460,7 @@ def _congestion(c: V.Problems, data: dict, mtu: int, rates: dict[str, int | None
                              ("trim", "congestion.trim", raw), ("drop", "congestion.drop", raw)):
         short = path.rsplit(".", 1)[1]
         if short in where:
-            got[key] = c.value(V.Size(), where[short], path)
+            got[key] = c.value(_SIZE, where[short], path)
     last_hop = c.check(V.Bool(hint="true marks CE on a T0's host-facing ports too; MRC "
                               "keeps it off"), ecn, "last_hop", "congestion.ecn") or False
     shaped = {kind: rate for kind, rate in rates.items() if rate}
