@@ -109,10 +109,6 @@ ONE = DOCUMENT.but(low=DOCUMENT.wrong, high=DOCUMENT.wrong)
 Bound = int | float | Callable[[Mapping[str, Any]], Any]
 
 
-def _bound(b: Bound, ctx: Mapping[str, Any] | None) -> Any:
-    return b(ctx if ctx is not None else {}) if callable(b) else b
-
-
 class Validator:
     """One check. `what` names what it accepts in messages; `hint` ends each refusal;
     `words` phrases them. `check(value, path, ctx)`: the value, checked; `ctx` is what a
@@ -145,14 +141,22 @@ class Int(Validator):
     def __init__(self, lo: Bound = -math.inf, hi: Bound = math.inf, **kw: Any):
         super().__init__(**kw)
         self.lo, self.hi = lo, hi
+        self.fixed = not callable(lo) and not callable(hi)
 
     def check(self, value, path="", ctx=None):
-        if isinstance(value, bool) or not isinstance(value, int):
+        # (the fast way first: a control request checks several of these, bool is an int)
+        if type(value) is not int and (isinstance(value, bool) or not isinstance(value, int)):
             raise self.refuse(self.words.wrong, value, path, lo=self.lo, hi=self.hi)
+        if self.fixed and self.lo <= value <= self.hi:
+            return value
         return self.in_range(value, path, ctx)
 
     def in_range(self, value, path, ctx):
-        lo, hi = _bound(self.lo, ctx), _bound(self.hi, ctx)
+        lo, hi = self.lo, self.hi
+        if callable(lo):
+            lo = lo(ctx if ctx is not None else {})
+        if callable(hi):
+            hi = hi(ctx if ctx is not None else {})
         if value < lo:
             raise self.refuse(self.words.low, value, path, lo=lo, hi=hi)
         if value > hi:
@@ -355,30 +359,34 @@ class Record(Validator):
         self.optional = frozenset(optional)
         self.extra = extra
 
-    def _field(self, data: Mapping, key: str, path: str, got: dict, ctx) -> Any:
-        if key in data:
-            value = data[key]
-        elif key in self.defaults:
-            value = self.defaults[key]
-            if callable(value):
-                return value(got)
-        else:
+    def _missing(self, key: str, path: str, got: dict) -> Any:
+        """A missing key's value: its default, checked (a callable's taken as it is)."""
+        if key not in self.defaults:
             where = join(path, key) if self.words.missing_at_key else path
             raise Invalid(self.words.missing.format(key=key), self.hint, where)
-        return self.fields[key].check(value, join(path, key), got)
+        value = self.defaults[key]
+        return value(got) if callable(value) else self.fields[key].check(value,
+                                                                          join(path, key), got)
+
+    def _field(self, data: Mapping, key: str, path: str, got: dict) -> Any:
+        if key in data:
+            return self.fields[key].check(data[key], join(path, key), got)
+        return self._missing(key, path, got)
 
     def check(self, value, path="", ctx=None):
-        if not isinstance(value, Mapping):
+        # (a control request is a dict: the Mapping ABC's isinstance is the slow way)
+        if not isinstance(value, dict) and not isinstance(value, Mapping):
             raise self.refuse(self.words.wrong, value, path)
         if self.extra == "refuse":
             for key in value:
                 if key not in self.fields:
                     raise unknown_key(key, self.fields, path)
         got = Checked(outer=ctx)
-        for key in self.fields:
-            if key in self.optional and key not in value:
-                continue
-            got[key] = self._field(value, key, path, got, ctx)
+        for key, v in self.fields.items():
+            if key in value:
+                got[key] = v.check(value[key], f"{path}.{key}" if path else key, got)
+            elif key not in self.optional:
+                got[key] = self._missing(key, path, got)
         return dict(got)
 
     def collect(self, value: Any, path: str, problems: Problems) -> dict[str, Any]:
@@ -396,7 +404,7 @@ class Record(Validator):
             if key in self.optional and key not in value:
                 continue
             try:
-                got[key] = self._field(value, key, path, got, None)
+                got[key] = self._field(value, key, path, got)
             except Invalid as e:
                 problems.add(e)
         return dict(got)
