@@ -38,9 +38,11 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from twin import endpoints, failover
+from twin import validate as V
 from twin.errors import LabError, UsageError
 from twin.faults.timeline import AppliedFault, Timeline
 from twin.mrc import cc as CC
+from twin.mrc.control import MAX_EVS
 from twin.mrc.modes import Mode
 from twin.mrc.stats import EndpointStats, SendQpStats
 
@@ -50,7 +52,11 @@ FLOW_FIELDS = ("failed", "goodput_gbps", "elapsed_s", "srtt_us", "reorder_window
                "ev_set_size", "ev_retirements_total", "ev_revivals_total",
                "ev_retirements_undone_total", "probes_sent", "planes_in_use", "single_path",
                "messages_completed", "completions", "events_logged")
-MAX_QPS = 64  # QPs per flow
+MAX_QPS = 64  # QPs per flow: the one bound, of `twin traffic --qps` and a drill's `qps:`
+# QPs per flow, and entropy values per QP (the endpoint's MAX_EVS: it keeps a template
+# per EV), as `twin traffic --qps/--evs` and drill files check them (twin.validate)
+QPS = V.Int(1, MAX_QPS, words=V.SPAN, hint="QPs per flow")
+EVS = V.Int(1, MAX_EVS, words=V.SPAN, hint="entropy values per QP")
 
 
 @dataclass
@@ -93,8 +99,7 @@ def _congestion(qp: dict) -> dict | None:
 def split_qps(flows: list[Flow], qps: int) -> list[Flow]:
     """Each flow carried by `qps` QPs: `qps` Flows of 1/qps of its bytes each (the first
     size % qps one byte more), `group` the index of the flow they carry."""
-    if isinstance(qps, bool) or not isinstance(qps, int) or not 1 <= qps <= MAX_QPS:
-        raise UsageError(f"--qps must be 1 to {MAX_QPS} QPs per flow (got {qps!r})")
+    QPS.check(qps, "qps")
     small = [f for f in flows if f.size < qps]
     if small:
         raise UsageError(f"--qps {qps}: a flow of {small[0].size} bytes cannot be split "
@@ -220,7 +225,6 @@ class Run:
         }
 
 
-MAX_EVS = 4096  # entropy values per QP: the endpoint keeps a template per EV
 REGISTRABLE_SHARE = 0.5  # of the machine's available memory: every host's buffers are in it
 
 

@@ -196,19 +196,21 @@ def test_a_sender_ignores_acks_and_naks_for_psns_never_sent():
 
 @pytest.mark.parametrize("value", [-1, "abc", 1e30, 1.5, True, None, [1], 1 << 70])
 def test_a_size_argument_is_an_integer_in_range(value):
-    with pytest.raises(ValueError):
-        C.int_arg({"size": value}, "size", 1, C.buffer_limit())
+    with pytest.raises(ValueError, match="^size must be"):
+        C.parse(C.OPS["recv_qp"], {"size": value}, None)
 
 
 def test_argument_defaults_and_limits():
-    assert C.int_arg({}, "offset", 0, 10, default=0) == 0
-    with pytest.raises(ValueError, match="missing"):
-        C.int_arg({}, "size", 1, 10)
+    """recv_qp's arguments, checked by its op's Record (twin.validate): defaults filled in,
+    a missing one named, a NaN tunable and a seed that is a mapping refused."""
+    assert C.parse(C.OPS["recv_qp"], {"size": 10}, None) == {"size": 10, "seed": 0}
+    with pytest.raises(ValueError, match="^missing argument 'size'$"):
+        C.parse(C.OPS["recv_qp"], {}, None)
     assert 0 < C.buffer_limit() <= C.MAX_BUFFER
-    with pytest.raises(ValueError):
-        C.num_arg({"target_ns": float("nan")}, "target_ns", 1, 10)
-    with pytest.raises(ValueError):
-        C.seed_arg({"seed": {"a": 1}})
+    with pytest.raises(ValueError, match="not 'nan'"):
+        C.OPS["send_qp"].record.fields["target_ns"].check(float("nan"), "target_ns")
+    with pytest.raises(ValueError, match="^seed must be"):
+        C.parse(C.OPS["recv_qp"], {"size": 10, "seed": {"a": 1}}, None)
 
 
 def _resident_pages() -> int:

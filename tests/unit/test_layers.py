@@ -23,8 +23,9 @@ import pytest
 TWIN = Path(__file__).resolve().parents[2] / "twin"
 
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("leaves", ("twin.errors", "twin.registry", "twin.units", "twin.progress", "twin.unixsock",
-                "twin.nsenter", "twin.rundir", "twin.junit", "twin.node", "twin.apt")),
+    ("leaves", ("twin.errors", "twin.registry", "twin.units", "twin.validate", "twin.progress",
+                "twin.unixsock", "twin.nsenter", "twin.rundir", "twin.junit", "twin.node",
+                "twin.apt")),
     ("owners", ("twin.owner", "twin.state")),
     ("compiler", ("twin.fabric", "twin.dataplane")),
     ("routes", ("twin.routes",)),

@@ -26,7 +26,7 @@ def test_a_flow_is_split_over_its_qps_and_the_bytes_add_up():
 
 @pytest.mark.parametrize("qps", [0, 65, True, "4"])
 def test_qps_outside_1_to_64_is_refused_saying_so(qps):
-    with pytest.raises(UsageError, match="--qps must be 1 to 64"):
+    with pytest.raises(UsageError, match="^qps: must be an integer 1 to 64 "):
         T.split_qps([T.Flow("a", "b", 1 << 20)], qps)
 
 

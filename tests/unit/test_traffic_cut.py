@@ -116,5 +116,5 @@ def test_a_cut_due_after_the_traffic_is_never_applied(att, endpoints):
 @pytest.mark.parametrize("at", ["-1", "nan", "inf"])
 def test_a_cut_at_no_time_is_refused(att, endpoints, at):
     res = CliRunner().invoke(main, [*BULK, "--cut", CUT, "--cut-at", at])
-    assert res.exit_code != 0 and "--cut-at must be >= 0 seconds" in res.output
+    assert res.exit_code != 0 and "--cut-at: must be" in res.output
     assert events(att) == []

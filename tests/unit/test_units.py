@@ -4,7 +4,7 @@ import pytest
 from click.testing import CliRunner
 
 from twin.cli import main
-from twin.cli.traffic import _size
+from twin.cli.traffic import SIZE
 from twin.errors import UsageError
 from twin.units import parse_rate, parse_size, show_bytes, show_count, show_rate
 
@@ -38,22 +38,26 @@ def test_not_rates(text):
     assert parse_rate(text) is None
 
 
+HINT = " (K, M and G are powers of 1024)"
+
+
 @pytest.mark.parametrize("text,message", [
-    ("lots", "--size 'lots': use bytes or K/M/G, e.g. 256M"),
-    ("inf", "--size 'inf': use bytes or K/M/G, e.g. 256M"),
-    ("0", "--size must be positive"),
-    ("-1M", "--size must be positive"),
+    ("lots", "--size: must be bytes or K/M/G, e.g. 256M (got 'lots')" + HINT),
+    ("inf", "--size: must be bytes or K/M/G, e.g. 256M (got 'inf')" + HINT),
+    ("0", "--size: must be at least 1 (got 0)" + HINT),
+    ("-1M", "--size: must be at least 1 (got -1M)" + HINT),
 ])
 def test_the_cli_names_the_option(text, message):
+    """`twin traffic --size` is checked by its validator (twin.validate), at the option."""
     with pytest.raises(UsageError) as info:
-        _size(text)
+        SIZE.check(text, "--size")
     assert str(info.value) == message
 
 
 def test_traffic_with_a_bad_size_is_exit_2_without_a_traceback(att):
     result = CliRunner().invoke(main, ["traffic", "bulk", "--src", "r0h0", "--dst",
                                        "r1h0", "--size", "inf"])
-    assert result.exit_code == 2 and "use bytes or K/M/G" in result.output
+    assert result.exit_code == 2 and "--size: must be bytes or K/M/G" in result.output
     assert "Traceback" not in result.output
 
 

@@ -42,18 +42,18 @@ from typing import Any
 
 import yaml
 
+from twin import validate as V
 from twin.errors import Problem, SpecError, UsageError
-from twin.fabric.spec import name_problem, show_value, yaml_problem
+from twin.fabric.spec import name_problem, yaml_problem
 from twin.faults.kinds import BadParam, FaultType
 from twin.faults.registry import KINDS, kind_named
 from twin.faults.targets import random_forms
 from twin.mrc import cc as CC
 from twin.mrc.modes import Mode
-from twin.traffic import PATTERNS
-from twin.units import parse_duration_ns, parse_rate, parse_size
+from twin.traffic import EVS, MAX_QPS, PATTERNS
+from twin.validate import show_value
 
 DRILL_DIR = Path(__file__).resolve().parents[2] / "lab" / "drills"
-MAX_QPS = 64  # QPs per flow (twin.traffic.MAX_QPS)
 MAX_AT_NS = 600 * 10**9  # a timeline is at most ten minutes long
 MAX_STEPS = 256
 MIN_TAIL_NS = 200_000_000  # a timed traffic runs this long past the timeline's end, at least
@@ -273,58 +273,22 @@ def _check_expression(text: str) -> str | None:
 # -- parsing ---------------------------------------------------------------------
 
 
-class _Checker:
-    def __init__(self) -> None:
-        self.problems: list[Problem] = []
-
-    def add(self, path: str, message: str, hint: str = "") -> None:
-        self.problems.append(Problem(path, message, hint))
-
-    def mapping(self, data: Any, path: str, allowed: set[str], example: str) -> dict:
-        if not isinstance(data, dict):
-            self.add(path or "(top level)", f"must be a mapping (got {show_value(data)})",
-                     f"e.g. {example}")
-            return {}
-        for key in data:
-            if key not in allowed:
-                close = difflib.get_close_matches(str(key), sorted(allowed), n=1)
-                self.add(f"{path}.{key}" if path else str(key), "unknown key",
-                         f"did you mean '{close[0]}'?" if close
-                         else "known keys: " + ", ".join(sorted(allowed)))
-        return data
-
-    def string(self, data: dict, key: str, path: str, hint: str = "") -> str | None:
-        value = data.get(key)
-        if value is None:
-            return None
-        if not isinstance(value, str) or not value:
-            self.add(f"{path}{key}", f"must be a string (got {show_value(value)})", hint)
-            return None
-        return value
-
-    def duration(self, data: dict, key: str, path: str) -> int | None:
-        if key not in data:
-            return None
-        value = data[key]
-        ns = parse_duration_ns(value) if isinstance(value, str) else None
-        if ns is None:
-            self.add(f"{path}{key}", f"must be a duration such as 300ms (got {show_value(value)})",
-                     "units: us, ms, s")
-            return None
-        if ns > MAX_AT_NS:
-            self.add(f"{path}{key}", f"must be at most 600s (got {value})",
-                     "a drill is a short experiment")
-            return None
-        return ns
-
-    def integer(self, data: dict, key: str, path: str, lo: int, hi: int) -> int | None:
-        if key not in data:
-            return None
-        value = data[key]
-        if isinstance(value, bool) or not isinstance(value, int) or not lo <= value <= hi:
-            self.add(f"{path}{key}", f"must be an integer {lo} to {hi} (got {show_value(value)})")
-            return None
-        return value
+# The validators of single values (twin.validate, the vocabulary of the fabric spec, the
+# endpoint's control requests and the CLI's options); checks of one value against
+# another are the functions below.
+_TEXT = V.Optional(V.Str(empty=False))
+_FABRIC = V.Optional(V.Str(empty=False, hint="a shipped fabric's name, e.g. mrc-4p"))
+_DURATION = V.Duration(MAX_AT_NS, hi_hint="a drill is a short experiment")
+_FLOOR = V.Rate(what="a rate such as 100mbit",
+                hint="the goodput the traffic must reach before the first fault")
+_PATTERN = V.Choice(PATTERNS)
+_MODE = V.Choice(Mode.names())
+_QPS = V.Int(1, MAX_QPS, words=V.SPAN,
+             hint="QPs per flow, each carrying 1/qps of its bytes: qps: 8")
+_SENDERS = V.ListOf(V.Str(empty=False), what="a list of hosts", hint="e.g. senders: [r1h0, r1h1]")
+_FLAG = V.Optional(V.Bool())
+_SIZE = V.Size(1, 1 << 32, words=V.ONE, what="a size such as 64M, at most 4G",
+               hint="bytes, or K/M/G (powers of 1024)")
 
 
 def load_drill(path: str | Path) -> Drill:
@@ -342,8 +306,8 @@ def parse_drill(text: str, source: str = "<drill>") -> Drill:
         data = yaml.safe_load(text)
     except yaml.YAMLError as e:
         raise SpecError(source, [yaml_problem(e)], "drill file") from None
-    c = _Checker()
-    data = c.mapping(data, "", _TOP, "lab/drills/t1-blackhole.yml")
+    c = V.Problems()
+    data = c.mapping(data, "", _TOP, "e.g. lab/drills/t1-blackhole.yml")
     if c.problems:
         raise SpecError(source, c.problems, "drill file")
     drill = _validate(data, source, c)
@@ -352,33 +316,25 @@ def parse_drill(text: str, source: str = "<drill>") -> Drill:
     return drill
 
 
-def _validate(data: dict, source: str, c: _Checker) -> Drill | None:
+def _validate(data: dict, source: str, c: V.Problems) -> Drill | None:
     name = data.get("name")
     if name is None:
-        c.add("name", "is required", "add 'name:', e.g. name: t1-blackhole")
+        c.say("name", "is required", "add 'name:', e.g. name: t1-blackhole")
     elif name_problem(name):
-        c.add("name", name_problem(name)[0], "a drill's name, e.g. t1-blackhole")
-    description = c.string(data, "description", "") or ""
-    fabric = c.string(data, "fabric", "", "a shipped fabric's name, e.g. mrc-4p")
+        c.say("name", name_problem(name)[0], "a drill's name, e.g. t1-blackhole")
+    description = c.check(_TEXT, data, "description") or ""
+    fabric = c.check(_FABRIC, data, "fabric")
 
     steady = c.mapping(data.get("steady_state", {}), "steady_state", _STEADY,
-                       "{verify: true, goodput_floor: 100mbit}")
-    verify = steady.get("verify", True)
-    if not isinstance(verify, bool):
-        c.add("steady_state.verify", f"must be true or false (got {show_value(verify)})")
-    floor = None
-    if "goodput_floor" in steady:
-        value = steady["goodput_floor"]
-        floor = parse_rate(value) if isinstance(value, str) else None
-        if floor is None:
-            c.add("steady_state.goodput_floor",
-                  f"must be a rate such as 100mbit (got {show_value(value)})",
-                  "the goodput the traffic must reach before the first fault")
+                       "e.g. {verify: true, goodput_floor: 100mbit}")
+    verify = c.check(V.Bool(), steady, "verify", "steady_state")
+    verify = True if verify is None else verify
+    floor = c.check(_FLOOR, steady, "goodput_floor", "steady_state")
 
     if "method" not in data:
-        c.add("method", "is required", "add 'method:' with 'traffic:' and 'timeline:'")
+        c.say("method", "is required", "add 'method:' with 'traffic:' and 'timeline:'")
     method = c.mapping(data.get("method", {}), "method", _METHOD,
-                       "{traffic: {...}, timeline: [...]}")
+                       "e.g. {traffic: {...}, timeline: [...]}")
     traffic = _traffic(c, method.get("traffic"))
     bystander = None
     if "bystander" in method:
@@ -387,7 +343,7 @@ def _validate(data: dict, source: str, c: _Checker) -> Drill | None:
     if traffic is not None and traffic.for_ns is not None and timeline:
         end = max(s.at_ns + s.kind.length_ns(s) for s in timeline)
         if traffic.for_ns < end + MIN_TAIL_NS:
-            c.add("method.traffic.for", f"the traffic would end before the timeline does "
+            c.say("method.traffic.for", f"the traffic would end before the timeline does "
                   f"({traffic.for_ns / 1e9:g} s against {end / 1e9:g} s)",
                   f"let it run {MIN_TAIL_NS // 10**6} ms past the last step at least")
 
@@ -399,12 +355,11 @@ def _validate(data: dict, source: str, c: _Checker) -> Drill | None:
     baseline = _expectations(c, data.get("baseline_expect", {}), "baseline_expect",
                              bool(timeline))
     if any(e.what == "bystander_retained" for e in expect) and bystander is None:
-        c.add("expect.bystander_retained", "needs method.bystander",
+        c.say("expect.bystander_retained", "needs method.bystander",
               "add method.bystander: {src, dst, size}")
-    rollback = c.mapping(data.get("rollback", {}), "rollback", _ROLLBACK, "{verify: true}")
-    rollback_verify = rollback.get("verify", True)
-    if not isinstance(rollback_verify, bool):
-        c.add("rollback.verify", f"must be true or false (got {show_value(rollback_verify)})")
+    rollback = c.mapping(data.get("rollback", {}), "rollback", _ROLLBACK, "e.g. {verify: true}")
+    rollback_verify = c.check(V.Bool(), rollback, "verify", "rollback")
+    rollback_verify = True if rollback_verify is None else rollback_verify
     if c.problems or traffic is None:
         return None
     return Drill(name, description, source, traffic, tuple(timeline), tuple(expect),
@@ -414,7 +369,7 @@ def _validate(data: dict, source: str, c: _Checker) -> Drill | None:
 _VARIANT = {"mode", "qps"}
 
 
-def _compare(c: _Checker, data: Any) -> tuple[Variant, ...]:
+def _compare(c: V.Problems, data: Any) -> tuple[Variant, ...]:
     """`compare: single-path`, or a list of baselines: [{mode: single-path, qps: 8}, ...]."""
     if data is None:
         return ()
@@ -426,105 +381,81 @@ def _compare(c: _Checker, data: Any) -> tuple[Variant, ...]:
         if isinstance(item, str):
             item = {"mode": item}
         elif not isinstance(item, dict):
-            c.add(path, f"must be a mode or a mapping (got {show_value(item)})", hint)
+            c.say(path, f"must be a mode or a mapping (got {show_value(item)})", hint)
             continue
-        item = c.mapping(item, path, _VARIANT, "{mode: single-path, qps: 8}")
+        item = c.mapping(item, path, _VARIANT, "e.g. {mode: single-path, qps: 8}")
         mode = item.get("mode")
         if Mode.of(mode) is None:
-            c.add(f"{path}.mode" if isinstance(data, list) else path,
+            c.say(f"{path}.mode" if isinstance(data, list) else path,
                   f"must be a mode: {Mode.listed()} (got {show_value(mode)})",
                   "the baseline this drill always runs against")
             continue
-        qps = c.integer(item, "qps", f"{path}.", 1, 64) if "qps" in item else None
+        qps = c.check(_QPS, item, "qps", path)
         out.append(Variant(mode, qps))
     return tuple(out)
 
 
-def _traffic(c: _Checker, data: Any) -> Traffic | None:
+def _traffic(c: V.Problems, data: Any) -> Traffic | None:
     if data is None:
-        c.add("method.traffic", "is required",
+        c.say("method.traffic", "is required",
               "e.g. traffic: {pattern: bulk, src: r0h0, dst: r1h0, size: 64M}")
         return None
     path = "method.traffic."
     data = c.mapping(data, "method.traffic", _TRAFFIC,
-                     "{pattern: bulk, src: r0h0, dst: r1h0, size: 64M}")
+                     "e.g. {pattern: bulk, src: r0h0, dst: r1h0, size: 64M}")
     pattern = data.get("pattern", "bulk")
-    if pattern not in PATTERNS:
-        c.add(f"{path}pattern", f"must be one of {', '.join(PATTERNS)} (got {show_value(pattern)})")
-    src, dst = c.string(data, "src", path), c.string(data, "dst", path)
+    c.value(_PATTERN, pattern, f"{path}pattern")
+    src, dst = c.check(_TEXT, data, "src", path[:-1]), c.check(_TEXT, data, "dst", path[:-1])
     if pattern == "bulk" and (src is None or dst is None):
-        c.add(f"{path}src" if src is None else f"{path}dst", "is required for bulk",
+        c.say(f"{path}src" if src is None else f"{path}dst", "is required for bulk",
               "bulk moves one flow from src to dst")
-    size = _size(c, data, path, "64M")
-    for_ns = c.duration(data, "for", path)
+    size = c.value(_SIZE, data.get("size", "64M"), f"{path}size")
+    for_ns = c.check(_DURATION, data, "for", path[:-1])
     if for_ns is not None and "size" in data:
-        c.add(f"{path}for", "takes the place of size: give one of them",
+        c.say(f"{path}for", "takes the place of size: give one of them",
               "for: 2s sizes the flows from the steady state; size: 64M moves that much")
     mode = data.get("mode", Mode.MRC.value)
-    if Mode.of(mode) is None:
-        c.add(f"{path}mode", f"must be one of {Mode.listed()} (got {show_value(mode)})")
-    evs = c.integer(data, "evs", path, 1, 4096) or 128
-    qps = data.get("qps", 1)
-    if isinstance(qps, bool) or not isinstance(qps, int) or not 1 <= qps <= MAX_QPS:
-        c.add(f"{path}qps", f"must be an integer 1 to {MAX_QPS} (got {show_value(qps)})",
-              "QPs per flow, each carrying 1/qps of its bytes: qps: 8")
-        qps = 1
+    c.value(_MODE, mode, f"{path}mode")
+    evs = c.check(EVS, data, "evs", path[:-1]) or 128
+    qps = c.check(_QPS, data, "qps", path[:-1]) or 1
     cc = data.get("cc")
     if cc is not None:
         why = CC.problem(cc, mode) if isinstance(cc, str) else \
             f"must be a string (got {show_value(cc)})"
         if why:
-            c.add(f"{path}cc", why, f"one of {CC.Cc.listed()}, or omit it for the "
+            c.say(f"{path}cc", why, f"one of {CC.Cc.listed()}, or omit it for the "
                   f"mode's default ({Mode.SINGLE_PATH}: "
                   f"{CC.default_for(Mode.SINGLE_PATH)})")
             cc = None
-    senders = data.get("senders", [])
-    if not isinstance(senders, list) or not all(isinstance(h, str) for h in senders):
-        c.add(f"{path}senders", f"must be a list of hosts (got {show_value(senders)})",
-              "e.g. senders: [r1h0, r1h1]")
-        senders = []
-    elif senders and pattern != "incast":
-        c.add(f"{path}senders", "applies to incast only", "bulk names src and dst")
-    flags = {}
-    for key in ("ecn", "trim"):
-        flags[key] = data.get(key)
-        if flags[key] is not None and not isinstance(flags[key], bool):
-            c.add(f"{path}{key}", f"must be true or false (got {show_value(flags[key])})")
-            flags[key] = None
+    senders = c.value(_SENDERS, data.get("senders", []), f"{path}senders") or []
+    if senders and pattern != "incast":
+        c.say(f"{path}senders", "applies to incast only", "bulk names src and dst")
+    flags = {key: c.check(_FLAG, data, key, path[:-1]) for key in ("ecn", "trim")}
     return Traffic(pattern, src, dst, size or 0, mode, evs, qps, tuple(senders), for_ns,
                    cc, flags["ecn"], flags["trim"])
 
 
-def _size(c: _Checker, data: dict, path: str, default: str) -> int | None:
-    value = data.get("size", default)
-    size = parse_size(str(value)) if isinstance(value, str | int) else None
-    if size is None or size <= 0 or size > 1 << 32:
-        c.add(f"{path}size", f"must be a size such as 64M, at most 4G (got {show_value(value)})",
-              "bytes, or K/M/G (powers of 1024)")
-        return None
-    return size
-
-
-def _bystander(c: _Checker, data: Any) -> Bystander | None:
+def _bystander(c: V.Problems, data: Any) -> Bystander | None:
     path = "method.bystander."
-    data = c.mapping(data, "method.bystander", _BYSTANDER, "{src: r1h1, dst: r0h1, size: 16M}")
-    src, dst = c.string(data, "src", path), c.string(data, "dst", path)
+    data = c.mapping(data, "method.bystander", _BYSTANDER,
+                     "e.g. {src: r1h1, dst: r0h1, size: 16M}")
+    src, dst = c.check(_TEXT, data, "src", path[:-1]), c.check(_TEXT, data, "dst", path[:-1])
     for key, value in (("src", src), ("dst", dst)):
         if value is None:
-            c.add(f"{path}{key}", "is required", "the bystander is one flow: src to dst")
-    size = _size(c, data, path, "16M")
+            c.say(f"{path}{key}", "is required", "the bystander is one flow: src to dst")
+    size = c.value(_SIZE, data.get("size", "16M"), f"{path}size")
     if src is None or dst is None or size is None:
         return None
     return Bystander(src, dst, size)
 
 
-def _timeline(c: _Checker, data: Any) -> list[Step]:
+def _timeline(c: V.Problems, data: Any) -> list[Step]:
     if not isinstance(data, list):
-        c.add("method.timeline", f"must be a list of steps (got {show_value(data)})",
+        c.say("method.timeline", f"must be a list of steps (got {show_value(data)})",
               "e.g. - {at: 300ms, fault: link-down, target: t0-p0-r0:eth3}")
         return []
     if len(data) > MAX_STEPS:
-        c.add("method.timeline", f"has {len(data)} steps; at most {MAX_STEPS}")
+        c.say("method.timeline", f"has {len(data)} steps; at most {MAX_STEPS}")
         return []
     steps = []
     for i, item in enumerate(data):
@@ -544,29 +475,29 @@ def _param_keys() -> dict[str, list[str]]:
     return keys
 
 
-def _step(c: _Checker, item: Any, where: str) -> Step | None:
+def _step(c: V.Problems, item: Any, where: str) -> Step | None:
     params_of = _param_keys()
     item = c.mapping(item, where, _STEP | set(params_of),
-                     "{at: 300ms, fault: link-down, target: t0-p0-r0:eth3}")
+                     "e.g. {at: 300ms, fault: link-down, target: t0-p0-r0:eth3}")
     if not item:
         return None
     path = f"{where}."
     before = len(c.problems)
-    at = c.duration(item, "at", path)
+    at = c.check(_DURATION, item, "at", where)
     if "at" not in item:
-        c.add(f"{path}at", "is required", "when, after the traffic's first write: at: 300ms")
+        c.say(f"{path}at", "is required", "when, after the traffic's first write: at: 300ms")
     ft = None
     if "fault" not in item:
-        c.add(f"{path}fault", "is required", "a fault kind, see `twin fault --help`")
+        c.say(f"{path}fault", "is required", "a fault kind, see `twin fault --help`")
     else:
         ft = kind_named(item["fault"])
         if ft is None:
             close = difflib.get_close_matches(str(item["fault"]), KINDS.names(), n=1)
-            c.add(f"{path}fault", f"unknown fault {show_value(item['fault'])}",
+            c.say(f"{path}fault", f"unknown fault {show_value(item['fault'])}",
                   (f"did you mean '{close[0]}'? " if close else "")
                   + f"one of: {KINDS.listed()}")
     target, random = _target(c, item.get("target"), ft, f"{path}target")
-    for_ns = c.duration(item, "for", path)
+    for_ns = c.check(_DURATION, item, "for", where)
     params = {}
     if ft is not None:
         mine = [p for p in ft.params if p.drill is not None]
@@ -574,52 +505,52 @@ def _step(c: _Checker, item: Any, where: str) -> Step | None:
             try:
                 value = p.drill(item.get(p.name))
             except BadParam as e:
-                c.add(f"{path}{p.name}", str(e), e.hint)
+                c.say(f"{path}{p.name}", str(e), e.hint)
                 continue
             if value is not None:
                 params[p.name] = value
         for key, kinds in params_of.items():
             if key in item and key not in {p.name for p in mine}:
-                c.add(f"{path}{key}", f"does not apply to {ft.name}",
+                c.say(f"{path}{key}", f"does not apply to {ft.name}",
                       f"only to {', '.join(kinds)}")
         if ft.no_for and for_ns is not None:
-            c.add(f"{path}for", f"does not apply to {ft.name}", ft.no_for)
+            c.say(f"{path}for", f"does not apply to {ft.name}", ft.no_for)
     if len(c.problems) > before or at is None or ft is None:
         return None
     return Step(at, ft.name, target, random, for_ns, params, where)
 
 
-def _target(c: _Checker, value: Any, ft: FaultType | None, path: str):
+def _target(c: V.Problems, value: Any, ft: FaultType | None, path: str):
     form = ft.target_form() if ft else "a target"
     if value is None:
-        c.add(path, "is required", f"{form}, or {{random: t1}}")
+        c.say(path, "is required", f"{form}, or {{random: t1}}")
         return None, None
     if isinstance(value, dict):
         if set(value) != {"random"}:
-            c.add(path, "a random target is {random: KIND}",
+            c.say(path, "a random target is {random: KIND}",
                   "kinds: " + ", ".join(RANDOM))
             return None, None
         choice = value["random"]
         if choice not in RANDOM:
-            c.add(f"{path}.random", f"unknown random target {show_value(choice)}",
+            c.say(f"{path}.random", f"unknown random target {show_value(choice)}",
                   "kinds: " + ", ".join(RANDOM))
             return None, None
         if ft is not None and choice not in ft.random_forms():
             fits = [form for form in RANDOM if form in ft.random_forms()]
-            c.add(f"{path}.random", f"{ft.name} cannot target a random {choice}",
+            c.say(f"{path}.random", f"{ft.name} cannot target a random {choice}",
                   f"use {' or '.join(fits)}")
             return None, None
         return None, choice
     if isinstance(value, int) and not isinstance(value, bool):
         value = str(value)  # plane-down: 2
     if not isinstance(value, str) or not value:
-        c.add(path, f"must be a name or {{random: KIND}} (got {show_value(value)})", form)
+        c.say(path, f"must be a name or {{random: KIND}} (got {show_value(value)})", form)
         return None, None
     return value, None
 
 
-def _expectations(c: _Checker, data: Any, path: str, faulted: bool) -> list[Expectation]:
-    data = c.mapping(data, path, set(METRICS), "{exact: true, repair_ms: '<= 50'}")
+def _expectations(c: V.Problems, data: Any, path: str, faulted: bool) -> list[Expectation]:
+    data = c.mapping(data, path, set(METRICS), "e.g. {exact: true, repair_ms: '<= 50'}")
     out = []
     for what, value in data.items():
         if what not in METRICS:
@@ -627,27 +558,27 @@ def _expectations(c: _Checker, data: Any, path: str, faulted: bool) -> list[Expe
         where = f"{path}.{what}"
         if what == "exact":
             if not isinstance(value, bool):
-                c.add(where, f"must be true or false (got {show_value(value)})")
+                c.say(where, f"must be true or false (got {show_value(value)})")
                 continue
             out.append(Expectation(what, None, value, where))
             continue
         if what == "localized":
             if value != "target":
-                c.add(where, f"must be 'target' (got {show_value(value)})",
+                c.say(where, f"must be 'target' (got {show_value(value)})",
                       "each fault must be named by the prober as its own target")
                 continue
             if not faulted:
-                c.add(where, "needs a fault on the timeline", "add method.timeline")
+                c.say(where, "needs a fault on the timeline", "add method.timeline")
                 continue
             out.append(Expectation(what, None, value, where))
             continue
         if what in PER_STEP and not faulted:
-            c.add(where, "needs a fault on the timeline",
+            c.say(where, "needs a fault on the timeline",
                   "its steps are the stretches between the timeline's changes")
             continue
         if isinstance(value, list):  # a band: every comparison must hold
             if not value:
-                c.add(where, "is an empty list", "give a comparison, or a list of them: "
+                c.say(where, "is an empty list", "give a comparison, or a list of them: "
                       "[\">= 1 - lost_share - 0.1\", \"<= 1 - lost_share + 0.1\"]")
             for i, item in enumerate(value):
                 e = _comparison(c, what, item, f"{where}[{i}]")
@@ -660,20 +591,20 @@ def _expectations(c: _Checker, data: Any, path: str, faulted: bool) -> list[Expe
     return out
 
 
-def _comparison(c: _Checker, what: str, value: Any, where: str) -> Expectation | None:
+def _comparison(c: V.Problems, what: str, value: Any, where: str) -> Expectation | None:
     text = str(value) if isinstance(value, str | int | float) \
         and not isinstance(value, bool) else None
     op = next((o for o in sorted(OPS, key=len, reverse=True)
                if text and text.strip().startswith(o)), None)
     if text is None or op is None:
-        c.add(where, f"must be a comparison such as \"<= 5\" (got {show_value(value)})",
+        c.say(where, f"must be a comparison such as \"<= 5\" (got {show_value(value)})",
               "operators: <=, >=, <, >, ==; the right side may use "
               + ", ".join(VARIABLES) + "; or a list of comparisons, all of which must hold")
         return None
     expr = text.strip()[len(op):].strip()
     problem = _check_expression(expr) if expr else "is empty"
     if problem:
-        c.add(where, f"{expr!r}: {problem}", "numbers, + - * / ( ), min(), max() and "
+        c.say(where, f"{expr!r}: {problem}", "numbers, + - * / ( ), min(), max() and "
               + ", ".join(VARIABLES))
         return None
     return Expectation(what, op, expr, where)

@@ -11,6 +11,7 @@ from click.core import ParameterSource
 from rich.live import Live
 
 from twin import lab as L
+from twin import validate as V
 from twin.cli.base import RichSteps, emit_json, lab_option, main, out, sigterm_as_interrupt
 from twin.errors import UsageError
 from twin.telemetry import prometheus as P
@@ -18,6 +19,7 @@ from twin.telemetry import stack as S
 from twin.telemetry.exporter import DEFAULT_PORT
 
 TOP_PERIOD_S = 0.5
+PERIOD = V.Float(0.1, 60, words=V.SPAN, hint="seconds")  # `twin top --period`
 
 
 @main.group()
@@ -168,6 +170,7 @@ def telemetry_status(lab, as_json):
 @main.command()
 @lab_option()
 @click.option("--period", type=float, default=TOP_PERIOD_S, show_default=True, metavar="S",
+              callback=V.option(PERIOD),
               help="Refresh every S seconds.")
 @click.option("--once", is_flag=True,
               help="One view over one period, printed (no live screen).")
@@ -190,8 +193,6 @@ def top(lab, period, once, as_json):
     from twin.telemetry.collect import Collector
     from twin.telemetry.top import line, rates, render
 
-    if not 0.1 <= period <= 60:
-        raise UsageError(f"--period {period}: between 0.1 and 60 seconds")
     if as_json and not once:
         raise UsageError("--json goes with --once (a live screen is for people)")
     att = L.attach(lab)

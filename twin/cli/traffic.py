@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import sys
 
 import click
@@ -10,6 +9,7 @@ from rich.table import Table
 
 from twin import faults as F
 from twin import lab as L
+from twin import validate as V
 from twin.cli import tables
 from twin.cli.base import RichSteps, emit_json, err, lab_option, main, out, sigterm_as_interrupt
 from twin.cli.tables import Cell, Col, Num, count
@@ -17,18 +17,15 @@ from twin.errors import LabError, UsageError
 from twin.faults import timeline as FT
 from twin.mrc.cc import Cc
 from twin.mrc.modes import Mode
-from twin.units import parse_size, show_bytes, show_count, show_rate
+from twin.traffic import EVS, MAX_QPS, QPS
+from twin.units import show_bytes, show_count, show_rate
 
 # -- traffic ----------------------------------------------------------------------
 
-
-def _size(text: str) -> int:
-    value = parse_size(text)
-    if value is None:
-        raise UsageError(f"--size {text!r}: use bytes or K/M/G, e.g. 256M")
-    if value <= 0:
-        raise UsageError("--size must be positive")
-    return value
+# The options' checks (twin.validate): a refusal names the option, "--qps: must be an
+# integer 1 to 64 (got 65) (QPs per flow)", exit 2
+SIZE = V.Size(what="bytes or K/M/G, e.g. 256M")
+CUT_AT = V.Float(0, hint="seconds after the first write")
 
 
 @main.command()
@@ -36,17 +33,19 @@ def _size(text: str) -> int:
                                               "permutation"]))
 @click.option("--src", default=None, help="Source host (bulk).")
 @click.option("--dst", default=None, help="Destination host (bulk, incast).")
-@click.option("--size", default="64M", show_default=True, help="Bytes per flow (K/M/G).")
+@click.option("--size", default="64M", show_default=True, callback=V.option(SIZE),
+              help="Bytes per flow (K/M/G).")
 @click.option("--mode", type=click.Choice(Mode.names()),
               default=Mode.MRC.value, show_default=True,
               help=f"{Mode.described()}.")
 @click.option("--cc", type=click.Choice(Cc.names()), default=None,
               help=f"Congestion control (twin.mrc.cc, docs/congestion.md): {Cc.described()}. "
                    "Default: dcqcn for single-path (the RoCE baseline), else nscc.")
-@click.option("--qps", default=1, show_default=True, metavar="N",
-              help="QPs per flow (1-64), each with 1/N of the bytes and, in single-path, "
+@click.option("--qps", default=1, show_default=True, metavar="N", callback=V.option(QPS),
+              help=f"QPs per flow (1-{MAX_QPS}), each with 1/N of the bytes and, in single-path, "
                    "its own hashed path.")
-@click.option("--evs", default=128, show_default=True, help="EVs per QP.")
+@click.option("--evs", default=128, show_default=True, callback=V.option(EVS),
+              help="EVs per QP.")
 @click.option("--ecn/--no-ecn", default=None,
               help="Use (or ignore) the CE marks the receiver echoes. Default: use.")
 @click.option("--trim/--no-trim", default=None,
@@ -54,6 +53,7 @@ def _size(text: str) -> int:
 @click.option("--cut", "cut", default=None, metavar="NODE:IF",
               help="Take this link down mid-transfer (brought back up when the run ends).")
 @click.option("--cut-at", default=0.5, show_default=True, metavar="SECONDS",
+              callback=V.option(CUT_AT),
               help="When --cut happens, in seconds after the first write.")
 @lab_option()
 @click.option("--json", "as_json", is_flag=True)
@@ -77,10 +77,6 @@ def traffic(pattern, src, dst, size, mode, cc, qps, evs, ecn, trim, cut, cut_at,
     from twin import traffic as T
 
     sigterm_as_interrupt()  # a --cut is undone on SIGTERM as on Ctrl-C
-    if not 1 <= evs <= T.MAX_EVS:
-        raise UsageError(f"--evs must be 1 to {T.MAX_EVS} entropy values per QP (got {evs})")
-    if not 1 <= qps <= T.MAX_QPS:
-        raise UsageError(f"--qps must be 1 to {T.MAX_QPS} QPs per flow (got {qps})")
     from twin.mrc import cc as CC
     cc = cc or CC.default_for(mode)
     why = CC.problem(cc, mode)
@@ -91,7 +87,7 @@ def traffic(pattern, src, dst, size, mode, cc, qps, evs, ecn, trim, cut, cut_at,
     for h in (src, dst):
         if h is not None and h not in hosts:
             raise UsageError(f"{h!r} is not a host of {att.state.lab} ({', '.join(hosts)})")
-    flows = T.split_qps(T.flows_for(pattern, hosts, _size(size), src, dst), qps)
+    flows = T.split_qps(T.flows_for(pattern, hosts, size, src, dst), qps)
     att.require_whole()
     timeline = _cut(att, cut, cut_at) if cut else None
 
@@ -152,8 +148,6 @@ def _cut(att: L.Attached, cut: str, cut_at: float) -> FT.Timeline:
     if any(link.id in f.all_links for f in F.active(att)):  # not ours to undo
         raise UsageError(f"link {link.id} is already down; `twin fault link-up --lab "
                          f"{att.lab} {cut}` first, or cut another link")
-    if not (cut_at >= 0 and math.isfinite(cut_at)):  # nan and inf: never a time
-        raise UsageError("--cut-at must be >= 0 seconds")
     return FT.Timeline([FT.Scheduled(
         str(F.FaultKind.LINK_DOWN), cut, lambda: F.link_down(att, cut),
         ((int(cut_at * 1e9), False),), revert=lambda fault: F.link_up(att, cut),

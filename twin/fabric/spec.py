@@ -30,21 +30,23 @@ A spec names the shape of a multi-plane two-tier fabric, never its parts:
       link_prefix: fd00:4d52:4c::/48  # host links' /64s (one per NIC port)
 
 `load_spec` reads a file and returns a frozen `FabricSpec`, or raises
-`SpecError` with every problem found, each naming its key path and a hint.
+`SpecError` with every problem found, each naming its key path and a hint. Each value
+is checked by a validator of twin.validate (the vocabulary drill files, control
+requests and CLI options share); a twin.validate.Problems collects what they refuse,
+and what no one validator can see (one value against another) besides.
 Nothing downstream re-validates: the rest of twin trusts a `FabricSpec`.
 """
 
 from __future__ import annotations
 
-import difflib
 import ipaddress
-import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from twin import validate as V
 from twin.errors import Problem, SpecError
 from twin.fabric.congestion import DEFAULT_FRACTIONS as _DEFAULT_FRACTION
 from twin.fabric.congestion import Congestion, tbf_limit
@@ -59,14 +61,14 @@ from twin.fabric.routing import (
     Bfd,
     BgpSpec,
 )
-from twin.units import parse_rate, parse_size
+from twin.validate import show_value
 
 # The uSID layout (see twin.fabric.usid) gives these hard limits.
 MAX_PLANES = 16  # the plane is the high nibble of every uSID
 MAX_INDEX = 256  # racks, T1s per plane and hosts are each a byte of a uSID
 MAX_NAME = 24  # lab names prefix namespace and container names
 
-NAME_RE = re.compile(r"^[a-z][a-z0-9-]*$")
+NAME_PATTERN = r"^[a-z][a-z0-9-]*$"
 
 DEFAULT_BLOCK = "fcbb:bb00::/32"
 DEFAULT_NIC_PREFIX = "fd00:4d52:43::/48"
@@ -154,75 +156,61 @@ _ASN_KEYS = {"t0_base": "integer", "t1_base": "integer"}
 _TIMER_KEYS = {"keepalive": "integer", "hold": "integer"}
 _BFD_KEYS = {"interval_ms": "integer", "multiplier": "integer"}
 
+# The validators of single values (twin.validate); a check of one against another is
+# _validate's. The fabric's shape, in the order its problems are reported:
+_SHAPE = {
+    "planes": V.Int(1, MAX_PLANES,
+                    hint="the plane is the high nibble of every uSID, so 1 to 16 planes"),
+    "racks": V.Int(1, MAX_INDEX, hint="the rack is the low byte of a T0 uSID, so 1 to 256 racks"),
+    "hosts_per_rack": V.Int(1, MAX_INDEX, hint="each host port is one byte of uSID space, so "
+                            "at most 256 hosts in all"),
+    "t1_per_plane": V.Int(1, MAX_INDEX,
+                          hint="the T1 is the low byte of its uSID, so 1 to 256 per plane"),
+    "mtu": V.Int(1280, 65535, hint="IPv6 needs at least 1280; MRC's 4096-byte payload wants "
+                 "4400 or more"),
+}
+_FORMAT = V.Choice(("F3216",), words=V.DOCUMENT.but(choice="only {names} is supported (got {got})"),
+                   hint="F3216 is a 32-bit block followed by 16-bit uSIDs, as MRC uses")
+_BLOCK = V.IPv6Prefix(32, "fc00::/7", hint="a /32 from the ULA range, e.g. fcbb:bb00::/32")
+_DATAPLANE = V.Choice(DATAPLANES, words=V.DOCUMENT.but(choice="unknown data plane {got}"),
+                      hint=f"one of {', '.join(DATAPLANES)}: seg6local needs "
+                      "CONFIG_IPV6_SEG6_LWTUNNEL, ebpf needs CONFIG_NET_CLS_BPF and clsact, "
+                      "auto picks what the kernel has")
+_NIC_PREFIX = V.IPv6Prefix(48, "fd00::/8", hint="a /48 under fd00::/8, e.g. fd00:4d52:43::/48")
+_ROUTING = V.Choice(ROUTING_MODES, words=V.DOCUMENT.but(choice="unknown routing mode {got}"),
+                    hint=f"one of {', '.join(ROUTING_MODES)}: static-srv6 is MRC's source "
+                    "routing, bgp the eBGP/ECMP fabric it replaces")
+_ASN = V.Int(1, 4294967294, hint="a 4-byte private ASN (RFC 6996: 4200000000-4294967294)")
+_KEEPALIVE = V.Int(1, 21845, hint="seconds; FRR's datacenter profile sends one every 3")
+_HOLD = V.Int(3, 65535, hint="seconds (RFC 4271: 0 or at least 3; 0, never expire, would "
+              "hide a dead peer from a drill)")
+_BFD_INTERVAL = V.Int(10, 60000, hint="FRR's bfdd takes 10 to 60000 ms between control packets")
+_BFD_MULTIPLIER = V.Int(2, 255, hint="packets missed before the session is down: FRR's bfdd "
+                        "takes 2 to 255")
+_SIZE = V.Size(words=V.ONE)  # congestion thresholds: "must be a size in bytes such as ..."
+_LINK_PREFIX = V.IPv6Prefix(48, "fd00::/8",
+                            hint=f"a /48 under fd00::/8, e.g. {DEFAULT_LINK_PREFIX}")
 
-class _Checker:
-    """Collects problems instead of stopping at the first one."""
 
-    def __init__(self) -> None:
-        self.problems: list[Problem] = []
+class LabName(V.Validator):
+    """A lab name (the spec's `name:`, `twin up --name`): it prefixes namespace and
+    container names, so lowercase letters, digits and '-', at most MAX_NAME long."""
 
-    def add(self, path: str, message: str, hint: str = "") -> None:
-        self.problems.append(Problem(path, message, hint))
+    what = "lowercase letters, digits and '-'"
+    _form = V.Str(NAME_PATTERN)
 
-    def unknown_keys(self, data: dict, allowed: dict, prefix: str = "") -> None:
-        for key in data:
-            if key in allowed:
-                continue
-            path = f"{prefix}{key}"
-            close = difflib.get_close_matches(str(key), list(allowed), n=1)
-            hint = f"did you mean '{close[0]}'?" if close else (
-                "known keys: " + ", ".join(sorted(allowed)))
-            self.add(path, "unknown key", hint)
-
-    def integer(self, data: dict, key: str, lo: int, hi: int, hint: str,
-                prefix: str = "") -> int | None:
-        if key not in data:
-            return None
-        value = data[key]
-        path = f"{prefix}{key}"
-        if isinstance(value, bool) or not isinstance(value, int):
-            self.add(path, f"must be an integer (got {show_value(value)})", hint)
-            return None
-        if value < lo:
-            self.add(path, f"must be at least {lo} (got {value})", hint)
-            return None
-        if value > hi:
-            self.add(path, f"must be at most {hi} (got {value})", hint)
-            return None
-        return value
-
-    def rate(self, path: str, value: Any) -> int | None:
-        bps = parse_rate(value) if isinstance(value, str) else None
-        if bps is not None:
-            return bps
-        self.add(path, f"must be a rate such as 100mbit or 10gbit (got {show_value(value)})",
-                 "units are tc's: bit, kbit, mbit, gbit, tbit")
-        return None
-
-    def prefix(self, path: str, value: Any, length: int, within: str, hint: str):
+    def check(self, value, path="", ctx=None):
         try:
-            net = ipaddress.IPv6Network(str(value), strict=True)
-        except ValueError as e:
-            self.add(path, f"must be an IPv6 prefix ({e})", hint)
-            return None
-        if net.prefixlen != length:
-            self.add(path, f"must be a /{length} (got /{net.prefixlen})", hint)
-            return None
-        if not net.subnet_of(ipaddress.IPv6Network(within)):
-            self.add(path, f"must lie within {within} (got {net})", hint)
-            return None
-        return net
-
-
-def show_value(value: Any) -> str:
-    """A value as an error message quotes it (shared with drill files)."""
-    if isinstance(value, str):
-        return repr(value)
-    if isinstance(value, bool):
-        return str(value).lower()
-    if value is None:
-        return "nothing"
-    return f"{value!r}" if isinstance(value, int | float) else type(value).__name__
+            self._form.check(value, path)
+        except V.Invalid:
+            raise self.refuse(self.words.wrong, value, path, self.hint or
+                              "the name prefixes namespace and container names, "
+                              "e.g. mrc-4p") from None
+        if len(value) > MAX_NAME:
+            raise V.Invalid(f"must be at most {MAX_NAME} characters (got {len(value)})",
+                            "the name prefixes namespace and container names; shorten it",
+                            path)
+        return value
 
 
 def yaml_problem(e: yaml.YAMLError) -> Problem:
@@ -260,49 +248,29 @@ def parse_spec(text: str, source: str = "<spec>") -> FabricSpec:
 def name_problem(name) -> tuple[str, str] | None:
     """What is wrong with a lab name (the spec's `name:`, or `twin up --name`): (message,
     hint), or None."""
-    if not isinstance(name, str) or not NAME_RE.match(name):
-        return (f"must be lowercase letters, digits and '-' (got {show_value(name)})",
-                "the name prefixes namespace and container names, e.g. mrc-4p")
-    if len(name) > MAX_NAME:
-        return (f"must be at most {MAX_NAME} characters (got {len(name)})",
-                "the name prefixes namespace and container names; shorten it")
+    try:
+        LabName().check(name)
+    except V.Invalid as e:
+        return e.message, e.hint
     return None
 
 
 def _validate(data: dict, source: str) -> FabricSpec:
-    c = _Checker()
-    c.unknown_keys(data, _KEYS)
+    c = V.Problems()
+    c.keys(data, _KEYS)
     for key, (_, required) in _KEYS.items():
         if required and key not in data:
-            c.add(key, "is required", f"add '{key}:' (see lab/fabrics/mrc-4p.yml)")
+            c.say(key, "is required", f"add '{key}:' (see lab/fabrics/mrc-4p.yml)")
 
-    name = data.get("name")
-    if "name" in data:
-        problem = name_problem(name)
-        if problem:
-            c.add("name", *problem)
-            name = None
-    description = data.get("description", "")
-    if not isinstance(description, str):
-        c.add("description", f"must be a string (got {show_value(description)})")
-        description = ""
-
-    planes = c.integer(data, "planes", 1, MAX_PLANES,
-                       "the plane is the high nibble of every uSID, so 1 to 16 planes")
-    racks = c.integer(data, "racks", 1, MAX_INDEX,
-                      "the rack is the low byte of a T0 uSID, so 1 to 256 racks")
-    hpr = c.integer(data, "hosts_per_rack", 1, MAX_INDEX,
-                    "each host port is one byte of uSID space, so at most 256 hosts in all")
-    t1 = c.integer(data, "t1_per_plane", 1, MAX_INDEX,
-                   "the T1 is the low byte of its uSID, so 1 to 256 per plane")
-    mtu = c.integer(data, "mtu", 1280, 65535,
-                    "IPv6 needs at least 1280; MRC's 4096-byte payload wants 4400 or more")
+    name = c.check(LabName(), data, "name")
+    description = c.check(V.Str(), data, "description") or ""
+    planes, racks, hpr, t1, mtu = (c.check(v, data, key) for key, v in _SHAPE.items())
     nic_ports = None
     if planes is not None:
-        nic_ports = c.integer(data, "nic_ports", 1, planes,
-                              f"a NIC port attaches to one plane, so 1 to planes ({planes})")
+        nic_ports = c.check(V.Int(1, planes, hint="a NIC port attaches to one plane, so 1 "
+                                  f"to planes ({planes})"), data, "nic_ports")
     if racks is not None and hpr is not None and racks * hpr > MAX_INDEX:
-        c.add("hosts_per_rack",
+        c.say("hosts_per_rack",
               f"uSID space exhausted: racks x hosts_per_rack = {racks * hpr} hosts, "
               f"but host-port uSIDs have room for {MAX_INDEX} per plane",
               f"use at most {MAX_INDEX // racks} hosts per rack with {racks} racks")
@@ -311,60 +279,38 @@ def _validate(data: dict, source: str) -> FabricSpec:
     if "rate" in data:
         rate = data["rate"]
         if isinstance(rate, dict):
-            c.unknown_keys(rate, _RATE_KEYS, "rate.")
-            if "host" in rate:
-                host_rate = c.rate("rate.host", rate["host"])
-            if "fabric" in rate:
-                fabric_rate = c.rate("rate.fabric", rate["fabric"])
+            c.keys(rate, _RATE_KEYS, "rate")
+            host_rate = c.check(V.Rate(), rate, "host", "rate")
+            fabric_rate = c.check(V.Rate(), rate, "fabric", "rate")
         else:
-            host_rate = fabric_rate = c.rate("rate", rate)
+            host_rate = fabric_rate = c.value(V.Rate(), rate, "rate")
 
     block = ipaddress.IPv6Network(DEFAULT_BLOCK)
     srv6 = data.get("srv6", {})
-    if not isinstance(srv6, dict):
-        c.add("srv6", f"must be a mapping (got {show_value(srv6)})",
-              "e.g. srv6: {block: fcbb:bb00::/32}")
-        srv6 = {}
-    c.unknown_keys(srv6, _SRV6_KEYS, "srv6.")
-    if "format" in srv6 and srv6["format"] != "F3216":
-        c.add("srv6.format", f"only F3216 is supported (got {show_value(srv6['format'])})",
-              "F3216 is a 32-bit block followed by 16-bit uSIDs, as MRC uses")
-    if "block" in srv6:
-        block = c.prefix("srv6.block", srv6["block"], 32, "fc00::/7",
-                         "a /32 from the ULA range, e.g. fcbb:bb00::/32") or block
-    dataplane = srv6.get("dataplane", "auto")
-    if dataplane not in DATAPLANES:
-        c.add("srv6.dataplane", f"unknown data plane {show_value(dataplane)}",
-              f"one of {', '.join(DATAPLANES)}: seg6local needs CONFIG_IPV6_SEG6_LWTUNNEL, "
-              "ebpf needs CONFIG_NET_CLS_BPF and clsact, auto picks what the kernel has")
-        dataplane = "auto"
+    srv6 = c.mapping(srv6, "srv6", _SRV6_KEYS, "e.g. srv6: {block: fcbb:bb00::/32}")
+    c.check(_FORMAT, srv6, "format", "srv6")
+    block = c.check(_BLOCK, srv6, "block", "srv6") or block
+    dataplane = c.check(_DATAPLANE, srv6, "dataplane", "srv6") or "auto"
 
     congestion = _congestion(c, data, mtu if mtu is not None else DEFAULT_MTU,
                              {"host": host_rate, "fabric": fabric_rate})
 
     nic_prefix = ipaddress.IPv6Network(DEFAULT_NIC_PREFIX)
-    if "nic_prefix" in data:
-        nic_prefix = c.prefix("nic_prefix", data["nic_prefix"], 48, "fd00::/8",
-                              "a /48 under fd00::/8, e.g. fd00:4d52:43::/48") or nic_prefix
+    nic_prefix = c.check(_NIC_PREFIX, data, "nic_prefix") or nic_prefix
     if nic_prefix.overlaps(block):
-        c.add("nic_prefix", f"{nic_prefix} overlaps the uSID block {block}",
+        c.say("nic_prefix", f"{nic_prefix} overlaps the uSID block {block}",
               "inner NIC addresses and uSID paths must not share space")
 
-    routing = data.get("routing", STATIC_SRV6)
-    if routing not in ROUTING_MODES:
-        c.add("routing", f"unknown routing mode {show_value(routing)}",
-              f"one of {', '.join(ROUTING_MODES)}: static-srv6 is MRC's source routing, "
-              "bgp the eBGP/ECMP fabric it replaces")
-        routing = STATIC_SRV6
+    routing = c.check(_ROUTING, data, "routing") or STATIC_SRV6
     bgp = None
     if routing == BGP:
         if "dataplane" in srv6:
-            c.add("srv6.dataplane", "has no meaning with routing: bgp",
+            c.say("srv6.dataplane", "has no meaning with routing: bgp",
                   "a BGP fabric forwards plain IPv6 and installs no local SIDs; "
                   "remove srv6.dataplane or use routing: static-srv6")
         bgp = _bgp(c, data.get("bgp", {}), t1, planes, racks, nic_prefix, block)
     elif "bgp" in data:
-        c.add("bgp", "is only for routing: bgp",
+        c.say("bgp", "is only for routing: bgp",
               "add 'routing: bgp', or remove the bgp: section for MRC's static SRv6 fabric")
 
     if c.problems:
@@ -400,7 +346,7 @@ def with_routing(spec: FabricSpec, routing: str) -> FabricSpec:
         raise ValueError(f"unknown routing mode {routing!r}")
     if routing == STATIC_SRV6:
         return replace(spec, routing=STATIC_SRV6, bgp=None)
-    c = _Checker()
+    c = V.Problems()
     bgp = _bgp(c, {}, spec.t1_per_plane, spec.planes, spec.racks, spec.nic_prefix, spec.block)
     if c.problems:  # the defaults fit every fabric the spec allows; say so if not
         raise SpecError(spec.name, c.problems)
@@ -411,17 +357,11 @@ BGP_HINT = ("e.g. bgp: {asn: {t0_base: 4200100000, t1_base: 4200000000}, "
             "timers: {keepalive: 3, hold: 9}, bfd: {interval_ms: 300, multiplier: 3}}")
 
 
-def _mapping(c: _Checker, path: str, value: Any, keys: dict, hint: str) -> dict:
-    if value is None:
-        return {}
-    if not isinstance(value, dict):
-        c.add(path, f"must be a mapping (got {show_value(value)})", hint)
-        return {}
-    c.unknown_keys(value, keys, f"{path}.")
-    return value
+def _mapping(c: V.Problems, path: str, value: Any, keys: dict, hint: str) -> dict:
+    return {} if value is None else c.mapping(value, path, keys, hint)
 
 
-def _asn_ranges(c: _Checker, t0_base: int, t1_base: int, planes: int, racks: int) -> None:
+def _asn_ranges(c: V.Problems, t0_base: int, t1_base: int, planes: int, racks: int) -> None:
     """Every ASN the scheme gives stays private (RFC 6996), and the tiers stay apart."""
     t0_last = t0_base + ASN_PLANE_STRIDE * (planes - 1) + racks - 1
     t1_last = t1_base + planes - 1
@@ -429,17 +369,17 @@ def _asn_ranges(c: _Checker, t0_base: int, t1_base: int, planes: int, racks: int
     for key, first, last, what in (("t0_base", t0_base, t0_last, "T0s"),
                                    ("t1_base", t1_base, t1_last, "T1 layers")):
         if not any(lo <= first and last <= hi for lo, hi in PRIVATE_ASNS):
-            c.add(f"bgp.asn.{key}", f"the {what}' ASNs {first}-{last} leave the private "
+            c.say(f"bgp.asn.{key}", f"the {what}' ASNs {first}-{last} leave the private "
                   "ranges", "RFC 6996: 64512-65534 or 4200000000-4294967294; T0 ASNs are "
                   f"t0_base + {ASN_PLANE_STRIDE} x plane + rack, a T1 layer's t1_base + plane")
             fits = False
     if fits and t0_base <= t1_last and t1_base <= t0_last:
-        c.add("bgp.asn", f"T0 ASNs {t0_base}-{t0_last} and T1 ASNs {t1_base}-{t1_last} "
+        c.say("bgp.asn", f"T0 ASNs {t0_base}-{t0_last} and T1 ASNs {t1_base}-{t1_last} "
               "overlap", "give each tier its own range, e.g. t0_base: 4200100000, "
               "t1_base: 4200000000")
 
 
-def _bgp(c: _Checker, raw: Any, t1: int | None, planes: int | None, racks: int | None,
+def _bgp(c: V.Problems, raw: Any, t1: int | None, planes: int | None, racks: int | None,
          nic_prefix: ipaddress.IPv6Network, block: ipaddress.IPv6Network) -> BgpSpec:
     """The `bgp:` mapping (routing: bgp), every default resolved: the rest of twin reads
     a BgpSpec and never a default of its own."""
@@ -449,10 +389,8 @@ def _bgp(c: _Checker, raw: Any, t1: int | None, planes: int | None, racks: int |
     asn = _mapping(c, "bgp.asn", raw.get("asn"), _ASN_KEYS,
                    "e.g. asn: {t0_base: 4200100000, t1_base: 4200000000}")
     before = len(c.problems)
-    t0_base = c.integer(asn, "t0_base", 1, 4294967294, "a 4-byte private ASN (RFC 6996: "
-                        "4200000000-4294967294)", "bgp.asn.")
-    t1_base = c.integer(asn, "t1_base", 1, 4294967294, "a 4-byte private ASN (RFC 6996: "
-                        "4200000000-4294967294)", "bgp.asn.")
+    t0_base = c.check(_ASN, asn, "t0_base", "bgp.asn")
+    t1_base = c.check(_ASN, asn, "t1_base", "bgp.asn")
     t0_base = dflt.t0_base if t0_base is None else t0_base
     t1_base = dflt.t1_base if t1_base is None else t1_base
     if len(c.problems) == before and planes is not None and racks is not None:
@@ -460,14 +398,12 @@ def _bgp(c: _Checker, raw: Any, t1: int | None, planes: int | None, racks: int |
 
     timers = _mapping(c, "bgp.timers", raw.get("timers"), _TIMER_KEYS,
                       "e.g. timers: {keepalive: 3, hold: 9}")
-    keepalive = c.integer(timers, "keepalive", 1, 21845, "seconds; FRR's datacenter "
-                          "profile sends one every 3", "bgp.timers.")
-    hold = c.integer(timers, "hold", 3, 65535, "seconds (RFC 4271: 0 or at least 3; 0, "
-                     "never expire, would hide a dead peer from a drill)", "bgp.timers.")
+    keepalive = c.check(_KEEPALIVE, timers, "keepalive", "bgp.timers")
+    hold = c.check(_HOLD, timers, "hold", "bgp.timers")
     keepalive = dflt.keepalive if keepalive is None else keepalive
     hold = dflt.hold if hold is None else hold
     if keepalive * 3 > hold and ("keepalive" in timers or "hold" in timers):
-        c.add("bgp.timers.hold", f"must be at least 3 x keepalive ({3 * keepalive}; got {hold})",
+        c.say("bgp.timers.hold", f"must be at least 3 x keepalive ({3 * keepalive}; got {hold})",
               "a hold time shorter than three keepalives drops sessions on one late packet")
 
     bfd = None
@@ -475,27 +411,22 @@ def _bgp(c: _Checker, raw: Any, t1: int | None, planes: int | None, racks: int |
         got = {} if raw["bfd"] is True else raw["bfd"]
         got = _mapping(c, "bgp.bfd", got, _BFD_KEYS,
                        "e.g. bfd: {interval_ms: 300, multiplier: 3}, or leave it out")
-        interval = c.integer(got, "interval_ms", 10, 60000, "FRR's bfdd takes 10 to 60000 "
-                             "ms between control packets", "bgp.bfd.")
-        mult = c.integer(got, "multiplier", 2, 255, "packets missed before the session is "
-                         "down: FRR's bfdd takes 2 to 255", "bgp.bfd.")
+        interval = c.check(_BFD_INTERVAL, got, "interval_ms", "bgp.bfd")
+        mult = c.check(_BFD_MULTIPLIER, got, "multiplier", "bgp.bfd")
         bfd = Bfd(interval_ms=Bfd().interval_ms if interval is None else interval,
                   multiplier=Bfd().multiplier if mult is None else mult)
 
     widest = min(t1 or 1, MAX_PATHS)
-    paths = c.integer(raw, "maximum_paths", 1, MAX_PATHS,
-                      f"the ECMP width; a T0 reaches a remote rack through every T1 of its "
-                      f"plane ({t1 or '?'}); FRR's MULTIPATH_NUM caps it at {MAX_PATHS}",
-                      "bgp.")
+    paths = c.check(V.Int(1, MAX_PATHS, hint=f"the ECMP width; a T0 reaches a remote rack "
+                          f"through every T1 of its plane ({t1 or '?'}); FRR's MULTIPATH_NUM "
+                          f"caps it at {MAX_PATHS}"), raw, "maximum_paths", "bgp")
     paths = widest if paths is None else paths
 
     link_prefix = ipaddress.IPv6Network(DEFAULT_LINK_PREFIX)
-    if "link_prefix" in raw:
-        link_prefix = c.prefix("bgp.link_prefix", raw["link_prefix"], 48, "fd00::/8",
-                               f"a /48 under fd00::/8, e.g. {DEFAULT_LINK_PREFIX}") or link_prefix
+    link_prefix = c.check(_LINK_PREFIX, raw, "link_prefix", "bgp") or link_prefix
     for other, what in ((nic_prefix, "nic_prefix"), (block, "the uSID block")):
         if link_prefix.overlaps(other):
-            c.add("bgp.link_prefix", f"{link_prefix} overlaps {what} ({other})",
+            c.say("bgp.link_prefix", f"{link_prefix} overlaps {what} ({other})",
                   "host links, NIC addresses and uSID paths must not share space")
 
     return BgpSpec(t0_base=t0_base, t1_base=t1_base, keepalive=keepalive, hold=hold,
@@ -505,17 +436,7 @@ def _bgp(c: _Checker, raw: Any, t1: int | None, planes: int | None, racks: int |
 CONGESTION_HINT = "e.g. congestion: {ecn: {min: 20KB, max: 80KB}, trim: 120KB, drop: 150KB}"
 
 
-def _size(c: _Checker, path: str, value: Any) -> int | None:
-    size = parse_size(value) if isinstance(value, str) else (
-        value if isinstance(value, int) and not isinstance(value, bool) else None)
-    if size is None or size <= 0:
-        c.add(path, f"must be a size in bytes such as 80KB or 81920 (got {show_value(value)})",
-              "K, M and G are powers of 1024")
-        return None
-    return size
-
-
-def _congestion(c: _Checker, data: dict, mtu: int, rates: dict[str, int | None]) -> Congestion:
+def _congestion(c: V.Problems, data: dict, mtu: int, rates: dict[str, int | None]) -> Congestion:
     """The `congestion:` mapping: thresholds in bytes, checked against each other and
     against tbf's own queue on every shaped kind of link (a threshold past it would
     never be reached: tbf drops first, and a trimmed header would not get through)."""
@@ -527,31 +448,24 @@ def _congestion(c: _Checker, data: dict, mtu: int, rates: dict[str, int | None])
     if raw is True or raw is None:
         return Congestion()
     if not isinstance(raw, dict):
-        c.add("congestion", f"must be a mapping or false (got {show_value(raw)})",
+        c.say("congestion", f"must be a mapping or false (got {show_value(raw)})",
               CONGESTION_HINT)
         return Congestion()
-    c.unknown_keys(raw, _CONGESTION_KEYS, "congestion.")
-    ecn = raw.get("ecn", {})
-    if not isinstance(ecn, dict):
-        c.add("congestion.ecn", f"must be a mapping (got {show_value(ecn)})",
-              "e.g. ecn: {min: 20KB, max: 80KB, last_hop: false}")
-        ecn = {}
-    c.unknown_keys(ecn, _ECN_KEYS, "congestion.ecn.")
+    c.keys(raw, _CONGESTION_KEYS, "congestion")
+    ecn = c.mapping(raw.get("ecn", {}), "congestion.ecn", _ECN_KEYS,
+                    "e.g. ecn: {min: 20KB, max: 80KB, last_hop: false}")
     got = {}
     for key, path, where in (("ecn_min", "congestion.ecn.min", ecn),
                              ("ecn_max", "congestion.ecn.max", ecn),
                              ("trim", "congestion.trim", raw), ("drop", "congestion.drop", raw)):
         short = path.rsplit(".", 1)[1]
         if short in where:
-            got[key] = _size(c, path, where[short])
-    last_hop = ecn.get("last_hop", False)
-    if not isinstance(last_hop, bool):
-        c.add("congestion.ecn.last_hop", f"must be true or false (got {show_value(last_hop)})",
-              "true marks CE on a T0's host-facing ports too; MRC keeps it off")
-        last_hop = False
+            got[key] = c.value(_SIZE, where[short], path)
+    last_hop = c.check(V.Bool(hint="true marks CE on a T0's host-facing ports too; MRC "
+                              "keeps it off"), ecn, "last_hop", "congestion.ecn") or False
     shaped = {kind: rate for kind, rate in rates.items() if rate}
     if not shaped:
-        c.add("congestion", "needs shaped links (rate:)",
+        c.say("congestion", "needs shaped links (rate:)",
               "unshaped links never queue (the CPU is the bottleneck, not a queue), so "
               "there is nothing to mark or trim; add rate: {host: ..., fabric: ...}")
         return Congestion()
@@ -561,17 +475,17 @@ def _congestion(c: _Checker, data: dict, mtu: int, rates: dict[str, int | None])
     for (k1, p1), (k2, p2) in zip(present, present[1:], strict=False):
         may_equal = (k1, k2) == ("ecn_max", "trim")
         if got[k2] < got[k1] or (got[k2] == got[k1] and not may_equal):
-            c.add(p2, f"must be {'at least' if may_equal else 'above'} {p1} "
+            c.say(p2, f"must be {'at least' if may_equal else 'above'} {p1} "
                   f"(got {got[k2]} against {got[k1]} bytes)",
                   "the order is ecn.min < ecn.max <= trim < drop")
     if got.get("trim") is not None and got["trim"] < mtu + 14:
-        c.add("congestion.trim", f"must hold one whole frame ({mtu + 14} bytes at mtu {mtu}; "
+        c.say("congestion.trim", f"must hold one whole frame ({mtu + 14} bytes at mtu {mtu}; "
               f"got {got['trim']})", "below it every full-size packet is trimmed, queue or not")
     for kind, rate in sorted(shaped.items()):
         limit = tbf_limit(rate, mtu)
         for k, p in present:
             if got[k] >= limit:
-                c.add(p, f"{got[k]} bytes is not below tbf's queue on the {kind} links "
+                c.say(p, f"{got[k]} bytes is not below tbf's queue on the {kind} links "
                       f"({limit} bytes at {rate} bit/s: rate x 20 ms + burst)",
                       f"set it below {limit}, or leave it out for a default "
                       f"({int(100 * _DEFAULT_FRACTION[k])}% of tbf's queue)")

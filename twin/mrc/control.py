@@ -25,27 +25,31 @@ checks them, and the keys of its reply. An `Arg` is one argument:
               a missing argument takes (a Limit too); with default None, null is
               missing as well
 
+Each Op's arguments are one `Record` of twin.validate, the validators the spec, drill
+files and CLI options are checked with too (`Op.record`, built once from the table: a
+request's check is a walk over its fields, no parsing of the table per request).
 `parse(op, request, loop)` checks a request against its op and returns the arguments,
 defaults filled in and QP numbers turned into QPs; a bad request raises ValueError
 with the message the reply's "error" carries. The error messages are part of the
-protocol: tests/integration/test_endpoint_hostile.py sends malformed requests.
+protocol, phrased by `WIRE` ("size must be in 1..4096, got 4097"):
+tests/integration/test_endpoint_hostile.py sends malformed requests.
 
-Only the standard library and twin.errors: the client runs in twin's CLI, the table in
-the endpoint inside a host container.
+Only the standard library and twin's leaves (twin.errors, twin.validate): the client
+runs in twin's CLI, the table in the endpoint inside a host container.
 """
 
 from __future__ import annotations
 
 import errno
 import json
-import math
 import socket
 import subprocess
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from twin import unixsock
+from twin import validate as V
 from twin.errors import LabError
 from twin.mrc import wire
 from twin.mrc.cc import Cc
@@ -82,6 +86,9 @@ class Limit:
     name: str
     of: Callable[[Mapping[str, Any]], int]
 
+    def __call__(self, got: Mapping[str, Any]) -> int:
+        return self.of(got)
+
     def __repr__(self) -> str:
         return self.name
 
@@ -113,6 +120,102 @@ class Op:
     args: tuple[Arg, ...]
     reply: tuple[str, ...]  # the keys every reply carries (besides "id")
     doc: str
+    record: V.Record = field(init=False, repr=False, compare=False)  # the args, checkable
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "record", _record(self.args))
+
+
+# -- checking a request (the server's side) ----------------------------------------------
+
+# The protocol's own words: "size must be an integer, not 'abc'", "size must be in 1..4096,
+# got 4097", "missing argument 'size'" (the value quoted at most 40 characters long)
+WIRE = V.Words(wrong="must be {what}, not {got}", low="must be in {lo}..{hi}, got {value}",
+               high="must be in {lo}..{hi}, got {value}", choice="must be one of {names}",
+               missing="missing argument {key!r}", missing_at_key=False,
+               long="must be a list of at most {max} {noun}",
+               show=lambda v: repr(str(v)[:40]))
+_NUMBER = WIRE.but(**dict.fromkeys(("wrong", "low", "high"),
+                                   "must be a number in {lo}..{hi}, not {got}"))
+
+
+class Seed(V.Validator):
+    """An integer, or a string of at most 256 characters."""
+
+    what = "an integer or a short string"
+
+    def check(self, value, path="", ctx=None):
+        if isinstance(value, bool) or not isinstance(value, int | str) or len(str(value)) > 256:
+            raise self.refuse(self.words.wrong, value, path)
+        return value
+
+
+class Host(V.Validator):
+    """The name of a host of the endpoint's fabric (a switch has no NIC to send to)."""
+
+    def check(self, value, path="", ctx=None):
+        fabric = ctx.outer.fabric
+        if not isinstance(value, str) or not fabric.has_node(value) \
+                or fabric.node(value) not in fabric.hosts:
+            raise V.Invalid(f"must name a host of {fabric.name}, not {self.words.show(value)}",
+                            path=path)
+        return fabric.node(value)
+
+
+class Qp(V.Int):
+    """A QP's number, as its QP: a sending one (`send_qp`), a receiving one (`recv_qp`) or
+    either (`qp`, a sending QP looked for first)."""
+
+    def __init__(self, kind: str, lo: int, hi: int):
+        super().__init__(lo, hi, words=WIRE)
+        self.kind = kind
+
+    def check(self, value, path="", ctx=None):
+        qpn = super().check(value, path, ctx)
+        loop = ctx.outer
+        if self.kind != "recv_qp" and qpn in loop.send_qps:
+            return loop.send_qps[qpn]
+        if self.kind != "send_qp" and qpn in loop.recv_qps:
+            return loop.recv_qps[qpn]
+        raise V.Invalid(f"no {'sending' if self.kind == 'send_qp' else 'receiving'} QP {qpn}")
+
+
+# An argument's kind -> its validator
+_KINDS: dict[str, Callable[[Arg], V.Validator]] = {
+    "int": lambda a: V.Int(a.lo, a.hi, words=WIRE),
+    "number": lambda a: V.Float(a.lo, a.hi, words=_NUMBER),
+    "seed": lambda a: Seed(words=WIRE),
+    "choice": lambda a: V.Choice(a.choices, words=WIRE),
+    "bool": lambda a: V.Bool(words=WIRE),
+    "host": lambda a: Host(words=WIRE),
+    "send_qp": lambda a: Qp("send_qp", a.lo, a.hi),
+    "recv_qp": lambda a: Qp("recv_qp", a.lo, a.hi),
+    "qp": lambda a: Qp("qp", a.lo, a.hi),
+    "evs": lambda a: V.ListOf(V.Int(0, U32, words=WIRE), max_len=MAX_DENY, noun="EVs",
+                              item_path=lambda path, i: "ev", words=WIRE.but(wrong=WIRE.long)),
+}
+
+
+def _record(args: tuple[Arg, ...]) -> V.Record:
+    """An op's arguments as one Record: a REQUIRED one missing is refused, an OMITTED one
+    left out, any other takes its default (with default None, null is missing too: the
+    argument is Optional); keys the table does not name ("op", "id") are let through."""
+    fields: dict[str, V.Validator] = {}
+    defaults: dict[str, Any] = {}
+    for arg in args:
+        v = _KINDS[arg.kind](arg)
+        if arg.default is None:
+            v = V.Optional(v)
+        fields[arg.name] = v
+        if arg.default not in (REQUIRED, OMITTED):
+            defaults[arg.name] = arg.default
+        elif arg.kind == "host" and arg.default is REQUIRED:  # missing, it is no host:
+            defaults[arg.name] = None  # "peer must name a host of mrc-4p, not 'None'"
+    return V.Record(fields, defaults=defaults, words=WIRE, extra="ignore",
+                    optional=[a.name for a in args if a.default is OMITTED])
+
+
+# -- the ops ------------------------------------------------------------------------------
 
 
 def _qpn(kind: str, doc: str) -> Arg:
@@ -200,101 +303,15 @@ OPS: dict[str, Op] = {op.name: op for op in (
 )}
 
 
-# -- checking a request (the server's side) ----------------------------------------------
-
-
-def _bound(b, got: Mapping[str, Any]):
-    return b.of(got) if isinstance(b, Limit) else b
-
-
-def int_arg(req: Mapping, key: str, lo: int, hi: int, default: int | None = None) -> int:
-    """An integer argument in [lo, hi]. JSON integers only: "abc", true and 1e30 are
-    refused here, as an error reply, not turned into a huge allocation or a crash in the
-    datapath later."""
-    if key not in req and default is not None:
-        return default
-    if key not in req:
-        raise ValueError(f"missing argument {key!r}")
-    v = req[key]
-    if isinstance(v, bool) or not isinstance(v, int):
-        raise ValueError(f"{key} must be an integer, not {str(v)[:40]!r}")
-    if not lo <= v <= hi:
-        raise ValueError(f"{key} must be in {lo}..{hi}, got {v}"[:200])
-    return v
-
-
-def num_arg(req: Mapping, key: str, lo: float, hi: float) -> float:
-    v = req[key]
-    if isinstance(v, bool) or not isinstance(v, int | float) or not math.isfinite(v) \
-            or not lo <= v <= hi:
-        raise ValueError(f"{key} must be a number in {lo}..{hi}, not {str(v)[:40]!r}")
-    return v
-
-
-def seed_arg(req: Mapping, default: int | str = 0) -> int | str:
-    seed = req.get("seed", default)
-    if isinstance(seed, bool) or not isinstance(seed, int | str) or len(str(seed)) > 256:
-        raise ValueError(f"seed must be an integer or a short string, not {str(seed)[:40]!r}")
-    return seed
-
-
-def _host(fabric, key: str, name):
-    """A host of this fabric by name (a switch has no NIC to send to)."""
-    if not isinstance(name, str) or not fabric.has_node(name) \
-            or fabric.node(name) not in fabric.hosts:
-        raise ValueError(f"{key} must name a host of {fabric.name}, not {str(name)[:40]!r}")
-    return fabric.node(name)
-
-
-def _check(arg: Arg, req: Mapping, got: Mapping[str, Any], loop) -> Any:
-    """One argument, checked; what it stands for (a QP for a QP number)."""
-    key, kind = arg.name, arg.kind
-    if kind == "int":
-        if arg.default is None and req.get(key) is None:
-            return None
-        default = None if arg.default in (REQUIRED, None) else _bound(arg.default, got)
-        return int_arg(req, key, _bound(arg.lo, got), _bound(arg.hi, got), default)
-    if kind == "number":
-        return num_arg(req, key, arg.lo, arg.hi)
-    if kind == "seed":
-        return seed_arg(req, arg.default)
-    if kind == "choice":
-        value = req.get(key, arg.default)
-        if not isinstance(value, str) or value not in arg.choices:
-            raise ValueError(f"{key} must be one of {', '.join(arg.choices)}")
-        return value
-    if kind == "bool":
-        value = req.get(key, arg.default)
-        if not isinstance(value, bool):
-            raise ValueError(f"{key} must be true or false, not {str(value)[:40]!r}")
-        return value
-    if kind == "host":
-        return _host(loop.fabric, key, req.get(key))
-    if kind in ("send_qp", "recv_qp", "qp"):
-        qpn = int_arg(req, key, arg.lo, arg.hi)
-        if kind != "recv_qp" and qpn in loop.send_qps:
-            return loop.send_qps[qpn]
-        if kind != "send_qp" and qpn in loop.recv_qps:
-            return loop.recv_qps[qpn]
-        raise ValueError(f"no {'sending' if kind == 'send_qp' else 'receiving'} QP {qpn}")
-    if kind == "evs":
-        evs = req.get(key)
-        if not isinstance(evs, list) or len(evs) > MAX_DENY:
-            raise ValueError(f"{key} must be a list of at most {MAX_DENY} EVs")
-        return [int_arg({"ev": ev}, "ev", 0, U32) for ev in evs]
-    raise AssertionError(f"argument kind {kind!r} of {key}")
-
-
 def parse(op: Op, req: Mapping, loop) -> dict[str, Any]:
     """`req`'s arguments for `op`, checked in the table's order: {name: value}, defaults
     filled in, an OMITTED argument left out, a QP number as its QP. `loop` supplies what
-    names are checked against: its `fabric`, `send_qps` and `recv_qps`."""
-    got: dict[str, Any] = {}
-    for arg in op.args:
-        if arg.default is OMITTED and arg.name not in req:
-            continue
-        got[arg.name] = _check(arg, req, got, loop)
-    return got
+    names are checked against: its `fabric`, `send_qps` and `recv_qps`. A refusal is a
+    ValueError in the protocol's words: "size must be in 1..4096, got 4097"."""
+    try:
+        return op.record.check(req, "", loop)
+    except V.Invalid as e:
+        raise ValueError(f"{e.path} {e.message}"[:200] if e.path else e.message) from None
 
 
 def op_of(req: Mapping) -> Op:
