@@ -6,9 +6,12 @@ from twin.cli.lab import agreement_counts
 from twin.verify.agreement import compare
 
 
+def _path(src: str, address: str) -> NS:
+    return NS(src=src, address=address, label=f"{src} {address}")
+
+
 def _probe(src: str, address: str, forward: bool, reply: bool) -> NS:
-    path = NS(src=src, address=address, label=f"{src} {address}")
-    return NS(path=path, forward=forward, ok=forward and reply)
+    return NS(path=_path(src, address), forward=forward, ok=forward and reply)
 
 
 def test_failed_probes_that_lost_only_their_reply_are_counted_not_hidden():
@@ -19,7 +22,7 @@ def test_failed_probes_that_lost_only_their_reply_are_counted_not_hidden():
     probes += [_probe("r1h0", f"b{i}", forward=True, reply=False) for i in range(4)]
     probes += [_probe("r1h1", f"c{i}", forward=True, reply=True) for i in range(8)]
     checked = NS(undelivered=lambda: set(lost),
-                 failing=[NS(src=s, address=a, label=f"{s} {a}") for s, a in lost])
+                 failing=[NS(path=_path(s, a)) for s, a in lost])
     report = NS(loops=[], paths=probes, coverage=None)
     agreed = compare(checked, report)
     assert agreed.ok and agreed.verify_lost == 6 and agreed.reply_lost == 4
@@ -31,7 +34,6 @@ def test_failed_probes_that_lost_only_their_reply_are_counted_not_hidden():
 
 
 def test_with_every_reply_back_the_line_is_as_short_as_before():
-    checked = NS(undelivered=lambda: {("r0h0", "a")}, failing=[NS(src="r0h0", address="a",
-                                                                   label="r0h0 a")])
+    checked = NS(undelivered=lambda: {("r0h0", "a")}, failing=[NS(path=_path("r0h0", "a"))])
     report = NS(loops=[], paths=[_probe("r0h0", "a", False, False)], coverage=None)
     assert agreement_counts(compare(checked, report)) == "1 path lost in both"

@@ -285,7 +285,7 @@ def test_hosts_get_the_endpoint_code_and_every_node_its_node_program_runner():
     assert switch == K.code_closure(code, K.NODE_CODE)
     assert set(switch) == {"twin/__init__.py", "twin/node/__init__.py", "twin/node/runner.py",
                            *(f"twin/node/ebpf/{m}.py" for m in (
-                               "__init__", "__main__", "asm", "bpf", "netlink", "programs"))}
+                               "__init__", "__main__", "asm", "bpf", "netlink", "programs", "tc"))}
 
 
 def test_the_code_sent_to_hosts_imports_on_its_own(tmp_path):

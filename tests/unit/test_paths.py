@@ -1,5 +1,6 @@
 """EV -> path formula, its inverse, and the verify matrix."""
 
+import ipaddress
 import random
 from pathlib import Path
 
@@ -80,3 +81,22 @@ def test_bad_evs_are_rejected(f4):
         P.path_for_ev(f4, f4.node("r0h0"), f4.node("r1h0"), P.ev_encode(9))
     with pytest.raises(ValueError):
         P.parse_path(f4, "fcbb:bb00:100::")
+
+
+def test_every_path_is_verifys_order_loopbacks_then_host_pairs(f4, f8):
+    for f in (f4, f8):
+        assert list(P.every_path(f)) == P.loopback_paths(f) + P.host_pairs_paths(f)
+
+
+def test_every_address_is_written_as_ipaddress_writes_it_and_parses_back(f8):
+    for p in P.every_path(f8):
+        assert p.address == str(ipaddress.IPv6Address(p.program))
+        plane, t1, dst = P.parse_path(f8, p.address)
+        assert (plane, t1, dst.name) == (p.plane, p.t1, p.dst)
+
+
+@pytest.mark.parametrize("text", ["::ffff:102:304", "::102:304", "::1", "::",
+                                  "fcbb:bb00:100:1301::", "fd00:0:101:301::", "1:0:0:1::1"])
+def test_address_text_is_ipaddress_own_where_the_c_library_writes_ipv4(text):
+    """inet_ntop writes ::ffff:1.2.3.4 and ::1.2.3.4 (glibc); ipaddress does not."""
+    assert P._text(int(ipaddress.IPv6Address(text))) == str(ipaddress.IPv6Address(text))

@@ -3,6 +3,7 @@ one mistake of each kind the check names, the walk's rules, and the CLI's exit c
 
 from __future__ import annotations
 
+import ipaddress
 import json
 from dataclasses import replace
 from pathlib import Path
@@ -11,7 +12,8 @@ from xml.etree import ElementTree as ET
 import pytest
 
 from tests.helpers import cli, golden
-from twin.fabric.plan import DECAP, UN, LocalSid, Route
+from twin.fabric import paths as P
+from twin.fabric.plan import DECAP, UN, LocalSid, Route, nic_address
 from twin.lab.compile import compile_spec
 from twin.routes import check as C
 from twin.routes import diff as D
@@ -119,7 +121,7 @@ def test_the_wrong_port_to_a_host_reaches_the_wrong_host(mrc4p):
                    Route("fcbb:bb00:302::/48", "eth2", "fe80::303"))
     report = C.check(mrc4p.plan, t)
     bad = [r for r in report.failing if r.outcome == W.WRONG_HOST]
-    assert bad and all(r.dst == "r1h0" and r.nodes[-1] == "r1h1" for r in bad)
+    assert bad and all(r.path.dst == "r1h0" and r.nodes[-1] == "r1h1" for r in bad)
     assert bad[0].node == "t0-p0-r1" and bad[0].item == \
         "route fcbb:bb00:302::/48 via fe80::303 dev eth2"
     assert "sends fcbb:bb00:302:: out of eth2 (wrong-host at r1h1: arrives at host r1h1, " \
@@ -162,7 +164,7 @@ def test_a_dropping_sid_stops_its_packets_with_the_reason(mrc4p):
         sid.prefix, "seg6local action End.DT6 table main", "table main holds no NIC address"),))
     report = C.check(mrc4p.plan, t)
     assert report.failing and all("table main holds no NIC address" in r.reason
-                                  for r in report.failing if r.dst == "r0h0")
+                                  for r in report.failing if r.path.dst == "r0h0")
     assert "sid-behaviour" in kinds(report)
 
 
@@ -193,11 +195,32 @@ def test_a_decap_sid_acts_on_its_own_port_only():
     assert fib.lookup(addr, "eth1") is sid and fib.lookup(addr, "eth2") is None
 
 
-def test_mrc_8p_256_is_walked_whole():
-    """Every one of its 501,760 paths (the time is the benchmark's: bench/bench_routes.py)."""
-    c = compile_spec("mrc-8p-256")
+class Recording(W.Walker):
+    """The walker, noting each path the check asks it about."""
+
+    asked: list[tuple[str, int, int, tuple[str, ...]]] = []
+
+    def arrives(self, src, address, inner, nodes):
+        Recording.asked.append((src, address, inner, nodes))
+        return super().arrives(src, address, inner, nodes)
+
+
+@pytest.mark.parametrize("spec", sorted(p.stem for p in (ROOT / "lab" / "fabrics").glob("*.yml")))
+def test_the_check_walks_the_paths_fabric_paths_defines(monkeypatch, spec):
+    """The paths verify probes (fabric.paths), each once and in verify's order (loopbacks
+    first), the check deriving none of its own; every built-in fabric whole, mrc-8p-256's
+    501,760 paths included (their time is the benchmark's: bench/bench_routes.py)."""
+    c = compile_spec(spec)
+    fabric = c.fabric
+    monkeypatch.setattr(Recording, "asked", [])
+    monkeypatch.setattr(W, "Walker", Recording)
     report = C.check(c.plan, T.from_plan(c.plan))
-    assert report.paths == 501_760 and report.ok
+    assert report.ok
+    nic = {h.name: int(nic_address(fabric, h)) for h in fabric.hosts}
+    want = [(p.src, int(ipaddress.IPv6Address(p.address)), nic[p.dst], (p.src, *p.hops, p.dst))
+            for paths in (P.loopback_paths(fabric), P.host_pairs_paths(fabric)) for p in paths]
+    assert Recording.asked == want and report.paths == len(want)
+    assert spec != "mrc-8p-256" or report.paths == 501_760
 
 
 # -- reports and the CLI -----------------------------------------------------------

@@ -63,6 +63,84 @@ def test_a_qp_asking_for_a_missing_compiled_core_is_told_which_argument_and_why(
     assert core.short_name("python: asked for") == "python"
 
 
+# -- one chooser (core.choose) for the transport core and the data path -----------------
+
+
+@pytest.fixture
+def no_module(monkeypatch):
+    """The compiled module does not load; the ImportError's words, as they will be said."""
+    import twin.mrc
+    monkeypatch.setitem(sys.modules, "twin.mrc._fastpath", None)  # import fails
+    monkeypatch.delattr(twin.mrc, "_fastpath", raising=False)
+    try:
+        from twin.mrc import _fastpath  # noqa: F401
+    except ImportError as e:
+        return str(e)
+    raise AssertionError("the module still loads")
+
+
+def test_where_the_module_is_built_both_choose_it_and_bind_it_once(monkeypatch):
+    from twin.mrc import _fastpath
+    from twin.mrc.loop import load_datapath
+    for env in (core.TRANSPORT_ENV, "MRC_TWIN_DATAPATH"):
+        monkeypatch.delenv(env, raising=False)
+    assert core.choose(core.TRANSPORT) == core.Choice(_fastpath, "compiled")
+    assert load_datapath() == (_fastpath, "compiled") == load_datapath("compiled")
+    assert core.load_transport().name == "compiled" and _fastpath.bound()
+
+
+def test_python_forced_by_each_variable_or_argument_runs_the_reference(monkeypatch):
+    from twin.mrc.loop import load_datapath
+    monkeypatch.setenv("MRC_TWIN_DATAPATH", "python")
+    monkeypatch.setenv(core.TRANSPORT_ENV, "compiled")
+    assert load_datapath() == (None, "python: asked for")
+    assert core.load_transport().name == "compiled"  # each part reads its own variable
+    monkeypatch.setenv("MRC_TWIN_DATAPATH", "compiled")
+    monkeypatch.setenv(core.TRANSPORT_ENV, "python")
+    assert core.load_transport() == core.REFERENCE
+    assert load_datapath("python") == (None, "python: asked for")  # the argument first
+    assert core.choose(core.TRANSPORT, "python") == core.Choice(None, "python: asked for")
+    with pytest.raises(UsageError, match=r"^MRC_TWIN_DATAPATH='fast': want one of auto, "
+                                         r"compiled, python$"):
+        load_datapath("fast")
+
+
+def test_where_the_module_is_missing_each_says_so_in_its_own_words(no_module):
+    from twin.mrc.loop import load_datapath
+    hint = "; `pip install -e .` builds it with gcc"
+    assert load_datapath("auto") == (None, f"python: the compiled data path does not load "
+                                           f"({no_module})")
+    with pytest.raises(UsageError) as e:
+        load_datapath("compiled")
+    assert str(e.value) == (f"MRC_TWIN_DATAPATH=compiled, but twin.mrc._fastpath does not "
+                            f"load ({no_module}){hint}")
+    assert core.load_transport("auto").name == (f"python: the compiled module does not load "
+                                                f"({no_module})")
+    with pytest.raises(UsageError) as e:
+        core.load_transport("compiled")
+    assert str(e.value) == (f"MRC_TWIN_TRANSPORT=compiled, but the compiled module does not "
+                            f"load ({no_module}){hint}")
+
+
+def test_a_module_without_what_the_part_needs_is_not_chosen():
+    part = core.Compiled("MRC_TWIN_NOTHING", "gone ({})", "gone ({})", ("NoSuchCore",),
+                         "the compiled module was built without it")
+    assert core.choose(part, "auto") == core.Choice(
+        None, "python: the compiled module was built without it")
+    with pytest.raises(UsageError, match=r"^MRC_TWIN_NOTHING=compiled, but the compiled "
+                                         r"module was built without it; `pip install"):
+        core.choose(part, "compiled")
+
+
+def test_a_caller_the_module_cannot_serve_is_refused_with_its_own_hint():
+    part = core.Compiled("MRC_TWIN_NOTHING", "gone ({})", "gone ({})")
+    assert core.choose(part, "auto", unfit=("no", "; hint: ask for auto")) == core.Choice(
+        None, "python: no")
+    with pytest.raises(UsageError) as e:
+        core.choose(part, "compiled", named="transport", unfit=("no", "; hint: ask for auto"))
+    assert str(e.value) == "transport=compiled, but no; hint: ask for auto"
+
+
 # -- the bind: the compiled core's Python dependencies, handed over by core.compiled() -----
 
 BIND = """

@@ -146,7 +146,7 @@ def print_check(report: C.CheckReport, warnings: bool = True) -> None:
         out.print(f"[bold red]{bad} paths fail[/bold red], by cause:")
         for cause, outcome, paths in report.causes():
             out.print(f"  [red]{outcome}[/red] x{len(paths)}  {escape(cause)}")
-            out.print(f"      e.g. {paths[0].label} {paths[0].address}: "
+            out.print(f"      e.g. {paths[0].path.label} {paths[0].path.address}: "
                       f"{escape(paths[0].reason)}")
     errors = [f for f in report.findings if f.severity == C.ERROR]
     warns = [f for f in report.findings if f.severity == C.WARNING]

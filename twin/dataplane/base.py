@@ -11,6 +11,7 @@ from twin.dataplane.program import BpfAttach, NodeProgram, tc_lines
 from twin.errors import CommandFailed, UsageError
 from twin.fabric.plan import NodePlan
 from twin.node import ebpf
+from twin.node.ebpf import tc
 from twin.registry import Registry
 
 
@@ -79,22 +80,19 @@ class Dataplane(ABC):
                    for b in self.sids(node)[2] if b.kind == "ecn"]
         if not wanted:
             return []
-        text = "".join(f"filter show dev {dev} {hook}\n" for hook, dev, *_ in wanted)
-        out = rt.exec(node.name, ["tc", "-j", "-batch", "-"], input=text, check=False).stdout
-        got = [json.loads(line) for line in out.splitlines() if line.strip()]
+        shown = read_filters(rt, node.name, [(dev, hook) for hook, dev, *_ in wanted])
         problems = []
-        for i, (_, _, name, tags, what) in enumerate(wanted):
-            found = None
-            for f in got[i] if i < len(got) else []:
-                if f.get("kind") == "bpf" and f.get("pref") == ebpf.PREF and "options" in f:
-                    found = f["options"]
+        for (_, _, name, tags, what), got in zip(wanted, shown, strict=True):
+            if got.error:
+                problems.append(f"{what}: could not read its filters back ({got.error})")
+                continue
+            found = got.at(ebpf.PREF)
             if found is None:
                 problems.append(f"missing {what}")
                 continue
-            prog = found.get("prog", {})
-            if found.get("bpf_name") != name or prog.get("tag") not in tags:
-                problems.append(f"{what}: attached is {found.get('bpf_name')!r} (program "
-                                f"{prog.get('id')}, tag {prog.get('tag')}), planned {name!r} "
+            if found.name != name or found.tag not in tags:
+                problems.append(f"{what}: attached is {found.name!r} (program "
+                                f"{found.prog_id}, tag {found.tag}), planned {name!r} "
                                 f"tag {' or '.join(sorted(tags))}")
         return problems
 
@@ -113,6 +111,14 @@ class Dataplane(ABC):
         """What the node's SIDs did, counted by the data plane ({"counters": {name:
         packets}, "programs": {dev: ...}, "map_id": ...}); None where it keeps none."""
         return None
+
+
+def read_filters(rt, node: str, hooks: list[tuple[str, str]]) -> list[tc.Shown]:
+    """What tc shows on each (device, direction) of the node, read back in one `tc -j
+    -batch` (twin.node.ebpf.tc: typed records, and an error, not a traceback, where tc's
+    answer is not what it should be)."""
+    proc = rt.exec(node, tc.ARGV, input=tc.batch(hooks), check=False)
+    return tc.read_batch(proc.stdout, hooks)
 
 
 # What iproute2 adds to each failed line of a `-force -batch`, besides the kernel's reason.

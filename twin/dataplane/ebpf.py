@@ -18,23 +18,11 @@ from __future__ import annotations
 
 import json
 
-from twin.dataplane.base import Dataplane, delete_all, register
+from twin.dataplane.base import Dataplane, delete_all, read_filters, register
 from twin.dataplane.program import BpfAttach
 from twin.fabric.plan import UN, NodePlan
 from twin.node import ebpf
-from twin.node.ebpf import port_slot
-
-
-def _filters(text: str) -> list[list[dict]]:
-    return [json.loads(line) for line in text.splitlines() if line.strip()]
-
-
-def _attached(filters: list[dict]) -> dict | None:
-    """Our filter's options (bpf_name, prog id and tag) among a device's ingress filters."""
-    for f in filters:
-        if f.get("kind") == "bpf" and f.get("pref") == ebpf.PREF and "options" in f:
-            return f["options"]
-    return None
+from twin.node.ebpf import port_slot, tc
 
 
 @register
@@ -63,25 +51,21 @@ class Ebpf(Dataplane):
         wanted = self.sids(node)[2]
         if not wanted:
             return []
-        text = "".join(f"filter show dev {b.dev} ingress\n" for b in wanted)
-        got = _filters(rt.exec(node.name, ["tc", "-j", "-batch", "-"], input=text,
-                               check=False).stdout)
+        shown = read_filters(rt, node.name, [(b.dev, tc.INGRESS) for b in wanted])
         problems = []
-        for i, b in enumerate(wanted):
+        for b, got in zip(wanted, shown, strict=True):
             what = f"eBPF {b.kind} {b.prefix} at {b.dev} ingress"
-            if i >= len(got):
-                problems.append(f"{what}: could not read its filters back")
+            if got.error:
+                problems.append(f"{what}: could not read its filters back ({got.error})")
                 continue
-            opts = _attached(got[i])
-            if opts is None:
+            found = got.at(ebpf.PREF)
+            if found is None:
                 problems.append(f"missing {what} (no program attached)")
                 continue
-            name = ebpf.filter_name(b.kind, b.prefix)
             tags = ebpf.expected_tags(b.kind, b.prefix, b.slot)
-            prog = opts.get("prog", {})
-            if opts.get("bpf_name") != name or prog.get("tag") not in tags:
-                problems.append(f"{what}: attached is {opts.get('bpf_name')!r} (program "
-                                f"{prog.get('id')}, tag {prog.get('tag')}), planned tag "
+            if found.name != ebpf.filter_name(b.kind, b.prefix) or found.tag not in tags:
+                problems.append(f"{what}: attached is {found.name!r} (program "
+                                f"{found.prog_id}, tag {found.tag}), planned tag "
                                 f"{' or '.join(sorted(tags))}")
         return problems
 

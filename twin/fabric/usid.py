@@ -76,10 +76,19 @@ def program(block: ipaddress.IPv6Network, sids: Sequence[USid]) -> ipaddress.IPv
     """A uSID program: block, then one uSID per hop, zero-filled (`block:a:b:c::`)."""
     if not 1 <= len(sids) <= MAX_USIDS:
         raise ValueError(f"a uSID program holds 1 to {MAX_USIDS} uSIDs, not {len(sids)}")
-    value = int(block.network_address)
-    for i, sid in enumerate(sids):
-        value |= sid.value << (80 - 16 * i)
-    return ipaddress.IPv6Address(value)
+    return ipaddress.IPv6Address(program_value(int(block.network_address),
+                                               [s.value for s in sids]))
+
+
+def program_value(block: int, values: Sequence[int]) -> int:
+    """`program` as an integer, from the block's network address and the uSIDs' values
+    (unchecked: for callers that build many programs from uSIDs they made)."""
+    value = block
+    shift = 80
+    for v in values:
+        value |= v << shift
+        shift -= 16
+    return value
 
 
 def parse_program(block: ipaddress.IPv6Network, addr: ipaddress.IPv6Address) -> list[USid]:

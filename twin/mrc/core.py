@@ -25,7 +25,8 @@ inputs (twin.mrc.trace) must give the same decisions, packet for packet.
 A compiled module built from other sources than those beside it is stale
 (`stale_build`: the hash it carries against the tree's, twin.mrc.build_hash): `auto`
 then runs the reference and says why, `compiled` refuses to start. The same holds for
-the data path (twin.mrc.loop.load_datapath): one module holds both.
+the data path (twin.mrc.loop.load_datapath): one module holds both, and one chooser
+(`choose`, given the part: its variable and its words) picks for both.
 """
 
 from __future__ import annotations
@@ -38,7 +39,8 @@ from types import ModuleType
 from twin.errors import UsageError
 from twin.mrc import build_hash, cc, dcqcn, evset, modes, transport
 
-TRANSPORTS = ("auto", "compiled", "python")
+CHOICES = ("auto", "compiled", "python")  # what MRC_TWIN_TRANSPORT and _DATAPATH take
+TRANSPORTS = CHOICES
 TRANSPORT_ENV = "MRC_TWIN_TRANSPORT"
 
 
@@ -84,32 +86,76 @@ def short_name(name: str) -> str:
     return name.split(":")[0]
 
 
+@dataclass(frozen=True)
+class Compiled:
+    """A part the compiled module may run in place of its Python reference (the transport
+    core here, the data path in twin.mrc.loop), as `choose` needs to know it: the
+    variable that chooses, and what to say where the module does not serve."""
+
+    env: str  # the variable that asks: auto, compiled or python
+    not_loading: str  # why not, where the module does not load ({} is the ImportError)
+    refused_not_loading: str  # the same, in the error of a `compiled` that is refused
+    needs: tuple[str, ...] = ()  # names the module must have for this part
+    lacking: str = ""  # why not, where it lacks one of them
+
+
+@dataclass(frozen=True)
+class Choice:
+    module: ModuleType | None  # the compiled module, bound; None: the Python reference
+    name: str  # "compiled", or "python: why"
+
+
+def choose(part: Compiled, asked: str | None = None, named: str | None = None,
+           unfit: tuple[str, str] | None = None) -> Choice:
+    """The one chooser between the compiled module and the Python reference: `asked`
+    (None: what `part.env` asks for) is auto (compiled where it loads, is current and
+    has what `part` needs, else the reference, saying why), compiled (a UsageError
+    naming `named`, the variable by default, where it would not run) or python.
+    `unfit` is (why, hint) where the compiled module cannot serve this caller at all."""
+    named = named or part.env
+    asked = asked or os.environ.get(part.env, "auto")
+    if asked not in CHOICES:
+        raise UsageError(f"{named}={asked!r}: want one of {', '.join(CHOICES)}")
+    if asked == "python":
+        return Choice(None, "python: asked for")
+    why_not = (unfit[0], unfit[0], unfit[1]) if unfit else _why_not(part)
+    if why_not is None:
+        return Choice(compiled(), "compiled")
+    why, refused, hint = why_not
+    if asked == "compiled":
+        raise UsageError(f"{named}=compiled, but {refused}{hint}")
+    return Choice(None, f"python: {why}")
+
+
+def _why_not(part: Compiled) -> tuple[str, str, str] | None:
+    """Why the compiled module cannot run `part` (as auto says it, as a refused `compiled`
+    says it, and the hint after that), or None where it can. Read before the module is
+    bound: a stale one is not bound at all."""
+    try:
+        from twin.mrc import _fastpath
+    except ImportError as e:
+        return part.not_loading.format(e), part.refused_not_loading.format(e), LOAD_HINT
+    if why := stale_build(_fastpath):
+        return why, why, ""  # the reason says how to rebuild it
+    if not all(hasattr(_fastpath, n) for n in part.needs):
+        return part.lacking, part.lacking, LOAD_HINT
+    return None
+
+
+TRANSPORT = Compiled(TRANSPORT_ENV, "the compiled module does not load ({})",
+                     "the compiled module does not load ({})", ("Sender", "Receiver", "bind"),
+                     "the compiled module was built without the transport core")
+
+
 def load_transport(asked: str | None = None, named: str = TRANSPORT_ENV) -> Transport:
     """The transport `asked` for (None: what MRC_TWIN_TRANSPORT asks for): auto (compiled
     where it is built and current), compiled (refuse to run without it), python (the
     reference). `named` is where the choice came from, for the error: the variable, or a
     control request's `transport` argument (a QP of its own, twin.mrc.loop)."""
-    asked = asked or os.environ.get(TRANSPORT_ENV, "auto")
-    if asked not in TRANSPORTS:
-        raise UsageError(f"{named}={asked!r}: want one of {', '.join(TRANSPORTS)}")
-    if asked == "python":
-        return REFERENCE
-    why, hint = None, LOAD_HINT
-    try:
-        from twin.mrc import _fastpath
-    except ImportError as e:
-        why = f"the compiled module does not load ({e})"
-    else:
-        if why := stale_build(_fastpath):
-            hint = ""  # the reason says how to rebuild it
-        elif not all(hasattr(_fastpath, n) for n in ("Sender", "Receiver", "bind")):
-            why = "the compiled module was built without the transport core"
-    if why is None:
-        module = compiled()
-        return Transport(module.Sender, module.Receiver, "compiled")
-    if asked == "compiled":
-        raise UsageError(f"{named}=compiled, but {why}{hint}")
-    return Transport(transport.Sender, transport.Receiver, f"python: {why}")
+    chosen = choose(TRANSPORT, asked, named)
+    if chosen.module is not None:
+        return Transport(chosen.module.Sender, chosen.module.Receiver, chosen.name)
+    return Transport(transport.Sender, transport.Receiver, chosen.name)
 
 
 def bindings() -> dict[str, object]:

@@ -99,14 +99,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from twin.errors import UsageError
 from twin.fabric.model import build_fabric
 from twin.fabric.paths import ENTROPY_SHIFT, PLANE_BITS, ev_fields, route
 from twin.fabric.plan import nic_address
 from twin.fabric.spec import parse_spec
 from twin.mrc import framing, trace, wire
 from twin.mrc.buffer import GuardedBuffer
-from twin.mrc.core import LOAD_HINT, Transport, compiled, load_transport, short_name, stale_build
+from twin.mrc.core import CHOICES, Compiled, Transport, choose, load_transport, short_name
 from twin.mrc.counters import EndpointCounters
 from twin.mrc.dcqcn import Dcqcn, NotificationPoint
 from twin.mrc.evset import EvSet
@@ -154,13 +153,15 @@ def now_ns() -> int:
     return time.monotonic_ns()
 
 
-DATAPATHS = ("auto", "compiled", "python")
+DATAPATHS = CHOICES
 DATAPATH_ENV = "MRC_TWIN_DATAPATH"
 RECORD_ENV = "MRC_TWIN_RECORD"  # a directory: every sending QP's inputs, as traces
 
 
 NO_COMPILED_ECMP = ("the compiled data path frames IPv6-in-IPv6 to a uSID path only, and "
                     f"this endpoint's framing is {framing.UDP_ENTROPY} (routing: bgp)")
+DATAPATH = Compiled(DATAPATH_ENV, "the compiled data path does not load ({})",
+                    "twin.mrc._fastpath does not load ({})")
 
 
 def load_datapath(asked: str | None = None, framing_name: str = framing.SRV6):
@@ -169,28 +170,10 @@ def load_datapath(asked: str | None = None, framing_name: str = framing.SRV6):
     it), python. In udp-entropy framing the compiled data path is never used (its C
     builds the 96-byte srv6 head and reads the outer destination at its offset): auto
     says why, compiled is refused."""
-    asked = asked or os.environ.get(DATAPATH_ENV, "auto")
-    if asked not in DATAPATHS:
-        raise UsageError(f"{DATAPATH_ENV}={asked!r}: want one of {', '.join(DATAPATHS)}")
-    if asked == "python":
-        return None, "python: asked for"
-    if framing_name != framing.SRV6:
-        if asked == "compiled":
-            raise UsageError(f"{DATAPATH_ENV}=compiled, but {NO_COMPILED_ECMP}; hint: "
-                             f"{DATAPATH_ENV}=auto runs it on the Python data path")
-        return None, f"python: {NO_COMPILED_ECMP}"
-    try:
-        _fastpath = compiled()  # bound: its RxRing hands packets to compiled Receivers
-    except ImportError as e:
-        if asked == "compiled":
-            raise UsageError(f"{DATAPATH_ENV}=compiled, but twin.mrc._fastpath does not "
-                             f"load ({e}){LOAD_HINT}") from e
-        return None, f"python: the compiled data path does not load ({e})"
-    if why := stale_build(_fastpath):
-        if asked == "compiled":
-            raise UsageError(f"{DATAPATH_ENV}=compiled, but {why}")
-        return None, f"python: {why}"
-    return _fastpath, "compiled"
+    unfit = None if framing_name == framing.SRV6 else (
+        NO_COMPILED_ECMP, f"; hint: {DATAPATH_ENV}=auto runs it on the Python data path")
+    chosen = choose(DATAPATH, asked, unfit=unfit)
+    return chosen.module, chosen.name
 
 
 @dataclass

@@ -1,8 +1,9 @@
 """`twin routes check`: every path the EV formula defines, walked through loaded tables (pure).
 
-The paths are verify's: every ordered host pair x plane x T1 (one path per plane
-within a rack), and from every host port the loopbacks off its T0 and off each T1
-of the plane. Each is walked (twin.routes.walk) and judged:
+The paths are verify's, as twin.fabric.paths makes them (`every_path`): from every host
+port the loopbacks off its T0 and off each T1 of the plane, then every ordered host
+pair x plane x T1 (one path per plane within a rack). Each is walked (twin.routes.walk)
+and judged:
 
     ok          delivered to its destination over the switches its uSIDs name
     misrouted   delivered, but over other switches: the EV no longer picks the
@@ -31,8 +32,7 @@ from collections import Counter
 from dataclasses import asdict, dataclass, field
 
 from twin import junit
-from twin.fabric import usid
-from twin.fabric.model import Fabric
+from twin.fabric.paths import Path, every_path
 from twin.fabric.plan import DROPPING, UN, LocalSid, Plan, Route, nic_address
 from twin.routes import walk as W
 from twin.routes.tables import Dropping, Tables, from_plan, key
@@ -42,14 +42,11 @@ ERROR, WARNING = "error", "warning"
 
 
 @dataclass(frozen=True)
-class PathResult:
-    kind: str  # cross-rack | same-rack | loop-t0 | loop-t1
-    src: str
-    dst: str
-    plane: int
-    t1: int | None
-    address: str  # the uSID program
-    outcome: str  # OK | MISROUTED | walk.BLACKHOLE | walk.WRONG_HOST | walk.LOOP
+class WalkResult:
+    """A path (fabric.paths') that did not arrive as planned, and what became of it."""
+
+    path: Path
+    outcome: str  # MISROUTED | walk.BLACKHOLE | walk.WRONG_HOST | walk.LOOP
     node: str = ""  # the node responsible
     item: str = ""  # the item responsible (tables.key), "" when none matched
     origin: str = ""  # where that item was read
@@ -62,11 +59,6 @@ class PathResult:
         return self.outcome in (OK, MISROUTED)
 
     @property
-    def label(self) -> str:
-        via = f" via t1-{self.t1}" if self.t1 is not None else ""
-        return f"{self.src} -> {self.dst} plane {self.plane}{via} ({self.kind})"
-
-    @property
     def cause(self) -> str:
         """The node and item responsible, and the first thing the plan has there that the
         node lacks, in one line (shared by every path that fails the same way: the rest
@@ -77,8 +69,11 @@ class PathResult:
         return f"{self.node}: {what}{missing}"
 
     def to_dict(self) -> dict:
-        return {**asdict(self), "nodes": list(self.nodes), "planned": list(self.planned),
-                "label": self.label}
+        p = self.path  # the path's fields the routes check JSON has always carried
+        return {"kind": p.kind, "src": p.src, "dst": p.dst, "plane": p.plane, "t1": p.t1,
+                "address": p.address, "outcome": self.outcome, "node": self.node,
+                "item": self.item, "origin": self.origin, "planned": list(self.planned),
+                "reason": self.reason, "nodes": list(self.nodes), "label": p.label}
 
 
 @dataclass(frozen=True)
@@ -102,7 +97,7 @@ class CheckReport:
     source: str
     format: str
     paths: int = 0  # walked
-    failing: list[PathResult] = field(default_factory=list)  # every path not OK
+    failing: list[WalkResult] = field(default_factory=list)  # every path not OK
     findings: list[Finding] = field(default_factory=list)
     seconds: float = 0.0
     node_names: list[str] = field(default_factory=list, repr=False)  # JUnit's cases, in order
@@ -135,10 +130,10 @@ class CheckReport:
         parts.append(_n(warns, "warning"))
         return "; ".join(parts)
 
-    def causes(self) -> list[tuple[str, str, list[PathResult]]]:
+    def causes(self) -> list[tuple[str, str, list[WalkResult]]]:
         """Failing paths grouped by the node and item responsible, most paths first:
         (cause, outcome, paths)."""
-        groups: dict[tuple[str, str], list[PathResult]] = {}
+        groups: dict[tuple[str, str], list[WalkResult]] = {}
         for r in self.failing:
             groups.setdefault((r.cause, r.outcome), []).append(r)
         return sorted(((c, o, rs) for (c, o), rs in groups.items()),
@@ -147,14 +142,14 @@ class CheckReport:
     def undelivered(self) -> set[tuple[str, str]]:
         """(source, uSID program) of every path whose packet does not arrive: what
         `twin verify` on a lab built from these tables must find lost."""
-        return {(r.src, r.address) for r in self.failing if not r.delivered}
+        return {(r.path.src, r.path.address) for r in self.failing if not r.delivered}
 
     def to_dict(self) -> dict:
         return {"fabric": self.fabric, "source": self.source, "format": self.format,
                 "ok": self.ok, "seconds": round(self.seconds, 3),
                 "paths": {"total": self.paths, **self.outcomes()},
                 "causes": [{"cause": c, "outcome": o, "paths": len(rs),
-                            "example": rs[0].label} for c, o, rs in self.causes()],
+                            "example": rs[0].path.label} for c, o, rs in self.causes()],
                 "findings": [asdict(f) for f in self.findings],
                 "failing": [r.to_dict() for r in self.failing]}
 
@@ -164,16 +159,16 @@ class CheckReport:
         by_node: dict[str, list[Finding]] = {}
         for f in self.findings:
             by_node.setdefault(f.node, []).append(f)
-        by_pair: dict[tuple[str, str], list[PathResult]] = {}
+        by_pair: dict[tuple[str, str], list[WalkResult]] = {}
         for r in self.failing:
-            by_pair.setdefault((r.src, r.dst), []).append(r)
+            by_pair.setdefault((r.path.src, r.path.dst), []).append(r)
         prefix = f"{self.fabric}.routes"
         return junit.document(f"twin routes check {self.fabric}", [
             junit.Suite(f"{prefix}.tables", [
                 (n, "\n".join(f.text() for f in by_node.get(n, []) if f.severity == ERROR))
                 for n in self.node_names]),
             junit.Suite(f"{prefix}.paths", [
-                (f"{s} -> {d}", "\n".join(f"{r.label}: {r.outcome} at {r.cause}"
+                (f"{s} -> {d}", "\n".join(f"{r.path.label}: {r.outcome} at {r.cause}"
                                           for r in by_pair.get((s, d), [])))
                 for s, d in self.host_pairs]),
         ])
@@ -182,44 +177,6 @@ class CheckReport:
 
 def _n(count: int, what: str) -> str:
     return f"{count} {what}{'' if count == 1 else 's'}"
-
-
-def _paths(fabric: Fabric):
-    """(kind, src, dst, plane, t1, uSID program as an integer, the nodes it should cross)
-    of every path verify probes exhaustively, built from the uSIDs' integers (the walk
-    of a large fabric makes half a million)."""
-    hosts, t1s, planes = fabric.hosts, range(fabric.spec.t1_per_plane), fabric.nic_planes
-    block = int(fabric.spec.block.network_address)
-    racks = range(fabric.spec.racks)
-    first = {(p, r): block | usid.t0(p, r).value << 80 for p in planes for r in racks}
-    over = {(p, t): usid.t1(p, t).value << 64 for p in planes for t in t1s}
-    into = {(p, r): usid.t0(p, r).value << 48 for p in planes for r in racks}
-    t0 = {(p, r): fabric.t0_name(p, r) for p in planes for r in racks}
-    t1 = {(p, t): fabric.t1_name(p, t) for p in planes for t in t1s}
-    for src in hosts:
-        for p in planes:
-            yield ("loop-t0", src, src, p, None,
-                   first[p, src.rack] | usid.port(p, src.index).value << 64,
-                   (src.name, t0[p, src.rack], src.name))
-            for t in t1s:
-                yield ("loop-t1", src, src, p, t,
-                       first[p, src.rack] | over[p, t] | into[p, src.rack]
-                       | usid.port(p, src.index).value << 32,
-                       (src.name, t0[p, src.rack], t1[p, t], t0[p, src.rack], src.name))
-    for src in hosts:
-        for dst in hosts:
-            if src is dst:
-                continue
-            for p in planes:
-                port = usid.port(p, dst.index).value
-                if src.rack == dst.rack:
-                    yield ("same-rack", src, dst, p, None, first[p, src.rack] | port << 64,
-                           (src.name, t0[p, src.rack], dst.name))
-                    continue
-                for t in t1s:
-                    yield ("cross-rack", src, dst, p, t,
-                           first[p, src.rack] | over[p, t] | into[p, dst.rack] | port << 32,
-                           (src.name, t0[p, src.rack], t1[p, t], t0[p, dst.rack], dst.name))
 
 
 def check(plan: Plan, tables: Tables) -> CheckReport:
@@ -235,30 +192,29 @@ def check(plan: Plan, tables: Tables) -> CheckReport:
     reference = W.Walker(fabric, plan, from_plan(plan))
     nics = {h.name: int(nic_address(fabric, h)) for h in fabric.hosts}
     crossed: dict[int, set[str]] = {p: set() for p in fabric.nic_planes}
-    for kind, src, dst, plane, t1, address, expected in _paths(fabric):
+    for path in every_path(fabric):
         report.paths += 1
-        if walker.arrives(src.name, address, nics[dst.name], expected):
-            if t1 is not None:
-                crossed[plane].add(expected[2])
+        address, inner = path.program, nics[path.dst]
+        if walker.arrives(path.src, address, inner, (path.src, *path.hops, path.dst)):
+            if path.t1 is not None:
+                crossed[path.plane].add(path.hops[1])
             continue
-        way = walker.send(src.name, address, nics[dst.name])
-        ref = reference.send(src.name, address, nics[dst.name])
-        report.failing.append(_judge(kind, src.name, dst.name, plane, t1, _ip(address), way,
-                                     ref, tables))
+        way = walker.send(path.src, address, inner)
+        report.failing.append(_judge(path, way, reference.send(path.src, address, inner),
+                                     tables))
         if way.outcome == W.DELIVERED:
-            crossed[plane].update(n for n in way.nodes if fabric.node(n).tier.value == "t1")
+            crossed[path.plane].update(n for n in way.nodes
+                                       if fabric.node(n).tier.value == "t1")
     report.findings = findings(plan, tables, walker.used, crossed)
     report.seconds = time.monotonic() - started
     return report
 
 
-def _judge(kind, src, dst, plane, t1, address, way: W.Way, ref: W.Way,
-           tables: Tables) -> PathResult:
+def _judge(path: Path, way: W.Way, ref: W.Way, tables: Tables) -> WalkResult:
     """Blame the first node that did otherwise than twin's plan would have: sent the
     packet elsewhere, or with another destination, or stopped it."""
     outcome = MISROUTED if way.outcome == W.DELIVERED else way.outcome
-    common = dict(kind=kind, src=src, dst=dst, plane=plane, t1=t1, address=address,
-                  outcome=outcome, nodes=way.nodes)
+    common = dict(path=path, outcome=outcome, nodes=way.nodes)
     planned = {h.node: h for h in ref.hops}
     for i, (got, want) in enumerate(zip(way.hops, ref.hops, strict=False)):
         if got.node != want.node:  # cannot be the first hop: both start at the source
@@ -270,7 +226,7 @@ def _judge(kind, src, dst, plane, t1, address, way: W.Way, ref: W.Way,
     return _blame(common, last, planned.get(last.node, last), way, tables)
 
 
-def _blame(common: dict, got: W.Hop, want: W.Hop, way: W.Way, tables: Tables) -> PathResult:
+def _blame(common: dict, got: W.Hop, want: W.Hop, way: W.Way, tables: Tables) -> WalkResult:
     origins = tables.nodes[got.node].origins
     wrong = [i for i in got.items if i not in want.items]
     lacking = [i for i in want.items if i not in got.items]
@@ -281,7 +237,7 @@ def _blame(common: dict, got: W.Hop, want: W.Hop, way: W.Way, tables: Tables) ->
     else:
         did = way.reason if got.node == way.node else f"{way.outcome} at {way.node}"
     where = origins.get(item) if item else None
-    return PathResult(**common, node=got.node, item=item, origin=str(where or ""),
+    return WalkResult(**common, node=got.node, item=item, origin=str(where or ""),
                       planned=tuple(lacking), reason=did)
 
 
@@ -396,4 +352,4 @@ def _route_findings(plan: Plan, name: str, t, sids: dict) -> list[Finding]:
     return out
 
 
-__all__ = ["CheckReport", "Finding", "PathResult", "Route", "check"]
+__all__ = ["CheckReport", "Finding", "Route", "WalkResult", "check"]

@@ -13,7 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from twin.fabric.plan import LocalSid, Plan, Route
-from twin.routes.check import CheckReport, PathResult
+from twin.routes.check import CheckReport, WalkResult
 from twin.routes.tables import Dropping, NodeTables, Tables, from_plan, key
 
 MISSING, EXTRA, DIFFERENT = "missing", "extra", "different"
@@ -26,7 +26,7 @@ class Difference:
     planned: str  # tables.key of the plan's item ("" for extra)
     loaded: str  # tables.key of the loaded item ("" for missing)
     origin: str = ""  # where the loaded item was read
-    paths: tuple[PathResult, ...] = ()  # the failing paths blamed on it
+    paths: tuple[WalkResult, ...] = ()  # the failing paths blamed on it
 
     def text(self) -> str:
         where = f" ({self.origin})" if self.origin else ""
@@ -41,12 +41,12 @@ class Difference:
         first = self.paths[0]
         more = f" and {len(self.paths) - 1} more" if len(self.paths) > 1 else ""
         return f"breaks {len(self.paths)} path{'s' if len(self.paths) != 1 else ''}: " \
-               f"{first.label} {first.outcome}{more}"
+               f"{first.path.label} {first.outcome}{more}"
 
     def to_dict(self) -> dict:
         return {"node": self.node, "change": self.change, "planned": self.planned,
                 "loaded": self.loaded, "origin": self.origin, "effect": self.effect(),
-                "paths": [p.label for p in self.paths]}
+                "paths": [p.path.label for p in self.paths]}
 
 
 @dataclass
@@ -88,7 +88,7 @@ def diff(plan: Plan, tables: Tables, report: CheckReport) -> DiffReport:
     """Every difference of `tables` from `plan`, with the failing paths of `report`
     (the check of those tables) blamed on each."""
     planned_tables = from_plan(plan)
-    blamed: dict[tuple[str, str], list[PathResult]] = {}
+    blamed: dict[tuple[str, str], list[WalkResult]] = {}
     for r in report.failing:
         for item in {r.item, *r.planned} - {""}:
             blamed.setdefault((r.node, item), []).append(r)

@@ -44,7 +44,7 @@ class Agreement:
 
 def compare(checked: CheckReport, report: VerifyReport) -> Agreement:
     said_lost = checked.undelivered()
-    label = {(r.src, r.address): r.label for r in checked.failing}
+    label = {(r.path.src, r.path.address): r.path.label for r in checked.failing}
     probed = {(r.path.src, r.path.address): r for r in [*report.loops, *report.paths]}
     unprobed = sorted(said_lost - probed.keys())
     out = Agreement(report.coverage is None, len(probed), len(said_lost),

@@ -29,6 +29,7 @@ The public face, all acting on the calling thread's network namespace:
     detach_queue(dev)       one port's queue program (q: a PortQueue's fields)
     read_ports(map_fd, slots) -> {slot: {field: value}}   the port map, read back
     filters(dev, egress), counters()  what is attached here, read back with `tc -j`
+                            (twin.node.ebpf.tc: the one reader of its JSON)
     expected_tags(kind, prefix, slot), queue_tags(q)  the tags the kernel gives them
     probe(dev) -> None | why not (the kernel option missing)
 
@@ -47,14 +48,13 @@ from __future__ import annotations
 
 import errno
 import ipaddress
-import json
 import os
 import socket
 import struct
 import subprocess
 import time
 
-from . import bpf, netlink, programs
+from . import bpf, netlink, programs, tc
 from .bpf import BpfError
 from .netlink import PREF, NetlinkError
 from .programs import (
@@ -289,19 +289,14 @@ def filters(dev: str, egress: bool = False) -> list[dict]:
     """Our bpf filters on dev's ingress (or egress), as `tc -j filter show` reports
     them (the kernel's account, not ours): [{name, prog_id, tag}]; [] without a
     clsact."""
-    hook = "egress" if egress else "ingress"
+    hook = tc.EGRESS if egress else tc.INGRESS
     out = subprocess.run(["tc", "-j", "filter", "show", "dev", dev, hook],
                          capture_output=True, text=True, timeout=TC_TIMEOUT_S)
     if out.returncode != 0:  # no clsact on dev: tc says so, and there is nothing of ours
         return []
-    found = []
-    for entry in json.loads(out.stdout or "[]"):
-        options = entry.get("options", {})
-        name = options.get("bpf_name", "")
-        prog = options.get("prog", {})
-        if entry.get("kind") == "bpf" and name.startswith(PREFIX) and "id" in prog:
-            found.append({"name": name, "prog_id": prog["id"], "tag": prog.get("tag", "")})
-    return found
+    return [{"name": f.name, "prog_id": f.prog_id, "tag": f.tag or ""}
+            for f in tc.parse_show(out.stdout or "[]", dev, hook)
+            if f.name is not None and f.name.startswith(PREFIX) and f.prog_id is not None]
 
 
 def counters() -> dict:
