@@ -1,5 +1,6 @@
 """Drill files: every shipped one parses; every mistake is named by its key path."""
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -337,6 +338,11 @@ def test_a_congestion_claim_on_an_unshaped_fabric_is_warned_about():
     assert "bystander_retained" in said and "mrc-4p is unshaped" in said
     assert R.unshaped_warning(shaped, victim) is None
     assert R.unshaped_warning(plain, D.load_drill(D.find("t1-blackhole"))) is None
+    # a lab brought up with --name: the fabric named is the spec's, not the lab's
+    renamed = build_fabric(dataclasses.replace(load_spec(ROOT / "lab/fabrics/mrc-4p.yml"),
+                                               name="mine"))
+    assert renamed.spec.name == "mine"
+    assert "mrc-4p is unshaped" in R.unshaped_warning(renamed, victim, "mrc-4p")
 
 
 def test_compare_bgp_names_roce_over_ecmp_and_mrc_over_ecmp():

@@ -229,3 +229,21 @@ def test_unregistered_its_level_is_gone(att):
     assert "toy" not in B.LEVELS
     res = twin("drill", "blind", "--level", "toy")
     assert res.exit_code == 2 and "'toy' is not one of 'easy', 'hard'" in res.output
+
+
+def test_a_link_fault_held_to_the_end_is_closed_by_the_rollback(att):
+    """The step names NODE:IF, its record the link id: the rollback's revert closes the
+    step's own record all the same (a record left open would read "in force to the end"
+    in the results, though the rollback reverted it)."""
+    drill = D.parse_drill("name: cut\nmethod:\n  traffic: {pattern: bulk, src: r0h0, "
+                          "dst: r1h0}\n  timeline:\n    - {at: 1ms, fault: link-down, "
+                          "target: t0-p0-r0:eth3}\n")
+    timeline = R.Timeline(att, R.plan_targets(drill, att, seed=1), log=lambda *a: None)
+    timeline.begin(time.monotonic_ns())
+    timeline.join(10)
+    assert timeline.error is None and len(F.active(att)) == 1
+    (applied,) = timeline.applied
+    assert applied.reverted_ns is None
+    timeline.revert_all()
+    assert F.active(att) == [] and applied.reverted_ns is not None
+    assert applied.revert_began_ns is not None

@@ -162,12 +162,6 @@ class Timeline(FT.Timeline):
         the faults reverted, as recorded."""
         return [fault.target for fault in super().revert_all()]
 
-    def closes(self, scheduled, record, reverting, fault) -> bool:
-        # as drills have always matched them: the records still open whose target is the
-        # one the reverted fault was recorded on (a link fault's step names NODE:IF and
-        # its record the link id, so its record stays open: in force to the end)
-        return record.reverted_ns is None and record.target == fault.target
-
 
 # -- link counters ---------------------------------------------------------------------
 
@@ -258,7 +252,7 @@ def run(att: Attached, drill: Drill, *, mode: str | None = None, seed: int = 1,
     started = time.monotonic()
     note = progress or (lambda text: None)
     planned = plan_targets(drill, att, seed)  # 1: nothing applied before this passes
-    unshaped = unshaped_warning(fabric, drill)
+    unshaped = unshaped_warning(fabric, drill, att.fabric_name)
     if unshaped:
         note(unshaped)
     in_force = F.active(att)
@@ -1036,15 +1030,16 @@ def results(runs: list[RunResult]) -> list[DrillRun]:
 CONGESTION_CLAIMS = ("bystander_retained", "flow_spread", "least_fair_share", "speedup")
 
 
-def unshaped_warning(fabric: Fabric, drill: Drill) -> str | None:
+def unshaped_warning(fabric: Fabric, drill: Drill, name: str | None = None) -> str | None:
     """What to say when a drill that claims congestion runs on a fabric without rates, or
     None: an unshaped veth never queues, so no switch marks or trims and the figures are
-    the CPU's (docs/ebpf.md, "Fabric signals")."""
+    the CPU's (docs/ebpf.md, "Fabric signals"). `name`: the fabric's own (a lab brought
+    up with --name keeps its spec's), else the fabric's spec's."""
     claims = sorted({e.what for e in drill.expect if e.what in CONGESTION_CLAIMS})
     if not claims or any(lk.rate_bps for lk in fabric.links):
         return None
     return (f"warning: {drill.name} claims congestion ({', '.join(claims)}) but fabric "
-            f"{fabric.spec.name} is unshaped: its links never queue, no switch marks or "
+            f"{name or fabric.spec.name} is unshaped: its links never queue, no switch marks or "
             "trims, and the CPU sets the figures; run it on a shaped fabric "
             "(mrc-4p-shaped, mrc-8p-shaped)")
 
