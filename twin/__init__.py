@@ -2,7 +2,8 @@
 
 The pipeline, one direction (see twin.lab for the function that runs it):
 
-    spec -> model -> plan -> render -> runtime -> configure -> verify
+    spec -> model -> plan -> data plane -> render -> runtime -> configure -> routing
+         -> verify
 
 Everything up to `render` is pure and needs no root.
 """

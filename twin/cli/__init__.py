@@ -9,10 +9,11 @@ One module per command group; each registers its commands on `main`:
     lab       up, down, attach, exec, restart, verify
     status    status
     traffic   traffic, stats, fuzz
-    fault     fault link-down | link-loss | link-up | switch-down | nic-down | plane-down |
-              list | clear
+    fault     fault KIND ... (one per fault kind of twin.faults.KINDS: link-down,
+              link-loss, switch-down, blackhole, bgp-reset, ...) | link-up | clear |
+              list | log
     engine    engine start | stop | status, images build | status
-    drill     drill list | run
+    drill     drill list | run | all
     blind     drill blind | answer | reveal | scores   (on the drill group)
     probe     probe                            (continuous localization, root)
     routes    routes check | diff | export     (an operator's own tables; no root)
