@@ -88,6 +88,47 @@ def test_every_path_is_verifys_order_loopbacks_then_host_pairs(f4, f8):
         assert list(P.every_path(f)) == P.loopback_paths(f) + P.host_pairs_paths(f)
 
 
+def verify_order(f):
+    """(src, dst, plane, T1 or None) of every path verify probes, in its order, written
+    out here: each host's loopbacks (off its T0, then off each T1 of the plane), then
+    every ordered host pair x plane (x T1 across racks)."""
+    t1s = range(f.spec.t1_per_plane)
+    for h in f.hosts:
+        for plane in f.nic_planes:
+            yield h, h, plane, None
+            yield from ((h, h, plane, t) for t in t1s)
+    for src in f.hosts:
+        for dst in f.hosts:
+            if src is dst:
+                continue
+            for plane in f.nic_planes:
+                if src.rack == dst.rack:
+                    yield src, dst, plane, None
+                else:
+                    yield from ((src, dst, plane, t) for t in t1s)
+
+
+def test_the_briefs_are_the_formula_for_each_path_in_verifys_order(f4, f8):
+    """Paths.briefs writes Paths.brief out over tables of the parts: the same briefs."""
+    for f in (f4, f8):
+        paths = P.Paths(f)
+        assert list(paths.briefs()) == [paths.brief(*path) for path in verify_order(f)]
+
+
+def test_a_brief_is_its_whole_path_in_brief(f4, f8):
+    """What a walk compares (the program as an integer, the nodes from source to
+    destination) is the Path's, and the Path made of a brief is the formula's route."""
+    for f in (f4, f8):
+        paths = P.Paths(f)
+        for brief, path, (src, dst, plane, t1) in zip(paths.briefs(), P.every_path(f),
+                                                      verify_order(f), strict=True):
+            assert brief == (path.src, path.dst, path.plane, path.t1, path.program,
+                             (path.src, *path.hops, path.dst))
+            assert path == paths.path(brief) == P.route(f, src, dst, plane, t1)
+    same_rack_via_t1 = P.route(f4, f4.node("r0h0"), f4.node("r0h1"), 0, 1)
+    assert same_rack_via_t1.kind == "same-rack" and len(same_rack_via_t1.links) == 4
+
+
 def test_every_address_is_written_as_ipaddress_writes_it_and_parses_back(f8):
     for p in P.every_path(f8):
         assert p.address == str(ipaddress.IPv6Address(p.program))

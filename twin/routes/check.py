@@ -1,6 +1,6 @@
 """`twin routes check`: every path the EV formula defines, walked through loaded tables (pure).
 
-The paths are verify's, as twin.fabric.paths makes them (`every_path`): from every host
+The paths are verify's, as twin.fabric.paths makes them (`Paths.briefs`): from every host
 port the loopbacks off its T0 and off each T1 of the plane, then every ordered host
 pair x plane x T1 (one path per plane within a rack). Each is walked (twin.routes.walk)
 and judged:
@@ -26,13 +26,16 @@ routes and SIDs no path uses (a warning); a plane whose paths all cross one T1.
 
 from __future__ import annotations
 
+import gc
 import ipaddress
 import time
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 
 from twin import junit
-from twin.fabric.paths import Path, every_path
+from twin.fabric.paths import Path, Paths
 from twin.fabric.plan import DROPPING, UN, LocalSid, Plan, Route, nic_address
 from twin.routes import walk as W
 from twin.routes.tables import Dropping, Tables, from_plan, key
@@ -192,22 +195,43 @@ def check(plan: Plan, tables: Tables) -> CheckReport:
     reference = W.Walker(fabric, plan, from_plan(plan))
     nics = {h.name: int(nic_address(fabric, h)) for h in fabric.hosts}
     crossed: dict[int, set[str]] = {p: set() for p in fabric.nic_planes}
-    for path in every_path(fabric):
-        report.paths += 1
-        address, inner = path.program, nics[path.dst]
-        if walker.arrives(path.src, address, inner, (path.src, *path.hops, path.dst)):
-            if path.t1 is not None:
-                crossed[path.plane].add(path.hops[1])
-            continue
-        way = walker.send(path.src, address, inner)
-        report.failing.append(_judge(path, way, reference.send(path.src, address, inner),
-                                     tables))
-        if way.outcome == W.DELIVERED:
-            crossed[path.plane].update(n for n in way.nodes
-                                       if fabric.node(n).tier.value == "t1")
+    paths, arrives = Paths(fabric), walker.arrives
+    # Each path in brief (fabric.paths' Brief): half a million of them for a large
+    # fabric, and the whole Path (its address text, links, kind) only for those that fail.
+    with _collector_paused():
+        for brief in paths.briefs():
+            report.paths += 1
+            src, dst, plane, t1, address, nodes = brief
+            inner = nics[dst]
+            if arrives(src, address, inner, nodes):
+                if t1 is not None:
+                    crossed[plane].add(nodes[2])
+                continue
+            way = walker.send(src, address, inner)
+            report.failing.append(_judge(paths.path(brief), way,
+                                         reference.send(src, address, inner), tables))
+            if way.outcome == W.DELIVERED:
+                crossed[plane].update(n for n in way.nodes
+                                      if fabric.node(n).tier.value == "t1")
     report.findings = findings(plan, tables, walker.used, crossed)
     report.seconds = time.monotonic() - started
     return report
+
+
+@contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Python's cyclic garbage collector off while the paths are walked: the walkers keep
+    the way from each state they meet (a hundred thousand and more for a large fabric,
+    each of a few objects), and every so many of them the collector would scan all it
+    has kept, a third of the walk's time on mrc-8p-256, for cycles the walk never makes
+    (its ways, hops and tuples refer only forward). On again after, if it was."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def _judge(path: Path, way: W.Way, ref: W.Way, tables: Tables) -> WalkResult:
