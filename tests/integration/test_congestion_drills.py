@@ -52,6 +52,13 @@ def test_an_incast_is_trimmed_at_its_last_hop_and_the_victim_keeps_its_goodput(l
         assert port["ce_marked"] == 0, (link.b, port)
         trims += port["trimmed"]
     assert trims >= trimmed  # what r0h0 saw trimmed, its T0s trimmed
+    # the report's link view has the same trims per port: the last hop's T0 ports
+    last_hop = {f"{lk.b.node}:{lk.b.ifname}" for lk in lab.fabric.links
+                if lk.kind == "host" and lk.a.node == "r0h0"}
+    seen = {p.port: p for lk in run.run.link_load for p in lk.ports if p.port in last_hop}
+    assert set(seen) == last_hop, seen
+    assert 0 < sum(p.trimmed for p in seen.values()) <= trims
+    assert all(p.ce_marked == 0 for p in seen.values())
     assert F.active(lab) == []
 
 

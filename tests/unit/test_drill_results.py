@@ -11,9 +11,18 @@ from types import SimpleNamespace
 from tests.helpers import GOLDEN
 from twin import lab as L
 from twin.chaos import drill as D
+from twin.chaos import queues as Q
 from twin.chaos import report
 from twin.chaos import runner as R
-from twin.chaos.results import DrillRun, FaultFigures, Judged, LinkLoad, document, parse
+from twin.chaos.results import (
+    DrillRun,
+    FaultFigures,
+    Judged,
+    LinkLoad,
+    PortSignals,
+    document,
+    parse,
+)
 from twin.fabric.model import build_fabric
 from twin.fabric.spec import load_spec
 from twin.runtime.clock import LocalClock
@@ -21,6 +30,7 @@ from twin.runtime.clock import LocalClock
 ROOT = GOLDEN.parents[1]
 FABRIC = build_fabric(load_spec(ROOT / "lab/fabrics/mrc-4p.yml"))
 HOT = "t0-p0-r0:eth3--t1-p0-0:eth1"
+HOT_LINK = next(lk for lk in FABRIC.links if lk.id == HOT)
 
 # the keys of a run as `twin drill run --json` has printed them, in its order
 KEYS = ["name", "description", "lab", "mode", "baseline_of", "seed", "verdict", "outcome",
@@ -101,26 +111,42 @@ def test_round_trips_keep_rows_faults_links_and_what_a_newer_writer_added():
 def test_link_load_gains_marks_and_trims_where_the_queue_watch_read_the_ports():
     before = {lk.id: 0 for lk in FABRIC.links}
     after = {lk.id: 1000 for lk in FABRIC.links}
-    watch = SimpleNamespace(counts=lambda: {HOT: {"packets": 90, "ce_marked": 12,
-                                                  "trimmed": 3, "dropped": 0}})
+    a, b = (f"{e.node}:{e.ifname}" for e in (HOT_LINK.a, HOT_LINK.b))
+    watch = SimpleNamespace(port_counts=lambda: {
+        (HOT_LINK.a.node, HOT_LINK.a.ifname): {"packets": 90, "ce_marked": 12, "trimmed": 3,
+                                               "dropped": 0},
+        (HOT_LINK.b.node, HOT_LINK.b.ifname): {"packets": 9, "ce_marked": 1, "trimmed": 0,
+                                               "dropped": 2}})
     c = collected(load_before=before, load_after=after,
                   prober=SimpleNamespace(watch=watch))
     rows = {lk.link: lk for lk in R._link_load(c)}
-    assert (rows[HOT].bytes, rows[HOT].ce_marked, rows[HOT].trimmed) == (1000, 12, 3)
+    assert (rows[HOT].bytes, rows[HOT].ce_marked, rows[HOT].trimmed) == (1000, 13, 3)
+    assert rows[HOT].ports == (PortSignals(a, 12, 3, 0), PortSignals(b, 1, 0, 2))
+    assert rows[HOT].to_json()["ports"][1] == {"port": b, "ce_marked": 1, "trimmed": 0,
+                                               "dropped": 2}
+    assert LinkLoad.from_json(rows[HOT].to_json()) == rows[HOT]
     other = rows["r0h0:eth1--t0-p0-r0:eth1"]
     assert (other.bytes, other.ce_marked, other.trimmed) == (1000, None, None)
     assert set(other.to_json()) == {"link", "plane", "kind", "bytes"}  # as before
     assert R._link_load(collected(load_before=before, load_after=after))[0].ce_marked is None
 
 
-def test_the_link_view_shows_marks_and_trims_beside_bytes(tmp_path):
-    loads = (LinkLoad(HOT, 0, "fabric", 123_456, ce_marked=1_200, trimmed=40),
+def test_the_link_view_shows_marks_and_trims_per_port_beside_bytes(tmp_path):
+    a, b = (f"{e.node}:{e.ifname}" for e in (HOT_LINK.a, HOT_LINK.b))
+    loads = (LinkLoad(HOT, 0, "fabric", 123_456, ce_marked=1_200, trimmed=40,
+                      ports=(PortSignals(a, 1_150, 40, 0), PortSignals(b, 50, 0, 3))),
              LinkLoad("t0-p1-r0:eth3--t1-p1-0:eth1", 1, "fabric", 99, ce_marked=0, trimmed=0))
     run = DrillRun(name="incast", mode="mrc", verdict="pass", link_load=loads)
     html = report.write([run], tmp_path)["html"].read_text()
     view = html[html.index('class="link-load"'):html.index('class="timeline"')]
-    assert "<th>CE marked</th><th>trimmed</th>" in view
-    assert f"<td>{HOT}</td><td>123,456</td><td>1,200</td><td>40</td>" in view
+    assert "<th>port</th><th>link bytes</th><th>CE marked</th><th>trimmed</th>" in view
+    assert f"<td>{HOT}</td><td>{a}</td><td>123,456</td><td>1,150</td><td>40</td><td>0</td>" \
+        in view
+    assert f"<td>{HOT}</td><td>{b}</td><td>123,456</td><td>50</td><td>0</td><td>3</td>" in view
+    assert view.index(f"<td>{a}</td>") < view.index(f"<td>{b}</td>")  # the most first
+    older = dataclasses.replace(run, link_load=(dataclasses.replace(loads[0], ports=()),))
+    assert f"<td>{HOT}</td><td>both ends</td><td>123,456</td><td>1,200</td><td>40</td>" in \
+        report.write([older], tmp_path / "o")["html"].read_text()
     assert "t0-p1-r0:eth3" not in view  # read, and nothing marked or trimmed on it
     quiet = dataclasses.replace(run, link_load=loads[1:])
     assert "No switch port marked or trimmed (1 links read)" in \
@@ -142,3 +168,17 @@ def test_a_drill_for_another_fabric_is_still_noted(clean_world):
     L.up("mrc-4p", "fake")
     assert R.written_for(L.attach("mrc-4p"), drill("mrc-8p")) == \
         "written for mrc-8p, running on mrc-4p: the figures are this fabric's"
+
+
+def test_the_queue_watch_counts_each_port_and_sums_them_per_link():
+    watch = Q.QueueWatch.__new__(Q.QueueWatch)
+    ends = [(HOT_LINK.a.node, HOT_LINK.a.ifname), (HOT_LINK.b.node, HOT_LINK.b.ifname)]
+    watch._links = {end: HOT for end in ends}
+    zero = dict.fromkeys(Q.COUNTED, 0)
+    watch._first = {ends[0]: {**zero, "ce_marked": 5}, ends[1]: zero}
+    watch._last = {ends[0]: {**zero, "ce_marked": 9, "trimmed": 2},
+                   ends[1]: {**zero, "trimmed": 1, "dropped": 4}}
+    assert watch.port_counts() == {
+        ends[0]: {**zero, "ce_marked": 4, "trimmed": 2},
+        ends[1]: {**zero, "trimmed": 1, "dropped": 4}}
+    assert watch.counts() == {HOT: {**zero, "ce_marked": 4, "trimmed": 3, "dropped": 4}}

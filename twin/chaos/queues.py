@@ -104,14 +104,19 @@ class QueueWatch:
                 self._last[end] = values
         self.samples += 1
 
+    def port_counts(self) -> dict[tuple[str, str], dict[str, int]]:
+        """Each switch port's packets, CE marks, trims and drops over the watch, by
+        (node, ifname)."""
+        return {end: {k: max(0, last[k] - self._first[end][k]) for k in COUNTED}
+                for end, last in self._last.items()}
+
     def counts(self) -> dict[str, dict[str, int]]:
         """Each link's packets, CE marks, trims and drops over the watch (both ends)."""
         out: dict[str, dict[str, int]] = {}
-        for end, last in self._last.items():
-            first = self._first[end]
+        for end, counted in self.port_counts().items():
             got = out.setdefault(self._links[end], dict.fromkeys(COUNTED, 0))
             for k in COUNTED:
-                got[k] += max(0, last[k] - first[k])
+                got[k] += counted[k]
         return out
 
 

@@ -29,8 +29,9 @@ prints (results.document), and a saved one is read back once (`load`):
                  "goodput": {"bin_ns", "planes": {"0": [bytes per bin, ...]}},
                  "ev_states": {"bin_ns", "series": {"good": [...], ...}},
                  "timeline": [{"t_ns", "source", "kind", "target", "detail"}],
-                 "link_load": [{"link", "plane", "kind", "bytes", "ce_marked", "trimmed"
-                                (these two where the run read the switch ports' queues)}],
+                 "link_load": [{"link", "plane", "kind", "bytes", "ce_marked", "trimmed",
+                                "ports": [{"port", "ce_marked", "trimmed", "dropped"}]
+                                (these three where the run read the switch ports' queues)}],
                  "metrics": {"dip_depth", "dip_ms", "back_to_90_ms", "completion_s",
                              "goodput_gbps"}}]}
 
@@ -49,7 +50,7 @@ import math
 from html import escape
 from pathlib import Path
 
-from twin.chaos.results import DrillRun, Judged, LinkLoad, document, parse
+from twin.chaos.results import DrillRun, Judged, LinkLoad, PortSignals, document, parse
 from twin.junit import Suite
 from twin.junit import document as junit_document
 
@@ -418,25 +419,32 @@ LINK_SIGNAL_ROWS = 24
 
 
 def _link_signals(run: DrillRun) -> str:
-    """Beside each link's bytes, the CE marks and trims its switch ports made over the
-    run (both ends), where the run read their queues: the links that marked or trimmed,
-    the most first. Nothing where no port was read (an unshaped fabric, an older run)."""
+    """Beside each link's bytes, the CE marks, trims and drops each of its switch ports
+    made over the run, where the run read their queues: the ports that marked, trimmed
+    or dropped, the most first. A run from before ports were kept has its links' sums,
+    one row a link ("both ends"). Nothing where no port was read (an unshaped fabric)."""
     read = [lk for lk in run.link_load or () if isinstance(lk, LinkLoad)
             and (lk.ce_marked is not None or lk.trimmed is not None)]
     if not read:
         return ""
-    busy = sorted((lk for lk in read if lk.ce_marked or lk.trimmed),
-                  key=lambda lk: (-((lk.ce_marked or 0) + (lk.trimmed or 0)), str(lk.link)))
+    rows = [(lk, p.port, p.ce_marked, p.trimmed, p.dropped) for lk in read for p in lk.ports
+            if isinstance(p, PortSignals)]
+    rows += [(lk, "both ends", lk.ce_marked, lk.trimmed, None) for lk in read
+             if not lk.ports]
+    busy = sorted((r for r in rows if r[2] or r[3] or r[4]),
+                  key=lambda r: (-((r[2] or 0) + (r[3] or 0) + (r[4] or 0)), str(r[0].link),
+                                 str(r[1])))
     if not busy:
         return (f'<p class="empty">No switch port marked or trimmed ({len(read)} links '
                 "read).</p>")
-    rows = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in (
-        _text(lk.link), _number(lk.bytes, "{:,.0f}"), _number(lk.ce_marked, "{:,.0f}"),
-        _number(lk.trimmed, "{:,.0f}"))) + "</tr>" for lk in busy[:LINK_SIGNAL_ROWS])
+    shown = "".join("<tr>" + "".join(f"<td>{c}</td>" for c in (
+        _text(lk.link), _text(port), _number(lk.bytes, "{:,.0f}"), _number(ce, "{:,.0f}"),
+        _number(trimmed, "{:,.0f}"), _number(dropped, "{:,.0f}"))) + "</tr>"
+        for lk, port, ce, trimmed, dropped in busy[:LINK_SIGNAL_ROWS])
     more = len(busy) - LINK_SIGNAL_ROWS
-    return ('<table class="link-signals"><thead><tr><th>link</th><th>bytes</th>'
-            '<th>CE marked</th><th>trimmed</th></tr></thead><tbody>' + rows
-            + "</tbody></table>"
+    return ('<table class="link-signals"><thead><tr><th>link</th><th>port</th>'
+            '<th>link bytes</th><th>CE marked</th><th>trimmed</th><th>dropped</th></tr>'
+            '</thead><tbody>' + shown + "</tbody></table>"
             + (f'<p class="empty">and {more} more in report.json</p>' if more > 0 else ""))
 
 

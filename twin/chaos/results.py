@@ -8,7 +8,8 @@ writer and `twin ci`; JSON only at the edge (`--json`, report.json, a results fi
                   and not judged)
     FaultFigures  one fault of the timeline and its figures (twin.chaos.metrics)
     LinkLoad      one link of the link view: bytes carried over the run, and where the
-                  run read its switch ports' queues, the CE marks and trims on them
+                  run read its switch ports' queues, the CE marks and trims on them, in
+                  all and per port (PortSignals)
     DrillRun      one run of a drill: its verdict, the rows, the faults, the figures
 
 `to_json()` gives the dict `twin drill run --json` has always printed, key for key and
@@ -130,6 +131,17 @@ class FaultFigures(_Record):
 
 
 @dataclass(frozen=True)
+class PortSignals(_Record):
+    """One switch port of a link, as the run's queue watch read it: the CE marks, trims
+    and drops it made over the run."""
+
+    port: str | None = None  # NODE:IFNAME
+    ce_marked: int | None = None
+    trimmed: int | None = None
+    dropped: int | None = None
+
+
+@dataclass(frozen=True)
 class LinkLoad(_Record):
     """One link of the link view: bytes over the run, both directions; CE marks and trims
     its switch ports made over the run (both ends), where the run read their queues
@@ -141,8 +153,10 @@ class LinkLoad(_Record):
     bytes: int | None = None
     ce_marked: int | None = None
     trimmed: int | None = None
+    ports: tuple[PortSignals, ...] = ()  # its switch ports read, each on its own
 
-    OMITTED: ClassVar[dict[str, Any]] = {"ce_marked": None, "trimmed": None}
+    OMITTED: ClassVar[dict[str, Any]] = {"ce_marked": None, "trimmed": None, "ports": ()}
+    ROWS: ClassVar[dict[str, type]] = {"ports": PortSignals}
 
 
 @dataclass(frozen=True)

@@ -37,7 +37,7 @@ from twin import traffic as T
 from twin.chaos import metrics as M
 from twin.chaos import queues as Q
 from twin.chaos.drill import OPS, PER_STEP, Drill, Expectation, Step, Variant
-from twin.chaos.results import DrillRun, FaultFigures, Judged, LinkLoad
+from twin.chaos.results import DrillRun, FaultFigures, Judged, LinkLoad, PortSignals
 from twin.errors import LabError, TwinError, UsageError
 from twin.fabric.model import Fabric
 from twin.faults import timeline as FT
@@ -694,14 +694,17 @@ def _link_load(c: Collected) -> list[LinkLoad]:
     (twin.chaos.queues: a shaped fabric's ports)."""
     if not c.load_after:
         return []
-    signals = c.prober.watch.counts() if c.prober else {}
+    ports = c.prober.watch.port_counts() if c.prober else {}
     out = []
     for lk in c.att.fabric.links:
         got = max(0, c.load_after.get(lk.id, 0) - c.load_before.get(lk.id, 0))
-        counted = signals.get(lk.id)
-        out.append(LinkLoad(lk.id, lk.plane, lk.kind, got,
-                            ce_marked=counted["ce_marked"] if counted else None,
-                            trimmed=counted["trimmed"] if counted else None))
+        read = tuple(PortSignals(f"{end.node}:{end.ifname}", **{
+            k: ports[(end.node, end.ifname)][k] for k in ("ce_marked", "trimmed", "dropped")})
+            for end in (lk.a, lk.b) if (end.node, end.ifname) in ports)
+        out.append(LinkLoad(
+            lk.id, lk.plane, lk.kind, got,
+            ce_marked=sum(p.ce_marked for p in read) if read else None,
+            trimmed=sum(p.trimmed for p in read) if read else None, ports=read))
     return out
 
 
