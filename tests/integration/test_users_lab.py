@@ -7,7 +7,8 @@ own labs, including `twin down --all` and `--stray` from their run
 directories; the last test checks the user's lab still verifies, still
 moves 16 MiB byte-exact, and has the same faults, nodes and owner. Its hosts'
 endpoints are also asked `hello` after every module (conftest's Bystander), so a
-test that breaks them is named by its module.
+test that breaks them is named by its module. The lab is a session fixture, so either
+test also runs alone (`first` and `last` only put them where they mean the most).
 
 A user's own mrc-4p is only looked at, never changed. One that another test
 session brought up (its marker file names a live pid) is left to it, and
@@ -21,6 +22,7 @@ import json
 import os
 import subprocess
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 import pytest
 
@@ -74,56 +76,68 @@ def snapshot(lab: str) -> dict:
             "nft": tables}
 
 
+@dataclass
 class UsersLab:
-    lab: str | None = None
-    ours = False
-    before: dict = {}
+    """The lab this session watches, as it was found (or brought up) before any test."""
+
+    lab: str
+    ours: bool  # brought up (or taken over from a killed session) by this session
+    before: dict
 
 
-@pytest.mark.first
-def test_a_users_lab_is_up_in_the_default_run_directory():
+@pytest.fixture(scope="session")
+def users_lab():
+    """The user's mrc-4p in the default run directory, as the first test of the session
+    finds it (a lab of its own if there is none, or another session has it), with its
+    hosts' endpoints watched after every module (conftest's Bystander); taken down at
+    the end of the session if this session brought it up. Either test of this module
+    can run alone: each asks for it."""
     existing = json.loads(twin("status", "--json").stdout)
     names = {s["lab"] for s in existing}
     session = _test_session_of(USERS_LAB) if USERS_LAB in names else None
     if USERS_LAB in names and session is None:
-        UsersLab.lab = USERS_LAB  # the user's own: look, never touch
+        lab, ours = USERS_LAB, False  # the user's own: look, never touch
     elif session is not None and not os.path.exists(f"/proc/{session}"):
-        UsersLab.lab, UsersLab.ours = USERS_LAB, True  # a killed session's: ours to end
+        lab, ours = USERS_LAB, True  # a killed session's: ours to end
         with open(f"{DEFAULT_RUN_DIR}/{USERS_LAB}/{MARKER}", "w") as f:
             f.write(str(os.getpid()))
     else:
-        UsersLab.lab = USERS_LAB if USERS_LAB not in names else lab_name("bystander")
-        UsersLab.ours = True
-        twin("up", "mrc-4p", "--name", UsersLab.lab)
-        with open(f"{DEFAULT_RUN_DIR}/{UsersLab.lab}/{MARKER}", "w") as f:
+        lab = USERS_LAB if USERS_LAB not in names else lab_name("bystander")
+        ours = True
+        twin("up", "mrc-4p", "--name", lab)
+        with open(f"{DEFAULT_RUN_DIR}/{lab}/{MARKER}", "w") as f:
             f.write(str(os.getpid()))
-        twin("fault", *FAULT, "--lab", UsersLab.lab)
-    UsersLab.before = snapshot(UsersLab.lab)
-    assert UsersLab.before["nodes"]
-    assert set(UsersLab.before["nodes"].values()) == {"running"}
-    if UsersLab.ours:  # a user's own is compared with itself only, as it was found
-        assert set(UsersLab.before["endpoints"].values()) == {"up"}, UsersLab.before
-    Bystander.sockets = sorted(glob.glob(f"{DEFAULT_RUN_DIR}/{UsersLab.lab}/nodes/*/endpoint.sock"))
+        twin("fault", *FAULT, "--lab", lab)
+    try:
+        found = UsersLab(lab, ours, snapshot(lab))
+        Bystander.sockets = sorted(glob.glob(f"{DEFAULT_RUN_DIR}/{lab}/nodes/*/endpoint.sock"))
+        yield found
+    finally:
+        Bystander.sockets = []
+        if ours:
+            twin("down", lab, check=False)
+
+
+@pytest.mark.first
+def test_a_users_lab_is_up_in_the_default_run_directory(users_lab):
+    before = users_lab.before
+    assert before["nodes"]
+    assert set(before["nodes"].values()) == {"running"}
+    if users_lab.ours:  # a user's own is compared with itself only, as it was found
+        assert set(before["endpoints"].values()) == {"up"}, before
     assert Bystander.sockets
 
 
 @pytest.mark.last
-def test_the_users_lab_survived_every_other_test():
-    lab = UsersLab.lab
-    if lab is None:
-        pytest.skip("the first test of this module did not run")
-    try:
-        assert Bystander.broken_after is None, \
-            f"its endpoints stopped answering after {Bystander.broken_after}"
-        after = snapshot(lab)
-        assert after == UsersLab.before
-        verify = json.loads(twin("verify", lab, "--json", check=False).stdout)
-        assert verify["ok"], verify.get("summary")
-        moved = json.loads(twin("traffic", "bulk", "--lab", lab, "--src", "r0h0",
-                                "--dst", "r1h0", "--size", "16M", "--json").stdout)
-        assert moved["ok"] and moved["flows"][0]["bytes"] == 16 << 20
-        assert snapshot(lab)["faults"] == UsersLab.before["faults"]
-    finally:
-        Bystander.sockets = []
-        if UsersLab.ours:
-            twin("down", lab, check=False)
+def test_the_users_lab_survived_every_other_test(users_lab):
+    lab = users_lab.lab
+    assert Bystander.broken_after is None, \
+        f"its endpoints stopped answering after {Bystander.broken_after}"
+    after = snapshot(lab)
+    assert after == users_lab.before
+    verify = json.loads(twin("verify", lab, "--json", check=False).stdout)
+    assert verify["ok"], verify.get("summary")
+    moved = json.loads(twin("traffic", "bulk", "--lab", lab, "--src", "r0h0",
+                            "--dst", "r1h0", "--size", "16M", "--json").stdout)
+    assert moved["ok"] and moved["flows"][0]["bytes"] == 16 << 20
+    assert snapshot(lab)["faults"] == users_lab.before["faults"]
