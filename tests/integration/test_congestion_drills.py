@@ -9,6 +9,7 @@ from twin import endpoints
 from twin import faults as F
 from twin.chaos import drill as D
 from twin.chaos import runner
+from twin.chaos.results import Judged
 from twin.mrc.stats import EndpointStats
 
 pytestmark = pytest.mark.netns
@@ -25,8 +26,8 @@ def port_signals(att, node: str) -> dict[str, dict[str, int]]:
     return att.dataplane.signals(att.runtime, node)["ports"]
 
 
-def rows(run) -> dict[str, dict]:
-    return {e["what"]: e for e in run.run.to_json()["expectations"]}
+def rows(run) -> dict[str, Judged]:
+    return {e.what: e for e in run.run.expectations}
 
 
 def test_an_incast_is_trimmed_at_its_last_hop_and_the_victim_keeps_its_goodput(lab):
@@ -35,8 +36,8 @@ def test_an_incast_is_trimmed_at_its_last_hop_and_the_victim_keeps_its_goodput(l
     before = totals(lab, "r0h0")
     drill = D.load_drill(D.find("incast-victim")).resized(1 << 20)
     (run,) = runner.run_all(lab, drill, compare="mrc", seed=1)  # compare to itself: none
-    failed = [e for e in run.run.to_json()["expectations"] if not e["ok"]]
-    assert run.run.to_json()["verdict"] == "pass", failed
+    failed = [e.failure() for e in run.run.expectations if e.failed]
+    assert run.run.verdict == "pass", failed
     after = totals(lab, "r0h0")
     trimmed = after["trimmed_rx"] - before["trimmed_rx"]
     nacked = after["nacks_trimmed_sent"] - before["nacks_trimmed_sent"]
@@ -67,24 +68,24 @@ def test_one_mrc_qp_finishes_before_roce_with_one_and_eight(lab):
         D.find("one-qp-vs-many").read_text().replace(", {mode: single-path, qps: 16}", "")
         .replace("size: 2M", "size: 1M"), "one-qp.yml")
     runs = runner.run_all(lab, drill, seed=1)
-    assert [r.run.to_json()["variant"] for r in runs] == ["mrc", "single-path x1 QP",
+    assert [r.run.variant for r in runs] == ["mrc", "single-path x1 QP",
                                                   "single-path x8 QPs"]
     got = rows(runs[0])["speedup"]
-    assert got["ok"] and "single-path x1 QP" in got["got"], got
-    assert runs[0].run.to_json()["exact"] and runs[0].run.to_json()["metrics"]["speedup"] >= 1
-    assert runs[1].run.to_json()["qps"] == 1 and runs[2].run.to_json()["qps"] == 8
-    assert len(runs[2].run.to_json()["flows"]) == 8  # eight QPs, 1/8 of the bytes each
-    assert sum(f["size"] for f in runs[2].run.to_json()["flows"]) == 1 << 20
+    assert got.ok and "single-path x1 QP" in got.got, got
+    assert runs[0].run.exact and runs[0].run.metrics["speedup"] >= 1
+    assert runs[1].run.qps == 1 and runs[2].run.qps == 8
+    assert len(runs[2].run.flows) == 8  # eight QPs, 1/8 of the bytes each
+    assert sum(f["size"] for f in runs[2].run.flows) == 1 << 20
 
 
 def test_random_loss_on_every_fabric_link_meets_the_traffic_and_mrc_keeps_its_rate(lab):
     drill = D.load_drill(D.find("random-loss-1pct")).timed(1_600_000_000)
     (run,) = runner.run_all(lab, drill, compare="mrc", seed=1)
     got = rows(run)
-    assert got["faults met traffic"]["ok"] and len(run.run.to_json()["faults"]) == 8, got
-    assert got["steady state: traffic sized"]["ok"]
-    assert got["goodput_retained"]["ok"], got["goodput_retained"]
-    assert run.run.to_json()["verdict"] == "pass"
+    assert got["faults met traffic"].ok and len(run.run.faults) == 8, got
+    assert got["steady state: traffic sized"].ok
+    assert got["goodput_retained"].ok, got["goodput_retained"]
+    assert run.run.verdict == "pass"
     for t1 in ("t1-p0-0", "t1-p7-3"):  # every plane's T1s held the loss, and none is left
         assert "twin_" not in lab.runtime.exec(t1, ["nft", "list", "tables"]).stdout
     assert F.active(lab) == []
@@ -96,9 +97,9 @@ def test_a_permutation_gives_every_mrc_flow_a_share(lab):
     share (lab/drills/permutation.yml); the bounds here are loose, the drill's tighter."""
     drill = D.load_drill(D.find("permutation")).resized(2 << 20)
     (run,) = runner.run_all(lab, drill, compare="mrc", seed=1)
-    m = run.run.to_json()["metrics"]
-    assert run.run.to_json()["exact"] and len(m["flow_mbps"]) == 16
+    m = run.run.metrics
+    assert run.run.exact and len(m["flow_mbps"]) == 16
     assert m["fair_share_mbps"] == [24.0] * 16  # 8 planes x 3 Mbit/s, one flow per NIC
     assert m["least_fair_share"] > 0.3 and m["flow_spread"] < 0.6, m
-    series = run.run.to_json()["flow_goodput"]["series"]
+    series = run.run.flow_goodput["series"]
     assert len(series) == 16 and all(sum(s["bytes"]) > 0 for s in series)

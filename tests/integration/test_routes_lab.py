@@ -82,9 +82,9 @@ def test_the_lab_holds_the_operators_tables_not_twins_plan(operators_lab):
 def test_a_shipped_drill_passes_on_the_operators_tables(operators_lab, name):
     drill = D.load_drill(D.find(name)).timed(700_000_000)  # sized: the fault meets traffic
     (run,) = runner.run_all(operators_lab, drill, seed=3)
-    failed = [e for e in run.run.to_json()["expectations"] if not e["ok"]]
-    assert run.run.to_json()["verdict"] == "pass", failed
-    assert run.run.to_json()["expectations"][-1]["what"] == "rollback: verify"
+    failed = [e.failure() for e in run.run.expectations if e.failed]
+    assert run.run.verdict == "pass", failed
+    assert run.run.expectations[-1].what == "rollback: verify"
     assert F.active(operators_lab) == []
 
 
