@@ -23,13 +23,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
-import statistics
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
+
+import sidebyside as S
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -40,14 +39,10 @@ COMMANDS = {
     "status": ["status"],
 }
 
-# what the console script `twin` does (setuptools' entry point for twin.cli:main)
-LAUNCH = "import sys; sys.argv[0] = 'twin'; from twin.cli import main; sys.exit(main())"
-
-
 def run(tree: Path, args: list[str], env: dict[str, str]) -> tuple[float, tuple]:
     """One whole process: its wall-clock seconds and (stdout, stderr, exit code)."""
     t0 = time.perf_counter()
-    p = subprocess.run([sys.executable, "-c", LAUNCH, *args], capture_output=True,
+    p = subprocess.run(S.twin_argv(*args), capture_output=True,
                        env={**env, "PYTHONPATH": str(tree)}, cwd=tree)
     return time.perf_counter() - t0, (p.stdout, p.stderr, p.returncode)
 
@@ -60,56 +55,22 @@ def main() -> int:
     ap.add_argument("--json", action="store_true", help="machine-readable output")
     a = ap.parse_args()
 
-    tmp = Path(tempfile.mkdtemp(prefix="twin-bench-cli-"))
-    old = tmp / "old"
-    subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", "-q", str(old),
-                    a.against], check=True)
-    rev = subprocess.run(["git", "-C", str(old), "rev-parse", "--short", "HEAD"],
-                         capture_output=True, text=True, check=True).stdout.strip()
-    new_rev = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
-                             capture_output=True, text=True, check=True).stdout.strip()
-    run_dir = tmp / "run"
-    run_dir.mkdir()
-    env = {**os.environ, "TWIN_RUN_DIR": str(run_dir), "COLUMNS": "100"}
-    env.pop("PYTHONPATH", None)
-    trees = {"old": old, "new": ROOT}
-    times: dict[str, dict[str, list[float]]] = {c: {"old": [], "new": []} for c in COMMANDS}
-    differs: list[str] = []
-    try:
-        for name, args in COMMANDS.items():
-            run(ROOT, args, env)  # warm the page cache and .pyc files of both
-            run(old, args, env)
-            first: dict[str, tuple] = {}
-            for i in range(a.runs):
-                for which in (("old", "new") if i % 2 == 0 else ("new", "old")):
-                    s, output = run(trees[which], args, env)
-                    times[name][which].append(s)
-                    first.setdefault(which, output)
-            if first["old"] != first["new"]:
-                differs.append(name)
-    finally:
-        subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(old)],
-                       check=False)
-        shutil.rmtree(tmp, ignore_errors=True)
+    with S.reference(a.against, "twin-bench-cli-") as trees:
+        run_dir = trees.tmp / "run"
+        run_dir.mkdir()
+        env = {**os.environ, "TWIN_RUN_DIR": str(run_dir), "COLUMNS": "100"}
+        env.pop("PYTHONPATH", None)
+        times, differs = S.round_robin(trees, COMMANDS,
+                                       lambda tree, args: run(tree, args, env), a.runs)
 
-    result = {"against": a.against, "old": rev, "new": new_rev, "runs": a.runs,
-              "commands": {}, "output_differs": differs}
-    for name, by in times.items():
-        row = {which: {"min": min(v), "median": statistics.median(v), "max": max(v)}
-               for which, v in by.items()}
-        row["ratio"] = row["new"]["median"] / row["old"]["median"]
-        result["commands"][name] = row
+    result = {"against": a.against, "old": trees.old_rev, "new": trees.new_rev,
+              "runs": a.runs, "commands": S.figures(times), "output_differs": differs}
     if a.json:
         print(json.dumps(result, indent=2))
     else:
-        print(f"twin start-up, whole process, {a.runs} runs each, seconds: old {rev} "
-              f"({a.against}), new {new_rev} (this tree)")
-        print(f"{'command':<8} {'old min':>8} {'median':>8} {'max':>8}   "
-              f"{'new min':>8} {'median':>8} {'max':>8}   new/old")
-        for name, row in result["commands"].items():
-            o, n = row["old"], row["new"]
-            print(f"{name:<8} {o['min']:8.3f} {o['median']:8.3f} {o['max']:8.3f}   "
-                  f"{n['min']:8.3f} {n['median']:8.3f} {n['max']:8.3f}   {row['ratio']:.2f}")
+        print(f"twin start-up, whole process, {a.runs} runs each, seconds: old "
+              f"{trees.old_rev} ({a.against}), new {trees.new_rev} (this tree)")
+        S.print_table(result["commands"], "command")
         print("same output in both trees: " + (", ".join(f"not {d}" for d in differs)
                                                  if differs else "yes, every command"))
     return 1 if differs else 0

@@ -24,18 +24,17 @@ import json
 import os
 import re
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
+import sidebyside as S
+
 ROOT = Path(__file__).resolve().parents[1]
 SPEC = "mrc-8p-256"
 AGAINST = "671e9ff~"  # the routes check deriving its own paths, before fabric.paths served
 
-# what the console script `twin` does (setuptools' entry point for twin.cli:main)
-LAUNCH = "import sys; sys.argv[0] = 'twin'; from twin.cli import main; sys.exit(main())"
 ELAPSED = re.compile(rb"walked in [0-9.]+s")
 LEFT_OUT = "route replace fcbb:bb00:201::/48 "  # t0-p0-r0's route to t1-p0-1
 
@@ -43,8 +42,8 @@ LEFT_OUT = "route replace fcbb:bb00:201::/48 "  # t0-p0-r0's route to t1-p0-1
 def run(tree: Path, tables: Path, env: dict[str, str]) -> tuple[float, tuple]:
     """One whole process: its CPU seconds and (stdout without the elapsed time, exit code)."""
     with tempfile.TemporaryFile() as stdout:
-        p = subprocess.Popen([sys.executable, "-c", LAUNCH, "routes", "check", SPEC,
-                              str(tables)], stdout=stdout, stderr=subprocess.DEVNULL,
+        p = subprocess.Popen(S.twin_argv("routes", "check", SPEC, str(tables)),
+                             stdout=stdout, stderr=subprocess.DEVNULL,
                              env={**env, "PYTHONPATH": str(tree)}, cwd=tree)
         _, status, usage = os.wait4(p.pid, 0)
         p.returncode = os.waitstatus_to_exitcode(status)
@@ -56,8 +55,8 @@ def run(tree: Path, tables: Path, env: dict[str, str]) -> tuple[float, tuple]:
 def cases(tmp: Path, env: dict[str, str]) -> dict[str, Path]:
     """The tables each case checks, written by this tree's `twin routes export`."""
     own = tmp / "own"
-    subprocess.run([sys.executable, "-c", LAUNCH, "routes", "export", SPEC, str(own),
-                    "--format", "iproute2-batch"], check=True, capture_output=True,
+    subprocess.run(S.twin_argv("routes", "export", SPEC, str(own), "--format",
+                               "iproute2-batch"), check=True, capture_output=True,
                    env={**env, "PYTHONPATH": str(ROOT)}, cwd=ROOT)
     broken = tmp / "broken"
     shutil.copytree(own, broken)
@@ -77,55 +76,21 @@ def main() -> int:
     ap.add_argument("--json", action="store_true", help="machine-readable output")
     a = ap.parse_args()
 
-    tmp = Path(tempfile.mkdtemp(prefix="twin-bench-routes-check-"))
-    old = tmp / "old"
-    subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", "-q", str(old),
-                    a.against], check=True)
-    rev = subprocess.run(["git", "-C", str(old), "rev-parse", "--short", "HEAD"],
-                         capture_output=True, text=True, check=True).stdout.strip()
-    new_rev = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
-                             capture_output=True, text=True, check=True).stdout.strip()
     env = {**os.environ, "COLUMNS": "100"}
     env.pop("PYTHONPATH", None)
-    trees = {"old": old, "new": ROOT}
-    differs: list[str] = []
-    try:
-        tables = cases(tmp, env)
-        times: dict[str, dict[str, list[float]]] = {c: {"old": [], "new": []} for c in tables}
-        for name, directory in tables.items():
-            run(ROOT, directory, env)  # warm the page cache and .pyc files of both
-            run(old, directory, env)
-            first: dict[str, tuple] = {}
-            for i in range(a.runs):
-                for which in (("old", "new") if i % 2 == 0 else ("new", "old")):
-                    s, output = run(trees[which], directory, env)
-                    times[name][which].append(s)
-                    first.setdefault(which, output)
-            if first["old"] != first["new"]:
-                differs.append(name)
-    finally:
-        subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(old)],
-                       check=False)
-        shutil.rmtree(tmp, ignore_errors=True)
+    with S.reference(a.against, "twin-bench-routes-check-") as trees:
+        tables = cases(trees.tmp, env)
+        times, differs = S.round_robin(trees, tables,
+                                       lambda tree, where: run(tree, where, env), a.runs)
 
-    result = {"against": a.against, "old": rev, "new": new_rev, "runs": a.runs,
-              "cases": {}, "output_differs": differs}
-    for name, by in times.items():
-        row = {which: {"min": min(v), "median": statistics.median(v), "max": max(v)}
-               for which, v in by.items()}
-        row["ratio"] = row["new"]["median"] / row["old"]["median"]
-        result["cases"][name] = row
+    result = {"against": a.against, "old": trees.old_rev, "new": trees.new_rev,
+              "runs": a.runs, "cases": S.figures(times), "output_differs": differs}
     if a.json:
         print(json.dumps(result, indent=2))
     else:
         print(f"twin routes check {SPEC}, whole process, {a.runs} runs each, CPU seconds: "
-              f"old {rev} ({a.against}), new {new_rev} (this tree)")
-        print(f"{'tables':<8} {'old min':>8} {'median':>8} {'max':>8}   "
-              f"{'new min':>8} {'median':>8} {'max':>8}   new/old")
-        for name, row in result["cases"].items():
-            o, n = row["old"], row["new"]
-            print(f"{name:<8} {o['min']:8.3f} {o['median']:8.3f} {o['max']:8.3f}   "
-                  f"{n['min']:8.3f} {n['median']:8.3f} {n['max']:8.3f}   {row['ratio']:.2f}")
+              f"old {trees.old_rev} ({a.against}), new {trees.new_rev} (this tree)")
+        S.print_table(result["cases"], "tables")
         print("same report in both trees: " + (", ".join(f"not {d}" for d in differs)
                                                  if differs else "yes, every case"))
     return 1 if differs else 0
