@@ -140,6 +140,11 @@ class Validator:
         return Invalid(message, self.hint if hint is None else hint, path)
 
 
+def _whole(bound: Any) -> Any:
+    """A float bound that is a whole number as an int: 1 to 60000, not 1.0 to 60000.0."""
+    return int(bound) if isinstance(bound, float) and bound.is_integer() else bound
+
+
 class Int(Validator):
     """An integer in lo..hi; `above`: lo itself is refused ("must be more than 0")."""
 
@@ -152,6 +157,7 @@ class Int(Validator):
         self.fixed = not callable(lo) and not callable(hi) and not above
 
     def span(self, lo: Any, hi: Any) -> str:
+        lo, hi = _whole(lo), _whole(hi)
         return f"more than {lo}, at most {hi}" if self.above else f"{lo} to {hi}"
 
     def number(self, template: str, value: Any, path: str, lo: Any, hi: Any) -> Invalid:
@@ -491,16 +497,15 @@ class Problems:
         return data
 
 
-def option(v: Validator, path: str | None = None) -> Callable[[Any, Any, Any], Any]:
+def option(v: Validator) -> Callable[[Any, Any, Any], Any]:
     """A click callback that checks an option's value by `v`: a refusal is an Invalid
-    (a UsageError, exit 2) at the option's name, `--qps: must be at most 64 (got 65)`
-    (or at `path`: an argument's metavar, `PERCENT`). None (an option not given, default
-    None) passes unchecked."""
+    (a UsageError, exit 2) at the option's name, `--qps: must be at most 64 (got 65)`.
+    None (an option not given, default None) passes unchecked."""
 
     def callback(ctx: Any, param: Any, value: Any) -> Any:
         if value is None:
             return None
-        name = path or (max(param.opts, key=len) if param.opts else param.name)
+        name = max(param.opts, key=len) if param.opts else param.name
         return v.check(value, name)
 
     return callback

@@ -252,6 +252,14 @@ def test_each_control_op_is_one_record_of_its_arguments_in_the_protocols_words()
     (["traffic", "bulk", "--size", "0"], "--size: must be at least 1 (got 0)"),
     (["traffic", "bulk", "--cut-at", "-1"], "--cut-at: must be at least 0 (got -1.0)"),
     (["top", "--period", "0"], "--period: must be a number 0.1 to 60 (got 0.0) (seconds)"),
+    (["probe", "--duration", "0"],
+     "--duration: must be a number more than 0, at most 86400 (got 0.0) (seconds)"),
+    (["probe", "--duration", "nan"],
+     "--duration: must be a number more than 0, at most 86400 (got nan) (seconds)"),
+    (["probe", "--period", "0"],
+     "--period: must be a number 1 to 60000 (got 0.0) (milliseconds)"),
+    (["probe", "--rate", "60000"],
+     "--rate: must be a number 1 to 50000 (got 60000.0) (probes per second)"),
 ])
 def test_cli_options_are_refused_at_the_option_with_exit_2(tmp_path, monkeypatch, argv,
                                                            message):
