@@ -258,6 +258,13 @@ def test_each_control_op_is_one_record_of_its_arguments_in_the_protocols_words()
      "--duration: must be a number more than 0, at most 86400 (got nan) (seconds)"),
     (["probe", "--period", "0"],
      "--period: must be a number 1 to 60000 (got 0.0) (milliseconds)"),
+    (["stats", "--events", "--kind", "retire", "--kind", "nope"],
+     "--kind: must be one of loss, first_loss"),
+    (["size", "--radix", "511", "--planes", "8"],
+     "--radix: must be an even number of ports, at least 4 (got 511)"),
+    (["size", "--radix", "2", "--planes", "8"],
+     "--radix: must be an even number of ports, at least 4 (got 2)"),
+    (["size", "--radix", "512", "--planes", "17"], "--planes: must be an integer 1 to 16 (got 17)"),
     (["probe", "--rate", "60000"],
      "--rate: must be a number 1 to 50000 (got 60000.0) (probes per second)"),
 ])
