@@ -4,13 +4,14 @@ A fabric spec, a drill file, a control request to an MRC endpoint and a CLI opti
 are each checked through these (in the spirit of netlab's typed attributes):
 
     Int(lo, hi)        an integer, not a bool, in lo..hi (a bound may be a callable of the
-                       fields a Record checked before it: a write's size by its buffer)
-    Float(lo, hi)      a finite number, not a bool, in lo..hi
+                       fields a Record checked before it: a write's size by its buffer);
+                       above=True: more than lo ("must be more than 0")
+    Float(lo, hi)      a finite number, not a bool, in lo..hi (or above lo)
     Str(pattern)       a string, matching `pattern` when given
     Choice(names)      one of `names`: a tuple, or a twin.registry.Registry
     Bool()             true or false
     Size(lo, hi)       bytes: 4096, or 64M / 256MiB / 1G (twin.units.parse_size)
-    Rate(), Duration() tc's 100mbit; 300ms (twin.units)
+    Rate(), Duration(lo, hi)  tc's 100mbit; 300ms (twin.units), a duration within lo..hi ns
     IPv6Prefix(len, within)  an IPv6 prefix of that length inside another
     ListOf(v, max_len) a list, each item checked by v
     Record(fields)     a mapping: its known keys (a miss suggests the closest), the
@@ -24,7 +25,8 @@ the first (`Problems`, whose problems a SpecError renders); a CLI option raises 
 UsageError: exit 2); the endpoint turns it into its protocol's reply.
 
 How a refusal is phrased is a `Words`: DOCUMENT for files ("must be at least 1 (got
-0)"), SPAN where the whole range is named ("must be an integer 1 to 64 (got 99)"); the
+0)"), SPAN where a number's whole range is named ("must be an integer 1 to 64 (got 99)",
+"must be a number more than 0, at most 100 (got 0)"); the
 endpoint's control protocol has words of its own, which its
 clients and tests read word for word (twin.mrc.control).
 
@@ -81,11 +83,14 @@ def show_value(value: Any) -> str:
 @dataclass(frozen=True)
 class Words:
     """How refusals are phrased. Fields of the templates: {what} (the validator's own: "an
-    integer"), {lo}, {hi}, {names}, {got} (the value as `show` quotes it), {value} (as it
-    is), {key} (a missing key), {max} and {noun} (a list's)."""
+    integer"), {lo}, {hi}, {span} (a number's range: "1 to 64", "more than 0, at most
+    100"), {names}, {got} (the value as `show` quotes it), {value} (as it is), {key} (a
+    missing key), {max} and {noun} (a list's). `more` refuses a number not above an
+    exclusive lower bound."""
 
     wrong: str = "must be {what} (got {got})"
     low: str = "must be at least {lo} (got {value})"
+    more: str = "must be more than {lo} (got {value})"
     high: str = "must be at most {hi} (got {value})"
     choice: str = "must be one of {names} (got {got})"
     missing: str = "is required"
@@ -98,13 +103,13 @@ class Words:
 
 
 DOCUMENT = Words()
-# A range named whole in every refusal of a number: "must be an integer 1 to 64 (got 99)"
-# (a drill file's integers, the CLI's numeric options)
-SPAN = DOCUMENT.but(**dict.fromkeys(("wrong", "low", "high"),
-                                    "must be {what} {lo} to {hi} (got {got})"))
+# A range named whole in every refusal of a number (Int, Float): "must be an integer 1 to
+# 64 (got 99)" (a drill file's integers, the CLI's numeric options)
+SPAN = DOCUMENT.but(**dict.fromkeys(("wrong", "low", "high", "more"),
+                                    "must be {what} {span} (got {got})"))
 # Every refusal of a value in one message, its kind and range named in {what}: "must be a
 # size such as 64M, at most 4G (got '8G')"
-ONE = DOCUMENT.but(low=DOCUMENT.wrong, high=DOCUMENT.wrong)
+ONE = DOCUMENT.but(low=DOCUMENT.wrong, high=DOCUMENT.wrong, more=DOCUMENT.wrong)
 
 Bound = int | float | Callable[[Mapping[str, Any]], Any]
 
@@ -135,32 +140,58 @@ class Validator:
         return Invalid(message, self.hint if hint is None else hint, path)
 
 
+def _whole(bound: Any) -> Any:
+    """A float bound that is a whole number as an int: 1 to 60000, not 1.0 to 60000.0."""
+    return int(bound) if isinstance(bound, float) and bound.is_integer() else bound
+
+
 class Int(Validator):
+    """An integer in lo..hi; `above`: lo itself is refused ("must be more than 0")."""
+
     what = "an integer"
 
-    def __init__(self, lo: Bound = -math.inf, hi: Bound = math.inf, **kw: Any):
+    def __init__(self, lo: Bound = -math.inf, hi: Bound = math.inf, *, above: bool = False,
+                 **kw: Any):
         super().__init__(**kw)
-        self.lo, self.hi = lo, hi
-        self.fixed = not callable(lo) and not callable(hi)
+        self.lo, self.hi, self.above = lo, hi, above
+        self.fixed = not callable(lo) and not callable(hi) and not above
+
+    def span(self, lo: Any, hi: Any) -> str:
+        lo, hi = _whole(lo), _whole(hi)
+        return f"more than {lo}, at most {hi}" if self.above else f"{lo} to {hi}"
+
+    def number(self, template: str, value: Any, path: str, lo: Any, hi: Any) -> Invalid:
+        return self.refuse(template, value, path, lo=lo, hi=hi, span=self.span(lo, hi))
 
     def check(self, value, path="", ctx=None):
         # (the fast way first: a control request checks several of these, bool is an int)
         if type(value) is not int and (isinstance(value, bool) or not isinstance(value, int)):
-            raise self.refuse(self.words.wrong, value, path, lo=self.lo, hi=self.hi)
+            raise self.wrong(value, path, ctx)
         if self.fixed and self.lo <= value <= self.hi:
             return value
         return self.in_range(value, path, ctx)
 
-    def in_range(self, value, path, ctx):
+    def bounds(self, ctx: Mapping[str, Any] | None) -> tuple[Any, Any]:
         lo, hi = self.lo, self.hi
         if callable(lo):
             lo = lo(ctx if ctx is not None else {})
         if callable(hi):
             hi = hi(ctx if ctx is not None else {})
+        return lo, hi
+
+    def wrong(self, value: Any, path: str, ctx: Mapping[str, Any] | None) -> Invalid:
+        # (a bound computed from the fields before is not computed for this: they may
+        # have been refused themselves)
+        return self.number(self.words.wrong, value, path, self.lo, self.hi)
+
+    def in_range(self, value, path, ctx):
+        lo, hi = self.bounds(ctx)
+        if self.above and value <= lo:
+            raise self.number(self.words.more, value, path, lo, hi)
         if value < lo:
-            raise self.refuse(self.words.low, value, path, lo=lo, hi=hi)
+            raise self.number(self.words.low, value, path, lo, hi)
         if value > hi:
-            raise self.refuse(self.words.high, value, path, lo=lo, hi=hi)
+            raise self.number(self.words.high, value, path, lo, hi)
         return value
 
 
@@ -172,7 +203,7 @@ class Float(Int):
     def check(self, value, path="", ctx=None):
         if isinstance(value, bool) or not isinstance(value, int | float) \
                 or not math.isfinite(value):
-            raise self.refuse(self.words.wrong, value, path, lo=self.lo, hi=self.hi)
+            raise self.wrong(value, path, ctx)
         return self.in_range(value, path, ctx)
 
 
@@ -265,15 +296,16 @@ class Rate(Validator):
 
 
 class Duration(Validator):
-    """Nanoseconds, from 300ms, 1.5s, 250us (a unit is required), at most `hi` ns;
-    `hi_hint` is the hint of a duration past it."""
+    """Nanoseconds, from 300ms, 1.5s, 250us (a unit is required), at most `hi` ns and at
+    least `lo` ns; `hi_hint` and `lo_hint` are the hints of a duration past either."""
 
     what = "a duration such as 300ms"
 
-    def __init__(self, hi: int | None = None, *, hi_hint: str = "", **kw: Any):
+    def __init__(self, hi: int | None = None, *, hi_hint: str = "", lo: int | None = None,
+                 lo_hint: str = "", **kw: Any):
         kw.setdefault("hint", "units: us, ms, s")
         super().__init__(**kw)
-        self.hi, self.hi_hint = hi, hi_hint
+        self.hi, self.hi_hint, self.lo, self.lo_hint = hi, hi_hint, lo, lo_hint
 
     def check(self, value, path="", ctx=None):
         ns = parse_duration_ns(value) if isinstance(value, str) else None
@@ -282,6 +314,9 @@ class Duration(Validator):
         if self.hi is not None and ns > self.hi:
             raise self.refuse(self.words.high, value, path, self.hi_hint,
                               hi=show_duration(self.hi))
+        if self.lo is not None and ns < self.lo:
+            raise self.refuse(self.words.low, value, path, self.lo_hint,
+                              lo=show_duration(self.lo))
         return ns
 
 

@@ -136,9 +136,9 @@ def test_probe_live_prints_a_line_per_change_and_stops_on_sigterm(lab):
 
 def test_probe_refuses_bad_input_before_probing(lab):
     runner = CliRunner()
-    for argv, message in ((["--period", "0"], "period must be"),
-                          (["--rate", "0"], "rate must be"),
+    for argv, message in ((["--period", "0"], "--period: must be"),
+                          (["--rate", "0"], "--rate: must be"),
                           (["--once", "--duration", "1"], "--once is one round"),
-                          (["--duration", "-1"], "--duration must be")):
+                          (["--duration", "-1"], "--duration: must be")):
         result = runner.invoke(main, ["probe", "--lab", lab.lab, *argv])
         assert result.exit_code == 2 and message in result.output, (argv, result.output)

@@ -19,6 +19,7 @@ from click.testing import CliRunner
 
 from twin import faults as F
 from twin import lab as L
+from twin import validate as V
 from twin.cli import blind as cli_blind
 from twin.cli import lab as cli_lab
 from twin.cli import main
@@ -138,13 +139,15 @@ ARGS = {
 
 def kind_args(kind) -> list[str]:
     """A fault kind's command line: a target, then a value for each argument and
-    required option (what they mean is the kind's to check, after the lab is found)."""
+    required option that its check takes (values are checked before the lab is looked
+    for; the target, after)."""
     args = ["t0-p0-r0:eth3"]
     for p in kind.params:
+        value = "1mbit" if isinstance(p.check, V.Rate) else "1"
         if p.argument:
-            args.append("1")
+            args.append(value)
         elif not p.flag and p.default is None:
-            args += [f"--{p.name}", "1"]
+            args += [f"--{p.name}", value]
     return args
 
 

@@ -30,11 +30,12 @@ def test_pace_keeps_the_period_under_the_cap_and_stretches_it_over():
 
 
 @pytest.mark.parametrize("kw, message", [
-    ({"period_ms": 0}, "period must be 1 to 60000 ms"),
-    ({"period_ms": float("nan")}, "period must be"),
-    ({"period_ms": 20, "rate_pps": 0}, "rate must be 1 to 50000"),
-    ({"period_ms": 20, "rate_pps": 10**6}, "rate must be"),
-    ({"period_ms": 20, "timeout_ms": 1}, "timeout must be 5 to"),
+    ({"period_ms": 0}, r"^period: must be a number 1 to 60000 \(got 0\) \(milliseconds\)$"),
+    ({"period_ms": float("nan")}, r"period: must be a number 1 to 60000 \(got nan\)"),
+    ({"period_ms": 20, "rate_pps": 0}, r"rate: must be a number 1 to 50000 \(got 0\) "
+                                       r"\(probes per second\)"),
+    ({"period_ms": 20, "rate_pps": 10**6}, "rate: must be"),
+    ({"period_ms": 20, "timeout_ms": 1}, "timeout: must be a number 5 to 60000"),
 ])
 def test_pace_refuses_what_it_cannot_do(kw, message):
     with pytest.raises(UsageError, match=message):

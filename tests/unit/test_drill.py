@@ -107,7 +107,7 @@ BAD = [
     ("name: d\nmethod: {traffic: {pattern: incast}, timeline: [{at: 3ms, fault: nic-down, "
      "target: {random: t1}}]}", "method.timeline[0].target.random", "cannot target"),
     ("name: d\nmethod: {traffic: {pattern: incast}, timeline: [{at: 3ms, fault: link-loss, "
-     "target: a:b}]}", "method.timeline[0].percent", "percentage"),
+     "target: a:b}]}", "method.timeline[0].percent", "is required for link-loss"),
     ("name: d\nmethod: {traffic: {pattern: incast}, timeline: [{at: 3ms, fault: link-down, "
      "target: a:b, percent: 5}]}", "method.timeline[0].percent", "does not apply"),
     ("name: d\nmethod: {traffic: {pattern: incast}, timeline: [{at: 3ms, fault: link-flap, "

@@ -12,12 +12,13 @@ import pytest
 from tests.helpers import cli as twin
 from twin import faults as F
 from twin import lifecycle
+from twin import validate as V
 from twin.chaos import blind as B
 from twin.chaos import drill as D
 from twin.chaos import runner as R
 from twin.errors import LabError, SpecError, UsageError
 from twin.fabric.model import Endpoint
-from twin.faults.kinds import BadParam, FaultType, Param
+from twin.faults.kinds import FaultType, Param
 from twin.faults.registry import KINDS, register, unregister
 from twin.faults.targets import NodeTarget
 from twin.runtime import fake
@@ -26,12 +27,7 @@ TOY = "toy-mark"
 TABLE = "twin_toy_mark"
 
 
-def _mark(value):
-    if value is None:
-        return None  # the default
-    if not isinstance(value, str) or not value.isalpha():
-        raise BadParam(f"must be a word (got {value!r})", "e.g. mark: hello")
-    return value
+WORD = V.Str(r"^[A-Za-z]+$", empty=False, what="a word", hint="e.g. mark: hello")
 
 
 class ToyMark(FaultType):
@@ -41,7 +37,7 @@ class ToyMark(FaultType):
     help = "A test's fault: mark NODE with a word (an nft table)."
     targets = (NodeTarget,)
     form = "a switch, e.g. t1-p0-0"
-    params = (Param("mark", "the word", default="toy", drill=_mark),)
+    params = (Param("mark", "the word", default="toy", check=WORD, drill=True),)
     levels = ("toy",)
 
     def check(self, fabric, target):
@@ -134,7 +130,7 @@ def test_a_drill_file_checks_its_steps_by_the_kind(toy):
     d = D.parse_drill(DRILL)
     first, second = d.timeline
     assert (first.fault, first.params, first.for_ns) == (TOY, {"mark": "first"}, 5_000_000)
-    assert (second.random, second.params) == ("t0", {})
+    assert (second.random, second.params) == ("t0", {"mark": "toy"})  # the default
     assert d.end_ns == 30_000_000
     problems = {
         "{at: 1ms, fault: toy-mark, target: t1-p0-0, mark: 7}": ("mark", "must be a word"),

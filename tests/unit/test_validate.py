@@ -48,6 +48,21 @@ def test_int():
     assert refused(V.Int(1, 64, words=V.SPAN), 65) == "k: must be an integer 1 to 64 (got 65)"
 
 
+def test_an_exclusive_lower_bound_refuses_the_bound_itself():
+    v = V.Int(0, 9, above=True)
+    assert v(1) == 1 and v(9) == 9
+    assert refused(v, 0) == "k: must be more than 0 (got 0)"
+    assert refused(v, -1) == "k: must be more than 0 (got -1)"
+    f = V.Float(0, 100, above=True, words=V.SPAN, hint="%")
+    assert f(1e-9) == 1e-9 and f(100) == 100
+    assert refused(f, 0) == "k: must be a number more than 0, at most 100 (got 0) (%)"
+    assert refused(f, 101) == "k: must be a number more than 0, at most 100 (got 101) (%)"
+    assert refused(f, "x") == "k: must be a number more than 0, at most 100 (got 'x') (%)"
+    one = V.Float(0, 100, above=True, words=V.ONE, what="a percentage in (0, 100]")
+    assert refused(one, 0.0) == "k: must be a percentage in (0, 100] (got 0.0)"
+    assert refused(one, math.nan) == "k: must be a percentage in (0, 100] (got nan)"
+
+
 def test_int_bounds_may_be_computed_from_the_fields_checked_before():
     v = V.Int(0, lambda got: got["size"])
     assert v(5, "k", {"size": 5}) == 5
@@ -112,6 +127,9 @@ def test_rate_and_duration():
     assert refused(d, "300") == "k: must be a duration such as 300ms (got '300') " \
         "(units: us, ms, s)"
     assert refused(d, "2s") == "k: must be at most 1s (got 2s) (short)"
+    lo = V.Duration(lo=10_000_000, lo_hint="each flap runs `ip`")
+    assert lo("10ms") == 10_000_000
+    assert refused(lo, "5ms") == "k: must be at least 10ms (got 5ms) (each flap runs `ip`)"
 
 
 def test_ipv6_prefix():
@@ -234,6 +252,21 @@ def test_each_control_op_is_one_record_of_its_arguments_in_the_protocols_words()
     (["traffic", "bulk", "--size", "0"], "--size: must be at least 1 (got 0)"),
     (["traffic", "bulk", "--cut-at", "-1"], "--cut-at: must be at least 0 (got -1.0)"),
     (["top", "--period", "0"], "--period: must be a number 0.1 to 60 (got 0.0) (seconds)"),
+    (["probe", "--duration", "0"],
+     "--duration: must be a number more than 0, at most 86400 (got 0.0) (seconds)"),
+    (["probe", "--duration", "nan"],
+     "--duration: must be a number more than 0, at most 86400 (got nan) (seconds)"),
+    (["probe", "--period", "0"],
+     "--period: must be a number 1 to 60000 (got 0.0) (milliseconds)"),
+    (["stats", "--events", "--kind", "retire", "--kind", "nope"],
+     "--kind: must be one of loss, first_loss"),
+    (["size", "--radix", "511", "--planes", "8"],
+     "--radix: must be an even number of ports, at least 4 (got 511)"),
+    (["size", "--radix", "2", "--planes", "8"],
+     "--radix: must be an even number of ports, at least 4 (got 2)"),
+    (["size", "--radix", "512", "--planes", "17"], "--planes: must be an integer 1 to 16 (got 17)"),
+    (["probe", "--rate", "60000"],
+     "--rate: must be a number 1 to 50000 (got 60000.0) (probes per second)"),
 ])
 def test_cli_options_are_refused_at_the_option_with_exit_2(tmp_path, monkeypatch, argv,
                                                            message):
@@ -242,3 +275,61 @@ def test_cli_options_are_refused_at_the_option_with_exit_2(tmp_path, monkeypatch
     result = CliRunner().invoke(main, argv)
     assert result.exit_code == 2, result.output
     assert message in " ".join(result.output.split()) and "Traceback" not in result.output
+
+
+STEP = "name: d\nmethod:\n  traffic: {pattern: incast}\n  timeline:\n    - {at: 3ms, %s}\n"
+LINK = "target: t0-p0-r0:eth3, fault:"
+
+
+@pytest.mark.parametrize("step,key,message", [
+    (f"{LINK} link-loss, percent: 0", "percent", "must be a percentage in (0, 100] (got 0)"),
+    (f"{LINK} link-loss, percent: 101", "percent",
+     "must be a percentage in (0, 100] (got 101)"),
+    (f"{LINK} link-loss, percent: .nan", "percent",
+     "must be a percentage in (0, 100] (got nan)"),
+    (f"{LINK} link-loss", "percent", "is required for link-loss"),
+    ("target: 0, fault: plane-loss, percent: '5'", "percent",
+     "must be a percentage in (0, 100] (got '5')"),
+    (f"{LINK} link-rate, rate: fast", "rate", "must be a rate such as 100mbit or 10gbit"),
+    (f"{LINK} link-rate", "rate", "is required for link-rate"),
+    (f"{LINK} link-flap, count: 0, period: 100ms", "count",
+     "must be an integer 1 to 1000 (got 0)"),
+    (f"{LINK} link-flap, count: 2", "period", "is required for link-flap"),
+    (f"{LINK} link-flap, count: 2, period: 5ms", "period", "must be at least 10ms (got 5ms)"),
+    (f"{LINK} link-flap, count: 2, period: 700s", "period", "must be at most 600s (got 700s)"),
+    (f"{LINK} link-flap, count: 2, period: 1", "period", "must be a duration such as 300ms"),
+])
+def test_a_drill_steps_fault_params_are_refused_at_their_key_path(step, key, message):
+    with pytest.raises(SpecError) as info:
+        parse_drill(STEP % step)
+    got = {p.path: p.message for p in info.value.problems}
+    path = f"method.timeline[0].{key}"
+    assert path in got and got[path].startswith(message), got
+
+
+def test_a_fault_kinds_params_are_data_each_checked_by_a_validator():
+    from twin.faults.registry import KINDS
+
+    for kind in KINDS.values():
+        for p in kind.params:
+            assert p.flag or isinstance(p.check, V.Validator), (kind.name, p.name)
+            assert p.drill is False or p.in_drill is not None, (kind.name, p.name)
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["fault", "link-loss", "t0-p0-r0:eth3", "0"],
+     "PERCENT: must be a percentage in (0, 100] (got 0.0)"),
+    (["fault", "link-loss", "t0-p0-r0:eth3", "-5"],
+     "PERCENT: must be a percentage in (0, 100] (got -5.0)"),
+    (["fault", "plane-loss", "0", "nan"], "PERCENT: must be a percentage in (0, 100] (got nan)"),
+    (["fault", "link-rate", "t0-p0-r0:eth3", "fast"],
+     "RATE: must be a rate such as 100mbit or 10gbit (got 'fast')"),
+    (["fault", "link-flap", "t0-p0-r0:eth3", "--count", "0"],
+     "--count: must be an integer 1 to 10000 (got 0) (flaps)"),
+    (["fault", "link-flap", "t0-p0-r0:eth3", "--period", "0"],
+     "--period: must be a number 0.01 to 3600 (got 0.0) (seconds)"),
+])
+def test_a_fault_commands_values_are_refused_by_its_params_validators(tmp_path, monkeypatch,
+                                                                      argv, message):
+    test_cli_options_are_refused_at_the_option_with_exit_2(tmp_path, monkeypatch, argv,
+                                                           message)

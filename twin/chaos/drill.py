@@ -45,7 +45,7 @@ import yaml
 from twin import validate as V
 from twin.errors import Problem, SpecError, UsageError
 from twin.fabric.spec import name_problem, yaml_problem
-from twin.faults.kinds import BadParam, FaultType
+from twin.faults.kinds import FaultType
 from twin.faults.registry import KINDS, kind_named
 from twin.faults.targets import random_forms
 from twin.mrc import cc as CC
@@ -470,7 +470,7 @@ def _param_keys() -> dict[str, list[str]]:
     keys: dict[str, list[str]] = {}
     for ft in KINDS.values():
         for p in ft.params:
-            if p.drill is not None:
+            if p.in_drill is not None:
                 keys.setdefault(p.name, []).append(str(ft.name))
     return keys
 
@@ -500,12 +500,12 @@ def _step(c: V.Problems, item: Any, where: str) -> Step | None:
     for_ns = c.check(_DURATION, item, "for", where)
     params = {}
     if ft is not None:
-        mine = [p for p in ft.params if p.drill is not None]
+        mine = [p for p in ft.params if p.in_drill is not None]
         for p in mine:
             try:
-                value = p.drill(item.get(p.name))
-            except BadParam as e:
-                c.say(f"{path}{p.name}", str(e), e.hint)
+                value = p.from_drill(ft.name, item, f"{path}{p.name}")
+            except V.Invalid as e:
+                c.add(e)
                 continue
             if value is not None:
                 params[p.name] = value

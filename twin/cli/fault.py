@@ -59,8 +59,9 @@ def kind_command(kind: FaultType) -> click.Command:
     def run(target: str, lab: str | None, **values) -> None:
         if kind.blocking:  # Ctrl-C and SIGTERM unwind it: the fault is reverted
             sigterm_as_interrupt()
+        values = kind.prepare(kind.values(values))  # a bad value is refused before the lab
         att = L.attach(lab)
-        fault = kind.start(att, target, values,
+        fault = kind.begin(att, target, values,
                            progress=lambda i, n: err.print(f"{kind.step_word} {i}/{n}"))
         out.print(kind.said(att, fault, values))
 

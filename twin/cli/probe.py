@@ -14,6 +14,7 @@ from rich.table import Table
 from rich.text import Text
 
 from twin import lab as L
+from twin import validate as V
 from twin.cli.base import emit_json, lab_option, main, out, sigterm_as_interrupt
 from twin.errors import LabError, UsageError
 from twin.telemetry.collect import record_verify
@@ -21,6 +22,7 @@ from twin.verify import continuous as C
 from twin.verify.localize import Change, Localization
 
 DURATION_MAX_S = 86_400.0
+DURATION = V.Float(0, DURATION_MAX_S, above=True, words=V.SPAN, hint="seconds")
 TICK_S = 0.1  # how often the live view looks at the prober
 SHOWN = 12  # lines of recent changes on the live view
 
@@ -28,11 +30,14 @@ SHOWN = 12  # lines of recent changes on the live view
 @main.command()
 @lab_option()
 @click.option("--period", "period_ms", type=float, default=20, show_default=True,
-              metavar="MS", help="A round every MS: every link is probed once a round.")
+              metavar="MS", callback=V.option(C.PERIOD),
+              help="A round every MS: every link is probed once a round.")
 @click.option("--rate", "rate_pps", type=float, default=C.RATE_PPS, show_default=True,
-              metavar="PPS", help=f"Probe rate cap, packets per second (at most {C.RATE_MAX}).")
+              metavar="PPS", callback=V.option(C.RATE),
+              help=f"Probe rate cap, packets per second (at most {C.RATE_MAX}).")
 @click.option("--once", is_flag=True, help="One round, then the verdict.")
 @click.option("--duration", type=float, default=None, metavar="S",
+              callback=V.option(DURATION),
               help=f"Stop after S seconds (default: at Ctrl-C; at most {DURATION_MAX_S:g}).")
 @click.option("--json", "as_json", is_flag=True,
               help="--once: one JSON verdict. Live: a JSON line per change, then the state.")
@@ -73,9 +78,6 @@ def probe(lab, period_ms, rate_pps, once, duration, as_json):
     """
     if once and duration is not None:
         raise UsageError("--once is one round: give --duration without it")
-    if duration is not None and not 0 < duration <= DURATION_MAX_S:
-        raise UsageError(f"--duration must be more than 0 and at most {DURATION_MAX_S:g} "
-                         f"seconds (got {duration})")
     att = L.attach(lab)
     att.require_whole()
     if att.fabric.spec.bgp is not None:

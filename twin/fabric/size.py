@@ -22,7 +22,12 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from fractions import Fraction
 
+from twin import validate as V
 from twin.errors import UsageError
+
+# `twin size --radix --planes` (twin.validate; an odd radix is refused in RADIX's words)
+RADIX = V.Int(4, words=V.ONE, what="an even number of ports, at least 4")
+PLANES = V.Int(1, 16, words=V.SPAN)
 
 
 @dataclass(frozen=True)
@@ -75,10 +80,9 @@ def three_tier_single_plane(radix: int, planes: int) -> Design:
 
 
 def compare(radix: int, planes: int) -> tuple[Design, Design]:
-    if radix < 4 or radix % 2:
-        raise UsageError(f"--radix must be an even number of ports, at least 4 (got {radix})")
-    if not 1 <= planes <= 16:
-        raise UsageError(f"--planes must be 1 to 16 (got {planes})")
+    if RADIX.check(radix, "--radix") % 2:
+        raise RADIX.wrong(radix, "--radix", None)
+    PLANES.check(planes, "--planes")
     k = radix // planes
     if radix % planes or k < 4 or k % 2:
         raise UsageError(f"--radix {radix} does not split into {planes} planes of an even "

@@ -36,15 +36,13 @@ import random
 import time
 from dataclasses import asdict, replace
 from enum import StrEnum
-from typing import Any
 
+from twin import validate as V
 from twin.errors import UsageError
 from twin.fabric.congestion import port_queue, tbf_args
 from twin.fabric.model import Endpoint, Fabric, Link
 from twin.fabric.plan import NodePlan, Route
-from twin.fabric.spec import show_value
 from twin.faults.kinds import (
-    BadParam,
     FaultType,
     Param,
     Progress,
@@ -60,7 +58,6 @@ from twin.faults.record import Fault, forget, log_event
 from twin.faults.registry import KINDS, register
 from twin.faults.targets import LinkEnd, LinkTarget, NicPort, NodeTarget, PlaneTarget, Target
 from twin.lab import Attached, restart_node
-from twin.units import parse_duration_ns, parse_rate
 
 
 class FaultKind(StrEnum):
@@ -400,11 +397,8 @@ def corruption(node: NodePlan) -> tuple[Route, Route]:
 # -- on a link's switch end: link-loss, link-rate -----------------------------------------
 
 
-def _percent(value: Any) -> Any:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value <= 100:
-        raise BadParam(f"must be a percentage above 0, at most 100 (got {show_value(value)})",
-                       "link-loss needs percent: 20")
-    return value
+# (NaN and infinities are no percentage either: a Float refuses them)
+PERCENT = V.Float(0, 100, above=True, words=V.ONE, what="a percentage in (0, 100]")
 
 
 @register
@@ -414,14 +408,8 @@ class LinkLoss(FaultType):
             "random at the switch end). Revert with `twin fault link-up NODE:IF`.")
     targets = (LinkEnd,)
     params = (Param("percent", "the share of packets dropped, in (0, 100]", cli_type=float,
-                    argument=True, drill=_percent),)
+                    argument=True, check=PERCENT, drill=True, needed="e.g. percent: 20"),)
     levels = ("hard",)
-
-    def prepare(self, values: dict) -> dict:
-        percent = values["percent"]
-        if not 0 < percent <= 100:  # NaN fails every comparison, so it is refused too
-            raise UsageError(f"loss must be a percentage in (0, 100], got {percent}")
-        return values
 
     def record(self, lab: Attached, target: LinkEnd, values: dict) -> Fault:
         return Fault(self.name, LinkTarget(target.link(lab.fabric).id),
@@ -466,10 +454,8 @@ class PlaneLoss(FaultType):
             "`twin fault clear PLANE`.")
     targets = (PlaneTarget,)
     params = (Param("percent", "the share of packets dropped per link, in (0, 100]",
-                    cli_type=float, argument=True, drill=_percent),)
-
-    def prepare(self, values: dict) -> dict:
-        return LinkLoss.prepare(self, values)
+                    cli_type=float, argument=True, check=PERCENT, drill=True,
+                    needed="e.g. percent: 20"),)
 
     def elements(self, fabric: Fabric, target: PlaneTarget) -> tuple[set[str], set[str]]:
         return {lk.id for lk in _t1_links(fabric, target.plane)}, set()
@@ -543,32 +529,19 @@ def loss_rules(ifname: str | None, percent: float, table: str, owner_tag: str = 
             f"  }}\n}}\n")
 
 
-def _rate(value: Any) -> Any:
-    if not isinstance(value, str) or parse_rate(value) is None:
-        raise BadParam(f"must be a rate such as 10mbit (got {show_value(value)})",
-                       "link-rate needs rate:")
-    return value
-
-
 @register
 class LinkRate(Reprogrammed):
     name = FaultKind.LINK_RATE
     help = "A degraded link: shape it to RATE (e.g. 100mbit) at its switch end (tbf)."
     targets = (LinkEnd,)
+    # (the check gives bit/s: tc's units, none of them 0)
     params = (Param("rate", "bits per second with a unit, e.g. 100mbit", argument=True,
-                    drill=_rate),)
+                    check=V.Rate(), drill=True, needed="e.g. rate: 100mbit"),)
     levels = ("hard",)
-
-    def prepare(self, values: dict) -> dict:
-        rate = parse_rate(values["rate"])
-        if rate is None or rate <= 0:
-            raise UsageError(f"rate {values['rate']!r}: give bits per second with a unit, "
-                             "e.g. 100mbit")
-        return {**values, "bps": rate}
 
     def record(self, lab: Attached, target: LinkEnd, values: dict) -> Fault:
         return Fault(self.name, LinkTarget(target.link(lab.fabric).id),
-                     (target.switch_end(lab.fabric),), time.time(), detail=str(values["bps"]))
+                     (target.switch_end(lab.fabric),), time.time(), detail=str(values["rate"]))
 
     def apply(self, lab: Attached, fault: Fault) -> None:
         end = fault.ends[0]
@@ -611,26 +584,13 @@ class LinkRate(Reprogrammed):
 _FLAP_HINT = "e.g. count: 3, period: 100ms (down half of each period)"
 
 
-def _count(value: Any) -> Any:
-    if value is None:
-        raise BadParam("is required for link-flap", _FLAP_HINT)
-    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 1000:
-        raise BadParam(f"must be an integer 1 to 1000 (got {show_value(value)})")
-    return value
-
-
-def _period(value: Any) -> Any:
-    if value is None:
-        raise BadParam("is required for link-flap", _FLAP_HINT)
-    ns = parse_duration_ns(value) if isinstance(value, str) else None
-    if ns is None:
-        raise BadParam(f"must be a duration such as 300ms (got {show_value(value)})",
-                       "units: us, ms, s")
-    if ns > MAX_PERIOD_NS:
-        raise BadParam(f"must be at most 600s (got {value})", "a drill is a short experiment")
-    if ns < 10_000_000:
-        raise BadParam("must be at least 10ms", "each flap runs `ip`")
-    return ns
+# The command line's flaps run for as long as asked; a drill's fit in its ten minutes,
+# where a period is a duration (its ns are the timeline's)
+FLAPS = V.Int(1, 10_000, words=V.SPAN, hint="flaps")
+FLAP_PERIOD_S = V.Float(0.01, 3600, words=V.SPAN, hint="seconds")
+DRILL_FLAPS = V.Int(1, 1000, words=V.SPAN)
+DRILL_FLAP_PERIOD = V.Duration(MAX_PERIOD_NS, hi_hint="a drill is a short experiment",
+                               lo=10_000_000, lo_hint="each flap runs `ip`")
 
 
 @register
@@ -643,9 +603,11 @@ class LinkFlap(LinkDown):
             "Ctrl-C or SIGTERM bring the link back up, and after a crash `twin fault\n"
             "clear` does.")
     params = (
-        Param("count", "Flaps: down, then up again.", cli_type=int, default=3, drill=_count),
+        Param("count", "Flaps: down, then up again.", cli_type=int, default=3, check=FLAPS,
+              drill=DRILL_FLAPS, needed=_FLAP_HINT),
         Param("period", "One flap: down for half of it, up for the other half.",
-              cli_type=float, default=1.0, metavar="SECONDS", drill=_period),  # a drill's: ns
+              cli_type=float, default=1.0, metavar="SECONDS", check=FLAP_PERIOD_S,
+              drill=DRILL_FLAP_PERIOD, needed=_FLAP_HINT),  # a drill's: ns
         Param("both", "Set both ends down (default: this end).", flag=True, default=False),
     )
     levels = ()
@@ -653,14 +615,6 @@ class LinkFlap(LinkDown):
     no_for = "count x period is its length"
     blocking = True
     step_word = "flap"
-
-    def prepare(self, values: dict) -> dict:
-        count, period_s = values["count"], values["period"]
-        if not 1 <= count <= 10_000:
-            raise UsageError(f"--count must be 1 to 10000 flaps (got {count})")
-        if not 0.01 <= period_s <= 3600:  # NaN fails both comparisons: refused too
-            raise UsageError(f"--period must be 0.01 to 3600 seconds (got {period_s})")
-        return values
 
     def record(self, lab: Attached, target: LinkEnd, values: dict) -> Fault:
         down = super().record(lab, target, values)

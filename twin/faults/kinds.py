@@ -9,7 +9,9 @@ twin.faults, `twin fault KIND` (twin.cli.fault), drill files and their runner
                    syntax the text has; `check` refuses a target of the right type the
                    kind cannot be put on (a host, for a switch fault)
     params         what else it takes (Param): the command's arguments and options, a
-                   drill step's keys and their checks; `prepare` checks their values
+                   drill step's keys, and the validators (twin.validate) that check them
+                   on either; `prepare` checks the values given from Python or the
+                   command line
     record         the Fault it would record (nothing changed yet)
     start          check, record (before anything changes), apply: the whole command
     apply, revert, reapply
@@ -42,6 +44,7 @@ from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar, Protocol
 
+from twin import validate as V
 from twin.errors import UsageError
 from twin.fabric.model import Endpoint, Fabric
 from twin.faults.record import (
@@ -69,23 +72,19 @@ class Step(Protocol):
 Progress = Callable[[int, int], None]  # steps done, of how many (a flap's)
 
 
-class BadParam(ValueError):
-    """A drill step's value for a parameter is wrong: the message, and a hint."""
-
-    def __init__(self, message: str, hint: str = ""):
-        super().__init__(message)
-        self.hint = hint
-
-
 @dataclass(frozen=True)
 class Param:
-    """A parameter a fault kind takes besides its target.
+    """A parameter a fault kind takes besides its target: data, checked by a twin.validate
+    validator wherever it is given.
 
     On the command line it is an argument after the target (`argument`), a flag, or an
-    option --NAME of `cli_type` with `default` (None: required). In a drill step it is
-    the key NAME, checked by `drill` (given None when the key is absent: it returns
-    the value the timeline passes on, None for none, or raises BadParam); a param
-    without `drill` is the command line's only."""
+    option --NAME of `cli_type` with `default` (None: required); `check` checks its value
+    there (a refusal at --NAME, or at an argument's METAVAR) and from the kind's Python
+    callers alike (`prepare`), and gives the value the kind works with (a rate's bit/s).
+    In a drill step it is the key NAME when `drill` is given: True checks it by `check`;
+    a validator of its own where a drill writes it another way (link-flap's period: 300ms
+    in a drill, seconds on the command line). A step without the key is refused if
+    `needed` (the hint: "e.g. percent: 20"); else it takes `default`, checked as given."""
 
     name: str
     help: str = ""
@@ -94,7 +93,32 @@ class Param:
     argument: bool = False
     flag: bool = False
     metavar: str | None = None
-    drill: Callable[[Any], Any] | None = None
+    check: V.Validator | None = None
+    drill: V.Validator | bool = False
+    needed: str = ""
+
+    @property
+    def cli_name(self) -> str:
+        """Where the command line gives it: --NAME, or an argument's METAVAR."""
+        return (self.metavar or self.name.upper()) if self.argument else f"--{self.name}"
+
+    @property
+    def in_drill(self) -> V.Validator | None:
+        """What checks it in a drill step; None: a drill step does not take it."""
+        if self.drill is True:
+            return self.check
+        return self.drill or None
+
+    def from_drill(self, kind: str, step: Mapping[str, Any], path: str) -> Any:
+        """A drill step's value of it, checked at `path` (its key's), or its default (None
+        for none); raises twin.validate.Invalid."""
+        if self.name not in step:
+            if self.needed:
+                raise V.Invalid(f"is required for {kind}", self.needed, path)
+            if self.default is None:
+                return None
+            return self.in_drill.check(self.default, path)
+        return self.in_drill.check(step[self.name], path)
 
 
 class FaultType(ABC):
@@ -160,8 +184,11 @@ class FaultType(ABC):
         return {p.name: given.get(p.name, p.default) for p in self.params} | dict(given)
 
     def prepare(self, values: dict[str, Any]) -> dict[str, Any]:
-        """Check the values (UsageError), before the target; they may be normalized."""
-        return values
+        """The values checked by their params' validators, as the kind works with them (a
+        refusal is a twin.validate.Invalid at the param's name on the command line:
+        `--count`, `PERCENT`), before the target is looked at."""
+        return values | {p.name: p.check.check(values.get(p.name), p.cli_name)
+                         for p in self.params if p.check is not None}
 
     def values_from_args(self, args: list[str]) -> dict[str, Any]:
         """The values of its command-line arguments, from their text (a blind draw's)."""
@@ -178,7 +205,11 @@ class FaultType(ABC):
               progress: Progress | None = None) -> Fault:
         """The command: check the values and the target, refuse a link another fault
         holds, record the fault, apply it."""
-        values = self.prepare(self.values(values or {}))
+        return self.begin(lab, text, self.prepare(self.values(values or {})), progress)
+
+    def begin(self, lab: Attached, text: str, values: dict[str, Any],
+              progress: Progress | None = None) -> Fault:
+        """`start` with the values checked already (by `prepare`, or a drill step's)."""
         fault = self.record(lab, self.parse(lab.fabric, text), values)
         return self.inject(lab, fault, f"{self.name} {text}", values, progress)
 
@@ -214,8 +245,9 @@ class FaultType(ABC):
         return step.for_ns or 0
 
     def on_timeline(self, lab: Attached, text: str, values: dict[str, Any]) -> Fault:
-        """Apply a step's fault (its values as the drill file's checks gave them)."""
-        return self.start(lab, text, values)
+        """Apply a step's fault (its values as the drill file's checks gave them; the
+        command line's defaults for the params a drill step does not take)."""
+        return self.begin(lab, text, self.values(values))
 
     # -- blind drills and what a person reads -------------------------------------------
 

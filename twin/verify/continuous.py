@@ -89,7 +89,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Protocol
 
-from twin.errors import LabError, UsageError
+from twin import validate as V
+from twin.errors import LabError
 from twin.fabric.paths import Path, loopback_paths
 from twin.verify import packets
 from twin.verify.localize import (
@@ -129,6 +130,11 @@ PERIOD_MIN_MS = 1.0
 PERIOD_MAX_MS = 60_000.0
 TIMEOUT_MIN_MS = 5.0
 TIMEOUT_DEFAULT_MS = 10.0  # a lab's loopback round trip is tens of µs: the rest is headroom
+# What may be asked of the probing (twin.validate): `twin probe --period/--rate` are
+# checked by these, and pace (an agent's hello, a drill's prober) by them again
+PERIOD = V.Float(PERIOD_MIN_MS, PERIOD_MAX_MS, words=V.SPAN, hint="milliseconds")
+RATE = V.Float(1, RATE_MAX, words=V.SPAN, hint="probes per second")
+TIMEOUT = V.Float(TIMEOUT_MIN_MS, PERIOD_MAX_MS, words=V.SPAN, hint="milliseconds")
 STRETCH_SLACK = 1.1  # a stretched period leaves a tenth to spare: rounds start on time
 BUCKET_S = 0.002  # the token bucket holds this much of the rate
 SPREAD = 0.8  # a round's probes are sent over this much of the period, in batches
@@ -179,14 +185,10 @@ class Pace:
 def pace(paths: int, period_ms: float, rate_pps: float = RATE_PPS,
          timeout_ms: float | None = None) -> Pace:
     """Check what a person or a drill asked for, and fit the period under the cap."""
-    if not PERIOD_MIN_MS <= period_ms <= PERIOD_MAX_MS:  # NaN fails too
-        raise UsageError(f"period must be {PERIOD_MIN_MS:g} to {PERIOD_MAX_MS:g} ms "
-                         f"(got {period_ms})")
-    if not 1 <= rate_pps <= RATE_MAX:
-        raise UsageError(f"rate must be 1 to {RATE_MAX} probes per second (got {rate_pps})")
-    if timeout_ms is not None and not TIMEOUT_MIN_MS <= timeout_ms <= PERIOD_MAX_MS:
-        raise UsageError(f"timeout must be {TIMEOUT_MIN_MS:g} to {PERIOD_MAX_MS:g} ms "
-                         f"(got {timeout_ms})")
+    PERIOD.check(period_ms, "period")  # NaN is refused too
+    RATE.check(rate_pps, "rate")
+    if timeout_ms is not None:
+        TIMEOUT.check(timeout_ms, "timeout")
     if paths < 1:
         raise LabError("the lab has no loopback paths to probe (no hosts?)")
     needed = paths * 1000 / rate_pps
