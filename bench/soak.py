@@ -145,7 +145,7 @@ def check_loss_tables(att, tables: dict[str, set[str]] | None = None) -> None:
     """A twin loss table exists exactly where a link-loss fault is in force."""
     from twin import faults as F
 
-    want = {(f.ends[0].node, f"ip6 {F.loss_table(f.link)}") for f in F.active(att)
+    want = {(f.ends[0].node, f"ip6 {F.loss_table(f.on.id)}") for f in F.active(att)
             if f.kind is F.FaultKind.LINK_LOSS}
     have = {(node, t) for node, ts in (tables or nft_tables(att)).items() for t in ts
             if t.split()[-1].startswith("twin_loss_")}
