@@ -21,7 +21,6 @@ Usage: .venv/bin/python bench/bench_cli.py [--against REV] [--runs N] [--json]
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import subprocess
 import sys
@@ -63,18 +62,9 @@ def main() -> int:
         times, differs = S.round_robin(trees, COMMANDS,
                                        lambda tree, args: run(tree, args, env), a.runs)
 
-    result = {"against": a.against, "old": trees.old_rev, "new": trees.new_rev,
-              "runs": a.runs, "commands": S.figures(times), "output_differs": differs}
-    if a.json:
-        print(json.dumps(result, indent=2))
-    else:
-        print(f"twin start-up, whole process, {a.runs} runs each, seconds: old "
-              f"{trees.old_rev} ({a.against}), new {trees.new_rev} (this tree)")
-        S.print_table(result["commands"], "command")
-        print("same output in both trees: " + (", ".join(f"not {d}" for d in differs)
-                                                 if differs else "yes, every command"))
-    return 1 if differs else 0
-
+    return S.report(trees, a.against, a.runs, times, differs, as_json=a.json,
+                    title="twin start-up", unit="seconds", column="command", key="commands",
+                    item="output")
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -20,7 +20,6 @@ Usage: .venv/bin/python bench/bench_routes_check.py [--against REV] [--runs N] [
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
 import shutil
@@ -83,18 +82,9 @@ def main() -> int:
         times, differs = S.round_robin(trees, tables,
                                        lambda tree, where: run(tree, where, env), a.runs)
 
-    result = {"against": a.against, "old": trees.old_rev, "new": trees.new_rev,
-              "runs": a.runs, "cases": S.figures(times), "output_differs": differs}
-    if a.json:
-        print(json.dumps(result, indent=2))
-    else:
-        print(f"twin routes check {SPEC}, whole process, {a.runs} runs each, CPU seconds: "
-              f"old {trees.old_rev} ({a.against}), new {trees.new_rev} (this tree)")
-        S.print_table(result["cases"], "tables")
-        print("same report in both trees: " + (", ".join(f"not {d}" for d in differs)
-                                                 if differs else "yes, every case"))
-    return 1 if differs else 0
-
+    return S.report(trees, a.against, a.runs, times, differs, as_json=a.json,
+                    title=f"twin routes check {SPEC}", unit="CPU seconds", column="tables",
+                    key="cases", item="report")
 
 if __name__ == "__main__":
     sys.exit(main())

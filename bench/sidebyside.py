@@ -11,6 +11,7 @@ and the cases whose first outputs differ.
 
 from __future__ import annotations
 
+import json
 import shutil
 import statistics
 import subprocess
@@ -98,10 +99,25 @@ def figures(times: dict[str, dict[str, list[float]]]) -> dict[str, dict]:
     return out
 
 
-def print_table(rows: dict[str, dict], first_column: str) -> None:
-    print(f"{first_column:<8} {'old min':>8} {'median':>8} {'max':>8}   "
+def report(trees: Trees, against: str, runs: int, times: dict[str, dict[str, list[float]]],
+           differs: list[str], *, as_json: bool, title: str, unit: str, column: str,
+           key: str, item: str) -> int:
+    """Print the figures, as a table (first line `title`, in `unit`; the cases under
+    `column`) or as JSON (the cases under `key`), and whether both trees printed the same
+    for every `item`; 1 if not."""
+    rows = figures(times)
+    if as_json:
+        print(json.dumps({"against": against, "old": trees.old_rev, "new": trees.new_rev,
+                          "runs": runs, key: rows, "output_differs": differs}, indent=2))
+        return 1 if differs else 0
+    print(f"{title}, whole process, {runs} runs each, {unit}: old {trees.old_rev} "
+          f"({against}), new {trees.new_rev} (this tree)")
+    print(f"{column:<8} {'old min':>8} {'median':>8} {'max':>8}   "
           f"{'new min':>8} {'median':>8} {'max':>8}   new/old")
     for name, row in rows.items():
         o, n = row["old"], row["new"]
         print(f"{name:<8} {o['min']:8.3f} {o['median']:8.3f} {o['max']:8.3f}   "
               f"{n['min']:8.3f} {n['median']:8.3f} {n['max']:8.3f}   {row['ratio']:.2f}")
+    print(f"same {item} in both trees: " + (", ".join(f"not {d}" for d in differs)
+                                              if differs else f"yes, every {key[:-1]}"))
+    return 1 if differs else 0

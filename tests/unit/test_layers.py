@@ -56,6 +56,15 @@ def modules(root: Path) -> dict[str, Path]:
     return {module_name(p, root): p for p in sorted(root.rglob("*.py"))}
 
 
+def imported_from(package: str, node: ast.ImportFrom) -> str:
+    """The module a `from ... import` names, its dots resolved against `package`."""
+    if not node.level:
+        return node.module or ""
+    base = package.split(".")
+    base = base[:len(base) - (node.level - 1)]
+    return ".".join(base + ([node.module] if node.module else []))
+
+
 def imports(name: str, path: Path, known: set[str]) -> list[tuple[str, int]]:
     """(module imported, line) for every twin import anywhere in the module."""
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
@@ -64,12 +73,7 @@ def imports(name: str, path: Path, known: set[str]) -> list[tuple[str, int]]:
         if isinstance(node, ast.Import):
             targets = [a.name for a in node.names]
         elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package.split(".")
-                base = base[:len(base) - (node.level - 1)]
-                mod = ".".join(base + ([node.module] if node.module else []))
-            else:
-                mod = node.module or ""
+            mod = imported_from(package, node)
             # `from twin.x import y` imports module twin.x.y when there is one
             targets = [f"{mod}.{a.name}" if f"{mod}.{a.name}" in known else mod
                        for a in node.names]

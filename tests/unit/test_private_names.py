@@ -19,19 +19,14 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+from tests.unit.test_layers import imported_from, module_name
+
 TWIN = Path(__file__).resolve().parents[2] / "twin"
 
 # (importing module, or a package prefix of it; the module whose name it imports; name)
 ALLOWED: tuple[tuple[str, str, str], ...] = (
     ("twin.mrc", "twin.mrc", "_fastpath"),
 )
-
-
-def module_name(path: Path, root: Path) -> str:
-    parts = list(path.relative_to(root.parent).with_suffix("").parts)
-    if parts[-1] == "__init__":
-        parts.pop()
-    return ".".join(parts)
 
 
 def private_imports(name: str, path: Path, text: str) -> list[tuple[str, str, int]]:
@@ -41,12 +36,7 @@ def private_imports(name: str, path: Path, text: str) -> list[tuple[str, str, in
     found = []
     for node in ast.walk(ast.parse(text, str(path))):
         if isinstance(node, ast.ImportFrom):
-            if node.level:
-                base = package.split(".")
-                base = base[:len(base) - (node.level - 1)]
-                mod = ".".join(base + ([node.module] if node.module else []))
-            else:
-                mod = node.module or ""
+            mod = imported_from(package, node)
             pairs = [(mod, a.name) for a in node.names]
         elif isinstance(node, ast.Import):  # import twin.x._y
             pairs = [tuple(a.name.rsplit(".", 1)) for a in node.names if "." in a.name]
