@@ -103,6 +103,22 @@ def private_dirs(session_dirs, monkeypatch):
     return session_dirs
 
 
+@pytest.fixture(autouse=True)
+def faults_reverted(request, private_dirs):
+    """A test that fails midway can leave its fault in force on its module's lab:
+    whatever is still on the record after a test is reverted, so one failure stays one
+    and the module's next test starts from a whole fabric (the record is the truth
+    of what is in force, as for `twin fault clear`)."""
+    yield
+    from twin import faults as F
+
+    for name in ("lab", "lab4"):
+        att = request.node.funcargs.get(name)
+        if att is not None and att.state.dir.exists() and F.active(att):
+            set_env(private_dirs)  # a test may have moved the environment
+            F.clear(att)
+
+
 @contextmanager
 def running_lab(session_dirs, spec: str, runtime: str, dataplane: str | None = None,
                 routes: str | None = None):
