@@ -146,14 +146,16 @@ def _whole(bound: Any) -> Any:
 
 
 class Int(Validator):
-    """An integer in lo..hi; `above`: lo itself is refused ("must be more than 0")."""
+    """An integer in lo..hi; `above`: lo itself is refused ("must be more than 0");
+    `text`: also as text, in decimal or with Python's 0x/0o/0b prefix (an option's
+    value: `--ev 0x12345`)."""
 
     what = "an integer"
 
     def __init__(self, lo: Bound = -math.inf, hi: Bound = math.inf, *, above: bool = False,
-                 **kw: Any):
+                 text: bool = False, **kw: Any):
         super().__init__(**kw)
-        self.lo, self.hi, self.above = lo, hi, above
+        self.lo, self.hi, self.above, self.text = lo, hi, above, text
         self.fixed = not callable(lo) and not callable(hi) and not above
 
     def span(self, lo: Any, hi: Any) -> str:
@@ -165,11 +167,19 @@ class Int(Validator):
 
     def check(self, value, path="", ctx=None):
         # (the fast way first: a control request checks several of these, bool is an int)
+        if type(value) is not int and self.text and isinstance(value, str):
+            value = self.parse(value, path, ctx)
         if type(value) is not int and (isinstance(value, bool) or not isinstance(value, int)):
             raise self.wrong(value, path, ctx)
         if self.fixed and self.lo <= value <= self.hi:
             return value
         return self.in_range(value, path, ctx)
+
+    def parse(self, value: str, path: str, ctx: Mapping[str, Any] | None) -> int:
+        try:
+            return int(value.strip(), 0)
+        except ValueError:
+            raise self.wrong(value, path, ctx) from None
 
     def bounds(self, ctx: Mapping[str, Any] | None) -> tuple[Any, Any]:
         lo, hi = self.lo, self.hi

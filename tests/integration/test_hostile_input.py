@@ -75,7 +75,10 @@ CASES = [
      "two different hosts"),
     ("cut-at negative", [*BULK, "--cut", "t0-p0-r0:eth3", "--cut-at", "-1"], "--cut-at"),
     ("paths to itself", ["paths", "mrc-4p", "r0h0", "r0h0"], "two different hosts"),
-    ("paths --ev zz", ["paths", "mrc-4p", "r0h0", "r1h0", "--ev", "zz"], "--ev 'zz'"),
+    ("paths --ev zz", ["paths", "mrc-4p", "r0h0", "r1h0", "--ev", "zz"],
+     "--ev: must be an entropy value 0 to 4294967295 (got 'zz')"),
+    ("paths --ev 2^32", ["paths", "mrc-4p", "r0h0", "r1h0", "--ev", "0x100000000"],
+     "--ev: must be an entropy value 0 to 4294967295 (got 4294967296)"),
     # link-up on a link that is not down
     ("link-up, no fault", ["fault", "link-up", "t0-p0-r1:eth3", *L4], "has no fault in force"),
     # other commands

@@ -21,8 +21,10 @@ import subprocess
 import sys
 
 import click
+import pytest
 
 import twin.cli
+from twin import validate as V
 from twin.cli.base import main
 from twin.cli.commands import COMMANDS
 
@@ -122,3 +124,15 @@ def test_render_namespace_help_is_clabernetes_default():
     from twin.fabric import clabernetes
 
     assert fabric.NAMESPACE == clabernetes.DEFAULT_NAMESPACE
+
+
+def test_paths_ev_option_takes_exactly_the_evs_the_path_formula_reads():
+    from twin.cli import fabric
+    from twin.fabric import paths
+
+    top = (1 << (paths.ENTROPY_SHIFT + 20)) - 1
+    assert fabric.EV.check(top) == top and paths.ev_fields(top)
+    with pytest.raises(ValueError):
+        paths.ev_fields(top + 1)
+    with pytest.raises(V.Invalid):
+        fabric.EV.check(top + 1)

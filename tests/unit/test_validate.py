@@ -48,6 +48,16 @@ def test_int():
     assert refused(V.Int(1, 64, words=V.SPAN), 65) == "k: must be an integer 1 to 64 (got 65)"
 
 
+def test_an_integer_as_text_reads_decimal_and_prefixed_and_is_checked_as_one():
+    v = V.Int(0, 0xFFFF, text=True, words=V.SPAN, what="an EV")
+    assert v("0x12") == 18 and v(" 7 ") == 7 and v("0b101") == 5 and v(9) == 9
+    assert refused(v, "zz") == "k: must be an EV 0 to 65535 (got 'zz')"
+    assert refused(v, "0x10000") == "k: must be an EV 0 to 65535 (got 65536)"
+    assert refused(v, "-1") == "k: must be an EV 0 to 65535 (got -1)"
+    assert refused(v, "1.5") == "k: must be an EV 0 to 65535 (got '1.5')"
+    assert refused(V.Int(0, 9), "7") == "k: must be an integer (got '7')"  # text: opt-in
+
+
 def test_an_exclusive_lower_bound_refuses_the_bound_itself():
     v = V.Int(0, 9, above=True)
     assert v(1) == 1 and v(9) == 9

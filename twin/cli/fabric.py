@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 import click
 from rich.table import Table
 
+from twin import validate as V
 from twin.cli.base import DATAPLANE_CHOICES, emit_json, main, out
 from twin.errors import UsageError
 from twin.fabric import size as S
@@ -25,6 +26,10 @@ RENDER_AUTO = "ebpf"  # `twin render`'s auto: the data plane every deployment's 
 # twin.fabric.clabernetes.DEFAULT_NAMESPACE, for --namespace's help without importing it
 # (tests/unit/test_cli_lazy.py holds them equal)
 NAMESPACE = "mrc-twin"
+# An EV as a user gives one (`twin paths --ev`), 32 bits as twin.fabric.paths lays them
+# out; here, so that `twin size` need not import the path compiler
+EV = V.Int(0, (1 << 32) - 1, text=True, words=V.SPAN, what="an entropy value",
+           hint="32 bits in decimal or 0x..: plane (3..0), T1 (11..4), free entropy")
 
 # -- pure commands (no root) --------------------------------------------------
 
@@ -160,7 +165,8 @@ def _render_clabernetes(c: Compiled, dataplane: str, namespace: str, as_json: bo
 @click.argument("spec")
 @click.argument("src")
 @click.argument("dst")
-@click.option("--ev", type=str, default=None, help="Show the path of this EV (decimal or 0x..).")
+@click.option("--ev", type=str, default=None, callback=V.option(EV), metavar="EV",
+              help="Show the path of this EV (32 bits, decimal or 0x..).")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def paths(spec, src, dst, ev, as_json):
     """List the source-routed paths from host SRC to host DST.
@@ -179,15 +185,9 @@ def paths(spec, src, dst, ev, as_json):
     if src == dst:
         raise UsageError(f"{src} to itself is no path: SRC and DST must be two different hosts")
     s, d = f.node(src), f.node(dst)
-    if ev is not None:
-        try:
-            ev_value = int(ev, 0)
-        except ValueError:
-            raise UsageError(f"--ev {ev!r}: give an entropy value in decimal or 0x.. "
-                             "hex, e.g. 0x12345") from None
     try:
         if ev is not None:
-            found = [P.path_for_ev(f, s, d, ev_value)]
+            found = [P.path_for_ev(f, s, d, ev)]
         else:
             found = [p for p in P.host_pairs_paths(f) if p.src == src and p.dst == dst]
     except ValueError as e:
