@@ -45,20 +45,19 @@ def test_an_incast_is_trimmed_at_its_last_hop_and_the_victim_keeps_its_goodput(l
     assert trimmed > 0 and 0 < nacked <= trimmed, (before, after)
     resent = sum(totals(lab, h)["nacks_trimmed_received"] for h in drill.traffic.senders)
     assert resent >= nacked  # every NAK(TRIMMED) reached its sender
-    trims = 0
-    for plane in lab.fabric.nic_planes:  # the last hop: trims, never a CE mark of its own
+    counted = {}  # the last hop's T0 ports' own counters: trims, never a CE mark
+    for plane in lab.fabric.nic_planes:
         (link,) = [lk for lk in lab.fabric.links if lk.kind == "host" and lk.plane == plane
                    and lk.a.node == "r0h0"]
         port = port_signals(lab, link.b.node)[link.b.ifname]
         assert port["ce_marked"] == 0, (link.b, port)
-        trims += port["trimmed"]
-    assert trims >= trimmed  # what r0h0 saw trimmed, its T0s trimmed
-    # the report's link view has the same trims per port: the last hop's T0 ports
-    last_hop = {f"{lk.b.node}:{lk.b.ifname}" for lk in lab.fabric.links
-                if lk.kind == "host" and lk.a.node == "r0h0"}
-    seen = {p.port: p for lk in run.run.link_load for p in lk.ports if p.port in last_hop}
-    assert set(seen) == last_hop, seen
-    assert 0 < sum(p.trimmed for p in seen.values()) <= trims
+        counted[f"{link.b.node}:{link.b.ifname}"] = port["trimmed"]
+    assert sum(counted.values()) >= trimmed  # what r0h0 saw trimmed, its T0s trimmed
+    # the report's link view has the trims per port: rows for last-hop ports (a plane
+    # whose port happened not to trim has none), none more than the port counted
+    seen = {p.port: p for lk in run.run.link_load for p in lk.ports if p.port in counted}
+    assert seen and sum(p.trimmed for p in seen.values()) > 0, run.run.link_load
+    assert all(p.trimmed <= counted[port] for port, p in seen.items()), (seen, counted)
     assert all(p.ce_marked == 0 for p in seen.values())
     assert F.active(lab) == []
 
