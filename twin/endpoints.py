@@ -153,11 +153,11 @@ def fuzz(rt, host: str, peer: str, **kw) -> FuzzReport:
     with client(rt, host) as target, client(rt, peer) as helper:
         report = mrc_fuzz.run(target, helper, rt.netns_path(host), **kw)
     # an endpoint the attack ended: its log's last line (a traceback's) names the fault
-    for i, line in enumerate(report["problems"]):
+    for i, line in enumerate(report.problems):
         h = line.split(":", 1)[0]
-        if report["alive"].get(h) is False and line.endswith("no longer answers hello"):
+        if report.alive.get(h) is False and line.endswith("no longer answers hello"):
             last = _last_words(Path(control_path(rt, h)).with_name("endpoint.log"))
-            report["problems"][i] = f"{line}; its log says: {last[:200]}"
+            report.problems[i] = f"{line}; its log says: {last[:200]}"
     return report
 
 

@@ -37,26 +37,27 @@ def test_fuzzed_packets_are_each_dropped_and_counted_and_nothing_leaks(lab4):
     failed, both endpoints alive, the guards intact."""
     print(f"fuzz seed {SEED} (TWIN_FUZZ_SEED to change)")
     report = endpoints.fuzz(lab4.runtime, HOST, PEER, seed=SEED, budget_s=4.0, per_kind=32)
-    print(json.dumps({k: report[k] for k in ("sent", "sent_by_kind", "expected", "counted",
-                                             "problems")}))
-    where = f"seed {SEED}: {report}"
-    assert report["sent"] == report["planned"], where  # the whole plan within the budget
-    for counter, n in report["expected"].items():
+    out = report.to_json()
+    print(json.dumps({k: out[k] for k in ("sent", "sent_by_kind", "expected", "counted",
+                                          "problems")}))
+    where = f"seed {SEED}: {out}"
+    assert report.sent == report.planned, where  # the whole plan within the budget
+    for counter, n in report.expected.items():
         if counter != F.ACCEPTED:
-            assert report["counted"][counter] == n, f"{counter}: {where}"
-    assert report["guards"]["intact"] and report["guards"]["buffers"] >= 2, where
-    assert set(report["live"]) == {"compiled", "python"}, where
-    for transport, live in report["live"].items():
-        print(transport, json.dumps({k: live[k] for k in (
+            assert report.counted[counter] == n, f"{counter}: {where}"
+    assert report.guards["intact"] and report.guards["buffers"] >= 2, where
+    assert set(report.live) == {"compiled", "python"}, where
+    for transport, live in report.live.items():
+        print(transport, json.dumps({k: live.to_dict()[k] for k in (
             "rounds", "rounds_mid_transfer", "max_cum_step", "sacks_unsure", "stopped",
             "seconds", "sent_by_kind")}))
-        assert live["rounds_mid_transfer"] >= 10, f"{transport}: {where}"
-        assert set(live["sent_by_kind"]) == set(F.LIVE_KINDS), f"{transport}: {where}"
-        assert all(c["ok"] for c in live["checks"]), f"{transport}: {live['problems']}"
-        assert [t["exact"] and t["idle"] and not t["failed"] for t in live["transfers"]] \
-            == [True, True], f"{transport}: {live['transfers']}"
-    assert report["alive"] == {HOST: True, PEER: True}, where
-    assert report["ok"] and report["problems"] == [], where
+        assert live.rounds_mid_transfer >= 10, f"{transport}: {where}"
+        assert set(live.sent_by_kind) == set(F.LIVE_KINDS), f"{transport}: {where}"
+        assert all(c.ok for c in live.checks), f"{transport}: {live.problems}"
+        assert [t.exact and t.idle and not t.failed for t in live.transfers] \
+            == [True, True], f"{transport}: {live.to_dict()['transfers']}"
+    assert report.alive == {HOST: True, PEER: True}, where
+    assert report.ok and report.problems == [] and out["ok"], where
     with endpoints.client(lab4.runtime, HOST) as c:  # every QP of the attack closed
         assert not c.stats()["send_qps"]
     still_serves(lab4)
@@ -69,15 +70,15 @@ def test_the_verdict_fails_naming_a_counter_that_did_not_move(lab4, monkeypatch)
     monkeypatch.setattr(F, "UNSENT_BITS", 0)  # a SACK naming no PSN at all: nothing masked
     report = endpoints.fuzz(lab4.runtime, HOST, PEER, seed=SEED, budget_s=4.0, per_kind=4,
                             live=("python",), shape=F.LiveShape(max_rounds=8))
-    live = report["live"]["python"]
-    sacks = live["sent_by_kind"]["forged_sack"]
-    assert sacks > 0 and not report["ok"], report
-    assert report["problems"] == [
+    live = report.live["python"]
+    sacks = live.sent_by_kind["forged_sack"]
+    assert sacks > 0 and not report.ok and not report.to_json()["ok"], report
+    assert report.problems == [
         f"live python: drops.sack_bits_unsent counted 0, expected {sacks} (forged SACKs over "
         "unsent PSNs: bits masked)",
         f"live python: mrc.sack_bits_unsent counted 0, expected {sacks} (the same, on the QP "
         "they named)"], report
-    assert all(t["exact"] for t in live["transfers"]), live["transfers"]
+    assert all(t.exact for t in live.transfers), live.to_dict()["transfers"]
 
 
 def test_the_control_socket_is_root_only(lab4):

@@ -1,6 +1,7 @@
 """The hostile packets (twin.mrc.fuzz), the guarded buffers, and the checks they exercise:
 the fuzzer's oracle agrees with the real decoder and transport, without a lab."""
 
+import json
 import socket
 from dataclasses import fields
 
@@ -405,6 +406,23 @@ def test_a_live_report_says_what_failed_one_line_each():
     d = rep.to_dict()
     assert not d["ok"] and d["expected"]["drops.trim_stale"] == 40
     assert d["counted"]["drops.trim_stale"] == 0 and not d["transfers"][1]["exact"]
+
+
+def test_a_fuzz_report_is_typed_and_prints_the_json_it_always_printed():
+    ok = F.Transfer("mrc", 5, 2, 1 << 20, True, None, "ab" * 32, "ab" * 32)
+    live = F.LiveReport("python", rounds=9, rounds_mid_transfer=8,
+                        checks=F.live_oracle(SENT, perfect(SENT)), transfers=[ok])
+    rep = F.FuzzReport(7, 10, 10, {"bad_icrc": 10}, {"drops.bad_icrc": 10},
+                       {"drops.bad_icrc": 10}, {"intact": True, "buffers": 2, "broken": []},
+                       {"python": live}, {"r0h0": True, "r0h1": True}, [])
+    assert rep.ok
+    out = rep.to_json()
+    assert list(out) == ["seed", "planned", "sent", "sent_by_kind", "expected", "counted",
+                         "guards", "live", "alive", "ok", "problems"]
+    assert out["ok"] is True and out["live"] == {"python": live.to_dict()}
+    json.dumps(out)  # all of it JSON
+    rep.problems.append("r0h1: its endpoint no longer answers hello")
+    assert not rep.ok and rep.to_json()["ok"] is False
 
 
 def test_what_the_live_attack_counted_is_read_from_typed_stats():

@@ -328,7 +328,7 @@ def fuzz(host, seed, budget, per_kind, live, no_live, lab):
                                 per_kind=per_kind, live=transports, steps=steps)
     finally:
         steps.done()
-    emit_json(report)
+    emit_json(report.to_json())
     if not report.ok:
         sys.exit(1)
 

@@ -761,7 +761,7 @@ def run(target: EndpointClient, peer: EndpointClient, netns: str, seed=DEFAULT_S
     """Fuzz the endpoint that `target` is connected to, with the help of another host's
     (`peer`); `netns` is the file naming the target host's network namespace, where the
     packets are sent from. First the plan (`plan`), then the live attack on each
-    transport in `live` (`live_round`; none: the plan only). A report as a dict: the
+    transport in `live` (`live_round`; none: the plan only). A FuzzReport: the
     plan's packets sent per kind, expected and counted per drop counter, the guards;
     `live`: each transport's attack (LiveReport); `alive`: both endpoints answered
     after; `ok` and `problems` (one line each): the verdict. (twin.endpoints.fuzz finds
@@ -818,20 +818,38 @@ def run(target: EndpointClient, peer: EndpointClient, netns: str, seed=DEFAULT_S
                  for k in sorted((set(want) | set(got)) - {ACCEPTED})
                  if got.get(k, 0) != want.get(k, 0)]
     problems += [p for lr in lives for p in lr.problems]
-    return FuzzReport({"seed": seed, "planned": len(packets), "sent": len(sent),
-                       "sent_by_kind": dict(sent_by_kind(sent)), "expected": dict(want),
-                       "counted": got, "guards": guards,
-                       "live": {lr.transport: lr.to_dict() for lr in lives}, "alive": alive,
-                       "ok": not problems, "problems": problems})
+    return FuzzReport(seed, len(packets), len(sent), dict(sent_by_kind(sent)), dict(want),
+                      got, guards, {lr.transport: lr for lr in lives}, alive, problems)
 
 
-class FuzzReport(dict):
-    """A fuzz run's report: the JSON `twin traffic fuzz --json` prints, key for key,
-    with its verdict as an attribute (`ok`: no problem found)."""
+@dataclass
+class FuzzReport:
+    """A fuzz run's report: the plan's packets, planned and sent (by kind); the drop
+    counters, expected and counted; the endpoint's guards answer; each transport's live
+    attack; whether both endpoints still answered; and the verdict, a line per problem
+    (`ok`: none). `to_json()` is what `twin traffic fuzz --json` prints."""
+
+    seed: int
+    planned: int
+    sent: int
+    sent_by_kind: dict[str, int]
+    expected: dict[str, int]
+    counted: dict[str, int]
+    guards: dict  # the target endpoint's `guards` answer (intact, buffers, broken)
+    live: dict[str, LiveReport]  # transport -> its attack
+    alive: dict[str, bool]  # host -> its endpoint answered hello after
+    problems: list[str]
 
     @property
     def ok(self) -> bool:
-        return not self.get("problems")
+        return not self.problems
+
+    def to_json(self) -> dict:
+        return {"seed": self.seed, "planned": self.planned, "sent": self.sent,
+                "sent_by_kind": self.sent_by_kind, "expected": self.expected,
+                "counted": self.counted, "guards": self.guards,
+                "live": {t: lr.to_dict() for t, lr in self.live.items()},
+                "alive": self.alive, "ok": self.ok, "problems": self.problems}
 
 
 @dataclass(frozen=True)
