@@ -178,6 +178,17 @@ class Run:
     def ok(self) -> bool:
         return all(f.exact and not (f.result is not None and f.result.failed) for f in self.flows)
 
+    def failures(self) -> list[str]:
+        """What kept it from `ok`, a line per flow (QP) that failed or arrived altered."""
+        out = []
+        for f in self.flows:
+            if f.result is not None and f.result.failed:
+                out.append(f"{f.src} -> {f.dst} QP {f.send_qpn} failed: {f.result.failed}")
+            elif not f.exact:
+                out.append(f"{f.src} -> {f.dst} QP {f.send_qpn}: "
+                           f"{'not byte-exact' if f.exact is False else 'never checked'}")
+        return out
+
     def goodput_series(self, window_s: float = 0.1) -> list[tuple[float, float]]:
         """(t, Gbit/s) over a sliding window of the acked-byte samples."""
         out = []

@@ -5,6 +5,7 @@ a baseline that never finished."""
 
 import math
 from dataclasses import replace
+from types import SimpleNamespace
 
 from tests.helpers import send_qp_stats
 from twin.chaos import drill as D
@@ -106,3 +107,65 @@ def test_packets_lost_per_qp_leaves_out_the_losses_a_late_copy_proved_wrong():
     assert R.lost_for_good(real + stall + undone) == 2
     assert R.lost_for_good(real + stall) == 46
     assert R.lost_for_good(undone) == 0
+
+
+class _Sized:
+    """What traffic.run returns, as size_for reads it: ok, elapsed_s, failures()."""
+
+    def __init__(self, flows, elapsed_s, why=()):
+        self.flows, self.elapsed_s, self.why = flows, elapsed_s, list(why)
+        self.ok = not self.why
+
+    def failures(self):
+        return self.why
+
+
+def _sizing(monkeypatch, outcomes):
+    """size_for against a traffic.run that answers `outcomes` in turn: (elapsed, why)."""
+    from twin import traffic as T
+
+    answers, sizes = iter(outcomes), []
+
+    def run(rt, pattern, flows, mode, **kw):
+        elapsed, why = next(answers)
+        sizes.append(flows[0].size)
+        return _Sized(flows, elapsed, why)
+
+    monkeypatch.setattr(T, "run", run)
+    drill = D.load_drill(D.find("t1-blackhole"))
+    flows = [T.Flow("r0h0", "r1h0", 1 << 20, group=0), T.Flow("r0h0", "r1h0", 1 << 20, group=0)]
+    notes = []
+    got = R.size_for(SimpleNamespace(runtime=None), drill, flows, "single-path", notes.append)
+    return got, sizes, notes
+
+
+DIED = ("r0h0 -> r1h0 QP 25 failed: PSN 256 lost 8 times (retry limit)",)
+
+
+def test_sizing_grows_until_a_transfer_lasts_long_enough(monkeypatch):
+    (sized, row), sizes, _ = _sizing(monkeypatch, [(0.01, ()), (0.2, ())])
+    assert sizes[0] == R.SIZING_START and sizes[1] > sizes[0] and len(sizes) == 2
+    assert row.ok and "from the" not in row.got
+    assert all(f.size >= sizes[1] for f in sized)
+
+
+def test_a_sizing_transfer_that_fails_after_one_went_through_sizes_from_that_one(monkeypatch):
+    (sized, row), sizes, notes = _sizing(monkeypatch, [(0.01, ()), (0.5, DIED)])
+    assert len(sizes) == 2
+    # the 1 MiB transfer's rate: 1 MiB in 10 ms lasts 1 s at 100 MiB
+    assert [f.size for f in sized] == [100 << 20, 100 << 20]
+    assert row.ok and "(from the 1 MiB transfer; the " in row.got
+    assert "failed (r0h0 -> r1h0 QP 25 failed: PSN 256 lost 8 times (retry limit))" in row.got
+    assert any("sized from the 1 MiB one" in n for n in notes)
+
+
+def test_a_first_sizing_transfer_that_fails_ends_the_drill_naming_why(monkeypatch):
+    import pytest
+
+    from twin.errors import LabError
+
+    with pytest.raises(LabError) as e:
+        _sizing(monkeypatch, [(0.5, DIED * 5)])
+    assert str(e.value) == (
+        f"steady state: the sizing transfer failed ({R.SIZING_START} bytes per flow in "
+        f"single-path), before any fault: {'; '.join(DIED * 3)} (and 2 more)")

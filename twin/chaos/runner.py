@@ -339,20 +339,39 @@ def size_for(att: Attached, drill: Drill, flows: list[T.Flow], mode: str,
     """The flows sized so the traffic lasts `for` at the goodput measured now (on this
     machine, this fabric, in this mode, with the prober running): the same flows move
     1 MiB each, then more, until a transfer takes SIZING_MIN_S; every flow then moves
-    its own goodput times `for`. Returns the flows and the steady-state row saying so."""
+    its own goodput times `for`. Returns the flows and the steady-state row saying so.
+
+    A sizing transfer that fails ends the drill, naming what failed, unless an
+    earlier, smaller one went through: that one sizes the traffic then, and the row
+    says why (a single-path QP can die at its retry limit on a healthy fabric when
+    this machine's load stretches its round trips past the RTO; the judged run
+    reports what its own QPs do)."""
     for_s = drill.traffic.for_ns / 1e9
     size = SIZING_START
+    measured = None  # the last transfer that went through: (flows, run, size)
+    failed = ""
     for attempt in range(SIZING_TRIES):
         note(f"steady state: sizing the traffic ({size / 2**20:g} MiB per flow)")
         probe = [T.Flow(f.src, f.dst, size, group=f.group) for f in flows]
         r = T.run(att.runtime, drill.traffic.pattern, probe, mode, evs=drill.traffic.evs,
                   **_signals(drill, mode))
         if not r.ok:
-            raise LabError(f"steady state: the sizing transfer failed ({size} bytes per flow "
-                           f"in {mode}); the fabric is not healthy before any fault")
+            why = r.failures()
+            more = f" (and {len(why) - 3} more)" if len(why) > 3 else ""
+            failed = (f"the {size / 2**20:.3g} MiB transfer failed ({'; '.join(why[:3])}"
+                      f"{more})")
+            if measured is None:
+                raise LabError(f"steady state: the sizing transfer failed ({size} bytes per "
+                               f"flow in {mode}), before any fault: {'; '.join(why[:3])}"
+                               f"{more}")
+            note(f"steady state: {failed}; sized from the "
+                 f"{measured[2] / 2**20:.3g} MiB one")
+            break
+        measured = (probe, r, size)
         if r.elapsed_s >= SIZING_MIN_S or attempt == SIZING_TRIES - 1:
             break
         size = int(size * min(16.0, 1.5 * SIZING_MIN_S / max(r.elapsed_s, 1e-3)))
+    probe, r, size = measured
     rates = [f.size / max((f.result.elapsed_s if f.result else 0) or r.elapsed_s, 1e-3)
              for f in probe]
     sized = [T.Flow(f.src, f.dst, max(size, -(-int(rate * for_s) // 2**20) * 2**20),
@@ -361,6 +380,8 @@ def size_for(att: Attached, drill: Drill, flows: list[T.Flow], mode: str,
     mbps = sum(rates) * 8 / 1e6 / len(rates)
     got = (f"{mbps:.4g} Mbit/s per flow measured: {sized[0].size / 2**20:g} MiB"
            f"{' per flow' if len(sized) > 1 else ''}")
+    if failed:
+        got += f" (from the {size / 2**20:.3g} MiB transfer; {failed})"
     note(f"steady state: {got}")
     return sized, Judged("steady state: traffic sized", f"lasts {for_s:g} s", got, True)
 
