@@ -357,13 +357,11 @@ def size_for(att: Attached, drill: Drill, flows: list[T.Flow], mode: str,
                   **_signals(drill, mode))
         if not r.ok:
             why = r.failures()
-            more = f" (and {len(why) - 3} more)" if len(why) > 3 else ""
-            failed = (f"the {size / 2**20:.3g} MiB transfer failed ({'; '.join(why[:3])}"
-                      f"{more})")
+            said = "; ".join(why[:3]) + (f" (and {len(why) - 3} more)" if len(why) > 3 else "")
             if measured is None:
                 raise LabError(f"steady state: the sizing transfer failed ({size} bytes per "
-                               f"flow in {mode}), before any fault: {'; '.join(why[:3])}"
-                               f"{more}")
+                               f"flow in {mode}), before any fault: {said}")
+            failed = f"the {size / 2**20:.3g} MiB transfer failed ({said})"
             note(f"steady state: {failed}; sized from the "
                  f"{measured[2] / 2**20:.3g} MiB one")
             break
